@@ -1,0 +1,94 @@
+# wharf — one Makefile for the whole tree.
+#
+# Layers are discovered by folder: every <layer>/*.c goes into build/lib/lib<layer>.a,
+# every <layer>/tests/test_*.c becomes one cmocka binary in build/tests/<layer>/ (other
+# .c files in a tests/ folder are shared helpers linked into each of that folder's tests),
+# every apps/<name>/ and testbed/<name>/ folder with C sources becomes build/wharf-<name>.
+# So adding a file never means editing this Makefile.
+
+CC      ?= gcc
+PKGS    := libdpdk numa cmocka jansson
+BUILD   := build
+
+DPDK_CFLAGS := $(shell pkg-config --cflags libdpdk 2>/dev/null)
+DPDK_LIBS   := $(shell pkg-config --libs libdpdk 2>/dev/null)
+
+WARN    := -Wall -Wextra -Werror
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) -MMD -MP -I. $(DPDK_CFLAGS)
+LDLIBS  := $(DPDK_LIBS) -lnuma -ljansson -lm -lpthread
+TEST_LDLIBS := -lcmocka
+
+# Order matters for static linking: upper layers first.
+LAYERS  := ps_core fuse transport dpdk_net
+LIBS    := $(foreach l,$(LAYERS),$(BUILD)/lib/lib$(l).a)
+
+layer_srcs = $(wildcard $(1)/*.c)
+layer_objs = $(patsubst %.c,$(BUILD)/obj/%.o,$(call layer_srcs,$(1)))
+
+APP_DIRS := $(sort $(dir $(wildcard apps/*/*.c testbed/*/*.c)))
+APP_DIRS := $(filter-out testbed/tests/,$(APP_DIRS))
+APPS     := $(foreach d,$(APP_DIRS),$(BUILD)/wharf-$(notdir $(patsubst %/,%,$(d))))
+
+TEST_SRCS := $(wildcard $(addsuffix /tests/test_*.c,$(LAYERS)))
+TESTS     := $(patsubst %.c,$(BUILD)/tests/%,$(subst /tests/,/,$(TEST_SRCS)))
+
+.PHONY: all deps test unit integ demo bench clean $(addprefix test-,$(LAYERS)) hugepages
+all: $(LIBS) $(APPS) $(TESTS)
+
+# ---- libraries -------------------------------------------------------------
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+define LAYER_RULE
+$(BUILD)/lib/lib$(1).a: $(call layer_objs,$(1))
+	@mkdir -p $$(dir $$@)
+	rm -f $$@
+	$$(if $$^,ar rcs $$@ $$^,ar rcs $$@)
+endef
+$(foreach l,$(LAYERS),$(eval $(call LAYER_RULE,$(l))))
+
+# ---- executables -----------------------------------------------------------
+define APP_RULE
+$(BUILD)/wharf-$(notdir $(patsubst %/,%,$(1))): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard $(1)*.c)) $(LIBS)
+	$$(CC) $$(CFLAGS) -o $$@ $$(filter %.o,$$^) $(LIBS) $$(LDLIBS)
+endef
+$(foreach d,$(APP_DIRS),$(eval $(call APP_RULE,$(d))))
+
+# ---- unit tests ------------------------------------------------------------
+define TEST_RULE
+$(BUILD)/tests/$(1)/%: $(1)/tests/%.c $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out $(1)/tests/test_%.c,$(wildcard $(1)/tests/*.c))) $(LIBS)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) -I$(1) -o $$@ $$< $$(filter %.o,$$^) $(LIBS) $$(LDLIBS) $$(TEST_LDLIBS)
+test-$(1): $(filter $(BUILD)/tests/$(1)/%,$(TESTS))
+	@testbed/run_tests.sh unit $$^
+endef
+$(foreach l,$(LAYERS),$(eval $(call TEST_RULE,$(l))))
+
+# ---- the two commands and friends ------------------------------------------
+deps:
+	@testbed/deps.sh
+
+hugepages:
+	@testbed/hugepages.sh
+
+unit: all
+	@testbed/run_tests.sh unit $(TESTS)
+
+integ: all
+	@testbed/run_tests.sh integ $(sort $(wildcard testbed/tests/t_*.sh))
+
+test: deps all
+	@testbed/run_tests.sh all $(TESTS) -- $(sort $(wildcard testbed/tests/t_*.sh))
+
+demo: deps all
+	@testbed/demo.sh
+
+bench: deps all
+	@testbed/bench.sh
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

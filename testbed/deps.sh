@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what wharf needs from Debian, once; a quick no-op when all is there.
+set -eu
+pkgs=(dpdk dpdk-dev libdpdk-dev libnuma-dev numactl libcmocka-dev libjansson-dev pkg-config
+      gcc make clang iproute2 iputils-ping tshark gnuplot-nox dataset-fashion-mnist procps
+      python3-pyelftools)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "deps: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+testbed/hugepages.sh || true

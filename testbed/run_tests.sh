@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs wharf's tests and prints one summary line last.
+#   run_tests.sh unit  BIN...              cmocka binaries
+#   run_tests.sh integ SCRIPT...           integration scripts (testbed/tests/t_*.sh)
+#   run_tests.sh all   BIN... -- SCRIPT... both
+# Every test is bounded in time (UNIT_TIMEOUT, INTEG_TIMEOUT seconds). Exit status is
+# non-zero when anything failed. Set WHARF_TEST_FILTER to a substring to run a subset.
+set -u
+mode=$1; shift
+units=(); integs=()
+case "$mode" in
+unit) units=("$@") ;;
+integ) integs=("$@") ;;
+all)
+	while [ $# -gt 0 ] && [ "$1" != "--" ]; do units+=("$1"); shift; done
+	[ $# -gt 0 ] && shift
+	integs=("$@") ;;
+*) echo "usage: $0 unit|integ|all ..." >&2; exit 2 ;;
+esac
+
+passed=0; failed=0; failures=()
+filter=${WHARF_TEST_FILTER:-}
+logdir=build/test-logs; mkdir -p "$logdir"
+
+run_one() { # kind path timeout
+	local kind=$1 t=$2 to=$3 name log rc
+	name=$(basename "$t")
+	[ -n "$filter" ] && [[ "$t" != *"$filter"* ]] && return
+	log="$logdir/$name.log"
+	printf '== %s %s\n' "$kind" "$t"
+	timeout --kill-after=10 "$to" "$t" >"$log" 2>&1
+	rc=$?
+	# cmocka's own summary lines (and the test names) go to the console.
+	grep -E '^\[ *(RUN|OK|PASSED|FAILED|SKIPPED|  ERROR) *\]|^\[==========\]|^ok |^not ok |^(PASS|FAIL)' "$log" | tail -n 60
+	if [ $rc -eq 0 ]; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1)); failures+=("$t (rc=$rc, log $log)")
+		echo "---- last lines of $log"; tail -n 30 "$log"
+	fi
+}
+
+for t in "${units[@]}"; do run_one unit "$t" "${UNIT_TIMEOUT:-120}"; done
+for t in "${integs[@]}"; do run_one integ "$t" "${INTEG_TIMEOUT:-240}"; done
+
+if [ ${#failures[@]} -gt 0 ]; then
+	echo "failed:"; printf '  %s\n' "${failures[@]}"
+fi
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]

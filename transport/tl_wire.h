@@ -1,0 +1,183 @@
+/*
+ * tl_wire.h — the message header every wharf stream carries, and the view type through
+ * which a received message's body is read without copying it.
+ *
+ * This is the contract between the layers: transport frames the byte stream into
+ * messages by this header, fuse packs several into one, ps_core gives the per-type
+ * fields their meaning. It has no DPDK dependency so every layer's tests can use it.
+ *
+ * On the wire (little-endian, 32 bytes, no padding, no pointers):
+ *   off  0 u16 magic       TL_MSG_MAGIC
+ *   off  2 u8  version     TL_MSG_VERSION
+ *   off  3 u8  type        see the TL_TYPE_* ranges below
+ *   off  4 u16 flags       per type
+ *   off  6 u16 aux         per type (ps_core: element type)
+ *   off  8 u32 body_len    bytes that follow the header
+ *   off 12 u32 table_id    per type
+ *   off 16 u64 req_id      request id; a reply carries its request's id
+ *   off 24 u32 key_count   per type
+ *   off 28 u32 dim         per type
+ */
+#ifndef WHARF_TL_WIRE_H
+#define WHARF_TL_WIRE_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define TL_MSG_MAGIC    0x4657u /* "WF" as it reads in a hex dump: 57 46 */
+#define TL_MSG_VERSION  1u
+#define TL_MSG_HDR_LEN  32u
+
+/* Default ceiling on one message body; a stream may configure a lower one. */
+#define TL_MSG_MAX_BODY_DEFAULT (64u << 20)
+
+/*
+ * Type ranges, so no two layers ever pick the same number:
+ *   0            never valid
+ *   1..15        transport (TL_TYPE_ERROR, keepalives)
+ *   16..31       fuse (FZ_TYPE_*)
+ *   32..255      ps_core requests and replies (PS_TYPE_*)
+ */
+#define TL_TYPE_ERROR     1u  /* body: u32 errno-style code, then UTF-8 text */
+#define TL_TYPE_FUSE_MIN  16u
+#define TL_TYPE_FUSE_MAX  31u
+#define TL_TYPE_PS_MIN    32u
+
+struct tl_msg_hdr {
+	uint16_t magic;
+	uint8_t version;
+	uint8_t type;
+	uint16_t flags;
+	uint16_t aux;
+	uint32_t body_len;
+	uint32_t table_id;
+	uint64_t req_id;
+	uint32_t key_count;
+	uint32_t dim;
+};
+
+_Static_assert(sizeof(struct tl_msg_hdr) == TL_MSG_HDR_LEN, "wire header is 32 bytes");
+
+static inline uint16_t tl_ld16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t tl_ld32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t tl_ld64(const uint8_t *p)
+{
+	return (uint64_t)tl_ld32(p) | (uint64_t)tl_ld32(p + 4) << 32;
+}
+static inline void tl_st16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void tl_st32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
+}
+static inline void tl_st64(uint8_t *p, uint64_t v) { tl_st32(p, (uint32_t)v); tl_st32(p + 4, (uint32_t)(v >> 32)); }
+
+static inline void tl_msg_hdr_encode(uint8_t out[TL_MSG_HDR_LEN], const struct tl_msg_hdr *h)
+{
+	tl_st16(out + 0, TL_MSG_MAGIC);
+	out[2] = TL_MSG_VERSION;
+	out[3] = h->type;
+	tl_st16(out + 4, h->flags);
+	tl_st16(out + 6, h->aux);
+	tl_st32(out + 8, h->body_len);
+	tl_st32(out + 12, h->table_id);
+	tl_st64(out + 16, h->req_id);
+	tl_st32(out + 24, h->key_count);
+	tl_st32(out + 28, h->dim);
+}
+
+/*
+ * Decodes and checks a header. Returns 0, or:
+ *   -EBADMSG   bad magic or type 0 (the stream cannot be trusted past this point)
+ *   -EPROTONOSUPPORT  unknown version (header still filled: the caller may answer it)
+ *   -EMSGSIZE  body_len above max_body (header still filled)
+ */
+static inline int tl_msg_hdr_decode(const uint8_t in[TL_MSG_HDR_LEN], uint32_t max_body,
+				    struct tl_msg_hdr *h)
+{
+	h->magic = tl_ld16(in + 0);
+	h->version = in[2];
+	h->type = in[3];
+	h->flags = tl_ld16(in + 4);
+	h->aux = tl_ld16(in + 6);
+	h->body_len = tl_ld32(in + 8);
+	h->table_id = tl_ld32(in + 12);
+	h->req_id = tl_ld64(in + 16);
+	h->key_count = tl_ld32(in + 24);
+	h->dim = tl_ld32(in + 28);
+	if (h->magic != TL_MSG_MAGIC || h->type == 0)
+		return -EBADMSG;
+	if (h->version != TL_MSG_VERSION)
+		return -EPROTONOSUPPORT;
+	if (h->body_len > max_body)
+		return -EMSGSIZE;
+	return 0;
+}
+
+/* One contiguous piece of a received body (a view into a packet or a fused frame). */
+struct tl_iov {
+	const uint8_t *base;
+	uint32_t len;
+};
+
+/*
+ * A received message: its decoded header and its body as a list of views. The views
+ * stay valid until the callback that handed the message up returns, unless the
+ * receiver took a reference through the transport's API.
+ */
+struct tl_msg_view {
+	struct tl_msg_hdr hdr;
+	const struct tl_iov *iov;
+	uint32_t iovcnt;
+};
+
+/* Copies body bytes [off, off+len) into dst. Returns 0 or -ERANGE past the body's end. */
+static inline int tl_view_copy(const struct tl_msg_view *v, uint32_t off, void *dst, uint32_t len)
+{
+	uint8_t *d = dst;
+	uint32_t i;
+
+	if ((uint64_t)off + len > v->hdr.body_len)
+		return -ERANGE;
+	for (i = 0; i < v->iovcnt && len > 0; i++) {
+		uint32_t seg = v->iov[i].len;
+		if (off >= seg) {
+			off -= seg;
+			continue;
+		}
+		uint32_t n = seg - off < len ? seg - off : len;
+		memcpy(d, v->iov[i].base + off, n);
+		d += n;
+		len -= n;
+		off = 0;
+	}
+	return len == 0 ? 0 : -ERANGE;
+}
+
+/*
+ * Returns a pointer to body bytes [off, off+len) when they sit in one piece (the common
+ * case: zero copy), else copies them into scratch and returns scratch. NULL past the end.
+ */
+static inline const uint8_t *tl_view_get(const struct tl_msg_view *v, uint32_t off, uint32_t len,
+					 void *scratch)
+{
+	uint32_t i, o = off;
+
+	if ((uint64_t)off + len > v->hdr.body_len)
+		return NULL;
+	for (i = 0; i < v->iovcnt; i++) {
+		if (o < v->iov[i].len) {
+			if (v->iov[i].len - o >= len)
+				return v->iov[i].base + o;
+			break;
+		}
+		o -= v->iov[i].len;
+	}
+	return tl_view_copy(v, off, scratch, len) == 0 ? scratch : NULL;
+}
+
+#endif /* WHARF_TL_WIRE_H */
