@@ -19,21 +19,23 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) -MMD -MP -I. $(DPDK_CFLAGS)
 LDLIBS  := $(DPDK_LIBS) -lnuma -ljansson -lm -lpthread
 TEST_LDLIBS := -lcmocka
 
-# Order matters for static linking: upper layers first.
-LAYERS  := ps_core fuse transport dpdk_net
-LIBS    := $(foreach l,$(LAYERS),$(BUILD)/lib/lib$(l).a)
+# Order matters for static linking: upper layers first. apps/common is the code the
+# executables share (configuration sources, datasets, models); it is a library too.
+LAYERS  := apps/common ps_core fuse transport dpdk_net
+libname  = $(BUILD)/lib/lib$(subst /,_,$(1)).a
+LIBS    := $(foreach l,$(LAYERS),$(call libname,$(l)))
 
 layer_srcs = $(wildcard $(1)/*.c)
 layer_objs = $(patsubst %.c,$(BUILD)/obj/%.o,$(call layer_srcs,$(1)))
 
 APP_DIRS := $(sort $(dir $(wildcard apps/*/*.c testbed/*/*.c)))
-APP_DIRS := $(filter-out testbed/tests/,$(APP_DIRS))
+APP_DIRS := $(filter-out testbed/tests/ apps/common/,$(APP_DIRS))
 APPS     := $(foreach d,$(APP_DIRS),$(BUILD)/wharf-$(notdir $(patsubst %/,%,$(d))))
 
 TEST_SRCS := $(wildcard $(addsuffix /tests/test_*.c,$(LAYERS)))
 TESTS     := $(patsubst %.c,$(BUILD)/tests/%,$(subst /tests/,/,$(TEST_SRCS)))
 
-.PHONY: all deps test unit integ demo bench clean $(addprefix test-,$(LAYERS)) hugepages
+.PHONY: all deps test unit integ demo bench clean $(addprefix test-,$(notdir $(LAYERS))) hugepages
 all: $(LIBS) $(APPS) $(TESTS)
 
 # ---- libraries -------------------------------------------------------------
@@ -42,7 +44,7 @@ $(BUILD)/obj/%.o: %.c
 	$(CC) $(CFLAGS) -c $< -o $@
 
 define LAYER_RULE
-$(BUILD)/lib/lib$(1).a: $(call layer_objs,$(1))
+$(call libname,$(1)): $(call layer_objs,$(1))
 	@mkdir -p $$(dir $$@)
 	rm -f $$@
 	$$(if $$^,ar rcs $$@ $$^,ar rcs $$@)
@@ -61,7 +63,7 @@ define TEST_RULE
 $(BUILD)/tests/$(1)/%: $(1)/tests/%.c $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out $(1)/tests/test_%.c,$(wildcard $(1)/tests/*.c))) $(LIBS)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) -I$(1) -o $$@ $$< $$(filter %.o,$$^) $(LIBS) $$(LDLIBS) $$(TEST_LDLIBS)
-test-$(1): $(filter $(BUILD)/tests/$(1)/%,$(TESTS))
+test-$(notdir $(1)): $(filter $(BUILD)/tests/$(1)/%,$(TESTS))
 	@testbed/run_tests.sh unit $$^
 endef
 $(foreach l,$(LAYERS),$(eval $(call TEST_RULE,$(l))))
