@@ -15,7 +15,7 @@ DPDK_LIBS   := $(shell pkg-config --libs libdpdk 2>/dev/null)
 
 WARN    := -Wall -Wextra -Werror
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) -MMD -MP -I. $(DPDK_CFLAGS)
+CFLAGS  += -std=c11 -D_GNU_SOURCE -DALLOW_EXPERIMENTAL_API $(WARN) -MMD -MP -I. $(DPDK_CFLAGS)
 LDLIBS  := $(DPDK_LIBS) -lnuma -ljansson -lz -lm -lpthread
 TEST_LDLIBS := -lcmocka
 

@@ -1,0 +1,201 @@
+/*
+ * dn.h — dpdk_net: the floor wharf stands on.
+ *
+ * EAL bring-up from argv, one port with one Rx/Tx queue pair per worker lcore, NUMA-local
+ * mempools, Ethernet/ARP/IPv4/ICMP-echo input, IPv4 output with ARP resolution, and the
+ * per-lcore run loop with its two idle modes. Upper layers (transport) plug in through two
+ * hooks: an L4 input callback for protocols dpdk_net does not answer itself, and a poll
+ * callback run once per loop iteration (timers, queued output).
+ *
+ * Call chain on an lcore:  dn_loop_run -> rte_eth_rx_burst -> dn_input_burst
+ *   -> dn_arp_input | dn_ip_input -> (ICMP echo answered here) | l4_input hook
+ *   -> ... -> dn_ip_send -> dn_tx_enqueue -> rte_eth_tx_burst (when the burst is full,
+ *   or when the TSC drain timer fires).
+ *
+ * Threads: a struct dn_lcore is owned by exactly one lcore; nothing in it is shared. The
+ * port's ARP table has one writer (the lcore owning queue 0, where non-IP frames land) and
+ * lock-free readers (see dn_arp.c).
+ */
+#ifndef WHARF_DN_H
+#define WHARF_DN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rte_ether.h>
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+
+#define DN_BURST 32
+#define DN_MAX_LCORES 16
+
+/* Drop reasons. Each has a counter per lcore; names are what telemetry and tests print. */
+#define DN_DROP_REASONS(X)                                                                    \
+	X(ETH_TRUNC, "eth_truncated")          /* shorter than an Ethernet header */             \
+	X(ETH_TYPE, "eth_type")                /* neither IPv4 nor ARP (VLANs, IPv6, ...) */      \
+	X(ETH_DST, "eth_dst")                  /* unicast to some other MAC */                   \
+	X(ARP_MALFORMED, "arp_malformed")      /* short, or not Ethernet/IPv4 ARP */             \
+	X(ARP_NOT_US, "arp_not_us")            /* a request for someone else's address */        \
+	X(ARP_PENDING_FULL, "arp_pending_full") /* no room to wait for resolution */             \
+	X(ARP_TIMEOUT, "arp_timeout")          /* next hop never answered */                      \
+	X(IP_TRUNC, "ip_truncated")            /* frame shorter than the IPv4 header */           \
+	X(IP_VERSION, "ip_version")                                                               \
+	X(IP_IHL, "ip_ihl")                    /* header length below 20 or past the frame */     \
+	X(IP_LEN, "ip_total_length")           /* total length below IHL or past the frame */     \
+	X(IP_CKSUM, "ip_checksum")                                                                \
+	X(IP_TTL, "ip_ttl")                    /* TTL 0 on arrival */                             \
+	X(IP_DST, "ip_dst")                    /* not our address (we do not route) */            \
+	X(IP_FRAG, "ip_fragment")              /* fragments are never reassembled */             \
+	X(IP_PROTO, "ip_proto")                /* no handler for this protocol */                 \
+	X(ICMP_TRUNC, "icmp_truncated")                                                           \
+	X(ICMP_CKSUM, "icmp_checksum")                                                            \
+	X(ICMP_TYPE, "icmp_type")              /* neither echo request nor a reply we wait for */ \
+	X(L4_CKSUM, "l4_checksum")             /* TCP/UDP checksum bad (hardware or software) */   \
+	X(TX_FULL, "tx_full")                  /* the PMD would not take the packet */           \
+	X(NO_MBUF, "no_mbuf")                  /* mempool empty when building a reply */         \
+	X(NO_ROUTE, "no_route")                /* destination off-link and no gateway */
+
+enum dn_drop {
+#define DN_X(n, s) DN_DROP_##n,
+	DN_DROP_REASONS(DN_X)
+#undef DN_X
+	DN_DROP_MAX
+};
+
+const char *dn_drop_name(enum dn_drop d);
+
+struct dn_stats {
+	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
+	uint64_t arp_requests_out, arp_replies_out, icmp_echo_replies;
+	uint64_t idle_sleeps, intr_wakeups;
+	uint64_t drops[DN_DROP_MAX];
+};
+
+/* Idle policy of the run loop (DESIGN.md "Threads"). */
+enum dn_idle {
+	DN_IDLE_POLL,  /* spin: lowest latency, one core per lcore */
+	DN_IDLE_SLEEP, /* Rx interrupts where the PMD has them, else bounded back-off sleep */
+};
+
+struct dn_config {
+	uint16_t port_id;        /* ethdev port; DN_PORT_AUTO picks the first one EAL found */
+	uint32_t ip;             /* our IPv4 address, host byte order */
+	uint8_t prefix_len;      /* on-link prefix */
+	uint32_t gateway;        /* host order; 0 = none (off-link destinations are dropped) */
+	uint16_t mtu;            /* 0 = 1500 */
+	uint16_t nb_rxd, nb_txd; /* 0 = 1024 each */
+	uint16_t nb_queues;      /* queue pairs = worker lcores using the port; 0 = 1 */
+	enum dn_idle idle;
+	uint32_t idle_max_sleep_us; /* back-off ceiling in sleep mode; 0 = 200 us */
+	uint32_t link_wait_ms;      /* 0 = 3000 */
+	bool promiscuous;           /* the vswitch wants every frame */
+	bool no_l3;                 /* raw L2 use (vswitch): no ARP/IP, no gratuitous ARP */
+	uint32_t nb_mbufs;          /* 0 = sized from queue depths and lcore count */
+};
+
+#define DN_PORT_AUTO UINT16_MAX
+
+struct dn_port;
+struct dn_lcore;
+
+/*
+ * Runs rte_eal_init on argv. On success returns how many arguments EAL consumed (so the
+ * app's own arguments start at argv[ret]); on failure -errno with the reason in err.
+ */
+int dn_eal_init(int argc, char **argv, char *err, size_t errlen);
+
+/* Releases EAL (rte_eal_cleanup). Hugepage files of this process go with it. */
+void dn_eal_fini(void);
+
+/* Configures and starts the port. Reason for a failure in err. */
+int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err, size_t errlen);
+void dn_port_destroy(struct dn_port *port);
+
+uint16_t dn_port_id(const struct dn_port *port);
+const struct rte_ether_addr *dn_port_mac(const struct dn_port *port);
+uint32_t dn_port_ip(const struct dn_port *port);
+/* True when the device computes TCP checksums on Tx (else dpdk_net does it in software). */
+bool dn_port_tx_l4_csum(const struct dn_port *port);
+/* True when Rx interrupts work for the port's queues, i.e. DN_IDLE_SLEEP really sleeps in epoll. */
+bool dn_port_rx_intr(const struct dn_port *port);
+bool dn_port_rss(const struct dn_port *port);
+/* RSS key and redirection table as programmed (for steering); NULL/0 when no RSS. */
+const uint8_t *dn_port_rss_key(const struct dn_port *port, uint32_t *key_len);
+const uint16_t *dn_port_reta(const struct dn_port *port, uint32_t *reta_size);
+
+/* Hooks an upper layer installs on an lcore. */
+struct dn_hooks {
+	/*
+	 * An IPv4 packet for us with a protocol dpdk_net does not answer. m->data_off points at
+	 * the IPv4 header; l3_len holds its length. The hook owns m from then on.
+	 */
+	void (*l4_input)(void *arg, struct dn_lcore *lc, struct rte_mbuf *m);
+	/* Once per loop iteration with the current TSC; returns how much work it did (0 = idle). */
+	unsigned (*poll)(void *arg, struct dn_lcore *lc, uint64_t now_tsc);
+	void *arg;
+};
+
+/* Per-lcore context: created on (and used only by) the lcore owning queue q. */
+int dn_lcore_create(struct dn_port *port, uint16_t queue, const struct dn_hooks *hooks,
+		    struct dn_lcore **out);
+void dn_lcore_destroy(struct dn_lcore *lc);
+struct dn_port *dn_lcore_port(struct dn_lcore *lc);
+uint16_t dn_lcore_queue(const struct dn_lcore *lc);
+struct rte_mempool *dn_lcore_pool(struct dn_lcore *lc);
+const struct dn_stats *dn_lcore_stats(const struct dn_lcore *lc);
+void dn_lcore_set_hooks(struct dn_lcore *lc, const struct dn_hooks *hooks);
+
+/*
+ * Input a burst of received frames (what the run loop does after rte_eth_rx_burst).
+ * Consumes every mbuf.
+ */
+void dn_input_burst(struct dn_lcore *lc, struct rte_mbuf **pkts, uint16_t n);
+
+/* Send flags for dn_ip_send. */
+#define DN_TX_L4_CSUM (1u << 0) /* fill the TCP/UDP checksum (offload or software) */
+#define DN_TX_ECT0    (1u << 1) /* mark ECN-capable transport, ECT(0) (RFC 3168) */
+
+/*
+ * Sends an IPv4 packet. m->data_off points at the L4 header; there must be headroom for
+ * IPv4 + Ethernet. Resolves the next hop through ARP (the packet waits in a small pending
+ * queue while a request is out). Consumes m on success and on failure (failures are counted
+ * as drops); returns 0, -EAGAIN when queued behind ARP, or -errno.
+ */
+int dn_ip_send(struct dn_lcore *lc, struct rte_mbuf *m, uint32_t dst_ip, uint8_t proto,
+	       uint32_t flags);
+
+/* Queues a complete Ethernet frame for Tx on this lcore's queue. Consumes m. */
+void dn_tx_enqueue(struct dn_lcore *lc, struct rte_mbuf *m);
+/* Pushes buffered Tx frames to the PMD now. */
+void dn_tx_flush(struct dn_lcore *lc);
+
+/* Sends an ICMP echo request (id, seq, payload_len bytes of pattern). */
+int dn_icmp_echo_send(struct dn_lcore *lc, uint32_t dst_ip, uint16_t id, uint16_t seq,
+		      uint16_t payload_len);
+/* Echo replies addressed to us are handed here when set (wharf-ping); else dropped. */
+typedef void (*dn_echo_reply_fn)(void *arg, uint32_t src_ip, uint16_t id, uint16_t seq,
+				 const uint8_t *payload, uint16_t len);
+void dn_lcore_set_echo_reply(struct dn_lcore *lc, dn_echo_reply_fn fn, void *arg);
+
+/* Sends a gratuitous ARP for our address. */
+int dn_arp_announce(struct dn_lcore *lc);
+/* Looks up the MAC for an on-link IPv4 address (host order); 0 if known, -ENOENT if not. */
+int dn_arp_lookup(struct dn_port *port, uint32_t ip, struct rte_ether_addr *mac);
+
+/*
+ * Runs the loop on the calling lcore until *stop becomes true (relaxed load; the writer
+ * is a signal handler or another thread and needs no ordering beyond eventual visibility).
+ * In DN_IDLE_SLEEP mode an idle lcore sleeps in epoll on the queue's Rx interrupt (or backs
+ * off up to idle_max_sleep_us when the PMD has none) and wakes on traffic.
+ */
+int dn_loop_run(struct dn_lcore *lc, volatile const int *stop);
+/* One iteration: Rx burst, input, hooks, Tx drain. Returns the work done (packets + hook). */
+unsigned dn_loop_once(struct dn_lcore *lc, uint64_t now_tsc);
+/* Sleeps as the idle policy says (Rx interrupt, at most 1 ms; or one back-off step). */
+void dn_lcore_idle_wait(struct dn_lcore *lc);
+
+/* Parses "a.b.c.d" or "a.b.c.d/len" into host-order address and prefix. 0 or -EINVAL. */
+int dn_parse_ipv4(const char *s, uint32_t *ip, uint8_t *prefix_len);
+
+#endif /* WHARF_DN_H */

@@ -1,0 +1,326 @@
+/*
+ * dn_ip.c — Ethernet and IPv4 in both directions, and ICMP echo.
+ *
+ * In:  dn_input_burst -> eth_input -> dn_arp_input (dn_arp.c)
+ *                                  -> dn_ip_input -> icmp_input | hooks.l4_input
+ * Out: dn_ip_send -> (ARP resolve | pending queue) -> dn_eth_fill -> dn_tx_enqueue
+ *      -> dn_tx_flush -> rte_eth_tx_burst
+ *
+ * Every frame that fails a check is freed and counted under its reason (dn.h); nothing
+ * here trusts a length it has not compared with the frame.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <rte_cycles.h>
+#include <rte_icmp.h>
+#include <rte_ip.h>
+#include <rte_prefetch.h>
+
+#include "dpdk_net/dn_pvt.h"
+
+#define DN_TTL 64
+
+void dn_tx_flush(struct dn_lcore *lc)
+{
+	uint16_t sent, n = lc->tx_n;
+
+	if (n == 0)
+		return;
+	sent = rte_eth_tx_burst(lc->port_id, lc->queue, lc->tx, n);
+	for (uint16_t i = 0; i < sent; i++)
+		lc->stats.tx_bytes += rte_pktmbuf_pkt_len(lc->tx[i]);
+	lc->stats.tx_pkts += sent;
+	/* What the PMD refused stays at the front and goes with the next flush. */
+	if (sent < n)
+		memmove(lc->tx, lc->tx + sent, (size_t)(n - sent) * sizeof(lc->tx[0]));
+	lc->tx_n = (uint16_t)(n - sent);
+}
+
+void dn_tx_enqueue(struct dn_lcore *lc, struct rte_mbuf *m)
+{
+	if (lc->tx_n == DN_BURST) {
+		dn_tx_flush(lc);
+		if (lc->tx_n == DN_BURST) {
+			dn_drop(lc, m, DN_DROP_TX_FULL);
+			return;
+		}
+	}
+	if (lc->tx_n == 0)
+		lc->tx_drain_tsc = rte_rdtsc() + lc->tx_drain_cycles;
+	lc->tx[lc->tx_n++] = m;
+	if (lc->tx_n == DN_BURST)
+		dn_tx_flush(lc);
+}
+
+void dn_eth_fill(struct dn_lcore *lc, struct rte_mbuf *m, const struct rte_ether_addr *dst,
+		 uint16_t ether_type)
+{
+	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+
+	rte_ether_addr_copy(dst, &eth->dst_addr);
+	rte_ether_addr_copy(&lc->port->mac, &eth->src_addr);
+	eth->ether_type = rte_cpu_to_be_16(ether_type);
+	m->l2_len = sizeof(*eth);
+}
+
+/* Checksum of an ICMP message that may span segments, starting at offset off. */
+static uint16_t icmp_cksum(const struct rte_mbuf *m, uint32_t off, uint32_t len)
+{
+	uint16_t raw;
+
+	if (rte_raw_cksum_mbuf(m, off, len, &raw) != 0)
+		return 0;
+	return raw;
+}
+
+static void icmp_input(struct dn_lcore *lc, struct rte_mbuf *m, struct rte_ipv4_hdr *ip,
+		       uint16_t ihl)
+{
+	uint32_t icmp_len = rte_be_to_cpu_16(ip->total_length) - ihl;
+	uint32_t off = sizeof(struct rte_ether_hdr) + ihl;
+	struct rte_icmp_hdr *icmp;
+
+	if (icmp_len < sizeof(*icmp) || rte_pktmbuf_data_len(m) < off + sizeof(*icmp)) {
+		dn_drop(lc, m, DN_DROP_ICMP_TRUNC);
+		return;
+	}
+	/* A correct checksum sums (with itself) to all ones. */
+	if (icmp_cksum(m, off, icmp_len) != 0xffff) {
+		dn_drop(lc, m, DN_DROP_ICMP_CKSUM);
+		return;
+	}
+	icmp = rte_pktmbuf_mtod_offset(m, struct rte_icmp_hdr *, off);
+	if (icmp->icmp_type == RTE_IP_ICMP_ECHO_REPLY && lc->echo_fn != NULL) {
+		uint8_t buf[64];
+		uint32_t plen = icmp_len - sizeof(*icmp);
+		const uint8_t *payload = rte_pktmbuf_read(m, off + sizeof(*icmp),
+							  plen < sizeof(buf) ? plen : sizeof(buf), buf);
+
+		lc->echo_fn(lc->echo_arg, rte_be_to_cpu_32(ip->src_addr),
+			    rte_be_to_cpu_16(icmp->icmp_ident), rte_be_to_cpu_16(icmp->icmp_seq_nb),
+			    payload, (uint16_t)(plen < sizeof(buf) ? plen : sizeof(buf)));
+		rte_pktmbuf_free(m);
+		return;
+	}
+	if (icmp->icmp_type != RTE_IP_ICMP_ECHO_REQUEST || icmp->icmp_code != 0) {
+		dn_drop(lc, m, DN_DROP_ICMP_TYPE);
+		return;
+	}
+	/* Turn the request around in place: same payload, addresses swapped. */
+	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	struct rte_ether_addr peer = eth->src_addr;
+	uint32_t a = ip->src_addr;
+
+	icmp->icmp_type = RTE_IP_ICMP_ECHO_REPLY;
+	icmp->icmp_cksum = 0;
+	icmp->icmp_cksum = (uint16_t)~icmp_cksum(m, off, icmp_len);
+	ip->src_addr = ip->dst_addr;
+	ip->dst_addr = a;
+	ip->time_to_live = DN_TTL;
+	ip->hdr_checksum = 0;
+	ip->hdr_checksum = rte_ipv4_cksum(ip);
+	dn_eth_fill(lc, m, &peer, RTE_ETHER_TYPE_IPV4);
+	m->ol_flags = 0;
+	lc->stats.icmp_echo_replies++;
+	dn_tx_enqueue(lc, m);
+}
+
+/* Drops with the matching reason, or returns the IPv4 header length (>= 20). */
+static int ip_check(struct dn_lcore *lc, struct rte_mbuf *m, struct rte_ipv4_hdr *ip)
+{
+	uint32_t frame = rte_pktmbuf_pkt_len(m) - (uint32_t)sizeof(struct rte_ether_hdr);
+	uint32_t first = rte_pktmbuf_data_len(m) - (uint32_t)sizeof(struct rte_ether_hdr);
+	uint16_t ihl, tot;
+	uint64_t ck = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
+
+	if ((ip->version_ihl >> 4) != 4)
+		return -DN_DROP_IP_VERSION;
+	ihl = (uint16_t)((ip->version_ihl & 0xf) * 4);
+	if (ihl < sizeof(*ip) || ihl > first)
+		return -DN_DROP_IP_IHL;
+	tot = rte_be_to_cpu_16(ip->total_length);
+	if (tot < ihl || tot > frame)
+		return -DN_DROP_IP_LEN;
+	if (ck == RTE_MBUF_F_RX_IP_CKSUM_BAD)
+		return -DN_DROP_IP_CKSUM;
+	if (ck != RTE_MBUF_F_RX_IP_CKSUM_GOOD && rte_raw_cksum(ip, ihl) != 0xffff)
+		return -DN_DROP_IP_CKSUM;
+	if (ip->time_to_live == 0)
+		return -DN_DROP_IP_TTL;
+	if (rte_be_to_cpu_32(ip->dst_addr) != lc->port->ip)
+		return -DN_DROP_IP_DST;
+	if (ip->fragment_offset & rte_cpu_to_be_16(RTE_IPV4_HDR_MF_FLAG | RTE_IPV4_HDR_OFFSET_MASK))
+		return -DN_DROP_IP_FRAG;
+	/* Ethernet pads short frames: cut the tail so L4 sees exactly total_length. */
+	if (tot < frame)
+		rte_pktmbuf_trim(m, (uint16_t)(frame - tot));
+	return ihl;
+}
+
+void dn_ip_input(struct dn_lcore *lc, struct rte_mbuf *m)
+{
+	struct rte_ipv4_hdr *ip;
+	int ihl;
+
+	if (rte_pktmbuf_data_len(m) < sizeof(struct rte_ether_hdr) + sizeof(*ip)) {
+		dn_drop(lc, m, DN_DROP_IP_TRUNC);
+		return;
+	}
+	ip = rte_pktmbuf_mtod_offset(m, struct rte_ipv4_hdr *, sizeof(struct rte_ether_hdr));
+	ihl = ip_check(lc, m, ip);
+	if (ihl < 0) {
+		dn_drop(lc, m, (enum dn_drop)-ihl);
+		return;
+	}
+	if (ip->next_proto_id == IPPROTO_ICMP) {
+		icmp_input(lc, m, ip, (uint16_t)ihl);
+		return;
+	}
+	if (lc->hooks.l4_input == NULL) {
+		dn_drop(lc, m, DN_DROP_IP_PROTO);
+		return;
+	}
+	m->l2_len = sizeof(struct rte_ether_hdr);
+	m->l3_len = (uint16_t)ihl;
+	rte_pktmbuf_adj(m, sizeof(struct rte_ether_hdr));
+	lc->hooks.l4_input(lc->hooks.arg, lc, m);
+}
+
+static void eth_input(struct dn_lcore *lc, struct rte_mbuf *m)
+{
+	struct rte_ether_hdr *eth;
+	uint16_t type;
+
+	lc->stats.rx_pkts++;
+	lc->stats.rx_bytes += rte_pktmbuf_pkt_len(m);
+	if (rte_pktmbuf_data_len(m) < sizeof(*eth)) {
+		dn_drop(lc, m, DN_DROP_ETH_TRUNC);
+		return;
+	}
+	eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	if (!rte_is_same_ether_addr(&eth->dst_addr, &lc->port->mac) &&
+	    !rte_is_broadcast_ether_addr(&eth->dst_addr)) {
+		dn_drop(lc, m, DN_DROP_ETH_DST);
+		return;
+	}
+	type = rte_be_to_cpu_16(eth->ether_type);
+	if (type == RTE_ETHER_TYPE_IPV4)
+		dn_ip_input(lc, m);
+	else if (type == RTE_ETHER_TYPE_ARP)
+		dn_arp_input(lc, m);
+	else
+		dn_drop(lc, m, DN_DROP_ETH_TYPE);
+}
+
+void dn_input_burst(struct dn_lcore *lc, struct rte_mbuf **pkts, uint16_t n)
+{
+	for (uint16_t i = 0; i < n; i++) {
+		if (i + 1 < n)
+			rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void *));
+		eth_input(lc, pkts[i]);
+	}
+}
+
+/* Fills the L4 checksum: the device does it from the pseudo-header sum, or we do it here. */
+static void l4_csum(struct dn_lcore *lc, struct rte_mbuf *m, struct rte_ipv4_hdr *ip,
+		    uint8_t proto)
+{
+	uint16_t *field;
+	uint16_t l4_off = (uint16_t)(m->l2_len + m->l3_len);
+
+	if (proto == IPPROTO_TCP)
+		field = rte_pktmbuf_mtod_offset(m, uint16_t *, l4_off + 16);
+	else if (proto == IPPROTO_UDP)
+		field = rte_pktmbuf_mtod_offset(m, uint16_t *, l4_off + 6);
+	else
+		return;
+	if (lc->port->tx_l4_csum && proto == IPPROTO_TCP) {
+		m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_TCP_CKSUM;
+		*field = rte_ipv4_phdr_cksum(ip, m->ol_flags);
+		return;
+	}
+	*field = 0;
+	*field = rte_ipv4_udptcp_cksum_mbuf(m, ip, l4_off);
+}
+
+int dn_ip_send(struct dn_lcore *lc, struct rte_mbuf *m, uint32_t dst_ip, uint8_t proto,
+	       uint32_t flags)
+{
+	struct dn_port *p = lc->port;
+	struct rte_ether_addr mac;
+	struct rte_ipv4_hdr *ip;
+	uint32_t next_hop = dst_ip;
+	uint32_t l4_len = rte_pktmbuf_pkt_len(m);
+
+	if (!dn_on_link(p, dst_ip)) {
+		if (p->gateway == 0) {
+			dn_drop(lc, m, DN_DROP_NO_ROUTE);
+			return -ENETUNREACH;
+		}
+		next_hop = p->gateway;
+	}
+	ip = (struct rte_ipv4_hdr *)rte_pktmbuf_prepend(m, sizeof(*ip));
+	if (ip == NULL || rte_pktmbuf_prepend(m, sizeof(struct rte_ether_hdr)) == NULL) {
+		dn_drop(lc, m, DN_DROP_NO_MBUF);
+		return -ENOSPC;
+	}
+	memset(ip, 0, sizeof(*ip));
+	ip->version_ihl = RTE_IPV4_VHL_DEF;
+	ip->type_of_service = (flags & DN_TX_ECT0) ? 0x02 : 0;
+	ip->total_length = rte_cpu_to_be_16((uint16_t)(l4_len + sizeof(*ip)));
+	ip->packet_id = rte_cpu_to_be_16(lc->ip_id++);
+	ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
+	ip->time_to_live = DN_TTL;
+	ip->next_proto_id = proto;
+	ip->src_addr = rte_cpu_to_be_32(p->ip);
+	ip->dst_addr = rte_cpu_to_be_32(dst_ip);
+	m->l2_len = sizeof(struct rte_ether_hdr);
+	m->l3_len = sizeof(*ip);
+	m->ol_flags &= ~(RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_L4_MASK | RTE_MBUF_F_TX_IPV4);
+	if (p->tx_ip_csum) {
+		m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
+	} else {
+		ip->hdr_checksum = rte_ipv4_cksum(ip);
+	}
+	if (flags & DN_TX_L4_CSUM)
+		l4_csum(lc, m, ip, proto);
+	if (dn_arp_lookup(p, next_hop, &mac) != 0)
+		return dn_arp_pending_add(lc, m, next_hop);
+	dn_eth_fill(lc, m, &mac, RTE_ETHER_TYPE_IPV4);
+	dn_tx_enqueue(lc, m);
+	return 0;
+}
+
+int dn_icmp_echo_send(struct dn_lcore *lc, uint32_t dst_ip, uint16_t id, uint16_t seq,
+		      uint16_t payload_len)
+{
+	struct rte_mbuf *m = rte_pktmbuf_alloc(lc->pool);
+	struct rte_icmp_hdr *icmp;
+	uint8_t *payload;
+
+	if (m == NULL) {
+		lc->stats.drops[DN_DROP_NO_MBUF]++;
+		return -ENOBUFS;
+	}
+	icmp = (struct rte_icmp_hdr *)rte_pktmbuf_append(m, (uint16_t)(sizeof(*icmp) + payload_len));
+	if (icmp == NULL) {
+		rte_pktmbuf_free(m);
+		return -EMSGSIZE;
+	}
+	icmp->icmp_type = RTE_IP_ICMP_ECHO_REQUEST;
+	icmp->icmp_code = 0;
+	icmp->icmp_ident = rte_cpu_to_be_16(id);
+	icmp->icmp_seq_nb = rte_cpu_to_be_16(seq);
+	payload = (uint8_t *)(icmp + 1);
+	for (uint16_t i = 0; i < payload_len; i++)
+		payload[i] = (uint8_t)(0x10 + i);
+	/* The send timestamp rides in the payload so a reply is timed without a lookup. */
+	if (payload_len >= sizeof(uint64_t)) {
+		uint64_t tsc = rte_rdtsc();
+		memcpy(payload, &tsc, sizeof(tsc));
+	}
+	icmp->icmp_cksum = 0;
+	icmp->icmp_cksum = (uint16_t)~rte_raw_cksum(icmp, sizeof(*icmp) + payload_len);
+	return dn_ip_send(lc, m, dst_ip, IPPROTO_ICMP, 0);
+}

@@ -1,0 +1,99 @@
+/*
+ * dn_loop.c — the per-lcore run loop and its idle policy.
+ *
+ * dn_loop_run -> dn_loop_once: rte_eth_rx_burst -> dn_input_burst -> hooks.poll
+ *   -> ARP pending queue (at most every 100 us) -> Tx drain when DN_TX_DRAIN_US elapsed
+ *   -> when idle: spin (DN_IDLE_POLL) or dn_lcore_idle_wait (DN_IDLE_SLEEP).
+ *
+ * Sleeping: after a short run of idle iterations the lcore arms its queue's Rx interrupt
+ * and sleeps in epoll for at most 1 ms (so upper-layer timers still run), or, on PMDs
+ * without Rx interrupts (net_tap), sleeps with an exponential back-off capped at
+ * idle_max_sleep_us. Either way a packet is answered within about a millisecond while an
+ * idle process costs a few percent of a core at most.
+ */
+#include <errno.h>
+#include <time.h>
+
+#include <rte_cycles.h>
+#include <rte_epoll.h>
+#include <rte_ethdev.h>
+
+#include "dpdk_net/dn_pvt.h"
+
+#define DN_IDLE_SPINS 256     /* idle iterations before the first sleep */
+#define DN_INTR_TIMEOUT_MS 1  /* longest epoll sleep: upper-layer timers need ~1 ms */
+#define DN_SLEEP_MIN_US 10
+
+unsigned dn_loop_once(struct dn_lcore *lc, uint64_t now)
+{
+	struct rte_mbuf *pkts[DN_BURST];
+	unsigned work;
+	uint16_t n;
+
+	n = rte_eth_rx_burst(lc->port_id, lc->queue, pkts, DN_BURST);
+	if (n > 0)
+		dn_input_burst(lc, pkts, n);
+	work = n;
+	if (lc->hooks.poll != NULL)
+		work += lc->hooks.poll(lc->hooks.arg, lc, now);
+	if (lc->n_pending > 0 && now >= lc->next_arp_tsc) {
+		dn_arp_pending_run(lc, now);
+		lc->next_arp_tsc = now + rte_get_tsc_hz() / 10000;
+	}
+	if (lc->tx_n > 0 && (now >= lc->tx_drain_tsc || n == 0))
+		dn_tx_flush(lc);
+	return work;
+}
+
+static void sleep_us(uint32_t us)
+{
+	struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+
+	nanosleep(&ts, NULL);
+}
+
+void dn_lcore_idle_wait(struct dn_lcore *lc)
+{
+	struct rte_epoll_event ev;
+
+	if (lc->intr_registered && rte_eth_dev_rx_intr_enable(lc->port_id, lc->queue) == 0) {
+		/*
+		 * A packet that arrived between the last empty burst and arming the interrupt
+		 * raised no event: look once more before sleeping.
+		 */
+		if (rte_eth_rx_queue_count(lc->port_id, lc->queue) <= 0) {
+			int r = rte_epoll_wait(RTE_EPOLL_PER_THREAD, &ev, 1, DN_INTR_TIMEOUT_MS);
+			if (r > 0)
+				lc->stats.intr_wakeups++;
+		}
+		rte_eth_dev_rx_intr_disable(lc->port_id, lc->queue);
+		lc->stats.idle_sleeps++;
+		return;
+	}
+	if (lc->sleep_us < DN_SLEEP_MIN_US)
+		lc->sleep_us = DN_SLEEP_MIN_US;
+	sleep_us(lc->sleep_us);
+	lc->stats.idle_sleeps++;
+	lc->sleep_us *= 2;
+	if (lc->sleep_us > lc->port->cfg.idle_max_sleep_us)
+		lc->sleep_us = lc->port->cfg.idle_max_sleep_us;
+}
+
+int dn_loop_run(struct dn_lcore *lc, volatile const int *stop)
+{
+	bool sleepy = lc->port->cfg.idle == DN_IDLE_SLEEP;
+
+	while (!*stop) {
+		unsigned work = dn_loop_once(lc, rte_rdtsc());
+
+		if (work > 0) {
+			lc->idle_spins = 0;
+			lc->sleep_us = 0;
+			continue;
+		}
+		if (sleepy && ++lc->idle_spins >= DN_IDLE_SPINS && lc->tx_n == 0)
+			dn_lcore_idle_wait(lc);
+	}
+	dn_tx_flush(lc);
+	return 0;
+}

@@ -1,0 +1,373 @@
+/*
+ * dn_port.c — port and per-lcore context set-up.
+ *
+ * dn_port_create configures whatever ethdev EAL found (a NIC, virtio-user, net_vhost,
+ * net_tap, ...): one Rx/Tx queue pair per worker lcore, RSS with our own symmetric key and
+ * redirection table when the device hashes, checksum offloads where offered (dn_ip.c does
+ * them in software where not), MTU, Rx interrupts when the idle policy wants to sleep, a
+ * mempool per NUMA socket in use sized from the queue depths, and waits for the link.
+ * dn_lcore_create then builds the per-lcore context on the lcore that will own a queue.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+
+#include "dpdk_net/dn_pvt.h"
+
+#define DN_MBUF_CACHE 256
+#define DN_UPPER_MBUFS 16384 /* mbufs upper layers may hold (TCP windows, pending replies) */
+
+/*
+ * A symmetric Toeplitz key: a 16-bit pattern repeated makes the hash of (a,b) equal the
+ * hash of (b,a), so both directions of a flow land on one queue (one lcore owns it).
+ */
+static void rss_key_fill(uint8_t *key, uint32_t len)
+{
+	for (uint32_t i = 0; i < len; i++)
+		key[i] = (i & 1) ? 0x5a : 0x6d;
+}
+
+static int pools_create(struct dn_port *p, char *err, size_t errlen)
+{
+	const struct dn_config *c = &p->cfg;
+	unsigned lcore, per_socket[RTE_MAX_NUMA_NODES] = {0}, q = 0;
+
+	/* Queue q is served by the q-th enabled lcore (main first): count queues per socket. */
+	RTE_LCORE_FOREACH(lcore) {
+		if (q++ >= p->nb_queues)
+			break;
+		per_socket[rte_lcore_to_socket_id(lcore)]++;
+	}
+	for (unsigned s = 0; s < RTE_MAX_NUMA_NODES; s++) {
+		char name[RTE_MEMPOOL_NAMESIZE];
+		unsigned n;
+
+		if (per_socket[s] == 0)
+			continue;
+		n = c->nb_mbufs;
+		if (n == 0)
+			n = per_socket[s] * (c->nb_rxd + c->nb_txd + 2 * DN_BURST + DN_MBUF_CACHE +
+					     DN_PENDING_MAX) + DN_UPPER_MBUFS;
+		snprintf(name, sizeof(name), "dn_p%u_s%u", p->port_id, s);
+		p->pools[s] = rte_pktmbuf_pool_create(name, n, DN_MBUF_CACHE, 0,
+						      RTE_MBUF_DEFAULT_BUF_SIZE, (int)s);
+		if (p->pools[s] == NULL && s != 0)
+			p->pools[s] = rte_pktmbuf_pool_create(name, n, DN_MBUF_CACHE, 0,
+							      RTE_MBUF_DEFAULT_BUF_SIZE,
+							      SOCKET_ID_ANY);
+		if (p->pools[s] == NULL) {
+			snprintf(err, errlen, "mempool of %u mbufs on socket %u: %s", n, s,
+				 rte_strerror(rte_errno));
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+static struct rte_mempool *pool_for_queue(struct dn_port *p, uint16_t queue)
+{
+	unsigned lcore, q = 0;
+
+	RTE_LCORE_FOREACH(lcore) {
+		if (q++ == queue && p->pools[rte_lcore_to_socket_id(lcore)] != NULL)
+			return p->pools[rte_lcore_to_socket_id(lcore)];
+	}
+	for (unsigned s = 0; s < RTE_MAX_NUMA_NODES; s++)
+		if (p->pools[s] != NULL)
+			return p->pools[s];
+	return NULL;
+}
+
+static void conf_build(struct dn_port *p, const struct rte_eth_dev_info *di,
+		       struct rte_eth_conf *conf)
+{
+	uint64_t want_rx = RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_TCP_CKSUM;
+	uint64_t want_tx = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_TCP_CKSUM |
+			   RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+
+	memset(conf, 0, sizeof(*conf));
+	conf->rxmode.offloads = di->rx_offload_capa & want_rx;
+	conf->txmode.offloads = di->tx_offload_capa & want_tx;
+	p->rx_ip_csum = conf->rxmode.offloads & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
+	p->rx_l4_csum = conf->rxmode.offloads & RTE_ETH_RX_OFFLOAD_TCP_CKSUM;
+	p->tx_ip_csum = conf->txmode.offloads & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM;
+	p->tx_l4_csum = conf->txmode.offloads & RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
+	/* PMDs that do not advertise MULTI_SEGS (virtio, tap) still send chains; trust it then. */
+	p->multi_seg = true;
+
+	if (p->nb_queues > 1 && (di->flow_type_rss_offloads & RTE_ETH_RSS_IP)) {
+		p->rss = true;
+		p->rss_key_len = di->hash_key_size ? di->hash_key_size : 40;
+		if (p->rss_key_len > DN_RSS_KEY_MAX)
+			p->rss_key_len = DN_RSS_KEY_MAX;
+		rss_key_fill(p->rss_key, p->rss_key_len);
+		conf->rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+		conf->rx_adv_conf.rss_conf.rss_key = p->rss_key;
+		conf->rx_adv_conf.rss_conf.rss_key_len = (uint8_t)p->rss_key_len;
+		conf->rx_adv_conf.rss_conf.rss_hf = di->flow_type_rss_offloads &
+			(RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP);
+	}
+}
+
+/* Programs the redirection table round-robin over our queues rather than trusting defaults. */
+static void reta_program(struct dn_port *p, const struct rte_eth_dev_info *di)
+{
+	struct rte_eth_rss_reta_entry64 reta[DN_RETA_MAX / RTE_ETH_RETA_GROUP_SIZE];
+	uint32_t n = di->reta_size;
+
+	if (!p->rss || n == 0 || n > DN_RETA_MAX)
+		return;
+	memset(reta, 0, sizeof(reta));
+	for (uint32_t i = 0; i < n; i++) {
+		p->reta[i] = (uint16_t)(i % p->nb_queues);
+		reta[i / RTE_ETH_RETA_GROUP_SIZE].mask |= 1ull << (i % RTE_ETH_RETA_GROUP_SIZE);
+		reta[i / RTE_ETH_RETA_GROUP_SIZE].reta[i % RTE_ETH_RETA_GROUP_SIZE] = p->reta[i];
+	}
+	if (rte_eth_dev_rss_reta_update(p->port_id, reta, (uint16_t)n) == 0)
+		p->reta_size = n;
+}
+
+static int link_wait(struct dn_port *p, char *err, size_t errlen)
+{
+	struct rte_eth_link link;
+	uint32_t waited = 0;
+
+	for (;;) {
+		memset(&link, 0, sizeof(link));
+		if (rte_eth_link_get_nowait(p->port_id, &link) == 0 && link.link_status)
+			return 0;
+		if (waited >= p->cfg.link_wait_ms)
+			break;
+		rte_delay_ms(10);
+		waited += 10;
+	}
+	snprintf(err, errlen, "port %u: link still down after %u ms", p->port_id,
+		 p->cfg.link_wait_ms);
+	return -ENETDOWN;
+}
+
+static int port_configure(struct dn_port *p, char *err, size_t errlen)
+{
+	struct rte_eth_dev_info di;
+	struct rte_eth_conf conf;
+	uint16_t nb_rxd = p->cfg.nb_rxd, nb_txd = p->cfg.nb_txd;
+	int ret;
+
+	ret = rte_eth_dev_info_get(p->port_id, &di);
+	if (ret != 0) {
+		snprintf(err, errlen, "port %u: dev info: %s", p->port_id, rte_strerror(-ret));
+		return ret;
+	}
+	if (p->nb_queues > di.max_rx_queues || p->nb_queues > di.max_tx_queues) {
+		snprintf(err, errlen, "port %u (%s): %u queues wanted, device has %u rx / %u tx",
+			 p->port_id, di.driver_name, p->nb_queues, di.max_rx_queues,
+			 di.max_tx_queues);
+		return -EINVAL;
+	}
+	conf_build(p, &di, &conf);
+	conf.intr_conf.rxq = p->cfg.idle == DN_IDLE_SLEEP;
+	ret = rte_eth_dev_configure(p->port_id, p->nb_queues, p->nb_queues, &conf);
+	if (ret != 0 && conf.intr_conf.rxq) {
+		/* No Rx interrupts on this PMD: the idle loop backs off with sleeps instead. */
+		conf.intr_conf.rxq = 0;
+		ret = rte_eth_dev_configure(p->port_id, p->nb_queues, p->nb_queues, &conf);
+	}
+	if (ret != 0) {
+		snprintf(err, errlen, "port %u (%s): configure: %s", p->port_id, di.driver_name,
+			 rte_strerror(-ret));
+		return ret;
+	}
+	p->rx_intr = conf.intr_conf.rxq;
+	if (p->cfg.mtu != 1500) {
+		ret = rte_eth_dev_set_mtu(p->port_id, p->cfg.mtu);
+		if (ret != 0) {
+			snprintf(err, errlen, "port %u: MTU %u: %s", p->port_id, p->cfg.mtu,
+				 rte_strerror(-ret));
+			return ret;
+		}
+	}
+	rte_eth_dev_adjust_nb_rx_tx_desc(p->port_id, &nb_rxd, &nb_txd);
+	ret = pools_create(p, err, errlen);
+	if (ret != 0)
+		return ret;
+	for (uint16_t q = 0; q < p->nb_queues; q++) {
+		struct rte_mempool *mp = pool_for_queue(p, q);
+		struct rte_eth_txconf txc = di.default_txconf;
+		int socket = mp->socket_id;
+
+		txc.offloads = conf.txmode.offloads;
+		ret = rte_eth_rx_queue_setup(p->port_id, q, nb_rxd, socket, NULL, mp);
+		if (ret == 0)
+			ret = rte_eth_tx_queue_setup(p->port_id, q, nb_txd, socket, &txc);
+		if (ret != 0) {
+			snprintf(err, errlen, "port %u queue %u setup: %s", p->port_id, q,
+				 rte_strerror(-ret));
+			return ret;
+		}
+	}
+	ret = rte_eth_dev_start(p->port_id);
+	if (ret != 0) {
+		snprintf(err, errlen, "port %u start: %s", p->port_id, rte_strerror(-ret));
+		return ret;
+	}
+	reta_program(p, &di);
+	if (p->cfg.promiscuous)
+		rte_eth_promiscuous_enable(p->port_id);
+	return 0;
+}
+
+static void config_defaults(struct dn_config *c)
+{
+	if (c->mtu == 0)
+		c->mtu = 1500;
+	if (c->nb_rxd == 0)
+		c->nb_rxd = 1024;
+	if (c->nb_txd == 0)
+		c->nb_txd = 1024;
+	if (c->nb_queues == 0)
+		c->nb_queues = 1;
+	if (c->idle_max_sleep_us == 0)
+		c->idle_max_sleep_us = 500;
+	if (c->link_wait_ms == 0)
+		c->link_wait_ms = 3000;
+}
+
+int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err, size_t errlen)
+{
+	struct dn_port *p;
+	uint16_t pid = cfg->port_id;
+	int ret;
+
+	if (pid == DN_PORT_AUTO) {
+		RTE_ETH_FOREACH_DEV(pid)
+			break;
+		if (pid >= RTE_MAX_ETHPORTS) {
+			snprintf(err, errlen, "no ethdev port: give EAL a device (-a PCI or --vdev)");
+			return -ENODEV;
+		}
+	}
+	if (!rte_eth_dev_is_valid_port(pid)) {
+		snprintf(err, errlen, "port %u does not exist", pid);
+		return -ENODEV;
+	}
+	p = rte_zmalloc("dn_port", sizeof(*p), RTE_CACHE_LINE_SIZE);
+	if (p == NULL) {
+		snprintf(err, errlen, "out of memory for the port");
+		return -ENOMEM;
+	}
+	p->cfg = *cfg;
+	config_defaults(&p->cfg);
+	p->port_id = pid;
+	p->nb_queues = p->cfg.nb_queues;
+	p->ip = cfg->ip;
+	p->netmask = cfg->prefix_len ? ~0u << (32 - cfg->prefix_len) : 0;
+	p->gateway = cfg->gateway;
+	ret = rte_eth_macaddr_get(pid, &p->mac);
+	if (ret == 0)
+		ret = port_configure(p, err, errlen);
+	else
+		snprintf(err, errlen, "port %u: MAC address: %s", pid, rte_strerror(-ret));
+	if (ret == 0 && !p->cfg.no_l3)
+		ret = link_wait(p, err, errlen);
+	if (ret != 0) {
+		dn_port_destroy(p);
+		return ret;
+	}
+	*out = p;
+	return 0;
+}
+
+void dn_port_destroy(struct dn_port *p)
+{
+	if (p == NULL)
+		return;
+	rte_eth_dev_stop(p->port_id);
+	rte_eth_dev_close(p->port_id);
+	for (unsigned s = 0; s < RTE_MAX_NUMA_NODES; s++)
+		rte_mempool_free(p->pools[s]);
+	rte_free(p);
+}
+
+uint16_t dn_port_id(const struct dn_port *p) { return p->port_id; }
+const struct rte_ether_addr *dn_port_mac(const struct dn_port *p) { return &p->mac; }
+uint32_t dn_port_ip(const struct dn_port *p) { return p->ip; }
+bool dn_port_tx_l4_csum(const struct dn_port *p) { return p->tx_l4_csum; }
+bool dn_port_rx_intr(const struct dn_port *p) { return p->rx_intr; }
+bool dn_port_rss(const struct dn_port *p) { return p->rss; }
+
+const uint8_t *dn_port_rss_key(const struct dn_port *p, uint32_t *key_len)
+{
+	*key_len = p->rss ? p->rss_key_len : 0;
+	return p->rss ? p->rss_key : NULL;
+}
+
+const uint16_t *dn_port_reta(const struct dn_port *p, uint32_t *reta_size)
+{
+	*reta_size = p->reta_size;
+	return p->reta_size ? p->reta : NULL;
+}
+
+int dn_lcore_create(struct dn_port *port, uint16_t queue, const struct dn_hooks *hooks,
+		    struct dn_lcore **out)
+{
+	struct dn_lcore *lc;
+
+	if (queue >= port->nb_queues)
+		return -EINVAL;
+	lc = rte_zmalloc_socket("dn_lcore", sizeof(*lc), RTE_CACHE_LINE_SIZE,
+				(int)rte_socket_id());
+	if (lc == NULL)
+		return -ENOMEM;
+	lc->port = port;
+	lc->port_id = port->port_id;
+	lc->queue = queue;
+	lc->pool = pool_for_queue(port, queue);
+	lc->tx_drain_cycles = rte_get_tsc_hz() / 1000000 * DN_TX_DRAIN_US;
+	lc->ip_id = (uint16_t)(queue << 12);
+	if (hooks != NULL)
+		lc->hooks = *hooks;
+	if (port->rx_intr) {
+		/* Registers the queue's event fd on this thread's epoll set (RTE_EPOLL_PER_THREAD). */
+		if (rte_eth_dev_rx_intr_ctl_q(port->port_id, queue, RTE_EPOLL_PER_THREAD,
+					      RTE_INTR_EVENT_ADD, NULL) == 0 &&
+		    rte_eth_dev_rx_intr_enable(port->port_id, queue) == 0) {
+			rte_eth_dev_rx_intr_disable(port->port_id, queue);
+			lc->intr_registered = true;
+		}
+	}
+	*out = lc;
+	return 0;
+}
+
+void dn_lcore_destroy(struct dn_lcore *lc)
+{
+	if (lc == NULL)
+		return;
+	dn_tx_flush(lc);
+	for (unsigned i = 0; i < lc->tx_n; i++)
+		rte_pktmbuf_free(lc->tx[i]);
+	for (unsigned i = 0; i < lc->n_pending; i++)
+		rte_pktmbuf_free(lc->pending[i].m);
+	rte_free(lc);
+}
+
+struct dn_port *dn_lcore_port(struct dn_lcore *lc) { return lc->port; }
+uint16_t dn_lcore_queue(const struct dn_lcore *lc) { return lc->queue; }
+struct rte_mempool *dn_lcore_pool(struct dn_lcore *lc) { return lc->pool; }
+const struct dn_stats *dn_lcore_stats(const struct dn_lcore *lc) { return &lc->stats; }
+
+void dn_lcore_set_hooks(struct dn_lcore *lc, const struct dn_hooks *hooks)
+{
+	lc->hooks = *hooks;
+}
+
+void dn_lcore_set_echo_reply(struct dn_lcore *lc, dn_echo_reply_fn fn, void *arg)
+{
+	lc->echo_fn = fn;
+	lc->echo_arg = arg;
+}

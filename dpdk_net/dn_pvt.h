@@ -1,0 +1,107 @@
+/*
+ * dn_pvt.h — dpdk_net internals shared by its files and its tests. Not for other layers.
+ */
+#ifndef WHARF_DN_PVT_H
+#define WHARF_DN_PVT_H
+
+#include <stdatomic.h>
+
+#include <rte_ether.h>
+#include <rte_ethdev.h>
+#include <rte_mempool.h>
+
+#include "dpdk_net/dn.h"
+
+#define DN_ARP_SLOTS 256           /* power of two; on-link neighbours of one host */
+#define DN_ARP_EXPIRE_MS 60000     /* an entry is trusted this long after it was learnt */
+#define DN_ARP_RETRY_MS 200        /* re-ask an unanswered next hop this often */
+#define DN_ARP_GIVEUP_MS 1000      /* then drop what waits for it */
+#define DN_PENDING_MAX 64          /* packets waiting for ARP, per lcore */
+#define DN_TX_DRAIN_US 50          /* longest a buffered Tx frame waits for company */
+#define DN_RSS_KEY_MAX 64
+#define DN_RETA_MAX 512
+
+/*
+ * ARP table: open addressing on the IPv4 address, one writer (the lcore owning queue 0,
+ * where non-IP frames land: RSS hashes only IP), readers on any lcore. An entry's word
+ * packs the MAC (low 48 bits) and a valid bit; the writer clears it (release), writes
+ * ip/expiry, and publishes the word again (release). A reader loads the word (acquire),
+ * reads ip, and re-loads the word: an unchanged valid word means ip and MAC belong together.
+ */
+#define DN_ARP_VALID (1ull << 63)
+struct dn_arp_entry {
+	_Atomic uint64_t word;
+	_Atomic uint32_t ip;
+	_Atomic uint64_t expire_tsc;
+};
+
+struct dn_port {
+	uint16_t port_id;
+	uint16_t nb_queues;
+	struct rte_ether_addr mac;
+	uint32_t ip, netmask, gateway; /* host order */
+	struct dn_config cfg;
+	bool tx_ip_csum, tx_l4_csum, rx_ip_csum, rx_l4_csum, multi_seg;
+	bool rx_intr;
+	bool rss;
+	uint8_t rss_key[DN_RSS_KEY_MAX];
+	uint32_t rss_key_len;
+	uint16_t reta[DN_RETA_MAX];
+	uint32_t reta_size;
+	struct rte_mempool *pools[RTE_MAX_NUMA_NODES];
+	struct dn_arp_entry arp[DN_ARP_SLOTS];
+};
+
+struct dn_pending {
+	struct rte_mbuf *m; /* Ethernet header room reserved; IPv4 header already written */
+	uint32_t next_hop;
+	uint64_t since_tsc;
+};
+
+struct dn_lcore {
+	struct dn_port *port;
+	struct rte_mempool *pool;
+	uint16_t port_id;
+	uint16_t queue;
+	uint16_t tx_n;
+	uint16_t ip_id;
+	struct rte_mbuf *tx[DN_BURST];
+	uint64_t tx_drain_tsc;  /* flush buffered Tx at or after this TSC */
+	uint64_t tx_drain_cycles;
+	struct dn_hooks hooks;
+	dn_echo_reply_fn echo_fn;
+	void *echo_arg;
+	unsigned n_pending;
+	uint64_t next_arp_tsc;  /* next look at the pending queue */
+	uint64_t last_arp_req_tsc;
+	uint32_t idle_spins;
+	uint32_t sleep_us;      /* current back-off step */
+	bool intr_registered;
+	struct dn_pending pending[DN_PENDING_MAX];
+	struct dn_stats stats;
+} __rte_cache_aligned;
+
+static inline void dn_drop(struct dn_lcore *lc, struct rte_mbuf *m, enum dn_drop why)
+{
+	lc->stats.drops[why]++;
+	rte_pktmbuf_free(m);
+}
+
+static inline bool dn_on_link(const struct dn_port *p, uint32_t ip)
+{
+	return ((ip ^ p->ip) & p->netmask) == 0;
+}
+
+/* dn_arp.c */
+void dn_arp_input(struct dn_lcore *lc, struct rte_mbuf *m);
+void dn_arp_learn(struct dn_port *p, uint32_t ip, const struct rte_ether_addr *mac, bool create);
+int dn_arp_request(struct dn_lcore *lc, uint32_t ip);
+void dn_arp_pending_run(struct dn_lcore *lc, uint64_t now);
+int dn_arp_pending_add(struct dn_lcore *lc, struct rte_mbuf *m, uint32_t next_hop);
+
+/* dn_ip.c */
+void dn_ip_input(struct dn_lcore *lc, struct rte_mbuf *m);
+void dn_eth_fill(struct dn_lcore *lc, struct rte_mbuf *m, const struct rte_ether_addr *dst,
+		 uint16_t ether_type);
+
+#endif /* WHARF_DN_PVT_H */

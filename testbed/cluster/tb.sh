@@ -1,0 +1,127 @@
+# tb.sh — the virtual cluster launcher, sourced by integration tests, the demo and benches.
+#
+#   . testbed/cluster/tb.sh
+#   tb_init [huge|no-huge]       work dir, memory mode, teardown trap
+#   tb_switch N [impairments..]  start wharf-vswitch with N vhost-user ports
+#   tb_node NAME IDX CMD [app args..]   start build/wharf-CMD on switch port IDX (virtio-user)
+#   tb_eal NAME [IDX]            print the EAL arguments a node NAME on port IDX uses
+#   tb_wait_log FILE REGEX SECS  wait for a line in a log
+#   tb_stop NAME                 SIGTERM one process and wait for it
+#   tb_cleanup                   kill everything started, remove hugepage files, sockets and
+#                                runtime dirs of our prefixes (runs on EXIT/INT/TERM)
+#
+# Every process gets its own --file-prefix (wharf-<id>-<name>), its log in $TB_DIR/<name>.log,
+# and is killed at teardown even when the test fails. Memory mode: hugepages when the machine
+# has them (virtio-user then needs --single-file-segments), else --no-huge (memfd), or forced
+# with WHARF_MEM=huge|no-huge.
+
+TB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TB_BUILD=${TB_BUILD:-$TB_ROOT/build}
+declare -A TB_PIDS=()
+
+tb_log() { printf '[tb %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+tb_init() {
+	TB_ID=${TB_ID:-$$}
+	TB_DIR=$(mktemp -d "/tmp/wharf-tb-$TB_ID.XXXX")
+	TB_MEM=${1:-${WHARF_MEM:-$("$TB_ROOT/testbed/hugepages.sh")}}
+	TB_CORES=$(nproc)
+	trap tb_cleanup EXIT
+	trap 'tb_cleanup; exit 130' INT TERM
+	tb_log "dir $TB_DIR, memory mode $TB_MEM"
+}
+
+# Core for a process: spread over the machine's cores round-robin by index.
+tb_core() { echo $(( ${1:-0} % TB_CORES )); }
+
+tb_mem_args() {
+	if [ "$TB_MEM" = huge ]; then
+		echo "--huge-dir /dev/hugepages --single-file-segments"
+	else
+		echo "--no-huge -m 512"
+	fi
+}
+
+tb_eal() { # NAME [IDX]
+	local name=$1 idx=${2:-}
+	local a="-l $(tb_core "${idx:-0}") --file-prefix wharf-$TB_ID-$name --no-pci $(tb_mem_args)"
+	a="$a --log-level=*:warning --log-level=lib.vhost.config:error"
+	if [ -n "$idx" ]; then
+		a="$a --vdev=virtio_user0,path=$TB_DIR/port$idx.sock,queues=1,queue_size=1024"
+		a="$a,mac=02:00:00:00:00:$(printf %02x $((idx + 1)))"
+	fi
+	echo "$a"
+}
+
+tb_switch() { # N [switch args...]
+	local n=$1; shift
+	"$TB_BUILD/wharf-vswitch" $(tb_eal switch) -- --ports "$n" --sock-dir "$TB_DIR" "$@" \
+		>"$TB_DIR/switch.out" 2>"$TB_DIR/switch.log" &
+	TB_PIDS[switch]=$!
+	for _ in $(seq 1 100); do
+		[ -S "$TB_DIR/port$((n - 1)).sock" ] && return 0
+		kill -0 "${TB_PIDS[switch]}" 2>/dev/null || break
+		sleep 0.1
+	done
+	tb_log "switch did not come up:"; cat "$TB_DIR/switch.log" >&2
+	return 1
+}
+
+tb_node() { # NAME IDX CMD [app args...]
+	local name=$1 idx=$2 cmd=$3; shift 3
+	"$TB_BUILD/wharf-$cmd" $(tb_eal "$name" "$idx") -- "$@" \
+		>"$TB_DIR/$name.out" 2>"$TB_DIR/$name.log" &
+	TB_PIDS[$name]=$!
+}
+
+# Runs a node in the foreground (bounded by SECS), output in $TB_DIR/NAME.out.
+tb_run() { # NAME IDX SECS CMD [app args...]
+	local name=$1 idx=$2 secs=$3 cmd=$4; shift 4
+	timeout --kill-after=5 "$secs" "$TB_BUILD/wharf-$cmd" $(tb_eal "$name" "$idx") -- "$@" \
+		>"$TB_DIR/$name.out" 2>"$TB_DIR/$name.log"
+}
+
+tb_wait_log() { # FILE REGEX SECS
+	local i
+	for i in $(seq 1 $(( $3 * 10 ))); do
+		grep -qE "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+tb_stop() { # NAME
+	local pid=${TB_PIDS[$1]:-}
+	[ -n "$pid" ] || return 0
+	kill -TERM "$pid" 2>/dev/null
+	for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	unset "TB_PIDS[$1]"
+}
+
+tb_cleanup() {
+	local rc=$?
+	for n in "${!TB_PIDS[@]}"; do [ "$n" != switch ] && tb_stop "$n"; done
+	tb_stop switch
+	rm -f /dev/hugepages/wharf-"$TB_ID"-* 2>/dev/null
+	rm -rf /var/run/dpdk/wharf-"$TB_ID"-* 2>/dev/null
+	if [ -n "${TB_DIR:-}" ] && [ -d "$TB_DIR" ]; then
+		if [ $rc -ne 0 ] || [ -n "${TB_KEEP_LOGS:-}" ]; then
+			mkdir -p "$TB_ROOT/build/test-logs"
+			cp -r "$TB_DIR" "$TB_ROOT/build/test-logs/" 2>/dev/null
+			tb_log "logs kept in build/test-logs/$(basename "$TB_DIR")"
+		fi
+		rm -rf "$TB_DIR"
+	fi
+	trap - EXIT INT TERM
+	return $rc
+}
+
+# JSON field of the last JSON line of a file: tb_json FILE KEY
+tb_json() {
+	grep '^{' "$1" | tail -n 1 | sed -E "s/.*\"$2\":([-0-9.e]+).*/\\1/"
+}
+
+tb_fail() { tb_log "FAIL: $*"; exit 1; }
+tb_pass() { tb_log "PASS: $*"; }
