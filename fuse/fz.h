@@ -1,0 +1,246 @@
+/*
+ * fz.h — Send/Recv fusion: the one public header of fuse/.
+ *
+ * Call chain (see DESIGN.md): ps_core hands each outgoing message to the peer's packer
+ * (fz_peer_send); the packer copies small ones into a fused frame it owns and hands frames
+ * and large messages (zero copy, in order) to an output callback, which the transport glue
+ * plugs in. On receive, the transport hands each message to fz_unpack, which validates a
+ * fused frame whole and then delivers its sub-messages as views into the frame; anything
+ * else passes straight through. fuse knows nothing of what a message means.
+ *
+ * Fused frame on the wire: an ordinary message (transport/tl_wire.h) with
+ *   type      FZ_TYPE_FRAME
+ *   key_count number of sub-messages N (>= 1)
+ *   req_id    req_id of the first sub-message (base of the delta chain below)
+ *   flags, aux, table_id, dim  zero (reserved: a receiver refuses non-zero)
+ * and a body of exactly N sub-messages back to back, no padding:
+ *   u8      type      the sub-message's type; never 0, never 16..31 (no nesting)
+ *   u8      present   which optional fields follow; bits 6..7 zero
+ *                       bit0 flags  bit1 aux  bit2 table_id  bit3 req_id delta
+ *                       bit4 key_count  bit5 dim
+ *   varint  body_len
+ *   varint  each present field, in bit order; a field is present iff its value is
+ *           non-zero (absent = 0). The req_id field is zigzag(req_id - previous req_id)
+ *           where "previous" is the prior sub-message's req_id, or the frame's req_id for
+ *           the first one, so consecutive request ids cost one byte or nothing.
+ *   bytes   body (body_len bytes)
+ * varint is unsigned LEB128, minimal length, at most the bytes its field's width needs.
+ * magic and version are the frame's. A 64 B tensor costs ~6-9 header bytes instead of 32.
+ *
+ * Threading: a struct fz_peer and a struct fz_rx belong to one lcore; every callback
+ * (output, wire_busy, done, deliver) runs on, and must be called from, that lcore. Nothing
+ * here locks or allocates after create.
+ */
+#ifndef WHARF_FZ_H
+#define WHARF_FZ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/tl_wire.h"
+
+#define FZ_TYPE_FRAME     16u   /* a fused frame; 17..31 stay reserved for fuse */
+#define FZ_SUB_HDR_MIN    3u    /* type, present, body_len=0 */
+#define FZ_SUB_HDR_MAX    38u   /* 2 + 5 (len) + 3 + 3 + 5 + 10 (req delta) + 5 + 5 */
+
+/* ---- configuration ------------------------------------------------------------ */
+
+/* Defaults, and the accepted range of each knob (a value outside is an error). */
+#define FZ_DEFAULT_MAX_BYTES       65536u  /* fused frame body; ~45 MSS-sized segments */
+#define FZ_DEFAULT_THRESHOLD_BYTES 4096u   /* covers the 16 B..4 KiB mix */
+#define FZ_DEFAULT_MAX_DELAY_US    50u     /* well under one PS step; above one RTT */
+#define FZ_DEFAULT_FRAMES          8u      /* frame buffers per peer, in flight or open */
+#define FZ_MIN_MAX_BYTES           256u
+#define FZ_MAX_MAX_BYTES           (16u << 20)
+#define FZ_MAX_MAX_DELAY_US        1000000u
+#define FZ_MIN_FRAMES              2u
+#define FZ_MAX_FRAMES              1024u
+
+struct fz_config {
+	bool tensor_fuse;              /* off: every message passes through unchanged */
+	uint32_t fuse_max_bytes;       /* largest fused frame body */
+	uint32_t fuse_threshold_bytes; /* a body at or under this is fused; 1.. max - FZ_SUB_HDR_MAX */
+	uint32_t fuse_max_delay_us;    /* most fusion may hold a message; 1..FZ_MAX_MAX_DELAY_US */
+	uint32_t fuse_frames;          /* frame buffers per peer */
+};
+
+/* Fills the documented defaults (tensor_fuse off). */
+void fz_config_defaults(struct fz_config *cfg);
+
+/*
+ * Checks every field and the relations between them. Returns 0, or -EINVAL with a
+ * sentence naming the field in err (err may be NULL).
+ */
+int fz_config_validate(const struct fz_config *cfg, char *err, size_t errlen);
+
+/*
+ * Sets one knob from text, as a config file line or flag gives it: "tensor_fuse"
+ * (on/off/true/false/1/0), "fuse_max_bytes", "fuse_threshold_bytes",
+ * "fuse_max_delay_us", "fuse_frames" (decimal). Returns 0; -ENOENT for a key that is not
+ * fuse's (so a caller can try other layers); -EINVAL for a bad value, with a message in
+ * err, and cfg unchanged. Cross-field relations are checked by fz_config_validate.
+ */
+int fz_config_set(struct fz_config *cfg, const char *key, const char *value, char *err,
+		  size_t errlen);
+
+/* ---- sending ------------------------------------------------------------------ */
+
+/*
+ * Completion of a body the caller lent: runs exactly once when nothing references the
+ * memory any more (status 0), or the output side gave up on it (-errno). For a message
+ * that was fused this happens inside fz_peer_send (the body was copied), so a done
+ * callback must tolerate being called from within fz_peer_send.
+ */
+typedef void (*fz_done_fn)(void *done_arg, int status);
+
+/* A message handed down by the upper layer. */
+struct fz_msg {
+	struct tl_msg_hdr hdr;   /* magic/version ignored; body_len must equal the iov sum */
+	const struct tl_iov *iov;
+	uint32_t iovcnt;
+	fz_done_fn done;         /* may be NULL */
+	void *done_arg;
+};
+
+/*
+ * What the packer hands to the output side: a header to encode and a body to send by
+ * reference. Either a fused frame (hdr.type FZ_TYPE_FRAME, body in packer storage) or
+ * one message alone (the caller's hdr, iov and done, untouched: zero copy).
+ */
+struct fz_out {
+	struct tl_msg_hdr hdr;
+	const struct tl_iov *iov;  /* valid only during the output call: copy the array */
+	uint32_t iovcnt;
+	fz_done_fn done;           /* the output side calls it once, when done with the body */
+	void *done_arg;
+};
+
+struct fz_peer_ops {
+	/*
+	 * Takes one message. Returns 0: the output side owns the reference and will call
+	 * out->done (if non-NULL) exactly once. Returns -errno (e.g. -ENOBUFS when its queue
+	 * is full): nothing was taken, done is not called, the packer keeps its state.
+	 */
+	int (*output)(void *arg, const struct fz_out *out);
+	/*
+	 * Autocorking: true while the connection has bytes in flight or queued. Fusion
+	 * batches only while this is true; a message on an idle wire is sent at once.
+	 */
+	bool (*wire_busy)(void *arg);
+	void *arg;
+};
+
+enum fz_flush_reason {
+	FZ_FLUSH_FULL,      /* the next message did not fit */
+	FZ_FLUSH_EXPLICIT,  /* fz_peer_flush (end of a step) */
+	FZ_FLUSH_TIMER,     /* fuse_max_delay_us since the frame opened */
+	FZ_FLUSH_IDLE,      /* the wire went idle while a frame was open */
+	FZ_FLUSH_LARGE,     /* a large message must follow, in order */
+	FZ_FLUSH_REASONS
+};
+
+#define FZ_HIST_BUCKETS 8  /* sub-messages per frame: 1, 2-3, 4-7, .., 64-127, >=128 */
+
+struct fz_tx_stats {
+	uint64_t msgs;                 /* accepted by fz_peer_send */
+	uint64_t msgs_fused;           /* copied into a frame */
+	uint64_t msgs_alone;           /* passed through whole */
+	uint64_t alone_no_frame;       /* of msgs_alone: small, but every frame buffer was busy */
+	uint64_t frames;               /* fused frames handed to output */
+	uint64_t frames_saved;         /* messages on the wire avoided: sum of (N - 1) */
+	int64_t bytes_saved;           /* header bytes avoided: sum of (32 N - 32 - sub headers) */
+	uint64_t subs_hist[FZ_HIST_BUCKETS];
+	uint64_t flush[FZ_FLUSH_REASONS];
+};
+
+struct fz_peer;
+
+/*
+ * Creates a packer for one peer. cfg is validated and copied; ops is copied. Frame
+ * buffers are allocated here, never later. Returns 0 or -EINVAL (bad cfg/ops), -ENOMEM.
+ */
+int fz_peer_create(const struct fz_config *cfg, const struct fz_peer_ops *ops,
+		   struct fz_peer **out);
+
+/*
+ * Frees the packer. The caller must have flushed it and the output side must have
+ * completed every frame (fz_peer_in_flight == 0); a frame still open is dropped.
+ * NULL is a no-op.
+ */
+void fz_peer_destroy(struct fz_peer *peer);
+
+/*
+ * Sends one message, fused or alone per the config and flush policy; now_us is the
+ * caller's clock. Returns 0: accepted, msg->done will run exactly once (possibly before
+ * this returns). Returns -EINVAL for a bad message (fuse type, body_len not the iov sum)
+ * or the output's -errno; then nothing of this message was applied, done is not called,
+ * and the body is still the caller's. A frame flushed before the failure stays flushed.
+ */
+int fz_peer_send(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us);
+
+/* Hands the open frame (if any) to output now: end of step. 0 or the output's -errno. */
+int fz_peer_flush(struct fz_peer *peer, uint64_t now_us);
+
+/*
+ * Timer and autocork check: flushes the open frame when fuse_max_delay_us has passed
+ * since it opened or the wire is idle. Call at least by fz_peer_deadline. 0 or -errno.
+ */
+int fz_peer_poll(struct fz_peer *peer, uint64_t now_us);
+
+/* The time by which fz_peer_poll must run, or UINT64_MAX when no frame is open. */
+uint64_t fz_peer_deadline(const struct fz_peer *peer);
+
+/* Frames handed to output and not yet completed. */
+uint32_t fz_peer_in_flight(const struct fz_peer *peer);
+
+const struct fz_tx_stats *fz_peer_stats(const struct fz_peer *peer);
+
+/* ---- receiving ---------------------------------------------------------------- */
+
+/* Receives each message, in order. The view is valid until this returns. */
+typedef void (*fz_deliver_fn)(void *arg, const struct tl_msg_view *msg);
+
+#define FZ_RX_MAX_IOV 512u /* pieces one received frame may arrive in */
+
+/* Why a frame was refused: a fixed sentence (no formatting on the data path). */
+struct fz_rx_error {
+	const char *reason;
+	uint32_t sub_index;   /* the sub-message being parsed when it failed */
+	uint32_t offset;      /* byte offset in the frame body where it failed */
+};
+
+struct fz_rx_stats {
+	uint64_t msgs;        /* non-fused messages passed through */
+	uint64_t frames;      /* fused frames delivered */
+	uint64_t subs;        /* sub-messages delivered */
+	uint64_t refused;     /* frames refused whole */
+};
+
+struct fz_rx;
+
+/* Creates a receive context (scratch views and counters). 0, -EINVAL or -ENOMEM. */
+int fz_rx_create(struct fz_rx **out);
+void fz_rx_destroy(struct fz_rx *rx);
+const struct fz_rx_stats *fz_rx_stats(const struct fz_rx *rx);
+
+/*
+ * Delivers a received message. A non-fused message goes to deliver as it is. A fused
+ * frame is validated whole first: any shape that does not add up (zero-length frame,
+ * count zero or larger than the body can hold, truncated sub-header, sub-length past the
+ * end, nested fused frame, bad varint, reserved bits, trailing bytes, body shorter than
+ * its header says) returns -EBADMSG with err filled, having delivered nothing. A frame
+ * in more than FZ_RX_MAX_IOV pieces gets -E2BIG. Otherwise every sub-message is
+ * delivered in order as views into msg's memory (no copy) and 0 is returned. msg stays
+ * the caller's in every case.
+ */
+int fz_unpack(struct fz_rx *rx, const struct tl_msg_view *msg, fz_deliver_fn deliver,
+	      void *arg, struct fz_rx_error *err);
+
+/*
+ * Encodes the body of a TL_TYPE_ERROR reply for a refused frame (u32 code, then text
+ * "fuse: <reason> (sub-message i, offset o)"). Returns the body length, or -ENOSPC.
+ */
+int fz_rx_error_body(const struct fz_rx_error *err, int code, uint8_t *buf, size_t cap);
+
+#endif /* WHARF_FZ_H */

@@ -1,0 +1,347 @@
+/*
+ * fz_pack.c — the sending half of fuse: a per-peer packer.
+ *
+ * Call chain: ps_core (client or server reply path) -> fz_peer_send -> [copy into the open
+ * fused frame] -> ops.output (transport glue: TCP-lite or kernel socket send, zero copy)
+ * -> ... -> transport calls the frame's done when acked -> fz_frame_done recycles it.
+ * fz_peer_poll runs from the lcore loop's timer step; fz_peer_flush at the end of a step.
+ *
+ * Policy, in one place (fz_peer_send):
+ *   - tensor_fuse off, or body above fuse_threshold_bytes: the message goes alone, by
+ *     reference, after the open frame (if any) so order holds.
+ *   - small message, wire idle and no frame open: alone at once (autocorking: never hold
+ *     a lone message back on an idle connection).
+ *   - otherwise it is copied into the open frame; the frame goes out when the next
+ *     message would not fit, on fz_peer_flush, when fuse_max_delay_us has passed since it
+ *     opened, or as soon as the wire is seen idle.
+ * Frame buffers are allocated once in fz_peer_create and recycled; when all are in
+ * flight a small message simply goes alone (never blocks, never allocates).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuse/fz.h"
+#include "fuse/fz_pvt.h"
+
+struct fz_frame {
+	struct fz_peer *peer;
+	uint8_t *buf;             /* fuse_max_bytes of packer storage */
+	struct tl_iov iov;        /* the body as handed to output */
+	uint32_t len;             /* body bytes written */
+	uint32_t count;           /* sub-messages */
+	uint32_t sub_hdr_bytes;   /* of len, bytes spent on sub-headers */
+	uint64_t base_req_id;     /* first sub-message's req_id, the frame header's */
+	uint64_t prev_req_id;     /* last sub-message's req_id, for the delta chain */
+	uint64_t opened_us;
+};
+
+struct fz_peer {
+	struct fz_config cfg;
+	struct fz_peer_ops ops;
+	struct fz_frame *open;    /* accumulating, not yet handed to output; NULL if none */
+	struct fz_frame **free;   /* stack of idle frames */
+	uint32_t n_free;
+	uint32_t in_flight;
+	struct fz_tx_stats stats;
+	uint8_t *mem;             /* all frame bodies, one allocation */
+	struct fz_frame frames[];
+};
+
+uint32_t fz_sub_hdr_put(uint8_t *p, const struct tl_msg_hdr *h, uint64_t prev_req_id)
+{
+	uint64_t delta = fz_zigzag(h->req_id - prev_req_id);
+	uint8_t present = 0;
+	uint32_t n = 2;
+
+	present |= h->flags ? FZ_P_FLAGS : 0;
+	present |= h->aux ? FZ_P_AUX : 0;
+	present |= h->table_id ? FZ_P_TABLE_ID : 0;
+	present |= delta ? FZ_P_REQ_DELTA : 0;
+	present |= h->key_count ? FZ_P_KEY_COUNT : 0;
+	present |= h->dim ? FZ_P_DIM : 0;
+	p[0] = h->type;
+	p[1] = present;
+	n += fz_varint_put(p + n, h->body_len);
+	if (h->flags)
+		n += fz_varint_put(p + n, h->flags);
+	if (h->aux)
+		n += fz_varint_put(p + n, h->aux);
+	if (h->table_id)
+		n += fz_varint_put(p + n, h->table_id);
+	if (delta)
+		n += fz_varint_put(p + n, delta);
+	if (h->key_count)
+		n += fz_varint_put(p + n, h->key_count);
+	if (h->dim)
+		n += fz_varint_put(p + n, h->dim);
+	return n;
+}
+
+int fz_peer_create(const struct fz_config *cfg, const struct fz_peer_ops *ops,
+		   struct fz_peer **out)
+{
+	struct fz_peer *peer;
+	uint32_t i;
+
+	if (!cfg || !ops || !ops->output || !ops->wire_busy || !out)
+		return -EINVAL;
+	if (fz_config_validate(cfg, NULL, 0) != 0)
+		return -EINVAL;
+	peer = calloc(1, sizeof(*peer) + cfg->fuse_frames * sizeof(peer->frames[0]));
+	if (!peer)
+		return -ENOMEM;
+	peer->free = calloc(cfg->fuse_frames, sizeof(peer->free[0]));
+	/* One block, cache-line aligned, so every frame body starts on a line. */
+	peer->mem = aligned_alloc(64, (size_t)cfg->fuse_frames *
+				  ((cfg->fuse_max_bytes + 63u) & ~63u));
+	if (!peer->free || !peer->mem)
+		goto out_free_peer;
+	peer->cfg = *cfg;
+	peer->ops = *ops;
+	for (i = 0; i < cfg->fuse_frames; i++) {
+		struct fz_frame *f = &peer->frames[i];
+		f->peer = peer;
+		f->buf = peer->mem + (size_t)i * ((cfg->fuse_max_bytes + 63u) & ~63u);
+		peer->free[peer->n_free++] = f;
+	}
+	*out = peer;
+	return 0;
+
+out_free_peer:
+	free(peer->mem);
+	free(peer->free);
+	free(peer);
+	return -ENOMEM;
+}
+
+void fz_peer_destroy(struct fz_peer *peer)
+{
+	if (!peer)
+		return;
+	free(peer->mem);
+	free(peer->free);
+	free(peer);
+}
+
+/* Output finished with a frame (acked, or the connection gave up): recycle it. */
+static void fz_frame_done(void *arg, int status)
+{
+	struct fz_frame *f = arg;
+	struct fz_peer *peer = f->peer;
+
+	/* The sub-messages' owners were completed when copied; a failed frame's loss is
+	 * the transport's to report (it closes the connection). */
+	(void)status;
+	peer->in_flight--;
+	peer->free[peer->n_free++] = f;
+}
+
+static uint32_t fz_hist_bucket(uint32_t n)
+{
+	uint32_t b = 0;
+
+	while (n > 1 && b < FZ_HIST_BUCKETS - 1) {
+		n >>= 1;
+		b++;
+	}
+	return b;
+}
+
+/* Hands the open frame to output. On failure the frame stays open, nothing counted. */
+static int fz_flush_open(struct fz_peer *peer, enum fz_flush_reason why)
+{
+	struct fz_frame *f = peer->open;
+	uint32_t count, hdr_bytes;
+	struct fz_out out;
+	int rc;
+
+	if (!f)
+		return 0;
+	count = f->count;
+	hdr_bytes = f->sub_hdr_bytes;
+	memset(&out, 0, sizeof(out));
+	out.hdr.magic = TL_MSG_MAGIC;
+	out.hdr.version = TL_MSG_VERSION;
+	out.hdr.type = FZ_TYPE_FRAME;
+	out.hdr.body_len = f->len;
+	out.hdr.req_id = f->base_req_id;
+	out.hdr.key_count = count;
+	f->iov.base = f->buf;
+	f->iov.len = f->len;
+	out.iov = &f->iov;
+	out.iovcnt = 1;
+	out.done = fz_frame_done;
+	out.done_arg = f;
+	/* Commit before the call: an output side that finishes synchronously calls
+	 * fz_frame_done from inside output, which must find the frame in flight. */
+	peer->open = NULL;
+	peer->in_flight++;
+	rc = peer->ops.output(peer->ops.arg, &out);
+	if (rc != 0) {
+		peer->in_flight--;
+		peer->open = f;
+		return rc;
+	}
+	peer->stats.frames++;
+	peer->stats.frames_saved += count - 1;
+	peer->stats.bytes_saved += (int64_t)TL_MSG_HDR_LEN * (count - 1) - hdr_bytes;
+	peer->stats.subs_hist[fz_hist_bucket(count)]++;
+	peer->stats.flush[why]++;
+	return 0;
+}
+
+static int fz_send_alone(struct fz_peer *peer, const struct fz_msg *msg)
+{
+	struct fz_out out;
+	int rc;
+
+	out.hdr = msg->hdr;
+	out.hdr.magic = TL_MSG_MAGIC;
+	out.hdr.version = TL_MSG_VERSION;
+	out.iov = msg->iov;
+	out.iovcnt = msg->iovcnt;
+	out.done = msg->done;
+	out.done_arg = msg->done_arg;
+	rc = peer->ops.output(peer->ops.arg, &out);
+	if (rc != 0)
+		return rc;
+	peer->stats.msgs++;
+	peer->stats.msgs_alone++;
+	return 0;
+}
+
+static void fz_frame_open(struct fz_peer *peer, uint64_t req_id, uint64_t now_us)
+{
+	struct fz_frame *f = peer->free[--peer->n_free];
+
+	f->len = 0;
+	f->count = 0;
+	f->sub_hdr_bytes = 0;
+	f->base_req_id = req_id;
+	f->prev_req_id = req_id;
+	f->opened_us = now_us;
+	peer->open = f;
+}
+
+/* Copies msg into the open frame; the caller checked that sub_len bytes fit. */
+static void fz_frame_append(struct fz_frame *f, const struct fz_msg *msg,
+			    const uint8_t *sub_hdr, uint32_t sub_hdr_len)
+{
+	uint8_t *p = f->buf + f->len;
+	uint32_t i;
+
+	memcpy(p, sub_hdr, sub_hdr_len);
+	p += sub_hdr_len;
+	for (i = 0; i < msg->iovcnt; i++) {
+		memcpy(p, msg->iov[i].base, msg->iov[i].len);
+		p += msg->iov[i].len;
+	}
+	f->len += sub_hdr_len + msg->hdr.body_len;
+	f->sub_hdr_bytes += sub_hdr_len;
+	f->count++;
+	f->prev_req_id = msg->hdr.req_id;
+}
+
+static int fz_msg_check(const struct fz_msg *msg)
+{
+	uint64_t sum = 0;
+	uint32_t i;
+
+	if (msg->hdr.type == 0 || fz_type_is_fuse(msg->hdr.type))
+		return -EINVAL;
+	if (msg->iovcnt && !msg->iov)
+		return -EINVAL;
+	for (i = 0; i < msg->iovcnt; i++) {
+		if (msg->iov[i].len && !msg->iov[i].base)
+			return -EINVAL;
+		sum += msg->iov[i].len;
+	}
+	return sum == msg->hdr.body_len ? 0 : -EINVAL;
+}
+
+int fz_peer_send(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us)
+{
+	uint8_t sub_hdr[FZ_SUB_HDR_MAX];
+	uint32_t sub_hdr_len;
+	struct fz_frame *f;
+	bool busy;
+	int rc;
+
+	if (!peer || !msg || fz_msg_check(msg) != 0)
+		return -EINVAL;
+	if (!peer->cfg.tensor_fuse || msg->hdr.body_len > peer->cfg.fuse_threshold_bytes) {
+		rc = fz_flush_open(peer, FZ_FLUSH_LARGE);
+		return rc ? rc : fz_send_alone(peer, msg);
+	}
+	busy = peer->ops.wire_busy(peer->ops.arg);
+	f = peer->open;
+	if (f) {
+		sub_hdr_len = fz_sub_hdr_put(sub_hdr, &msg->hdr, f->prev_req_id);
+		if (f->len + sub_hdr_len + msg->hdr.body_len > peer->cfg.fuse_max_bytes) {
+			rc = fz_flush_open(peer, FZ_FLUSH_FULL);
+			if (rc)
+				return rc;
+			f = NULL;
+		}
+	}
+	if (!f) {
+		if (!busy)
+			return fz_send_alone(peer, msg);
+		if (peer->n_free == 0) {
+			rc = fz_send_alone(peer, msg);
+			peer->stats.alone_no_frame += rc == 0;
+			return rc;
+		}
+		fz_frame_open(peer, msg->hdr.req_id, now_us);
+		f = peer->open;
+		sub_hdr_len = fz_sub_hdr_put(sub_hdr, &msg->hdr, f->prev_req_id);
+	}
+	fz_frame_append(f, msg, sub_hdr, sub_hdr_len);
+	peer->stats.msgs++;
+	peer->stats.msgs_fused++;
+	if (msg->done)
+		msg->done(msg->done_arg, 0);
+	/* The message is accepted; a flush that fails here is retried by fz_peer_poll. */
+	if (!busy)
+		(void)fz_flush_open(peer, FZ_FLUSH_IDLE);
+	else if (now_us - f->opened_us >= peer->cfg.fuse_max_delay_us)
+		(void)fz_flush_open(peer, FZ_FLUSH_TIMER);
+	return 0;
+}
+
+int fz_peer_flush(struct fz_peer *peer, uint64_t now_us)
+{
+	(void)now_us;
+	return peer ? fz_flush_open(peer, FZ_FLUSH_EXPLICIT) : -EINVAL;
+}
+
+int fz_peer_poll(struct fz_peer *peer, uint64_t now_us)
+{
+	if (!peer)
+		return -EINVAL;
+	if (!peer->open)
+		return 0;
+	if (now_us >= peer->open->opened_us + peer->cfg.fuse_max_delay_us)
+		return fz_flush_open(peer, FZ_FLUSH_TIMER);
+	if (!peer->ops.wire_busy(peer->ops.arg))
+		return fz_flush_open(peer, FZ_FLUSH_IDLE);
+	return 0;
+}
+
+uint64_t fz_peer_deadline(const struct fz_peer *peer)
+{
+	if (!peer || !peer->open)
+		return UINT64_MAX;
+	return peer->open->opened_us + peer->cfg.fuse_max_delay_us;
+}
+
+uint32_t fz_peer_in_flight(const struct fz_peer *peer)
+{
+	return peer ? peer->in_flight : 0;
+}
+
+const struct fz_tx_stats *fz_peer_stats(const struct fz_peer *peer)
+{
+	return &peer->stats;
+}

@@ -1,0 +1,69 @@
+/*
+ * fz_pvt.h — fuse internals shared by the packer (fz_pack.c) and the unpacker
+ * (fz_unpack.c): the sub-header bits and the varint writer. The layout itself is
+ * documented once, in fz.h.
+ */
+#ifndef WHARF_FZ_PVT_H
+#define WHARF_FZ_PVT_H
+
+#include <stdint.h>
+
+#include "fuse/fz.h"
+
+/* Bits of a sub-header's "present" byte, in the order their fields follow. */
+#define FZ_P_FLAGS     0x01u
+#define FZ_P_AUX       0x02u
+#define FZ_P_TABLE_ID  0x04u
+#define FZ_P_REQ_DELTA 0x08u
+#define FZ_P_KEY_COUNT 0x10u
+#define FZ_P_DIM       0x20u
+#define FZ_P_RESERVED  0xc0u
+
+static inline bool fz_type_is_fuse(uint8_t type)
+{
+	return type >= TL_TYPE_FUSE_MIN && type <= TL_TYPE_FUSE_MAX;
+}
+
+/* Zigzag maps a signed delta to small unsigned values for small magnitudes. */
+static inline uint64_t fz_zigzag(uint64_t delta)
+{
+	return (delta << 1) ^ (uint64_t)-(int64_t)(delta >> 63);
+}
+
+static inline uint64_t fz_unzigzag(uint64_t z)
+{
+	return (z >> 1) ^ (uint64_t)-(int64_t)(z & 1);
+}
+
+/* Writes v as minimal LEB128 at p; returns the bytes written (1..10). */
+static inline uint32_t fz_varint_put(uint8_t *p, uint64_t v)
+{
+	uint32_t n = 0;
+
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
+/* Encoded length of v as LEB128. */
+static inline uint32_t fz_varint_len(uint64_t v)
+{
+	uint32_t n = 1;
+
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * Writes the sub-header of h at p, given the previous sub-message's req_id. Returns its
+ * length (FZ_SUB_HDR_MIN..FZ_SUB_HDR_MAX). The caller has checked the type.
+ */
+uint32_t fz_sub_hdr_put(uint8_t *p, const struct tl_msg_hdr *h, uint64_t prev_req_id);
+
+#endif /* WHARF_FZ_PVT_H */

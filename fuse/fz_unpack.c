@@ -1,0 +1,322 @@
+/*
+ * fz_unpack.c — the receiving half of fuse: validate a fused frame whole, then hand its
+ * sub-messages up as views into the frame.
+ *
+ * Call chain: transport message reassembly -> fz_unpack -> deliver (ps_core's request
+ * handler or client reply path). A non-fused message passes straight through.
+ *
+ * Two passes over the frame: the first only checks (so a frame that does not add up is
+ * refused before any of it is applied), the second builds each sub-message's view and
+ * delivers it. Re-parsing a few header bytes twice is cheaper than remembering N parsed
+ * headers, and needs no storage that scales with N. The frame may arrive in pieces (a
+ * chain of segments); a cursor walks them, and a sub-message that straddles pieces gets
+ * a view of several iovs, still without a copy.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuse/fz.h"
+#include "fuse/fz_pvt.h"
+
+struct fz_rx {
+	struct fz_rx_stats stats;
+	struct tl_iov scratch[FZ_RX_MAX_IOV]; /* the current sub-message's view */
+};
+
+/* A read position in a body given as pieces. */
+struct fz_cur {
+	const struct tl_iov *iov;
+	uint32_t i;     /* current piece */
+	uint32_t o;     /* offset in it */
+	uint32_t pos;   /* offset in the body */
+	uint32_t end;   /* body_len */
+};
+
+int fz_rx_create(struct fz_rx **out)
+{
+	struct fz_rx *rx;
+
+	if (!out)
+		return -EINVAL;
+	rx = calloc(1, sizeof(*rx));
+	if (!rx)
+		return -ENOMEM;
+	*out = rx;
+	return 0;
+}
+
+void fz_rx_destroy(struct fz_rx *rx)
+{
+	free(rx);
+}
+
+const struct fz_rx_stats *fz_rx_stats(const struct fz_rx *rx)
+{
+	return &rx->stats;
+}
+
+/* Returns the next byte, or -1 at the end of the body. */
+static int fz_cur_byte(struct fz_cur *c)
+{
+	if (c->pos >= c->end)
+		return -1;
+	/* pos < end <= sum of piece lengths, so a non-empty piece lies ahead. */
+	while (c->o >= c->iov[c->i].len) {
+		c->i++;
+		c->o = 0;
+	}
+	c->pos++;
+	return c->iov[c->i].base[c->o++];
+}
+
+/* Advances n bytes; the caller checked n <= end - pos. */
+static void fz_cur_skip(struct fz_cur *c, uint32_t n)
+{
+	c->pos += n;
+	while (n > 0) {
+		uint32_t avail = c->iov[c->i].len - c->o;
+		if (n < avail) {
+			c->o += n;
+			return;
+		}
+		n -= avail;
+		c->i++;
+		c->o = 0;
+	}
+}
+
+/* Fills v with views of the next n bytes (n <= end - pos) without moving c. */
+static uint32_t fz_cur_views(const struct fz_cur *c, uint32_t n, struct tl_iov *v)
+{
+	uint32_t i = c->i, o = c->o, cnt = 0;
+
+	while (n > 0) {
+		uint32_t avail = c->iov[i].len - o;
+		if (avail > 0) {
+			uint32_t take = avail < n ? avail : n;
+			v[cnt].base = c->iov[i].base + o;
+			v[cnt].len = take;
+			cnt++;
+			n -= take;
+		}
+		i++;
+		o = 0;
+	}
+	return cnt;
+}
+
+/*
+ * Reads a minimal LEB128 of at most max_bytes whose value is at most max. Returns 0,
+ * 1 when the body ended inside it, -1 when it is malformed.
+ */
+static int fz_cur_varint(struct fz_cur *c, uint32_t max_bytes, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+	uint32_t n;
+	int b = 0;
+
+	for (n = 0; n < max_bytes; n++) {
+		b = fz_cur_byte(c);
+		if (b < 0)
+			return 1;
+		v |= (uint64_t)(b & 0x7f) << (7 * n);
+		if (!(b & 0x80))
+			break;
+	}
+	if (n == max_bytes)
+		return -1;                  /* still continuing past the field's width */
+	if (n > 0 && b == 0)
+		return -1;                  /* non-minimal: a trailing zero group */
+	if (n == 9 && b > 1)
+		return -1;                  /* bits past 64 */
+	if (v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+struct fz_field {
+	uint8_t bit;
+	uint8_t max_bytes;
+	uint64_t max;
+};
+
+/* The optional fields in wire order (fz.h). */
+static const struct fz_field fz_fields[] = {
+	{ FZ_P_FLAGS, 3, UINT16_MAX },
+	{ FZ_P_AUX, 3, UINT16_MAX },
+	{ FZ_P_TABLE_ID, 5, UINT32_MAX },
+	{ FZ_P_REQ_DELTA, 10, UINT64_MAX },
+	{ FZ_P_KEY_COUNT, 5, UINT32_MAX },
+	{ FZ_P_DIM, 5, UINT32_MAX },
+};
+
+static void fz_hdr_set_field(struct tl_msg_hdr *h, uint8_t bit, uint64_t v, uint64_t *prev_req)
+{
+	switch (bit) {
+	case FZ_P_FLAGS: h->flags = (uint16_t)v; break;
+	case FZ_P_AUX: h->aux = (uint16_t)v; break;
+	case FZ_P_TABLE_ID: h->table_id = (uint32_t)v; break;
+	case FZ_P_REQ_DELTA: h->req_id = *prev_req + fz_unzigzag(v); break;
+	case FZ_P_KEY_COUNT: h->key_count = (uint32_t)v; break;
+	default: h->dim = (uint32_t)v; break;
+	}
+}
+
+/*
+ * Parses one sub-header at c into h (absent fields zero) and checks that its body fits.
+ * Returns NULL, or the reason it does not add up. On success c sits at the body.
+ */
+static const char *fz_sub_parse(struct fz_cur *c, uint64_t *prev_req, struct tl_msg_hdr *h)
+{
+	static const char *const truncated = "truncated sub-header";
+	uint64_t v;
+	int type, present, rc;
+	size_t k;
+
+	if (c->pos == c->end)
+		return "count larger than the sub-messages present";
+	type = fz_cur_byte(c);
+	present = fz_cur_byte(c);
+	if (present < 0)
+		return truncated;
+	if (type == 0)
+		return "sub-message of type 0";
+	if (fz_type_is_fuse((uint8_t)type))
+		return "nested fused frame";
+	if (present & FZ_P_RESERVED)
+		return "reserved bits set in a sub-header";
+	memset(h, 0, sizeof(*h));
+	h->magic = TL_MSG_MAGIC;
+	h->version = TL_MSG_VERSION;
+	h->type = (uint8_t)type;
+	h->req_id = *prev_req;
+	rc = fz_cur_varint(c, 5, UINT32_MAX, &v);
+	if (rc)
+		return rc > 0 ? truncated : "malformed sub-message length";
+	h->body_len = (uint32_t)v;
+	for (k = 0; k < sizeof(fz_fields) / sizeof(fz_fields[0]); k++) {
+		if (!(present & fz_fields[k].bit))
+			continue;
+		rc = fz_cur_varint(c, fz_fields[k].max_bytes, fz_fields[k].max, &v);
+		if (rc)
+			return rc > 0 ? truncated : "malformed sub-header field";
+		if (v == 0)
+			return "sub-header field marked present but zero";
+		fz_hdr_set_field(h, fz_fields[k].bit, v, prev_req);
+	}
+	if (h->body_len > c->end - c->pos)
+		return "sub-message length past the end of the frame";
+	*prev_req = h->req_id;
+	return NULL;
+}
+
+/* Checks the frame header and that the pieces hold the body. NULL or the reason. */
+static const char *fz_frame_precheck(const struct tl_msg_view *m)
+{
+	const struct tl_msg_hdr *h = &m->hdr;
+	uint64_t sum = 0;
+	uint32_t i;
+
+	if (h->type != FZ_TYPE_FRAME)
+		return "unknown fuse message type";
+	if (h->body_len == 0)
+		return "zero-length fused frame";
+	if (h->key_count == 0)
+		return "fused frame with a count of zero";
+	if (h->key_count > h->body_len / FZ_SUB_HDR_MIN)
+		return "count larger than the frame can hold";
+	if (h->flags || h->aux || h->table_id || h->dim)
+		return "reserved field set in a fused frame header";
+	if (m->iovcnt && !m->iov)
+		return "frame body missing";
+	for (i = 0; i < m->iovcnt; i++) {
+		if (m->iov[i].len && !m->iov[i].base)
+			return "frame body missing";
+		sum += m->iov[i].len;
+	}
+	if (sum < h->body_len)
+		return "frame body shorter than its header says";
+	return NULL;
+}
+
+static int fz_refuse(struct fz_rx *rx, struct fz_rx_error *err, const char *why,
+		     uint32_t sub, uint32_t off)
+{
+	rx->stats.refused++;
+	if (err) {
+		err->reason = why;
+		err->sub_index = sub;
+		err->offset = off;
+	}
+	return -EBADMSG;
+}
+
+int fz_unpack(struct fz_rx *rx, const struct tl_msg_view *msg, fz_deliver_fn deliver,
+	      void *arg, struct fz_rx_error *err)
+{
+	struct tl_msg_view sub;
+	struct fz_cur c;
+	const char *why;
+	uint64_t prev;
+	uint32_t k, count;
+
+	if (!rx || !msg || !deliver)
+		return -EINVAL;
+	if (!fz_type_is_fuse(msg->hdr.type)) {
+		rx->stats.msgs++;
+		deliver(arg, msg);
+		return 0;
+	}
+	if (msg->iovcnt > FZ_RX_MAX_IOV) {
+		rx->stats.refused++;
+		if (err)
+			*err = (struct fz_rx_error){ "fused frame in too many pieces", 0, 0 };
+		return -E2BIG;
+	}
+	why = fz_frame_precheck(msg);
+	if (why)
+		return fz_refuse(rx, err, why, 0, 0);
+	count = msg->hdr.key_count;
+
+	c = (struct fz_cur){ msg->iov, 0, 0, 0, msg->hdr.body_len };
+	prev = msg->hdr.req_id;
+	for (k = 0; k < count; k++) {
+		why = fz_sub_parse(&c, &prev, &sub.hdr);
+		if (why)
+			return fz_refuse(rx, err, why, k, c.pos);
+		fz_cur_skip(&c, sub.hdr.body_len);
+	}
+	if (c.pos != c.end)
+		return fz_refuse(rx, err, "trailing bytes after the last sub-message", k, c.pos);
+
+	/* Valid as a whole: the second pass cannot fail. */
+	c = (struct fz_cur){ msg->iov, 0, 0, 0, msg->hdr.body_len };
+	prev = msg->hdr.req_id;
+	sub.iov = rx->scratch;
+	for (k = 0; k < count; k++) {
+		(void)fz_sub_parse(&c, &prev, &sub.hdr);
+		sub.iovcnt = fz_cur_views(&c, sub.hdr.body_len, rx->scratch);
+		fz_cur_skip(&c, sub.hdr.body_len);
+		deliver(arg, &sub);
+	}
+	rx->stats.frames++;
+	rx->stats.subs += count;
+	return 0;
+}
+
+int fz_rx_error_body(const struct fz_rx_error *err, int code, uint8_t *buf, size_t cap)
+{
+	int n;
+
+	if (!err || !buf || cap < 4)
+		return -ENOSPC;
+	tl_st32(buf, (uint32_t)(code < 0 ? -code : code));
+	n = snprintf((char *)buf + 4, cap - 4, "fuse: %s (sub-message %u, offset %u)",
+		     err->reason ? err->reason : "refused", err->sub_index, err->offset);
+	if (n < 0 || (size_t)n >= cap - 4)
+		return -ENOSPC;
+	return 4 + n;
+}

@@ -1,0 +1,555 @@
+/*
+ * test_fz_pack.c — cmocka group for the packer (fz_pack.c), checked end to end through
+ * the real unpacker: random mixes round trip in order, flush policy (full, explicit,
+ * timer on a fake clock, autocork on a fake wire), zero copy of large messages, frame
+ * recycling, and failures that change nothing.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "fuse/fz.h"
+#include "fz_test_wire.h"
+
+struct pk {
+	struct fzt_wire w;
+	struct fz_peer *peer;
+	struct fz_config cfg;
+	uint8_t data[1 << 16];  /* the bodies messages lend */
+	uint32_t done[4096];    /* completions per message index */
+	int status[4096];
+};
+
+static void pk_done(void *arg, int status)
+{
+	uint32_t *slot = arg;
+
+	(*slot)++;
+	(void)status;
+}
+
+static int pk_setup(void **state)
+{
+	struct pk *p = calloc(1, sizeof(*p));
+	uint32_t i;
+
+	if (!p)
+		return -1;
+	fzt_wire_init(&p->w);
+	fz_config_defaults(&p->cfg);
+	p->cfg.tensor_fuse = true;
+	p->cfg.fuse_max_bytes = 1024;
+	p->cfg.fuse_threshold_bytes = 200;
+	p->cfg.fuse_max_delay_us = 50;
+	p->cfg.fuse_frames = 4;
+	for (i = 0; i < sizeof(p->data); i++)
+		p->data[i] = (uint8_t)(i * 131u + 7u);
+	*state = p;
+	return 0;
+}
+
+/* Leak check: every frame came back, and every lent body was completed exactly once. */
+static int pk_teardown(void **state)
+{
+	struct pk *p = *state;
+
+	fzt_wire_complete_all(&p->w);
+	if (p->peer)
+		assert_int_equal(fz_peer_in_flight(p->peer), 0);
+	fz_peer_destroy(p->peer);
+	fzt_wire_fini(&p->w);
+	free(p);
+	return 0;
+}
+
+static void pk_create(struct pk *p)
+{
+	struct fz_peer_ops ops;
+
+	fzt_wire_ops(&p->w, &ops);
+	assert_int_equal(fz_peer_create(&p->cfg, &ops, &p->peer), 0);
+}
+
+/* A message of len bytes lent from p->data at off, whose completion lands in done[idx]. */
+static struct fz_msg pk_msg(struct pk *p, uint32_t idx, uint32_t off, uint32_t len,
+			    struct tl_iov *iov)
+{
+	struct fz_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = 40;
+	m.hdr.body_len = len;
+	m.hdr.table_id = 3;
+	m.hdr.req_id = 1000 + idx;
+	m.hdr.key_count = len / 8;
+	m.hdr.dim = 2;
+	iov->base = p->data + off;
+	iov->len = len;
+	m.iov = iov;
+	m.iovcnt = 1;
+	m.done = pk_done;
+	m.done_arg = &p->done[idx];
+	return m;
+}
+
+static int pk_send(struct pk *p, uint32_t idx, uint32_t len, uint64_t now)
+{
+	struct tl_iov iov;
+	struct fz_msg m = pk_msg(p, idx, (idx * 64u) % 32768u, len, &iov);
+
+	return fz_peer_send(p->peer, &m, now);
+}
+
+static void assert_hdr_equal(const struct tl_msg_hdr *a, const struct tl_msg_hdr *b)
+{
+	assert_int_equal(a->type, b->type);
+	assert_int_equal(a->flags, b->flags);
+	assert_int_equal(a->aux, b->aux);
+	assert_int_equal(a->body_len, b->body_len);
+	assert_int_equal(a->table_id, b->table_id);
+	assert_int_equal(a->req_id, b->req_id);
+	assert_int_equal(a->key_count, b->key_count);
+	assert_int_equal(a->dim, b->dim);
+}
+
+static void test_fz_pack_passthrough_when_off(void **state)
+{
+	struct pk *p = *state;
+	struct tl_iov iov[10];
+	struct fz_msg m[10];
+	uint32_t i;
+
+	p->cfg.tensor_fuse = false;
+	pk_create(p);
+	p->w.busy = true;
+	for (i = 0; i < 10; i++) {
+		m[i] = pk_msg(p, i, i * 10, 10, &iov[i]);
+		assert_int_equal(fz_peer_send(p->peer, &m[i], 0), 0);
+	}
+	assert_int_equal(p->w.n, 10);
+	for (i = 0; i < 10; i++) {
+		assert_hdr_equal(&p->w.recs[i].hdr, &m[i].hdr);
+		assert_ptr_equal(p->w.recs[i].first_base, iov[i].base); /* zero copy */
+		assert_int_equal(p->done[i], 0);  /* lent until the wire is done */
+	}
+	fzt_wire_complete_all(&p->w);
+	for (i = 0; i < 10; i++)
+		assert_int_equal(p->done[i], 1);
+	assert_int_equal(fz_peer_stats(p->peer)->frames, 0);
+	assert_int_equal(fz_peer_stats(p->peer)->msgs_alone, 10);
+}
+
+/* Random header fields, including zeros, maxima and jumps in req_id. */
+static void rand_hdr(struct tl_msg_hdr *h, uint64_t *req)
+{
+	static const uint8_t types[] = { 1, 2, 15, 32, 33, 100, 255 };
+	uint32_t r = (uint32_t)rand();
+
+	memset(h, 0, sizeof(*h));
+	h->type = types[r % sizeof(types)];
+	h->flags = (r & 8) ? (uint16_t)rand() : 0;
+	h->aux = (r & 16) ? ((r & 32) ? UINT16_MAX : (uint16_t)rand()) : 0;
+	h->table_id = (r & 64) ? ((r & 128) ? UINT32_MAX : (uint32_t)rand()) : 0;
+	h->key_count = (r & 256) ? (uint32_t)rand() : 0;
+	h->dim = (r & 512) ? ((r & 1024) ? UINT32_MAX : (uint32_t)rand() % 512) : 0;
+	switch ((r >> 11) % 5) {
+	case 0: *req = (uint64_t)rand() << 33 ^ (uint64_t)rand(); break; /* jump */
+	case 1: *req -= (uint64_t)(rand() % 1000); break;                  /* backwards */
+	case 2: break;                                                       /* same */
+	default: (*req)++; break;                                            /* next */
+	}
+	if ((r >> 14) % 50 == 0)
+		*req = UINT64_MAX;
+	h->req_id = *req;
+}
+
+static void roundtrip_one_seed(struct pk *p, unsigned seed, uint32_t n_msgs)
+{
+	struct tl_msg_hdr *sent = calloc(n_msgs, sizeof(*sent));
+	uint32_t *offs = calloc(n_msgs, sizeof(*offs));
+	struct fz_rx *rx;
+	struct fzt_sink sink = { 0 };
+	struct fz_rx_error err;
+	uint64_t req = 1, now = 0;
+	uint32_t i, large = 0, k;
+	static const uint32_t pieces[] = { 0, 3, 7, 100, 333 };
+
+	assert_non_null(sent);
+	assert_non_null(offs);
+	srand(seed);
+	for (i = 0; i < n_msgs; i++) {
+		struct tl_iov iov[3];
+		struct fz_msg m;
+		uint32_t len, split;
+
+		memset(&m, 0, sizeof(m));
+		rand_hdr(&m.hdr, &req);
+		len = rand() % 6 == 0 ? p->cfg.fuse_threshold_bytes + 1 + (uint32_t)rand() % 3000
+				      : 1 + (uint32_t)rand() % p->cfg.fuse_threshold_bytes;
+		large += len > p->cfg.fuse_threshold_bytes;
+		m.hdr.body_len = len;
+		offs[i] = (uint32_t)rand() % (sizeof(p->data) - len);
+		/* Bodies lent in up to three pieces. */
+		split = len / 3;
+		iov[0] = (struct tl_iov){ p->data + offs[i], split };
+		iov[1] = (struct tl_iov){ p->data + offs[i] + split, 0 };
+		iov[2] = (struct tl_iov){ p->data + offs[i] + split, len - split };
+		m.iov = rand() % 2 ? iov : iov + 2;
+		m.iovcnt = m.iov == iov ? 3 : 1;
+		if (m.iovcnt == 1)
+			iov[2] = (struct tl_iov){ p->data + offs[i], len };
+		m.done = pk_done;
+		m.done_arg = &p->done[i];
+		sent[i] = m.hdr;
+		p->w.busy = rand() % 8 != 0;
+		now += (uint64_t)(rand() % 10);
+		assert_int_equal(fz_peer_send(p->peer, &m, now), 0);
+		if (rand() % 16 == 0)
+			fzt_wire_complete_all(&p->w);      /* acks arrive now and then */
+		if (rand() % 32 == 0)
+			assert_int_equal(fz_peer_poll(p->peer, now), 0);
+	}
+	assert_int_equal(fz_peer_flush(p->peer, now), 0);
+	fzt_wire_complete_all(&p->w);
+	assert_int_equal(fz_peer_in_flight(p->peer), 0);
+	for (i = 0; i < n_msgs; i++)
+		assert_int_equal(p->done[i], 1);
+
+	assert_int_equal(fz_rx_create(&rx), 0);
+	for (k = 0; k < p->w.n; k++) {
+		const struct fzt_rec *r = &p->w.recs[k];
+		if (r->hdr.type == FZ_TYPE_FRAME)
+			assert_true(r->hdr.body_len <= p->cfg.fuse_max_bytes);
+		assert_int_equal(fzt_unpack_rec(rx, r, pieces[k % 5], &sink, &err), 0);
+	}
+	assert_int_equal(sink.n, n_msgs);
+	for (i = 0; i < n_msgs; i++) {
+		assert_hdr_equal(&sink.got[i].hdr, &sent[i]);
+		assert_memory_equal(sink.got[i].body, p->data + offs[i], sent[i].body_len);
+	}
+	assert_int_equal(fz_peer_stats(p->peer)->msgs, n_msgs);
+	assert_true(fz_peer_stats(p->peer)->msgs_alone >= large);
+	assert_true(fz_peer_stats(p->peer)->frames > 0);
+	fz_rx_destroy(rx);
+	fzt_sink_fini(&sink);
+	free(sent);
+	free(offs);
+}
+
+static void test_fz_pack_roundtrip_random_mix_in_order(void **state)
+{
+	struct pk *p = *state;
+	unsigned seed;
+
+	for (seed = 1; seed <= 6; seed++) {
+		memset(p->done, 0, sizeof(p->done));
+		pk_create(p);
+		roundtrip_one_seed(p, seed, 2000);
+		fz_peer_destroy(p->peer);
+		p->peer = NULL;
+		fzt_wire_fini(&p->w);
+	}
+}
+
+static void test_fz_pack_roundtrip_sync_completion(void **state)
+{
+	struct pk *p = *state;
+
+	/* An output side that finishes inside output (a copying kernel backend). */
+	p->w.complete_now = true;
+	p->cfg.fuse_frames = 2;
+	pk_create(p);
+	roundtrip_one_seed(p, 99, 1500);
+	assert_int_equal(fz_peer_stats(p->peer)->alone_no_frame, 0);
+}
+
+static void test_fz_pack_large_alone_zero_copy_in_order(void **state)
+{
+	struct pk *p = *state;
+	struct tl_iov iov;
+	struct fz_msg big;
+
+	pk_create(p);
+	p->w.busy = true;
+	assert_int_equal(pk_send(p, 0, 10, 0), 0);
+	assert_int_equal(pk_send(p, 1, 20, 0), 0);
+	big = pk_msg(p, 2, 5000, 1000, &iov);
+	assert_int_equal(fz_peer_send(p->peer, &big, 0), 0);
+	assert_int_equal(p->w.n, 2);
+	assert_int_equal(p->w.recs[0].hdr.type, FZ_TYPE_FRAME);
+	assert_int_equal(p->w.recs[0].hdr.key_count, 2);
+	assert_int_equal(p->w.recs[1].hdr.type, 40);
+	assert_ptr_equal(p->w.recs[1].first_base, p->data + 5000);
+	assert_int_equal(p->done[0], 1);  /* copied: the owner's memory is free at once */
+	assert_int_equal(p->done[2], 0);  /* lent until acked */
+	assert_int_equal(fz_peer_stats(p->peer)->flush[FZ_FLUSH_LARGE], 1);
+	fzt_wire_complete_all(&p->w);
+	assert_int_equal(p->done[2], 1);
+}
+
+static void test_fz_pack_flush_when_full(void **state)
+{
+	struct pk *p = *state;
+	const struct fz_tx_stats *st;
+	uint32_t i, subs = 0;
+
+	pk_create(p);
+	p->w.busy = true;
+	for (i = 0; i < 100; i++) {
+		assert_int_equal(pk_send(p, i, 64, 0), 0);
+		fzt_wire_complete_all(&p->w);  /* acks keep frame buffers free */
+	}
+	st = fz_peer_stats(p->peer);
+	assert_true(p->w.n >= 6);
+	for (i = 0; i < p->w.n; i++) {
+		assert_int_equal(p->w.recs[i].hdr.type, FZ_TYPE_FRAME);
+		assert_true(p->w.recs[i].hdr.body_len <= p->cfg.fuse_max_bytes);
+		/* Full means the next 64 B message with its header would not fit. */
+		assert_true(p->w.recs[i].hdr.body_len + 64 + 8 > p->cfg.fuse_max_bytes);
+		subs += p->w.recs[i].hdr.key_count;
+	}
+	assert_int_equal(st->flush[FZ_FLUSH_FULL], p->w.n);
+	assert_int_equal(fz_peer_flush(p->peer, 0), 0);
+	subs += p->w.recs[p->w.n - 1].hdr.key_count;
+	assert_int_equal(subs, 100);
+	assert_int_equal(st->flush[FZ_FLUSH_EXPLICIT], 1);
+}
+
+static void test_fz_pack_flush_explicit(void **state)
+{
+	struct pk *p = *state;
+	const struct fz_tx_stats *st;
+
+	pk_create(p);
+	p->w.busy = true;
+	assert_int_equal(pk_send(p, 0, 1, 0), 0);
+	assert_int_equal(pk_send(p, 1, 2, 0), 0);
+	assert_int_equal(pk_send(p, 2, 3, 0), 0);
+	assert_int_equal(p->w.n, 0);
+	assert_int_equal(fz_peer_flush(p->peer, 1), 0);
+	assert_int_equal(p->w.n, 1);
+	assert_int_equal(p->w.recs[0].hdr.key_count, 3);
+	assert_int_equal(p->w.recs[0].hdr.req_id, 1000);
+	assert_int_equal(fz_peer_flush(p->peer, 2), 0);  /* nothing open: no-op */
+	assert_int_equal(p->w.n, 1);
+	st = fz_peer_stats(p->peer);
+	assert_int_equal(st->frames, 1);
+	assert_int_equal(st->flush[FZ_FLUSH_EXPLICIT], 1);
+	assert_int_equal(st->subs_hist[1], 1);  /* 2-3 sub-messages */
+}
+
+static void test_fz_pack_timer_bounds_delay_fake_clock(void **state)
+{
+	struct pk *p = *state;
+	const struct fz_tx_stats *st;
+
+	pk_create(p);
+	p->w.busy = true;
+	assert_int_equal(fz_peer_deadline(p->peer), UINT64_MAX);
+	assert_int_equal(pk_send(p, 0, 16, 1000), 0);
+	assert_int_equal(fz_peer_deadline(p->peer), 1050);
+	assert_int_equal(pk_send(p, 1, 16, 1030), 0);
+	assert_int_equal(fz_peer_poll(p->peer, 1049), 0);
+	assert_int_equal(p->w.n, 0);
+	assert_int_equal(fz_peer_poll(p->peer, 1050), 0);
+	assert_int_equal(p->w.n, 1);
+	assert_int_equal(p->w.recs[0].hdr.key_count, 2);
+	assert_int_equal(fz_peer_deadline(p->peer), UINT64_MAX);
+
+	/* A late send flushes by itself when the caller has not polled in time. */
+	assert_int_equal(pk_send(p, 2, 16, 2000), 0);
+	assert_int_equal(pk_send(p, 3, 16, 2060), 0);
+	assert_int_equal(p->w.n, 2);
+	assert_int_equal(p->w.recs[1].hdr.key_count, 2);
+	st = fz_peer_stats(p->peer);
+	assert_int_equal(st->flush[FZ_FLUSH_TIMER], 2);
+}
+
+static void test_fz_pack_autocork_idle_wire_not_held(void **state)
+{
+	struct pk *p = *state;
+	const struct fz_tx_stats *st;
+
+	pk_create(p);
+	/* A lone message on an idle wire goes at once, alone, by reference. */
+	p->w.busy = false;
+	assert_int_equal(pk_send(p, 0, 16, 0), 0);
+	assert_int_equal(p->w.n, 1);
+	assert_int_equal(p->w.recs[0].hdr.type, 40);
+	assert_ptr_equal(p->w.recs[0].first_base, p->data + 0);
+	assert_int_equal(fz_peer_deadline(p->peer), UINT64_MAX);
+
+	/* While the wire is busy, messages batch... */
+	p->w.busy = true;
+	assert_int_equal(pk_send(p, 1, 16, 1), 0);
+	assert_int_equal(pk_send(p, 2, 16, 2), 0);
+	assert_int_equal(p->w.n, 1);
+	/* ...and go as soon as the wire is seen idle, before the timer. */
+	p->w.busy = false;
+	assert_int_equal(fz_peer_poll(p->peer, 3), 0);
+	assert_int_equal(p->w.n, 2);
+	assert_int_equal(p->w.recs[1].hdr.key_count, 2);
+
+	/* A send that finds the wire idle with a frame open joins it and flushes. */
+	p->w.busy = true;
+	assert_int_equal(pk_send(p, 3, 16, 4), 0);
+	p->w.busy = false;
+	assert_int_equal(pk_send(p, 4, 16, 5), 0);
+	assert_int_equal(p->w.n, 3);
+	assert_int_equal(p->w.recs[2].hdr.key_count, 2);
+	st = fz_peer_stats(p->peer);
+	assert_int_equal(st->flush[FZ_FLUSH_IDLE], 2);
+	assert_int_equal(st->msgs_alone, 1);
+	assert_int_equal(st->msgs_fused, 4);
+}
+
+static void test_fz_pack_frames_exhausted_go_alone(void **state)
+{
+	struct pk *p = *state;
+	const struct fz_tx_stats *st;
+
+	p->cfg.fuse_frames = 2;
+	pk_create(p);
+	p->w.busy = true;
+	assert_int_equal(pk_send(p, 0, 16, 0), 0);
+	assert_int_equal(fz_peer_flush(p->peer, 0), 0);
+	assert_int_equal(pk_send(p, 1, 16, 0), 0);
+	assert_int_equal(fz_peer_flush(p->peer, 0), 0);
+	assert_int_equal(fz_peer_in_flight(p->peer), 2);
+	/* No frame buffer free: the message goes alone instead of waiting or allocating. */
+	assert_int_equal(pk_send(p, 2, 16, 0), 0);
+	assert_int_equal(p->w.n, 3);
+	assert_int_equal(p->w.recs[2].hdr.type, 40);
+	st = fz_peer_stats(p->peer);
+	assert_int_equal(st->alone_no_frame, 1);
+	fzt_wire_complete_all(&p->w);
+	assert_int_equal(fz_peer_in_flight(p->peer), 0);
+	assert_int_equal(pk_send(p, 3, 16, 0), 0);
+	assert_int_equal(p->w.n, 3);  /* fused again, frame open */
+	assert_int_equal(fz_peer_flush(p->peer, 0), 0);
+	assert_int_equal(p->w.recs[3].hdr.type, FZ_TYPE_FRAME);
+}
+
+static void test_fz_pack_output_failure_changes_nothing(void **state)
+{
+	struct pk *p = *state;
+	const struct fz_tx_stats *st;
+	struct fz_tx_stats before;
+	uint32_t i;
+
+	pk_create(p);
+	st = fz_peer_stats(p->peer);
+	p->w.busy = true;
+	assert_int_equal(pk_send(p, 0, 16, 0), 0);
+	p->w.fail_next = 1;
+	assert_int_equal(fz_peer_flush(p->peer, 0), -ENOBUFS);
+	assert_int_equal(fz_peer_deadline(p->peer), 50);  /* still open */
+	assert_int_equal(st->frames, 0);
+	assert_int_equal(fz_peer_in_flight(p->peer), 0);
+
+	/* Fill the frame (16 B + 9 x 100 B); the 10th 100 B message needs a FULL flush,
+	 * and when that flush fails the message is refused whole. */
+	for (i = 1; i < 10; i++)
+		assert_int_equal(pk_send(p, i, 100, 0), 0);
+	assert_int_equal(p->w.n, 0);
+	before = *st;
+	p->w.fail_next = 1;
+	assert_int_equal(pk_send(p, 10, 100, 0), -ENOBUFS);
+	assert_int_equal(p->done[10], 0);
+	assert_memory_equal(&before, st, sizeof(before));
+	assert_int_equal(p->w.n, 0);
+	/* Retried, it goes: the full frame first, then the message in a new one. */
+	assert_int_equal(pk_send(p, 10, 100, 0), 0);
+	assert_int_equal(p->w.n, 1);
+	assert_int_equal(p->w.recs[0].hdr.key_count, 10);
+	assert_int_equal(p->done[10], 1);
+
+	/* A large message: the open frame's flush fails, nothing counted, owner not called. */
+	before = *st;
+	p->w.fail_next = 1;
+	assert_int_equal(pk_send(p, 20, 1000, 0), -ENOBUFS);
+	assert_memory_equal(&before, st, sizeof(before));
+	/* The frame goes, then output refuses the large message itself. */
+	p->w.fail_next = 0;
+	assert_int_equal(fz_peer_flush(p->peer, 0), 0);
+	before = *st;
+	p->w.fail_next = 1;
+	assert_int_equal(pk_send(p, 20, 1000, 0), -ENOBUFS);
+	assert_memory_equal(&before, st, sizeof(before));
+	assert_int_equal(p->done[20], 0);
+	assert_int_equal(pk_send(p, 20, 1000, 0), 0);
+	assert_int_equal(p->w.n, 3);
+	assert_int_equal(p->w.recs[2].hdr.type, 40);
+}
+
+static void test_fz_pack_bad_message_refused(void **state)
+{
+	struct pk *p = *state;
+	struct tl_iov iov;
+	struct fz_msg m;
+
+	pk_create(p);
+	p->w.busy = true;
+	m = pk_msg(p, 0, 0, 16, &iov);
+	m.hdr.type = FZ_TYPE_FRAME;
+	assert_int_equal(fz_peer_send(p->peer, &m, 0), -EINVAL);
+	m.hdr.type = 31;
+	assert_int_equal(fz_peer_send(p->peer, &m, 0), -EINVAL);
+	m.hdr.type = 0;
+	assert_int_equal(fz_peer_send(p->peer, &m, 0), -EINVAL);
+	m = pk_msg(p, 0, 0, 16, &iov);
+	m.hdr.body_len = 17;
+	assert_int_equal(fz_peer_send(p->peer, &m, 0), -EINVAL);
+	m = pk_msg(p, 0, 0, 16, &iov);
+	m.iov = NULL;
+	assert_int_equal(fz_peer_send(p->peer, &m, 0), -EINVAL);
+	assert_int_equal(fz_peer_send(p->peer, NULL, 0), -EINVAL);
+	assert_int_equal(p->done[0], 0);
+	assert_int_equal(fz_peer_stats(p->peer)->msgs, 0);
+	assert_int_equal(fz_peer_deadline(p->peer), UINT64_MAX);
+}
+
+static void test_fz_pack_stats_bytes_saved(void **state)
+{
+	struct pk *p = *state;
+	const struct fz_tx_stats *st;
+	uint32_t i, sub_hdr_bytes;
+
+	pk_create(p);
+	p->w.busy = true;
+	for (i = 0; i < 10; i++)
+		assert_int_equal(pk_send(p, i, 64, 0), 0);
+	assert_int_equal(fz_peer_flush(p->peer, 0), 0);
+	st = fz_peer_stats(p->peer);
+	sub_hdr_bytes = p->w.recs[0].hdr.body_len - 10 * 64;
+	/* type, present, len, table_id, req delta (except the first), key_count, dim */
+	assert_int_equal(sub_hdr_bytes, 10 * 7 - 1);
+	assert_int_equal(st->frames, 1);
+	assert_int_equal(st->frames_saved, 9);
+	assert_int_equal(st->bytes_saved, 32 * 9 - (int64_t)sub_hdr_bytes);
+	assert_int_equal(st->subs_hist[3], 1);  /* 8-15 */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(f) cmocka_unit_test_setup_teardown(f, pk_setup, pk_teardown)
+		T(test_fz_pack_passthrough_when_off),
+		T(test_fz_pack_roundtrip_random_mix_in_order),
+		T(test_fz_pack_roundtrip_sync_completion),
+		T(test_fz_pack_large_alone_zero_copy_in_order),
+		T(test_fz_pack_flush_when_full),
+		T(test_fz_pack_flush_explicit),
+		T(test_fz_pack_timer_bounds_delay_fake_clock),
+		T(test_fz_pack_autocork_idle_wire_not_held),
+		T(test_fz_pack_frames_exhausted_go_alone),
+		T(test_fz_pack_output_failure_changes_nothing),
+		T(test_fz_pack_bad_message_refused),
+		T(test_fz_pack_stats_bytes_saved),
+#undef T
+	};
+	return cmocka_run_group_tests_name("fz_pack", tests, NULL, NULL);
+}
