@@ -1,0 +1,523 @@
+/*
+ * test_kernel.c — cmocka tests of the transport API over the kernel backend
+ * (protocol=kernel), on real sockets over 127.0.0.1.
+ *
+ * One instance holds both ends (a listener whose accepted connections echo, and a
+ * client connection), driven by tl_poll in one thread; raw sockets play a misbehaving
+ * peer. Every wait is bounded by a deadline; teardown destroys the instance and checks
+ * that nothing is left held.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "transport/tl_pvt.h"
+
+#define LO 0x7f000001u
+
+struct kfx {
+	struct tl *tl;
+	struct tl_listener *l;
+	uint16_t port;
+	int echo;                 /* server echoes each message back (zero copy) */
+	int srv_hold;             /* server keeps messages instead */
+	struct tl_msg *held[8];
+	int nheld;
+	struct tl_conn *srv, *cli;
+	int accepted, srv_closed, srv_reason, srv_msgs;
+	int cli_connected, cli_status, cli_closed, cli_reason;
+	uint64_t cli_msgs, cli_next_req, cli_bad;
+	int done_ok, done_err, last_done_err;
+	const char *srv_why;
+	uint8_t *pat;             /* source of every body sent */
+};
+
+static uint8_t patb(uint64_t req, uint32_t i) { return (uint8_t)(req * 13u + i * 5u + (i >> 9)); }
+
+static int view_ok(const struct tl_msg_view *v)
+{
+	uint32_t i, j, off = 0;
+
+	for (i = 0; i < v->iovcnt; i++)
+		for (j = 0; j < v->iov[i].len; j++, off++)
+			if (v->iov[i].base[j] != patb(v->hdr.req_id, off))
+				return 0;
+	return off == v->hdr.body_len;
+}
+
+static void echo_done(void *arg, int status)
+{
+	(void)status;
+	tl_msg_release(arg);
+}
+
+static void srv_msg(struct tl_conn *c, const struct tl_msg_view *m)
+{
+	struct kfx *fx = tl_conn_ctx(c);
+	struct tl_msg *h;
+
+	fx->srv_msgs++;
+	if (fx->srv_hold && fx->nheld < 8) {
+		fx->held[fx->nheld++] = tl_msg_hold(m);
+		return;
+	}
+	if (!fx->echo)
+		return;
+	/* Zero-copy echo: keep the received bytes and send them from where they lie. */
+	h = tl_msg_hold(m);
+	if (tl_send(c, &m->hdr, m->iov, m->iovcnt, echo_done, h) != 0)
+		tl_msg_release(h);
+}
+
+static void srv_closed(struct tl_conn *c, int reason)
+{
+	struct kfx *fx = tl_conn_ctx(c);
+
+	fx->srv_closed++;
+	fx->srv_reason = reason;
+	fx->srv_why = tl_conn_why(c);
+	if (fx->srv == c)
+		fx->srv = NULL;
+}
+
+static const struct tl_conn_ops srv_ops = { NULL, srv_msg, srv_closed };
+
+static void srv_accepted(struct tl_listener *l, struct tl_conn *c)
+{
+	struct kfx *fx = tl_listener_ctx(l);
+
+	fx->accepted++;
+	fx->srv = c;
+}
+
+static void cli_connected(struct tl_conn *c, int status)
+{
+	struct kfx *fx = tl_conn_ctx(c);
+
+	fx->cli_connected++;
+	fx->cli_status = status;
+	if (status != 0)
+		fx->cli = NULL;
+}
+
+static void cli_msg(struct tl_conn *c, const struct tl_msg_view *m)
+{
+	struct kfx *fx = tl_conn_ctx(c);
+
+	if (m->hdr.req_id != fx->cli_next_req || !view_ok(m))
+		fx->cli_bad++;
+	fx->cli_next_req = m->hdr.req_id + 1;
+	fx->cli_msgs++;
+}
+
+static void cli_closed(struct tl_conn *c, int reason)
+{
+	struct kfx *fx = tl_conn_ctx(c);
+
+	fx->cli_closed++;
+	fx->cli_reason = reason;
+	fx->cli = NULL;
+}
+
+static const struct tl_conn_ops cli_ops = { cli_connected, cli_msg, cli_closed };
+
+static void send_done(void *arg, int status)
+{
+	struct kfx *fx = arg;
+
+	if (status == 0) {
+		fx->done_ok++;
+	} else {
+		fx->done_err++;
+		fx->last_done_err = status;
+	}
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Polls until *flag reaches at least want, for at most 10 s. */
+#define POLL_UNTIL(fx, cond)                                                     \
+	do {                                                                     \
+		double dl_ = now_s() + 10.0;                                     \
+		while (!(cond) && now_s() < dl_)                                 \
+			assert_true(tl_poll((fx)->tl, 2000) >= 0);               \
+		assert_true(cond);                                               \
+	} while (0)
+
+static int setup_cfg(void **state, const struct tl_config *cfg)
+{
+	struct kfx *fx = calloc(1, sizeof(*fx));
+	uint32_t i;
+
+	assert_non_null(fx);
+	assert_int_equal(tl_create(cfg, &fx->tl), 0);
+	assert_int_equal(tl_listen(fx->tl, LO, 0, &srv_ops, srv_accepted, fx, &fx->l), 0);
+	fx->port = tl_listener_port(fx->l);
+	assert_true(fx->port != 0);
+	fx->echo = 1;
+	fx->pat = malloc(16u << 20);
+	assert_non_null(fx->pat);
+	(void)i;
+	*state = fx;
+	return 0;
+}
+
+static int setup(void **state)
+{
+	struct tl_config cfg;
+
+	tl_config_default(&cfg);
+	return setup_cfg(state, &cfg);
+}
+
+static int setup_small(void **state)
+{
+	struct tl_config cfg;
+
+	tl_config_default(&cfg);
+	cfg.max_body = 1000;
+	cfg.tx_max_msgs = 4;
+	cfg.tx_max_bytes = 4096;
+	cfg.max_conns = 2;
+	return setup_cfg(state, &cfg);
+}
+
+static int teardown(void **state)
+{
+	struct kfx *fx = *state;
+	int i;
+
+	for (i = 0; i < fx->nheld; i++)
+		tl_msg_release(fx->held[i]);
+	assert_int_equal(fx->tl->msgs->in_use, 0);
+	tl_destroy(fx->tl);
+	free(fx->pat);
+	free(fx);
+	return 0;
+}
+
+static void connect_pair(struct kfx *fx)
+{
+	assert_int_equal(tl_connect(fx->tl, LO, fx->port, &cli_ops, fx, &fx->cli), 0);
+	POLL_UNTIL(fx, fx->cli_connected == 1 && fx->accepted == 1);
+	assert_int_equal(fx->cli_status, 0);
+}
+
+/* Queues message req with a body of len pattern bytes (built in fx->pat at off). */
+static int send_req(struct kfx *fx, uint64_t req, uint32_t len, uint32_t off)
+{
+	struct tl_msg_hdr h = { .type = 40, .req_id = req };
+	struct tl_iov v[2];
+	uint32_t i, half = len / 2;
+
+	for (i = 0; i < len; i++)
+		fx->pat[off + i] = patb(req, i);
+	/* Two pieces: exercises the gather of caller iov into one sendmsg. */
+	v[0].base = fx->pat + off;
+	v[0].len = half;
+	v[1].base = fx->pat + off + half;
+	v[1].len = len - half;
+	return tl_send(fx->cli, &h, v, 2, send_done, fx);
+}
+
+static void test_kernel_echo_many_messages(void **state)
+{
+	struct kfx *fx = *state;
+	const uint32_t n = 3000, win = 32, slot = 8192;
+	uint32_t sent = 0;
+	unsigned seed = 42;
+	double dl = now_s() + 20.0;
+
+	connect_pair(fx);
+	while (fx->cli_msgs < n && now_s() < dl) {
+		/* Window of win messages; slot (req % 2win) is free once its echo is back. */
+		while (sent < n && sent - fx->cli_msgs < win) {
+			uint32_t len = (uint32_t)rand_r(&seed) % 4000;
+			assert_int_equal(send_req(fx, sent, len, (sent % (2 * win)) * slot), 0);
+			sent++;
+		}
+		assert_true(tl_poll(fx->tl, 2000) >= 0);
+	}
+	assert_int_equal(fx->cli_msgs, n);
+	assert_int_equal(fx->cli_bad, 0);
+	POLL_UNTIL(fx, fx->done_ok == (int)n);
+	assert_int_equal(fx->done_err, 0);
+}
+
+static void test_kernel_large_messages(void **state)
+{
+	struct kfx *fx = *state;
+	uint32_t i;
+
+	connect_pair(fx);
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(send_req(fx, i, (5u << 20) + i * 12345, 0), 0);
+		POLL_UNTIL(fx, fx->cli_msgs == i + 1);
+	}
+	assert_int_equal(fx->cli_bad, 0);
+	assert_int_equal(fx->srv_msgs, 3);
+	POLL_UNTIL(fx, fx->done_ok == 3);
+}
+
+static void test_kernel_connection_refused(void **state)
+{
+	struct kfx *fx = *state;
+	uint16_t port = fx->port;
+
+	tl_unlisten(fx->l);
+	fx->l = NULL;
+	assert_int_equal(tl_poll(fx->tl, 0) >= 0, 1); /* frees the listener */
+	assert_int_equal(tl_connect(fx->tl, LO, port, &cli_ops, fx, &fx->cli), 0);
+	POLL_UNTIL(fx, fx->cli_connected == 1);
+	assert_int_equal(fx->cli_status, -ECONNREFUSED);
+	assert_int_equal(fx->cli_closed, 0);
+	assert_null(fx->cli);
+}
+
+static void test_kernel_peer_close(void **state)
+{
+	struct kfx *fx = *state;
+
+	connect_pair(fx);
+	assert_int_equal(send_req(fx, 0, 100, 0), 0);
+	POLL_UNTIL(fx, fx->cli_msgs == 1);
+	assert_int_equal(tl_close(fx->cli), 0);
+	assert_int_equal(tl_close(fx->cli), -ENOTCONN);
+	assert_int_equal(fx->cli_closed, 0); /* callbacks only from tl_poll */
+	POLL_UNTIL(fx, fx->srv_closed == 1 && fx->cli_closed == 1);
+	assert_int_equal(fx->cli_reason, -ECONNABORTED);
+	assert_int_equal(fx->srv_reason, 0);
+	assert_non_null(strstr(fx->srv_why, "peer closed"));
+}
+
+static void test_kernel_close_cancels_pending_sends(void **state)
+{
+	struct kfx *fx = *state;
+
+	connect_pair(fx);
+	assert_int_equal(send_req(fx, 0, 100, 0), 0);
+	assert_int_equal(send_req(fx, 1, 100, 200), 0);
+	assert_int_equal(tl_close(fx->cli), 0);
+	assert_int_equal(send_req(fx, 2, 100, 400), -ENOTCONN);
+	POLL_UNTIL(fx, fx->cli_closed == 1);
+	assert_int_equal(fx->done_err, 2);
+	assert_int_equal(fx->last_done_err, -ECANCELED);
+	assert_int_equal(fx->done_ok, 0);
+}
+
+/* A raw client socket connected to the listener, with the server side accepted. */
+static int raw_connect(struct kfx *fx)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(fx->port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	sa.sin_addr.s_addr = htonl(LO);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/* Reads exactly n bytes from fd while polling the instance; returns bytes read. */
+static size_t raw_read(struct kfx *fx, int fd, uint8_t *buf, size_t n)
+{
+	double dl = now_s() + 10.0;
+	size_t got = 0;
+
+	while (got < n && now_s() < dl) {
+		ssize_t r = recv(fd, buf + got, n - got, MSG_DONTWAIT);
+		if (r > 0)
+			got += (size_t)r;
+		else if (r == 0)
+			break;
+		else if (errno != EAGAIN)
+			break;
+		assert_true(tl_poll(fx->tl, 1000) >= 0);
+	}
+	return got;
+}
+
+static void raw_hdr(uint8_t *out, uint8_t version, uint8_t type, uint64_t req, uint32_t body)
+{
+	struct tl_msg_hdr h = { .type = type, .req_id = req, .body_len = body };
+
+	tl_msg_hdr_encode(out, &h);
+	out[2] = version;
+}
+
+static void test_kernel_malformed_stream_refused(void **state)
+{
+	struct kfx *fx = *state;
+	uint8_t junk[64];
+	int fd = raw_connect(fx);
+
+	memset(junk, 0x5a, sizeof(junk));
+	assert_int_equal(send(fd, junk, sizeof(junk), 0), (ssize_t)sizeof(junk));
+	POLL_UNTIL(fx, fx->srv_closed == 1);
+	assert_int_equal(fx->srv_reason, -EBADMSG);
+	assert_non_null(strstr(fx->srv_why, "malformed"));
+	assert_int_equal(raw_read(fx, fd, junk, 1), 0); /* the peer sees the stream end */
+	close(fd);
+}
+
+static void test_kernel_unknown_version_error_reply(void **state)
+{
+	struct kfx *fx = *state;
+	uint8_t out[TL_MSG_HDR_LEN * 2 + 20 + 5], in[512];
+	struct tl_msg_hdr h;
+	int fd = raw_connect(fx);
+	size_t got;
+
+	raw_hdr(out, TL_MSG_VERSION + 1, 40, 77, 20);
+	memset(out + TL_MSG_HDR_LEN, 1, 20);
+	raw_hdr(out + TL_MSG_HDR_LEN + 20, TL_MSG_VERSION, 40, 78, 5);
+	memcpy(out + 2 * TL_MSG_HDR_LEN + 20, "hello", 5);
+	assert_int_equal(send(fd, out, sizeof(out), 0), (ssize_t)sizeof(out));
+	got = raw_read(fx, fd, in, TL_MSG_HDR_LEN + 4);
+	assert_int_equal(got, TL_MSG_HDR_LEN + 4);
+	assert_int_equal(tl_msg_hdr_decode(in, 1u << 20, &h), 0);
+	assert_int_equal(h.type, TL_TYPE_ERROR);
+	assert_int_equal(h.req_id, 77);
+	assert_int_equal(tl_ld32(in + TL_MSG_HDR_LEN), EPROTONOSUPPORT);
+	got = raw_read(fx, fd, in, h.body_len - 4);
+	assert_int_equal(got, h.body_len - 4);
+	/* The connection survived: the next message is echoed. */
+	got = raw_read(fx, fd, in, TL_MSG_HDR_LEN + 5);
+	assert_int_equal(got, TL_MSG_HDR_LEN + 5);
+	assert_int_equal(tl_msg_hdr_decode(in, 1u << 20, &h), 0);
+	assert_int_equal(h.req_id, 78);
+	assert_memory_equal(in + TL_MSG_HDR_LEN, "hello", 5);
+	assert_int_equal(fx->srv_closed, 0);
+	close(fd);
+}
+
+static void test_kernel_body_limit_refused(void **state)
+{
+	struct kfx *fx = *state;
+	uint8_t out[TL_MSG_HDR_LEN];
+	int fd = raw_connect(fx);
+
+	raw_hdr(out, TL_MSG_VERSION, 40, 1, 1001);
+	assert_int_equal(send(fd, out, sizeof(out), 0), (ssize_t)sizeof(out));
+	POLL_UNTIL(fx, fx->srv_closed == 1);
+	assert_int_equal(fx->srv_reason, -EMSGSIZE);
+	close(fd);
+}
+
+static void test_kernel_send_limits(void **state)
+{
+	struct kfx *fx = *state;
+	int i;
+
+	connect_pair(fx);
+	assert_int_equal(send_req(fx, 0, 1001, 0), -EMSGSIZE);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(send_req(fx, (uint64_t)i, 10, (uint32_t)i * 16), 0);
+	assert_int_equal(send_req(fx, 4, 10, 64), -ENOBUFS);
+	POLL_UNTIL(fx, fx->done_ok == 4);
+	/* Bytes cap: 4096 queued bytes at most. */
+	for (i = 0; i < 4; i++)
+		if (send_req(fx, (uint64_t)(4 + i), 1000, 1000u * (uint32_t)i) != 0)
+			break;
+	assert_int_equal(i, 3);
+	POLL_UNTIL(fx, fx->cli_msgs == 7);
+	assert_int_equal(fx->cli_bad, 0);
+}
+
+static void test_kernel_max_conns_refused(void **state)
+{
+	struct kfx *fx = *state;
+	struct tl_conn *c;
+	struct tl_stats st;
+	uint8_t b;
+	int fd;
+
+	connect_pair(fx); /* two of two: the client and its accepted peer */
+	assert_int_equal(tl_connect(fx->tl, LO, fx->port, &cli_ops, fx, &c), -EMFILE);
+	fd = raw_connect(fx);
+	assert_int_equal(raw_read(fx, fd, &b, 1), 0);
+	tl_stats_get(fx->tl, &st);
+	assert_int_equal(st.refused_conns, 1);
+	close(fd);
+}
+
+static void test_kernel_hold_past_callback(void **state)
+{
+	struct kfx *fx = *state;
+	uint32_t i;
+
+	fx->srv_hold = 1;
+	connect_pair(fx);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(send_req(fx, i, 70000 + i, i * 100000), 0);
+	POLL_UNTIL(fx, fx->nheld == 3);
+	/* Long after their callbacks, held bodies are intact and readable. */
+	memset(fx->pat, 0, 400000);
+	for (i = 0; i < 3; i++)
+		assert_true(view_ok(tl_msg_view_of(fx->held[i])));
+	assert_int_equal(fx->tl->msgs->in_use, 3);
+	for (i = 0; i < 3; i++)
+		tl_msg_release(fx->held[i]);
+	fx->nheld = 0;
+	assert_int_equal(fx->tl->msgs->in_use, 0);
+}
+
+static void test_kernel_config_checked(void **state)
+{
+	struct tl_config cfg;
+	struct tl *tl = NULL;
+	const char *why = NULL;
+	enum tl_protocol p;
+
+	(void)state;
+	tl_config_default(&cfg);
+	assert_int_equal(tl_config_check(&cfg, &why), 0);
+	cfg.max_body = 0;
+	assert_int_equal(tl_config_check(&cfg, &why), -EINVAL);
+	assert_non_null(strstr(why, "max_body"));
+	assert_int_equal(tl_create(&cfg, &tl), -EINVAL);
+	tl_config_default(&cfg);
+	cfg.protocol = TL_PROTO_DPDK;
+	assert_int_equal(tl_create(&cfg, &tl), -EPROTONOSUPPORT);
+	assert_null(tl);
+	assert_int_equal(tl_protocol_parse("kernel", &p), 0);
+	assert_int_equal(p, TL_PROTO_KERNEL);
+	assert_int_equal(tl_protocol_parse("udp", &p), -EINVAL);
+	tl_destroy(NULL);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define TS(f) cmocka_unit_test_setup_teardown(f, setup_small, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_kernel_echo_many_messages),
+		T(test_kernel_large_messages),
+		T(test_kernel_connection_refused),
+		T(test_kernel_peer_close),
+		T(test_kernel_close_cancels_pending_sends),
+		T(test_kernel_malformed_stream_refused),
+		T(test_kernel_unknown_version_error_reply),
+		TS(test_kernel_body_limit_refused),
+		TS(test_kernel_send_limits),
+		TS(test_kernel_max_conns_refused),
+		T(test_kernel_hold_past_callback),
+		cmocka_unit_test(test_kernel_config_checked),
+	};
+
+	return cmocka_run_group_tests_name("kernel", tests, NULL, NULL);
+}

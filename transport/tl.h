@@ -1,0 +1,166 @@
+/*
+ * tl.h — transport: the one public header of wharf's message transport.
+ *
+ * Upper layers (fuse, ps_core, apps) see connections that carry whole messages (a
+ * struct tl_msg_hdr from tl_wire.h plus a body), never bytes. One struct tl is one
+ * share-nothing instance, driven by one thread: with protocol=dpdk one per lcore (the
+ * TCP-lite stack of that lcore), with protocol=kernel one per thread (sockets + epoll).
+ * The API is the same for both, in the spirit of Redis' ae.h: create, listen/connect,
+ * send, and a poll entry point that runs the callbacks.
+ *
+ * Call chain:  app loop -> tl_poll -> backend (epoll_wait | one dpdk_net run-loop turn)
+ *   -> bytes in -> tl_frame (reassembly, header checks) -> ops->msg(view)
+ *   app -> tl_send (queued, zero copy) -> flushed inside tl_poll -> done(arg, status)
+ *
+ * Threads: nothing here is thread-safe; every call on an instance, its connections and
+ * its held messages comes from the thread that polls it. Callbacks never run inside
+ * the call that caused them (tl_send, tl_close, tl_connect): only inside tl_poll or
+ * tl_destroy, so an application may call any function of this API from a callback.
+ */
+#ifndef WHARF_TL_H
+#define WHARF_TL_H
+
+#include <stdint.h>
+
+#include "transport/tl_wire.h"
+
+struct tl;          /* one transport instance */
+struct tl_conn;     /* one message connection */
+struct tl_listener; /* one listening endpoint */
+struct tl_msg;      /* a received message the receiver holds past its callback */
+
+enum tl_protocol {
+	TL_PROTO_KERNEL = 1, /* Linux sockets + epoll; the reference and the fallback */
+	TL_PROTO_DPDK = 2,   /* TCP-lite on dpdk_net, one instance per lcore */
+};
+
+/* Limits. tl_config_default fills every field; zero is never a valid limit. */
+struct tl_config {
+	enum tl_protocol protocol;
+	uint32_t max_body;      /* largest body accepted or sent; <= TL_MSG_MAX_BODY_DEFAULT */
+	uint32_t max_conns;     /* open connections per instance; more are refused */
+	uint32_t tx_max_msgs;   /* queued, not yet completed sends per connection */
+	uint64_t tx_max_bytes;  /* queued, not yet completed bytes per connection */
+	uint32_t rx_buf_size;   /* bytes per receive buffer (kernel backend) */
+	uint32_t rx_max_bufs;   /* receive buffers per instance, held messages included */
+	uint32_t max_held_msgs; /* messages in reassembly or held by receivers, per instance */
+	uint32_t max_msg_segs;  /* pieces one message may span (views per tl_msg_view) */
+	void *backend_arg;      /* protocol=dpdk: the dpdk_net lcore this instance runs on */
+};
+
+void tl_config_default(struct tl_config *cfg);
+/* 0, or -EINVAL with *why naming the bad field (a static string). */
+int tl_config_check(const struct tl_config *cfg, const char **why);
+/* "kernel" | "dpdk" -> 0, else -EINVAL. */
+int tl_protocol_parse(const char *s, enum tl_protocol *out);
+const char *tl_protocol_name(enum tl_protocol p);
+
+/*
+ * Creates an instance. -EINVAL for a bad config (see tl_config_check), -EPROTONOSUPPORT
+ * when the protocol's backend is not part of this build, -ENOMEM, or the backend's error.
+ */
+int tl_create(const struct tl_config *cfg, struct tl **out);
+/* Closes every connection (closed callbacks run with -ECONNABORTED) and frees all. */
+void tl_destroy(struct tl *tl);
+/*
+ * One round: flush queued sends, wait up to timeout_us (0: do not wait, <0: until an
+ * event) for events, run their callbacks, flush again, then run deferred close
+ * callbacks. Returns the number of events handled, or -errno.
+ */
+int tl_poll(struct tl *tl, int64_t timeout_us);
+
+/*
+ * Connection callbacks. msg's view (and the memory under it) is valid until msg returns,
+ * unless the receiver calls tl_msg_hold on it. After connected(c, <0) or closed(c, ...)
+ * returns, c is freed. Reasons (negative errno):
+ *   0              peer closed the stream at a message boundary
+ *   -ECONNABORTED  closed locally (tl_close, tl_destroy)
+ *   -ECONNRESET    reset by the peer, or a socket error
+ *   -EPROTO        peer closed the stream inside a message
+ *   -EBADMSG       malformed stream (bad magic, type 0): refused
+ *   -EMSGSIZE      a header announced a body above max_body: refused
+ *   -ENOBUFS       a receive limit (rx_max_bufs, max_held_msgs, max_msg_segs) was hit
+ *   -ETIMEDOUT     retransmission limit (dpdk)
+ * tl_conn_why gives the human text of the last reason.
+ */
+struct tl_conn_ops {
+	void (*connected)(struct tl_conn *c, int status); /* 0, or -errno: c is gone after */
+	void (*msg)(struct tl_conn *c, const struct tl_msg_view *m);
+	void (*closed)(struct tl_conn *c, int reason);
+};
+typedef void (*tl_accept_fn)(struct tl_listener *l, struct tl_conn *c);
+
+/*
+ * Listens on ip:port (host byte order; port 0 picks one, see tl_listener_port).
+ * Accepted connections get ops and ctx as their context; accepted runs for each and may
+ * replace the context or close the connection.
+ */
+int tl_listen(struct tl *tl, uint32_t ip, uint16_t port, const struct tl_conn_ops *ops,
+	      tl_accept_fn accepted, void *ctx, struct tl_listener **out);
+uint16_t tl_listener_port(const struct tl_listener *l);
+void *tl_listener_ctx(const struct tl_listener *l);
+/* Stops listening. Connections already accepted are not affected. NULL is a no-op. */
+void tl_unlisten(struct tl_listener *l);
+
+/* Starts an active open; ops->connected reports the outcome from tl_poll. */
+int tl_connect(struct tl *tl, uint32_t ip, uint16_t port, const struct tl_conn_ops *ops,
+	       void *ctx, struct tl_conn **out);
+/*
+ * Closes now: nothing more is sent or delivered; queued sends complete with
+ * -ECANCELED and closed(c, -ECONNABORTED) runs from the next tl_poll. -ENOTCONN when c
+ * is already closing.
+ */
+int tl_close(struct tl_conn *c);
+void tl_conn_set_ctx(struct tl_conn *c, void *ctx);
+void *tl_conn_ctx(const struct tl_conn *c);
+struct tl *tl_conn_tl(const struct tl_conn *c);
+const char *tl_conn_why(const struct tl_conn *c);
+
+/*
+ * Sends a message: header fields from h (magic, version and body_len are set here; the
+ * body length is the sum of iov), body read from the caller's memory in iov (zero copy:
+ * the iov array itself is copied, the bytes are not). On 0 the bytes stay referenced
+ * until done(arg, status) runs, exactly once, from tl_poll: status 0 once the backend is
+ * done with them (kernel: written to the socket; dpdk: acknowledged), -ECANCELED or the
+ * close reason if the connection closed first. On -errno nothing was queued, done never
+ * runs and the memory is the caller's: -ENOTCONN (closing), -EMSGSIZE (body above
+ * max_body), -ENOBUFS (tx_max_msgs or tx_max_bytes reached: poll and retry), -E2BIG
+ * (iovcnt above max_msg_segs), -EINVAL (bad type). done may be NULL.
+ */
+typedef void (*tl_send_done_fn)(void *arg, int status);
+int tl_send(struct tl_conn *c, const struct tl_msg_hdr *h, const struct tl_iov *iov,
+	    uint32_t iovcnt, tl_send_done_fn done, void *arg);
+/*
+ * Sends a TL_TYPE_ERROR reply to req_id: body u32 code (positive errno) then text,
+ * copied (at most TL_ERR_TEXT_MAX bytes of it). For upper layers answering a type they
+ * do not know; transport itself answers unknown versions and transport types so.
+ */
+#define TL_ERR_TEXT_MAX 96u
+int tl_send_error(struct tl_conn *c, uint64_t req_id, int code, const char *text);
+
+/*
+ * Keeps a received message (its view and every byte under it) valid after the msg
+ * callback returns; only callable on a view handed to msg, from inside msg or while
+ * already held. Each hold is undone by one tl_msg_release. The view pointer itself
+ * stays valid too: tl_msg_view_of returns it. Held messages count against
+ * max_held_msgs and rx_max_bufs, so hold briefly.
+ */
+struct tl_msg *tl_msg_hold(const struct tl_msg_view *m);
+const struct tl_msg_view *tl_msg_view_of(const struct tl_msg *m);
+void tl_msg_release(struct tl_msg *m);
+
+/* Counters of one instance (monotonic). */
+struct tl_stats {
+	uint64_t msgs_in, bytes_in;    /* delivered messages, body bytes */
+	uint64_t msgs_out, bytes_out;  /* completed sends, header+body bytes */
+	uint64_t rejected;             /* unknown version/type answered with TL_TYPE_ERROR */
+	uint64_t refused_streams;      /* connections closed for a malformed stream or a limit */
+	uint64_t refused_conns;        /* accepts refused at max_conns */
+	uint64_t err_replies_dropped;  /* error replies that found the tx queue full */
+};
+void tl_stats_get(const struct tl *tl, struct tl_stats *out);
+
+/* Parses dotted IPv4 "a.b.c.d" to host order: 0 or -EINVAL. */
+int tl_ip_parse(const char *s, uint32_t *out);
+
+#endif /* WHARF_TL_H */

@@ -1,0 +1,467 @@
+/*
+ * tl_be_kernel.c — protocol=kernel: the transport backend on Linux TCP sockets + epoll.
+ *
+ * Call chain:  tl_poll (tl_api.c) -> kb_poll -> epoll_wait -> kb_accept | kb_conn_event
+ *   -> kb_read -> read() into a pooled receive buffer -> tl_conn_input -> framer -> app
+ *   tl_poll -> kb_flush -> sendmsg(header + caller iov, no copy in user space) -> done
+ *
+ * The reference the DPDK backend is measured against, and the fallback where there is
+ * no DPDK port. Sockets are nonblocking with TCP_NODELAY (messages are latency-bound;
+ * batching is done by queuing several messages into one sendmsg instead). Receive
+ * buffers are refcounted: a message views bytes straight in the buffer it was read
+ * into, and the buffer returns to the pool when the last message over it is released.
+ * Reads append into the current buffer while someone still refers to it, and restart
+ * at its beginning when nobody does, so a ping-pong stream keeps one cache-hot buffer.
+ * Epoll is level-triggered: a read that did not fill the buffer means the socket is
+ * drained; a partial write arms EPOLLOUT until the queue is empty.
+ */
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "transport/tl_pvt.h"
+
+#define KB_EVENTS 64
+#define KB_READS_PER_EVENT 16
+#define KB_ACCEPTS_PER_EVENT 32
+#define KB_IOV 64
+
+enum kb_kind { KB_LISTENER, KB_CONN };
+
+struct kb;
+
+struct kb_buf {
+	struct kb *kb;
+	struct kb_buf *next;  /* free list */
+	struct kb_buf *all;   /* every buffer, for fini */
+	uint32_t refcnt;
+	uint8_t data[];
+};
+
+struct kb {
+	int epfd;
+	uint32_t nbufs;
+	struct kb_buf *free, *all;
+	struct epoll_event ev[KB_EVENTS];
+};
+
+/* Both endpoint kinds start with this, so an epoll event leads back to either. */
+struct kb_ep {
+	enum kb_kind kind;
+	int fd;
+};
+
+struct kb_conn {
+	struct kb_ep ep;
+	struct kb_buf *cur;   /* buffer reads go into; one reference of ours */
+	uint32_t fill;
+	bool want_out;
+};
+
+static void kb_buf_hold(void *ref)
+{
+	((struct kb_buf *)ref)->refcnt++;
+}
+
+static void kb_buf_release(void *ref)
+{
+	struct kb_buf *b = ref;
+
+	if (--b->refcnt == 0) {
+		b->next = b->kb->free;
+		b->kb->free = b;
+	}
+}
+
+static const struct tl_chunk_ops kb_chunk_ops = { kb_buf_hold, kb_buf_release };
+
+static struct kb_buf *kb_buf_get(struct tl *tl)
+{
+	struct kb *kb = tl->be;
+	struct kb_buf *b = kb->free;
+
+	if (b != NULL) {
+		kb->free = b->next;
+	} else {
+		/* Grows on first need up to rx_max_bufs, recycled after. */
+		if (kb->nbufs >= tl->cfg.rx_max_bufs)
+			return NULL;
+		b = malloc(sizeof(*b) + tl->cfg.rx_buf_size);
+		if (b == NULL)
+			return NULL;
+		b->kb = kb;
+		b->all = kb->all;
+		kb->all = b;
+		kb->nbufs++;
+	}
+	b->refcnt = 1;
+	b->next = NULL;
+	return b;
+}
+
+static int kb_init(struct tl *tl)
+{
+	struct kb *kb = calloc(1, sizeof(*kb));
+
+	if (kb == NULL)
+		return -ENOMEM;
+	kb->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (kb->epfd < 0) {
+		int rc = -errno;
+		free(kb);
+		return rc;
+	}
+	tl->be = kb;
+	tl->chunk_ops = &kb_chunk_ops;
+	return 0;
+}
+
+static void kb_fini(struct tl *tl)
+{
+	struct kb *kb = tl->be;
+	struct kb_buf *b, *next;
+
+	for (b = kb->all; b != NULL; b = next) {
+		next = b->all;
+		free(b);
+	}
+	close(kb->epfd);
+	free(kb);
+	tl->be = NULL;
+}
+
+static int kb_ctl(struct tl *tl, int op, struct kb_ep *ep, uint32_t events)
+{
+	struct kb *kb = tl->be;
+	struct epoll_event ev = { .events = events, .data.ptr = ep };
+
+	return epoll_ctl(kb->epfd, op, ep->fd, &ev) == 0 ? 0 : -errno;
+}
+
+static void kb_addr(struct sockaddr_in *sa, uint32_t ip, uint16_t port)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_addr.s_addr = htonl(ip);
+	sa->sin_port = htons(port);
+}
+
+static int kb_socket(void)
+{
+	int one = 1;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	/* Messages are latency-bound; batching happens by queuing into one sendmsg. */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static int kb_listen(struct tl_listener *l, uint32_t ip, uint16_t port)
+{
+	struct kb_ep *ep = tl_listener_priv(l);
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	int one = 1, rc;
+
+	ep->kind = KB_LISTENER;
+	ep->fd = kb_socket();
+	if (ep->fd < 0)
+		return ep->fd;
+	setsockopt(ep->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	kb_addr(&sa, ip, port);
+	if (bind(ep->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(ep->fd, 1024) != 0 ||
+	    getsockname(ep->fd, (struct sockaddr *)&sa, &sl) != 0) {
+		rc = -errno;
+		goto out_close;
+	}
+	l->port = ntohs(sa.sin_port);
+	rc = kb_ctl(l->tl, EPOLL_CTL_ADD, ep, EPOLLIN);
+	if (rc != 0)
+		goto out_close;
+	return 0;
+out_close:
+	close(ep->fd);
+	ep->fd = -1;
+	return rc;
+}
+
+static void kb_unlisten(struct tl_listener *l)
+{
+	struct kb_ep *ep = tl_listener_priv(l);
+
+	close(ep->fd); /* also leaves the epoll set: the fd is not shared */
+	ep->fd = -1;
+}
+
+static int kb_connect(struct tl_conn *c, uint32_t ip, uint16_t port)
+{
+	struct kb_conn *kc = tl_conn_priv(c);
+	struct sockaddr_in sa;
+	int rc;
+
+	kc->ep.kind = KB_CONN;
+	kc->ep.fd = kb_socket();
+	if (kc->ep.fd < 0)
+		return kc->ep.fd;
+	kb_addr(&sa, ip, port);
+	if (connect(kc->ep.fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno != EINPROGRESS) {
+		/* Refused at once (loopback): report it like a late failure, from tl_poll. */
+		tl_conn_fail(c, -errno, "connect failed");
+		return 0;
+	}
+	rc = kb_ctl(c->tl, EPOLL_CTL_ADD, &kc->ep, EPOLLOUT);
+	if (rc != 0) {
+		close(kc->ep.fd);
+		kc->ep.fd = -1;
+	}
+	return rc;
+}
+
+static void kb_shutdown(struct tl_conn *c)
+{
+	struct kb_conn *kc = tl_conn_priv(c);
+
+	if (kc->ep.fd >= 0)
+		close(kc->ep.fd);
+	kc->ep.fd = -1;
+	if (kc->cur != NULL)
+		kb_buf_release(kc->cur);
+	kc->cur = NULL;
+}
+
+static void kb_want_out(struct tl_conn *c, bool on)
+{
+	struct kb_conn *kc = tl_conn_priv(c);
+
+	if (kc->want_out == on)
+		return;
+	if (kb_ctl(c->tl, EPOLL_CTL_MOD, &kc->ep, EPOLLIN | (on ? EPOLLOUT : 0)) == 0)
+		kc->want_out = on;
+}
+
+/* Gathers the unsent bytes of c's queue, from the head's offset on, into v. */
+static int kb_gather(struct tl_conn *c, struct iovec *v)
+{
+	struct tl_link *e;
+	int n = 0;
+
+	for (e = c->txq.next; e != &c->txq && n < KB_IOV; e = e->next) {
+		struct tl_tx *tx = tl_container_of(e, struct tl_tx, link);
+		uint64_t skip = tx->off;
+		uint32_t i;
+
+		for (i = 0; i < tx->iovcnt && n < KB_IOV; i++) {
+			if (skip >= tx->iov[i].len) {
+				skip -= tx->iov[i].len;
+				continue;
+			}
+			v[n].iov_base = (void *)(uintptr_t)(tx->iov[i].base + skip);
+			v[n].iov_len = tx->iov[i].len - skip;
+			skip = 0;
+			n++;
+		}
+	}
+	return n;
+}
+
+/* Credits n written bytes to the queue head onward; completes what is fully out. */
+static void kb_consume(struct tl_conn *c, size_t n)
+{
+	while (n > 0 && c->state == TL_CS_OPEN && !tl_list_empty(&c->txq)) {
+		struct tl_tx *tx = tl_container_of(c->txq.next, struct tl_tx, link);
+		uint64_t take = tx->len - tx->off;
+
+		if (take > n)
+			take = n;
+		tx->off += take;
+		n -= take;
+		if (tx->off == tx->len)
+			tl_tx_done(c, tx, 0);
+	}
+}
+
+static void kb_flush(struct tl_conn *c)
+{
+	struct kb_conn *kc = tl_conn_priv(c);
+	struct iovec v[KB_IOV];
+	struct msghdr mh = { .msg_iov = v };
+	ssize_t n;
+	size_t want;
+	int i;
+
+	while (c->state == TL_CS_OPEN && !tl_list_empty(&c->txq)) {
+		mh.msg_iovlen = (size_t)kb_gather(c, v);
+		for (want = 0, i = 0; i < (int)mh.msg_iovlen; i++)
+			want += v[i].iov_len;
+		n = sendmsg(kc->ep.fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			tl_conn_fail(c, -ECONNRESET, "send failed: connection reset");
+			return;
+		}
+		kb_consume(c, (size_t)n);
+		if ((size_t)n < want)
+			break; /* socket buffer full */
+	}
+	if (c->state == TL_CS_OPEN)
+		kb_want_out(c, !tl_list_empty(&c->txq));
+}
+
+/* Reads until the socket is drained (a short read) or the per-event budget is spent. */
+static void kb_read(struct tl_conn *c)
+{
+	struct kb_conn *kc = tl_conn_priv(c);
+	uint32_t size = c->tl->cfg.rx_buf_size, room;
+	ssize_t n;
+	int i;
+
+	for (i = 0; i < KB_READS_PER_EVENT && c->state == TL_CS_OPEN; i++) {
+		if (kc->cur == NULL) {
+			kc->cur = kb_buf_get(c->tl);
+			kc->fill = 0;
+			if (kc->cur == NULL) {
+				c->tl->st.refused_streams++;
+				tl_conn_fail(c, -ENOBUFS, "receive buffers exhausted (rx_max_bufs)");
+				return;
+			}
+		} else if (kc->cur->refcnt == 1) {
+			kc->fill = 0; /* nobody else looks at it: start over, cache-hot */
+		}
+		room = size - kc->fill;
+		n = read(kc->ep.fd, kc->cur->data + kc->fill, room);
+		if (n > 0) {
+			uint8_t *p = kc->cur->data + kc->fill;
+			kc->fill += (uint32_t)n;
+			if (tl_conn_input(c, p, (uint32_t)n, kc->cur) != 0 || c->state != TL_CS_OPEN)
+				return;
+			if (kc->fill == size) {
+				kb_buf_release(kc->cur);
+				kc->cur = NULL;
+			}
+			if ((uint32_t)n < room)
+				return;
+		} else if (n == 0) {
+			tl_conn_eof(c);
+		} else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			return;
+		} else if (errno != EINTR) {
+			tl_conn_fail(c, -ECONNRESET, "receive failed: connection reset");
+		}
+	}
+}
+
+static void kb_connect_done(struct tl_conn *c)
+{
+	struct kb_conn *kc = tl_conn_priv(c);
+	int err = 0, rc;
+	socklen_t sl = sizeof(err);
+
+	if (getsockopt(kc->ep.fd, SOL_SOCKET, SO_ERROR, &err, &sl) != 0)
+		err = errno;
+	if (err != 0) {
+		tl_conn_connected(c, -err);
+		return;
+	}
+	rc = kb_ctl(c->tl, EPOLL_CTL_MOD, &kc->ep, EPOLLIN);
+	tl_conn_connected(c, rc);
+}
+
+static void kb_conn_event(struct tl_conn *c, uint32_t events)
+{
+	if (c->state == TL_CS_CONNECTING) {
+		kb_connect_done(c);
+		return;
+	}
+	if (c->state == TL_CS_OPEN && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+		kb_read(c);
+	if (c->state == TL_CS_OPEN && (events & EPOLLOUT))
+		kb_flush(c);
+}
+
+static void kb_accept(struct tl_listener *l)
+{
+	struct kb_ep *lep = tl_listener_priv(l);
+	struct tl *tl = l->tl;
+	int i, fd, one = 1;
+
+	for (i = 0; i < KB_ACCEPTS_PER_EVENT && !l->closing; i++) {
+		struct tl_conn *c;
+		struct kb_conn *kc;
+
+		fd = accept4(lep->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return;
+		}
+		c = tl_conn_new(tl, l->ops, l->ctx);
+		if (c == NULL) {
+			tl->st.refused_conns++;
+			close(fd);
+			continue;
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		kc = tl_conn_priv(c);
+		kc->ep.kind = KB_CONN;
+		kc->ep.fd = fd;
+		if (kb_ctl(tl, EPOLL_CTL_ADD, &kc->ep, EPOLLIN) != 0) {
+			close(fd);
+			tl_conn_drop(c);
+			continue;
+		}
+		tl_conn_accepted(l, c);
+	}
+}
+
+static int kb_poll(struct tl *tl, int64_t timeout_us)
+{
+	struct kb *kb = tl->be;
+	int ms, n, i;
+
+	if (timeout_us < 0)
+		ms = -1;
+	else if (timeout_us > (int64_t)INT_MAX * 1000)
+		ms = INT_MAX;
+	else
+		ms = (int)((timeout_us + 999) / 1000);
+	n = epoll_wait(kb->epfd, kb->ev, KB_EVENTS, ms);
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
+	for (i = 0; i < n; i++) {
+		struct kb_ep *ep = kb->ev[i].data.ptr;
+
+		/* Endpoints closed earlier in this batch are freed only after it (tl_reap). */
+		if (ep->kind == KB_LISTENER) {
+			struct tl_listener *l = tl_listener_of_priv(ep);
+			if (!l->closing)
+				kb_accept(l);
+		} else {
+			kb_conn_event(tl_conn_of_priv(ep), kb->ev[i].events);
+		}
+	}
+	return n;
+}
+
+const struct tl_backend_ops tl_be_kernel_ops = {
+	.name = "kernel",
+	.conn_priv = sizeof(struct kb_conn),
+	.listener_priv = sizeof(struct kb_ep),
+	.init = kb_init,
+	.fini = kb_fini,
+	.listen = kb_listen,
+	.unlisten = kb_unlisten,
+	.connect = kb_connect,
+	.flush = kb_flush,
+	.shutdown = kb_shutdown,
+	.poll = kb_poll,
+};

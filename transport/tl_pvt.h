@@ -1,0 +1,247 @@
+/*
+ * tl_pvt.h — transport internals shared by tl_api.c (backend-neutral), tl_frame.c
+ * (message reassembly) and the backends (tl_be_kernel.c, tl_be_dpdk.c).
+ *
+ * The backend seam, after Redis' ae_epoll.c / ae_kqueue.c: every backend fills one
+ * struct tl_backend_ops with the same operations, and tl_api.c picks one by
+ * cfg->protocol from tl_backends[] (see tl_api.c; a new backend adds its line there).
+ * Everything above the seam (connections, send queues, limits, framing, callbacks,
+ * deferred close) is written once in tl_api.c and tl_frame.c.
+ *
+ * What a backend (the DPDK one included) must provide — struct tl_backend_ops:
+ *   conn_priv, listener_priv  bytes of backend state behind each struct tl_conn /
+ *                    struct tl_listener (tl_conn_priv / tl_listener_priv reach them).
+ *   init / fini      per-instance state in tl->be (dpdk: bind to cfg.backend_arg, the
+ *                    dn_lcore; register the L4 input and poll hooks).
+ *   listen/unlisten  open/close a passive endpoint; listen sets l->port to the real port.
+ *   connect          start an active open of c; later call tl_conn_connected(c, status).
+ *   flush            move c->txq's bytes toward the wire, starting at each tx's off;
+ *                    call tl_tx_done(c, tx, 0) when the backend no longer needs a tx's
+ *                    memory (kernel: written; dpdk: ACKed — ext-buf mbufs released).
+ *                    Called from tl_poll for connections on tl->dirty. It must not
+ *                    complete a tx before all its bytes are out of caller memory.
+ *   shutdown         close the endpoint of c now (no callbacks, no more events for c);
+ *                    called once, when c starts closing. Pending txs stay on c->txq:
+ *                    tl_api.c cancels them afterwards. Release c's receive buffers.
+ *   poll             wait up to timeout_us for events and handle them (dpdk: one run
+ *                    loop iteration, rx burst -> TCP-lite -> tl_conn_input). Return the
+ *                    number handled or -errno.
+ * And calls back into tl_api.c with:
+ *   tl_conn_new + tl_conn_accepted   for a passive open (after the handshake),
+ *   tl_conn_connected                outcome of an active open,
+ *   tl_conn_input                    in-order stream bytes with a chunk reference
+ *                                    (its hold/release are the backend's chunk ops,
+ *                                    given to tl_fr_pool at init via tl->chunk_ops),
+ *   tl_conn_eof                      orderly end of the peer's stream,
+ *   tl_conn_fail                     anything fatal (reset, retransmission limit).
+ * Rules: none of these callbacks may run inside an application call (tl_send, tl_close,
+ * tl_connect, tl_listen); after tl_conn_input returns < 0 the connection is closing and
+ * the backend must stop touching its endpoint.
+ */
+#ifndef WHARF_TL_PVT_H
+#define WHARF_TL_PVT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/tl.h"
+
+#define tl_container_of(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
+
+/* ---- intrusive circular doubly linked list ----------------------------------------- */
+struct tl_link {
+	struct tl_link *prev, *next;
+};
+
+static inline void tl_list_init(struct tl_link *h) { h->prev = h->next = h; }
+static inline bool tl_list_empty(const struct tl_link *h) { return h->next == h; }
+static inline bool tl_linked(const struct tl_link *e) { return e->next != NULL && e->next != e; }
+static inline void tl_list_add_tail(struct tl_link *h, struct tl_link *e)
+{
+	e->prev = h->prev;
+	e->next = h;
+	h->prev->next = e;
+	h->prev = e;
+}
+static inline void tl_list_del(struct tl_link *e)
+{
+	e->prev->next = e->next;
+	e->next->prev = e->prev;
+	e->prev = e->next = e;
+}
+
+/* ---- framing (tl_frame.c) ----------------------------------------------------------- */
+
+/*
+ * A chunk of the in-order byte stream is (pointer, length, ref). The framer never
+ * copies body bytes: a message refers to the chunks it lies in and holds each ref
+ * once per piece until the message is released. hold/release come from the backend
+ * (kernel: receive buffer refcount; dpdk: mbuf refcount).
+ */
+struct tl_chunk_ops {
+	void (*hold)(void *ref);
+	void (*release)(void *ref);
+};
+
+/* A message record: view first so a view pointer leads back to its record. */
+struct tl_msg {
+	struct tl_msg_view view;
+	struct tl_fr_pool *pool;
+	struct tl_msg *next;   /* free list */
+	struct tl_msg *all;    /* every record of the pool, for destroy */
+	struct tl_iov *seg;    /* capacity cap; view.iov points here */
+	void **ref;            /* ref[i] held once for seg[i] */
+	uint32_t cap;
+	uint32_t users;        /* framer during delivery + holds */
+};
+
+/* Records for one instance: allocated on first need up to max, then recycled. */
+struct tl_fr_pool {
+	const struct tl_chunk_ops *ops;
+	struct tl_msg *free;
+	struct tl_msg *all;
+	uint32_t total, max, in_use;
+};
+
+int tl_fr_pool_create(const struct tl_chunk_ops *ops, uint32_t max_msgs, struct tl_fr_pool **out);
+/* Frees every record, held or not (their refs are released first). NULL is a no-op. */
+void tl_fr_pool_destroy(struct tl_fr_pool *p);
+
+/* What the framer reports. Both return 0 to go on or -errno to stop tl_fr_push. */
+struct tl_fr_sink {
+	int (*msg)(void *arg, const struct tl_msg_view *v);
+	/* unknown version or transport type: the body is skipped, the stream goes on */
+	int (*reject)(void *arg, const struct tl_msg_hdr *h, int err);
+};
+
+/* Reassembly state of one stream; caller storage (embedded in the connection). */
+struct tl_framer {
+	struct tl_fr_pool *pool;
+	uint32_t max_body, max_segs;
+	uint32_t hlen;          /* header bytes collected in hbuf */
+	uint32_t remain;        /* body bytes still missing from cur */
+	uint64_t skip;          /* body bytes of a rejected message still to discard */
+	struct tl_msg *cur;     /* message being assembled, or NULL */
+	int dead;               /* 0, or the -errno the stream was refused with */
+	const char *why;        /* human text of dead */
+	uint8_t hbuf[TL_MSG_HDR_LEN];
+};
+
+void tl_fr_init(struct tl_framer *f, struct tl_fr_pool *pool, uint32_t max_body, uint32_t max_segs);
+/* Drops a partly assembled message (its refs released). */
+void tl_fr_fini(struct tl_framer *f);
+/*
+ * Feeds len in-order stream bytes at p, lying in chunk ref. The caller keeps its own
+ * reference: the framer takes holds for what it keeps. Returns 0 when all was consumed,
+ * the sink's -errno when it stopped, or (stream refused, f->dead set, f->why says why)
+ * -EBADMSG bad magic or type 0, -EMSGSIZE body above max_body, -ENOBUFS no record left
+ * (max_held_msgs) or -E2BIG a message spanning more than max_segs chunks.
+ */
+int tl_fr_push(struct tl_framer *f, const uint8_t *p, uint32_t len, void *ref,
+	       const struct tl_fr_sink *sink, void *arg);
+/* True between messages: a peer closing here closed cleanly. */
+static inline bool tl_fr_at_boundary(const struct tl_framer *f)
+{
+	return f->hlen == 0 && f->cur == NULL && f->skip == 0;
+}
+
+/* ---- connections, sends, listeners ------------------------------------------------- */
+
+#define TL_TX_IOV_INLINE 8u
+
+/* One queued send. iov[0] is the encoded header, then the body pieces. */
+struct tl_tx {
+	struct tl_link link;        /* on conn->txq, or the instance's free list */
+	struct tl_iov *iov;         /* iov_inl, or a grown array kept across reuse */
+	uint32_t iovcnt, iovcap;
+	uint64_t len;               /* header + body bytes */
+	uint64_t off;               /* bytes the backend has taken from memory */
+	tl_send_done_fn done;
+	void *arg;
+	uint8_t hdr[TL_MSG_HDR_LEN];
+	uint8_t inl[4 + TL_ERR_TEXT_MAX]; /* body of transport-made error replies */
+	struct tl_iov iov_inl[TL_TX_IOV_INLINE];
+};
+
+enum tl_conn_state { TL_CS_CONNECTING, TL_CS_OPEN, TL_CS_CLOSING };
+
+struct tl_conn {
+	struct tl *tl;
+	struct tl_link link;        /* tl->conns while alive, tl->zombies while closing */
+	struct tl_link dirty;       /* on tl->dirty while txq has bytes to flush */
+	const struct tl_conn_ops *ops;
+	void *ctx;
+	enum tl_conn_state state;
+	bool established;           /* closed (not connected) is owed at the end */
+	int reason;
+	const char *why;
+	struct tl_link txq;
+	uint32_t tx_msgs;
+	uint64_t tx_bytes;
+	struct tl_framer fr;
+	max_align_t priv[];         /* backend's conn_priv bytes */
+};
+
+struct tl_listener {
+	struct tl *tl;
+	struct tl_link link;
+	const struct tl_conn_ops *ops;
+	tl_accept_fn accepted;
+	void *ctx;
+	uint16_t port;
+	bool closing;
+	max_align_t priv[];
+};
+
+static inline void *tl_conn_priv(struct tl_conn *c) { return c->priv; }
+static inline void *tl_listener_priv(struct tl_listener *l) { return l->priv; }
+static inline struct tl_conn *tl_conn_of_priv(void *p)
+{
+	return tl_container_of(p, struct tl_conn, priv);
+}
+static inline struct tl_listener *tl_listener_of_priv(void *p)
+{
+	return tl_container_of(p, struct tl_listener, priv);
+}
+
+struct tl_backend_ops {
+	const char *name;
+	size_t conn_priv, listener_priv;
+	int (*init)(struct tl *tl);
+	void (*fini)(struct tl *tl);
+	int (*listen)(struct tl_listener *l, uint32_t ip, uint16_t port);
+	void (*unlisten)(struct tl_listener *l);
+	int (*connect)(struct tl_conn *c, uint32_t ip, uint16_t port);
+	void (*flush)(struct tl_conn *c);
+	void (*shutdown)(struct tl_conn *c);
+	int (*poll)(struct tl *tl, int64_t timeout_us);
+};
+
+extern const struct tl_backend_ops tl_be_kernel_ops;
+
+struct tl {
+	struct tl_config cfg;
+	const struct tl_backend_ops *be_ops;
+	void *be;                   /* backend instance state */
+	const struct tl_chunk_ops *chunk_ops; /* set by be_ops->init */
+	struct tl_fr_pool *msgs;
+	struct tl_link conns, zombies, dirty, listeners, dead_listeners;
+	struct tl_link tx_free;
+	uint32_t nconns;
+	struct tl_stats st;
+};
+
+/* Backend -> neutral calls (tl_api.c). */
+struct tl_conn *tl_conn_new(struct tl *tl, const struct tl_conn_ops *ops, void *ctx);
+/* Frees a tl_conn_new connection the backend could not set up: no callbacks run. */
+void tl_conn_drop(struct tl_conn *c);
+void tl_conn_accepted(struct tl_listener *l, struct tl_conn *c);
+void tl_conn_connected(struct tl_conn *c, int status);
+int tl_conn_input(struct tl_conn *c, const uint8_t *p, uint32_t len, void *ref);
+void tl_conn_eof(struct tl_conn *c);
+void tl_conn_fail(struct tl_conn *c, int reason, const char *why);
+/* Unlinks tx from c->txq, runs its done, recycles it. */
+void tl_tx_done(struct tl_conn *c, struct tl_tx *tx, int status);
+
+#endif /* WHARF_TL_PVT_H */
