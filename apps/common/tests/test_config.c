@@ -1,0 +1,532 @@
+/*
+ * test_config.c — configuration sources: flags, TF_CONFIG, Paddle variables, DeepRec knobs,
+ * the JSON file, .endpoint_map, precedence and the checks of wc_cluster_finalize.
+ * The environment is passed as an array; files go to a private temp directory.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "apps/common/wc_config.h"
+
+struct fx {
+	char dir[64];
+	char err[512];
+	char path[256];
+	struct wc_cluster c;
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/wc_cfg_XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+	assert_int_equal(system(cmd), 0);
+	free(f);
+	return 0;
+}
+
+static const char *write_file(struct fx *f, const char *name, const char *text)
+{
+	FILE *fp;
+
+	snprintf(f->path, sizeof(f->path), "%s/%s", f->dir, name);
+	fp = fopen(f->path, "w");
+	assert_non_null(fp);
+	fputs(text, fp);
+	fclose(fp);
+	return f->path;
+}
+
+static int load(struct fx *f, char **envp, int argc, const char **argv)
+{
+	char *av[32];
+	bool help;
+	int i;
+
+	assert_true(argc < 32);
+	for (i = 0; i < argc; i++)
+		av[i] = (char *)argv[i];
+	av[argc] = NULL;
+	f->err[0] = '\0';
+	return wc_config_load(argc, av, NULL, envp, &f->c, &help, f->err, sizeof(f->err));
+}
+
+static void test_config_parsers_accept_and_refuse(void **state)
+{
+	char err[256];
+	struct wc_endpoint ep;
+	bool b;
+	unsigned u, n;
+	struct wc_endpoint list[4];
+
+	(void)state;
+	assert_int_equal(wc_parse_endpoint("10.0.0.1:4444", 13, false, &ep, "x", err, sizeof(err)), 0);
+	assert_string_equal(ep.host, "10.0.0.1");
+	assert_int_equal(ep.port, 4444);
+	assert_int_equal(wc_parse_endpoint("10.0.0.1", 8, false, &ep, "X_VAR", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "X_VAR"));
+	assert_non_null(strstr(err, "host:port"));
+	assert_int_equal(wc_parse_endpoint("h:0", 3, false, &ep, "x", err, sizeof(err)), -EINVAL);
+	assert_int_equal(wc_parse_endpoint("h:65536", 7, false, &ep, "x", err, sizeof(err)), -EINVAL);
+	assert_int_equal(wc_parse_endpoint("h :1", 4, false, &ep, "x", err, sizeof(err)), -EINVAL);
+	assert_int_equal(wc_parse_endpoint("10.0.0.9", 8, true, &ep, "x", err, sizeof(err)), 0);
+	assert_int_equal(ep.port, 0);
+
+	for (const char **s = (const char *[]){ "True", "true", "1", NULL }; *s; s++) {
+		assert_int_equal(wc_parse_bool(*s, &b, "B", err, sizeof(err)), 0);
+		assert_true(b);
+	}
+	for (const char **s = (const char *[]){ "False", "false", "0", NULL }; *s; s++) {
+		assert_int_equal(wc_parse_bool(*s, &b, "B", err, sizeof(err)), 0);
+		assert_false(b);
+	}
+	assert_int_equal(wc_parse_bool("yes", &b, "PS_ENABLE_POLLING", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "PS_ENABLE_POLLING"));
+	assert_non_null(strstr(err, "True/False"));
+
+	assert_int_equal(wc_parse_uint("128", 1, 128, &u, "N", err, sizeof(err)), 0);
+	assert_int_equal(u, 128);
+	assert_int_equal(wc_parse_uint("129", 1, 128, &u, "N", err, sizeof(err)), -EINVAL);
+	assert_int_equal(wc_parse_uint("0", 1, 128, &u, "N", err, sizeof(err)), -EINVAL);
+	assert_int_equal(wc_parse_uint("", 0, 128, &u, "N", err, sizeof(err)), -EINVAL);
+	assert_int_equal(wc_parse_uint("-1", 0, 128, &u, "N", err, sizeof(err)), -EINVAL);
+	assert_int_equal(wc_parse_uint("99999999999999999999", 0, 128, &u, "N", err, sizeof(err)), -EINVAL);
+
+	assert_int_equal(wc_parse_endpoint_list("a:1, b:2", list, 4, &n, "L", err, sizeof(err)), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(list[1].host, "b");
+	assert_int_equal(wc_parse_endpoint_list("a:1,,b:2", list, 4, &n, "L", err, sizeof(err)), -EINVAL);
+	assert_int_equal(wc_parse_endpoint_list("a:1,b:2,c:3,d:4,e:5", list, 4, &n, "L", err,
+						sizeof(err)), -E2BIG);
+}
+
+static void test_config_flags_full_cluster(void **state)
+{
+	struct fx *f = *state;
+	const char *argv[] = { "train", "--role", "worker", "--task-index=1", "--ps", "10.0.0.1:4000",
+			       "--workers", "10.0.0.2:3000,10.0.0.3:3000", "--protocol", "kernel",
+			       "--mode", "geo", "--geo-k", "5", "--tensor-fuse", "--worker-polling=True",
+			       "--wait-timeout", "7" };
+	char *envp[] = { NULL };
+
+	assert_int_equal(load(f, envp, 18, argv), 0);
+	assert_int_equal(f->c.role, WC_ROLE_WORKER);
+	assert_int_equal(f->c.task_index, 1);
+	assert_int_equal(f->c.n_ps, 1);
+	assert_int_equal(f->c.n_workers, 2);
+	assert_int_equal(f->c.protocol, WC_PROTO_KERNEL);
+	assert_int_equal(f->c.mode, WC_MODE_GEO);
+	assert_int_equal(f->c.geo_k, 5);
+	assert_true(f->c.tensor_fuse);
+	assert_true(f->c.worker_net.enable_polling);
+	assert_int_equal(f->c.wait_timeout_s, 7);
+	/* kernel: data flows over the control address */
+	assert_true(wc_endpoint_equal(&f->c.ps_data[0], &f->c.ps[0]));
+	assert_true(wc_endpoint_equal(&f->c.self_data, &f->c.worker[1]));
+	assert_int_equal(f->c.origin[WC_F_ROLE], WC_SRC_FLAGS);
+}
+
+static void test_config_defaults_core_numbers_follow_connections(void **state)
+{
+	struct fx *f = *state;
+	const char *argv[] = { "psd", "--role=ps", "--ps=a:1,b:1,c:1", "--num-workers=12",
+			       "--protocol=kernel" };
+	const char *argv2[] = { "psd", "--role=ps", "--ps=a:1", "--num-workers=3", "--protocol=kernel" };
+	char *envp[] = { NULL };
+
+	assert_int_equal(load(f, envp, 5, argv), 0);
+	assert_int_equal(f->c.ps_net.core_number, 8);     /* min(8, 12) */
+	assert_int_equal(f->c.worker_net.core_number, 2); /* min(2, 3) */
+	assert_false(f->c.ps_net.enable_polling);
+	assert_false(f->c.worker_net.enable_polling);
+	assert_true(f->c.ps_net.disable_pin_cores);       /* DeepRec: no pinning by default */
+	assert_true(f->c.worker_net.disable_pin_cores);
+	assert_false(f->c.tensor_fuse);
+	assert_int_equal(f->c.mode, WC_MODE_SYNC);
+	assert_int_equal(load(f, envp, 5, argv2), 0);
+	assert_int_equal(f->c.ps_net.core_number, 3);
+	assert_int_equal(f->c.worker_net.core_number, 1);
+}
+
+static void test_config_flags_refuse_bad_input(void **state)
+{
+	struct fx *f = *state;
+	char *envp[] = { NULL };
+	const char *a1[] = { "t", "--role", "chief" };
+	const char *a2[] = { "t", "--bogus" };
+	const char *a3[] = { "t", "--role" };
+	const char *a4[] = { "t", "stray" };
+	const char *a5[] = { "t", "--ps-cores", "0" };
+
+	assert_int_equal(load(f, envp, 3, a1), -EINVAL);
+	assert_non_null(strstr(f->err, "--role"));
+	assert_int_equal(load(f, envp, 2, a2), -EINVAL);
+	assert_non_null(strstr(f->err, "--bogus"));
+	assert_int_equal(load(f, envp, 2, a3), -EINVAL);
+	assert_non_null(strstr(f->err, "expects a value"));
+	assert_int_equal(load(f, envp, 2, a4), -EINVAL);
+	assert_non_null(strstr(f->err, "stray"));
+	assert_int_equal(load(f, envp, 3, a5), -EINVAL);
+	assert_non_null(strstr(f->err, "--ps-cores"));
+}
+
+struct app_ctx {
+	unsigned epochs;
+	int seen;
+};
+
+static int app_on_opt(void *ctx, int val, const char *arg, char *err, size_t errlen)
+{
+	struct app_ctx *a = ctx;
+
+	a->seen++;
+	if (val != 1000)
+		return -EINVAL;
+	return wc_parse_uint(arg, 1, 1000, &a->epochs, "--epochs", err, errlen);
+}
+
+static void test_config_flags_app_options_mix(void **state)
+{
+	struct fx *f = *state;
+	static const struct option app_opts[] = { { "epochs", required_argument, NULL, 1000 },
+						   { NULL, 0, NULL, 0 } };
+	struct app_ctx a = { 0, 0 };
+	struct wc_app_opts app = { app_opts, "  --epochs N\n", app_on_opt, &a };
+	char *argv[] = { "t", "--epochs", "7", "--role", "ps", "--epochs=9", NULL };
+	struct wc_cluster c;
+	bool help = true;
+
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(wc_flags_parse(6, argv, &app, &c, &help, f->err, sizeof(f->err)), 0);
+	assert_false(help);
+	assert_int_equal(a.seen, 2);
+	assert_int_equal(a.epochs, 9);
+	assert_int_equal(c.role, WC_ROLE_PS);
+	assert_true(c.set == 1u << WC_F_ROLE);
+}
+
+static void test_config_tfconfig_roles_and_chief(void **state)
+{
+	struct fx *f = *state;
+	char *envp[] = { "TF_CONFIG={\"cluster\":{\"chief\":[\"h0:2000\"],\"worker\":[\"h1:2000\","
+			 "\"h2:2000\"],\"ps\":[\"p0:3000\",\"p1:3000\"]},\"task\":{\"type\":\"worker\","
+			 "\"index\":1}}", "WHARF_PROTOCOL=kernel", NULL };
+	char *envp2[] = { "TF_CONFIG={\"cluster\":{\"ps\":[\"p0:3000\"],\"worker\":[\"w:1\"]},"
+			  "\"task\":{\"type\":\"ps\",\"index\":0}}", "WHARF_PROTOCOL=kernel", NULL };
+	const char *argv[] = { "t" };
+
+	assert_int_equal(load(f, envp, 1, argv), 0);
+	assert_int_equal(f->c.role, WC_ROLE_WORKER);
+	assert_int_equal(f->c.n_workers, 3);
+	assert_int_equal(f->c.task_index, 2); /* chief is worker 0 */
+	assert_string_equal(f->c.worker[0].host, "h0");
+	assert_int_equal(f->c.n_ps, 2);
+	assert_int_equal(f->c.origin[WC_F_PS], WC_SRC_TF_CONFIG);
+	assert_int_equal(load(f, envp2, 1, argv), 0);
+	assert_int_equal(f->c.role, WC_ROLE_PS);
+	assert_int_equal(f->c.worker_net.core_number, 1);
+}
+
+static void test_config_tfconfig_refuses_bad_json(void **state)
+{
+	struct fx *f = *state;
+	char *e1[] = { "TF_CONFIG={\"cluster\":{\"ps\":[\"p0:3000\"],}", NULL };
+	char *e2[] = { "TF_CONFIG={\"cluster\":{\"ps\":[\"p0\"]}}", NULL };
+	char *e3[] = { "TF_CONFIG={\"cluster\":{\"ps\":[\"p:1\"]},\"task\":{\"type\":\"evaluator\"}}", NULL };
+	char *e4[] = { "TF_CONFIG={\"task\":{\"type\":\"ps\",\"index\":\"0\"}}", NULL };
+	const char *argv[] = { "t" };
+
+	assert_int_equal(load(f, e1, 1, argv), -EINVAL);
+	assert_non_null(strstr(f->err, "TF_CONFIG:1:"));
+	assert_int_equal(load(f, e2, 1, argv), -EINVAL);
+	assert_non_null(strstr(f->err, "TF_CONFIG: cluster.ps[0]"));
+	assert_int_equal(load(f, e3, 1, argv), -EINVAL);
+	assert_non_null(strstr(f->err, "task.type"));
+	assert_int_equal(load(f, e4, 1, argv), -EINVAL);
+	assert_non_null(strstr(f->err, "task.index"));
+}
+
+static void test_config_paddle_pserver_finds_its_index(void **state)
+{
+	struct fx *f = *state;
+	char *envp[] = { "PADDLE_PSERVERS_IP_PORT_LIST=10.89.176.11:36000,10.89.176.12:36000",
+			 "TRAINING_ROLE=PSERVER", "POD_IP=10.89.176.12", "PADDLE_PORT=36000",
+			 "PADDLE_TRAINERS_NUM=2", "WHARF_PROTOCOL=kernel", NULL };
+	char *bad[] = { "PADDLE_PSERVERS_IP_PORT_LIST=10.89.176.11:36000", "TRAINING_ROLE=PSERVER",
+			"POD_IP=10.89.176.99", "PADDLE_PORT=36000", "PADDLE_TRAINERS_NUM=2", NULL };
+	const char *argv[] = { "t" };
+
+	assert_int_equal(load(f, envp, 1, argv), 0);
+	assert_int_equal(f->c.role, WC_ROLE_PS);
+	assert_int_equal(f->c.task_index, 1);
+	assert_int_equal(f->c.n_workers, 2);
+	assert_int_equal(f->c.n_worker_addrs, 0);
+	assert_int_equal(f->c.ps_net.core_number, 2); /* min(8, 2 workers) */
+	assert_int_equal(load(f, bad, 1, argv), -EINVAL);
+	assert_non_null(strstr(f->err, "POD_IP:PADDLE_PORT"));
+}
+
+static void test_config_paddle_trainer_and_errors(void **state)
+{
+	struct fx *f = *state;
+	char *envp[] = { "PADDLE_PSERVERS_IP_PORT_LIST=10.0.0.1:36000", "TRAINING_ROLE=TRAINER",
+			 "PADDLE_TRAINERS_NUM=2", "PADDLE_TRAINER_ID=1", "WHARF_PROTOCOL=kernel", NULL };
+	char *e1[] = { "TRAINING_ROLE=TRAINER", "PADDLE_TRAINERS_NUM=2", NULL };
+	char *e2[] = { "TRAINING_ROLE=WORKER", NULL };
+	char *e3[] = { "PADDLE_PSERVERS_IP_PORT_LIST=10.0.0.1:36000", "TRAINING_ROLE=TRAINER",
+		       "PADDLE_TRAINERS_NUM=2", "PADDLE_TRAINER_ID=2", "WHARF_PROTOCOL=kernel", NULL };
+	char *e4[] = { "PADDLE_TRAINERS_NUM=two", NULL };
+	const char *argv[] = { "t" };
+
+	assert_int_equal(load(f, envp, 1, argv), 0);
+	assert_int_equal(f->c.role, WC_ROLE_WORKER);
+	assert_int_equal(f->c.task_index, 1);
+	assert_int_equal(f->c.origin[WC_F_TASK_INDEX], WC_SRC_PADDLE);
+	assert_int_equal(load(f, e1, 1, argv), -EINVAL);
+	assert_non_null(strstr(f->err, "PADDLE_TRAINER_ID"));
+	assert_int_equal(load(f, e2, 1, argv), -EINVAL);
+	assert_non_null(strstr(f->err, "TRAINING_ROLE"));
+	assert_int_equal(load(f, e3, 1, argv), -EINVAL);
+	assert_non_null(strstr(f->err, "task index 2 (from Paddle environment)"));
+	assert_int_equal(load(f, e4, 1, argv), -EINVAL);
+	assert_non_null(strstr(f->err, "PADDLE_TRAINERS_NUM"));
+}
+
+static void test_config_knobs_env_bools_and_numbers(void **state)
+{
+	struct fx *f = *state;
+	char *envp[] = { "PS_ENABLE_POLLING=True", "WORKER_ENABLE_POLLING=0",
+			 "PS_DISABLE_PIN_CORES=false", "WORKER_DISABLE_PIN_CORES=1",
+			 "NETWORK_PS_CORE_NUMBER=4", "NETWORK_WORKER_CORE_NUMBER=3", NULL };
+	char *bad[] = { "WORKER_DISABLE_PIN_CORES=yes", NULL };
+	char *bad2[] = { "NETWORK_PS_CORE_NUMBER=0", NULL };
+	const char *argv[] = { "t", "--role=ps", "--ps=a:1", "--num-workers=1", "--protocol=kernel" };
+
+	assert_int_equal(load(f, envp, 5, argv), 0);
+	assert_true(f->c.ps_net.enable_polling);
+	assert_false(f->c.worker_net.enable_polling);
+	assert_false(f->c.ps_net.disable_pin_cores);
+	assert_true(f->c.worker_net.disable_pin_cores);
+	assert_int_equal(f->c.ps_net.core_number, 4); /* explicit beats min(8, 1) */
+	assert_int_equal(f->c.worker_net.core_number, 3);
+	assert_int_equal(load(f, bad, 5, argv), -EINVAL);
+	assert_non_null(strstr(f->err, "WORKER_DISABLE_PIN_CORES"));
+	assert_int_equal(load(f, bad2, 5, argv), -EINVAL);
+	assert_non_null(strstr(f->err, "NETWORK_PS_CORE_NUMBER"));
+}
+
+static void test_config_file_full_schema(void **state)
+{
+	struct fx *f = *state;
+	const char *path = write_file(f, "c.json",
+		"{\n  \"cluster\": {\"ps\": [\"10.0.0.1:4444\"], \"worker\": [\"10.0.0.2:3333\"]},\n"
+		"  \"task\": {\"type\": \"ps\", \"index\": 0},\n  \"protocol\": \"kernel\",\n"
+		"  \"tensor_fuse\": true, \"fuse\": {\"max_bytes\": 4096, \"max_msgs\": 8, \"flush_us\": 5},\n"
+		"  \"mode\": \"async\", \"geo_k\": 3, \"wait_timeout_s\": 9, \"retry_interval_s\": 2,\n"
+		"  \"net\": {\"ps\": {\"core_number\": 2, \"enable_polling\": \"True\"}}\n}\n");
+	char arg[300];
+	const char *argv[] = { "t", arg };
+	char *envp[] = { NULL };
+
+	snprintf(arg, sizeof(arg), "--config=%s", path);
+	assert_int_equal(load(f, envp, 2, argv), 0);
+	assert_int_equal(f->c.role, WC_ROLE_PS);
+	assert_int_equal(f->c.fuse_max_bytes, 4096);
+	assert_int_equal(f->c.fuse_max_msgs, 8);
+	assert_int_equal(f->c.fuse_flush_us, 5);
+	assert_int_equal(f->c.mode, WC_MODE_ASYNC);
+	assert_int_equal(f->c.retry_interval_s, 2);
+	assert_int_equal(f->c.ps_net.core_number, 2);
+	assert_true(f->c.ps_net.enable_polling);
+	assert_int_equal(f->c.origin[WC_F_MODE], WC_SRC_FILE);
+}
+
+static void test_config_file_syntax_error_names_line_and_column(void **state)
+{
+	struct fx *f = *state;
+	const char *path = write_file(f, "bad.json", "{\n  \"protocol\": \"kernel\",\n  \"mode\" \"sync\"\n}\n");
+	struct wc_cluster c;
+	char want[300];
+
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(wc_cfg_file_load(path, &c, f->err, sizeof(f->err)), -EINVAL);
+	snprintf(want, sizeof(want), "%s:3:", path);
+	assert_non_null(strstr(f->err, want));
+	assert_int_equal(c.set, 0); /* nothing applied */
+	assert_int_equal(wc_cfg_file_parse("{\"protcol\":\"dpdk\"}", "x.json", &c, f->err,
+					   sizeof(f->err)), -EINVAL);
+	assert_non_null(strstr(f->err, "unknown key 'protcol'"));
+	assert_int_equal(wc_cfg_file_parse("{\"net\":{\"ps\":{\"core_number\":999}}}", "x.json", &c,
+					   f->err, sizeof(f->err)), -EINVAL);
+	assert_non_null(strstr(f->err, "net.ps.core_number"));
+	assert_int_equal(wc_cfg_file_parse("{\"protocol\":\"kernel\",\"mode\":\"fast\"}", "x.json", &c,
+					   f->err, sizeof(f->err)), -EINVAL);
+	assert_int_equal(c.set, 0); /* protocol parsed before mode failed: still not applied */
+	assert_int_equal(wc_cfg_file_load("/nonexistent/x.json", &c, f->err, sizeof(f->err)), -ENOENT);
+}
+
+static void test_config_precedence_flags_tf_paddle_env_file(void **state)
+{
+	struct fx *f = *state;
+	const char *path = write_file(f, "p.json",
+		"{\"cluster\":{\"ps\":[\"f:1\"],\"worker\":[\"fw:1\"]},\"mode\":\"async\","
+		"\"protocol\":\"kernel\",\"geo_k\":4,\"net\":{\"ps\":{\"core_number\":5}}}");
+	char arg[300];
+	const char *argv[] = { "t", arg, "--mode=geo" };
+	char *envp[] = { "PADDLE_PSERVERS_IP_PORT_LIST=pp:1", "TRAINING_ROLE=TRAINER",
+			 "PADDLE_TRAINER_ID=0", "PADDLE_TRAINERS_NUM=1", "NETWORK_PS_CORE_NUMBER=6",
+			 "TF_CONFIG={\"cluster\":{\"ps\":[\"tf:1\"],\"worker\":[\"tw:1\"]}}", NULL };
+
+	snprintf(arg, sizeof(arg), "--config=%s", path);
+	assert_int_equal(load(f, envp, 3, argv), 0);
+	assert_string_equal(f->c.ps[0].host, "tf");           /* TF_CONFIG > Paddle > file */
+	assert_int_equal(f->c.role, WC_ROLE_WORKER);          /* only Paddle names a role */
+	assert_int_equal(f->c.mode, WC_MODE_GEO);             /* flags > file */
+	assert_int_equal(f->c.geo_k, 4);                      /* file only */
+	assert_int_equal(f->c.ps_net.core_number, 6);         /* env > file */
+	assert_int_equal(f->c.origin[WC_F_PS], WC_SRC_TF_CONFIG);
+	assert_int_equal(f->c.origin[WC_F_MODE], WC_SRC_FLAGS);
+	assert_int_equal(f->c.origin[WC_F_GEO_K], WC_SRC_FILE);
+}
+
+static void test_config_epmap_parse_and_errors(void **state)
+{
+	struct fx *f = *state;
+	struct wc_epmap *m = calloc(1, sizeof(*m));
+	struct wc_endpoint ctl = { "127.0.0.1", 4444 };
+	const struct wc_endpoint *d;
+
+	assert_non_null(m);
+	assert_int_equal(wc_epmap_parse("# map\n\n127.0.0.1:3333=127.0.0.1:5555\n"
+					" 127.0.0.1:4444 = 127.0.0.1:6666  # ps0\r\n", "em", m, f->err,
+					sizeof(f->err)), 0);
+	assert_int_equal(m->n, 2);
+	d = wc_epmap_lookup(m, &ctl);
+	assert_non_null(d);
+	assert_int_equal(d->port, 6666);
+	assert_int_equal(m->e[1].line, 4);
+	assert_int_equal(wc_epmap_parse("a:1=b:2\nnonsense\n", "em", m, f->err, sizeof(f->err)), -EINVAL);
+	assert_non_null(strstr(f->err, "em:2:"));
+	assert_non_null(strstr(f->err, "control_ip:port=data_ip:port"));
+	assert_int_equal(m->n, 2); /* failed parse left the old map */
+	assert_int_equal(wc_epmap_parse("a:1=b:2\n\na:1=c:3\n", "em", m, f->err, sizeof(f->err)), -EINVAL);
+	assert_non_null(strstr(f->err, "em:3:"));
+	assert_non_null(strstr(f->err, "line 1"));
+	assert_int_equal(wc_epmap_parse("a:1=b\n", "em", m, f->err, sizeof(f->err)), -EINVAL);
+	assert_non_null(strstr(f->err, "em:1: data address"));
+	free(m);
+}
+
+static void test_config_epmap_fills_data_for_dpdk(void **state)
+{
+	struct fx *f = *state;
+	const char *argv[] = { "t", "--role=worker", "--task-index=1", "--ps=127.0.0.1:4444",
+			       "--workers=127.0.0.1:3333,127.0.0.1:3334" };
+	char envvar[300];
+	char *envp[] = { envvar, NULL };
+
+	write_file(f, ".endpoint_map", "127.0.0.1:3333=10.1.0.2:5555\n127.0.0.1:3334=10.1.0.3:5555\n"
+		   "127.0.0.1:4444=10.1.0.1:6666\n");
+	/* DeepRec's variable names a directory */
+	snprintf(envvar, sizeof(envvar), "TF_SEASTAR_ENDPOINT_MAP_PATH=%s", f->dir);
+	assert_int_equal(load(f, envp, 5, argv), 0);
+	assert_string_equal(f->c.ps_data[0].host, "10.1.0.1");
+	assert_int_equal(f->c.ps_data[0].port, 6666);
+	assert_string_equal(f->c.self_data.host, "10.1.0.3");
+	assert_true(f->c.have_self_data);
+	/* a PS missing from the map is an error for dpdk, naming it and the file */
+	write_file(f, ".endpoint_map", "127.0.0.1:3333=10.1.0.2:5555\n127.0.0.1:3334=10.1.0.3:5555\n");
+	assert_int_equal(load(f, envp, 5, argv), -EINVAL);
+	assert_non_null(strstr(f->err, "ps 0 (127.0.0.1:4444)"));
+	assert_non_null(strstr(f->err, ".endpoint_map"));
+	snprintf(envvar, sizeof(envvar), "TF_SEASTAR_ENDPOINT_MAP_PATH=%s/none", f->dir);
+	assert_int_equal(load(f, envp, 5, argv), -ENOENT);
+	assert_non_null(strstr(f->err, "TF_SEASTAR_ENDPOINT_MAP_PATH"));
+}
+
+static void test_config_finalize_refuses_inconsistent_cluster(void **state)
+{
+	struct fx *f = *state;
+	char *envp[] = { "WHARF_PROTOCOL=kernel", NULL };
+	const char *a1[] = { "t", "--ps=a:1", "--num-workers=1" };
+	const char *a2[] = { "t", "--role=worker", "--num-workers=1" };
+	const char *a3[] = { "t", "--role=ps", "--ps=a:1,a:1", "--num-workers=1" };
+	const char *a4[] = { "t", "--role=ps", "--ps=a:1", "--workers=b:1,c:1", "--num-workers=1" };
+	const char *a5[] = { "t", "--role=ps", "--task-index=1", "--ps=a:1", "--num-workers=1" };
+	const char *a6[] = { "t", "--role=ps", "--ps=a:1" };
+
+	assert_int_equal(load(f, envp, 3, a1), -EINVAL);
+	assert_non_null(strstr(f->err, "no role"));
+	assert_int_equal(load(f, envp, 3, a2), -EINVAL);
+	assert_non_null(strstr(f->err, "no parameter servers"));
+	assert_int_equal(load(f, envp, 4, a3), -EINVAL);
+	assert_non_null(strstr(f->err, "appears twice"));
+	assert_int_equal(load(f, envp, 5, a4), -EINVAL);
+	assert_non_null(strstr(f->err, "does not match"));
+	assert_int_equal(load(f, envp, 5, a5), -EINVAL);
+	assert_non_null(strstr(f->err, "task index 1 (from flags)"));
+	assert_int_equal(load(f, envp, 3, a6), -EINVAL);
+	assert_non_null(strstr(f->err, "number of workers unknown"));
+}
+
+static void test_config_dpdk_worker_without_address_needs_data_addr(void **state)
+{
+	struct fx *f = *state;
+	char path[300];
+	char *envp[] = { NULL };
+	const char *a1[] = { "t", "--role=worker", "--ps=127.0.0.1:1", "--num-workers=2", path };
+	const char *a2[] = { "t", "--role=worker", "--ps=127.0.0.1:1", "--num-workers=2", path,
+			     "--data-addr=10.9.0.5" };
+
+	snprintf(path, sizeof(path), "--endpoint-map=%s",
+		 write_file(f, "em", "127.0.0.1:1=10.9.0.1:7000\n"));
+	assert_int_equal(load(f, envp, 5, a1), -EINVAL);
+	assert_non_null(strstr(f->err, "--data-addr"));
+	assert_int_equal(load(f, envp, 6, a2), 0);
+	assert_string_equal(f->c.self_data.host, "10.9.0.5");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_config_parsers_accept_and_refuse),
+		cmocka_unit_test_setup_teardown(test_config_flags_full_cluster, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_defaults_core_numbers_follow_connections, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_flags_refuse_bad_input, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_flags_app_options_mix, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_tfconfig_roles_and_chief, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_tfconfig_refuses_bad_json, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_paddle_pserver_finds_its_index, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_paddle_trainer_and_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_knobs_env_bools_and_numbers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_file_full_schema, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_file_syntax_error_names_line_and_column, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_precedence_flags_tf_paddle_env_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_epmap_parse_and_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_epmap_fills_data_for_dpdk, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_finalize_refuses_inconsistent_cluster, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_dpdk_worker_without_address_needs_data_addr, setup, teardown),
+	};
+
+	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}

@@ -1,0 +1,239 @@
+/*
+ * wc_cfg_env.c — the environment as a configuration source: TF_CONFIG (DeepRec/TensorFlow),
+ * Paddle's PS launch variables, and DeepRec's network tuning variables.
+ *
+ * Call chain: wc_config_load -> wc_cfg_env_{knobs,paddle,tfconfig}. The environment is a
+ * parameter (envp-style array), never read from the process, so tests need no setenv.
+ * Every error names the variable and what it expected.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "apps/common/wc_cfg_json.h"
+#include "apps/common/wc_pvt.h"
+
+#define WC_TF_CONFIG_MAX 65536
+
+int wc_cfg_env_tfconfig(char *const envp[], struct wc_cluster *out, char *err, size_t errlen)
+{
+	static const char *const keys[] = { "cluster", "task", "environment", "rpc_layer", NULL };
+	const char *v = wc_env_get(envp, "TF_CONFIG");
+	struct wc_cluster *tmp;
+	json_error_t je;
+	json_t *root;
+	int rc;
+
+	if (v == NULL || v[0] == '\0')
+		return 0;
+	if (strlen(v) > WC_TF_CONFIG_MAX)
+		return wc_errf(err, errlen, -E2BIG, "TF_CONFIG: longer than %u bytes", WC_TF_CONFIG_MAX);
+	root = json_loads(v, JSON_REJECT_DUPLICATES, &je);
+	if (root == NULL)
+		return wc_errf(err, errlen, -EINVAL, "TF_CONFIG:%d:%d: JSON syntax error: %s; expected "
+			       "{\"cluster\":{\"ps\":[..],\"worker\":[..]},\"task\":{\"type\":..,\"index\":..}}",
+			       je.line, je.column, je.text);
+	tmp = malloc(sizeof(*tmp));
+	if (tmp == NULL) {
+		json_decref(root);
+		return wc_errf(err, errlen, -ENOMEM, "TF_CONFIG: out of memory");
+	}
+	memcpy(tmp, out, sizeof(*tmp));
+	if (!json_is_object(root))
+		rc = wc_errf(err, errlen, -EINVAL, "TF_CONFIG: expected a JSON object");
+	else
+		rc = wc_json_known_keys(root, keys, "TF_CONFIG", "", err, errlen);
+	if (rc == 0)
+		rc = wc_json_cluster_task(root, "TF_CONFIG", tmp, err, errlen);
+	if (rc == 0)
+		memcpy(out, tmp, sizeof(*out));
+	json_decref(root);
+	free(tmp);
+	return rc;
+}
+
+/* A PSERVER finds its own index as POD_IP:PADDLE_PORT in the server list. */
+static int paddle_ps_index(char *const envp[], struct wc_cluster *c, char *err, size_t errlen)
+{
+	const char *ip = wc_env_get(envp, "POD_IP"), *port = wc_env_get(envp, "PADDLE_PORT");
+	struct wc_endpoint self;
+	unsigned p, i;
+	int rc;
+
+	if (ip == NULL || port == NULL)
+		return wc_errf(err, errlen, -EINVAL, "%s: missing; TRAINING_ROLE=PSERVER expects POD_IP "
+			       "and PADDLE_PORT to name this server", ip == NULL ? "POD_IP" : "PADDLE_PORT");
+	rc = wc_parse_endpoint(ip, strlen(ip), true, &self, "POD_IP", err, errlen);
+	if (rc == 0)
+		rc = wc_parse_uint(port, 1, 65535, &p, "PADDLE_PORT", err, errlen);
+	if (rc != 0)
+		return rc;
+	if (self.port != 0)
+		return wc_errf(err, errlen, -EINVAL, "POD_IP: '%s' expected an address without a port",
+			       ip);
+	self.port = (uint16_t)p;
+	if (!wc_has(c, WC_F_PS))
+		return wc_errf(err, errlen, -EINVAL, "PADDLE_PSERVERS_IP_PORT_LIST: missing; "
+			       "TRAINING_ROLE=PSERVER expects the server list");
+	for (i = 0; i < c->n_ps; i++)
+		if (wc_endpoint_equal(&c->ps[i], &self))
+			break;
+	if (i == c->n_ps)
+		return wc_errf(err, errlen, -EINVAL, "POD_IP:PADDLE_PORT %s:%u is not in "
+			       "PADDLE_PSERVERS_IP_PORT_LIST; expected one of its entries", ip, p);
+	c->task_index = i;
+	wc_mark(c, WC_F_TASK_INDEX);
+	return 0;
+}
+
+static int paddle_role(char *const envp[], const char *role, struct wc_cluster *c, char *err,
+		       size_t errlen)
+{
+	const char *id = wc_env_get(envp, "PADDLE_TRAINER_ID");
+	int rc;
+
+	if (strcmp(role, "PSERVER") == 0) {
+		c->role = WC_ROLE_PS;
+		wc_mark(c, WC_F_ROLE);
+		return paddle_ps_index(envp, c, err, errlen);
+	}
+	if (strcmp(role, "TRAINER") != 0)
+		return wc_errf(err, errlen, -EINVAL, "TRAINING_ROLE: '%.64s' expected PSERVER or TRAINER",
+			       role);
+	c->role = WC_ROLE_WORKER;
+	wc_mark(c, WC_F_ROLE);
+	if (id == NULL)
+		return wc_errf(err, errlen, -EINVAL, "PADDLE_TRAINER_ID: missing; TRAINING_ROLE=TRAINER "
+			       "expects it");
+	rc = wc_parse_uint(id, 0, WC_MAX_NODES - 1, &c->task_index, "PADDLE_TRAINER_ID", err, errlen);
+	if (rc == 0)
+		wc_mark(c, WC_F_TASK_INDEX);
+	return rc;
+}
+
+int wc_cfg_env_paddle(char *const envp[], struct wc_cluster *out, char *err, size_t errlen)
+{
+	const char *list = wc_env_get(envp, "PADDLE_PSERVERS_IP_PORT_LIST");
+	const char *role = wc_env_get(envp, "TRAINING_ROLE");
+	const char *num = wc_env_get(envp, "PADDLE_TRAINERS_NUM");
+	const char *eps = wc_env_get(envp, "PADDLE_TRAINER_ENDPOINTS");
+	struct wc_cluster *c;
+	int rc = 0;
+
+	if (list == NULL && role == NULL && num == NULL && eps == NULL)
+		return 0;
+	c = malloc(sizeof(*c));
+	if (c == NULL)
+		return wc_errf(err, errlen, -ENOMEM, "out of memory");
+	memcpy(c, out, sizeof(*c));
+	if (list != NULL) {
+		rc = wc_parse_endpoint_list(list, c->ps, WC_MAX_NODES, &c->n_ps,
+					    "PADDLE_PSERVERS_IP_PORT_LIST", err, errlen);
+		wc_mark(c, WC_F_PS);
+	}
+	if (rc == 0 && num != NULL) {
+		rc = wc_parse_uint(num, 1, WC_MAX_NODES, &c->n_workers, "PADDLE_TRAINERS_NUM", err,
+				   errlen);
+		wc_mark(c, WC_F_NUM_WORKERS);
+	}
+	if (rc == 0 && eps != NULL) {
+		rc = wc_parse_endpoint_list(eps, c->worker, WC_MAX_NODES, &c->n_worker_addrs,
+					    "PADDLE_TRAINER_ENDPOINTS", err, errlen);
+		wc_mark(c, WC_F_WORKERS);
+	}
+	if (rc == 0 && role != NULL)
+		rc = paddle_role(envp, role, c, err, errlen);
+	if (rc == 0)
+		memcpy(out, c, sizeof(*out));
+	free(c);
+	return rc;
+}
+
+static int knob_bool(char *const envp[], const char *name, bool *dst, struct wc_cluster *c,
+		     enum wc_field f, char *err, size_t errlen)
+{
+	const char *v = wc_env_get(envp, name);
+	int rc;
+
+	if (v == NULL)
+		return 0;
+	rc = wc_parse_bool(v, dst, name, err, errlen);
+	if (rc == 0)
+		wc_mark(c, f);
+	return rc;
+}
+
+static int knob_uint(char *const envp[], const char *name, unsigned lo, unsigned hi,
+		     unsigned *dst, struct wc_cluster *c, enum wc_field f, char *err, size_t errlen)
+{
+	const char *v = wc_env_get(envp, name);
+	int rc;
+
+	if (v == NULL)
+		return 0;
+	rc = wc_parse_uint(v, lo, hi, dst, name, err, errlen);
+	if (rc == 0)
+		wc_mark(c, f);
+	return rc;
+}
+
+static int knob_enums(char *const envp[], struct wc_cluster *c, char *err, size_t errlen)
+{
+	const char *v = wc_env_get(envp, "WHARF_PROTOCOL");
+	int rc = 0;
+
+	if (v != NULL) {
+		rc = wc_parse_protocol(v, &c->protocol, "WHARF_PROTOCOL", err, errlen);
+		wc_mark(c, WC_F_PROTOCOL);
+	}
+	v = wc_env_get(envp, "WHARF_MODE");
+	if (rc == 0 && v != NULL) {
+		rc = wc_parse_mode(v, &c->mode, "WHARF_MODE", err, errlen);
+		wc_mark(c, WC_F_MODE);
+	}
+	return rc;
+}
+
+int wc_cfg_env_knobs(char *const envp[], struct wc_cluster *out, char *err, size_t errlen)
+{
+	struct wc_cluster *c = malloc(sizeof(*c));
+	int rc;
+
+	if (c == NULL)
+		return wc_errf(err, errlen, -ENOMEM, "out of memory");
+	memcpy(c, out, sizeof(*c));
+	rc = knob_bool(envp, "PS_ENABLE_POLLING", &c->ps_net.enable_polling, c, WC_F_PS_POLLING,
+		       err, errlen);
+	if (rc == 0)
+		rc = knob_bool(envp, "WORKER_ENABLE_POLLING", &c->worker_net.enable_polling, c,
+			       WC_F_WORKER_POLLING, err, errlen);
+	if (rc == 0)
+		rc = knob_bool(envp, "PS_DISABLE_PIN_CORES", &c->ps_net.disable_pin_cores, c,
+			       WC_F_PS_DISABLE_PIN, err, errlen);
+	if (rc == 0)
+		rc = knob_bool(envp, "WORKER_DISABLE_PIN_CORES", &c->worker_net.disable_pin_cores, c,
+			       WC_F_WORKER_DISABLE_PIN, err, errlen);
+	if (rc == 0)
+		rc = knob_uint(envp, "NETWORK_PS_CORE_NUMBER", 1, WC_MAX_CORES, &c->ps_net.core_number,
+			       c, WC_F_PS_CORES, err, errlen);
+	if (rc == 0)
+		rc = knob_uint(envp, "NETWORK_WORKER_CORE_NUMBER", 1, WC_MAX_CORES,
+			       &c->worker_net.core_number, c, WC_F_WORKER_CORES, err, errlen);
+	if (rc == 0)
+		rc = knob_bool(envp, "WHARF_TENSOR_FUSE", &c->tensor_fuse, c, WC_F_TENSOR_FUSE, err,
+			       errlen);
+	if (rc == 0)
+		rc = knob_uint(envp, "WHARF_GEO_K", 1, 100000, &c->geo_k, c, WC_F_GEO_K, err, errlen);
+	if (rc == 0)
+		rc = knob_uint(envp, "WHARF_WAIT_TIMEOUT_S", 1, 86400, &c->wait_timeout_s, c,
+			       WC_F_WAIT_TIMEOUT, err, errlen);
+	if (rc == 0)
+		rc = knob_enums(envp, c, err, errlen);
+	if (rc == 0)
+		memcpy(out, c, sizeof(*out));
+	free(c);
+	return rc;
+}

@@ -1,0 +1,399 @@
+/*
+ * wc_cfg_file.c — JSON configuration: the --config cluster file, and the "cluster"/"task"
+ * objects it shares with TF_CONFIG (wc_cfg_env.c calls wc_json_cluster_task).
+ *
+ * Call chain: wc_config_load -> wc_cfg_file_load -> wc_cfg_file_parse -> jansson, then the
+ * per-section readers below. Unknown keys are refused so a typo never silently falls back to
+ * a default. Syntax errors carry file:line:column from jansson; value errors carry the key path.
+ *
+ * File schema (every key optional; see wc_config.h for meanings and defaults):
+ *   { "cluster": {"ps": ["ip:port",..], "worker": [..], "chief": ["ip:port"]},
+ *     "task": {"type": "ps"|"worker"|"chief", "index": 0},
+ *     "num_workers": 2, "data_addr": "ip[:port]", "endpoint_map": "path",
+ *     "protocol": "dpdk"|"kernel", "tensor_fuse": false,
+ *     "fuse": {"max_bytes": 8192, "max_msgs": 64, "flush_us": 20},
+ *     "mode": "sync"|"async"|"geo", "geo_k": 10, "wait_timeout_s": 60, "retry_interval_s": 3,
+ *     "net": {"ps": {"core_number": 8, "enable_polling": false, "disable_pin_cores": true},
+ *             "worker": {...}} }
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "apps/common/wc_cfg_json.h"
+#include "apps/common/wc_pvt.h"
+
+#define WC_CFG_MAX_BYTES (4u << 20)
+
+static int json_endpoints(json_t *arr, const char *src, const char *key, struct wc_endpoint *out,
+			  unsigned max, unsigned *n, char *err, size_t errlen)
+{
+	char what[WC_PATH_LEN + 64];
+	size_t i;
+	json_t *v;
+	int rc;
+
+	if (!json_is_array(arr))
+		return wc_errf(err, errlen, -EINVAL, "%s: %s: expected an array of \"host:port\" strings",
+			       src, key);
+	if (json_array_size(arr) > max)
+		return wc_errf(err, errlen, -E2BIG, "%s: %s: %zu entries; at most %u", src, key,
+			       json_array_size(arr), max);
+	json_array_foreach(arr, i, v) {
+		snprintf(what, sizeof(what), "%s: %s[%zu]", src, key, i);
+		if (!json_is_string(v))
+			return wc_errf(err, errlen, -EINVAL, "%s: expected a \"host:port\" string", what);
+		rc = wc_parse_endpoint(json_string_value(v), json_string_length(v), false, &out[i],
+				       what, err, errlen);
+		if (rc != 0)
+			return rc;
+	}
+	*n = (unsigned)json_array_size(arr);
+	return 0;
+}
+
+/* Keys of obj must all be in the NULL-terminated allowed list. */
+int wc_json_known_keys(json_t *obj, const char *const *allowed, const char *src, const char *path,
+		       char *err, size_t errlen)
+{
+	const char *key;
+	json_t *v;
+	size_t i;
+
+	json_object_foreach(obj, key, v) {
+		for (i = 0; allowed[i] != NULL; i++)
+			if (strcmp(allowed[i], key) == 0)
+				break;
+		if (allowed[i] == NULL)
+			return wc_errf(err, errlen, -EINVAL, "%s: unknown key '%s%s%s'; see wc_config.h "
+				       "for the schema", src, path, path[0] ? "." : "", key);
+	}
+	return 0;
+}
+
+static int cluster_section(json_t *cl, const char *src, struct wc_cluster *out, unsigned *chief,
+			   char *err, size_t errlen)
+{
+	static const char *const keys[] = { "ps", "worker", "chief", NULL };
+	json_t *ps = json_object_get(cl, "ps"), *wk = json_object_get(cl, "worker");
+	json_t *ch = json_object_get(cl, "chief");
+	unsigned nw = 0, nc = 0;
+	int rc;
+
+	if (!json_is_object(cl))
+		return wc_errf(err, errlen, -EINVAL, "%s: cluster: expected an object", src);
+	rc = wc_json_known_keys(cl, keys, src, "cluster", err, errlen);
+	if (rc == 0 && ps != NULL) {
+		rc = json_endpoints(ps, src, "cluster.ps", out->ps, WC_MAX_NODES, &out->n_ps, err, errlen);
+		wc_mark(out, WC_F_PS);
+	}
+	/* TensorFlow's chief is a worker too: it becomes worker 0, the others shift by one. */
+	if (rc == 0 && ch != NULL) {
+		rc = json_endpoints(ch, src, "cluster.chief", out->worker, 1, &nc, err, errlen);
+		wc_mark(out, WC_F_WORKERS);
+	}
+	if (rc == 0 && wk != NULL) {
+		rc = json_endpoints(wk, src, "cluster.worker", out->worker + nc, WC_MAX_NODES - 1, &nw,
+				    err, errlen);
+		wc_mark(out, WC_F_WORKERS);
+	}
+	out->n_worker_addrs = nc + nw;
+	*chief = nc;
+	return rc;
+}
+
+static int task_section(json_t *t, const char *src, unsigned chief, struct wc_cluster *out,
+			char *err, size_t errlen)
+{
+	static const char *const keys[] = { "type", "index", NULL };
+	json_t *type = json_object_get(t, "type"), *idx = json_object_get(t, "index");
+	const char *ts;
+	json_int_t i = 0;
+	int rc;
+
+	if (!json_is_object(t))
+		return wc_errf(err, errlen, -EINVAL, "%s: task: expected an object", src);
+	rc = wc_json_known_keys(t, keys, src, "task", err, errlen);
+	if (rc != 0)
+		return rc;
+	if (idx != NULL) {
+		if (!json_is_integer(idx) || json_integer_value(idx) < 0 ||
+		    json_integer_value(idx) >= WC_MAX_NODES)
+			return wc_errf(err, errlen, -EINVAL, "%s: task.index: expected an integer in 0..%u",
+				       src, WC_MAX_NODES - 1);
+		i = json_integer_value(idx);
+		wc_mark(out, WC_F_TASK_INDEX);
+	}
+	if (type == NULL)
+		goto done;
+	ts = json_string_value(type);
+	if (ts == NULL)
+		return wc_errf(err, errlen, -EINVAL, "%s: task.type: expected \"ps\", \"worker\" or "
+			       "\"chief\"", src);
+	if (strcmp(ts, "chief") == 0) {
+		if (i != 0)
+			return wc_errf(err, errlen, -EINVAL, "%s: task.index: chief has index 0 only", src);
+		out->role = WC_ROLE_WORKER;
+	} else {
+		char what[WC_PATH_LEN + 16];
+		snprintf(what, sizeof(what), "%s: task.type", src);
+		rc = wc_parse_role(ts, &out->role, what, err, errlen);
+		if (rc != 0)
+			return rc;
+		if (out->role == WC_ROLE_WORKER)
+			i += chief;
+	}
+	wc_mark(out, WC_F_ROLE);
+done:
+	out->task_index = (unsigned)i;
+	return 0;
+}
+
+int wc_json_cluster_task(json_t *root, const char *src, struct wc_cluster *out, char *err,
+			 size_t errlen)
+{
+	json_t *cl = json_object_get(root, "cluster"), *t = json_object_get(root, "task");
+	unsigned chief = 0;
+	int rc = 0;
+
+	if (cl != NULL)
+		rc = cluster_section(cl, src, out, &chief, err, errlen);
+	if (rc == 0 && t != NULL)
+		rc = task_section(t, src, chief, out, err, errlen);
+	return rc;
+}
+
+static int get_uint(json_t *o, const char *key, const char *src, const char *path, unsigned lo,
+		    unsigned hi, unsigned *dst, struct wc_cluster *out, enum wc_field f, char *err,
+		    size_t errlen)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (v == NULL)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+		return wc_errf(err, errlen, -EINVAL, "%s: %s%s: expected an integer in %u..%u", src, path,
+			       key, lo, hi);
+	*dst = (unsigned)json_integer_value(v);
+	wc_mark(out, f);
+	return 0;
+}
+
+static int get_bool(json_t *o, const char *key, const char *src, const char *path, bool *dst,
+		    struct wc_cluster *out, enum wc_field f, char *err, size_t errlen)
+{
+	json_t *v = json_object_get(o, key);
+	char what[WC_PATH_LEN + 64];
+
+	if (v == NULL)
+		return 0;
+	snprintf(what, sizeof(what), "%s: %s%s", src, path, key);
+	if (json_is_boolean(v))
+		*dst = json_is_true(v);
+	else if (!json_is_string(v) || wc_parse_bool(json_string_value(v), dst, what, err, errlen) != 0)
+		return wc_errf(err, errlen, -EINVAL, "%s: expected true/false (or \"True\"/\"False\"/"
+			       "\"1\"/\"0\")", what);
+	wc_mark(out, f);
+	return 0;
+}
+
+/* A string-valued key handed to one of the wc_parse_* enum parsers. */
+static int get_str(json_t *o, const char *key, const char *src, const char **dst, char *err,
+		   size_t errlen)
+{
+	json_t *v = json_object_get(o, key);
+
+	*dst = NULL;
+	if (v == NULL)
+		return 0;
+	if (!json_is_string(v))
+		return wc_errf(err, errlen, -EINVAL, "%s: %s: expected a string", src, key);
+	*dst = json_string_value(v);
+	return 0;
+}
+
+static int net_section(json_t *net, const char *src, struct wc_cluster *out, char *err,
+		       size_t errlen)
+{
+	static const char *const keys[] = { "ps", "worker", NULL };
+	static const char *const rk[] = { "core_number", "enable_polling", "disable_pin_cores", NULL };
+	json_t *ps = json_object_get(net, "ps"), *wk = json_object_get(net, "worker");
+	int rc;
+
+	if (!json_is_object(net))
+		return wc_errf(err, errlen, -EINVAL, "%s: net: expected an object", src);
+	rc = wc_json_known_keys(net, keys, src, "net", err, errlen);
+	if (rc == 0 && ps != NULL) {
+		rc = json_is_object(ps) ? wc_json_known_keys(ps, rk, src, "net.ps", err, errlen)
+			: wc_errf(err, errlen, -EINVAL, "%s: net.ps: expected an object", src);
+		if (rc == 0)
+			rc = get_uint(ps, "core_number", src, "net.ps.", 1, WC_MAX_CORES,
+				      &out->ps_net.core_number, out, WC_F_PS_CORES, err, errlen);
+		if (rc == 0)
+			rc = get_bool(ps, "enable_polling", src, "net.ps.", &out->ps_net.enable_polling,
+				      out, WC_F_PS_POLLING, err, errlen);
+		if (rc == 0)
+			rc = get_bool(ps, "disable_pin_cores", src, "net.ps.",
+				      &out->ps_net.disable_pin_cores, out, WC_F_PS_DISABLE_PIN, err, errlen);
+	}
+	if (rc == 0 && wk != NULL) {
+		rc = json_is_object(wk) ? wc_json_known_keys(wk, rk, src, "net.worker", err, errlen)
+			: wc_errf(err, errlen, -EINVAL, "%s: net.worker: expected an object", src);
+		if (rc == 0)
+			rc = get_uint(wk, "core_number", src, "net.worker.", 1, WC_MAX_CORES,
+				      &out->worker_net.core_number, out, WC_F_WORKER_CORES, err, errlen);
+		if (rc == 0)
+			rc = get_bool(wk, "enable_polling", src, "net.worker.",
+				      &out->worker_net.enable_polling, out, WC_F_WORKER_POLLING, err, errlen);
+		if (rc == 0)
+			rc = get_bool(wk, "disable_pin_cores", src, "net.worker.",
+				      &out->worker_net.disable_pin_cores, out, WC_F_WORKER_DISABLE_PIN, err,
+				      errlen);
+	}
+	return rc;
+}
+
+static int fuse_section(json_t *fz, const char *src, struct wc_cluster *out, char *err,
+			size_t errlen)
+{
+	static const char *const keys[] = { "max_bytes", "max_msgs", "flush_us", NULL };
+	int rc;
+
+	if (!json_is_object(fz))
+		return wc_errf(err, errlen, -EINVAL, "%s: fuse: expected an object", src);
+	rc = wc_json_known_keys(fz, keys, src, "fuse", err, errlen);
+	if (rc == 0)
+		rc = get_uint(fz, "max_bytes", src, "fuse.", 256, 1u << 20, &out->fuse_max_bytes, out,
+			      WC_F_FUSE_MAX_BYTES, err, errlen);
+	if (rc == 0)
+		rc = get_uint(fz, "max_msgs", src, "fuse.", 1, 4096, &out->fuse_max_msgs, out,
+			      WC_F_FUSE_MAX_MSGS, err, errlen);
+	if (rc == 0)
+		rc = get_uint(fz, "flush_us", src, "fuse.", 0, 100000, &out->fuse_flush_us, out,
+			      WC_F_FUSE_FLUSH_US, err, errlen);
+	return rc;
+}
+
+static int strings_section(json_t *root, const char *src, struct wc_cluster *out, char *err,
+			   size_t errlen)
+{
+	char what[WC_PATH_LEN + 32];
+	const char *s;
+	int rc;
+
+	rc = get_str(root, "protocol", src, &s, err, errlen);
+	if (rc == 0 && s != NULL) {
+		snprintf(what, sizeof(what), "%s: protocol", src);
+		rc = wc_parse_protocol(s, &out->protocol, what, err, errlen);
+		wc_mark(out, WC_F_PROTOCOL);
+	}
+	if (rc == 0)
+		rc = get_str(root, "mode", src, &s, err, errlen);
+	if (rc == 0 && s != NULL) {
+		snprintf(what, sizeof(what), "%s: mode", src);
+		rc = wc_parse_mode(s, &out->mode, what, err, errlen);
+		wc_mark(out, WC_F_MODE);
+	}
+	if (rc == 0)
+		rc = get_str(root, "data_addr", src, &s, err, errlen);
+	if (rc == 0 && s != NULL) {
+		snprintf(what, sizeof(what), "%s: data_addr", src);
+		rc = wc_parse_endpoint(s, strlen(s), true, &out->self_data, what, err, errlen);
+		wc_mark(out, WC_F_DATA_ADDR);
+	}
+	if (rc == 0)
+		rc = get_str(root, "endpoint_map", src, &s, err, errlen);
+	if (rc == 0 && s != NULL) {
+		if (strlen(s) == 0 || strlen(s) >= WC_PATH_LEN)
+			return wc_errf(err, errlen, -EINVAL, "%s: endpoint_map: expected a path of 1..%u "
+				       "bytes", src, WC_PATH_LEN - 1);
+		snprintf(out->endpoint_map, sizeof(out->endpoint_map), "%s", s);
+		wc_mark(out, WC_F_EPMAP);
+	}
+	return rc;
+}
+
+static int file_root(json_t *root, const char *src, struct wc_cluster *out, char *err,
+		     size_t errlen)
+{
+	static const char *const keys[] = {
+		"cluster", "task", "num_workers", "data_addr", "endpoint_map", "protocol",
+		"tensor_fuse", "fuse", "mode", "geo_k", "wait_timeout_s", "retry_interval_s", "net", NULL,
+	};
+	json_t *v;
+	int rc;
+
+	if (!json_is_object(root))
+		return wc_errf(err, errlen, -EINVAL, "%s: expected a JSON object at the top", src);
+	rc = wc_json_known_keys(root, keys, src, "", err, errlen);
+	if (rc == 0)
+		rc = wc_json_cluster_task(root, src, out, err, errlen);
+	if (rc == 0)
+		rc = strings_section(root, src, out, err, errlen);
+	if (rc == 0)
+		rc = get_uint(root, "num_workers", src, "", 1, WC_MAX_NODES, &out->n_workers, out,
+			      WC_F_NUM_WORKERS, err, errlen);
+	if (rc == 0)
+		rc = get_bool(root, "tensor_fuse", src, "", &out->tensor_fuse, out, WC_F_TENSOR_FUSE,
+			      err, errlen);
+	if (rc == 0)
+		rc = get_uint(root, "geo_k", src, "", 1, 100000, &out->geo_k, out, WC_F_GEO_K, err, errlen);
+	if (rc == 0)
+		rc = get_uint(root, "wait_timeout_s", src, "", 1, 86400, &out->wait_timeout_s, out,
+			      WC_F_WAIT_TIMEOUT, err, errlen);
+	if (rc == 0)
+		rc = get_uint(root, "retry_interval_s", src, "", 1, 3600, &out->retry_interval_s, out,
+			      WC_F_RETRY_INTERVAL, err, errlen);
+	v = json_object_get(root, "fuse");
+	if (rc == 0 && v != NULL)
+		rc = fuse_section(v, src, out, err, errlen);
+	v = json_object_get(root, "net");
+	if (rc == 0 && v != NULL)
+		rc = net_section(v, src, out, err, errlen);
+	return rc;
+}
+
+int wc_cfg_file_parse(const char *text, const char *name, struct wc_cluster *out, char *err,
+		      size_t errlen)
+{
+	struct wc_cluster *tmp;
+	json_error_t je;
+	json_t *root;
+	int rc;
+
+	root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+	if (root == NULL)
+		return wc_errf(err, errlen, -EINVAL, "%s:%d:%d: JSON syntax error: %s", name, je.line,
+			       je.column, je.text);
+	/* Fill a scratch copy so a refused file changes nothing in *out. */
+	tmp = malloc(sizeof(*tmp));
+	if (tmp == NULL) {
+		json_decref(root);
+		return wc_errf(err, errlen, -ENOMEM, "%s: out of memory", name);
+	}
+	memcpy(tmp, out, sizeof(*tmp));
+	rc = file_root(root, name, tmp, err, errlen);
+	json_decref(root);
+	if (rc == 0) {
+		snprintf(tmp->config_path, sizeof(tmp->config_path), "%s", name);
+		memcpy(out, tmp, sizeof(*out));
+	}
+	free(tmp);
+	return rc;
+}
+
+int wc_cfg_file_load(const char *path, struct wc_cluster *out, char *err, size_t errlen)
+{
+	char *text;
+	int rc;
+
+	rc = wc_read_text(path, WC_CFG_MAX_BYTES, &text, err, errlen);
+	if (rc != 0)
+		return rc;
+	rc = wc_cfg_file_parse(text, path, out, err, errlen);
+	free(text);
+	return rc;
+}

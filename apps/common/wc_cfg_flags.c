@@ -1,0 +1,250 @@
+/*
+ * wc_cfg_flags.c — the app part of argv (after DPDK's "--") as the highest-precedence
+ * configuration source, with getopt_long. An executable may add its own options; they are
+ * merged into one table so both kinds can be mixed in any order.
+ *
+ * Call chain: main() -> wc_config_load -> wc_flags_parse -> getopt_long -> set_opt / app->on_opt.
+ * getopt keeps its cursor in libc globals (optind); we reset it on entry so the parser can
+ * run more than once per process (tests, rte_eal_init having used it before).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/common/wc_pvt.h"
+
+enum {
+	OPT_ROLE = 256, OPT_TASK, OPT_PS, OPT_WORKERS, OPT_NUM_WORKERS, OPT_DATA, OPT_EPMAP,
+	OPT_PROTO, OPT_FUSE, OPT_FUSE_BYTES, OPT_FUSE_MSGS, OPT_FUSE_US, OPT_MODE, OPT_GEO_K,
+	OPT_WAIT, OPT_RETRY, OPT_PS_CORES, OPT_WK_CORES, OPT_PS_POLL, OPT_WK_POLL, OPT_PS_NOPIN,
+	OPT_WK_NOPIN, OPT_CONFIG,
+};
+
+static const struct option wc_opts[] = {
+	{ "role", required_argument, NULL, OPT_ROLE },
+	{ "task-index", required_argument, NULL, OPT_TASK },
+	{ "ps", required_argument, NULL, OPT_PS },
+	{ "workers", required_argument, NULL, OPT_WORKERS },
+	{ "num-workers", required_argument, NULL, OPT_NUM_WORKERS },
+	{ "data-addr", required_argument, NULL, OPT_DATA },
+	{ "endpoint-map", required_argument, NULL, OPT_EPMAP },
+	{ "protocol", required_argument, NULL, OPT_PROTO },
+	{ "tensor-fuse", optional_argument, NULL, OPT_FUSE },
+	{ "fuse-max-bytes", required_argument, NULL, OPT_FUSE_BYTES },
+	{ "fuse-max-msgs", required_argument, NULL, OPT_FUSE_MSGS },
+	{ "fuse-flush-us", required_argument, NULL, OPT_FUSE_US },
+	{ "mode", required_argument, NULL, OPT_MODE },
+	{ "geo-k", required_argument, NULL, OPT_GEO_K },
+	{ "wait-timeout", required_argument, NULL, OPT_WAIT },
+	{ "retry-interval", required_argument, NULL, OPT_RETRY },
+	{ "ps-cores", required_argument, NULL, OPT_PS_CORES },
+	{ "worker-cores", required_argument, NULL, OPT_WK_CORES },
+	{ "ps-polling", optional_argument, NULL, OPT_PS_POLL },
+	{ "worker-polling", optional_argument, NULL, OPT_WK_POLL },
+	{ "ps-disable-pin", optional_argument, NULL, OPT_PS_NOPIN },
+	{ "worker-disable-pin", optional_argument, NULL, OPT_WK_NOPIN },
+	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "help", no_argument, NULL, 'h' },
+};
+
+#define WC_N_OPTS (sizeof(wc_opts) / sizeof(wc_opts[0]))
+
+const char *wc_flags_usage(void)
+{
+	return
+	"cluster options (override TF_CONFIG, Paddle variables, the environment and --config):\n"
+	"  --role ps|worker          this node's role\n"
+	"  --task-index N            index among nodes of that role (default 0)\n"
+	"  --ps H:P[,H:P..]          PS control endpoints\n"
+	"  --workers H:P[,H:P..]     worker control endpoints\n"
+	"  --num-workers N           worker count when their endpoints are unknown\n"
+	"  --data-addr IP[:P]        this node's data-plane address (else from .endpoint_map)\n"
+	"  --endpoint-map FILE       control->data map (default $TF_SEASTAR_ENDPOINT_MAP_PATH or ./.endpoint_map)\n"
+	"  --protocol dpdk|kernel    data path (default dpdk)\n"
+	"  --tensor-fuse[=BOOL]      Send/Recv fusion (default off)\n"
+	"  --fuse-max-bytes N        fused frame body limit (default 8192)\n"
+	"  --fuse-max-msgs N         sub-messages per fused frame (default 64)\n"
+	"  --fuse-flush-us N         flush delay in us (default 20)\n"
+	"  --mode sync|async|geo     consistency mode (default sync)\n"
+	"  --geo-k N                 GEO local steps per push (default 10)\n"
+	"  --wait-timeout S          seconds to wait for servers (default 60)\n"
+	"  --retry-interval S        seconds between readiness retries (default 3)\n"
+	"  --ps-cores N              PS network lcores (default min(8, workers))\n"
+	"  --worker-cores N          worker network lcores (default min(2, servers))\n"
+	"  --ps-polling[=BOOL]       PS lcores busy-poll (default false)\n"
+	"  --worker-polling[=BOOL]   worker lcores busy-poll (default false)\n"
+	"  --ps-disable-pin[=BOOL]   do not pin PS lcores (default true)\n"
+	"  --worker-disable-pin[=BOOL] do not pin worker lcores (default true)\n"
+	"  --config FILE             JSON cluster file (lowest precedence)\n"
+	"  -h, --help                this text\n"
+	"booleans: True/False/true/false/1/0\n";
+}
+
+static int set_path(const char *arg, char *dst, const char *what, char *err, size_t errlen)
+{
+	if (arg[0] == '\0' || strlen(arg) >= WC_PATH_LEN)
+		return wc_errf(err, errlen, -EINVAL, "%s: expected a path of 1..%u bytes", what,
+			       WC_PATH_LEN - 1);
+	snprintf(dst, WC_PATH_LEN, "%s", arg);
+	return 0;
+}
+
+/* optional_argument booleans: a bare flag means true. */
+static int opt_bool(const char *arg, bool *dst, const char *what, char *err, size_t errlen)
+{
+	if (arg == NULL) {
+		*dst = true;
+		return 0;
+	}
+	return wc_parse_bool(arg, dst, what, err, errlen);
+}
+
+static int set_opt_net(struct wc_cluster *c, int id, const char *a, char *err, size_t el)
+{
+	switch (id) {
+	case OPT_PS_CORES:
+		return wc_parse_uint(a, 1, WC_MAX_CORES, &c->ps_net.core_number, "--ps-cores", err, el);
+	case OPT_WK_CORES:
+		return wc_parse_uint(a, 1, WC_MAX_CORES, &c->worker_net.core_number, "--worker-cores",
+				     err, el);
+	case OPT_PS_POLL:
+		return opt_bool(a, &c->ps_net.enable_polling, "--ps-polling", err, el);
+	case OPT_WK_POLL:
+		return opt_bool(a, &c->worker_net.enable_polling, "--worker-polling", err, el);
+	case OPT_PS_NOPIN:
+		return opt_bool(a, &c->ps_net.disable_pin_cores, "--ps-disable-pin", err, el);
+	case OPT_WK_NOPIN:
+		return opt_bool(a, &c->worker_net.disable_pin_cores, "--worker-disable-pin", err, el);
+	case OPT_FUSE_BYTES:
+		return wc_parse_uint(a, 256, 1u << 20, &c->fuse_max_bytes, "--fuse-max-bytes", err, el);
+	case OPT_FUSE_MSGS:
+		return wc_parse_uint(a, 1, 4096, &c->fuse_max_msgs, "--fuse-max-msgs", err, el);
+	case OPT_FUSE_US:
+		return wc_parse_uint(a, 0, 100000, &c->fuse_flush_us, "--fuse-flush-us", err, el);
+	case OPT_FUSE:
+		return opt_bool(a, &c->tensor_fuse, "--tensor-fuse", err, el);
+	case OPT_GEO_K:
+		return wc_parse_uint(a, 1, 100000, &c->geo_k, "--geo-k", err, el);
+	case OPT_WAIT:
+		return wc_parse_uint(a, 1, 86400, &c->wait_timeout_s, "--wait-timeout", err, el);
+	case OPT_RETRY:
+		return wc_parse_uint(a, 1, 3600, &c->retry_interval_s, "--retry-interval", err, el);
+	default:
+		return -ENOENT;
+	}
+}
+
+static int set_opt(struct wc_cluster *c, int id, const char *a, char *err, size_t el)
+{
+	switch (id) {
+	case OPT_ROLE:
+		return wc_parse_role(a, &c->role, "--role", err, el);
+	case OPT_TASK:
+		return wc_parse_uint(a, 0, WC_MAX_NODES - 1, &c->task_index, "--task-index", err, el);
+	case OPT_PS:
+		return wc_parse_endpoint_list(a, c->ps, WC_MAX_NODES, &c->n_ps, "--ps", err, el);
+	case OPT_WORKERS:
+		return wc_parse_endpoint_list(a, c->worker, WC_MAX_NODES, &c->n_worker_addrs,
+					      "--workers", err, el);
+	case OPT_NUM_WORKERS:
+		return wc_parse_uint(a, 1, WC_MAX_NODES, &c->n_workers, "--num-workers", err, el);
+	case OPT_DATA:
+		return wc_parse_endpoint(a, strlen(a), true, &c->self_data, "--data-addr", err, el);
+	case OPT_EPMAP:
+		return set_path(a, c->endpoint_map, "--endpoint-map", err, el);
+	case OPT_CONFIG:
+		return set_path(a, c->config_path, "--config", err, el);
+	case OPT_PROTO:
+		return wc_parse_protocol(a, &c->protocol, "--protocol", err, el);
+	case OPT_MODE:
+		return wc_parse_mode(a, &c->mode, "--mode", err, el);
+	default:
+		return set_opt_net(c, id, a, err, el);
+	}
+}
+
+/* Field bit for each of our option ids, in enum order from OPT_ROLE. */
+static const uint8_t opt_field[] = {
+	WC_F_ROLE, WC_F_TASK_INDEX, WC_F_PS, WC_F_WORKERS, WC_F_NUM_WORKERS, WC_F_DATA_ADDR,
+	WC_F_EPMAP, WC_F_PROTOCOL, WC_F_TENSOR_FUSE, WC_F_FUSE_MAX_BYTES, WC_F_FUSE_MAX_MSGS,
+	WC_F_FUSE_FLUSH_US, WC_F_MODE, WC_F_GEO_K, WC_F_WAIT_TIMEOUT, WC_F_RETRY_INTERVAL,
+	WC_F_PS_CORES, WC_F_WORKER_CORES, WC_F_PS_POLLING, WC_F_WORKER_POLLING, WC_F_PS_DISABLE_PIN,
+	WC_F_WORKER_DISABLE_PIN, WC_F_CONFIG_PATH,
+};
+_Static_assert(sizeof(opt_field) == OPT_CONFIG - OPT_ROLE + 1, "one field per option");
+
+static struct option *build_table(const struct wc_app_opts *app, size_t *n_out)
+{
+	size_t n_app = 0, i;
+	struct option *t;
+
+	if (app != NULL && app->longopts != NULL)
+		while (app->longopts[n_app].name != NULL)
+			n_app++;
+	t = calloc(WC_N_OPTS + n_app + 1, sizeof(*t));
+	if (t == NULL)
+		return NULL;
+	memcpy(t, wc_opts, sizeof(wc_opts));
+	for (i = 0; i < n_app; i++)
+		t[WC_N_OPTS + i] = app->longopts[i];
+	*n_out = WC_N_OPTS + n_app;
+	return t;
+}
+
+static int one_opt(int id, int argc, char **argv, const struct wc_app_opts *app,
+		   struct wc_cluster *c, char *err, size_t errlen)
+{
+	const char *bad = optind - 1 < argc && optind >= 1 ? argv[optind - 1] : "?";
+	int rc;
+
+	if (id == '?')
+		return wc_errf(err, errlen, -EINVAL, "flags: unknown option '%s'; see --help", bad);
+	if (id == ':')
+		return wc_errf(err, errlen, -EINVAL, "flags: option '%s' expects a value", bad);
+	if (id >= OPT_ROLE && id <= OPT_CONFIG) {
+		rc = set_opt(c, id, optarg, err, errlen);
+		if (rc == 0)
+			wc_mark(c, (enum wc_field)opt_field[id - OPT_ROLE]);
+		return rc;
+	}
+	if (app != NULL && app->on_opt != NULL)
+		return app->on_opt(app->ctx, id, optarg, err, errlen);
+	return wc_errf(err, errlen, -EINVAL, "flags: option '%s' not handled", bad);
+}
+
+int wc_flags_parse(int argc, char **argv, const struct wc_app_opts *app, struct wc_cluster *out,
+		   bool *help, char *err, size_t errlen)
+{
+	struct wc_cluster *c;
+	struct option *table;
+	size_t n;
+	int id, rc = 0;
+
+	*help = false;
+	table = build_table(app, &n);
+	c = malloc(sizeof(*c));
+	if (table == NULL || c == NULL) {
+		free(table);
+		free(c);
+		return wc_errf(err, errlen, -ENOMEM, "flags: out of memory");
+	}
+	memcpy(c, out, sizeof(*c));
+	optind = 0; /* GNU: 0 re-initialises getopt's internal state as well */
+	opterr = 0;
+	while (rc == 0 && (id = getopt_long(argc, argv, ":h", table, NULL)) != -1) {
+		if (id == 'h')
+			*help = true;
+		else
+			rc = one_opt(id, argc, argv, app, c, err, errlen);
+	}
+	if (rc == 0 && optind < argc)
+		rc = wc_errf(err, errlen, -EINVAL, "flags: unexpected argument '%s'; expected "
+			     "--option[=value] only", argv[optind]);
+	if (rc == 0)
+		memcpy(out, c, sizeof(*out));
+	free(table);
+	free(c);
+	return rc;
+}

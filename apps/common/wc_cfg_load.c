@@ -1,0 +1,251 @@
+/*
+ * wc_cfg_load.c — gathers every configuration source in precedence order and checks the
+ * result as a whole: the one entry point the executables call.
+ *
+ * Call chain: main() -> wc_config_load -> wc_flags_parse (first, because --config names the
+ * file), wc_cfg_file_load, wc_cfg_env_knobs, wc_cfg_env_paddle, wc_cfg_env_tfconfig, then
+ * wc_cluster_merge lowest precedence first, then wc_cluster_finalize -> wc_epmap_load.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/common/wc_pvt.h"
+
+static const char *origin_of(const struct wc_cluster *c, enum wc_field f)
+{
+	return wc_source_name((enum wc_source)c->origin[f]);
+}
+
+static int check_counts(struct wc_cluster *c, char *err, size_t errlen)
+{
+	unsigned n;
+
+	if (c->role == WC_ROLE_UNSET)
+		return wc_errf(err, errlen, -EINVAL, "no role given; expected --role ps|worker, "
+			       "TF_CONFIG task.type, TRAINING_ROLE or task.type in the config file");
+	if (c->n_ps == 0)
+		return wc_errf(err, errlen, -EINVAL, "no parameter servers given; expected --ps, "
+			       "TF_CONFIG cluster.ps, PADDLE_PSERVERS_IP_PORT_LIST or cluster.ps in the "
+			       "config file");
+	if (wc_has(c, WC_F_NUM_WORKERS) && wc_has(c, WC_F_WORKERS) && c->n_workers != c->n_worker_addrs)
+		return wc_errf(err, errlen, -EINVAL, "worker count %u (from %s) does not match the %u "
+			       "worker endpoints (from %s)", c->n_workers, origin_of(c, WC_F_NUM_WORKERS),
+			       c->n_worker_addrs, origin_of(c, WC_F_WORKERS));
+	if (!wc_has(c, WC_F_NUM_WORKERS))
+		c->n_workers = c->n_worker_addrs;
+	if (c->n_workers == 0)
+		return wc_errf(err, errlen, -EINVAL, "number of workers unknown; expected --workers, "
+			       "--num-workers, TF_CONFIG cluster.worker, PADDLE_TRAINERS_NUM or "
+			       "cluster.worker in the config file");
+	if (c->n_workers > WC_MAX_NODES)
+		return wc_errf(err, errlen, -E2BIG, "%u workers (from %s); at most %u", c->n_workers,
+			       origin_of(c, WC_F_NUM_WORKERS), WC_MAX_NODES);
+	n = c->role == WC_ROLE_PS ? c->n_ps : c->n_workers;
+	if (c->task_index >= n)
+		return wc_errf(err, errlen, -EINVAL, "task index %u (from %s) out of range: the cluster "
+			       "has %u %s node%s", c->task_index, origin_of(c, WC_F_TASK_INDEX), n,
+			       wc_role_name(c->role), n == 1 ? "" : "s");
+	if (c->mode == WC_MODE_GEO && c->geo_k == 0)
+		return wc_errf(err, errlen, -EINVAL, "geo_k must be >= 1 in GEO mode");
+	return 0;
+}
+
+static int check_duplicates(const struct wc_cluster *c, char *err, size_t errlen)
+{
+	unsigned na = c->n_ps + c->n_worker_addrs, i, j;
+	const struct wc_endpoint *a, *b;
+
+	for (i = 0; i < na; i++) {
+		a = i < c->n_ps ? &c->ps[i] : &c->worker[i - c->n_ps];
+		for (j = i + 1; j < na; j++) {
+			b = j < c->n_ps ? &c->ps[j] : &c->worker[j - c->n_ps];
+			if (wc_endpoint_equal(a, b))
+				return wc_errf(err, errlen, -EINVAL, "endpoint %s:%u appears twice in the "
+					       "cluster (%s %u and %s %u); expected one per node", a->host,
+					       a->port, i < c->n_ps ? "ps" : "worker",
+					       i < c->n_ps ? i : i - c->n_ps, j < c->n_ps ? "ps" : "worker",
+					       j < c->n_ps ? j : j - c->n_ps);
+		}
+	}
+	return 0;
+}
+
+static unsigned min_u(unsigned a, unsigned b)
+{
+	return a < b ? a : b;
+}
+
+/*
+ * Which map file to read: an explicit one (flag/file) or TF_SEASTAR_ENDPOINT_MAP_PATH must
+ * exist; ./.endpoint_map is optional. Writes "" when there is none to read.
+ */
+static int resolve_map_path(struct wc_cluster *c, char *const envp[], char *err, size_t errlen)
+{
+	const char *env = wc_env_get(envp, "TF_SEASTAR_ENDPOINT_MAP_PATH");
+	const char *src;
+	char path[WC_PATH_LEN];
+	FILE *f;
+
+	if (wc_has(c, WC_F_EPMAP) && c->endpoint_map[0] != '\0') {
+		snprintf(path, sizeof(path), "%s", c->endpoint_map);
+		src = origin_of(c, WC_F_EPMAP);
+	} else if (env != NULL && env[0] != '\0') {
+		if (wc_is_dir(env))
+			snprintf(path, sizeof(path), "%s/.endpoint_map", env);
+		else
+			snprintf(path, sizeof(path), "%s", env);
+		src = "TF_SEASTAR_ENDPOINT_MAP_PATH";
+	} else {
+		f = fopen("./.endpoint_map", "r");
+		if (f != NULL)
+			fclose(f);
+		snprintf(c->endpoint_map, sizeof(c->endpoint_map), "%s", f != NULL ? "./.endpoint_map" : "");
+		return 0;
+	}
+	f = fopen(path, "r");
+	if (f == NULL)
+		return wc_errf(err, errlen, -ENOENT, "%s: endpoint map %s cannot be opened: %s", src,
+			       path, strerror(errno));
+	fclose(f);
+	snprintf(c->endpoint_map, sizeof(c->endpoint_map), "%s", path);
+	return 0;
+}
+
+static int need_ipv4(const struct wc_endpoint *ep, const char *who, unsigned i, const char *src,
+		     char *err, size_t errlen)
+{
+	uint32_t a;
+
+	if (wc_endpoint_ipv4(ep, &a) != 0)
+		return wc_errf(err, errlen, -EINVAL, "%s %u data address '%s' (from %s) is not an IPv4 "
+			       "literal; protocol=dpdk needs one", who, i, ep->host, src);
+	return 0;
+}
+
+static int fill_ps_data(struct wc_cluster *c, const struct wc_epmap *m, char *err, size_t errlen)
+{
+	const char *mp = c->endpoint_map[0] != '\0' ? c->endpoint_map : "./.endpoint_map (absent)";
+	const struct wc_endpoint *d;
+	unsigned i;
+	int rc;
+
+	for (i = 0; i < c->n_ps; i++) {
+		d = c->protocol == WC_PROTO_KERNEL ? NULL : wc_epmap_lookup(m, &c->ps[i]);
+		if (c->protocol == WC_PROTO_KERNEL) {
+			c->ps_data[i] = c->ps[i];
+			continue;
+		}
+		if (d == NULL)
+			return wc_errf(err, errlen, -EINVAL, "ps %u (%s:%u) has no line in %s; protocol=dpdk "
+				       "expects control_ip:port=data_ip:port for every PS", i, c->ps[i].host,
+				       c->ps[i].port, mp);
+		rc = need_ipv4(d, "ps", i, mp, err, errlen);
+		if (rc != 0)
+			return rc;
+		c->ps_data[i] = *d;
+	}
+	for (i = 0; i < c->n_worker_addrs; i++) {
+		d = c->protocol == WC_PROTO_KERNEL ? &c->worker[i] : wc_epmap_lookup(m, &c->worker[i]);
+		if (d != NULL)
+			c->worker_data[i] = *d;
+		else
+			memset(&c->worker_data[i], 0, sizeof(c->worker_data[i]));
+	}
+	return 0;
+}
+
+static int fill_self_data(struct wc_cluster *c, char *err, size_t errlen)
+{
+	const struct wc_endpoint *ctl = NULL, *data = NULL;
+	unsigned i = c->task_index;
+
+	if (c->role == WC_ROLE_PS) {
+		ctl = &c->ps[i];
+		data = &c->ps_data[i];
+	} else if (i < c->n_worker_addrs) {
+		ctl = &c->worker[i];
+		data = c->worker_data[i].host[0] != '\0' ? &c->worker_data[i] : NULL;
+	}
+	if (c->have_self_data) {
+		/* An explicit --data-addr without a port listens on the control port. */
+		if (c->self_data.port == 0 && ctl != NULL)
+			c->self_data.port = ctl->port;
+	} else if (data != NULL) {
+		c->self_data = *data;
+		c->have_self_data = true;
+	}
+	if (c->protocol == WC_PROTO_KERNEL || c->have_self_data) {
+		if (c->protocol == WC_PROTO_DPDK)
+			return need_ipv4(&c->self_data, wc_role_name(c->role), i, "this node", err, errlen);
+		return 0;
+	}
+	return wc_errf(err, errlen, -EINVAL, "this node (%s %u) has no data address; protocol=dpdk "
+		       "expects a line for it in .endpoint_map or --data-addr ip", wc_role_name(c->role), i);
+}
+
+int wc_cluster_finalize(struct wc_cluster *c, char *const envp[], char *err, size_t errlen)
+{
+	struct wc_epmap *m;
+	int rc;
+
+	rc = check_counts(c, err, errlen);
+	if (rc == 0)
+		rc = check_duplicates(c, err, errlen);
+	if (rc == 0)
+		rc = resolve_map_path(c, envp, err, errlen);
+	if (rc != 0)
+		return rc;
+	if (!wc_has(c, WC_F_PS_CORES))
+		c->ps_net.core_number = min_u(WC_DEF_PS_CORE_CAP, c->n_workers);
+	if (!wc_has(c, WC_F_WORKER_CORES))
+		c->worker_net.core_number = min_u(WC_DEF_WORKER_CORE_CAP, c->n_ps);
+	m = calloc(1, sizeof(*m));
+	if (m == NULL)
+		return wc_errf(err, errlen, -ENOMEM, "out of memory");
+	if (c->endpoint_map[0] != '\0')
+		rc = wc_epmap_load(c->endpoint_map, m, err, errlen);
+	if (rc == 0)
+		rc = fill_ps_data(c, m, err, errlen);
+	if (rc == 0)
+		rc = fill_self_data(c, err, errlen);
+	free(m);
+	return rc;
+}
+
+int wc_config_load(int argc, char **argv, const struct wc_app_opts *app, char *const envp[],
+		   struct wc_cluster *out, bool *help, char *err, size_t errlen)
+{
+	/* Flags, file, knobs, paddle, tf, merged: 6 large structs, so on the heap. */
+	struct wc_cluster *s = calloc(6, sizeof(*s));
+	int rc;
+
+	if (s == NULL)
+		return wc_errf(err, errlen, -ENOMEM, "out of memory");
+	rc = wc_flags_parse(argc, argv, app, &s[0], help, err, errlen);
+	if (rc != 0 || *help)
+		goto out;
+	if (wc_has(&s[0], WC_F_CONFIG_PATH))
+		rc = wc_cfg_file_load(s[0].config_path, &s[1], err, errlen);
+	if (rc == 0)
+		rc = wc_cfg_env_knobs(envp, &s[2], err, errlen);
+	if (rc == 0)
+		rc = wc_cfg_env_paddle(envp, &s[3], err, errlen);
+	if (rc == 0)
+		rc = wc_cfg_env_tfconfig(envp, &s[4], err, errlen);
+	if (rc != 0)
+		goto out;
+	wc_cluster_init(&s[5]);
+	wc_cluster_merge(&s[5], &s[1], WC_SRC_FILE);
+	wc_cluster_merge(&s[5], &s[2], WC_SRC_ENV_KNOBS);
+	wc_cluster_merge(&s[5], &s[3], WC_SRC_PADDLE);
+	wc_cluster_merge(&s[5], &s[4], WC_SRC_TF_CONFIG);
+	wc_cluster_merge(&s[5], &s[0], WC_SRC_FLAGS);
+	rc = wc_cluster_finalize(&s[5], envp, err, errlen);
+	if (rc == 0)
+		memcpy(out, &s[5], sizeof(*out));
+out:
+	free(s);
+	return rc;
+}

@@ -1,0 +1,359 @@
+/*
+ * wc_config.c — the value parsers every configuration source shares (endpoints, booleans,
+ * numbers, enum names), plus init/merge of struct wc_cluster.
+ *
+ * Call chain: wc_flags_parse / wc_cfg_file_parse / wc_cfg_env_* -> wc_parse_* here; and
+ * wc_config_load -> wc_cluster_init, wc_cluster_merge. Start-up only.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "apps/common/wc_pvt.h"
+
+int wc_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err != NULL && errlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+int wc_read_text(const char *path, size_t max, char **out, char *err, size_t errlen)
+{
+	FILE *f;
+	char *buf;
+	size_t n;
+	int rc;
+
+	f = fopen(path, "rb");
+	if (f == NULL) {
+		rc = -errno;
+		return wc_errf(err, errlen, rc, "%s: cannot open: %s", path, strerror(-rc));
+	}
+	buf = malloc(max + 1);
+	if (buf == NULL) {
+		fclose(f);
+		return wc_errf(err, errlen, -ENOMEM, "%s: out of memory", path);
+	}
+	n = fread(buf, 1, max + 1, f);
+	rc = ferror(f) ? -EIO : 0;
+	fclose(f);
+	if (rc == 0 && n > max)
+		rc = wc_errf(err, errlen, -EFBIG, "%s: larger than %zu bytes", path, max);
+	else if (rc != 0)
+		wc_errf(err, errlen, rc, "%s: read error", path);
+	if (rc != 0) {
+		free(buf);
+		return rc;
+	}
+	buf[n] = '\0';
+	if (strlen(buf) != n) {
+		free(buf);
+		return wc_errf(err, errlen, -EINVAL, "%s: contains a NUL byte; expected text", path);
+	}
+	*out = buf;
+	return 0;
+}
+
+const char *wc_env_get(char *const envp[], const char *name)
+{
+	size_t len = strlen(name);
+
+	if (envp == NULL)
+		return NULL;
+	for (; *envp != NULL; envp++)
+		if (strncmp(*envp, name, len) == 0 && (*envp)[len] == '=')
+			return *envp + len + 1;
+	return NULL;
+}
+
+/* Host names and IPv4 literals: letters, digits, '.', '-', '_'. */
+static int host_ok(const char *s, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len >= WC_HOST_LEN)
+		return 0;
+	for (i = 0; i < len; i++) {
+		char ch = s[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		      ch == '.' || ch == '-' || ch == '_'))
+			return 0;
+	}
+	return 1;
+}
+
+int wc_parse_endpoint(const char *s, size_t len, bool port_optional, struct wc_endpoint *out,
+		      const char *what, char *err, size_t errlen)
+{
+	const char *colon = memchr(s, ':', len);
+	size_t hlen = colon != NULL ? (size_t)(colon - s) : len;
+	unsigned long port = 0;
+	size_t i;
+
+	if (colon == NULL && !port_optional)
+		goto bad;
+	if (!host_ok(s, hlen))
+		goto bad;
+	if (colon != NULL) {
+		const char *p = colon + 1;
+		size_t plen = len - hlen - 1;
+		if (plen == 0 || plen > 5)
+			goto bad;
+		for (i = 0; i < plen; i++) {
+			if (p[i] < '0' || p[i] > '9')
+				goto bad;
+			port = port * 10 + (unsigned long)(p[i] - '0');
+		}
+		if (port == 0 || port > 65535)
+			goto bad;
+	}
+	memcpy(out->host, s, hlen);
+	out->host[hlen] = '\0';
+	out->port = (uint16_t)port;
+	return 0;
+bad:
+	return wc_errf(err, errlen, -EINVAL, "%s: '%.*s' is not an endpoint; expected host:port%s "
+		       "(host: IPv4 or name, port 1..65535)", what, (int)(len > 200 ? 200 : len), s,
+		       port_optional ? " or host" : "");
+}
+
+int wc_parse_endpoint_list(const char *s, struct wc_endpoint *out, unsigned max, unsigned *n,
+			   const char *what, char *err, size_t errlen)
+{
+	unsigned count = 0;
+	const char *p = s;
+	int rc;
+
+	for (;;) {
+		const char *end = strchr(p, ',');
+		size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+		char item[64];
+
+		while (len > 0 && (*p == ' ' || *p == '\t')) {
+			p++;
+			len--;
+		}
+		while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+			len--;
+		if (len == 0)
+			return wc_errf(err, errlen, -EINVAL, "%s: empty entry %u in '%s'; expected "
+				       "host:port[,host:port...]", what, count, s);
+		if (count == max)
+			return wc_errf(err, errlen, -E2BIG, "%s: more than %u endpoints", what, max);
+		snprintf(item, sizeof(item), "%s[%u]", what, count);
+		rc = wc_parse_endpoint(p, len, false, &out[count], item, err, errlen);
+		if (rc != 0)
+			return rc;
+		count++;
+		if (end == NULL)
+			break;
+		p = end + 1;
+	}
+	*n = count;
+	return 0;
+}
+
+int wc_parse_bool(const char *s, bool *out, const char *what, char *err, size_t errlen)
+{
+	if (strcmp(s, "True") == 0 || strcmp(s, "true") == 0 || strcmp(s, "1") == 0)
+		*out = true;
+	else if (strcmp(s, "False") == 0 || strcmp(s, "false") == 0 || strcmp(s, "0") == 0)
+		*out = false;
+	else
+		return wc_errf(err, errlen, -EINVAL, "%s: '%.64s' is not a boolean; expected "
+			       "True/False/true/false/1/0", what, s);
+	return 0;
+}
+
+int wc_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out, const char *what,
+		  char *err, size_t errlen)
+{
+	unsigned long long v = 0;
+	const char *p = s;
+
+	if (*p == '\0')
+		goto bad;
+	for (; *p != '\0'; p++) {
+		if (*p < '0' || *p > '9')
+			goto bad;
+		v = v * 10 + (unsigned)(*p - '0');
+		if (v > hi)
+			goto bad;
+	}
+	if (v < lo)
+		goto bad;
+	*out = (unsigned)v;
+	return 0;
+bad:
+	return wc_errf(err, errlen, -EINVAL, "%s: '%.64s' expected an integer in %u..%u", what, s,
+		       lo, hi);
+}
+
+int wc_parse_role(const char *s, enum wc_role *out, const char *what, char *err, size_t errlen)
+{
+	if (strcmp(s, "ps") == 0)
+		*out = WC_ROLE_PS;
+	else if (strcmp(s, "worker") == 0)
+		*out = WC_ROLE_WORKER;
+	else
+		return wc_errf(err, errlen, -EINVAL, "%s: '%.64s' expected ps or worker", what, s);
+	return 0;
+}
+
+int wc_parse_protocol(const char *s, enum wc_protocol *out, const char *what, char *err,
+		      size_t errlen)
+{
+	if (strcmp(s, "dpdk") == 0)
+		*out = WC_PROTO_DPDK;
+	else if (strcmp(s, "kernel") == 0)
+		*out = WC_PROTO_KERNEL;
+	else
+		return wc_errf(err, errlen, -EINVAL, "%s: '%.64s' expected dpdk or kernel", what, s);
+	return 0;
+}
+
+int wc_parse_mode(const char *s, enum wc_mode *out, const char *what, char *err, size_t errlen)
+{
+	if (strcmp(s, "sync") == 0)
+		*out = WC_MODE_SYNC;
+	else if (strcmp(s, "async") == 0)
+		*out = WC_MODE_ASYNC;
+	else if (strcmp(s, "geo") == 0)
+		*out = WC_MODE_GEO;
+	else
+		return wc_errf(err, errlen, -EINVAL, "%s: '%.64s' expected sync, async or geo", what, s);
+	return 0;
+}
+
+int wc_endpoint_ipv4(const struct wc_endpoint *ep, uint32_t *be_addr)
+{
+	struct in_addr a;
+
+	if (inet_pton(AF_INET, ep->host, &a) != 1)
+		return -EINVAL;
+	*be_addr = a.s_addr;
+	return 0;
+}
+
+void wc_endpoint_format(const struct wc_endpoint *ep, char *buf, size_t len)
+{
+	if (ep->port != 0)
+		snprintf(buf, len, "%s:%u", ep->host, ep->port);
+	else
+		snprintf(buf, len, "%s", ep->host);
+}
+
+bool wc_endpoint_equal(const struct wc_endpoint *a, const struct wc_endpoint *b)
+{
+	return a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+const char *wc_role_name(enum wc_role r)
+{
+	return r == WC_ROLE_PS ? "ps" : r == WC_ROLE_WORKER ? "worker" : "unset";
+}
+
+const char *wc_protocol_name(enum wc_protocol p)
+{
+	return p == WC_PROTO_KERNEL ? "kernel" : "dpdk";
+}
+
+const char *wc_mode_name(enum wc_mode m)
+{
+	return m == WC_MODE_ASYNC ? "async" : m == WC_MODE_GEO ? "geo" : "sync";
+}
+
+const char *wc_source_name(enum wc_source s)
+{
+	static const char *const names[WC_SRC_COUNT] = {
+		"default", "config file", "environment", "Paddle environment", "TF_CONFIG", "flags",
+	};
+
+	return (unsigned)s < WC_SRC_COUNT ? names[s] : "?";
+}
+
+void wc_cluster_init(struct wc_cluster *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->protocol = WC_PROTO_DPDK;
+	c->fuse_max_bytes = WC_DEF_FUSE_MAX_BYTES;
+	c->fuse_max_msgs = WC_DEF_FUSE_MAX_MSGS;
+	c->fuse_flush_us = WC_DEF_FUSE_FLUSH_US;
+	c->mode = WC_MODE_SYNC;
+	c->geo_k = WC_DEF_GEO_K;
+	c->wait_timeout_s = WC_DEF_WAIT_TIMEOUT_S;
+	c->retry_interval_s = WC_DEF_RETRY_INTERVAL_S;
+	/* DeepRec: "not pinned by default", polling off by default. */
+	c->ps_net.disable_pin_cores = true;
+	c->worker_net.disable_pin_cores = true;
+}
+
+static void merge_lists(struct wc_cluster *d, const struct wc_cluster *s)
+{
+	if (wc_has(s, WC_F_PS)) {
+		d->n_ps = s->n_ps;
+		memcpy(d->ps, s->ps, s->n_ps * sizeof(s->ps[0]));
+	}
+	if (wc_has(s, WC_F_WORKERS)) {
+		d->n_worker_addrs = s->n_worker_addrs;
+		memcpy(d->worker, s->worker, s->n_worker_addrs * sizeof(s->worker[0]));
+	}
+	if (wc_has(s, WC_F_DATA_ADDR)) {
+		d->self_data = s->self_data;
+		d->have_self_data = true;
+	}
+	if (wc_has(s, WC_F_EPMAP))
+		memcpy(d->endpoint_map, s->endpoint_map, sizeof(d->endpoint_map));
+	if (wc_has(s, WC_F_CONFIG_PATH))
+		memcpy(d->config_path, s->config_path, sizeof(d->config_path));
+}
+
+void wc_cluster_merge(struct wc_cluster *d, const struct wc_cluster *s, enum wc_source kind)
+{
+	unsigned f;
+
+/* One line per scalar field keeps the field-to-bit pairing visible. */
+#define WC_COPY(bit, field) do { if (wc_has(s, bit)) d->field = s->field; } while (0)
+	WC_COPY(WC_F_ROLE, role);
+	WC_COPY(WC_F_TASK_INDEX, task_index);
+	WC_COPY(WC_F_NUM_WORKERS, n_workers);
+	WC_COPY(WC_F_PROTOCOL, protocol);
+	WC_COPY(WC_F_TENSOR_FUSE, tensor_fuse);
+	WC_COPY(WC_F_FUSE_MAX_BYTES, fuse_max_bytes);
+	WC_COPY(WC_F_FUSE_MAX_MSGS, fuse_max_msgs);
+	WC_COPY(WC_F_FUSE_FLUSH_US, fuse_flush_us);
+	WC_COPY(WC_F_MODE, mode);
+	WC_COPY(WC_F_GEO_K, geo_k);
+	WC_COPY(WC_F_WAIT_TIMEOUT, wait_timeout_s);
+	WC_COPY(WC_F_RETRY_INTERVAL, retry_interval_s);
+	WC_COPY(WC_F_PS_CORES, ps_net.core_number);
+	WC_COPY(WC_F_WORKER_CORES, worker_net.core_number);
+	WC_COPY(WC_F_PS_POLLING, ps_net.enable_polling);
+	WC_COPY(WC_F_WORKER_POLLING, worker_net.enable_polling);
+	WC_COPY(WC_F_PS_DISABLE_PIN, ps_net.disable_pin_cores);
+	WC_COPY(WC_F_WORKER_DISABLE_PIN, worker_net.disable_pin_cores);
+#undef WC_COPY
+	merge_lists(d, s);
+	for (f = 0; f < WC_F_COUNT; f++)
+		if (wc_has(s, f))
+			d->origin[f] = (uint8_t)kind;
+	d->set |= s->set;
+}
+
+/* Is path a directory?  DeepRec's TF_SEASTAR_ENDPOINT_MAP_PATH names one. */
+int wc_is_dir(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}

@@ -1,0 +1,261 @@
+/*
+ * wc_config.h — one cluster description for every wharf executable, gathered from the
+ * sources DeepRec and Paddle users already configure jobs with.
+ *
+ * Call chain: main() of psd/train/ctl -> wc_config_load() -> (wc_flags_parse, wc_cfg_file_load,
+ * wc_cfg_env_paddle, wc_cfg_env_knobs, wc_cfg_env_tfconfig, wc_epmap_load) -> wc_cluster_finalize.
+ * The executables then hand struct wc_cluster's fields to dpdk_net/transport/fuse/ps_core.
+ * Nothing here runs on a hot path; it runs once at start-up.
+ *
+ * Precedence, highest first:  flags > TF_CONFIG > Paddle variables > DeepRec knob variables
+ * > JSON file (--config) > defaults. Each source fills only what it names; a field keeps the
+ * value of the highest source that set it (struct wc_cluster.origin tells which).
+ *
+ * Errors: every function that reads outside input takes (char *err, size_t errlen) and on
+ * failure writes one line naming the source (file:line[:col], JSON key path, variable name or
+ * flag) and what was expected, then returns -errno (-EINVAL for bad values, -ENOENT for a
+ * missing file, -ENOMEM, -E2BIG for too many entries). Nothing aborts; a failed call leaves
+ * the caller's struct as it was.
+ *
+ * Knob table (the README copies it):
+ *
+ * | knob (flag / JSON key / env)                                   | default              | meaning
+ * |----------------------------------------------------------------|----------------------|---------
+ * | --role / task.type / TF_CONFIG task.type / TRAINING_ROLE        | none (required)      | ps | worker (TF "chief" = worker 0; Paddle PSERVER | TRAINER)
+ * | --task-index / task.index / TF_CONFIG task.index / PADDLE_TRAINER_ID | 0             | index among the nodes of that role; a Paddle PSERVER finds its index as POD_IP:PADDLE_PORT in the list
+ * | --ps / cluster.ps / TF_CONFIG cluster.ps / PADDLE_PSERVERS_IP_PORT_LIST | none (required) | PS control endpoints ip:port, comma separated on flags/env
+ * | --workers / cluster.worker / TF_CONFIG cluster.worker (+chief) / PADDLE_TRAINER_ENDPOINTS | none | worker control endpoints (Paddle gives only the count)
+ * | --num-workers / - / - / PADDLE_TRAINERS_NUM                     | len(workers)         | number of workers (needed when their endpoints are unknown)
+ * | --data-addr / data_addr / - / -                                 | from .endpoint_map   | this node's own data-plane ip[:port], overrides the map
+ * | --endpoint-map / endpoint_map / TF_SEASTAR_ENDPOINT_MAP_PATH    | ./.endpoint_map      | control->data map; the env names a directory (DeepRec) or a file
+ * | --protocol / protocol / WHARF_PROTOCOL                          | dpdk                 | dpdk | kernel (kernel: data flows over the control address)
+ * | --tensor-fuse / tensor_fuse / WHARF_TENSOR_FUSE                 | false (as DeepRec)   | Send/Recv fusion on or off
+ * | --fuse-max-bytes / fuse.max_bytes / -                          | 8192                 | flush a fused frame at this many body bytes (256..1 MiB)
+ * | --fuse-max-msgs / fuse.max_msgs / -                            | 64                   | flush after this many sub-messages (1..4096)
+ * | --fuse-flush-us / fuse.flush_us / -                            | 20                   | flush a non-empty batch after this long (0..100000 us)
+ * | --mode / mode / WHARF_MODE                                      | sync                 | sync | async | geo (Paddle's three)
+ * | --geo-k / geo_k / WHARF_GEO_K                                   | 10                   | GEO: local steps between pushes (1..100000)
+ * | --wait-timeout / wait_timeout_s / WHARF_WAIT_TIMEOUT_S          | 60                   | seconds a worker waits for servers before giving up (1..86400)
+ * | --retry-interval / retry_interval_s / -                         | 3 (as Paddle)        | seconds between readiness retries (1..3600)
+ * | --ps-cores / net.ps.core_number / NETWORK_PS_CORE_NUMBER        | min(8, connections)  | PS network lcores; connections = number of workers
+ * | --worker-cores / net.worker.core_number / NETWORK_WORKER_CORE_NUMBER | min(2, connections) | worker network lcores; connections = number of PS
+ * | --ps-polling / net.ps.enable_polling / PS_ENABLE_POLLING        | false                | PS lcores spin (true) or sleep/interrupt when idle
+ * | --worker-polling / net.worker.enable_polling / WORKER_ENABLE_POLLING | false           | same for workers
+ * | --ps-disable-pin / net.ps.disable_pin_cores / PS_DISABLE_PIN_CORES | true (DeepRec: no pinning) | do not pin PS network lcores
+ * | --worker-disable-pin / net.worker.disable_pin_cores / WORKER_DISABLE_PIN_CORES | true | same for workers
+ * | --config / - / -                                                | none                 | the JSON cluster file
+ *
+ * Booleans accept True/False/true/false/1/0 everywhere (JSON also true/false literals).
+ * Core numbers accept 1..128. Endpoints are host:port with port 1..65535; data endpoints
+ * for protocol=dpdk must be IPv4 literals.
+ */
+#ifndef WHARF_WC_CONFIG_H
+#define WHARF_WC_CONFIG_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define WC_MAX_NODES 256      /* per role */
+#define WC_HOST_LEN 64        /* host text incl. NUL */
+#define WC_PATH_LEN 512
+#define WC_MAX_CORES 128
+
+#define WC_DEF_FUSE_MAX_BYTES 8192u
+#define WC_DEF_FUSE_MAX_MSGS 64u
+#define WC_DEF_FUSE_FLUSH_US 20u
+#define WC_DEF_GEO_K 10u
+#define WC_DEF_WAIT_TIMEOUT_S 60u
+#define WC_DEF_RETRY_INTERVAL_S 3u
+#define WC_DEF_PS_CORE_CAP 8u
+#define WC_DEF_WORKER_CORE_CAP 2u
+
+enum wc_role { WC_ROLE_UNSET = 0, WC_ROLE_PS, WC_ROLE_WORKER };
+enum wc_protocol { WC_PROTO_DPDK = 0, WC_PROTO_KERNEL };
+enum wc_mode { WC_MODE_SYNC = 0, WC_MODE_ASYNC, WC_MODE_GEO };
+
+/* Where a field's value came from; higher value = higher precedence. */
+enum wc_source {
+	WC_SRC_DEFAULT = 0,
+	WC_SRC_FILE,
+	WC_SRC_ENV_KNOBS, /* DeepRec's tuning variables and WHARF_* */
+	WC_SRC_PADDLE,
+	WC_SRC_TF_CONFIG,
+	WC_SRC_FLAGS,
+	WC_SRC_COUNT
+};
+
+/* One field per bit, so a source can say exactly what it set. */
+enum wc_field {
+	WC_F_ROLE = 0,
+	WC_F_TASK_INDEX,
+	WC_F_PS,
+	WC_F_WORKERS,
+	WC_F_NUM_WORKERS,
+	WC_F_DATA_ADDR,
+	WC_F_EPMAP,
+	WC_F_PROTOCOL,
+	WC_F_TENSOR_FUSE,
+	WC_F_FUSE_MAX_BYTES,
+	WC_F_FUSE_MAX_MSGS,
+	WC_F_FUSE_FLUSH_US,
+	WC_F_MODE,
+	WC_F_GEO_K,
+	WC_F_WAIT_TIMEOUT,
+	WC_F_RETRY_INTERVAL,
+	WC_F_PS_CORES,
+	WC_F_WORKER_CORES,
+	WC_F_PS_POLLING,
+	WC_F_WORKER_POLLING,
+	WC_F_PS_DISABLE_PIN,
+	WC_F_WORKER_DISABLE_PIN,
+	WC_F_CONFIG_PATH,
+	WC_F_COUNT
+};
+
+struct wc_endpoint {
+	char host[WC_HOST_LEN];
+	uint16_t port; /* 0 only for a data address given without a port */
+};
+
+/* Per-role network knobs (DeepRec's names in the comments). */
+struct wc_net_knobs {
+	unsigned core_number;   /* NETWORK_{PS,WORKER}_CORE_NUMBER, 0 until finalized */
+	bool enable_polling;    /* {PS,WORKER}_ENABLE_POLLING */
+	bool disable_pin_cores; /* {PS,WORKER}_DISABLE_PIN_CORES */
+};
+
+struct wc_cluster {
+	enum wc_role role;
+	unsigned task_index;
+
+	unsigned n_ps;
+	unsigned n_workers;          /* count; may exceed n_worker_addrs (Paddle) */
+	unsigned n_worker_addrs;     /* 0 or n_workers after finalize */
+	struct wc_endpoint ps[WC_MAX_NODES];          /* control plane */
+	struct wc_endpoint worker[WC_MAX_NODES];      /* control plane */
+	struct wc_endpoint ps_data[WC_MAX_NODES];     /* data plane, filled by finalize */
+	struct wc_endpoint worker_data[WC_MAX_NODES]; /* data plane, where known */
+	struct wc_endpoint self_data;                 /* this node's data address */
+	bool have_self_data;
+
+	enum wc_protocol protocol;
+	bool tensor_fuse;
+	unsigned fuse_max_bytes;
+	unsigned fuse_max_msgs;
+	unsigned fuse_flush_us;
+
+	enum wc_mode mode;
+	unsigned geo_k;
+	unsigned wait_timeout_s;
+	unsigned retry_interval_s;
+
+	struct wc_net_knobs ps_net;
+	struct wc_net_knobs worker_net;
+
+	char endpoint_map[WC_PATH_LEN]; /* file path after finalize ("" = none found) */
+	char config_path[WC_PATH_LEN];
+
+	uint8_t origin[WC_F_COUNT]; /* enum wc_source per field */
+	uint32_t set;               /* bit per enum wc_field this struct's source set */
+};
+
+/* Environment lookup over an envp-style NULL-terminated array (pass `environ`). */
+const char *wc_env_get(char *const envp[], const char *name);
+
+/* Defaults for everything; role unset, no endpoints. */
+void wc_cluster_init(struct wc_cluster *c);
+
+/* Copy into dst each field src->set names, recording src_kind as its origin. */
+void wc_cluster_merge(struct wc_cluster *dst, const struct wc_cluster *src, enum wc_source src_kind);
+
+/*
+ * Resolve defaults that depend on other fields (core numbers from connection counts),
+ * load the endpoint map (envp for TF_SEASTAR_ENDPOINT_MAP_PATH) and fill the data endpoints,
+ * and check the whole: role, index range, counts, duplicates, ranges.
+ */
+int wc_cluster_finalize(struct wc_cluster *c, char *const envp[], char *err, size_t errlen);
+
+/* Application options merged into wc's getopt_long table. on_opt gets the option's val. */
+struct wc_app_opts {
+	const struct option *longopts; /* terminated by a zero entry; val must be >= 1000 */
+	const char *usage;             /* lines appended to wc_flags_usage() */
+	int (*on_opt)(void *ctx, int val, const char *arg, char *err, size_t errlen);
+	void *ctx;
+};
+
+/*
+ * Parse the app part of argv (after "--", argv[0] is the program name). Cluster flags go into
+ * *out (only fields named, out->set says which), app flags to app->on_opt (app may be NULL).
+ * *help is set when -h/--help was given. Non-option arguments are an error.
+ */
+int wc_flags_parse(int argc, char **argv, const struct wc_app_opts *app, struct wc_cluster *out,
+		   bool *help, char *err, size_t errlen);
+const char *wc_flags_usage(void);
+
+/* The JSON cluster file; syntax errors are reported as path:line:column. */
+int wc_cfg_file_load(const char *path, struct wc_cluster *out, char *err, size_t errlen);
+int wc_cfg_file_parse(const char *text, const char *name, struct wc_cluster *out, char *err,
+		      size_t errlen);
+
+/* TF_CONFIG (JSON text in the variable); nothing set when the variable is absent. */
+int wc_cfg_env_tfconfig(char *const envp[], struct wc_cluster *out, char *err, size_t errlen);
+/* Paddle's PADDLE_* / TRAINING_ROLE / POD_IP variables; nothing set when all are absent. */
+int wc_cfg_env_paddle(char *const envp[], struct wc_cluster *out, char *err, size_t errlen);
+/* DeepRec's tuning variables and WHARF_* (see the table). */
+int wc_cfg_env_knobs(char *const envp[], struct wc_cluster *out, char *err, size_t errlen);
+
+/* All sources in precedence order, then finalize. */
+int wc_config_load(int argc, char **argv, const struct wc_app_opts *app, char *const envp[],
+		   struct wc_cluster *out, bool *help, char *err, size_t errlen);
+
+/* ---- small parsers shared by the sources (exposed for tests and apps) ---- */
+
+/* "host:port" (port required unless port_optional). what names the source for errors. */
+int wc_parse_endpoint(const char *s, size_t len, bool port_optional, struct wc_endpoint *out,
+		      const char *what, char *err, size_t errlen);
+/* Comma-separated endpoints, empty items refused. */
+int wc_parse_endpoint_list(const char *s, struct wc_endpoint *out, unsigned max, unsigned *n,
+			   const char *what, char *err, size_t errlen);
+/* True/False/true/false/1/0. */
+int wc_parse_bool(const char *s, bool *out, const char *what, char *err, size_t errlen);
+/* Decimal in [lo, hi], whole string. */
+int wc_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out, const char *what,
+		  char *err, size_t errlen);
+int wc_parse_role(const char *s, enum wc_role *out, const char *what, char *err, size_t errlen);
+int wc_parse_protocol(const char *s, enum wc_protocol *out, const char *what, char *err,
+		      size_t errlen);
+int wc_parse_mode(const char *s, enum wc_mode *out, const char *what, char *err, size_t errlen);
+
+/* IPv4 literal of an endpoint in network byte order; -EINVAL for a host name. */
+int wc_endpoint_ipv4(const struct wc_endpoint *ep, uint32_t *be_addr);
+/* "host:port" into buf (always NUL-terminated). */
+void wc_endpoint_format(const struct wc_endpoint *ep, char *buf, size_t len);
+bool wc_endpoint_equal(const struct wc_endpoint *a, const struct wc_endpoint *b);
+
+const char *wc_role_name(enum wc_role r);
+const char *wc_protocol_name(enum wc_protocol p);
+const char *wc_mode_name(enum wc_mode m);
+const char *wc_source_name(enum wc_source s);
+
+/* ---- .endpoint_map ---- */
+
+struct wc_epmap_entry {
+	struct wc_endpoint control;
+	struct wc_endpoint data;
+	unsigned line;
+};
+
+struct wc_epmap {
+	unsigned n;
+	struct wc_epmap_entry e[2 * WC_MAX_NODES];
+};
+
+/* Parse map text; name is used in "name:line: ..." errors. Duplicate control keys refused. */
+int wc_epmap_parse(const char *text, const char *name, struct wc_epmap *out, char *err,
+		   size_t errlen);
+int wc_epmap_load(const char *path, struct wc_epmap *out, char *err, size_t errlen);
+const struct wc_endpoint *wc_epmap_lookup(const struct wc_epmap *m, const struct wc_endpoint *control);
+
+#endif
