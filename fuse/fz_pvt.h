@@ -19,6 +19,10 @@
 #define FZ_P_DIM       0x20u
 #define FZ_P_RESERVED  0xc0u
 
+/* type + present + body_len(5) + flags(3) + aux(3) + table_id(5) + req delta(10) +
+ * key_count(5) + dim(5): the unpacker relies on no valid sub-header being longer. */
+_Static_assert(FZ_SUB_HDR_MAX == 2 + 5 + 3 + 3 + 5 + 10 + 5 + 5, "sub-header bound");
+
 static inline bool fz_type_is_fuse(uint8_t type)
 {
 	return type >= TL_TYPE_FUSE_MIN && type <= TL_TYPE_FUSE_MAX;

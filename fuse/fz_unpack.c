@@ -57,18 +57,20 @@ const struct fz_rx_stats *fz_rx_stats(const struct fz_rx *rx)
 	return &rx->stats;
 }
 
-/* Returns the next byte, or -1 at the end of the body. */
-static int fz_cur_byte(struct fz_cur *c)
+/* Copies the next n bytes (n <= end - pos) to dst without moving c. */
+static void fz_cur_peek(const struct fz_cur *c, uint8_t *dst, uint32_t n)
 {
-	if (c->pos >= c->end)
-		return -1;
-	/* pos < end <= sum of piece lengths, so a non-empty piece lies ahead. */
-	while (c->o >= c->iov[c->i].len) {
-		c->i++;
-		c->o = 0;
+	uint32_t i = c->i, o = c->o;
+
+	while (n > 0) {
+		uint32_t avail = c->iov[i].len - o;
+		uint32_t take = avail < n ? avail : n;
+		memcpy(dst, c->iov[i].base + o, take);
+		dst += take;
+		n -= take;
+		i++;
+		o = 0;
 	}
-	c->pos++;
-	return c->iov[c->i].base[c->o++];
 }
 
 /* Advances n bytes; the caller checked n <= end - pos. */
@@ -108,28 +110,34 @@ static uint32_t fz_cur_views(const struct fz_cur *c, uint32_t n, struct tl_iov *
 }
 
 /*
- * Reads a minimal LEB128 of at most max_bytes whose value is at most max. Returns 0,
- * 1 when the body ended inside it, -1 when it is malformed.
+ * Reads a minimal LEB128 of at most max_bytes whose value is at most max from p[*n..lim),
+ * advancing *n. Returns 0, 1 when lim came first, -1 when it is malformed.
  */
-static int fz_cur_varint(struct fz_cur *c, uint32_t max_bytes, uint64_t max, uint64_t *out)
+static inline int fz_varint_get(const uint8_t *p, uint32_t lim, uint32_t *n,
+				uint32_t max_bytes, uint64_t max, uint64_t *out)
 {
 	uint64_t v = 0;
-	uint32_t n;
-	int b = 0;
+	uint32_t k;
+	uint8_t b = 0;
 
-	for (n = 0; n < max_bytes; n++) {
-		b = fz_cur_byte(c);
-		if (b < 0)
+	/* Most fields are under 128: one byte, always within every field's range. */
+	if (*n < lim && p[*n] < 0x80) {
+		*out = p[(*n)++];
+		return 0;
+	}
+	for (k = 0; k < max_bytes; k++) {
+		if (*n >= lim)
 			return 1;
-		v |= (uint64_t)(b & 0x7f) << (7 * n);
+		b = p[(*n)++];
+		v |= (uint64_t)(b & 0x7f) << (7 * k);
 		if (!(b & 0x80))
 			break;
 	}
-	if (n == max_bytes)
+	if (k == max_bytes)
 		return -1;                  /* still continuing past the field's width */
-	if (n > 0 && b == 0)
+	if (k > 0 && b == 0)
 		return -1;                  /* non-minimal: a trailing zero group */
-	if (n == 9 && b > 1)
+	if (k == 9 && b > 1)
 		return -1;                  /* bits past 64 */
 	if (v > max)
 		return -1;
@@ -143,7 +151,7 @@ struct fz_field {
 	uint64_t max;
 };
 
-/* The optional fields in wire order (fz.h). */
+/* The optional fields in wire order (fz.h); entry k is bit k of "present". */
 static const struct fz_field fz_fields[] = {
 	{ FZ_P_FLAGS, 3, UINT16_MAX },
 	{ FZ_P_AUX, 3, UINT16_MAX },
@@ -166,47 +174,79 @@ static void fz_hdr_set_field(struct tl_msg_hdr *h, uint8_t bit, uint64_t v, uint
 }
 
 /*
- * Parses one sub-header at c into h (absent fields zero) and checks that its body fits.
- * Returns NULL, or the reason it does not add up. On success c sits at the body.
+ * Parses the sub-header at p[0..avail) into h (absent fields zero); *used gets its length.
+ * avail is what is left of the body, capped at FZ_SUB_HDR_MAX (no valid header is
+ * longer). Returns NULL, or the reason it does not add up.
  */
-static const char *fz_sub_parse(struct fz_cur *c, uint64_t *prev_req, struct tl_msg_hdr *h)
+static const char *fz_sub_hdr_get(const uint8_t *p, uint32_t avail, uint64_t *prev_req,
+				  struct tl_msg_hdr *h, uint32_t *used)
 {
-	static const char *const truncated = "truncated sub-header";
+	const char *overrun = avail < FZ_SUB_HDR_MAX ? "truncated sub-header"
+						     : "malformed sub-header field";
+	uint32_t n = 2;
 	uint64_t v;
-	int type, present, rc;
+	uint8_t present, bits;
 	size_t k;
+	int rc;
 
-	if (c->pos == c->end)
-		return "count larger than the sub-messages present";
-	type = fz_cur_byte(c);
-	present = fz_cur_byte(c);
-	if (present < 0)
-		return truncated;
-	if (type == 0)
+	if (avail < 2)
+		return "truncated sub-header";
+	if (p[0] == 0)
 		return "sub-message of type 0";
-	if (fz_type_is_fuse((uint8_t)type))
+	if (fz_type_is_fuse(p[0]))
 		return "nested fused frame";
+	present = p[1];
 	if (present & FZ_P_RESERVED)
 		return "reserved bits set in a sub-header";
 	memset(h, 0, sizeof(*h));
 	h->magic = TL_MSG_MAGIC;
 	h->version = TL_MSG_VERSION;
-	h->type = (uint8_t)type;
+	h->type = p[0];
 	h->req_id = *prev_req;
-	rc = fz_cur_varint(c, 5, UINT32_MAX, &v);
+	rc = fz_varint_get(p, avail, &n, 5, UINT32_MAX, &v);
 	if (rc)
-		return rc > 0 ? truncated : "malformed sub-message length";
+		return rc > 0 ? overrun : "malformed sub-message length";
 	h->body_len = (uint32_t)v;
-	for (k = 0; k < sizeof(fz_fields) / sizeof(fz_fields[0]); k++) {
-		if (!(present & fz_fields[k].bit))
-			continue;
-		rc = fz_cur_varint(c, fz_fields[k].max_bytes, fz_fields[k].max, &v);
+	/* Visit only the fields present; bit k of "present" is fz_fields[k]. */
+	for (bits = present; bits; bits &= (uint8_t)(bits - 1)) {
+		k = (size_t)__builtin_ctz(bits);
+		rc = fz_varint_get(p, avail, &n, fz_fields[k].max_bytes, fz_fields[k].max, &v);
 		if (rc)
-			return rc > 0 ? truncated : "malformed sub-header field";
+			return rc > 0 ? overrun : "malformed sub-header field";
 		if (v == 0)
 			return "sub-header field marked present but zero";
 		fz_hdr_set_field(h, fz_fields[k].bit, v, prev_req);
 	}
+	*used = n;
+	return NULL;
+}
+
+/*
+ * Parses one sub-header at c and checks that its body fits. Returns NULL, or the reason
+ * it does not add up. On success c sits at the body and *prev_req is this req_id.
+ */
+static const char *fz_sub_parse(struct fz_cur *c, uint64_t *prev_req, struct tl_msg_hdr *h)
+{
+	uint8_t scratch[FZ_SUB_HDR_MAX];
+	const uint8_t *p;
+	uint32_t avail = c->end - c->pos, used = 0;
+	const char *why;
+
+	if (avail == 0)
+		return "count larger than the sub-messages present";
+	if (avail > FZ_SUB_HDR_MAX)
+		avail = FZ_SUB_HDR_MAX;
+	/* The common case: the header lies within one piece, read it in place. */
+	if (c->iov[c->i].len - c->o >= avail) {
+		p = c->iov[c->i].base + c->o;
+	} else {
+		fz_cur_peek(c, scratch, avail);
+		p = scratch;
+	}
+	why = fz_sub_hdr_get(p, avail, prev_req, h, &used);
+	if (why)
+		return why;
+	fz_cur_skip(c, used);
 	if (h->body_len > c->end - c->pos)
 		return "sub-message length past the end of the frame";
 	*prev_req = h->req_id;
