@@ -1,0 +1,293 @@
+/*
+ * ps.h — the parameter server engine: tables, shards, optimizers, modes, checkpoints,
+ * the server request handler and the worker-side client. The one public header of ps_core.
+ *
+ * Call chain (server):  transport/fuse hand up a message as a struct tl_msg_view
+ *   -> ps_handle() (validate everything, split keys by shard, nothing applied on refusal)
+ *   -> shard ops, run by the shard's owner lcore (directly, or over an SPSC rte_ring)
+ *   -> reply written into the caller's struct ps_reply.
+ * Call chain (worker):  ps_client_pull()/push() encode one message per server into the
+ *   caller's struct ps_msgbuf array -> the network glue sends them -> it hands each reply
+ *   to ps_client_on_reply() -> completion callback.
+ *
+ * ps_core never sees DPDK ethdev or sockets; everything here is testable in one process.
+ */
+#ifndef WHARF_PS_H
+#define WHARF_PS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/tl_wire.h"
+
+/*
+ * Message types. Every body is little-endian, no padding beyond what is shown. Header
+ * fields used by all PS messages: table_id, key_count, dim, aux = element type
+ * (PS_ELEM_F32, the only one accepted), req_id (a reply carries its request's id).
+ *
+ * PS_T_PULL           body: key_count x u64 key
+ * PS_T_PULL_R         body: key_count x dim x f32 values, in request key order
+ * PS_T_PUSH           body: u32 worker, u32 zero, u64 seq, key_count x u64 key,
+ *                           key_count x dim x f32 gradient (GEO mode: parameter delta)
+ * PS_T_PUSH_R         body: u64 seq, u32 applied (1) or duplicate (0), u32 zero
+ * PS_T_PUSH_PULL      body: as PS_T_PUSH; the reply carries the values after the apply
+ * PS_T_PUSH_PULL_R    body: key_count x dim x f32 values
+ * PS_T_DENSE_PULL     body: u64 first row (global row index); key_count = rows
+ * PS_T_DENSE_PULL_R   body: key_count x dim x f32
+ * PS_T_DENSE_PUSH     body: u32 worker, u32 zero, u64 seq, u64 first row,
+ *                           key_count x dim x f32 gradient
+ * PS_T_DENSE_PUSH_R   body: as PS_T_PUSH_R
+ * PS_T_BARRIER        body: u32 worker, u32 zero, u64 step. table_id, key_count, dim 0.
+ *                     Idempotent: resending it only asks again.
+ * PS_T_BARRIER_R      body: u64 step, u32 arrived, u32 workers, u32 done (1 when every
+ *                     worker reached the step and the summed gradients were applied), u32 0
+ * PS_T_GEO_PULL       body: u32 worker, u32 zero. Rows of table_id changed since that
+ *                     worker's last GEO pull.
+ * PS_T_GEO_PULL_R     body: key_count records of (u64 key, dim x f32 values)
+ * PS_T_SAVE           body: UTF-8 path of the checkpoint file (no NUL). Control plane.
+ * PS_T_SAVE_R         body: u64 rows written
+ * PS_T_ERROR          body: i32 -errno, u32 PS_ERR_* kind, UTF-8 text naming the problem
+ */
+enum ps_msg_type {
+	PS_T_PULL = TL_TYPE_PS_MIN,
+	PS_T_PULL_R,
+	PS_T_PUSH,
+	PS_T_PUSH_R,
+	PS_T_PUSH_PULL,
+	PS_T_PUSH_PULL_R,
+	PS_T_DENSE_PULL,
+	PS_T_DENSE_PULL_R,
+	PS_T_DENSE_PUSH,
+	PS_T_DENSE_PUSH_R,
+	PS_T_BARRIER,
+	PS_T_BARRIER_R,
+	PS_T_GEO_PULL,
+	PS_T_GEO_PULL_R,
+	PS_T_SAVE,
+	PS_T_SAVE_R,
+	PS_T_ERROR = 63,
+};
+
+#define PS_ELEM_F32 1u
+
+/* What a PS_T_ERROR reply names. */
+enum ps_err_kind {
+	PS_ERR_BAD_TYPE = 1,   /* unknown message type or element type */
+	PS_ERR_UNKNOWN_TABLE,  /* table_id not configured, or wrong kind for the op */
+	PS_ERR_WRONG_DIM,      /* dim differs from the table's */
+	PS_ERR_BAD_LENGTH,     /* key_count and body_len do not add up, or too many keys */
+	PS_ERR_NOT_FINITE,     /* a gradient is NaN or infinite */
+	PS_ERR_BAD_WORKER,     /* worker id out of range */
+	PS_ERR_WRONG_SERVER,   /* a key or row that this server does not own */
+	PS_ERR_BAD_MODE,       /* op not valid in the server's mode */
+	PS_ERR_NO_SPACE,       /* reply does not fit, or memory ran out before applying */
+	PS_ERR_IO,             /* checkpoint save failed */
+};
+
+enum ps_mode { PS_MODE_ASYNC = 0, PS_MODE_SYNC, PS_MODE_GEO };
+enum ps_table_kind { PS_TABLE_SPARSE = 0, PS_TABLE_DENSE };
+enum ps_optim_kind { PS_OPT_SGD = 0, PS_OPT_ADAGRAD, PS_OPT_ADAM, PS_OPT_FTRL };
+enum ps_init_kind { PS_INIT_ZEROS = 0, PS_INIT_UNIFORM, PS_INIT_NORMAL };
+
+struct ps_optim_params {
+	float lr;            /* SGD, Adagrad, Adam; FTRL alpha */
+	float eps;           /* Adagrad, Adam */
+	float beta1, beta2;  /* Adam; FTRL: beta1 is FTRL's beta */
+	float l1, l2;        /* FTRL */
+	float init_accum;    /* Adagrad initial accumulator */
+};
+
+struct ps_table_config {
+	uint32_t id;
+	enum ps_table_kind kind;
+	uint32_t dim;
+	uint64_t dense_rows;     /* dense: global rows, split by range across servers */
+	enum ps_optim_kind optim;
+	struct ps_optim_params op;
+	enum ps_init_kind init;
+	float init_a, init_b;    /* uniform [a, b) or normal (mean a, stddev b) */
+	uint64_t seed;           /* initializer seed; a row's init depends on (seed, key) only */
+};
+
+/* Per-row optimizer state floats, as a multiple of dim plus a constant. */
+uint32_t ps_optim_state_floats(enum ps_optim_kind k, uint32_t dim);
+
+/* Routing: independent hashes, stable across processes. */
+uint32_t ps_key_server(uint64_t key, uint32_t n_servers);
+uint32_t ps_key_shard(uint64_t key, uint32_t n_shards);
+/* Dense rows [first, last) of server s out of n for a table of `rows` rows. */
+void ps_dense_range(uint64_t rows, uint32_t s, uint32_t n, uint64_t *first, uint64_t *last);
+
+/* ---------------------------------------------------------------- server */
+
+struct ps_server_config {
+	uint32_t server_id, n_servers;
+	uint32_t n_shards;        /* shard s is owned by lcore slot s % n_lcores */
+	uint32_t n_lcores;        /* handler contexts that will exist (1 for a single loop) */
+	uint32_t n_workers;       /* sync barrier size; upper bound of worker ids */
+	enum ps_mode mode;
+	uint32_t max_keys;        /* per request; 0 means 65536 */
+	uint32_t ring_size;       /* per (lcore -> lcore) SPSC ring; 0 means 1024 */
+	const int *lcore_numa;    /* NUMA node per lcore slot, or NULL: node of the creator */
+	const struct ps_table_config *tables;
+	uint32_t n_tables;
+};
+
+struct ps_server;
+struct ps_handler;
+
+/* Builds every shard and table. Returns 0 or -EINVAL (message in err), -ENOMEM. */
+int ps_server_create(const struct ps_server_config *cfg, struct ps_server **out,
+		     char *err, size_t errlen);
+void ps_server_destroy(struct ps_server *s);
+
+/*
+ * One handler per lcore slot: its scratch, its inbound rings, the shards it owns. A
+ * handler is used by exactly one thread. ps_handler_create is not on the hot path.
+ */
+int ps_handler_create(struct ps_server *s, uint32_t lcore_slot, struct ps_handler **out);
+void ps_handler_destroy(struct ps_handler *h);
+
+/* Caller-supplied reply storage: the handler writes header + body into buf. */
+struct ps_reply {
+	uint8_t *buf;
+	uint32_t cap;
+	uint32_t len;
+};
+
+/*
+ * Handles one request. Always produces a reply (the answer, or a PS_T_ERROR naming the
+ * problem) unless rep->cap is below TL_MSG_HDR_LEN + 64 (then -ENOBUFS, nothing applied).
+ * Returns 0 when the request was applied/answered, or the -errno that the error reply
+ * carries. A refused request changed nothing. The request's views are only read during
+ * the call. Shards of other lcores are reached over rings; while waiting for them this
+ * handler keeps serving its own inbound rings, so two handlers never deadlock.
+ */
+int ps_handle(struct ps_handler *h, const struct tl_msg_view *req, struct ps_reply *rep);
+
+/* Serves requests that other lcores queued for this lcore's shards. Returns ops run. */
+unsigned ps_handler_poll(struct ps_handler *h);
+
+/*
+ * Checkpoint: a consistent snapshot of all shards (values and optimizer state from the
+ * same moment per shard; each shard is copied by its owner between two ops, incrementally
+ * with copy-on-write so applies go on), written to path.tmp, CRC32C, fsync, rename.
+ * Called on one handler; other lcores must keep calling ps_handler_poll meanwhile.
+ */
+int ps_save(struct ps_handler *h, const char *path, uint64_t *rows_out, char *err, size_t errlen);
+/*
+ * Restore into a server that has not served yet (all tables empty), from the handler of
+ * lcore slot 0 with no other handler running. Refuses (-EBADMSG/-EINVAL/-EIO, message in
+ * err, nothing loaded) a damaged, truncated or mismatched file.
+ */
+int ps_load(struct ps_handler *h, const char *path, char *err, size_t errlen);
+
+/* Introspection for tests and benchmarks. */
+struct ps_table_stats {
+	uint64_t rows;
+	uint64_t bytes;      /* slots + row storage, all shards */
+};
+int ps_server_table_stats(struct ps_server *s, uint32_t table_id, struct ps_table_stats *st);
+
+/* ---------------------------------------------------------------- client */
+
+struct ps_client_config {
+	uint32_t worker_id;
+	uint32_t n_servers;
+	uint32_t max_inflight;  /* requests in flight; 0 means 64 */
+	uint32_t max_keys;      /* per request; 0 means 65536 */
+};
+
+/* One encoded message per server. len == 0 means nothing to send to that server. */
+struct ps_msgbuf {
+	uint8_t *buf;
+	uint32_t cap;
+	uint32_t len;
+};
+
+/* status: 0, or the -errno of the first error reply; info: see each call. */
+typedef void ps_done_fn(void *arg, int status);
+
+struct ps_client;
+
+int ps_client_create(const struct ps_client_config *cfg, struct ps_client **out);
+void ps_client_destroy(struct ps_client *c);
+
+/*
+ * Each call below routes keys to servers (ps_key_server), encodes one message per
+ * server into msgs[0..n_servers) (caller storage; returns -ENOBUFS if one does not fit,
+ * -EAGAIN if max_inflight requests are outstanding, nothing recorded on failure), and
+ * records the request. keys/grads are only read during the call (push messages are kept
+ * as encoded copies until acknowledged, for resending); out must stay valid until done
+ * runs. done runs from ps_client_on_reply once every server has answered.
+ */
+int ps_client_pull(struct ps_client *c, uint32_t table, uint32_t dim, const uint64_t *keys,
+		   uint32_t n, float *out, ps_done_fn *done, void *arg, struct ps_msgbuf *msgs);
+int ps_client_push(struct ps_client *c, uint32_t table, uint32_t dim, const uint64_t *keys,
+		   uint32_t n, const float *grads, ps_done_fn *done, void *arg,
+		   struct ps_msgbuf *msgs);
+/* Push, then the values after the apply into out (may be NULL for a plain push). */
+int ps_client_push_pull(struct ps_client *c, uint32_t table, uint32_t dim, const uint64_t *keys,
+			uint32_t n, const float *grads, float *out, ps_done_fn *done, void *arg,
+			struct ps_msgbuf *msgs);
+/* Dense rows [first, first+rows) of a table of total_rows rows. */
+int ps_client_dense_pull(struct ps_client *c, uint32_t table, uint32_t dim, uint64_t total_rows,
+			 uint64_t first, uint32_t rows, float *out, ps_done_fn *done, void *arg,
+			 struct ps_msgbuf *msgs);
+int ps_client_dense_push(struct ps_client *c, uint32_t table, uint32_t dim, uint64_t total_rows,
+			 uint64_t first, uint32_t rows, const float *grads, ps_done_fn *done,
+			 void *arg, struct ps_msgbuf *msgs);
+/* Sync mode: *done_out (read after done runs) is true when the step completed. */
+int ps_client_barrier(struct ps_client *c, uint64_t step, bool *done_out, ps_done_fn *done,
+		      void *arg, struct ps_msgbuf *msgs);
+/*
+ * GEO: rows changed since this worker's last GEO pull. Each (key, row) of every reply
+ * is handed to row_fn during ps_client_on_reply (the row points into the reply: copy it).
+ */
+typedef void ps_geo_row_fn(void *arg, uint64_t key, const float *row, uint32_t dim);
+int ps_client_geo_pull(struct ps_client *c, uint32_t table, uint32_t dim, ps_geo_row_fn *row_fn,
+		       void *row_arg, ps_done_fn *done, void *arg, struct ps_msgbuf *msgs);
+
+/*
+ * Hands one reply from `server` to the client. Returns 0, or -ENOENT for a reply that
+ * matches no outstanding request (e.g. the answer to a resent push that was already
+ * answered: harmless), -EBADMSG for a reply whose length does not add up.
+ */
+int ps_client_on_reply(struct ps_client *c, uint32_t server, const struct tl_msg_view *rep);
+
+/*
+ * After a reconnect to `server`: calls fn for every push to it not yet acknowledged, oldest
+ * first, with the exact bytes to send again (valid during the call). Returns the count.
+ */
+typedef void ps_resend_fn(void *arg, const uint8_t *msg, uint32_t len);
+uint32_t ps_client_resend(struct ps_client *c, uint32_t server, ps_resend_fn *fn, void *arg);
+
+/* Requests still waiting for replies. */
+uint32_t ps_client_inflight(const struct ps_client *c);
+
+/* ---------------------------------------------------------------- roles */
+
+enum ps_role_kind { PS_ROLE_WORKER = 0, PS_ROLE_SERVER };
+
+/* After Paddle's fleet role maker; filled by ps_role_from_env or by apps/common. */
+struct ps_role {
+	enum ps_role_kind kind;
+	uint32_t id;        /* trainer id or server index */
+	uint32_t n_workers; /* PADDLE_TRAINERS_NUM */
+	uint32_t n_servers; /* entries of PADDLE_PSERVERS_IP_PORT_LIST */
+};
+
+/*
+ * Reads TRAINING_ROLE (TRAINER | PSERVER), PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM,
+ * PADDLE_PSERVERS_IP_PORT_LIST and, for a server, POD_IP + PADDLE_PORT (its index in the
+ * list). Returns 0 or -EINVAL with the variable and value named in err.
+ */
+int ps_role_from_env(struct ps_role *r, char *err, size_t errlen);
+static inline bool ps_role_is_server(const struct ps_role *r) { return r->kind == PS_ROLE_SERVER; }
+static inline bool ps_role_is_worker(const struct ps_role *r) { return r->kind == PS_ROLE_WORKER; }
+/* Fills the role-derived fields of a server or client config. */
+int ps_role_server_config(const struct ps_role *r, struct ps_server_config *cfg);
+int ps_role_client_config(const struct ps_role *r, struct ps_client_config *cfg);
+
+#endif /* WHARF_PS_H */

@@ -1,0 +1,433 @@
+/*
+ * ps_ckpt.c — checkpoints. ps_save asks every shard's owner for a copy-on-write snapshot
+ * (ps_shard.c: values and optimizer state of every row from one moment, copied between
+ * ops so applies go on), then writes them to <path>.tmp, appends a CRC32C, fsyncs, renames
+ * onto path and fsyncs the directory. ps_load checks everything before loading anything.
+ * Control plane: called from ps_handle (PS_T_SAVE) or by the server's owner (psd).
+ *
+ * File (little-endian):
+ *   header   8 "WHFCKPT1", u32 version 1, u32 n_tables, u32 server_id, u32 n_servers,
+ *            u32 mode, u32 0
+ *   tables   per table: u32 id, u32 kind, u32 dim, u32 optim, u32 state floats, u32 0,
+ *            u64 rows in file, u64 dense_rows
+ *   rows     per table, per row: u64 key, (dim + state) x f32
+ *   trailer  u64 bytes before the trailer, u32 CRC32C of those bytes, u32 0
+ * The sync mode's per-step gradient sums are not saved: save between steps.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <rte_hash_crc.h>
+
+#include "ps_core/ps_pvt.h"
+
+#define CK_MAGIC "WHFCKPT1"
+#define CK_VERSION 1u
+#define CK_HDR 32u
+#define CK_TDESC 40u
+#define CK_TRAILER 16u
+
+struct ck_out {
+	int fd;
+	uint8_t *buf;
+	size_t len, cap;
+	uint64_t total;
+	uint32_t crc;
+	int err;
+};
+
+static void ck_flush(struct ck_out *o)
+{
+	size_t off = 0;
+
+	while (!o->err && off < o->len) {
+		ssize_t w = write(o->fd, o->buf + off, o->len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			o->err = w < 0 ? -errno : -EIO;
+		else
+			off += (size_t)w;
+	}
+	o->len = 0;
+}
+
+static void ck_put(struct ck_out *o, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	o->crc = rte_hash_crc(p, (uint32_t)n, o->crc);
+	o->total += n;
+	while (n) {
+		size_t m = o->cap - o->len < n ? o->cap - o->len : n;
+		memcpy(o->buf + o->len, b, m);
+		o->len += m;
+		b += m;
+		n -= m;
+		if (o->len == o->cap)
+			ck_flush(o);
+	}
+}
+
+static void ck_u32(struct ck_out *o, uint32_t v) { uint8_t b[4]; tl_st32(b, v); ck_put(o, b, 4); }
+static void ck_u64(struct ck_out *o, uint64_t v) { uint8_t b[8]; tl_st64(b, v); ck_put(o, b, 8); }
+
+static uint64_t snap_rows(struct ps_server *s, struct ps_snap **snaps, uint32_t t)
+{
+	uint64_t n = 0;
+	uint32_t i;
+
+	for (i = 0; i < s->cfg.n_shards; i++)
+		n += snaps[i]->t[t].n_rows;
+	return n;
+}
+
+static void write_body(struct ck_out *o, struct ps_server *s, struct ps_snap **snaps, uint64_t *rows)
+{
+	uint32_t t, i, r, nt = s->cfg.n_tables;
+
+	ck_put(o, CK_MAGIC, 8);
+	ck_u32(o, CK_VERSION);
+	ck_u32(o, nt);
+	ck_u32(o, s->cfg.server_id);
+	ck_u32(o, s->cfg.n_servers);
+	ck_u32(o, s->cfg.mode);
+	ck_u32(o, 0);
+	for (t = 0; t < nt; t++) {
+		const struct ps_table_config *c = &s->tcfg[t];
+		ck_u32(o, c->id);
+		ck_u32(o, c->kind);
+		ck_u32(o, c->dim);
+		ck_u32(o, c->optim);
+		ck_u32(o, ps_optim_state_floats(c->optim, c->dim));
+		ck_u32(o, 0);
+		ck_u64(o, snap_rows(s, snaps, t));
+		ck_u64(o, c->kind == PS_TABLE_DENSE ? c->dense_rows : 0);
+	}
+	for (t = 0; t < nt; t++) {
+		const struct ps_table *tb = &s->shards[0].tables[t];
+		size_t fl = (size_t)tb->cfg.dim + tb->sfl;
+		for (i = 0; i < s->cfg.n_shards; i++) {
+			const struct ps_snap_table *st = &snaps[i]->t[t];
+			for (r = 0; r < st->n_rows; r++) {
+				const uint8_t *row = st->rows + (size_t)r * tb->stride;
+				ck_u64(o, ((const struct ps_row_meta *)row)->key);
+				ck_put(o, row + sizeof(struct ps_row_meta), fl * sizeof(float));
+			}
+			*rows += st->n_rows;
+		}
+	}
+}
+
+static int fsync_dir(const char *path)
+{
+	char *dup = strdup(path);
+	int fd, rc = 0;
+
+	if (!dup)
+		return -ENOMEM;
+	fd = open(dirname(dup), O_RDONLY | O_DIRECTORY);
+	if (fd < 0 || fsync(fd) < 0)
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	free(dup);
+	return rc;
+}
+
+int ps_ckpt_write(struct ps_server *s, struct ps_snap **snaps, const char *path,
+		  uint64_t *rows_out, char *err, size_t errlen)
+{
+	char tmp[4200];
+	struct ck_out o = { .cap = 1u << 20, .crc = 0xffffffffu };
+	uint64_t rows = 0, total;
+	uint8_t tr[CK_TRAILER];
+	int rc;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
+		ps_errf(err, errlen, "checkpoint path too long");
+		return -ENAMETOOLONG;
+	}
+	o.buf = malloc(o.cap);
+	if (!o.buf)
+		return -ENOMEM;
+	o.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (o.fd < 0) {
+		rc = -errno;
+		ps_errf(err, errlen, "%s: %s", tmp, strerror(-rc));
+		free(o.buf);
+		return rc;
+	}
+	write_body(&o, s, snaps, &rows);
+	total = o.total;
+	tl_st64(tr, total);
+	tl_st32(tr + 8, o.crc);
+	tl_st32(tr + 12, 0);
+	ck_put(&o, tr, sizeof(tr));
+	ck_flush(&o);
+	rc = o.err;
+	if (rc == 0 && fsync(o.fd) < 0)
+		rc = -errno;
+	if (close(o.fd) < 0 && rc == 0)
+		rc = -errno;
+	free(o.buf);
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = fsync_dir(path);
+	if (rc < 0) {
+		ps_errf(err, errlen, "writing checkpoint %s: %s", path, strerror(-rc));
+		unlink(tmp);
+		return rc;
+	}
+	*rows_out = rows;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- restore */
+
+static int read_all(const char *path, uint8_t **out, size_t *len, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+	size_t off = 0;
+	uint8_t *b;
+
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		rc = -errno;
+		ps_errf(err, errlen, "%s: %s", path, strerror(-rc));
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	b = malloc((size_t)st.st_size + 1);
+	if (!b) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (off < (size_t)st.st_size) {
+		ssize_t r = read(fd, b + off, (size_t)st.st_size - off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			rc = r < 0 ? -errno : -EIO;
+			ps_errf(err, errlen, "%s: read: %s", path, strerror(-rc));
+			break;
+		}
+		off += (size_t)r;
+	}
+	close(fd);
+	if (rc < 0) {
+		free(b);
+		return rc;
+	}
+	*out = b;
+	*len = off;
+	return 0;
+}
+
+/* Checks the header and table layout against the server; sets per-table row counts. */
+static int check_layout(struct ps_server *s, const uint8_t *b, size_t body, uint64_t *rows,
+			char *err, size_t errlen)
+{
+	uint32_t nt = s->cfg.n_tables, t;
+	uint64_t need;
+
+	if (memcmp(b, CK_MAGIC, 8) != 0 || tl_ld32(b + 8) != CK_VERSION) {
+		ps_errf(err, errlen, "not a wharf checkpoint (magic/version)");
+		return -EBADMSG;
+	}
+	if (tl_ld32(b + 12) != nt || tl_ld32(b + 16) != s->cfg.server_id ||
+	    tl_ld32(b + 20) != s->cfg.n_servers) {
+		ps_errf(err, errlen, "checkpoint of server %u/%u with %u tables, this is server "
+			"%u/%u with %u", tl_ld32(b + 16), tl_ld32(b + 20), tl_ld32(b + 12),
+			s->cfg.server_id, s->cfg.n_servers, nt);
+		return -EINVAL;
+	}
+	need = CK_HDR + (uint64_t)nt * CK_TDESC;
+	if (need > body) {
+		ps_errf(err, errlen, "checkpoint truncated in the table list");
+		return -EBADMSG;
+	}
+	for (t = 0; t < nt; t++) {
+		const uint8_t *d = b + CK_HDR + t * CK_TDESC;
+		const struct ps_table_config *c = &s->tcfg[t];
+		uint32_t sfl = ps_optim_state_floats(c->optim, c->dim);
+		if (tl_ld32(d) != c->id || tl_ld32(d + 4) != c->kind || tl_ld32(d + 8) != c->dim ||
+		    tl_ld32(d + 12) != c->optim || tl_ld32(d + 16) != sfl ||
+		    tl_ld64(d + 32) != (c->kind == PS_TABLE_DENSE ? c->dense_rows : 0)) {
+			ps_errf(err, errlen, "table %u in the checkpoint (id %u kind %u dim %u optim "
+				"%u) does not match the configured table %u (kind %u dim %u optim %u)",
+				t, tl_ld32(d), tl_ld32(d + 4), tl_ld32(d + 8), tl_ld32(d + 12), c->id,
+				c->kind, c->dim, c->optim);
+			return -EINVAL;
+		}
+		rows[t] = tl_ld64(d + 24);
+		if (rows[t] > UINT32_MAX) {
+			ps_errf(err, errlen, "table %u: %llu rows", c->id, (unsigned long long)rows[t]);
+			return -EBADMSG;
+		}
+		need += rows[t] * (8 + 4ull * (c->dim + sfl));
+	}
+	if (need != body) {
+		ps_errf(err, errlen, "checkpoint body is %zu bytes, its tables need %llu", body,
+			(unsigned long long)need);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+static int load_rows(struct ps_server *s, const uint8_t *p, const uint64_t *rows, char *err,
+		     size_t errlen)
+{
+	uint32_t t, ns = s->cfg.n_shards;
+	uint64_t i;
+
+	for (t = 0; t < s->cfg.n_tables; t++) {
+		const struct ps_table_config *c = &s->tcfg[t];
+		size_t fl = (size_t)c->dim + ps_optim_state_floats(c->optim, c->dim);
+		for (i = 0; i < rows[t]; i++, p += 8 + fl * 4) {
+			uint64_t key = tl_ld64(p);
+			struct ps_table *tb;
+			uint32_t r;
+			if (c->kind == PS_TABLE_DENSE) {
+				tb = &s->shards[t % ns].tables[t];
+				r = ps_table_find(tb, key);
+			} else {
+				tb = &s->shards[ps_key_shard(key, ns)].tables[t];
+				if (s->cfg.n_servers > 1 && ps_key_server(key, s->cfg.n_servers) != s->cfg.server_id)
+					r = UINT32_MAX;
+				else if (ps_table_reserve(tb, 1) < 0)
+					return -ENOMEM;
+				else
+					r = ps_table_insert(tb, key);
+			}
+			if (r == UINT32_MAX) {
+				ps_errf(err, errlen, "table %u: key/row %llu repeated or not this "
+					"server's", c->id, (unsigned long long)key);
+				return -EBADMSG;
+			}
+			memcpy(ps_row_val(tb, r), p + 8, fl * 4);
+		}
+	}
+	return 0;
+}
+
+/* Back to empty tables after a refused load, so nothing of it stays. */
+static void reset_tables(struct ps_server *s)
+{
+	uint32_t i, t;
+
+	for (i = 0; i < s->cfg.n_shards; i++)
+		for (t = 0; t < s->cfg.n_tables; t++) {
+			struct ps_table *tb = &s->shards[i].tables[t];
+			uint64_t first = tb->dense_first, n = tb->cfg.kind == PS_TABLE_DENSE ? tb->n_rows : 0;
+			int node = tb->node;
+			bool acc = tb->acc_off != 0;
+			ps_table_fini(tb);
+			/* Same sizes as at creation; cannot fail worse than creation did. */
+			if (ps_table_init(tb, &s->tcfg[t], acc, first, n, node) < 0)
+				memset(tb, 0, sizeof(*tb));
+		}
+}
+
+int ps_ckpt_read(struct ps_server *s, const char *path, char *err, size_t errlen)
+{
+	uint8_t *b = NULL;
+	size_t len = 0, body;
+	uint64_t *rows = NULL;
+	uint32_t i, t;
+	int rc;
+
+	for (i = 0; i < s->cfg.n_shards; i++)
+		for (t = 0; t < s->cfg.n_tables; t++)
+			if (s->tcfg[t].kind == PS_TABLE_SPARSE && s->shards[i].tables[t].n_rows) {
+				ps_errf(err, errlen, "load into a server that already holds rows");
+				return -EBUSY;
+			}
+	if ((rc = read_all(path, &b, &len, err, errlen)) < 0)
+		return rc;
+	rc = -EBADMSG;
+	if (len < CK_HDR + CK_TRAILER) {
+		ps_errf(err, errlen, "%s: %zu bytes, too short for a checkpoint", path, len);
+		goto out;
+	}
+	body = len - CK_TRAILER;
+	if (tl_ld64(b + body) != body || tl_ld32(b + body + 8) != rte_hash_crc(b, (uint32_t)body, 0xffffffffu)) {
+		ps_errf(err, errlen, "%s: checksum or length mismatch: file damaged or truncated", path);
+		goto out;
+	}
+	rows = calloc(s->cfg.n_tables, sizeof(*rows));
+	if (!rows) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if ((rc = check_layout(s, b, body, rows, err, errlen)) < 0)
+		goto out;
+	rc = load_rows(s, b + CK_HDR + s->cfg.n_tables * CK_TDESC, rows, err, errlen);
+	if (rc < 0)
+		reset_tables(s);
+out:
+	free(rows);
+	free(b);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- save entry */
+
+int ps_save(struct ps_handler *h, const char *path, uint64_t *rows_out, char *err, size_t errlen)
+{
+	struct ps_server *s = h->s;
+	uint32_t ns = s->cfg.n_shards, i;
+	struct ps_snap **snaps = calloc(ns, sizeof(*snaps));
+	int rc = 0;
+
+	if (!snaps)
+		return -ENOMEM;
+	for (i = 0; i < ns && rc == 0; i++) {
+		struct ps_op *op = &h->ops[i];
+		snaps[i] = calloc(1, sizeof(*snaps[i]));
+		if (!snaps[i]) {
+			rc = -ENOMEM;
+			break;
+		}
+		memset(op, 0, sizeof(*op));
+		op->kind = PS_OP_SNAP_BEGIN;
+		op->snap = snaps[i];
+		ps_handler_run_op(h, i, op);
+		ps_handler_wait(h, op);
+		rc = op->status;
+		if (rc < 0) {
+			ps_snap_free(snaps[i]);
+			snaps[i] = NULL;
+		}
+	}
+	/* Every begun snapshot is finished by its owner before its memory can go. */
+	for (i = 0; i < ns; i++)
+		while (snaps[i] && !atomic_load_explicit(&snaps[i]->ready, memory_order_acquire))
+			ps_handler_poll(h); /* partner: release store in ps_shard_snap_step */
+	if (rc < 0)
+		ps_errf(err, errlen, "snapshot: %s", strerror(-rc));
+	else
+		rc = ps_ckpt_write(s, snaps, path, rows_out, err, errlen);
+	for (i = 0; i < ns; i++)
+		ps_snap_free(snaps[i]);
+	free(snaps);
+	return rc;
+}
+
+int ps_load(struct ps_handler *h, const char *path, char *err, size_t errlen)
+{
+	if (h->slot != 0) {
+		ps_errf(err, errlen, "load runs on lcore slot 0");
+		return -EINVAL;
+	}
+	return ps_ckpt_read(h->s, path, err, errlen);
+}

@@ -1,0 +1,538 @@
+/*
+ * ps_client.c — the worker side. ps_client_pull/push/... route keys to servers
+ * (h1(key) mod servers; dense rows by range), encode one request per server into the
+ * caller's buffers and record the request in a slot; the network glue sends the buffers
+ * and hands each reply to ps_client_on_reply, which scatters values into the caller's
+ * output straight from the reply's views and runs the completion callback when every
+ * server has answered. Pushes carry (worker id, sequence) and keep an encoded copy per
+ * server until acknowledged: ps_client_resend replays them after a reconnect, and the
+ * server's per-worker sequence makes a replay that was already applied a no-op.
+ *
+ * Single-threaded: one client per worker thread. The request id is (generation << 16 |
+ * slot), so a reply finds its slot in O(1) and a stale reply finds nothing.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_core/ps_pvt.h"
+
+#define SLOT_BITS 16u
+
+struct cl_slot {
+	uint64_t req_id;         /* 0 = free */
+	uint8_t kind;            /* request type */
+	uint32_t waiting;        /* servers still to answer */
+	int status;
+	ps_done_fn *done;
+	void *arg;
+	float *out;
+	uint32_t dim, n;
+	uint64_t seq, dense_first;
+	uint32_t *pos;           /* caller positions grouped by server */
+	uint32_t pos_cap;
+	uint32_t *srv_off;       /* n_servers + 1: server s's keys are pos[srv_off[s]..];
+				  * dense: first row of server s's part, relative to the request */
+	uint32_t *dcnt;          /* dense: rows of server s's part */
+	uint8_t *answered;       /* per server: 0 waiting, 1 answered, 2 not asked */
+	uint8_t **msg;           /* per server: encoded push kept for resend */
+	uint32_t *msg_len, *msg_cap;
+	bool *bar_done;
+	ps_geo_row_fn *row_fn;
+	void *row_arg;
+};
+
+struct ps_client {
+	struct ps_client_config cfg;
+	struct cl_slot *slots;
+	uint32_t n_slots, inflight;
+	uint64_t gen, next_seq;
+	float *row;              /* PS_MAX_DIM: a GEO row, aligned */
+};
+
+int ps_client_create(const struct ps_client_config *cfg, struct ps_client **out)
+{
+	struct ps_client *c;
+	uint32_t i, ns = cfg->n_servers;
+
+	if (ns == 0 || ns > 4096 || cfg->max_inflight >= (1u << SLOT_BITS))
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->cfg = *cfg;
+	c->n_slots = cfg->max_inflight ? cfg->max_inflight : 64;
+	if (!c->cfg.max_keys)
+		c->cfg.max_keys = 65536;
+	c->gen = 1;
+	c->next_seq = 1;
+	c->slots = calloc(c->n_slots, sizeof(*c->slots));
+	c->row = malloc(PS_MAX_DIM * sizeof(float));
+	if (!c->slots || !c->row)
+		goto out_destroy;
+	for (i = 0; i < c->n_slots; i++) {
+		struct cl_slot *s = &c->slots[i];
+		s->srv_off = calloc(ns + 1, sizeof(*s->srv_off));
+		s->dcnt = calloc(ns, sizeof(*s->dcnt));
+		s->answered = calloc(ns, 1);
+		s->msg = calloc(ns, sizeof(*s->msg));
+		s->msg_len = calloc(ns, sizeof(*s->msg_len));
+		s->msg_cap = calloc(ns, sizeof(*s->msg_cap));
+		if (!s->srv_off || !s->dcnt || !s->answered || !s->msg || !s->msg_len || !s->msg_cap)
+			goto out_destroy;
+	}
+	*out = c;
+	return 0;
+out_destroy:
+	ps_client_destroy(c);
+	return -ENOMEM;
+}
+
+void ps_client_destroy(struct ps_client *c)
+{
+	uint32_t i, j;
+
+	if (!c)
+		return;
+	for (i = 0; c->slots && i < c->n_slots; i++) {
+		struct cl_slot *s = &c->slots[i];
+		for (j = 0; s->msg && j < c->cfg.n_servers; j++)
+			free(s->msg[j]);
+		free(s->pos);
+		free(s->srv_off);
+		free(s->dcnt);
+		free(s->answered);
+		free(s->msg);
+		free(s->msg_len);
+		free(s->msg_cap);
+	}
+	free(c->slots);
+	free(c->row);
+	free(c);
+}
+
+uint32_t ps_client_inflight(const struct ps_client *c) { return c->inflight; }
+
+static struct cl_slot *slot_get(struct ps_client *c, uint32_t n)
+{
+	uint32_t i;
+
+	if (n > c->cfg.max_keys || c->inflight == c->n_slots)
+		return NULL;
+	for (i = 0; i < c->n_slots; i++) {
+		struct cl_slot *s = &c->slots[i];
+		if (s->req_id)
+			continue;
+		if (s->pos_cap < n) {
+			uint32_t *p = realloc(s->pos, (size_t)n * sizeof(*p));
+			if (!p)
+				return NULL;
+			s->pos = p;
+			s->pos_cap = n;
+		}
+		return s;
+	}
+	return NULL;
+}
+
+/* Makes the slot live: called last, when nothing can fail any more. */
+static void slot_commit(struct ps_client *c, struct cl_slot *s, uint8_t kind, ps_done_fn *done,
+			void *arg)
+{
+	uint32_t i, waiting = 0;
+
+	for (i = 0; i < c->cfg.n_servers; i++)
+		waiting += s->answered[i] == 0;
+	s->req_id = c->gen++ << SLOT_BITS | (uint64_t)(s - c->slots);
+	s->kind = kind;
+	s->waiting = waiting;
+	s->status = 0;
+	s->done = done;
+	s->arg = arg;
+	c->inflight++;
+}
+
+static void slot_finish(struct ps_client *c, struct cl_slot *s)
+{
+	ps_done_fn *done = s->done;
+	void *arg = s->arg;
+	int status = s->status;
+
+	s->req_id = 0;
+	c->inflight--;
+	if (done)
+		done(arg, status);
+}
+
+/* Groups key positions by server into s->pos / s->srv_off (counting sort). */
+static void route_keys(struct ps_client *c, struct cl_slot *s, const uint64_t *keys, uint32_t n)
+{
+	uint32_t ns = c->cfg.n_servers, i, *off = s->srv_off;
+
+	memset(off, 0, (ns + 1) * sizeof(*off));
+	for (i = 0; i < n; i++)
+		off[ps_key_server(keys[i], ns) + 1]++;
+	for (i = 1; i <= ns; i++)
+		off[i] += off[i - 1];
+	for (i = 0; i < n; i++)
+		s->pos[off[ps_key_server(keys[i], ns)]++] = i;
+	memmove(off + 1, off, ns * sizeof(*off));
+	off[0] = 0;
+}
+
+static void put_hdr(uint8_t *b, uint8_t type, uint32_t table, uint64_t req_id, uint32_t body,
+		    uint32_t n, uint32_t dim)
+{
+	struct tl_msg_hdr h = { .type = type, .aux = PS_ELEM_F32, .body_len = body,
+				.table_id = table, .req_id = req_id, .key_count = n, .dim = dim };
+	tl_msg_hdr_encode(b, &h);
+}
+
+static int keep_copy(struct cl_slot *s, uint32_t srv, const uint8_t *m, uint32_t len)
+{
+	if (s->msg_cap[srv] < len) {
+		uint8_t *p = realloc(s->msg[srv], len);
+		if (!p)
+			return -ENOMEM;
+		s->msg[srv] = p;
+		s->msg_cap[srv] = len;
+	}
+	memcpy(s->msg[srv], m, len);
+	s->msg_len[srv] = len;
+	return 0;
+}
+
+/* Sparse pull/push/push-pull: checks every buffer first, then encodes. */
+static int sparse_req(struct ps_client *c, uint8_t type, uint32_t table, uint32_t dim,
+		      const uint64_t *keys, uint32_t n, const float *grads, float *out,
+		      ps_done_fn *done, void *arg, struct ps_msgbuf *msgs)
+{
+	bool push = type != PS_T_PULL;
+	uint32_t ns = c->cfg.n_servers, srv, i;
+	uint64_t rid;
+	struct cl_slot *s;
+
+	if (dim == 0 || dim > PS_MAX_DIM || (push && !grads) || (type != PS_T_PUSH && !out && n))
+		return -EINVAL;
+	s = slot_get(c, n);
+	if (!s)
+		return n > c->cfg.max_keys ? -E2BIG : -EAGAIN;
+	route_keys(c, s, keys, n);
+	for (srv = 0; srv < ns; srv++) {
+		uint32_t k = s->srv_off[srv + 1] - s->srv_off[srv];
+		uint64_t need = TL_MSG_HDR_LEN + (push ? 16 + k * (8 + 4ull * dim) : 8ull * k);
+		if (k && need > msgs[srv].cap)
+			return -ENOBUFS;
+	}
+	rid = c->gen << SLOT_BITS | (uint64_t)(s - c->slots);
+	for (srv = 0; srv < ns; srv++) {
+		uint32_t a = s->srv_off[srv], k = s->srv_off[srv + 1] - a;
+		uint8_t *b = msgs[srv].buf, *p;
+		msgs[srv].len = 0;
+		s->answered[srv] = k ? 0 : 2;
+		s->msg_len[srv] = 0;
+		if (!k)
+			continue;
+		p = b + TL_MSG_HDR_LEN;
+		if (push) {
+			tl_st32(p, c->cfg.worker_id);
+			tl_st32(p + 4, 0);
+			tl_st64(p + 8, c->next_seq);
+			p += 16;
+		}
+		for (i = 0; i < k; i++, p += 8)
+			tl_st64(p, keys[s->pos[a + i]]);
+		for (i = 0; push && i < k; i++, p += 4 * dim)
+			memcpy(p, grads + (size_t)s->pos[a + i] * dim, 4 * dim);
+		put_hdr(b, type, table, rid, (uint32_t)(p - b - TL_MSG_HDR_LEN), k, dim);
+		msgs[srv].len = (uint32_t)(p - b);
+		if (push && keep_copy(s, srv, b, msgs[srv].len) < 0)
+			return -ENOMEM;
+	}
+	s->out = out;
+	s->dim = dim;
+	s->n = n;
+	s->seq = push ? c->next_seq++ : 0;
+	slot_commit(c, s, type, done, arg);
+	if (s->waiting == 0)
+		slot_finish(c, s);
+	return 0;
+}
+
+int ps_client_pull(struct ps_client *c, uint32_t table, uint32_t dim, const uint64_t *keys,
+		   uint32_t n, float *out, ps_done_fn *done, void *arg, struct ps_msgbuf *msgs)
+{
+	return sparse_req(c, PS_T_PULL, table, dim, keys, n, NULL, out, done, arg, msgs);
+}
+
+int ps_client_push(struct ps_client *c, uint32_t table, uint32_t dim, const uint64_t *keys,
+		   uint32_t n, const float *grads, ps_done_fn *done, void *arg,
+		   struct ps_msgbuf *msgs)
+{
+	return sparse_req(c, PS_T_PUSH, table, dim, keys, n, grads, NULL, done, arg, msgs);
+}
+
+int ps_client_push_pull(struct ps_client *c, uint32_t table, uint32_t dim, const uint64_t *keys,
+			uint32_t n, const float *grads, float *out, ps_done_fn *done, void *arg,
+			struct ps_msgbuf *msgs)
+{
+	return sparse_req(c, out ? PS_T_PUSH_PULL : PS_T_PUSH, table, dim, keys, n, grads, out,
+			  done, arg, msgs);
+}
+
+static int dense_req(struct ps_client *c, bool push, uint32_t table, uint32_t dim, uint64_t total,
+		     uint64_t first, uint32_t rows, const float *grads, float *out,
+		     ps_done_fn *done, void *arg, struct ps_msgbuf *msgs)
+{
+	uint32_t ns = c->cfg.n_servers, srv;
+	uint64_t lo, hi, a, b, rid;
+	struct cl_slot *s;
+
+	if (dim == 0 || dim > PS_MAX_DIM || first > total || rows > total - first ||
+	    (push ? !grads : !out))
+		return -EINVAL;
+	s = slot_get(c, 0);
+	if (!s)
+		return -EAGAIN;
+	for (srv = 0; srv < ns; srv++) {
+		ps_dense_range(total, srv, ns, &lo, &hi);
+		a = first > lo ? first : lo;
+		b = first + rows < hi ? first + rows : hi;
+		if (a < b && TL_MSG_HDR_LEN + (push ? 24 : 8) + (push ? (b - a) * dim * 4 : 0) > msgs[srv].cap)
+			return -ENOBUFS;
+	}
+	rid = c->gen << SLOT_BITS | (uint64_t)(s - c->slots);
+	for (srv = 0; srv < ns; srv++) {
+		uint8_t *m = msgs[srv].buf, *p;
+		ps_dense_range(total, srv, ns, &lo, &hi);
+		a = first > lo ? first : lo;
+		b = first + rows < hi ? first + rows : hi;
+		msgs[srv].len = 0;
+		s->msg_len[srv] = 0;
+		s->answered[srv] = a < b ? 0 : 2;
+		if (a >= b)
+			continue;
+		s->srv_off[srv] = (uint32_t)(a - first);
+		s->dcnt[srv] = (uint32_t)(b - a);
+		p = m + TL_MSG_HDR_LEN;
+		if (push) {
+			tl_st32(p, c->cfg.worker_id);
+			tl_st32(p + 4, 0);
+			tl_st64(p + 8, c->next_seq);
+			p += 16;
+		}
+		tl_st64(p, a);
+		p += 8;
+		if (push) {
+			memcpy(p, grads + (a - first) * dim, (b - a) * dim * 4);
+			p += (b - a) * dim * 4;
+		}
+		put_hdr(m, push ? PS_T_DENSE_PUSH : PS_T_DENSE_PULL, table, rid,
+			(uint32_t)(p - m - TL_MSG_HDR_LEN), (uint32_t)(b - a), dim);
+		msgs[srv].len = (uint32_t)(p - m);
+		if (push && keep_copy(s, srv, m, msgs[srv].len) < 0)
+			return -ENOMEM;
+	}
+	s->out = out;
+	s->dim = dim;
+	s->n = rows;
+	s->dense_first = first;
+	s->seq = push ? c->next_seq++ : 0;
+	slot_commit(c, s, push ? PS_T_DENSE_PUSH : PS_T_DENSE_PULL, done, arg);
+	if (s->waiting == 0)
+		slot_finish(c, s);
+	return 0;
+}
+
+int ps_client_dense_pull(struct ps_client *c, uint32_t table, uint32_t dim, uint64_t total_rows,
+			 uint64_t first, uint32_t rows, float *out, ps_done_fn *done, void *arg,
+			 struct ps_msgbuf *msgs)
+{
+	return dense_req(c, false, table, dim, total_rows, first, rows, NULL, out, done, arg, msgs);
+}
+
+int ps_client_dense_push(struct ps_client *c, uint32_t table, uint32_t dim, uint64_t total_rows,
+			 uint64_t first, uint32_t rows, const float *grads, ps_done_fn *done,
+			 void *arg, struct ps_msgbuf *msgs)
+{
+	return dense_req(c, true, table, dim, total_rows, first, rows, grads, NULL, done, arg, msgs);
+}
+
+/* A request with the same small body to every server (barrier, GEO pull). */
+static struct cl_slot *bcast(struct ps_client *c, uint8_t type, uint32_t table, uint32_t dim,
+			     uint64_t word, struct ps_msgbuf *msgs, uint32_t body, int *rc)
+{
+	uint32_t srv;
+	struct cl_slot *s = slot_get(c, 0);
+	uint64_t rid;
+
+	*rc = -EAGAIN;
+	if (!s)
+		return NULL;
+	*rc = -ENOBUFS;
+	for (srv = 0; srv < c->cfg.n_servers; srv++)
+		if (msgs[srv].cap < TL_MSG_HDR_LEN + body)
+			return NULL;
+	rid = c->gen << SLOT_BITS | (uint64_t)(s - c->slots);
+	for (srv = 0; srv < c->cfg.n_servers; srv++) {
+		uint8_t *p = msgs[srv].buf + TL_MSG_HDR_LEN;
+		tl_st32(p, c->cfg.worker_id);
+		tl_st32(p + 4, 0);
+		if (body == 16)
+			tl_st64(p + 8, word);
+		put_hdr(msgs[srv].buf, type, table, rid, body, 0, dim);
+		msgs[srv].len = TL_MSG_HDR_LEN + body;
+		s->answered[srv] = 0;
+		s->msg_len[srv] = 0;
+	}
+	*rc = 0;
+	return s;
+}
+
+int ps_client_barrier(struct ps_client *c, uint64_t step, bool *done_out, ps_done_fn *done,
+		      void *arg, struct ps_msgbuf *msgs)
+{
+	int rc;
+	struct cl_slot *s = bcast(c, PS_T_BARRIER, 0, 0, step, msgs, 16, &rc);
+
+	if (!s)
+		return rc;
+	*done_out = true;
+	s->bar_done = done_out;
+	slot_commit(c, s, PS_T_BARRIER, done, arg);
+	return 0;
+}
+
+int ps_client_geo_pull(struct ps_client *c, uint32_t table, uint32_t dim, ps_geo_row_fn *row_fn,
+		       void *row_arg, ps_done_fn *done, void *arg, struct ps_msgbuf *msgs)
+{
+	int rc;
+	struct cl_slot *s;
+
+	if (dim == 0 || dim > PS_MAX_DIM || !row_fn)
+		return -EINVAL;
+	s = bcast(c, PS_T_GEO_PULL, table, dim, 0, msgs, 8, &rc);
+	if (!s)
+		return rc;
+	s->dim = dim;
+	s->row_fn = row_fn;
+	s->row_arg = row_arg;
+	slot_commit(c, s, PS_T_GEO_PULL, done, arg);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- replies */
+
+/* Values of one server's part, scattered to the caller's positions, from the views. */
+static int scatter(struct ps_client *c, struct cl_slot *s, uint32_t srv, const struct tl_msg_view *v)
+{
+	uint32_t a, k, i, d = s->dim;
+
+	if (s->kind == PS_T_DENSE_PULL) {
+		/* srv_off: where this server's rows start in out; dcnt: how many it holds. */
+		if (v->hdr.dim != d || v->hdr.key_count != s->dcnt[srv] ||
+		    v->hdr.body_len != (uint64_t)s->dcnt[srv] * d * 4)
+			return -EBADMSG;
+		return tl_view_copy(v, 0, s->out + (size_t)s->srv_off[srv] * d, v->hdr.body_len) < 0 ?
+		       -EBADMSG : 0;
+	}
+	a = s->srv_off[srv];
+	k = s->srv_off[srv + 1] - a;
+	if (v->hdr.key_count != k || v->hdr.dim != d || v->hdr.body_len != (uint64_t)k * d * 4)
+		return -EBADMSG;
+	for (i = 0; i < k; i++) {
+		const uint8_t *p = tl_view_get(v, i * d * 4, d * 4, c->row);
+		memcpy(s->out + (size_t)s->pos[a + i] * d, p, d * 4);
+	}
+	return 0;
+}
+
+static int geo_rows(struct ps_client *c, struct cl_slot *s, const struct tl_msg_view *v)
+{
+	uint32_t i, d = s->dim, rec = 8 + d * 4;
+	uint8_t kb[8];
+
+	if (v->hdr.dim != d || v->hdr.body_len != (uint64_t)v->hdr.key_count * rec)
+		return -EBADMSG;
+	for (i = 0; i < v->hdr.key_count; i++) {
+		uint64_t key = tl_ld64(tl_view_get(v, i * rec, 8, kb));
+		tl_view_copy(v, i * rec + 8, c->row, d * 4);
+		s->row_fn(s->row_arg, key, c->row, d);
+	}
+	return 0;
+}
+
+static int apply_reply(struct ps_client *c, struct cl_slot *s, uint32_t srv, const struct tl_msg_view *v)
+{
+	uint8_t b[24];
+	const uint8_t *p;
+
+	if (v->hdr.type == PS_T_ERROR) {
+		p = tl_view_get(v, 0, 4, b);
+		return p ? (int)tl_ld32(p) : -EBADMSG;
+	}
+	if (v->hdr.type != s->kind + 1u)
+		return -EBADMSG;
+	switch (s->kind) {
+	case PS_T_PULL:
+	case PS_T_PUSH_PULL:
+	case PS_T_DENSE_PULL:
+		return scatter(c, s, srv, v);
+	case PS_T_BARRIER:
+		p = tl_view_get(v, 0, 24, b);
+		if (!p)
+			return -EBADMSG;
+		if (!tl_ld32(p + 16))
+			*s->bar_done = false;
+		return 0;
+	case PS_T_GEO_PULL:
+		return geo_rows(c, s, v);
+	default: /* push acks: applied or duplicate, both mean "the server has it" */
+		return v->hdr.body_len == 16 ? 0 : -EBADMSG;
+	}
+}
+
+int ps_client_on_reply(struct ps_client *c, uint32_t server, const struct tl_msg_view *rep)
+{
+	uint32_t idx = (uint32_t)(rep->hdr.req_id & ((1u << SLOT_BITS) - 1));
+	struct cl_slot *s;
+	int rc;
+
+	if (server >= c->cfg.n_servers || idx >= c->n_slots)
+		return -ENOENT;
+	s = &c->slots[idx];
+	if (!s->req_id || s->req_id != rep->hdr.req_id || s->answered[server] != 0)
+		return -ENOENT;
+	rc = apply_reply(c, s, server, rep);
+	if (rc < 0 && s->status == 0)
+		s->status = rc;
+	s->answered[server] = 1;
+	s->msg_len[server] = 0; /* acknowledged (or refused): nothing to resend */
+	if (--s->waiting == 0)
+		slot_finish(c, s);
+	return rc == -EBADMSG ? rc : 0;
+}
+
+uint32_t ps_client_resend(struct ps_client *c, uint32_t server, ps_resend_fn *fn, void *arg)
+{
+	uint32_t count = 0, i;
+	uint64_t last = 0;
+
+	if (server >= c->cfg.n_servers)
+		return 0;
+	/* Oldest first: repeatedly the smallest sequence above the last one sent. */
+	for (;;) {
+		struct cl_slot *best = NULL;
+		for (i = 0; i < c->n_slots; i++) {
+			struct cl_slot *s = &c->slots[i];
+			if (s->req_id && s->msg_len[server] && s->seq > last &&
+			    (!best || s->seq < best->seq))
+				best = s;
+		}
+		if (!best)
+			return count;
+		fn(arg, best->msg[server], best->msg_len[server]);
+		last = best->seq;
+		count++;
+	}
+}

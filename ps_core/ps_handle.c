@@ -1,0 +1,431 @@
+/*
+ * ps_handle.c — decoding, validating and answering one PS request (ps_handle). Called by
+ * the network glue (or a test) with a received struct tl_msg_view; runs shard ops through
+ * ps_server.c (ps_handler_run_op/wait) and writes the reply into the caller's storage.
+ *
+ * Rule: every check that can refuse a request runs before the first op is queued, so a
+ * refused request changes nothing. Values are read straight from the request's views.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ps_core/ps_pvt.h"
+
+#define PS_KEY_CHUNK (PS_MAX_DIM * sizeof(float) / 8) /* keys decoded per tl_view_get */
+
+static void put_hdr(struct ps_reply *rep, uint8_t type, const struct tl_msg_hdr *req,
+		    uint32_t body_len, uint32_t key_count, uint32_t dim)
+{
+	struct tl_msg_hdr h = {
+		.type = type, .aux = PS_ELEM_F32, .body_len = body_len, .table_id = req->table_id,
+		.req_id = req->req_id, .key_count = key_count, .dim = dim,
+	};
+
+	tl_msg_hdr_encode(rep->buf, &h);
+	rep->len = TL_MSG_HDR_LEN + body_len;
+}
+
+static int reply_err(struct ps_reply *rep, const struct tl_msg_hdr *req, int rc,
+		     enum ps_err_kind kind, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int reply_err(struct ps_reply *rep, const struct tl_msg_hdr *req, int rc,
+		     enum ps_err_kind kind, const char *fmt, ...)
+{
+	uint8_t *b = rep->buf + TL_MSG_HDR_LEN;
+	size_t room = rep->cap - TL_MSG_HDR_LEN - 8;
+	va_list ap;
+	int n;
+
+	tl_st32(b, (uint32_t)rc);
+	tl_st32(b + 4, kind);
+	va_start(ap, fmt);
+	n = vsnprintf((char *)b + 8, room, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n >= room)
+		n = (int)room - 1;
+	put_hdr(rep, PS_T_ERROR, req, 8 + (uint32_t)n, 0, 0);
+	return rc;
+}
+
+/* Table index for table_id of the given kind, or an error reply. */
+static int req_table(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep,
+		     enum ps_table_kind kind, int *ti)
+{
+	const struct tl_msg_hdr *q = &v->hdr;
+	int i = ps_server_table_index(h->s, q->table_id);
+
+	if (i < 0 || h->s->tcfg[i].kind != kind)
+		return reply_err(rep, q, -ENOENT, PS_ERR_UNKNOWN_TABLE, "table %u: no %s table of "
+				 "that id on this server", q->table_id, kind ? "dense" : "sparse");
+	if (q->aux != PS_ELEM_F32)
+		return reply_err(rep, q, -EPROTONOSUPPORT, PS_ERR_BAD_TYPE,
+				 "element type %u not supported (only f32 = %u)", q->aux, PS_ELEM_F32);
+	if (q->dim != h->s->tcfg[i].dim)
+		return reply_err(rep, q, -EINVAL, PS_ERR_WRONG_DIM, "table %u has dim %u, request "
+				 "says %u", q->table_id, h->s->tcfg[i].dim, q->dim);
+	*ti = i;
+	return 0;
+}
+
+static int check_len(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep,
+		     uint64_t need, uint64_t reply_body)
+{
+	const struct tl_msg_hdr *q = &v->hdr;
+
+	if (q->key_count > h->s->max_keys)
+		return reply_err(rep, q, -E2BIG, PS_ERR_BAD_LENGTH, "%u keys/rows exceed the "
+				 "limit of %u per request", q->key_count, h->s->max_keys);
+	if (q->body_len != need)
+		return reply_err(rep, q, -EBADMSG, PS_ERR_BAD_LENGTH, "body is %u bytes but %u "
+				 "keys/rows of dim %u need %llu", q->body_len, q->key_count, q->dim,
+				 (unsigned long long)need);
+	if (TL_MSG_HDR_LEN + reply_body > rep->cap)
+		return reply_err(rep, q, -ENOBUFS, PS_ERR_NO_SPACE, "reply of %llu bytes does not "
+				 "fit in %u", (unsigned long long)reply_body, rep->cap);
+	return 0;
+}
+
+static int check_worker(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep,
+			uint32_t *worker, uint64_t *seq)
+{
+	uint8_t tmp[16];
+	const uint8_t *p = tl_view_get(v, 0, 16, tmp);
+
+	*worker = tl_ld32(p);
+	*seq = tl_ld64(p + 8);
+	if (*worker >= h->s->cfg.n_workers)
+		return reply_err(rep, &v->hdr, -EINVAL, PS_ERR_BAD_WORKER, "worker %u out of range "
+				 "(%u workers)", *worker, h->s->cfg.n_workers);
+	if (seq && *seq == 0 && v->hdr.type != PS_T_BARRIER)
+		return reply_err(rep, &v->hdr, -EINVAL, PS_ERR_BAD_WORKER, "push sequence 0: "
+				 "sequences start at 1");
+	return 0;
+}
+
+/* n x dim floats from body offset off: all finite, or an error reply. */
+static int check_finite(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep,
+			uint32_t off, uint64_t count)
+{
+	uint64_t done = 0;
+
+	while (done < count) {
+		uint32_t m = count - done > PS_MAX_DIM ? PS_MAX_DIM : (uint32_t)(count - done), j;
+		const uint8_t *p = tl_view_get(v, off + (uint32_t)done * 4, m * 4, h->tmp);
+		for (j = 0; j < m; j++) {
+			float f;
+			memcpy(&f, p + 4 * j, 4);
+			if (PS_UNLIKELY(!isfinite(f)))
+				return reply_err(rep, &v->hdr, -EDOM, PS_ERR_NOT_FINITE, "value %llu "
+						 "(row %llu) is not finite", (unsigned long long)(done + j),
+						 (unsigned long long)((done + j) / v->hdr.dim));
+		}
+		done += m;
+	}
+	return 0;
+}
+
+/* Decodes the keys at body offset off into h->keys, checks they are ours, groups by shard. */
+static int decode_keys(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep,
+		       uint32_t off)
+{
+	const struct ps_server_config *c = &h->s->cfg;
+	uint32_t n = v->hdr.key_count, i, j, ns = c->n_shards;
+	uint32_t *cnt = h->cnt;
+
+	for (i = 0; i < n; i += PS_KEY_CHUNK) {
+		uint32_t m = n - i > PS_KEY_CHUNK ? PS_KEY_CHUNK : n - i;
+		const uint8_t *p = tl_view_get(v, off + i * 8, m * 8, h->tmp);
+		for (j = 0; j < m; j++)
+			h->keys[i + j] = tl_ld64(p + 8 * j);
+	}
+	if (c->n_servers > 1)
+		for (i = 0; i < n; i++)
+			if (ps_key_server(h->keys[i], c->n_servers) != c->server_id)
+				return reply_err(rep, &v->hdr, -EXDEV, PS_ERR_WRONG_SERVER, "key %llu "
+						 "belongs to server %u, this is %u",
+						 (unsigned long long)h->keys[i],
+						 ps_key_server(h->keys[i], c->n_servers), c->server_id);
+	/* Counting sort of positions by shard: cnt[s] becomes shard s's start in idx. */
+	memset(cnt, 0, (ns + 1) * sizeof(*cnt));
+	if (ns == 1) {
+		for (i = 0; i < n; i++)
+			h->idx[i] = i;
+		cnt[1] = n;
+		return 0;
+	}
+	for (i = 0; i < n; i++)
+		cnt[ps_key_shard(h->keys[i], ns) + 1]++;
+	for (i = 1; i <= ns; i++)
+		cnt[i] += cnt[i - 1];
+	for (i = 0; i < n; i++)
+		h->idx[cnt[ps_key_shard(h->keys[i], ns)]++] = i;
+	/* cnt[s] now holds shard s's end = shard s+1's start; shift back. */
+	memmove(cnt + 1, cnt, ns * sizeof(*cnt));
+	cnt[0] = 0;
+	return 0;
+}
+
+/* Runs one op per shard that has keys, waits for all; returns the worst status. */
+static int run_sparse(struct ps_handler *h, const struct ps_op *tmpl, int *dups)
+{
+	uint32_t s, ns = h->s->cfg.n_shards, parts = 0, nd = 0;
+	int worst = 0;
+
+	for (s = 0; s < ns; s++) {
+		struct ps_op *op = &h->ops[s];
+		uint32_t n = h->cnt[s + 1] - h->cnt[s];
+		if (n == 0)
+			continue;
+		*op = *tmpl;
+		op->idx = h->idx + h->cnt[s];
+		op->n = n;
+		ps_handler_run_op(h, s, op);
+	}
+	for (s = 0; s < ns; s++) {
+		if (h->cnt[s + 1] == h->cnt[s])
+			continue;
+		ps_handler_wait(h, &h->ops[s]);
+		parts++;
+		if (h->ops[s].status == 1)
+			nd++;
+		else if (h->ops[s].status < 0)
+			worst = h->ops[s].status;
+	}
+	*dups = parts > 0 && nd == parts;
+	return worst;
+}
+
+static int handle_sparse(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep)
+{
+	const struct tl_msg_hdr *q = &v->hdr;
+	uint8_t type = q->type;
+	bool push = type != PS_T_PULL, out = type != PS_T_PUSH;
+	uint64_t n = q->key_count, d = q->dim;
+	struct ps_op op = { .kind = push ? PS_OP_PUSH : PS_OP_PULL, .v = v, .keys = h->keys };
+	int ti, rc, dups;
+
+	if ((rc = req_table(h, v, rep, PS_TABLE_SPARSE, &ti)) < 0)
+		return rc;
+	if ((rc = check_len(h, v, rep, push ? 16 + n * 8 + n * d * 4 : n * 8,
+			    out ? n * d * 4 : 16)) < 0)
+		return rc;
+	if (push && (rc = check_worker(h, v, rep, &op.worker, &op.seq)) < 0)
+		return rc;
+	if (push && (rc = check_finite(h, v, rep, 16 + (uint32_t)n * 8, n * d)) < 0)
+		return rc;
+	if ((rc = decode_keys(h, v, rep, push ? 16 : 0)) < 0)
+		return rc;
+	op.table = (uint32_t)ti;
+	op.vals_off = 16 + (uint32_t)n * 8;
+	op.out = out ? (float *)(rep->buf + TL_MSG_HDR_LEN) : NULL;
+	rc = run_sparse(h, &op, &dups);
+	if (rc < 0)
+		return reply_err(rep, q, rc, PS_ERR_NO_SPACE, "shard could not apply: %s", strerror(-rc));
+	if (out) {
+		put_hdr(rep, type + 1, q, (uint32_t)(n * d * 4), (uint32_t)n, (uint32_t)d);
+		return 0;
+	}
+	tl_st64(rep->buf + TL_MSG_HDR_LEN, op.seq);
+	tl_st32(rep->buf + TL_MSG_HDR_LEN + 8, dups ? 0 : 1);
+	tl_st32(rep->buf + TL_MSG_HDR_LEN + 12, 0);
+	put_hdr(rep, PS_T_PUSH_R, q, 16, (uint32_t)n, (uint32_t)d);
+	return 0;
+}
+
+static int handle_dense(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep)
+{
+	const struct tl_msg_hdr *q = &v->hdr;
+	bool push = q->type == PS_T_DENSE_PUSH;
+	uint64_t n = q->key_count, d = q->dim, first, lo, hi;
+	struct ps_op op = { .kind = push ? PS_OP_DENSE_PUSH : PS_OP_DENSE_PULL, .v = v };
+	uint8_t tmp[8];
+	int ti, rc;
+
+	if ((rc = req_table(h, v, rep, PS_TABLE_DENSE, &ti)) < 0)
+		return rc;
+	if ((rc = check_len(h, v, rep, push ? 24 + n * d * 4 : 8, push ? 16 : n * d * 4)) < 0)
+		return rc;
+	if (push && (rc = check_worker(h, v, rep, &op.worker, &op.seq)) < 0)
+		return rc;
+	first = tl_ld64(tl_view_get(v, push ? 16 : 0, 8, tmp));
+	ps_dense_range(h->s->tcfg[ti].dense_rows, h->s->cfg.server_id, h->s->cfg.n_servers, &lo, &hi);
+	if (first < lo || first > hi || n > hi - first)
+		return reply_err(rep, q, -EXDEV, PS_ERR_WRONG_SERVER, "rows [%llu, %llu) are not "
+				 "all in this server's range [%llu, %llu)", (unsigned long long)first,
+				 (unsigned long long)(first + n), (unsigned long long)lo,
+				 (unsigned long long)hi);
+	if (push && (rc = check_finite(h, v, rep, 24, n * d)) < 0)
+		return rc;
+	op.table = (uint32_t)ti;
+	op.n = (uint32_t)n;
+	op.dense_first = first;
+	op.vals_off = 24;
+	op.out = push ? NULL : (float *)(rep->buf + TL_MSG_HDR_LEN);
+	ps_handler_run_op(h, (uint32_t)ti % h->s->cfg.n_shards, &op);
+	ps_handler_wait(h, &op);
+	if (op.status < 0)
+		return reply_err(rep, q, op.status, PS_ERR_NO_SPACE, "dense op failed: %s",
+				 strerror(-op.status));
+	if (!push) {
+		put_hdr(rep, PS_T_DENSE_PULL_R, q, (uint32_t)(n * d * 4), (uint32_t)n, (uint32_t)d);
+		return 0;
+	}
+	tl_st64(rep->buf + TL_MSG_HDR_LEN, op.seq);
+	tl_st32(rep->buf + TL_MSG_HDR_LEN + 8, op.status == 1 ? 0 : 1);
+	tl_st32(rep->buf + TL_MSG_HDR_LEN + 12, 0);
+	put_hdr(rep, PS_T_DENSE_PUSH_R, q, 16, (uint32_t)n, (uint32_t)d);
+	return 0;
+}
+
+/*
+ * Barrier state is server-wide and lives on lcore slot 0 (the glue routes PS_T_BARRIER
+ * there). The last worker to arrive makes every shard apply the step's sums.
+ */
+static int handle_barrier(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep)
+{
+	struct ps_server *s = h->s;
+	const struct tl_msg_hdr *q = &v->hdr;
+	uint32_t worker, sh, done = 0;
+	uint64_t step;
+	int rc;
+
+	if (q->body_len != 16)
+		return reply_err(rep, q, -EBADMSG, PS_ERR_BAD_LENGTH, "barrier body is %u bytes, "
+				 "not 16", q->body_len);
+	if (h->slot != 0)
+		return reply_err(rep, q, -EXDEV, PS_ERR_BAD_MODE, "barrier sent to lcore slot %u, "
+				 "not 0", h->slot);
+	if ((rc = check_worker(h, v, rep, &worker, &step)) < 0)
+		return rc;
+	if (step > s->bar_step)
+		return reply_err(rep, q, -EINVAL, PS_ERR_BAD_MODE, "barrier for step %llu while "
+				 "the server is at step %llu", (unsigned long long)step,
+				 (unsigned long long)s->bar_step);
+	if (step < s->bar_step) {
+		done = 1;
+	} else {
+		if (!s->bar_seen[worker]) {
+			s->bar_seen[worker] = 1;
+			s->bar_arrived++;
+		}
+		if (s->bar_arrived == s->cfg.n_workers) {
+			if (s->cfg.mode == PS_MODE_SYNC)
+				for (sh = 0; sh < s->cfg.n_shards; sh++) {
+					struct ps_op *op = &h->ops[sh];
+					memset(op, 0, sizeof(*op));
+					op->kind = PS_OP_SYNC_STEP;
+					ps_handler_run_op(h, sh, op);
+				}
+			for (sh = 0; s->cfg.mode == PS_MODE_SYNC && sh < s->cfg.n_shards; sh++)
+				ps_handler_wait(h, &h->ops[sh]);
+			memset(s->bar_seen, 0, s->cfg.n_workers);
+			s->bar_arrived = 0;
+			s->bar_step++;
+			done = 1;
+		}
+	}
+	tl_st64(rep->buf + TL_MSG_HDR_LEN, step);
+	tl_st32(rep->buf + TL_MSG_HDR_LEN + 8, done ? s->cfg.n_workers : s->bar_arrived);
+	tl_st32(rep->buf + TL_MSG_HDR_LEN + 12, s->cfg.n_workers);
+	tl_st32(rep->buf + TL_MSG_HDR_LEN + 16, done);
+	tl_st32(rep->buf + TL_MSG_HDR_LEN + 20, 0);
+	put_hdr(rep, PS_T_BARRIER_R, q, 24, 0, 0);
+	return 0;
+}
+
+static int handle_geo_pull(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep)
+{
+	const struct tl_msg_hdr *q = &v->hdr;
+	uint32_t ns = h->s->cfg.n_shards, s, worker, n = 0;
+	size_t rec, off = TL_MSG_HDR_LEN;
+	uint8_t tmp[8];
+	int ti, rc;
+
+	if (h->s->cfg.mode != PS_MODE_GEO)
+		return reply_err(rep, q, -EOPNOTSUPP, PS_ERR_BAD_MODE, "GEO pull on a server "
+				 "not in GEO mode");
+	if ((rc = req_table(h, v, rep, PS_TABLE_SPARSE, &ti)) < 0)
+		return rc;
+	if (q->body_len != 8 || q->key_count != 0)
+		return reply_err(rep, q, -EBADMSG, PS_ERR_BAD_LENGTH, "GEO pull body is %u bytes "
+				 "with %u keys, expected 8 and 0", q->body_len, q->key_count);
+	worker = tl_ld32(tl_view_get(v, 0, 8, tmp));
+	if (worker >= h->s->cfg.n_workers)
+		return reply_err(rep, q, -EINVAL, PS_ERR_BAD_WORKER, "worker %u out of range", worker);
+	rec = 8 + (size_t)q->dim * 4;
+	for (s = 0; s < ns; s++) {
+		struct ps_op *op = &h->ops[s];
+		memset(op, 0, sizeof(*op));
+		op->kind = PS_OP_GEO_PULL;
+		op->table = (uint32_t)ti;
+		op->worker = worker;
+		op->geo_out = rep->buf + off;
+		op->geo_cap = (uint32_t)((rep->cap - off) / rec);
+		ps_handler_run_op(h, s, op);
+		ps_handler_wait(h, op);
+		if (op->status < 0)
+			return reply_err(rep, q, op->status, PS_ERR_NO_SPACE, "GEO reply does not fit "
+					 "in %u bytes", rep->cap);
+		off += op->geo_n * rec;
+		n += op->geo_n;
+	}
+	/* Every part fitted: only now move the worker's marks (op->seq = clock seen). */
+	for (s = 0; s < ns; s++) {
+		h->ops[s].kind = PS_OP_GEO_COMMIT;
+		ps_handler_run_op(h, s, &h->ops[s]);
+		ps_handler_wait(h, &h->ops[s]);
+	}
+	put_hdr(rep, PS_T_GEO_PULL_R, q, (uint32_t)(off - TL_MSG_HDR_LEN), n, q->dim);
+	return 0;
+}
+
+static int handle_save(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep)
+{
+	const struct tl_msg_hdr *q = &v->hdr;
+	char path[4096], err[256];
+	uint64_t rows = 0;
+	int rc;
+
+	if (q->body_len == 0 || q->body_len >= sizeof(path))
+		return reply_err(rep, q, -EINVAL, PS_ERR_BAD_LENGTH, "save path of %u bytes",
+				 q->body_len);
+	tl_view_copy(v, 0, path, q->body_len);
+	path[q->body_len] = '\0';
+	if (strlen(path) != q->body_len)
+		return reply_err(rep, q, -EINVAL, PS_ERR_BAD_LENGTH, "save path contains NUL");
+	rc = ps_save(h, path, &rows, err, sizeof(err));
+	if (rc < 0)
+		return reply_err(rep, q, rc, PS_ERR_IO, "%s", err);
+	tl_st64(rep->buf + TL_MSG_HDR_LEN, rows);
+	put_hdr(rep, PS_T_SAVE_R, q, 8, 0, 0);
+	return 0;
+}
+
+int ps_handle(struct ps_handler *h, const struct tl_msg_view *req, struct ps_reply *rep)
+{
+	if (!rep->buf || rep->cap < TL_MSG_HDR_LEN + 64 || ((uintptr_t)rep->buf & 3))
+		return -ENOBUFS;
+	rep->len = 0;
+	switch (req->hdr.type) {
+	case PS_T_PULL:
+	case PS_T_PUSH:
+	case PS_T_PUSH_PULL:
+		return handle_sparse(h, req, rep);
+	case PS_T_DENSE_PULL:
+	case PS_T_DENSE_PUSH:
+		return handle_dense(h, req, rep);
+	case PS_T_BARRIER:
+		return handle_barrier(h, req, rep);
+	case PS_T_GEO_PULL:
+		return handle_geo_pull(h, req, rep);
+	case PS_T_SAVE:
+		return handle_save(h, req, rep);
+	default:
+		return reply_err(rep, &req->hdr, -EPROTO, PS_ERR_BAD_TYPE, "message type %u is not "
+				 "a PS request", req->hdr.type);
+	}
+}

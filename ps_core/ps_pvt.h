@@ -1,0 +1,245 @@
+/*
+ * ps_pvt.h — ps_core internals shared by its files: the sparse/dense table, the shard
+ * (tables + exactly-once + mode state + snapshot), the op that crosses lcores, hashes.
+ *
+ * Ownership: a shard and everything it points to is touched only by its owner lcore,
+ * except struct ps_op's done flag (store-release by the owner, load-acquire by the
+ * requester) and the snapshot's ready flag (same pairing).
+ */
+#ifndef WHARF_PS_PVT_H
+#define WHARF_PS_PVT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ps_core/ps.h"
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+	       "gradients are read from the wire as host floats");
+
+#define PS_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define PS_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define PS_CACHE_LINE  64
+#define PS_MAX_DIM     1024u
+
+/* fmix64 from MurmurHash3's finalizer (idea, not code): full avalanche of 64 bits. */
+static inline uint64_t ps_mix64(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ull;
+	k ^= k >> 33;
+	return k;
+}
+
+/* Three independent hashes: server (h1), shard (h2), slot inside a shard's table (h3). */
+#define PS_H1_SALT 0x9e3779b97f4a7c15ull
+#define PS_H2_SALT 0xd1b54a32d192ed03ull
+#define PS_H3_SALT 0x8cb92ba72f3d8dd7ull
+
+/* ---------------------------------------------------------------- memory */
+
+void *ps_mem_alloc(size_t bytes, int node);  /* zeroed, cache aligned, node-local if NUMA */
+void ps_mem_free(void *p, size_t bytes, int node);
+int ps_mem_node_of_caller(void);
+
+/* ---------------------------------------------------------------- table */
+
+/*
+ * A row in the arena: meta then floats. value[dim], then optimizer state, then (sync
+ * mode only) the step's gradient sum acc[dim].
+ */
+struct ps_row_meta {
+	uint64_t key;      /* sparse: key; dense: global row index */
+	uint32_t version;  /* GEO: clock of last change; sync: step+1 when acc was touched */
+	uint32_t mark;     /* per-push stamp: detects duplicate keys inside one push */
+};
+_Static_assert(sizeof(struct ps_row_meta) == 16, "row meta stays 16 bytes");
+
+/* A hash slot: row index + 1 (0 = empty) and the low 32 bits of h3 (index and tag). */
+struct ps_slot {
+	uint32_t row1;
+	uint32_t h;
+};
+
+#define PS_CHUNK_SHIFT 10u
+#define PS_CHUNK_ROWS  (1u << PS_CHUNK_SHIFT)
+
+struct ps_table {
+	struct ps_table_config cfg;
+	uint32_t sfl;           /* optimizer state floats per row */
+	uint32_t acc_off;       /* float offset of acc[] in a row, 0 if none */
+	uint32_t stride;        /* bytes per row, multiple of 16 */
+	int node;
+	/* rows */
+	uint8_t **chunks;
+	uint32_t n_chunks, cap_chunks;
+	uint32_t n_rows;
+	/* sparse index: slots (new) and, while growing, old slots still being moved */
+	struct ps_slot *slots, *old;
+	uint32_t mask, old_mask;
+	uint32_t mig;           /* next old slot to move */
+	uint32_t limit;         /* rows at which the next grow starts */
+	uint64_t dense_first;   /* dense: first global row held here */
+};
+
+static inline uint8_t *ps_row(const struct ps_table *t, uint32_t r)
+{
+	return t->chunks[r >> PS_CHUNK_SHIFT] + (size_t)(r & (PS_CHUNK_ROWS - 1)) * t->stride;
+}
+static inline struct ps_row_meta *ps_row_meta(const struct ps_table *t, uint32_t r)
+{
+	return (struct ps_row_meta *)ps_row(t, r);
+}
+static inline float *ps_row_val(const struct ps_table *t, uint32_t r)
+{
+	return (float *)(ps_row(t, r) + sizeof(struct ps_row_meta));
+}
+
+int ps_table_init(struct ps_table *t, const struct ps_table_config *cfg, bool sync_acc,
+		  uint64_t dense_first, uint64_t dense_rows, int node);
+void ps_table_fini(struct ps_table *t);
+/* Row of key, or UINT32_MAX. */
+uint32_t ps_table_find(const struct ps_table *t, uint64_t key);
+/*
+ * Rows of n keys, created (and initialised) on first touch. Prefetches ahead. Call
+ * ps_table_reserve(t, n) first: after it succeeds this cannot fail.
+ */
+void ps_table_lookup_batch(struct ps_table *t, const uint64_t *keys, uint32_t n, uint32_t *rows);
+int ps_table_reserve(struct ps_table *t, uint32_t n);
+/* Appends a row with the given contents (restore). Caller made sure the key is new. */
+uint32_t ps_table_insert(struct ps_table *t, uint64_t key);
+void ps_table_init_row(const struct ps_table *t, uint32_t r, uint64_t key);
+uint64_t ps_table_bytes(const struct ps_table *t);
+
+/* ---------------------------------------------------------------- optimizers */
+
+/* Applies gradient g (dim floats, maybe unaligned wire bytes) to value+state of a row. */
+void ps_optim_apply(const struct ps_table *t, float *row, const uint8_t *g);
+void ps_optim_apply_f(const struct ps_table *t, float *row, const float *g);
+
+/* ---------------------------------------------------------------- shard */
+
+enum ps_op_kind {
+	PS_OP_PULL = 1,
+	PS_OP_PUSH,       /* async apply, sync accumulate, or GEO add, by mode */
+	PS_OP_DENSE_PULL,
+	PS_OP_DENSE_PUSH,
+	PS_OP_SYNC_STEP,  /* sync: apply the step's sums */
+	PS_OP_GEO_PULL,
+	PS_OP_GEO_COMMIT,
+	PS_OP_SNAP_BEGIN,
+};
+
+struct ps_snap;
+
+/*
+ * One shard's slice of a request. The requester fills it, the owner runs it and then
+ * sets done with a release store (partner: the requester's acquire load in ps_op_wait).
+ */
+struct ps_op {
+	enum ps_op_kind kind;
+	uint32_t shard;
+	uint32_t table;          /* index into the server's tables */
+	const struct tl_msg_view *v;
+	const uint64_t *keys;    /* all keys of the request, decoded */
+	const uint32_t *idx;     /* positions (in the request) this shard handles */
+	uint32_t n;
+	uint32_t vals_off;       /* body offset of the gradient block */
+	uint32_t worker;
+	uint64_t seq;
+	float *out;              /* values out, request order (row pos * dim) */
+	/* GEO pull output */
+	uint8_t *geo_out;        /* records of u64 key + dim f32 */
+	uint32_t geo_cap, geo_n;
+	struct ps_snap *snap;
+	uint64_t dense_first;    /* dense: first global row of the request */
+	int status;              /* 0, 1 = duplicate push, or -errno */
+	_Atomic uint32_t done;
+};
+
+/* Snapshot of one shard: copies of rows [0, n_rows[t]) of each table. */
+struct ps_snap_table {
+	uint8_t *rows;           /* n_rows * stride bytes */
+	uint64_t *copied;        /* bitmap: row already copied (copy-on-write done) */
+	uint32_t n_rows;
+};
+struct ps_snap {
+	struct ps_snap_table *t; /* one per table */
+	uint32_t n_tables;
+	uint32_t cur_table, cursor;
+	_Atomic uint32_t ready;  /* release by owner when complete; acquire in ps_save */
+};
+
+struct ps_shard {
+	uint32_t id, owner;
+	struct ps_server *srv;
+	struct ps_table *tables;  /* one per configured table */
+	uint32_t n_tables;
+	uint64_t *last_seq;       /* per worker: last applied push sequence (+1; 0 = none) */
+	uint32_t push_mark;       /* stamp for duplicate detection */
+	/* sync */
+	uint32_t **touched;       /* per table: rows whose acc is non-zero this step */
+	uint32_t *n_touched, *cap_touched;
+	uint32_t sync_step;
+	/* GEO */
+	uint32_t geo_clock;
+	uint32_t *geo_seen;       /* per worker x table: clock at its last GEO pull */
+	/* merge scratch for pushes with duplicate keys */
+	uint32_t *rows;           /* max_keys */
+	uint64_t *keys;           /* max_keys: this shard's keys of a request; merge pairs */
+	float *merge;             /* one merged gradient row */
+	struct ps_snap *snap;     /* in progress, or NULL */
+	int node;
+};
+
+int ps_shard_init(struct ps_shard *sh, struct ps_server *srv, uint32_t id, uint32_t owner, int node);
+void ps_shard_fini(struct ps_shard *sh);
+void ps_shard_run(struct ps_shard *sh, struct ps_op *op);
+/* Copies up to budget rows of an in-progress snapshot. */
+void ps_shard_snap_step(struct ps_shard *sh, uint32_t budget);
+void ps_snap_free(struct ps_snap *s);
+
+/* ---------------------------------------------------------------- server */
+
+struct rte_ring;
+
+struct ps_server {
+	struct ps_server_config cfg;
+	struct ps_table_config *tcfg;
+	struct ps_shard *shards;
+	struct rte_ring **rings;    /* [from * n_lcores + to], SPSC */
+	struct ps_handler **handlers;
+	uint32_t max_keys, max_dim;
+	/* sync barrier: which workers reached sync_step (server-wide, lcore slot 0 only) */
+	uint64_t bar_step;
+	uint8_t *bar_seen;
+	uint32_t bar_arrived;
+};
+
+/* One per lcore slot; used by one thread. */
+struct ps_handler {
+	struct ps_server *s;
+	uint32_t slot;
+	uint64_t *keys;    /* the request's keys, decoded */
+	uint32_t *idx;     /* request positions grouped by shard */
+	uint32_t *cnt;     /* per shard */
+	struct ps_op *ops; /* per shard */
+	float *tmp;        /* PS_MAX_DIM floats: a gradient that straddles views */
+};
+
+/* snprintf into err (may be NULL). */
+void ps_errf(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int ps_server_table_index(const struct ps_server *s, uint32_t table_id);
+void ps_handler_run_op(struct ps_handler *h, uint32_t shard, struct ps_op *op);
+void ps_handler_wait(struct ps_handler *h, struct ps_op *op);
+
+/* Checkpoint file (ps_ckpt.c). */
+int ps_ckpt_write(struct ps_server *s, struct ps_snap **snaps, const char *path,
+		  uint64_t *rows_out, char *err, size_t errlen);
+int ps_ckpt_read(struct ps_server *s, const char *path, char *err, size_t errlen);
+
+#endif /* WHARF_PS_PVT_H */

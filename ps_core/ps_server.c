@@ -1,0 +1,310 @@
+/*
+ * ps_server.c — the server request handler. The network glue hands each received PS
+ * message here (ps_handle) on the lcore that received it; this file validates the whole
+ * request first (so a refused request changes nothing), splits its keys by shard
+ * (h2(key) mod shards), runs each shard's part on the shard's owner — directly when that
+ * is this lcore, else over the SPSC rte_ring from this lcore to the owner — and writes
+ * the reply into the caller's storage.
+ *
+ * Below: ps_shard.c (apply), ps_table.c (rows). Beside: ps_ckpt.c (save/load).
+ * Rings are rte_rings initialised on our own memory (rte_ring_init), so no EAL is needed.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_pause.h>
+#include <rte_ring.h>
+
+#include "ps_core/ps_pvt.h"
+
+void ps_errf(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+uint32_t ps_key_server(uint64_t key, uint32_t n_servers)
+{
+	return (uint32_t)(ps_mix64(key ^ PS_H1_SALT) % n_servers);
+}
+
+uint32_t ps_key_shard(uint64_t key, uint32_t n_shards)
+{
+	return (uint32_t)(ps_mix64(key ^ PS_H2_SALT) % n_shards);
+}
+
+void ps_dense_range(uint64_t rows, uint32_t s, uint32_t n, uint64_t *first, uint64_t *last)
+{
+	*first = rows * s / n;
+	*last = rows * (s + 1) / n;
+}
+
+int ps_server_table_index(const struct ps_server *s, uint32_t table_id)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->cfg.n_tables; i++)
+		if (s->tcfg[i].id == table_id)
+			return (int)i;
+	return -ENOENT;
+}
+
+static int check_table(const struct ps_table_config *t, char *err, size_t errlen)
+{
+	const struct ps_optim_params *o = &t->op;
+
+	if (t->dim == 0 || t->dim > PS_MAX_DIM) {
+		ps_errf(err, errlen, "table %u: dim %u outside 1..%u", t->id, t->dim, PS_MAX_DIM);
+		return -EINVAL;
+	}
+	if (t->kind > PS_TABLE_DENSE || t->optim > PS_OPT_FTRL || t->init > PS_INIT_NORMAL) {
+		ps_errf(err, errlen, "table %u: unknown kind, optimizer or initializer", t->id);
+		return -EINVAL;
+	}
+	if (!(o->lr > 0 && isfinite(o->lr)) || !isfinite(o->eps) || !isfinite(o->beta1) ||
+	    !isfinite(o->beta2) || !isfinite(o->l1) || !isfinite(o->l2) || !isfinite(o->init_accum)) {
+		ps_errf(err, errlen, "table %u: learning rate must be > 0 and parameters finite", t->id);
+		return -EINVAL;
+	}
+	if (t->kind == PS_TABLE_DENSE && (t->dense_rows == 0 || t->dense_rows > UINT32_MAX / 2)) {
+		ps_errf(err, errlen, "table %u: dense rows %llu outside 1..2^31", t->id,
+		     (unsigned long long)t->dense_rows);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_config(const struct ps_server_config *c, char *err, size_t errlen)
+{
+	uint32_t i, j;
+	int rc;
+
+	if (c->n_servers == 0 || c->server_id >= c->n_servers || c->n_shards == 0 ||
+	    c->n_lcores == 0 || c->n_lcores > 64 || c->n_workers == 0 || c->n_workers > 65536 ||
+	    c->mode > PS_MODE_GEO || c->n_tables == 0 || !c->tables) {
+		ps_errf(err, errlen, "server config: need server_id < n_servers, 1..64 lcores, "
+		     "shards >= 1, 1..65536 workers, a known mode and at least one table");
+		return -EINVAL;
+	}
+	for (i = 0; i < c->n_tables; i++) {
+		if ((rc = check_table(&c->tables[i], err, errlen)) < 0)
+			return rc;
+		for (j = 0; j < i; j++)
+			if (c->tables[j].id == c->tables[i].id) {
+				ps_errf(err, errlen, "table id %u configured twice", c->tables[i].id);
+				return -EINVAL;
+			}
+	}
+	return 0;
+}
+
+static int create_rings(struct ps_server *s)
+{
+	uint32_t n = s->cfg.n_lcores, sz = s->cfg.ring_size ? s->cfg.ring_size : 1024, i;
+	ssize_t bytes = rte_ring_get_memsize(sz);
+
+	if (bytes < 0)
+		return (int)bytes;
+	s->rings = calloc((size_t)n * n, sizeof(*s->rings));
+	if (!s->rings)
+		return -ENOMEM;
+	for (i = 0; i < n * n; i++) {
+		if (i / n == i % n)
+			continue;
+		int node = s->cfg.lcore_numa ? s->cfg.lcore_numa[i % n] : -1;
+		s->rings[i] = ps_mem_alloc((size_t)bytes, node);
+		if (!s->rings[i])
+			return -ENOMEM;
+		/* SPSC: lcore i/n is the only producer, lcore i%n the only consumer. */
+		int rc = rte_ring_init(s->rings[i], "ps", sz, RING_F_SP_ENQ | RING_F_SC_DEQ);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int ps_server_create(const struct ps_server_config *cfg, struct ps_server **out,
+		     char *err, size_t errlen)
+{
+	struct ps_server *s;
+	uint32_t i;
+	int rc = check_config(cfg, err, errlen), caller_node = ps_mem_node_of_caller();
+
+	if (rc < 0)
+		return rc;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->cfg = *cfg;
+	s->max_keys = cfg->max_keys ? cfg->max_keys : 65536;
+	s->tcfg = calloc(cfg->n_tables, sizeof(*s->tcfg));
+	s->shards = calloc(cfg->n_shards, sizeof(*s->shards));
+	s->handlers = calloc(cfg->n_lcores, sizeof(*s->handlers));
+	s->bar_seen = calloc(cfg->n_workers, 1);
+	if (!s->tcfg || !s->shards || !s->handlers || !s->bar_seen)
+		goto out_nomem;
+	memcpy(s->tcfg, cfg->tables, cfg->n_tables * sizeof(*s->tcfg));
+	s->cfg.tables = s->tcfg;
+	s->cfg.lcore_numa = NULL; /* not kept: the caller's array */
+	for (i = 0; i < cfg->n_tables; i++)
+		if (s->tcfg[i].dim > s->max_dim)
+			s->max_dim = s->tcfg[i].dim;
+	if ((rc = create_rings(s)) < 0)
+		goto out_destroy;
+	for (i = 0; i < cfg->n_shards; i++) {
+		uint32_t owner = i % cfg->n_lcores;
+		int node = cfg->lcore_numa ? cfg->lcore_numa[owner] : caller_node;
+		if ((rc = ps_shard_init(&s->shards[i], s, i, owner, node)) < 0)
+			goto out_destroy;
+	}
+	*out = s;
+	return 0;
+out_nomem:
+	rc = -ENOMEM;
+out_destroy:
+	ps_errf(err, errlen, "server create: %s", strerror(-rc));
+	ps_server_destroy(s);
+	return rc;
+}
+
+void ps_server_destroy(struct ps_server *s)
+{
+	uint32_t i, n;
+
+	if (!s)
+		return;
+	n = s->cfg.n_lcores;
+	for (i = 0; s->shards && i < s->cfg.n_shards; i++)
+		if (s->shards[i].srv)
+			ps_shard_fini(&s->shards[i]);
+	for (i = 0; s->rings && i < n * n; i++)
+		if (s->rings[i])
+			ps_mem_free(s->rings[i], (size_t)rte_ring_get_memsize(s->cfg.ring_size ?
+					      s->cfg.ring_size : 1024), -1);
+	free(s->rings);
+	free(s->shards);
+	free(s->handlers);
+	free(s->bar_seen);
+	free(s->tcfg);
+	free(s);
+}
+
+int ps_handler_create(struct ps_server *s, uint32_t slot, struct ps_handler **out)
+{
+	struct ps_handler *h;
+	uint32_t ns = s->cfg.n_shards;
+
+	if (slot >= s->cfg.n_lcores || s->handlers[slot])
+		return -EINVAL;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	h->s = s;
+	h->slot = slot;
+	h->keys = malloc((size_t)s->max_keys * sizeof(*h->keys));
+	h->idx = malloc((size_t)s->max_keys * sizeof(*h->idx));
+	h->cnt = calloc(ns + 1, sizeof(*h->cnt));
+	h->ops = calloc(ns, sizeof(*h->ops));
+	h->tmp = malloc(PS_MAX_DIM * sizeof(float));
+	if (!h->keys || !h->idx || !h->cnt || !h->ops || !h->tmp) {
+		ps_handler_destroy(h);
+		return -ENOMEM;
+	}
+	s->handlers[slot] = h;
+	*out = h;
+	return 0;
+}
+
+void ps_handler_destroy(struct ps_handler *h)
+{
+	if (!h)
+		return;
+	if (h->s->handlers[h->slot] == h)
+		h->s->handlers[h->slot] = NULL;
+	free(h->keys);
+	free(h->idx);
+	free(h->cnt);
+	free(h->ops);
+	free(h->tmp);
+	free(h);
+}
+
+/* ---------------------------------------------------------------- op transport */
+
+#define PS_POLL_BURST 32u
+#define PS_SNAP_BUDGET 4096u
+
+unsigned ps_handler_poll(struct ps_handler *h)
+{
+	struct ps_server *s = h->s;
+	uint32_t n = s->cfg.n_lcores, from, i, got, total = 0;
+	void *ops[PS_POLL_BURST];
+
+	for (from = 0; from < n; from++) {
+		struct rte_ring *r = s->rings[from * n + h->slot];
+		if (!r)
+			continue;
+		got = rte_ring_sc_dequeue_burst(r, ops, PS_POLL_BURST, NULL);
+		for (i = 0; i < got; i++) {
+			struct ps_op *op = ops[i];
+			ps_shard_run(&s->shards[op->shard], op);
+			/* Partner: the acquire load in ps_handler_wait (requester lcore). */
+			atomic_store_explicit(&op->done, 1, memory_order_release);
+		}
+		total += got;
+	}
+	/* Advance copy-on-write snapshots of this lcore's shards between ops. */
+	for (i = h->slot; i < s->cfg.n_shards; i += n)
+		ps_shard_snap_step(&s->shards[i], PS_SNAP_BUDGET);
+	return total;
+}
+
+void ps_handler_run_op(struct ps_handler *h, uint32_t shard, struct ps_op *op)
+{
+	struct ps_server *s = h->s;
+	uint32_t owner = s->shards[shard].owner;
+
+	op->shard = shard;
+	atomic_store_explicit(&op->done, 0, memory_order_relaxed);
+	if (owner == h->slot) {
+		ps_shard_run(&s->shards[shard], op);
+		atomic_store_explicit(&op->done, 1, memory_order_relaxed);
+		return;
+	}
+	/* The enqueue publishes the op (the ring's own release); the owner's dequeue acquires. */
+	while (rte_ring_sp_enqueue(s->rings[h->slot * s->cfg.n_lcores + owner], op) != 0)
+		ps_handler_poll(h); /* the owner may be waiting on us: keep serving */
+}
+
+void ps_handler_wait(struct ps_handler *h, struct ps_op *op)
+{
+	/* Partner: the release store in ps_handler_poll on the owner lcore. */
+	while (!atomic_load_explicit(&op->done, memory_order_acquire)) {
+		if (ps_handler_poll(h) == 0)
+			rte_pause();
+	}
+}
+
+int ps_server_table_stats(struct ps_server *s, uint32_t table_id, struct ps_table_stats *st)
+{
+	int ti = ps_server_table_index(s, table_id);
+	uint32_t i;
+
+	if (ti < 0)
+		return ti;
+	memset(st, 0, sizeof(*st));
+	for (i = 0; i < s->cfg.n_shards; i++) {
+		st->rows += s->shards[i].tables[ti].n_rows;
+		st->bytes += ps_table_bytes(&s->shards[i].tables[ti]);
+	}
+	return 0;
+}

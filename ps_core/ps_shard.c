@@ -1,0 +1,432 @@
+/*
+ * ps_shard.c — one shard: its tables, exactly-once state, sync/GEO bookkeeping and the
+ * copy-on-write snapshot. Everything here runs on the shard's owner lcore only, called
+ * from ps_server.c (ps_handler_run_op directly, or ps_handler_poll after an SPSC ring), so
+ * nothing is locked and nothing does an atomic read-modify-write.
+ *
+ * A push op: exactly-once check -> reserve (the only step that can fail, before any
+ * change) -> rows of the keys (created on first touch) -> duplicate keys merged -> per row:
+ * copy-on-write if a snapshot is in progress, then by mode: optimizer (async), add to the
+ * step's sum (sync), add the delta and stamp the GEO clock (GEO).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_core/ps_pvt.h"
+
+int ps_shard_init(struct ps_shard *sh, struct ps_server *srv, uint32_t id, uint32_t owner, int node)
+{
+	const struct ps_server_config *c = &srv->cfg;
+	uint32_t t, nt = c->n_tables, nw = c->n_workers;
+	int rc = -ENOMEM;
+
+	memset(sh, 0, sizeof(*sh));
+	sh->id = id;
+	sh->owner = owner;
+	sh->srv = srv;
+	sh->node = node;
+	sh->n_tables = nt;
+	sh->tables = calloc(nt, sizeof(*sh->tables));
+	sh->last_seq = calloc(nw, sizeof(*sh->last_seq));
+	sh->touched = calloc(nt, sizeof(*sh->touched));
+	sh->n_touched = calloc(nt, sizeof(uint32_t));
+	sh->cap_touched = calloc(nt, sizeof(uint32_t));
+	sh->geo_seen = calloc((size_t)nw * nt, sizeof(uint32_t));
+	sh->rows = ps_mem_alloc((size_t)srv->max_keys * sizeof(uint32_t), node);
+	sh->keys = ps_mem_alloc((size_t)srv->max_keys * sizeof(uint64_t), node);
+	sh->merge = ps_mem_alloc((size_t)srv->max_dim * sizeof(float), node);
+	if (!sh->tables || !sh->last_seq || !sh->touched || !sh->n_touched || !sh->cap_touched ||
+	    !sh->geo_seen || !sh->rows || !sh->keys || !sh->merge)
+		goto out_fini;
+	for (t = 0; t < nt; t++) {
+		const struct ps_table_config *tc = &srv->tcfg[t];
+		uint64_t first = 0, last = 0;
+		if (tc->kind == PS_TABLE_DENSE && t % c->n_shards == id)
+			ps_dense_range(tc->dense_rows, c->server_id, c->n_servers, &first, &last);
+		rc = ps_table_init(&sh->tables[t], tc, c->mode == PS_MODE_SYNC, first, last - first, node);
+		if (rc < 0)
+			goto out_fini;
+	}
+	return 0;
+out_fini:
+	ps_shard_fini(sh);
+	return rc < 0 ? rc : -ENOMEM;
+}
+
+void ps_shard_fini(struct ps_shard *sh)
+{
+	uint32_t t;
+	const struct ps_server *srv = sh->srv;
+
+	if (sh->tables)
+		for (t = 0; t < sh->n_tables; t++)
+			ps_table_fini(&sh->tables[t]);
+	if (sh->touched)
+		for (t = 0; t < sh->n_tables; t++)
+			free(sh->touched[t]);
+	free(sh->tables);
+	free(sh->last_seq);
+	free(sh->touched);
+	free(sh->n_touched);
+	free(sh->cap_touched);
+	free(sh->geo_seen);
+	ps_mem_free(sh->rows, (size_t)srv->max_keys * sizeof(uint32_t), sh->node);
+	ps_mem_free(sh->keys, (size_t)srv->max_keys * sizeof(uint64_t), sh->node);
+	ps_mem_free(sh->merge, (size_t)srv->max_dim * sizeof(float), sh->node);
+	memset(sh, 0, sizeof(*sh));
+}
+
+/* ---------------------------------------------------------------- snapshot */
+
+static void snap_copy(struct ps_snap_table *st, const struct ps_table *t, uint32_t r)
+{
+	memcpy(st->rows + (size_t)r * t->stride, ps_row(t, r), t->stride);
+	st->copied[r >> 6] |= 1ull << (r & 63);
+}
+
+/* Before a row changes: keep its pre-snapshot contents if the snapshot still needs them. */
+static inline void cow(struct ps_shard *sh, uint32_t ti, uint32_t r)
+{
+	struct ps_snap_table *st;
+
+	if (PS_LIKELY(!sh->snap))
+		return;
+	st = &sh->snap->t[ti];
+	if (r < st->n_rows && !(st->copied[r >> 6] & (1ull << (r & 63))))
+		snap_copy(st, &sh->tables[ti], r);
+}
+
+void ps_snap_free(struct ps_snap *s)
+{
+	uint32_t t;
+
+	if (!s)
+		return;
+	for (t = 0; t < s->n_tables && s->t; t++) {
+		free(s->t[t].rows);
+		free(s->t[t].copied);
+	}
+	free(s->t);
+	free(s);
+}
+
+static int snap_begin(struct ps_shard *sh, struct ps_snap *s)
+{
+	uint32_t t;
+
+	if (sh->snap)
+		return -EBUSY;
+	s->t = calloc(sh->n_tables, sizeof(*s->t));
+	if (!s->t)
+		return -ENOMEM;
+	s->n_tables = sh->n_tables;
+	for (t = 0; t < sh->n_tables; t++) {
+		const struct ps_table *tb = &sh->tables[t];
+		struct ps_snap_table *st = &s->t[t];
+		st->n_rows = tb->n_rows;
+		st->rows = malloc((size_t)tb->n_rows * tb->stride + 1);
+		st->copied = calloc((tb->n_rows + 63) / 64 + 1, sizeof(uint64_t));
+		if (!st->rows || !st->copied)
+			return -ENOMEM; /* the requester frees s */
+	}
+	s->cur_table = 0;
+	s->cursor = 0;
+	sh->snap = s;
+	return 0;
+}
+
+void ps_shard_snap_step(struct ps_shard *sh, uint32_t budget)
+{
+	struct ps_snap *s = sh->snap;
+
+	if (!s)
+		return;
+	while (budget > 0 && s->cur_table < s->n_tables) {
+		struct ps_snap_table *st = &s->t[s->cur_table];
+		const struct ps_table *t = &sh->tables[s->cur_table];
+		if (s->cursor >= st->n_rows) {
+			s->cur_table++;
+			s->cursor = 0;
+			continue;
+		}
+		if (!(st->copied[s->cursor >> 6] & (1ull << (s->cursor & 63))))
+			snap_copy(st, t, s->cursor);
+		s->cursor++;
+		budget--;
+	}
+	if (s->cur_table == s->n_tables) {
+		sh->snap = NULL;
+		/* Partner: the acquire load in ps_save before it reads the copies. */
+		atomic_store_explicit(&s->ready, 1, memory_order_release);
+	}
+}
+
+/* ---------------------------------------------------------------- apply */
+
+static void sync_touch(struct ps_shard *sh, uint32_t ti, uint32_t r)
+{
+	struct ps_table *t = &sh->tables[ti];
+	struct ps_row_meta *m = ps_row_meta(t, r);
+
+	if (m->version == sh->sync_step + 1)
+		return;
+	m->version = sh->sync_step + 1;
+	memset(ps_row_val(t, r) + t->acc_off, 0, t->cfg.dim * sizeof(float));
+	/* Capacity was ensured by sync_reserve before the op changed anything. */
+	sh->touched[ti][sh->n_touched[ti]++] = r;
+}
+
+static int sync_reserve(struct ps_shard *sh, uint32_t ti, uint32_t n)
+{
+	uint64_t need = (uint64_t)sh->n_touched[ti] + n;
+	uint32_t cap = sh->cap_touched[ti] ? sh->cap_touched[ti] : 1024;
+	uint32_t *p;
+
+	if (need <= sh->cap_touched[ti])
+		return 0;
+	while (cap < need)
+		cap *= 2;
+	p = realloc(sh->touched[ti], (size_t)cap * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	sh->touched[ti] = p;
+	sh->cap_touched[ti] = cap;
+	return 0;
+}
+
+static inline void apply_row(struct ps_shard *sh, uint32_t ti, uint32_t r, const uint8_t *g)
+{
+	struct ps_table *t = &sh->tables[ti];
+	float *w = ps_row_val(t, r);
+	uint32_t j, d = t->cfg.dim;
+	float f;
+
+	cow(sh, ti, r);
+	switch (sh->srv->cfg.mode) {
+	case PS_MODE_ASYNC:
+		ps_optim_apply(t, w, g);
+		break;
+	case PS_MODE_SYNC:
+		sync_touch(sh, ti, r);
+		for (j = 0; j < d; j++) {
+			memcpy(&f, g + 4 * j, 4);
+			w[t->acc_off + j] += f;
+		}
+		break;
+	case PS_MODE_GEO:
+		for (j = 0; j < d; j++) {
+			memcpy(&f, g + 4 * j, 4);
+			w[j] += f;
+		}
+		ps_row_meta(t, r)->version = sh->geo_clock;
+		break;
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Returns true when two of the n rows are the same row (a key repeated in the push). */
+static bool has_dups(struct ps_shard *sh, struct ps_table *t, const uint32_t *rows, uint32_t n)
+{
+	uint32_t i, mark;
+
+	if (++sh->push_mark == 0) {
+		/* Stamp wrapped after 2^32 pushes: clear every stamp once. */
+		for (i = 0; i < t->n_rows; i++)
+			ps_row_meta(t, i)->mark = 0;
+		sh->push_mark = 1;
+	}
+	mark = sh->push_mark;
+	for (i = 0; i < n; i++) {
+		struct ps_row_meta *m = ps_row_meta(t, rows[i]);
+		if (m->mark == mark)
+			return true;
+		m->mark = mark;
+	}
+	return false;
+}
+
+/* Gradient of request position p, straight from the views (copied only if it straddles). */
+static inline const uint8_t *grad_at(const struct ps_op *op, uint32_t p, uint32_t dim, float *scratch)
+{
+	return tl_view_get(op->v, op->vals_off + p * dim * 4, dim * 4, scratch);
+}
+
+/* Duplicate keys: sort (row, position) pairs, sum each run in request order, apply once. */
+static void apply_merged(struct ps_shard *sh, uint32_t ti, const struct ps_op *op, const uint32_t *rows)
+{
+	struct ps_table *t = &sh->tables[ti];
+	uint32_t d = t->cfg.dim, i, j, n = op->n;
+	uint64_t *pairs = sh->keys;
+	float *sum = sh->merge, tmp[PS_MAX_DIM];
+
+	for (i = 0; i < n; i++)
+		pairs[i] = (uint64_t)rows[i] << 32 | i;
+	qsort(pairs, n, sizeof(*pairs), cmp_u64);
+	for (i = 0; i < n;) {
+		uint32_t r = (uint32_t)(pairs[i] >> 32);
+		memset(sum, 0, d * sizeof(float));
+		for (; i < n && (uint32_t)(pairs[i] >> 32) == r; i++) {
+			uint32_t p = op->idx ? op->idx[(uint32_t)pairs[i]] : (uint32_t)pairs[i];
+			const uint8_t *g = grad_at(op, p, d, tmp);
+			for (j = 0; j < d; j++) {
+				float f;
+				memcpy(&f, g + 4 * j, 4);
+				sum[j] += f;
+			}
+		}
+		apply_row(sh, ti, r, (const uint8_t *)sum);
+	}
+}
+
+static void fill_out(const struct ps_table *t, const struct ps_op *op, const uint32_t *rows)
+{
+	uint32_t i, d = t->cfg.dim;
+
+	for (i = 0; i < op->n; i++) {
+		uint32_t p = op->idx ? op->idx[i] : i;
+		memcpy(op->out + (size_t)p * d, ps_row_val(t, rows[i]), d * sizeof(float));
+	}
+}
+
+/* Rows of the op's keys (sparse) or row range (dense), creating them; may fail -ENOMEM. */
+static int op_rows(struct ps_shard *sh, struct ps_table *t, const struct ps_op *op, uint32_t *rows)
+{
+	uint32_t i;
+	int rc;
+
+	if (t->cfg.kind == PS_TABLE_DENSE) {
+		for (i = 0; i < op->n; i++)
+			rows[i] = (uint32_t)(op->dense_first - t->dense_first) + i;
+		return 0;
+	}
+	rc = ps_table_reserve(t, op->n);
+	if (rc < 0)
+		return rc;
+	for (i = 0; i < op->n; i++)
+		sh->keys[i] = op->keys[op->idx[i]];
+	ps_table_lookup_batch(t, sh->keys, op->n, rows);
+	return 0;
+}
+
+static int op_push(struct ps_shard *sh, struct ps_op *op)
+{
+	struct ps_table *t = &sh->tables[op->table];
+	uint32_t *rows = sh->rows, i, d = t->cfg.dim;
+	float tmp[PS_MAX_DIM];
+	int rc;
+
+	if (op->seq <= sh->last_seq[op->worker]) {
+		rc = op_rows(sh, t, op, rows); /* a push-pull still answers with values */
+		if (rc == 0 && op->out)
+			fill_out(t, op, rows);
+		return rc < 0 ? rc : 1;
+	}
+	if (sh->srv->cfg.mode == PS_MODE_SYNC && (rc = sync_reserve(sh, op->table, op->n)) < 0)
+		return rc;
+	rc = op_rows(sh, t, op, rows);
+	if (rc < 0)
+		return rc;
+	sh->geo_clock++;
+	if (has_dups(sh, t, rows, op->n)) {
+		apply_merged(sh, op->table, op, rows);
+	} else {
+		for (i = 0; i < op->n; i++) {
+			if (i + 4 < op->n)
+				__builtin_prefetch(ps_row(t, rows[i + 4]), 1);
+			apply_row(sh, op->table, rows[i], grad_at(op, op->idx ? op->idx[i] : i, d, tmp));
+		}
+	}
+	sh->last_seq[op->worker] = op->seq;
+	if (op->out)
+		fill_out(t, op, rows);
+	return 0;
+}
+
+static int op_pull(struct ps_shard *sh, struct ps_op *op)
+{
+	struct ps_table *t = &sh->tables[op->table];
+	int rc = op_rows(sh, t, op, sh->rows);
+
+	if (rc == 0)
+		fill_out(t, op, sh->rows);
+	return rc;
+}
+
+static void op_sync_step(struct ps_shard *sh)
+{
+	uint32_t ti, i;
+
+	for (ti = 0; ti < sh->n_tables; ti++) {
+		struct ps_table *t = &sh->tables[ti];
+		for (i = 0; i < sh->n_touched[ti]; i++) {
+			uint32_t r = sh->touched[ti][i];
+			float *w = ps_row_val(t, r);
+			cow(sh, ti, r);
+			ps_optim_apply_f(t, w, w + t->acc_off);
+		}
+		sh->n_touched[ti] = 0;
+	}
+	sh->sync_step++;
+}
+
+/*
+ * GEO pull: records (u64 key, dim f32) of rows changed since the worker's last commit, into
+ * op->geo_out. Does not move the worker's mark: PS_OP_GEO_COMMIT does, once every shard's
+ * part fitted, so a refused pull loses nothing. The clock seen is returned in op->seq.
+ */
+static int op_geo_pull(struct ps_shard *sh, struct ps_op *op)
+{
+	const struct ps_table *t = &sh->tables[op->table];
+	uint32_t seen = sh->geo_seen[op->worker * sh->n_tables + op->table], r, n = 0;
+	size_t rec = 8 + (size_t)t->cfg.dim * 4;
+
+	for (r = 0; r < t->n_rows; r++) {
+		const struct ps_row_meta *m = ps_row_meta(t, r);
+		if (m->version <= seen)
+			continue;
+		if (n == op->geo_cap)
+			return -ENOBUFS;
+		memcpy(op->geo_out + n * rec, &m->key, 8);
+		memcpy(op->geo_out + n * rec + 8, ps_row_val(t, r), rec - 8);
+		n++;
+	}
+	op->geo_n = n;
+	op->seq = sh->geo_clock;
+	return 0;
+}
+
+void ps_shard_run(struct ps_shard *sh, struct ps_op *op)
+{
+	switch (op->kind) {
+	case PS_OP_PULL:
+	case PS_OP_DENSE_PULL:
+		op->status = op_pull(sh, op);
+		break;
+	case PS_OP_PUSH:
+	case PS_OP_DENSE_PUSH:
+		op->status = op_push(sh, op);
+		break;
+	case PS_OP_SYNC_STEP:
+		op_sync_step(sh);
+		op->status = 0;
+		break;
+	case PS_OP_GEO_PULL:
+		op->status = op_geo_pull(sh, op);
+		break;
+	case PS_OP_GEO_COMMIT:
+		sh->geo_seen[op->worker * sh->n_tables + op->table] = (uint32_t)op->seq;
+		op->status = 0;
+		break;
+	case PS_OP_SNAP_BEGIN:
+		op->status = snap_begin(sh, op->snap);
+		break;
+	default:
+		op->status = -EINVAL;
+	}
+}

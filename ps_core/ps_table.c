@@ -1,0 +1,346 @@
+/*
+ * ps_table.c — the shard-local table: a row arena plus, for sparse tables, a hand-written
+ * open-addressing index. Called by ps_shard.c (lookups, reserve) on the owner lcore only.
+ *
+ * Why hand-written and not rte_hash: rte_hash stores a 16-byte-aligned key copy, a
+ * signature array and bucket metadata (~2x our per-row overhead), grows only by a full
+ * stop-the-world rebuild, and pays for multi-writer support we never use (one owner per
+ * shard). Here a slot is 8 bytes (row index + 32 bits of hash), the key lives once in the
+ * row, and the index grows incrementally: a grow allocates a table twice the size and
+ * every later lookup moves a few old slots across (Redis-style progressive rehash), with
+ * lookups checking the new table, then the old one, until the move is complete. Rows
+ * never move (chunked arena), so a grow never touches row memory.
+ *
+ * Linear probing with a seeded 64-bit finalizer hash: adversarial keys (same low bits,
+ * arithmetic progressions) spread like random ones. Rows are never deleted, so no
+ * tombstones. Load factor stays <= 3/4.
+ */
+#include <errno.h>
+#include <math.h>
+#include <numa.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_core/ps_pvt.h"
+
+#define PS_MIGRATE_PER_LOOKUP 4u
+#define PS_MIN_SLOTS 1024u
+
+void *ps_mem_alloc(size_t bytes, int node)
+{
+	void *p;
+
+	if (bytes == 0)
+		bytes = PS_CACHE_LINE;
+	if (node >= 0 && numa_available() >= 0)
+		return numa_alloc_onnode(bytes, node); /* fresh pages: already zero */
+	bytes = (bytes + PS_CACHE_LINE - 1) & ~(size_t)(PS_CACHE_LINE - 1);
+	p = aligned_alloc(PS_CACHE_LINE, bytes);
+	if (p)
+		memset(p, 0, bytes);
+	return p;
+}
+
+int ps_mem_node_of_caller(void)
+{
+	int cpu;
+
+	if (numa_available() < 0)
+		return -1;
+	cpu = sched_getcpu();
+	return cpu < 0 ? -1 : numa_node_of_cpu(cpu);
+}
+
+/* Frees what ps_mem_alloc(bytes, node) returned. */
+void ps_mem_free(void *p, size_t bytes, int node)
+{
+	if (!p)
+		return;
+	if (node >= 0 && numa_available() >= 0)
+		numa_free(p, bytes ? bytes : PS_CACHE_LINE);
+	else
+		free(p);
+}
+
+uint32_t ps_optim_state_floats(enum ps_optim_kind k, uint32_t dim)
+{
+	switch (k) {
+	case PS_OPT_ADAGRAD: return dim;
+	case PS_OPT_ADAM: return 2 * dim + 2;   /* m, v, beta1^t, beta2^t */
+	case PS_OPT_FTRL: return 2 * dim;       /* z, n */
+	default: return 0;
+	}
+}
+
+static size_t chunk_bytes(const struct ps_table *t) { return (size_t)t->stride * PS_CHUNK_ROWS; }
+
+static int add_chunk(struct ps_table *t)
+{
+	if (t->n_chunks == t->cap_chunks) {
+		uint32_t cap = t->cap_chunks ? t->cap_chunks * 2 : 16;
+		uint8_t **c = realloc(t->chunks, cap * sizeof(*c));
+		if (!c)
+			return -ENOMEM;
+		t->chunks = c;
+		t->cap_chunks = cap;
+	}
+	t->chunks[t->n_chunks] = ps_mem_alloc(chunk_bytes(t), t->node);
+	if (!t->chunks[t->n_chunks])
+		return -ENOMEM;
+	t->n_chunks++;
+	return 0;
+}
+
+/* splitmix64 step: the per-row initializer's generator. */
+static inline uint64_t sm64(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+static inline double u01(uint64_t *s) { return (double)(sm64(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+void ps_table_init_row(const struct ps_table *t, uint32_t r, uint64_t key)
+{
+	struct ps_row_meta *m = ps_row_meta(t, r);
+	float *v = ps_row_val(t, r);
+	uint32_t d = t->cfg.dim, j;
+	uint64_t s = ps_mix64(t->cfg.seed ^ ps_mix64(key));
+
+	m->key = key;
+	m->version = 0;
+	m->mark = 0;
+	for (j = 0; j < d; j++) {
+		if (t->cfg.init == PS_INIT_UNIFORM) {
+			v[j] = (float)(t->cfg.init_a + (t->cfg.init_b - t->cfg.init_a) * u01(&s));
+		} else if (t->cfg.init == PS_INIT_NORMAL) {
+			double u1 = u01(&s), u2 = u01(&s);
+			double z = sqrt(-2.0 * log(u1 > 0 ? u1 : 1e-300)) * cos(2 * M_PI * u2);
+			v[j] = (float)(t->cfg.init_a + t->cfg.init_b * z);
+		} else {
+			v[j] = 0.0f;
+		}
+	}
+	memset(v + d, 0, ((size_t)t->sfl + (t->acc_off ? d : 0)) * sizeof(float));
+	if (t->cfg.optim == PS_OPT_ADAGRAD)
+		for (j = 0; j < d; j++)
+			v[d + j] = t->cfg.op.init_accum;
+	if (t->cfg.optim == PS_OPT_ADAM) {
+		v[3 * d] = 1.0f;
+		v[3 * d + 1] = 1.0f;
+	}
+}
+
+static int alloc_slots(struct ps_table *t, uint32_t n_slots)
+{
+	struct ps_slot *s = ps_mem_alloc((size_t)n_slots * sizeof(*s), t->node);
+
+	if (!s)
+		return -ENOMEM;
+	t->old = t->slots;
+	t->old_mask = t->mask;
+	t->mig = 0;
+	t->slots = s;
+	t->mask = n_slots - 1;
+	t->limit = n_slots / 4 * 3;
+	return 0;
+}
+
+int ps_table_init(struct ps_table *t, const struct ps_table_config *cfg, bool sync_acc,
+		  uint64_t dense_first, uint64_t dense_rows, int node)
+{
+	uint32_t floats, r;
+
+	memset(t, 0, sizeof(*t));
+	t->cfg = *cfg;
+	t->node = node;
+	t->sfl = ps_optim_state_floats(cfg->optim, cfg->dim);
+	floats = cfg->dim + t->sfl;
+	if (sync_acc) {
+		t->acc_off = floats;
+		floats += cfg->dim;
+	}
+	t->stride = (uint32_t)((sizeof(struct ps_row_meta) + floats * sizeof(float) + 15) & ~15u);
+	if (cfg->kind == PS_TABLE_SPARSE) {
+		if (alloc_slots(t, PS_MIN_SLOTS) < 0)
+			return -ENOMEM;
+		t->old = NULL;
+		return 0;
+	}
+	if (dense_rows > UINT32_MAX / 2)
+		return -EINVAL;
+	t->dense_first = dense_first;
+	while ((uint64_t)t->n_chunks * PS_CHUNK_ROWS < dense_rows)
+		if (add_chunk(t) < 0)
+			goto out_fini;
+	for (r = 0; r < dense_rows; r++)
+		ps_table_init_row(t, r, dense_first + r);
+	t->n_rows = (uint32_t)dense_rows;
+	return 0;
+out_fini:
+	ps_table_fini(t);
+	return -ENOMEM;
+}
+
+void ps_table_fini(struct ps_table *t)
+{
+	uint32_t i;
+
+	if (!t)
+		return;
+	for (i = 0; i < t->n_chunks; i++)
+		ps_mem_free(t->chunks[i], chunk_bytes(t), t->node);
+	free(t->chunks);
+	if (t->slots)
+		ps_mem_free(t->slots, ((size_t)t->mask + 1) * sizeof(struct ps_slot), t->node);
+	if (t->old)
+		ps_mem_free(t->old, ((size_t)t->old_mask + 1) * sizeof(struct ps_slot), t->node);
+	memset(t, 0, sizeof(*t));
+}
+
+static inline uint32_t slot_hash(uint64_t key) { return (uint32_t)ps_mix64(key ^ PS_H3_SALT); }
+
+static inline uint32_t probe(const struct ps_table *t, const struct ps_slot *s, uint32_t mask,
+			     uint32_t h, uint64_t key, uint32_t *pos)
+{
+	uint32_t i = h & mask;
+
+	for (;;) {
+		uint32_t r1 = s[i].row1;
+		if (r1 == 0) {
+			*pos = i;
+			return UINT32_MAX;
+		}
+		if (s[i].h == h && ps_row_meta(t, r1 - 1)->key == key)
+			return r1 - 1;
+		i = (i + 1) & mask;
+	}
+}
+
+static inline void place(struct ps_slot *s, uint32_t mask, uint32_t h, uint32_t row1)
+{
+	uint32_t i = h & mask;
+
+	while (s[i].row1)
+		i = (i + 1) & mask;
+	s[i].row1 = row1;
+	s[i].h = h;
+}
+
+/* Moves up to `budget` slots of the old index into the new one. */
+static void migrate(struct ps_table *t, uint32_t budget)
+{
+	while (t->old && budget--) {
+		struct ps_slot *o = &t->old[t->mig];
+		if (o->row1)
+			place(t->slots, t->mask, o->h, o->row1);
+		if (t->mig++ == t->old_mask) {
+			ps_mem_free(t->old, ((size_t)t->old_mask + 1) * sizeof(struct ps_slot), t->node);
+			t->old = NULL;
+		}
+	}
+}
+
+static inline uint32_t find_h(const struct ps_table *t, uint64_t key, uint32_t h, uint32_t *pos)
+{
+	uint32_t r = probe(t, t->slots, t->mask, h, key, pos), dummy;
+
+	if (r == UINT32_MAX && t->old)
+		r = probe(t, t->old, t->old_mask, h, key, &dummy);
+	return r;
+}
+
+uint32_t ps_table_find(const struct ps_table *t, uint64_t key)
+{
+	uint32_t pos;
+
+	if (t->cfg.kind == PS_TABLE_DENSE)
+		return key - t->dense_first < t->n_rows ? (uint32_t)(key - t->dense_first) : UINT32_MAX;
+	return find_h(t, key, slot_hash(key), &pos);
+}
+
+int ps_table_reserve(struct ps_table *t, uint32_t n)
+{
+	uint64_t need = (uint64_t)t->n_rows + n;
+
+	if (need >= UINT32_MAX / 2)
+		return -ENOSPC;
+	while ((uint64_t)t->n_chunks * PS_CHUNK_ROWS < need)
+		if (add_chunk(t) < 0)
+			return -ENOMEM;
+	if (need <= t->limit)
+		return 0;
+	/* Only when inserts outran the progressive move (a huge batch): finish it now. */
+	migrate(t, UINT32_MAX);
+	uint64_t slots = ((uint64_t)t->mask + 1) * 2;
+	while (slots / 4 * 3 < need)
+		slots *= 2;
+	if (slots > (1ull << 31))
+		return -ENOSPC;
+	return alloc_slots(t, (uint32_t)slots);
+}
+
+static uint32_t insert_at(struct ps_table *t, uint64_t key, uint32_t h, uint32_t pos)
+{
+	uint32_t r = t->n_rows++;
+
+	ps_table_init_row(t, r, key);
+	t->slots[pos].row1 = r + 1;
+	t->slots[pos].h = h;
+	return r;
+}
+
+uint32_t ps_table_insert(struct ps_table *t, uint64_t key)
+{
+	uint32_t pos, h = slot_hash(key);
+
+	if (find_h(t, key, h, &pos) != UINT32_MAX)
+		return UINT32_MAX;
+	return insert_at(t, key, h, pos);
+}
+
+/*
+ * rows[] doubles as the hash scratch: rows[i+D] holds key i+D's hash while key i is
+ * resolved, so the slot of key i+D is prefetched D keys ahead without another array.
+ */
+#define PS_PF_DIST 8u
+void ps_table_lookup_batch(struct ps_table *t, const uint64_t *keys, uint32_t n, uint32_t *rows)
+{
+	uint32_t i, pos;
+
+	if (t->cfg.kind == PS_TABLE_DENSE) {
+		for (i = 0; i < n; i++)
+			rows[i] = (uint32_t)(keys[i] - t->dense_first);
+		return;
+	}
+	for (i = 0; i < n && i < PS_PF_DIST; i++) {
+		rows[i] = slot_hash(keys[i]);
+		__builtin_prefetch(&t->slots[rows[i] & t->mask]);
+	}
+	for (i = 0; i < n; i++) {
+		uint32_t h = rows[i], r;
+		if (i + PS_PF_DIST < n) {
+			uint32_t hn = slot_hash(keys[i + PS_PF_DIST]);
+			rows[i + PS_PF_DIST] = hn;
+			__builtin_prefetch(&t->slots[hn & t->mask]);
+		}
+		migrate(t, PS_MIGRATE_PER_LOOKUP);
+		r = find_h(t, keys[i], h, &pos);
+		if (r == UINT32_MAX)
+			r = insert_at(t, keys[i], h, pos);
+		rows[i] = r;
+	}
+}
+
+uint64_t ps_table_bytes(const struct ps_table *t)
+{
+	uint64_t b = (uint64_t)t->n_chunks * chunk_bytes(t);
+
+	if (t->slots)
+		b += ((uint64_t)t->mask + 1) * sizeof(struct ps_slot);
+	if (t->old)
+		b += ((uint64_t)t->old_mask + 1) * sizeof(struct ps_slot);
+	return b;
+}

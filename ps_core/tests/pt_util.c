@@ -1,0 +1,146 @@
+/*
+ * pt_util.c — the in-process cluster of ps_core's tests (see pt_util.h). Linked into
+ * every test binary of ps_core/tests.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_core/tests/pt_util.h"
+
+#define PT_MAX_IOV 4096
+
+struct ps_table_config pt_table(uint32_t id, uint32_t dim, enum ps_optim_kind o)
+{
+	struct ps_table_config t = { .id = id, .kind = PS_TABLE_SPARSE, .dim = dim, .optim = o,
+				     .op = { .lr = 0.1f, .eps = 1e-6f, .beta1 = 0.9f, .beta2 = 0.999f,
+					     .l1 = 0.01f, .l2 = 0.1f, .init_accum = 0.1f } };
+	if (o == PS_OPT_FTRL)
+		t.op.beta1 = 1.0f;
+	return t;
+}
+
+int pt_cluster_create(uint32_t n_servers, uint32_t n_shards, enum ps_mode mode, uint32_t n_workers,
+		      const struct ps_table_config *t, uint32_t nt, struct pt_cluster **out)
+{
+	struct pt_cluster *c = calloc(1, sizeof(*c));
+	uint32_t i;
+	int rc = -ENOMEM;
+
+	if (!c)
+		return -ENOMEM;
+	c->n_servers = n_servers;
+	c->n_clients = n_workers;
+	c->rep_buf = aligned_alloc(64, PT_BUF);
+	if (!c->rep_buf)
+		goto out;
+	for (i = 0; i < n_servers; i++) {
+		struct ps_server_config sc = { .server_id = i, .n_servers = n_servers,
+			.n_shards = n_shards, .n_lcores = 1, .n_workers = n_workers, .mode = mode,
+			.max_keys = 8192, .tables = t, .n_tables = nt };
+		c->msgs[i].buf = malloc(PT_BUF);
+		c->msgs[i].cap = PT_BUF;
+		if (!c->msgs[i].buf)
+			goto out;
+		if ((rc = ps_server_create(&sc, &c->srv[i], NULL, 0)) < 0)
+			goto out;
+		if ((rc = ps_handler_create(c->srv[i], 0, &c->h[i])) < 0)
+			goto out;
+	}
+	for (i = 0; i < n_workers; i++) {
+		struct ps_client_config cc = { .worker_id = i, .n_servers = n_servers, .max_keys = 8192 };
+		if ((rc = ps_client_create(&cc, &c->cl[i])) < 0)
+			goto out;
+	}
+	*out = c;
+	return 0;
+out:
+	pt_cluster_destroy(c);
+	return rc;
+}
+
+void pt_cluster_destroy(struct pt_cluster *c)
+{
+	uint32_t i;
+
+	if (!c)
+		return;
+	for (i = 0; i < PT_MAX_SERVERS; i++) {
+		ps_handler_destroy(c->h[i]);
+		ps_server_destroy(c->srv[i]);
+		free(c->msgs[i].buf);
+	}
+	for (i = 0; i < PT_MAX_CLIENTS; i++)
+		ps_client_destroy(c->cl[i]);
+	free(c->rep_buf);
+	free(c);
+}
+
+void pt_view(const uint8_t *msg, uint32_t split, struct tl_iov *iov, uint32_t max_iov,
+	     struct tl_msg_view *v)
+{
+	uint32_t off = 0, body;
+
+	tl_msg_hdr_decode(msg, UINT32_MAX, &v->hdr);
+	body = v->hdr.body_len;
+	v->iov = iov;
+	v->iovcnt = 0;
+	while (off < body && v->iovcnt < max_iov) {
+		uint32_t n = split && body - off > split ? split : body - off;
+		if (v->iovcnt == max_iov - 1)
+			n = body - off;
+		iov[v->iovcnt].base = msg + TL_MSG_HDR_LEN + off;
+		iov[v->iovcnt].len = n;
+		v->iovcnt++;
+		off += n;
+	}
+}
+
+void pt_deliver(struct pt_cluster *c, uint32_t worker)
+{
+	struct tl_iov *iov = malloc(PT_MAX_IOV * sizeof(*iov));
+	struct tl_iov *riov = malloc(PT_MAX_IOV * sizeof(*riov));
+	struct tl_msg_view v, rv;
+	uint32_t s;
+
+	for (s = 0; s < c->n_servers && iov && riov; s++) {
+		struct ps_reply rep = { .buf = c->rep_buf, .cap = PT_BUF };
+		if (!c->msgs[s].len)
+			continue;
+		pt_view(c->msgs[s].buf, c->split, iov, PT_MAX_IOV, &v);
+		c->last_rc = ps_handle(c->h[s], &v, &rep);
+		c->msgs[s].len = 0;
+		if (rep.len == 0)
+			continue;
+		pt_view(rep.buf, c->split, riov, PT_MAX_IOV, &rv);
+		if (rv.hdr.type == PS_T_ERROR)
+			c->errors++;
+		ps_client_on_reply(c->cl[worker], s, &rv);
+	}
+	free(iov);
+	free(riov);
+}
+
+void pt_done(void *arg, int status) { *(int *)arg = status; }
+
+int pt_pull(struct pt_cluster *c, uint32_t w, uint32_t table, uint32_t dim, const uint64_t *keys,
+	    uint32_t n, float *out)
+{
+	int st = 1, rc = ps_client_pull(c->cl[w], table, dim, keys, n, out, pt_done, &st, c->msgs);
+
+	if (rc < 0)
+		return rc;
+	pt_deliver(c, w);
+	return st;
+}
+
+int pt_push(struct pt_cluster *c, uint32_t w, uint32_t table, uint32_t dim, const uint64_t *keys,
+	    uint32_t n, const float *grads)
+{
+	int st = 1, rc = ps_client_push(c->cl[w], table, dim, keys, n, grads, pt_done, &st, c->msgs);
+
+	if (rc < 0)
+		return rc;
+	pt_deliver(c, w);
+	return st;
+}

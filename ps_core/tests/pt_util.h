@@ -1,0 +1,45 @@
+/*
+ * pt_util.h — shared helpers for ps_core's tests: an in-process cluster (servers with
+ * their handlers, clients, message buffers) that carries every encoded request through
+ * the real ps_handle and every reply through the real ps_client_on_reply, optionally
+ * cutting bodies into odd-sized views so values straddle them.
+ */
+#ifndef WHARF_PT_UTIL_H
+#define WHARF_PT_UTIL_H
+
+#include "ps_core/ps.h"
+
+#define PT_MAX_SERVERS 4
+#define PT_MAX_CLIENTS 8
+#define PT_BUF (4u << 20)
+
+struct pt_cluster {
+	uint32_t n_servers, n_clients;
+	struct ps_server *srv[PT_MAX_SERVERS];
+	struct ps_handler *h[PT_MAX_SERVERS];
+	struct ps_client *cl[PT_MAX_CLIENTS];
+	struct ps_msgbuf msgs[PT_MAX_SERVERS];
+	uint8_t *rep_buf;
+	uint32_t split;       /* 0: one view per body; else views of this many bytes */
+	uint32_t errors;      /* error replies seen by pt_deliver */
+	int last_rc;          /* last ps_handle return */
+};
+
+int pt_cluster_create(uint32_t n_servers, uint32_t n_shards, enum ps_mode mode, uint32_t n_workers,
+		      const struct ps_table_config *t, uint32_t nt, struct pt_cluster **out);
+void pt_cluster_destroy(struct pt_cluster *c);
+/* Sends every non-empty c->msgs[s] to server s and its reply to client `worker`. */
+void pt_deliver(struct pt_cluster *c, uint32_t worker);
+/* Builds a view of an encoded message, body cut into pieces of `split` bytes (0: whole). */
+void pt_view(const uint8_t *msg, uint32_t split, struct tl_iov *iov, uint32_t max_iov,
+	     struct tl_msg_view *v);
+/* Done callback that stores status into *(int *)arg. */
+void pt_done(void *arg, int status);
+/* Blocking helpers over pt_deliver; return the request's status. */
+int pt_pull(struct pt_cluster *c, uint32_t w, uint32_t table, uint32_t dim, const uint64_t *keys,
+	    uint32_t n, float *out);
+int pt_push(struct pt_cluster *c, uint32_t w, uint32_t table, uint32_t dim, const uint64_t *keys,
+	    uint32_t n, const float *grads);
+struct ps_table_config pt_table(uint32_t id, uint32_t dim, enum ps_optim_kind o);
+
+#endif
