@@ -45,7 +45,18 @@ struct tl_config {
 	uint32_t rx_max_bufs;   /* receive buffers per instance, held messages included */
 	uint32_t max_held_msgs; /* messages in reassembly or held by receivers, per instance */
 	uint32_t max_msg_segs;  /* pieces one message may span (views per tl_msg_view) */
-	void *backend_arg;      /* protocol=dpdk: the dpdk_net lcore this instance runs on */
+	/*
+	 * protocol=dpdk only (the kernel backend ignores them). backend_arg: the dpdk_net
+	 * lcore (struct dn_lcore) this instance runs on, set up by the caller. When it is
+	 * NULL the backend brings up EAL and a port itself from eal_argc/eal_argv and
+	 * local_ip/local_prefix (a standalone instance, as in wharf-perf), so a program
+	 * written against this header runs on either protocol unchanged.
+	 */
+	void *backend_arg;
+	int eal_argc;
+	char **eal_argv;
+	uint32_t local_ip;      /* host byte order */
+	uint8_t local_prefix;
 };
 
 void tl_config_default(struct tl_config *cfg);

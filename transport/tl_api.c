@@ -5,7 +5,7 @@
  *
  * Call chain:  app -> tl_create / tl_listen / tl_connect / tl_send / tl_poll (here)
  *   -> struct tl_backend_ops (tl_be_kernel.c | tl_be_dpdk.c)
- *   backend events -> tl_conn_input -> tl_fr_push (tl_frame.c) -> ops->msg
+ *   backend events -> tl_up_input -> tl_fr_push (tl_frame.c) -> ops->msg
  *
  * Callbacks run only from tl_poll and tl_destroy, never inside tl_send/tl_close: a
  * connection that closes is moved to the zombie list and its final callback (closed,
@@ -173,7 +173,7 @@ void tl_stats_get(const struct tl *tl, struct tl_stats *out)
 
 /* ---- connections ------------------------------------------------------------------- */
 
-struct tl_conn *tl_conn_new(struct tl *tl, const struct tl_conn_ops *ops, void *ctx)
+struct tl_conn *tl_up_new(struct tl *tl, const struct tl_conn_ops *ops, void *ctx)
 {
 	struct tl_conn *c;
 
@@ -194,7 +194,7 @@ struct tl_conn *tl_conn_new(struct tl *tl, const struct tl_conn_ops *ops, void *
 	return c;
 }
 
-void tl_conn_drop(struct tl_conn *c)
+void tl_up_drop(struct tl_conn *c)
 {
 	tl_list_del(&c->link);
 	c->tl->nconns--;
@@ -206,7 +206,7 @@ void *tl_conn_ctx(const struct tl_conn *c) { return c->ctx; }
 struct tl *tl_conn_tl(const struct tl_conn *c) { return c->tl; }
 const char *tl_conn_why(const struct tl_conn *c) { return c->why != NULL ? c->why : ""; }
 
-void tl_conn_accepted(struct tl_listener *l, struct tl_conn *c)
+void tl_up_accepted(struct tl_listener *l, struct tl_conn *c)
 {
 	c->state = TL_CS_OPEN;
 	c->established = true;
@@ -215,7 +215,7 @@ void tl_conn_accepted(struct tl_listener *l, struct tl_conn *c)
 }
 
 /* Starts closing: the endpoint goes now, the callbacks at the end of the round. */
-void tl_conn_fail(struct tl_conn *c, int reason, const char *why)
+void tl_up_fail(struct tl_conn *c, int reason, const char *why)
 {
 	if (c->state == TL_CS_CLOSING)
 		return;
@@ -229,12 +229,12 @@ void tl_conn_fail(struct tl_conn *c, int reason, const char *why)
 	c->tl->be_ops->shutdown(c);
 }
 
-void tl_conn_connected(struct tl_conn *c, int status)
+void tl_up_connected(struct tl_conn *c, int status)
 {
 	if (c->state != TL_CS_CONNECTING)
 		return;
 	if (status != 0) {
-		tl_conn_fail(c, status, "connect failed");
+		tl_up_fail(c, status, "connect failed");
 		return;
 	}
 	c->state = TL_CS_OPEN;
@@ -243,19 +243,19 @@ void tl_conn_connected(struct tl_conn *c, int status)
 		c->ops->connected(c, 0);
 }
 
-void tl_conn_eof(struct tl_conn *c)
+void tl_up_eof(struct tl_conn *c)
 {
 	if (tl_fr_at_boundary(&c->fr))
-		tl_conn_fail(c, 0, "peer closed the connection");
+		tl_up_fail(c, 0, "peer closed the connection");
 	else
-		tl_conn_fail(c, -EPROTO, "peer closed the stream inside a message");
+		tl_up_fail(c, -EPROTO, "peer closed the stream inside a message");
 }
 
 int tl_close(struct tl_conn *c)
 {
 	if (c->state == TL_CS_CLOSING)
 		return -ENOTCONN;
-	tl_conn_fail(c, -ECONNABORTED, "closed locally");
+	tl_up_fail(c, -ECONNABORTED, "closed locally");
 	return 0;
 }
 
@@ -264,7 +264,7 @@ static void tl_reap_one(struct tl *tl, struct tl_conn *c)
 	tl_list_del(&c->link);
 	while (!tl_list_empty(&c->txq)) {
 		struct tl_tx *tx = tl_container_of(c->txq.next, struct tl_tx, link);
-		tl_tx_done(c, tx, c->reason == -ECONNABORTED || c->reason == 0 ? -ECANCELED
+		tl_up_tx_done(c, tx, c->reason == -ECONNABORTED || c->reason == 0 ? -ECANCELED
 									       : c->reason);
 	}
 	tl_fr_fini(&c->fr);
@@ -337,12 +337,12 @@ int tl_connect(struct tl *tl, uint32_t ip, uint16_t port, const struct tl_conn_o
 
 	if (ops == NULL || port == 0)
 		return -EINVAL;
-	c = tl_conn_new(tl, ops, ctx);
+	c = tl_up_new(tl, ops, ctx);
 	if (c == NULL)
 		return tl->nconns >= tl->cfg.max_conns ? -EMFILE : -ENOMEM;
 	rc = tl->be_ops->connect(c, ip, port);
 	if (rc != 0) {
-		tl_conn_drop(c);
+		tl_up_drop(c);
 		return rc;
 	}
 	*out = c;
@@ -381,7 +381,7 @@ static struct tl_tx *tl_tx_get(struct tl *tl, uint32_t iovcnt)
 	return tx;
 }
 
-void tl_tx_done(struct tl_conn *c, struct tl_tx *tx, int status)
+void tl_up_tx_done(struct tl_conn *c, struct tl_tx *tx, int status)
 {
 	struct tl *tl = c->tl;
 
@@ -507,7 +507,7 @@ static int tl_sink_reject(void *arg, const struct tl_msg_hdr *h, int err)
 
 static const struct tl_fr_sink tl_sink = { tl_sink_msg, tl_sink_reject };
 
-int tl_conn_input(struct tl_conn *c, const uint8_t *p, uint32_t len, void *ref)
+int tl_up_input(struct tl_conn *c, const uint8_t *p, uint32_t len, void *ref)
 {
 	int rc;
 
@@ -516,7 +516,7 @@ int tl_conn_input(struct tl_conn *c, const uint8_t *p, uint32_t len, void *ref)
 	rc = tl_fr_push(&c->fr, p, len, ref, &tl_sink, c);
 	if (rc != 0 && c->fr.dead != 0) {
 		c->tl->st.refused_streams++;
-		tl_conn_fail(c, c->fr.dead, c->fr.why);
+		tl_up_fail(c, c->fr.dead, c->fr.why);
 	}
 	return rc;
 }

@@ -2,7 +2,7 @@
  * tl_be_kernel.c — protocol=kernel: the transport backend on Linux TCP sockets + epoll.
  *
  * Call chain:  tl_poll (tl_api.c) -> kb_poll -> epoll_wait -> kb_accept | kb_conn_event
- *   -> kb_read -> read() into a pooled receive buffer -> tl_conn_input -> framer -> app
+ *   -> kb_read -> read() into a pooled receive buffer -> tl_up_input -> framer -> app
  *   tl_poll -> kb_flush -> sendmsg(header + caller iov, no copy in user space) -> done
  *
  * The reference the DPDK backend is measured against, and the fallback where there is
@@ -213,7 +213,7 @@ static int kb_connect(struct tl_conn *c, uint32_t ip, uint16_t port)
 	kb_addr(&sa, ip, port);
 	if (connect(kc->ep.fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno != EINPROGRESS) {
 		/* Refused at once (loopback): report it like a late failure, from tl_poll. */
-		tl_conn_fail(c, -errno, "connect failed");
+		tl_up_fail(c, -errno, "connect failed");
 		return 0;
 	}
 	rc = kb_ctl(c->tl, EPOLL_CTL_ADD, &kc->ep, EPOLLOUT);
@@ -283,7 +283,7 @@ static void kb_consume(struct tl_conn *c, size_t n)
 		tx->off += take;
 		n -= take;
 		if (tx->off == tx->len)
-			tl_tx_done(c, tx, 0);
+			tl_up_tx_done(c, tx, 0);
 	}
 }
 
@@ -306,7 +306,7 @@ static void kb_flush(struct tl_conn *c)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				break;
-			tl_conn_fail(c, -ECONNRESET, "send failed: connection reset");
+			tl_up_fail(c, -ECONNRESET, "send failed: connection reset");
 			return;
 		}
 		kb_consume(c, (size_t)n);
@@ -331,7 +331,7 @@ static void kb_read(struct tl_conn *c)
 			kc->fill = 0;
 			if (kc->cur == NULL) {
 				c->tl->st.refused_streams++;
-				tl_conn_fail(c, -ENOBUFS, "receive buffers exhausted (rx_max_bufs)");
+				tl_up_fail(c, -ENOBUFS, "receive buffers exhausted (rx_max_bufs)");
 				return;
 			}
 		} else if (kc->cur->refcnt == 1) {
@@ -342,7 +342,7 @@ static void kb_read(struct tl_conn *c)
 		if (n > 0) {
 			uint8_t *p = kc->cur->data + kc->fill;
 			kc->fill += (uint32_t)n;
-			if (tl_conn_input(c, p, (uint32_t)n, kc->cur) != 0 || c->state != TL_CS_OPEN)
+			if (tl_up_input(c, p, (uint32_t)n, kc->cur) != 0 || c->state != TL_CS_OPEN)
 				return;
 			if (kc->fill == size) {
 				kb_buf_release(kc->cur);
@@ -351,11 +351,11 @@ static void kb_read(struct tl_conn *c)
 			if ((uint32_t)n < room)
 				return;
 		} else if (n == 0) {
-			tl_conn_eof(c);
+			tl_up_eof(c);
 		} else if (errno == EAGAIN || errno == EWOULDBLOCK) {
 			return;
 		} else if (errno != EINTR) {
-			tl_conn_fail(c, -ECONNRESET, "receive failed: connection reset");
+			tl_up_fail(c, -ECONNRESET, "receive failed: connection reset");
 		}
 	}
 }
@@ -369,11 +369,11 @@ static void kb_connect_done(struct tl_conn *c)
 	if (getsockopt(kc->ep.fd, SOL_SOCKET, SO_ERROR, &err, &sl) != 0)
 		err = errno;
 	if (err != 0) {
-		tl_conn_connected(c, -err);
+		tl_up_connected(c, -err);
 		return;
 	}
 	rc = kb_ctl(c->tl, EPOLL_CTL_MOD, &kc->ep, EPOLLIN);
-	tl_conn_connected(c, rc);
+	tl_up_connected(c, rc);
 }
 
 static void kb_conn_event(struct tl_conn *c, uint32_t events)
@@ -404,7 +404,7 @@ static void kb_accept(struct tl_listener *l)
 				continue;
 			return;
 		}
-		c = tl_conn_new(tl, l->ops, l->ctx);
+		c = tl_up_new(tl, l->ops, l->ctx);
 		if (c == NULL) {
 			tl->st.refused_conns++;
 			close(fd);
@@ -416,10 +416,10 @@ static void kb_accept(struct tl_listener *l)
 		kc->ep.fd = fd;
 		if (kb_ctl(tl, EPOLL_CTL_ADD, &kc->ep, EPOLLIN) != 0) {
 			close(fd);
-			tl_conn_drop(c);
+			tl_up_drop(c);
 			continue;
 		}
-		tl_conn_accepted(l, c);
+		tl_up_accepted(l, c);
 	}
 }
 

@@ -14,9 +14,9 @@
  *   init / fini      per-instance state in tl->be (dpdk: bind to cfg.backend_arg, the
  *                    dn_lcore; register the L4 input and poll hooks).
  *   listen/unlisten  open/close a passive endpoint; listen sets l->port to the real port.
- *   connect          start an active open of c; later call tl_conn_connected(c, status).
+ *   connect          start an active open of c; later call tl_up_connected(c, status).
  *   flush            move c->txq's bytes toward the wire, starting at each tx's off;
- *                    call tl_tx_done(c, tx, 0) when the backend no longer needs a tx's
+ *                    call tl_up_tx_done(c, tx, 0) when the backend no longer needs a tx's
  *                    memory (kernel: written; dpdk: ACKed — ext-buf mbufs released).
  *                    Called from tl_poll for connections on tl->dirty. It must not
  *                    complete a tx before all its bytes are out of caller memory.
@@ -24,18 +24,18 @@
  *                    called once, when c starts closing. Pending txs stay on c->txq:
  *                    tl_api.c cancels them afterwards. Release c's receive buffers.
  *   poll             wait up to timeout_us for events and handle them (dpdk: one run
- *                    loop iteration, rx burst -> TCP-lite -> tl_conn_input). Return the
+ *                    loop iteration, rx burst -> TCP-lite -> tl_up_input). Return the
  *                    number handled or -errno.
  * And calls back into tl_api.c with:
- *   tl_conn_new + tl_conn_accepted   for a passive open (after the handshake),
- *   tl_conn_connected                outcome of an active open,
- *   tl_conn_input                    in-order stream bytes with a chunk reference
+ *   tl_up_new + tl_up_accepted   for a passive open (after the handshake),
+ *   tl_up_connected                outcome of an active open,
+ *   tl_up_input                    in-order stream bytes with a chunk reference
  *                                    (its hold/release are the backend's chunk ops,
  *                                    given to tl_fr_pool at init via tl->chunk_ops),
- *   tl_conn_eof                      orderly end of the peer's stream,
- *   tl_conn_fail                     anything fatal (reset, retransmission limit).
+ *   tl_up_eof                      orderly end of the peer's stream,
+ *   tl_up_fail                     anything fatal (reset, retransmission limit).
  * Rules: none of these callbacks may run inside an application call (tl_send, tl_close,
- * tl_connect, tl_listen); after tl_conn_input returns < 0 the connection is closing and
+ * tl_connect, tl_listen); after tl_up_input returns < 0 the connection is closing and
  * the backend must stop touching its endpoint.
  */
 #ifndef WHARF_TL_PVT_H
@@ -233,15 +233,15 @@ struct tl {
 };
 
 /* Backend -> neutral calls (tl_api.c). */
-struct tl_conn *tl_conn_new(struct tl *tl, const struct tl_conn_ops *ops, void *ctx);
-/* Frees a tl_conn_new connection the backend could not set up: no callbacks run. */
-void tl_conn_drop(struct tl_conn *c);
-void tl_conn_accepted(struct tl_listener *l, struct tl_conn *c);
-void tl_conn_connected(struct tl_conn *c, int status);
-int tl_conn_input(struct tl_conn *c, const uint8_t *p, uint32_t len, void *ref);
-void tl_conn_eof(struct tl_conn *c);
-void tl_conn_fail(struct tl_conn *c, int reason, const char *why);
+struct tl_conn *tl_up_new(struct tl *tl, const struct tl_conn_ops *ops, void *ctx);
+/* Frees a tl_up_new connection the backend could not set up: no callbacks run. */
+void tl_up_drop(struct tl_conn *c);
+void tl_up_accepted(struct tl_listener *l, struct tl_conn *c);
+void tl_up_connected(struct tl_conn *c, int status);
+int tl_up_input(struct tl_conn *c, const uint8_t *p, uint32_t len, void *ref);
+void tl_up_eof(struct tl_conn *c);
+void tl_up_fail(struct tl_conn *c, int reason, const char *why);
 /* Unlinks tx from c->txq, runs its done, recycles it. */
-void tl_tx_done(struct tl_conn *c, struct tl_tx *tx, int status);
+void tl_up_tx_done(struct tl_conn *c, struct tl_tx *tx, int status);
 
 #endif /* WHARF_TL_PVT_H */

@@ -1,0 +1,601 @@
+/*
+ * wharf-perf — message latency and throughput over transport's API (tl.h).
+ *
+ *   wharf-perf [EAL args] -- --ip A/len (--server | --peer B) --port P [--echo]
+ *              [--protocol dpdk|kernel] [--size BYTES] [--mode pingpong|stream]
+ *              [--seconds S] [--connections C]
+ *
+ * Server: listens on P and, with --echo, sends every message back from the bytes it
+ * arrived in (held, zero copy). Client: opens C connections to B:P and for S seconds
+ * runs ping-pong (one message in flight per connection) or stream (a window of
+ * messages in flight per connection), then prints one JSON line last:
+ *   {"role":"client",...,"rtt_p50_us":x,"rtt_p99_us":y,"msgs_per_s":m,"gbit_per_s":g}
+ * Everything goes through tl.h only, so the same code runs on either protocol; the
+ * protocol-specific inputs (EAL args, --ip) are handed over in struct tl_config.
+ *
+ * Call chain: main -> perf_parse -> perf_server | perf_client -> tl_poll loop ->
+ *   callbacks (perf_on_msg / srv_on_msg) -> tl_send.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "transport/tl.h"
+
+#define PERF_TYPE 200 /* a ps_core-range type nobody else interprets */
+#define PERF_MAX_CONNS 1024
+#define PERF_RTT_CAP (1u << 21)
+#define PERF_STREAM_BYTES (4u << 20) /* in flight per connection in stream mode */
+
+enum perf_mode { PERF_PINGPONG, PERF_STREAM };
+
+struct perf_opts {
+	bool server, echo, have_ip, have_peer;
+	uint32_t ip, peer, size, conns;
+	uint8_t prefix;
+	uint16_t port;
+	enum tl_protocol proto;
+	enum perf_mode mode;
+	double seconds;
+	int eal_argc;
+	char **eal_argv;
+};
+
+struct perf;
+
+struct perf_conn {
+	struct perf *p;
+	struct tl_conn *c;
+	uint32_t inflight;
+	int up;        /* 1 connected, -1 failed or closed */
+	int status;
+};
+
+struct perf {
+	const struct perf_opts *o;
+	struct tl *tl;
+	struct perf_conn *pc;
+	uint8_t *payload;
+	uint32_t window;
+	bool running;   /* sends allowed */
+	bool counting;  /* inside the measured interval */
+	uint64_t msgs, bytes, errors, dropped, resets;
+	uint32_t *rtt_ns;
+	uint64_t nrtt;
+	uint64_t rng;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: wharf-perf [EAL args] -- --ip A.B.C.D/LEN (--server | --peer A.B.C.D) --port P\n"
+		"                  [--echo] [--protocol dpdk|kernel] [--size BYTES]\n"
+		"                  [--mode pingpong|stream] [--seconds S] [--connections C]\n"
+		"  --server       listen on P; with --echo send every message back\n"
+		"  --peer B       run the client against B:P, print one JSON line last\n"
+		"  --echo         server: echo; client in stream mode: count echoes (with RTT)\n"
+		"                 instead of completed sends\n"
+		"  --protocol     dpdk (TCP-lite on the DPDK port, default) or kernel (sockets)\n"
+		"  --size         message body bytes, 0..67108864 (default 64)\n"
+		"  --mode         pingpong (default: one message in flight per connection) or\n"
+		"                 stream (a window of messages in flight)\n"
+		"  --seconds      client: measuring time (default 5); server: stop after S\n"
+		"                 (default: until SIGINT/SIGTERM)\n"
+		"  --connections  client connections, 1..%d (default 1)\n"
+		"With --protocol kernel the EAL args and --ip are accepted and ignored: the server\n"
+		"listens on 127.0.0.1 and the client connects to --peer (use 127.0.0.1).\n"
+		"Exit status: 0 done, 1 run-time failure, 2 bad arguments.\n",
+		PERF_MAX_CONNS);
+}
+
+static void bad_arg(const char *flag, const char *what, const char *got)
+{
+	fprintf(stderr, "wharf-perf: %s: %s, got '%s'\n", flag, what, got ? got : "");
+	exit(2);
+}
+
+static uint32_t parse_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi)
+{
+	char *end;
+	unsigned long long v;
+	char what[96];
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
+		snprintf(what, sizeof(what), "expected an integer %u..%u", lo, hi);
+		bad_arg(flag, what, s);
+	}
+	return (uint32_t)v;
+}
+
+static void parse_ip_prefix(struct perf_opts *o, const char *s)
+{
+	char buf[32];
+	char *slash;
+
+	if (strlen(s) >= sizeof(buf))
+		bad_arg("--ip", "expected A.B.C.D/LEN", s);
+	strcpy(buf, s);
+	slash = strchr(buf, '/');
+	if (slash == NULL)
+		bad_arg("--ip", "expected A.B.C.D/LEN", s);
+	*slash = '\0';
+	if (tl_ip_parse(buf, &o->ip) != 0)
+		bad_arg("--ip", "expected A.B.C.D/LEN with a dotted IPv4 address", s);
+	o->prefix = (uint8_t)parse_u32("--ip (prefix length)", slash + 1, 1, 32);
+	o->have_ip = true;
+}
+
+static void parse_opt(struct perf_opts *o, int c, const char *arg)
+{
+	switch (c) {
+	case 'i': parse_ip_prefix(o, arg); break;
+	case 's': o->server = true; break;
+	case 'P':
+		if (tl_ip_parse(arg, &o->peer) != 0)
+			bad_arg("--peer", "expected a dotted IPv4 address", arg);
+		o->have_peer = true;
+		break;
+	case 'p': o->port = (uint16_t)parse_u32("--port", arg, 1, 65535); break;
+	case 'e': o->echo = true; break;
+	case 'r':
+		if (tl_protocol_parse(arg, &o->proto) != 0)
+			bad_arg("--protocol", "expected dpdk or kernel", arg);
+		break;
+	case 'z': o->size = parse_u32("--size", arg, 0, TL_MSG_MAX_BODY_DEFAULT); break;
+	case 'm':
+		if (strcmp(arg, "pingpong") == 0)
+			o->mode = PERF_PINGPONG;
+		else if (strcmp(arg, "stream") == 0)
+			o->mode = PERF_STREAM;
+		else
+			bad_arg("--mode", "expected pingpong or stream", arg);
+		break;
+	case 't': {
+		char *end;
+		errno = 0;
+		o->seconds = strtod(arg, &end);
+		if (errno != 0 || end == arg || *end != '\0' || !(o->seconds > 0) ||
+		    o->seconds > 86400)
+			bad_arg("--seconds", "expected a number of seconds in (0, 86400]", arg);
+		break;
+	}
+	case 'c': o->conns = parse_u32("--connections", arg, 1, PERF_MAX_CONNS); break;
+	default:
+		usage(stderr);
+		exit(2);
+	}
+}
+
+/* Splits "[EAL args] -- [app args]" and parses the app args; exits 2 on any error. */
+static void perf_parse(int argc, char **argv, struct perf_opts *o)
+{
+	static const struct option lo[] = {
+		{ "ip", required_argument, NULL, 'i' },     { "server", no_argument, NULL, 's' },
+		{ "peer", required_argument, NULL, 'P' },   { "port", required_argument, NULL, 'p' },
+		{ "echo", no_argument, NULL, 'e' },         { "protocol", required_argument, NULL, 'r' },
+		{ "size", required_argument, NULL, 'z' },   { "mode", required_argument, NULL, 'm' },
+		{ "seconds", required_argument, NULL, 't' }, { "connections", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
+	};
+	int i, dd = -1, c;
+	bool have_seconds = false;
+
+	for (i = 1; i < argc && dd < 0; i++)
+		if (strcmp(argv[i], "--") == 0)
+			dd = i;
+	memset(o, 0, sizeof(*o));
+	o->proto = TL_PROTO_DPDK;
+	o->size = 64;
+	o->conns = 1;
+	o->seconds = 5;
+	o->eal_argc = dd < 0 ? 1 : dd;
+	o->eal_argv = argv;
+	if (dd >= 0) {
+		/* getopt sees the program name followed by what came after "--". */
+		argv[dd] = argv[0];
+		argc -= dd;
+		argv += dd;
+	}
+	opterr = 1;
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			exit(0);
+		}
+		have_seconds |= c == 't';
+		parse_opt(o, c, optarg);
+	}
+	if (optind < argc)
+		bad_arg("arguments", "unexpected positional argument", argv[optind]);
+	if (o->server == o->have_peer)
+		bad_arg("--server/--peer", "give exactly one of them", o->server ? "both" : "neither");
+	if (o->port == 0)
+		bad_arg("--port", "required", "");
+	if (o->proto == TL_PROTO_DPDK && !o->have_ip)
+		bad_arg("--ip", "required with --protocol dpdk", "");
+	if (o->server && !have_seconds)
+		o->seconds = 0; /* until signalled */
+}
+
+/* ---- shared -------------------------------------------------------------------------- */
+
+static int perf_tl_create(const struct perf_opts *o, struct tl **tl)
+{
+	struct tl_config cfg;
+	const char *why = NULL;
+	int rc;
+
+	tl_config_default(&cfg);
+	cfg.protocol = o->proto;
+	cfg.max_conns = 2 * PERF_MAX_CONNS + 16;
+	cfg.tx_max_msgs = 65536;
+	cfg.tx_max_bytes = 1ull << 30;
+	cfg.eal_argc = o->eal_argc;
+	cfg.eal_argv = o->eal_argv;
+	cfg.local_ip = o->ip;
+	cfg.local_prefix = o->prefix;
+	rc = tl_create(&cfg, tl);
+	if (rc == -EINVAL && tl_config_check(&cfg, &why) != 0)
+		fprintf(stderr, "wharf-perf: transport config: %s\n", why);
+	else if (rc == -EPROTONOSUPPORT)
+		fprintf(stderr, "wharf-perf: --protocol %s: this build has no %s transport backend "
+				"yet; use --protocol kernel\n", tl_protocol_name(o->proto),
+			tl_protocol_name(o->proto));
+	else if (rc != 0)
+		fprintf(stderr, "wharf-perf: cannot create the %s transport: %s\n",
+			tl_protocol_name(o->proto), strerror(-rc));
+	return rc;
+}
+
+/* SIGINT/SIGTERM are blocked and polled, so no handler state lives in a static. */
+static bool stop_requested(const sigset_t *set)
+{
+	struct timespec zero = { 0, 0 };
+
+	return sigtimedwait(set, NULL, &zero) > 0;
+}
+
+/* ---- server -------------------------------------------------------------------------- */
+
+static void srv_echo_done(void *arg, int status)
+{
+	(void)status;
+	tl_msg_release(arg);
+}
+
+static void srv_on_msg(struct tl_conn *c, const struct tl_msg_view *m)
+{
+	struct perf *p = tl_conn_ctx(c);
+	struct tl_msg *held;
+
+	p->msgs++;
+	p->bytes += m->hdr.body_len + TL_MSG_HDR_LEN;
+	if (!p->o->echo)
+		return;
+	/* Echo from the bytes as they arrived: hold them until the send completes. */
+	held = tl_msg_hold(m);
+	if (tl_send(c, &m->hdr, m->iov, m->iovcnt, srv_echo_done, held) != 0) {
+		tl_msg_release(held);
+		p->dropped++;
+	}
+}
+
+static void srv_on_closed(struct tl_conn *c, int reason)
+{
+	struct perf *p = tl_conn_ctx(c);
+
+	/* A client that exits with echoes still in flight resets: routine, not an error. */
+	if (reason == -ECONNRESET)
+		p->resets++;
+	else if (reason != 0 && reason != -ECONNABORTED) {
+		p->errors++;
+		fprintf(stderr, "wharf-perf: server connection closed: %s (%s)\n", strerror(-reason),
+			tl_conn_why(c));
+	}
+}
+
+static const struct tl_conn_ops srv_ops = { NULL, srv_on_msg, srv_on_closed };
+
+static int perf_server(struct perf *p, const sigset_t *sigs)
+{
+	const struct perf_opts *o = p->o;
+	uint32_t ip = o->proto == TL_PROTO_KERNEL ? 0x7f000001u : o->ip;
+	struct tl_listener *l;
+	double t0 = now_s(), next_check = t0;
+	int rc;
+
+	rc = tl_listen(p->tl, ip, o->port, &srv_ops, NULL, p, &l);
+	if (rc != 0) {
+		fprintf(stderr, "wharf-perf: --port %u: cannot listen: %s\n", o->port, strerror(-rc));
+		return 1;
+	}
+	fprintf(stderr, "wharf-perf: %s server on port %u%s\n", tl_protocol_name(o->proto),
+		tl_listener_port(l), o->echo ? ", echoing" : "");
+	for (;;) {
+		rc = tl_poll(p->tl, 100000);
+		if (rc < 0) {
+			fprintf(stderr, "wharf-perf: poll: %s\n", strerror(-rc));
+			return 1;
+		}
+		if (now_s() >= next_check) {
+			next_check = now_s() + 0.1;
+			if (stop_requested(sigs) || (o->seconds > 0 && now_s() - t0 >= o->seconds))
+				break;
+		}
+	}
+	printf("{\"role\":\"server\",\"protocol\":\"%s\",\"msgs\":%" PRIu64 ",\"bytes\":%" PRIu64
+	       ",\"echo_dropped\":%" PRIu64 ",\"resets\":%" PRIu64 ",\"errors\":%" PRIu64 "}\n",
+	       tl_protocol_name(o->proto), p->msgs, p->bytes, p->dropped, p->resets, p->errors);
+	return 0;
+}
+
+/* ---- client -------------------------------------------------------------------------- */
+
+static void perf_fill(struct perf_conn *pc);
+
+static void rtt_add(struct perf *p, uint32_t ns)
+{
+	uint64_t j;
+
+	if (p->nrtt < PERF_RTT_CAP) {
+		p->rtt_ns[p->nrtt++] = ns;
+		return;
+	}
+	/* Reservoir sampling keeps the percentiles fair over long runs. */
+	p->rng = p->rng * 6364136223846793005ull + 1442695040888963407ull;
+	j = (p->rng >> 11) % ++p->nrtt;
+	if (j < PERF_RTT_CAP)
+		p->rtt_ns[j] = ns;
+}
+
+static void cli_count(struct perf *p, uint64_t sent_ns)
+{
+	if (!p->counting)
+		return;
+	p->msgs++;
+	p->bytes += p->o->size + TL_MSG_HDR_LEN;
+	if (sent_ns != 0)
+		rtt_add(p, (uint32_t)(now_ns() - sent_ns));
+}
+
+static void cli_done(void *arg, int status)
+{
+	struct perf_conn *pc = arg;
+	struct perf *p = pc->p;
+
+	if (status != 0) {
+		p->errors++;
+		return;
+	}
+	/* Stream without echo: a completed send frees its slot in the window. */
+	if (p->o->mode == PERF_STREAM && !p->o->echo) {
+		pc->inflight--;
+		cli_count(p, 0);
+		perf_fill(pc);
+	}
+}
+
+static void perf_fill(struct perf_conn *pc)
+{
+	struct perf *p = pc->p;
+	struct tl_iov v = { p->payload, p->o->size };
+	struct tl_msg_hdr h = { .type = PERF_TYPE };
+
+	while (p->running && pc->up == 1 && pc->inflight < p->window) {
+		h.req_id = now_ns(); /* the echo brings it back: RTT without a lookup */
+		if (tl_send(pc->c, &h, &v, p->o->size > 0, cli_done, pc) != 0)
+			break;
+		pc->inflight++;
+	}
+}
+
+static void cli_on_msg(struct tl_conn *c, const struct tl_msg_view *m)
+{
+	struct perf_conn *pc = tl_conn_ctx(c);
+
+	if (m->hdr.type != PERF_TYPE) {
+		pc->p->errors++;
+		return;
+	}
+	if (pc->p->o->mode == PERF_STREAM && !pc->p->o->echo)
+		return;
+	pc->inflight--;
+	cli_count(pc->p, m->hdr.req_id);
+	perf_fill(pc);
+}
+
+static void cli_on_connected(struct tl_conn *c, int status)
+{
+	struct perf_conn *pc = tl_conn_ctx(c);
+
+	pc->up = status == 0 ? 1 : -1;
+	pc->status = status;
+	if (status != 0)
+		pc->c = NULL;
+}
+
+static void cli_on_closed(struct tl_conn *c, int reason)
+{
+	struct perf_conn *pc = tl_conn_ctx(c);
+
+	pc->up = -1;
+	pc->c = NULL;
+	if (pc->p->running) {
+		pc->p->errors++;
+		fprintf(stderr, "wharf-perf: connection closed during the run: %s (%s)\n",
+			strerror(reason < 0 ? -reason : ECONNRESET), tl_conn_why(c));
+	}
+}
+
+static const struct tl_conn_ops cli_ops = { cli_on_connected, cli_on_msg, cli_on_closed };
+
+/* Opens every connection, retrying refused ones for a few seconds (server starting). */
+static int perf_connect_all(struct perf *p)
+{
+	const struct perf_opts *o = p->o;
+	double deadline = now_s() + 5.0;
+	uint32_t i, up;
+	int rc;
+
+	for (;;) {
+		for (i = 0, up = 0; i < o->conns; i++) {
+			struct perf_conn *pc = &p->pc[i];
+			if (pc->up == 1) {
+				up++;
+			} else if (pc->c == NULL) {
+				pc->up = 0;
+				rc = tl_connect(p->tl, o->peer, o->port, &cli_ops, pc, &pc->c);
+				if (rc != 0)
+					pc->status = rc;
+			}
+		}
+		if (up == o->conns)
+			return 0;
+		if (now_s() > deadline)
+			break;
+		tl_poll(p->tl, 50000);
+	}
+	for (i = 0; i + 1 < o->conns && p->pc[i].up == 1; i++)
+		;
+	rc = p->pc[i].status;
+	fprintf(stderr, "wharf-perf: --peer: cannot connect to port %u: %s\n", o->port,
+		strerror(rc < 0 ? -rc : ETIMEDOUT));
+	return -1;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void perf_report(struct perf *p, double secs)
+{
+	const struct perf_opts *o = p->o;
+	uint64_t n = p->nrtt < PERF_RTT_CAP ? p->nrtt : PERF_RTT_CAP;
+	char p50[32] = "null", p99[32] = "null";
+
+	if (n > 0) {
+		qsort(p->rtt_ns, n, sizeof(*p->rtt_ns), cmp_u32);
+		snprintf(p50, sizeof(p50), "%.2f", p->rtt_ns[(n - 1) / 2] / 1e3);
+		snprintf(p99, sizeof(p99), "%.2f", p->rtt_ns[(n - 1) * 99 / 100] / 1e3);
+	}
+	printf("{\"role\":\"client\",\"protocol\":\"%s\",\"mode\":\"%s\",\"size\":%u,"
+	       "\"connections\":%u,\"seconds\":%.3f,\"msgs\":%" PRIu64 ",\"errors\":%" PRIu64
+	       ",\"rtt_p50_us\":%s,\"rtt_p99_us\":%s,\"msgs_per_s\":%.1f,\"gbit_per_s\":%.4f}\n",
+	       tl_protocol_name(o->proto), o->mode == PERF_PINGPONG ? "pingpong" : "stream", o->size,
+	       o->conns, secs, p->msgs, p->errors, p50, p99, p->msgs / secs,
+	       (double)p->bytes * 8 / secs / 1e9);
+}
+
+/* Waits (bounded) for replies still in flight so the close is orderly, not a reset. */
+static void perf_drain(struct perf *p)
+{
+	double deadline = now_s() + 2.0;
+	uint32_t i, busy = 1;
+
+	while (busy > 0 && now_s() < deadline) {
+		for (i = 0, busy = 0; i < p->o->conns; i++)
+			busy += p->pc[i].up == 1 && p->pc[i].inflight > 0;
+		if (busy > 0 && tl_poll(p->tl, 10000) < 0)
+			return;
+	}
+}
+
+static int perf_client(struct perf *p, const sigset_t *sigs)
+{
+	const struct perf_opts *o = p->o;
+	double t0, t1, next_check;
+	uint32_t i;
+	int rc;
+
+	p->pc = calloc(o->conns, sizeof(*p->pc));
+	p->payload = calloc(1, o->size ? o->size : 1);
+	p->rtt_ns = malloc(PERF_RTT_CAP * sizeof(*p->rtt_ns));
+	if (p->pc == NULL || p->payload == NULL || p->rtt_ns == NULL) {
+		fprintf(stderr, "wharf-perf: out of memory\n");
+		return 1;
+	}
+	for (i = 0; i < o->conns; i++)
+		p->pc[i].p = p;
+	p->window = 1;
+	if (o->mode == PERF_STREAM)
+		p->window = (uint32_t)(PERF_STREAM_BYTES / ((uint64_t)o->size + TL_MSG_HDR_LEN)) + 1;
+	if (p->window > 1024)
+		p->window = 1024;
+	if (perf_connect_all(p) != 0)
+		return 1;
+	p->running = p->counting = true;
+	t0 = next_check = now_s();
+	for (i = 0; i < o->conns; i++)
+		perf_fill(&p->pc[i]);
+	for (;;) {
+		rc = tl_poll(p->tl, 100000);
+		if (rc < 0) {
+			fprintf(stderr, "wharf-perf: poll: %s\n", strerror(-rc));
+			return 1;
+		}
+		t1 = now_s();
+		if (t1 - t0 >= o->seconds)
+			break;
+		if (t1 >= next_check) {
+			next_check = t1 + 0.1;
+			if (stop_requested(sigs))
+				break;
+		}
+	}
+	p->running = p->counting = false;
+	perf_report(p, t1 - t0);
+	perf_drain(p);
+	return p->errors > 0 ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct perf_opts o;
+	struct perf p;
+	sigset_t sigs;
+	int rc;
+
+	perf_parse(argc, argv, &o);
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	memset(&p, 0, sizeof(p));
+	p.o = &o;
+	p.rng = 0x9e3779b97f4a7c15ull;
+	if (perf_tl_create(&o, &p.tl) != 0)
+		return 1;
+	rc = o.server ? perf_server(&p, &sigs) : perf_client(&p, &sigs);
+	tl_destroy(p.tl);
+	free(p.pc);
+	free(p.payload);
+	free(p.rtt_ns);
+	return rc;
+}
