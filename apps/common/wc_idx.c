@@ -62,7 +62,8 @@ static int open_idx(const char *path, uint32_t magic, unsigned ndims, uint32_t *
 		rc = errno != 0 ? -errno : -ENOMEM;
 		return wc_errf(err, errlen, rc, "%s: cannot open: %s", path, strerror(-rc));
 	}
-	rc = read_exact(g, hdr, 4 + 4 * ndims, path, "the IDX header", err, errlen);
+	/* Magic first, so a wrong kind of file is named as such rather than as truncated. */
+	rc = read_exact(g, hdr, 4, path, "the IDX magic", err, errlen);
 	if (rc != 0)
 		goto fail;
 	m = be32(hdr);
@@ -71,6 +72,9 @@ static int open_idx(const char *path, uint32_t magic, unsigned ndims, uint32_t *
 			     "bytes, %u dimension%s)", path, m, magic, ndims, ndims == 1 ? "" : "s");
 		goto fail;
 	}
+	rc = read_exact(g, hdr + 4, 4 * ndims, path, "the IDX header", err, errlen);
+	if (rc != 0)
+		goto fail;
 	for (i = 0; i < ndims; i++)
 		dims[i] = be32(hdr + 4 + 4 * i);
 	*out = g;
