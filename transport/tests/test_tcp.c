@@ -1,0 +1,590 @@
+/*
+ * test_tcp.c — TCP-lite core on a fake link and a fake clock (no EAL): handshake and
+ * options, data both ways, loss of each kind of segment, retransmission timeout and its
+ * limit, simultaneous open and close, TIME_WAIT reuse, zero copy on both sides.
+ * Every test ends with fl_fini reporting no leaked packet, frame or send buffer.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "tcp_fakelink.h"
+
+#define MS 1000000ull
+
+static int setup(void **state)
+{
+	struct fl_link *l = calloc(1, sizeof(*l));
+	struct tl_tcp_cfg cfg;
+
+	if (!l)
+		return -1;
+	fl_cfg(&cfg);
+	if (fl_init(l, &cfg, NULL, 1) != 0) {
+		free(l);
+		return -1;
+	}
+	*state = l;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fl_link *l = *state;
+	uint64_t leaks = fl_fini(l);
+
+	free(l);
+	assert_int_equal(leaks, 0);
+	return 0;
+}
+
+static bool has_opt(const struct fl_seg *g, uint8_t kind)
+{
+	for (uint32_t i = 20; i < g->hdr_len;) {
+		if (g->hdr[i] == 0)
+			break;
+		if (g->hdr[i] == 1) {
+			i++;
+			continue;
+		}
+		if (g->hdr[i] == kind)
+			return true;
+		i += g->hdr[i + 1];
+	}
+	return false;
+}
+
+struct xfer {
+	struct fl_link *l;
+	size_t want[2]; /* bytes node i must have received */
+};
+
+static bool xfer_done(void *arg)
+{
+	struct xfer *x = arg;
+
+	return x->l->app[0].rx_len >= x->want[0] && x->l->app[1].rx_len >= x->want[1];
+}
+
+/* Streams n01 bytes node 0 -> 1 and n10 bytes 1 -> 0 and checks both arrive intact. */
+static void transfer(struct fl_link *l, size_t n01, size_t n10, uint64_t max_ns)
+{
+	uint8_t *a = malloc(n01 + 1), *b = malloc(n10 + 1);
+	struct xfer x = { .l = l, .want = { n10, n01 } };
+
+	assert_non_null(a);
+	assert_non_null(b);
+	fl_fill_random(a, n01, 7);
+	fl_fill_random(b, n10, 8);
+	l->app[0].src = a;
+	l->app[0].src_len = n01;
+	l->app[1].src = b;
+	l->app[1].src_len = n10;
+	fl_app_pump(&l->app[0]);
+	fl_app_pump(&l->app[1]);
+	assert_true(fl_run_until(l, max_ns, xfer_done, &x));
+	assert_int_equal(l->app[1].rx_len, n01);
+	assert_int_equal(l->app[0].rx_len, n10);
+	assert_memory_equal(l->app[1].rx, a, n01);
+	assert_memory_equal(l->app[0].rx, b, n10);
+	/* Let the last ACKs land so every send buffer completes before teardown. */
+	fl_run(l, 50 * MS);
+	assert_int_equal(l->app[0].sends, l->app[0].sends_done);
+	assert_int_equal(l->app[1].sends, l->app[1].sends_done);
+	l->app[0].src = l->app[1].src = NULL;
+	free(a);
+	free(b);
+}
+
+static void test_tcp_handshake_negotiates_options(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_conn_stats cs;
+	struct fl_seg g;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	assert_int_equal(fl_count(l, 0, 1, TL_TCP_SYN, TL_TCP_ACK, &g), 1);
+	assert_true(has_opt(&g, 2) && has_opt(&g, 3) && has_opt(&g, 8));
+	assert_true((g.flags & (TL_TCP_ECE | TL_TCP_CWR)) == (TL_TCP_ECE | TL_TCP_CWR));
+	assert_int_equal(fl_count(l, 0, 0, TL_TCP_SYN | TL_TCP_ACK, 0, &g), 1);
+	assert_true(has_opt(&g, 2) && has_opt(&g, 3) && has_opt(&g, 8));
+	assert_true(g.flags & TL_TCP_ECE);
+	assert_false(g.flags & TL_TCP_CWR);
+	assert_int_equal(g.ack, l->log[0].seq + 1);
+	tl_tcp_conn_get_stats(l->app[0].conn, &cs);
+	assert_int_equal(cs.state, TL_TCP_ESTABLISHED);
+	assert_true(cs.ts && cs.ws && cs.ecn);
+	tl_tcp_conn_get_stats(l->app[1].conn, &cs);
+	assert_int_equal(cs.state, TL_TCP_ESTABLISHED);
+	assert_true(cs.srtt_us > 0);
+	assert_int_equal(l->nlog, 3);
+}
+
+static void test_tcp_handshake_without_options(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_cfg cfg;
+	struct tl_tcp_conn_stats cs;
+
+	fl_fini(l);
+	fl_cfg(&cfg);
+	cfg.timestamps = cfg.wscale = cfg.ecn = false;
+	assert_int_equal(fl_init(l, &cfg, NULL, 2), 0);
+	assert_int_equal(fl_open_pair(l), 0);
+	tl_tcp_conn_get_stats(l->app[1].conn, &cs);
+	assert_false(cs.ts || cs.ws || cs.ecn);
+	transfer(l, 100000, 30000, 2000 * MS);
+}
+
+static void test_tcp_data_both_ways(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_stats st;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	transfer(l, 300000, 200000, 2000 * MS);
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_int_equal(st.retrans, 0);
+	assert_int_equal(st.drop_malformed, 0);
+}
+
+static void test_tcp_delayed_ack_acks_every_second_segment(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[1460 * 10];
+	uint32_t mark;
+	struct fl_seg g;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	mark = l->nlog;
+	/* One segment alone: its ACK waits for the delayed-ACK timer. */
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, 100, NULL, NULL, l->now), 0);
+	fl_run(l, 20000); /* 20 us: delivered, delack (200 us) not yet due */
+	assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, NULL), 0);
+	fl_run(l, 300000);
+	assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
+	/* Ten full segments: about one ACK per two. */
+	mark = l->nlog;
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, sizeof(buf), NULL, NULL, l->now), 0);
+	fl_run(l, 2 * MS);
+	assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, NULL), 5);
+	assert_int_equal(l->app[0].rx_len, 100 + sizeof(buf));
+}
+
+/* ---- loss of each kind of segment -------------------------------------------- */
+
+struct drop_first {
+	int from;
+	uint8_t all, none;
+	uint32_t min_len;
+	int remaining;
+};
+
+static bool drop_first_filter(void *arg, const struct fl_seg *g)
+{
+	struct drop_first *d = arg;
+
+	if (d->remaining <= 0 || g->from != d->from || (g->flags & d->all) != d->all ||
+	    (g->flags & d->none) || g->len < d->min_len)
+		return false;
+	d->remaining--;
+	return true;
+}
+
+static void test_tcp_syn_lost_retransmitted(void **state)
+{
+	struct fl_link *l = *state;
+	struct drop_first d = { .from = 1, .all = TL_TCP_SYN, .none = TL_TCP_ACK, .remaining = 2 };
+
+	l->filter = drop_first_filter;
+	l->filter_arg = &d;
+	assert_int_equal(fl_open_pair(l), 0);
+	assert_int_equal(fl_count(l, 0, 1, TL_TCP_SYN, 0, NULL), 3);
+	transfer(l, 5000, 5000, 100 * MS);
+}
+
+static void test_tcp_synack_lost_retransmitted(void **state)
+{
+	struct fl_link *l = *state;
+	struct drop_first d = { .from = 0, .all = TL_TCP_SYN | TL_TCP_ACK, .remaining = 1 };
+
+	l->filter = drop_first_filter;
+	l->filter_arg = &d;
+	assert_int_equal(fl_open_pair(l), 0);
+	assert_true(fl_count(l, 0, 0, TL_TCP_SYN | TL_TCP_ACK, 0, NULL) >= 2);
+	transfer(l, 5000, 5000, 100 * MS);
+}
+
+static void test_tcp_handshake_ack_lost_recovered_by_data(void **state)
+{
+	struct fl_link *l = *state;
+	struct drop_first d = { .from = 1, .all = TL_TCP_ACK, .none = TL_TCP_SYN, .remaining = 1 };
+	static uint8_t msg[] = "hello";
+
+	l->filter = drop_first_filter;
+	l->filter_arg = &d;
+	assert_int_equal(fl_listen(l, 0, 80), 0);
+	assert_int_equal(fl_connect(l, 1, 0, 80), 0);
+	fl_run(l, 1 * MS);
+	assert_int_equal(l->app[1].connected, 1);
+	assert_int_equal(l->app[0].accepted, 0); /* the third segment of the handshake was lost */
+	assert_int_equal(tl_tcp_send(l->app[1].conn, msg, 5, NULL, NULL, l->now), 0);
+	fl_run(l, 1 * MS);
+	assert_int_equal(l->app[0].accepted, 1);
+	assert_int_equal(l->app[0].rx_len, 5);
+	assert_memory_equal(l->app[0].rx, msg, 5);
+}
+
+static void test_tcp_data_lost_rto_retransmits(void **state)
+{
+	struct fl_link *l = *state;
+	struct drop_first d = { .from = 1, .min_len = 1, .remaining = 1 };
+	struct tl_tcp_stats st;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	l->filter = drop_first_filter;
+	l->filter_arg = &d;
+	transfer(l, 0, 1000, 100 * MS); /* one lone segment: only the RTO can repair it */
+	tl_tcp_stack_get_stats(l->stack[1], &st);
+	assert_int_equal(st.rto_fired, 1);
+	assert_int_equal(st.retrans, 1);
+}
+
+static void test_tcp_ack_lost_data_still_completes(void **state)
+{
+	struct fl_link *l = *state;
+	struct drop_first d = { .from = 0, .all = TL_TCP_ACK, .remaining = 3 };
+
+	assert_int_equal(fl_open_pair(l), 0);
+	l->filter = drop_first_filter;
+	l->filter_arg = &d;
+	transfer(l, 0, 50000, 200 * MS);
+	assert_int_equal(d.remaining, 0);
+}
+
+static bool both_closed(void *arg)
+{
+	struct fl_link *l = arg;
+
+	return l->app[0].closed && l->app[1].closed;
+}
+
+static void test_tcp_fin_lost_retransmitted(void **state)
+{
+	struct fl_link *l = *state;
+	struct drop_first d = { .from = 1, .all = TL_TCP_FIN, .remaining = 1 };
+
+	assert_int_equal(fl_open_pair(l), 0);
+	l->filter = drop_first_filter;
+	l->filter_arg = &d;
+	assert_int_equal(tl_tcp_close(l->app[1].conn, l->now), 0);
+	fl_run(l, 1 * MS);
+	assert_int_equal(l->app[0].eof, 0);
+	assert_true(fl_run_until(l, 100 * MS, both_closed, l) == false || l->app[0].eof == 1);
+	assert_int_equal(l->app[0].eof, 1);
+	assert_int_equal(fl_count(l, 0, 1, TL_TCP_FIN, 0, NULL), 2);
+	assert_int_equal(tl_tcp_close(l->app[0].conn, l->now), 0);
+	assert_true(fl_run_until(l, 100 * MS, both_closed, l));
+	assert_int_equal(l->app[0].closed_reason, 0);
+	assert_int_equal(l->app[1].closed_reason, 0);
+	fl_run(l, 20 * MS); /* TIME_WAIT runs out */
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 0);
+	assert_int_equal(tl_tcp_conn_count(l->stack[1]), 0);
+}
+
+static bool drop_all(void *arg, const struct fl_seg *g)
+{
+	(void)arg;
+	(void)g;
+	return true;
+}
+
+static void test_tcp_retrans_limit_resets_and_tells_app(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[3000];
+	struct tl_tcp_stats st;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	l->filter = drop_all;
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, sizeof(buf), NULL, NULL, l->now), 0);
+	fl_run(l, 60000 * MS);
+	assert_int_equal(l->app[1].closed, 1);
+	assert_int_equal(l->app[1].closed_reason, -ETIMEDOUT);
+	tl_tcp_stack_get_stats(l->stack[1], &st);
+	assert_int_equal(st.rto_fired, 13); /* 12 retransmissions, then the limit */
+	assert_int_equal(st.conns_timedout, 1);
+	assert_int_equal(fl_count(l, 0, 1, TL_TCP_RST, 0, NULL), 1);
+	assert_int_equal(tl_tcp_conn_count(l->stack[1]), 0);
+}
+
+static void test_tcp_rto_backs_off_exponentially(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[100];
+	uint64_t t[5];
+	uint32_t n = 0, mark;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	l->filter = drop_all;
+	mark = l->nlog;
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, sizeof(buf), NULL, NULL, l->now), 0);
+	while (n < 5 && l->now < 10000 * MS) {
+		uint32_t before = l->nlog;
+		fl_run(l, 100000);
+		if (l->nlog != before)
+			t[n++] = l->now;
+	}
+	assert_int_equal(n, 5);
+	assert_int_equal(fl_count(l, mark, 1, 0, 0, NULL), 6); /* the original and 5 resends */
+	for (uint32_t i = 2; i < 5; i++) {
+		uint64_t a = t[i - 1] - t[i - 2], b = t[i] - t[i - 1];
+		assert_true(b >= 2 * a - 200000 && b <= 2 * a + 200000);
+	}
+	l->filter = NULL;
+	fl_run(l, 5000 * MS);
+	assert_int_equal(l->app[0].rx_len, sizeof(buf));
+}
+
+static void test_tcp_connect_refused(void **state)
+{
+	struct fl_link *l = *state;
+
+	assert_int_equal(fl_connect(l, 1, 0, 81), 0);
+	fl_run(l, 1 * MS);
+	assert_int_equal(l->app[1].closed, 1);
+	assert_int_equal(l->app[1].closed_reason, -ECONNREFUSED);
+	assert_int_equal(tl_tcp_conn_count(l->stack[1]), 0);
+}
+
+static void test_tcp_accept_refused_resets_peer(void **state)
+{
+	struct fl_link *l = *state;
+
+	l->app[0].refuse_accept = true;
+	assert_int_equal(fl_listen(l, 0, 80), 0);
+	assert_int_equal(fl_connect(l, 1, 0, 80), 0);
+	fl_run(l, 1 * MS);
+	assert_int_equal(l->app[1].closed, 1);
+	assert_int_equal(l->app[1].closed_reason, -ECONNRESET);
+	assert_int_equal(l->app[0].closed, 0); /* never attached to the app */
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 0);
+}
+
+/* ---- open and close variants ---------------------------------------------------- */
+
+static void test_tcp_simultaneous_open(void **state)
+{
+	struct fl_link *l = *state;
+
+	/* Both connect to each other's port; the SYNs cross on the wire. */
+	assert_int_equal(fl_connect(l, 0, 5000, 6000), 0);
+	assert_int_equal(fl_connect(l, 1, 6000, 5000), 0);
+	fl_run(l, 1 * MS);
+	assert_int_equal(l->app[0].connected, 1);
+	assert_int_equal(l->app[1].connected, 1);
+	assert_int_equal(fl_count(l, 0, -1, TL_TCP_SYN | TL_TCP_ACK, 0, NULL), 2);
+	transfer(l, 20000, 20000, 100 * MS);
+}
+
+static void test_tcp_simultaneous_close(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_conn_stats cs;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	assert_int_equal(tl_tcp_close(l->app[0].conn, l->now), 0);
+	assert_int_equal(tl_tcp_close(l->app[1].conn, l->now), 0);
+	tl_tcp_conn_get_stats(l->app[0].conn, &cs);
+	assert_int_equal(cs.state, TL_TCP_FIN_WAIT_1);
+	assert_true(fl_run_until(l, 10 * MS, both_closed, l));
+	assert_int_equal(l->app[0].closed_reason, 0);
+	assert_int_equal(l->app[1].closed_reason, 0);
+	assert_int_equal(l->app[0].eof, 1);
+	assert_int_equal(l->app[1].eof, 1);
+	/* Both went through CLOSING into TIME_WAIT, which expires on its own. */
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 1);
+	fl_run(l, 10 * MS);
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 0);
+	assert_int_equal(tl_tcp_conn_count(l->stack[1]), 0);
+}
+
+static void test_tcp_time_wait_reuse_by_new_syn(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_tuple t;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	tl_tcp_conn_tuple(l->app[1].conn, &t);
+	/* The server closes first, so the server holds TIME_WAIT. */
+	assert_int_equal(tl_tcp_close(l->app[0].conn, l->now), 0);
+	fl_run(l, 1 * MS);
+	assert_int_equal(tl_tcp_close(l->app[1].conn, l->now), 0);
+	assert_true(fl_run_until(l, 10 * MS, both_closed, l));
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 1);
+	/* Same 4-tuple again, well within TIME_WAIT: the later timestamp proves it is new. */
+	l->app[0].accepted = l->app[1].connected = 0;
+	assert_int_equal(fl_connect(l, 1, t.lport, 80), 0);
+	fl_run(l, 1 * MS);
+	assert_int_equal(l->app[0].accepted, 1);
+	assert_int_equal(l->app[1].connected, 1);
+	free(l->app[0].rx);
+	free(l->app[1].rx);
+	l->app[0].rx = l->app[1].rx = NULL;
+	l->app[0].rx_len = l->app[1].rx_len = l->app[0].rx_cap = l->app[1].rx_cap = 0;
+	transfer(l, 10000, 10000, 100 * MS);
+}
+
+static void test_tcp_time_wait_reuse_by_own_connect(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_tuple t;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	tl_tcp_conn_tuple(l->app[1].conn, &t);
+	assert_int_equal(tl_tcp_close(l->app[1].conn, l->now), 0); /* client: TIME_WAIT */
+	fl_run(l, 1 * MS);
+	assert_int_equal(tl_tcp_close(l->app[0].conn, l->now), 0);
+	assert_true(fl_run_until(l, 10 * MS, both_closed, l));
+	assert_int_equal(tl_tcp_conn_count(l->stack[1]), 1);
+	l->app[0].accepted = l->app[1].connected = 0;
+	assert_int_equal(fl_connect(l, 1, t.lport, 80), 0);
+	fl_run(l, 1 * MS);
+	assert_int_equal(l->app[1].connected, 1);
+	assert_int_equal(l->app[0].accepted, 1);
+}
+
+static void test_tcp_abort_sends_rst(void **state)
+{
+	struct fl_link *l = *state;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	tl_tcp_abort(l->app[1].conn);
+	assert_int_equal(l->app[1].closed_reason, -ECONNABORTED);
+	fl_run(l, 1 * MS);
+	assert_int_equal(l->app[0].closed, 1);
+	assert_int_equal(l->app[0].closed_reason, -ECONNRESET);
+}
+
+/* ---- zero copy ----------------------------------------------------------------- */
+
+struct done_rec {
+	int calls, status;
+	uint64_t at;
+};
+
+static void rec_done(void *arg, int status)
+{
+	struct done_rec *d = arg;
+
+	d->calls++;
+	d->status = status;
+}
+
+static void test_tcp_send_buffer_held_until_acked_and_released(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[4000];
+	struct done_rec d = { 0 };
+	struct drop_first drop = { .from = 0, .all = TL_TCP_ACK, .remaining = 100 };
+
+	assert_int_equal(fl_open_pair(l), 0);
+	l->hold_sbufs = true;
+	l->filter = drop_first_filter;
+	l->filter_arg = &drop;
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, sizeof(buf), rec_done, &d, l->now), 0);
+	assert_int_equal(tl_tcp_sbufs_in_use(l->stack[1]), 1);
+	fl_run(l, 1 * MS);
+	assert_int_equal(l->app[0].rx_len, sizeof(buf)); /* delivered, but no ACK got back */
+	assert_int_equal(d.calls, 0);
+	l->filter = NULL;
+	fl_run(l, 50 * MS);
+	assert_int_equal(d.calls, 1);
+	assert_int_equal(d.status, 0);
+	assert_int_equal(tl_tcp_sbufs_in_use(l->stack[1]), 0);
+}
+
+static void test_tcp_send_buffer_completed_with_error_on_reset(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[4000];
+	struct done_rec d = { 0 };
+
+	assert_int_equal(fl_open_pair(l), 0);
+	l->filter = drop_all;
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, sizeof(buf), rec_done, &d, l->now), 0);
+	tl_tcp_abort(l->app[1].conn);
+	assert_int_equal(d.calls, 1);
+	assert_int_equal(d.status, -ECONNABORTED);
+}
+
+static void test_tcp_recv_packets_held_by_receiver(void **state)
+{
+	struct fl_link *l = *state;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	l->app[0].hold_pkts = true;
+	transfer(l, 0, 20000, 100 * MS);
+	assert_true(l->app[0].nheld > 0);
+	assert_true(l->holds >= l->app[0].nheld);
+	fl_app_release_held(&l->app[0]);
+}
+
+static void test_tcp_send_refuses_bad_calls(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[16];
+	struct tl_tcp_cfg cfg;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	fl_cfg(&cfg);
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, 0, NULL, NULL, l->now), -EINVAL);
+	assert_int_equal(tl_tcp_send(l->app[1].conn, NULL, 5, NULL, NULL, l->now), -EINVAL);
+	assert_int_equal(tl_tcp_close(l->app[1].conn, l->now), 0);
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, 5, NULL, NULL, l->now), -ENOTCONN);
+	assert_int_equal(tl_tcp_close(l->app[1].conn, l->now), -ENOTCONN);
+	cfg.mss = 10;
+	{
+		struct tl_tcp_stack *s;
+		struct tl_tcp_ops ops = { 0 };
+		assert_int_equal(tl_tcp_stack_create(&cfg, &ops, NULL, 0, &s), -EINVAL);
+	}
+	fl_run(l, 10 * MS);
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_tcp_handshake_negotiates_options),
+		T(test_tcp_handshake_without_options),
+		T(test_tcp_data_both_ways),
+		T(test_tcp_delayed_ack_acks_every_second_segment),
+		T(test_tcp_syn_lost_retransmitted),
+		T(test_tcp_synack_lost_retransmitted),
+		T(test_tcp_handshake_ack_lost_recovered_by_data),
+		T(test_tcp_data_lost_rto_retransmits),
+		T(test_tcp_ack_lost_data_still_completes),
+		T(test_tcp_fin_lost_retransmitted),
+		T(test_tcp_retrans_limit_resets_and_tells_app),
+		T(test_tcp_rto_backs_off_exponentially),
+		T(test_tcp_connect_refused),
+		T(test_tcp_accept_refused_resets_peer),
+		T(test_tcp_simultaneous_open),
+		T(test_tcp_simultaneous_close),
+		T(test_tcp_time_wait_reuse_by_new_syn),
+		T(test_tcp_time_wait_reuse_by_own_connect),
+		T(test_tcp_abort_sends_rst),
+		T(test_tcp_send_buffer_held_until_acked_and_released),
+		T(test_tcp_send_buffer_completed_with_error_on_reset),
+		T(test_tcp_recv_packets_held_by_receiver),
+		T(test_tcp_send_refuses_bad_calls),
+	};
+
+	return cmocka_run_group_tests_name("tcp", tests, NULL, NULL);
+}

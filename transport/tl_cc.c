@@ -1,0 +1,154 @@
+/*
+ * tl_cc.c — TCP-lite RTT estimation (RFC 6298) and congestion control: NewReno
+ * (RFC 5681 slow start / congestion avoidance with byte counting, RFC 6582 fast
+ * recovery) with a DCTCP reaction to ECN echoes (RFC 8257) when ECN was negotiated.
+ *
+ * Call chain: tl_in.c (ACK processing) -> tl_cc_on_ack / tl_cc_on_dupack;
+ * tl_timer.c (RTO) -> tl_cc_on_rto. Output consults c->cwnd through tl_out_push.
+ */
+#include "tl_tcp_pvt.h"
+
+#define TL_IW_SEGS      10u          /* RFC 6928 initial window */
+#define TL_CWND_MAX     (1u << 30)
+#define TL_DCTCP_ONE    1024u        /* alpha fixed point: 1.0 */
+#define TL_DCTCP_G_SHIFT 4u          /* g = 1/16 */
+
+static uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
+static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+uint32_t tl_cc_flight(const struct tl_tcp_conn *c)
+{
+	return c->snd_max - c->snd_una;
+}
+
+void tl_cc_init(struct tl_tcp_conn *c)
+{
+	c->cwnd = TL_IW_SEGS * c->mss;
+	c->ssthresh = TL_CWND_MAX;
+	c->rto_ns = c->stack->cfg.rto_init_ns;
+	c->srtt_us = 0;
+	c->rttvar_us = 0;
+	c->dupacks = 0;
+	c->in_recovery = false;
+	c->bytes_acked_ca = 0;
+	/* RFC 8257 3.3: start pessimistic so the first marks cut hard, as Linux does. */
+	c->dctcp_alpha = TL_DCTCP_ONE;
+	c->dctcp_acked = c->dctcp_marked = 0;
+	c->dctcp_next_seq = c->snd_nxt;
+	c->dctcp_reduced = false;
+}
+
+void tl_cc_rtt_sample(struct tl_tcp_conn *c, uint64_t rtt_ns)
+{
+	const struct tl_tcp_cfg *cfg = &c->stack->cfg;
+	uint32_t r = (uint32_t)(rtt_ns / 1000u);
+	uint64_t rto;
+
+	if (r == 0)
+		r = 1;
+	if (c->srtt_us == 0) {
+		c->srtt_us = r;
+		c->rttvar_us = r / 2;
+	} else {
+		uint32_t err = c->srtt_us > r ? c->srtt_us - r : r - c->srtt_us;
+		c->rttvar_us = c->rttvar_us - c->rttvar_us / 4 + err / 4;
+		c->srtt_us = c->srtt_us - c->srtt_us / 8 + r / 8;
+	}
+	/* RTO = SRTT + max(G, 4 * RTTVAR), G the timer granularity (RFC 6298 2.3). */
+	rto = (uint64_t)c->srtt_us * 1000u + max_u32((uint32_t)(cfg->tick_ns / 1000u),
+						      4u * c->rttvar_us) * 1000ull;
+	if (rto < cfg->rto_min_ns)
+		rto = cfg->rto_min_ns;
+	if (rto > cfg->rto_max_ns)
+		rto = cfg->rto_max_ns;
+	c->rto_ns = rto;
+}
+
+static void dctcp_on_ack(struct tl_tcp_conn *c, uint32_t acked, bool ece)
+{
+	c->dctcp_acked += acked;
+	if (ece)
+		c->dctcp_marked += acked;
+	if (TL_SEQ_GEQ(c->snd_una, c->dctcp_next_seq)) {
+		/* One observation window ended: alpha = (1 - g) alpha + g F. */
+		uint32_t f = c->dctcp_acked ?
+			(uint32_t)((uint64_t)c->dctcp_marked * TL_DCTCP_ONE / c->dctcp_acked) : 0;
+		c->dctcp_alpha = c->dctcp_alpha - (c->dctcp_alpha >> TL_DCTCP_G_SHIFT) +
+				 (f >> TL_DCTCP_G_SHIFT);
+		c->dctcp_acked = c->dctcp_marked = 0;
+		c->dctcp_next_seq = c->snd_nxt;
+		c->dctcp_reduced = false;
+	}
+	if (ece && !c->dctcp_reduced) {
+		/* cwnd = cwnd (1 - alpha / 2), once per window of data. */
+		uint32_t cut = (uint32_t)((uint64_t)c->cwnd * c->dctcp_alpha / (2u * TL_DCTCP_ONE));
+		c->cwnd = max_u32(c->cwnd - cut, 2u * c->mss);
+		c->ssthresh = c->cwnd;
+		c->dctcp_reduced = true;
+	}
+}
+
+void tl_cc_on_ack(struct tl_tcp_conn *c, uint32_t acked, bool ece)
+{
+	if (c->ecn_ok)
+		dctcp_on_ack(c, acked, ece);
+	if (c->in_recovery) {
+		if (TL_SEQ_GEQ(c->snd_una, c->recover)) {
+			/* Full ACK: leave recovery with cwnd at ssthresh (RFC 6582 3.2 step 3). */
+			c->cwnd = min_u32(c->ssthresh, max_u32(tl_cc_flight(c), c->mss) + c->mss);
+			c->in_recovery = false;
+			c->dupacks = 0;
+			return;
+		}
+		/* Partial ACK: resend the next hole, deflate by what left the network. */
+		c->cwnd = c->cwnd > acked ? c->cwnd - acked : c->mss;
+		if (acked >= c->mss)
+			c->cwnd += c->mss;
+		c->stack->st.fast_retrans++;
+		tl_out_retransmit(c);
+		return;
+	}
+	c->dupacks = 0;
+	if (c->cwnd < c->ssthresh) {
+		c->cwnd += min_u32(acked, 2u * c->mss); /* RFC 3465 byte counting, L = 2 */
+	} else {
+		c->bytes_acked_ca += acked;
+		if (c->bytes_acked_ca >= c->cwnd) {
+			c->bytes_acked_ca -= c->cwnd;
+			c->cwnd += c->mss;
+		}
+	}
+	if (c->cwnd > TL_CWND_MAX)
+		c->cwnd = TL_CWND_MAX;
+}
+
+void tl_cc_on_dupack(struct tl_tcp_conn *c)
+{
+	c->dupacks++;
+	if (c->in_recovery) {
+		c->cwnd += c->mss; /* each dupack: one more segment left the network */
+		tl_out_push(c);
+		return;
+	}
+	/* RFC 6582 4.1: only a loss after the last recovery point starts a new recovery. */
+	if (c->dupacks != 3 || TL_SEQ_LEQ(c->snd_una, c->recover))
+		return;
+	c->ssthresh = max_u32(tl_cc_flight(c) / 2u, 2u * c->mss);
+	c->cwnd = c->ssthresh + 3u * c->mss;
+	c->recover = c->snd_max;
+	c->in_recovery = true;
+	c->stack->st.fast_retrans++;
+	c->rtt_start = 0;
+	tl_out_retransmit(c);
+	tl_out_push(c);
+}
+
+void tl_cc_on_rto(struct tl_tcp_conn *c)
+{
+	c->ssthresh = max_u32(tl_cc_flight(c) / 2u, 2u * c->mss);
+	c->cwnd = c->mss;
+	c->recover = c->snd_max;
+	c->in_recovery = false;
+	c->dupacks = 0;
+	c->bytes_acked_ca = 0;
+}

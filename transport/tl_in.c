@@ -1,0 +1,613 @@
+/*
+ * tl_in.c — TCP-lite input: validates a received segment, finds its connection or
+ * listener, and runs the RFC 9293 3.10.7 "segment arrives" steps with RFC 5961
+ * protections (exact-sequence RST, challenge ACKs, ACK range check), RFC 7323
+ * options and PAWS, the out-of-order queue and in-order delivery to the receiver.
+ *
+ * Call chain: backend -> tl_tcp_input -> seg_parse -> listen_input | syn_sent_input |
+ * sync_input -> ack_input (tl_cc.c) / data_input -> cbs.recv; then tl_out_push and the
+ * ACK decision (now or delayed, tl_timer.c).
+ *
+ * Packet ownership: the caller's reference on rx->pkt stays the caller's. A segment
+ * parked out of order is held with ops.pkt_hold and released once delivered or dropped.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "tl_tcp_pvt.h"
+
+/* A parsed, validated segment. */
+struct seg {
+	uint32_t seq, ack, len, wnd;
+	uint8_t flags;
+	bool has_mss, has_ws, has_ts;
+	uint16_t mss;
+	uint8_t ws;
+	uint32_t tsval, tsecr;
+	const uint8_t *data;
+};
+
+static uint16_t ld_be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static uint32_t ld_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+static int parse_opts(const uint8_t *o, uint32_t n, struct seg *g)
+{
+	uint32_t i = 0;
+
+	while (i < n) {
+		uint8_t kind = o[i], len;
+		if (kind == 0)
+			break;                  /* end of option list */
+		if (kind == 1) {
+			i++;
+			continue;
+		}
+		if (i + 1 >= n)
+			return -EBADMSG;        /* kind without its length byte */
+		len = o[i + 1];
+		if (len < 2 || i + len > n)
+			return -EBADMSG;        /* runs past the header */
+		if (kind == 2) {
+			if (len != 4)
+				return -EBADMSG;
+			g->has_mss = true;
+			g->mss = ld_be16(o + i + 2);
+		} else if (kind == 3) {
+			if (len != 3)
+				return -EBADMSG;
+			g->has_ws = true;
+			g->ws = o[i + 2];
+		} else if (kind == 8) {
+			if (len != 10)
+				return -EBADMSG;
+			g->has_ts = true;
+			g->tsval = ld_be32(o + i + 2);
+			g->tsecr = ld_be32(o + i + 6);
+		}
+		i += len;
+	}
+	return 0;
+}
+
+static int seg_parse(const struct tl_tcp_rx *rx, struct seg *g)
+{
+	const uint8_t *h = rx->tcp;
+	uint32_t doff;
+	uint8_t f;
+
+	memset(g, 0, sizeof(*g));
+	if (!h || rx->tcp_len < 20)
+		return -EBADMSG;
+	doff = (uint32_t)(h[12] >> 4) * 4u;
+	if (doff < 20 || doff > rx->tcp_len)
+		return -EBADMSG;
+	if (ld_be16(h) == 0 || ld_be16(h + 2) == 0)
+		return -EBADMSG;
+	f = h[13];
+	/* Combinations no TCP sends: scans and confused stacks. */
+	if ((f & TL_TCP_SYN) && (f & (TL_TCP_FIN | TL_TCP_RST)))
+		return -EBADMSG;
+	if (!(f & (TL_TCP_SYN | TL_TCP_RST | TL_TCP_ACK)))
+		return -EBADMSG;
+	if (parse_opts(h + 20, doff - 20, g))
+		return -EBADMSG;
+	g->seq = ld_be32(h + 4);
+	g->ack = ld_be32(h + 8);
+	g->flags = f;
+	g->wnd = ld_be16(h + 14);
+	g->data = h + doff;
+	g->len = rx->tcp_len - doff;
+	return 0;
+}
+
+static void take_syn_opts(struct tl_tcp_conn *c, const struct seg *g)
+{
+	const struct tl_tcp_cfg *cfg = &c->stack->cfg;
+	uint16_t peer_mss = g->has_mss ? g->mss : 536u; /* RFC 9293 3.7.1 default */
+
+	c->mss = min_u32(cfg->mss, peer_mss < 64 ? 64 : peer_mss);
+	c->ws_ok = cfg->wscale && g->has_ws;
+	c->snd_wscale = c->ws_ok ? (uint8_t)min_u32(g->ws, TL_MAX_WSCALE) : 0;
+	c->rcv_wscale = c->ws_ok ? c->stack->rcv_wscale : 0;
+	c->ts_ok = cfg->timestamps && g->has_ts;
+	if (c->ts_ok)
+		c->ts_recent = g->tsval;
+	c->irs = g->seq;
+	c->rcv_nxt = g->seq + 1u;
+	c->rcv_adv = c->rcv_nxt;
+	c->snd_wnd = g->wnd; /* never scaled in a SYN */
+	c->max_snd_wnd = c->snd_wnd;
+	c->snd_wl1 = g->seq;
+}
+
+/* ---- no connection: listeners and RSTs --------------------------------------- */
+
+static void rst_reply(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, const struct seg *g)
+{
+	if (g->flags & TL_TCP_RST)
+		return;
+	if (g->flags & TL_TCP_ACK)
+		tl_out_rst_for(s, rx, g->ack, 0, 0);
+	else
+		tl_out_rst_for(s, rx, 0, g->seq + g->len + !!(g->flags & TL_TCP_SYN) +
+				       !!(g->flags & TL_TCP_FIN), TL_TCP_ACK);
+}
+
+static int listen_input(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, const struct seg *g)
+{
+	struct tl_tcp_listener *l = tl_listener_lookup(s, rx->daddr, ld_be16(rx->tcp + 2));
+	struct tl_tcp_tuple t;
+	struct tl_tcp_conn *c;
+
+	if (!l || (g->flags & (TL_TCP_ACK | TL_TCP_RST)) || !(g->flags & TL_TCP_SYN)) {
+		s->st.drop_no_conn++;
+		rst_reply(s, rx, g);
+		return -ENOTCONN;
+	}
+	t.laddr = rx->daddr;
+	t.raddr = rx->saddr;
+	t.lport = ld_be16(rx->tcp + 2);
+	t.rport = ld_be16(rx->tcp);
+	/* Bounded backlog: a SYN flood fills embryonic slots, never the whole table. */
+	if (l->embryonic >= l->backlog || !(c = tl_conn_alloc(s, &t))) {
+		s->st.drop_backlog++;
+		return -ENOBUFS;
+	}
+	c->state = TL_TCP_SYN_RCVD;
+	c->listener = l;
+	l->embryonic++;
+	c->cbs = l->cbs;
+	c->arg = l->arg;
+	tl_conn_init_seq(c);
+	take_syn_opts(c, g);
+	c->ecn_ok = s->cfg.ecn && (g->flags & TL_TCP_ECE) && (g->flags & TL_TCP_CWR);
+	tl_cc_init(c);
+	tl_out_syn(c, true);
+	return 0;
+}
+
+/* ---- SYN_SENT ------------------------------------------------------------------ */
+
+static void established(struct tl_tcp_conn *c)
+{
+	c->state = TL_TCP_ESTABLISHED;
+	c->backoff = 0;
+	c->rto_at = 0;
+	tl_timer_update(c);
+	c->dctcp_next_seq = c->snd_nxt;
+	c->recover = c->snd_una;
+}
+
+static int syn_sent_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const struct seg *g)
+{
+	struct tl_tcp_stack *s = c->stack;
+	bool ack_ok = (g->flags & TL_TCP_ACK) && TL_SEQ_GT(g->ack, c->iss) &&
+		      TL_SEQ_LEQ(g->ack, c->snd_max);
+
+	if ((g->flags & TL_TCP_ACK) && !ack_ok) {
+		s->st.drop_bad_ack++;
+		if (!(g->flags & TL_TCP_RST))
+			tl_out_rst_for(s, rx, g->ack, 0, 0);
+		return -EINVAL;
+	}
+	if (g->flags & TL_TCP_RST) {
+		if (!ack_ok)
+			return -EINVAL;
+		s->st.rst_in++;
+		tl_conn_drop(c, -ECONNREFUSED);
+		return 0;
+	}
+	if (!(g->flags & TL_TCP_SYN))
+		return -EINVAL;
+	take_syn_opts(c, g);
+	if (!ack_ok) {
+		/* Simultaneous open: both SYNs crossed; answer with SYN-ACK (RFC 9293 3.5). */
+		c->ecn_ok = s->cfg.ecn && (g->flags & TL_TCP_ECE) && (g->flags & TL_TCP_CWR);
+		c->state = TL_TCP_SYN_RCVD;
+		tl_out_syn(c, true);
+		return 0;
+	}
+	c->ecn_ok = s->cfg.ecn && (g->flags & TL_TCP_ECE) && !(g->flags & TL_TCP_CWR);
+	c->snd_una = g->ack;
+	c->snd_wl2 = g->ack;
+	tl_cc_init(c); /* again: the MSS is known now */
+	if (c->ts_ok && g->tsecr && c->backoff == 0)
+		tl_cc_rtt_sample(c, (uint64_t)(tl_out_tsval(s) - g->tsecr) * 1000u);
+	established(c);
+	tl_out_ack(c);
+	if (c->cbs && c->cbs->connected)
+		c->cbs->connected(c->arg, c);
+	if (!c->dead)
+		tl_out_push(c);
+	return 0;
+}
+
+/* ---- synchronized states: acceptability, RST, SYN ------------------------------ */
+
+static bool seq_acceptable(const struct tl_tcp_conn *c, const struct seg *g)
+{
+	uint32_t wnd = c->rcv_adv - c->rcv_nxt;
+	uint32_t seglen = g->len + !!(g->flags & TL_TCP_SYN) + !!(g->flags & TL_TCP_FIN);
+
+	if (TL_SEQ_LT(c->rcv_adv, c->rcv_nxt))
+		wnd = 0;
+	if (seglen == 0) {
+		if (wnd == 0)
+			return g->seq == c->rcv_nxt;
+		return TL_SEQ_GEQ(g->seq, c->rcv_nxt) && TL_SEQ_LT(g->seq, c->rcv_nxt + wnd);
+	}
+	if (wnd == 0)
+		return false;
+	return (TL_SEQ_GEQ(g->seq, c->rcv_nxt) && TL_SEQ_LT(g->seq, c->rcv_nxt + wnd)) ||
+	       (TL_SEQ_GEQ(g->seq + seglen - 1u, c->rcv_nxt) &&
+		TL_SEQ_LT(g->seq + seglen - 1u, c->rcv_nxt + wnd));
+}
+
+/* Returns true when the segment was consumed here (dropped, answered or fatal). */
+static bool sync_filter(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const struct seg *g)
+{
+	struct tl_tcp_stack *s = c->stack;
+
+	if (c->state == TL_TCP_SYN_RCVD && (g->flags & TL_TCP_SYN) && !(g->flags & TL_TCP_ACK) &&
+	    g->seq == c->irs) {
+		tl_out_syn(c, true); /* our SYN-ACK was lost: the peer repeats its SYN */
+		return true;
+	}
+	if (c->ts_ok && g->has_ts && !(g->flags & TL_TCP_RST) && TL_SEQ_LT(g->tsval, c->ts_recent)) {
+		s->st.drop_window++; /* PAWS (RFC 7323 5.3) */
+		tl_out_ack(c);
+		return true;
+	}
+	if (!seq_acceptable(c, g)) {
+		if (TL_SEQ_LEQ(g->seq + g->len, c->rcv_nxt))
+			s->st.dup_segs++;
+		else
+			s->st.drop_window++;
+		if (!(g->flags & TL_TCP_RST)) {
+			if (c->state == TL_TCP_TIME_WAIT && (g->flags & TL_TCP_FIN))
+				tl_conn_enter_time_wait(c); /* their FIN again: our ACK was lost */
+			tl_out_ack(c);
+		}
+		return true;
+	}
+	if (g->flags & TL_TCP_RST) {
+		/* RFC 5961 3.2: only the exact next sequence resets; in window gets a challenge. */
+		if (g->seq != c->rcv_nxt) {
+			tl_out_challenge_ack(c);
+			return true;
+		}
+		s->st.rst_in++;
+		s->st.conns_reset++;
+		tl_conn_drop(c, -ECONNRESET);
+		return true;
+	}
+	if (g->flags & TL_TCP_SYN) {
+		tl_out_challenge_ack(c); /* RFC 5961 4.2 */
+		return true;
+	}
+	(void)rx;
+	return !(g->flags & TL_TCP_ACK);
+}
+
+static bool syn_rcvd_ack(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const struct seg *g)
+{
+	struct tl_tcp_stack *s = c->stack;
+	struct tl_tcp_listener *l = c->listener;
+
+	if (TL_SEQ_LEQ(g->ack, c->snd_una) || TL_SEQ_GT(g->ack, c->snd_max)) {
+		s->st.drop_bad_ack++;
+		tl_out_rst_for(s, rx, g->ack, 0, 0);
+		return false;
+	}
+	if (c->ts_ok && g->has_ts && g->tsecr && c->backoff == 0)
+		tl_cc_rtt_sample(c, (uint64_t)(tl_out_tsval(s) - g->tsecr) * 1000u);
+	c->snd_una = c->iss + 1u;
+	c->snd_wnd = g->wnd << c->snd_wscale;
+	c->max_snd_wnd = c->snd_wnd;
+	c->snd_wl1 = g->seq;
+	c->snd_wl2 = g->ack;
+	established(c);
+	if (l) {
+		l->embryonic--;
+		c->listener = NULL;
+		if (l->cbs->accept && l->cbs->accept(l->arg, c) < 0) {
+			tl_out_rst(c);
+			tl_conn_drop(c, -ECONNREFUSED);
+			return false;
+		}
+		c->app_attached = true;
+	} else if (c->cbs && c->cbs->connected) {
+		c->cbs->connected(c->arg, c); /* simultaneous open completes */
+	}
+	return !c->dead;
+}
+
+/* ---- ACK processing ------------------------------------------------------------ */
+
+static void fin_acked(struct tl_tcp_conn *c)
+{
+	switch (c->state) {
+	case TL_TCP_FIN_WAIT_1:
+		c->state = TL_TCP_FIN_WAIT_2;
+		tl_timer_fin_wait_2(c);
+		break;
+	case TL_TCP_CLOSING:
+		tl_conn_enter_time_wait(c);
+		break;
+	case TL_TCP_LAST_ACK:
+		tl_conn_drop(c, 0);
+		break;
+	default:
+		break;
+	}
+}
+
+static void new_ack(struct tl_tcp_conn *c, const struct seg *g)
+{
+	struct tl_tcp_stack *s = c->stack;
+	uint32_t acked = g->ack - c->snd_una;
+	uint32_t data = min_u32(acked, c->sq_bytes);
+	bool fin = c->fin_sent && g->ack == c->snd_una + c->sq_bytes + 1u;
+
+	if (c->ts_ok && g->has_ts && g->tsecr)
+		tl_cc_rtt_sample(c, (uint64_t)(tl_out_tsval(s) - g->tsecr) * 1000u);
+	else if (c->rtt_start && TL_SEQ_GEQ(g->ack, c->rtt_seq))
+		tl_cc_rtt_sample(c, s->now + 1u - c->rtt_start);
+	if (c->rtt_start && TL_SEQ_GEQ(g->ack, c->rtt_seq))
+		c->rtt_start = 0;
+	c->snd_una = g->ack;
+	if (TL_SEQ_LT(c->snd_nxt, c->snd_una))
+		c->snd_nxt = c->snd_una;
+	c->backoff = 0;
+	c->persist_backoff = 0;
+	tl_conn_free_acked(c, data);
+	c->bytes_acked += data;
+	tl_cc_on_ack(c, acked, c->ecn_ok && (g->flags & TL_TCP_ECE));
+	c->rto_at = 0;
+	if (c->snd_una != c->snd_max)
+		tl_timer_rto_restart(c);
+	else
+		tl_timer_update(c);
+	if (data && c->cbs && c->cbs->sent && c->app_attached)
+		c->cbs->sent(c->arg, c, data);
+	if (fin && !c->dead)
+		fin_acked(c);
+}
+
+/* Returns false when the segment must go no further. */
+static bool ack_input(struct tl_tcp_conn *c, const struct seg *g)
+{
+	struct tl_tcp_stack *s = c->stack;
+	uint32_t wnd = g->wnd << c->snd_wscale;
+
+	/* RFC 5961 5.2: ACKs for data never sent, or far too old, are answered, not used. */
+	if (TL_SEQ_GT(g->ack, c->snd_max) || TL_SEQ_LT(g->ack, c->snd_una - c->max_snd_wnd)) {
+		s->st.drop_bad_ack++;
+		tl_out_challenge_ack(c);
+		return false;
+	}
+	if (TL_SEQ_GT(g->ack, c->snd_una)) {
+		new_ack(c, g);
+		if (c->dead)
+			return false;
+	} else if (g->ack == c->snd_una && g->len == 0 && !(g->flags & (TL_TCP_SYN | TL_TCP_FIN)) &&
+		   wnd == c->snd_wnd && c->snd_max != c->snd_una) {
+		s->st.dup_acks++; /* RFC 5681 2: a duplicate in every respect */
+		tl_cc_on_dupack(c);
+	}
+	if (TL_SEQ_LT(c->snd_wl1, g->seq) || (c->snd_wl1 == g->seq && TL_SEQ_LEQ(c->snd_wl2, g->ack))) {
+		c->snd_wnd = wnd;
+		c->snd_wl1 = g->seq;
+		c->snd_wl2 = g->ack;
+		if (wnd > c->max_snd_wnd)
+			c->max_snd_wnd = wnd;
+	}
+	return true;
+}
+
+/* ---- data and FIN ---------------------------------------------------------------- */
+
+static void deliver(struct tl_tcp_conn *c, const uint8_t *data, uint32_t len, void *pkt)
+{
+	c->rcv_nxt += len;
+	c->rcv_unread += len;
+	c->bytes_rcvd += len;
+	if (c->cbs && c->cbs->recv && c->app_attached)
+		c->cbs->recv(c->arg, c, data, len, pkt);
+}
+
+static void fin_input(struct tl_tcp_conn *c)
+{
+	c->rcv_nxt++;
+	c->fin_rcvd = true;
+	c->ack_now = true;
+	switch (c->state) {
+	case TL_TCP_ESTABLISHED:
+		c->state = TL_TCP_CLOSE_WAIT;
+		break;
+	case TL_TCP_FIN_WAIT_1:
+		c->state = TL_TCP_CLOSING; /* simultaneous close */
+		break;
+	case TL_TCP_FIN_WAIT_2:
+		/* TIME_WAIT owes the peer an ACK: send it before the app hears closed. */
+		tl_out_ack(c);
+		tl_conn_enter_time_wait(c);
+		break;
+	default:
+		return;
+	}
+	if (c->cbs && c->cbs->recv && c->app_attached)
+		c->cbs->recv(c->arg, c, NULL, 0, NULL);
+}
+
+static void ooo_drain(struct tl_tcp_conn *c)
+{
+	struct tl_tcp_stack *s = c->stack;
+
+	while (c->ooo_n && !c->dead && TL_SEQ_LEQ(c->ooo[0].seq, c->rcv_nxt)) {
+		struct tl_ooo e = c->ooo[0];
+		uint32_t skip = c->rcv_nxt - e.seq;
+
+		c->ooo_n--;
+		memmove(&c->ooo[0], &c->ooo[1], c->ooo_n * sizeof(c->ooo[0]));
+		if (skip < e.len)
+			deliver(c, e.data + skip, e.len - skip, e.pkt);
+		if (e.fin && skip <= e.len && !c->dead && !c->fin_rcvd)
+			fin_input(c);
+		s->ops.pkt_release(s->ops_ctx, e.pkt);
+	}
+}
+
+static void ooo_insert(struct tl_tcp_conn *c, const struct seg *g, uint32_t seq, uint32_t len,
+		       const uint8_t *data, bool fin, void *pkt)
+{
+	struct tl_tcp_stack *s = c->stack;
+	uint32_t i = 0;
+
+	while (i < c->ooo_n && TL_SEQ_LT(c->ooo[i].seq, seq))
+		i++;
+	for (uint32_t j = i > 0 ? i - 1 : 0; j < c->ooo_n && TL_SEQ_LEQ(c->ooo[j].seq, seq); j++)
+		if (TL_SEQ_GEQ(c->ooo[j].seq + c->ooo[j].len, seq + len) && (c->ooo[j].fin || !fin)) {
+			s->st.dup_segs++; /* already held in full */
+			return;
+		}
+	if (c->ooo_n == s->cfg.ooo_max) {
+		/* Full: keep the segments nearest the hole, drop the furthest. */
+		if (i == c->ooo_n) {
+			s->st.drop_ooo_full++;
+			return;
+		}
+		c->ooo_n--;
+		s->ops.pkt_release(s->ops_ctx, c->ooo[c->ooo_n].pkt);
+		s->st.drop_ooo_full++;
+	}
+	memmove(&c->ooo[i + 1], &c->ooo[i], (c->ooo_n - i) * sizeof(c->ooo[0]));
+	s->ops.pkt_hold(s->ops_ctx, pkt);
+	c->ooo[i] = (struct tl_ooo){ .seq = seq, .len = len, .data = data, .pkt = pkt, .fin = fin };
+	c->ooo_n++;
+	s->st.ooo_queued++;
+	(void)g;
+}
+
+static void data_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const struct seg *g)
+{
+	struct tl_tcp_stack *s = c->stack;
+	uint32_t seq = g->seq, len = g->len;
+	const uint8_t *data = g->data;
+	bool fin = g->flags & TL_TCP_FIN;
+	uint32_t right = TL_SEQ_LT(c->rcv_adv, c->rcv_nxt) ? c->rcv_nxt : c->rcv_adv;
+	bool had_ooo = c->ooo_n > 0;
+
+	if (c->state != TL_TCP_ESTABLISHED && c->state != TL_TCP_FIN_WAIT_1 &&
+	    c->state != TL_TCP_FIN_WAIT_2)
+		return;
+	if (len == 0 && !fin)
+		return;
+	if (len && c->ecn_ok) {
+		bool ce = rx->ecn == TL_ECN_CE;
+		if (ce)
+			s->st.ce_marks++;
+		if (ce != c->ce_state) {
+			/* DCTCP receiver: echo exactly which data was marked, so ACK at each flip. */
+			c->ce_state = ce;
+			c->ack_now = true;
+		}
+	}
+	if (TL_SEQ_LT(seq, c->rcv_nxt)) {
+		uint32_t skip = c->rcv_nxt - seq;
+		s->st.dup_segs++;
+		data += skip;
+		len -= skip;
+		seq = c->rcv_nxt;
+	}
+	if (TL_SEQ_GT(seq + len, right)) {
+		len = right - seq;   /* beyond what we offered: the peer resends it later */
+		fin = false;
+	}
+	if (seq != c->rcv_nxt) {
+		if (len || fin)
+			ooo_insert(c, g, seq, len, data, fin, rx->pkt);
+		c->ack_now = true;   /* the duplicate ACK that drives fast retransmit */
+		return;
+	}
+	if (len)
+		deliver(c, data, len, rx->pkt);
+	if (fin && !c->dead)
+		fin_input(c);
+	if (!c->dead)
+		ooo_drain(c);
+	if (had_ooo || ++c->unacked_segs >= 2u)
+		c->ack_now = true;
+}
+
+static int sync_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const struct seg *g)
+{
+	struct tl_tcp_stack *s = c->stack;
+
+	if (sync_filter(c, rx, g))
+		return c->dead ? 0 : -EINVAL;
+	if (c->ts_ok && g->has_ts && TL_SEQ_LEQ(g->seq, c->ts_last_ack_sent))
+		c->ts_recent = g->tsval;
+	if (c->state == TL_TCP_SYN_RCVD && !syn_rcvd_ack(c, rx, g))
+		return 0;
+	if (!ack_input(c, g))
+		return 0;
+	data_input(c, rx, g);
+	if (c->dead)
+		return 0;
+	tl_out_push(c);
+	if (c->dead)
+		return 0;
+	if (c->ack_now) {
+		tl_out_ack(c);
+	} else if (c->unacked_segs && c->delack_at == 0) {
+		c->delack_at = s->now + s->cfg.delack_ns;
+		tl_timer_update(c);
+	}
+	return 0;
+}
+
+/* RFC 6191: a new SYN may end a TIME_WAIT when it is provably from a later incarnation. */
+static bool time_wait_reusable(const struct tl_tcp_conn *c, const struct seg *g)
+{
+	if ((g->flags & (TL_TCP_SYN | TL_TCP_ACK | TL_TCP_RST)) != TL_TCP_SYN)
+		return false;
+	if (c->ts_ok && g->has_ts)
+		return TL_SEQ_GT(g->tsval, c->ts_recent);
+	return TL_SEQ_GT(g->seq, c->rcv_nxt);
+}
+
+int tl_tcp_input(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, uint64_t now)
+{
+	struct tl_tcp_conn *c;
+	struct seg g;
+	int rc;
+
+	if (now > s->now)
+		s->now = now;
+	s->st.seg_in++;
+	if (!rx || seg_parse(rx, &g) != 0) {
+		s->st.drop_malformed++;
+		return -EBADMSG;
+	}
+	s->st.bytes_in += g.len;
+	c = tl_conn_lookup(s, rx->daddr, ld_be16(rx->tcp + 2), rx->saddr, ld_be16(rx->tcp));
+	if (c && c->state == TL_TCP_TIME_WAIT && time_wait_reusable(c, &g)) {
+		tl_conn_drop(c, 0);
+		c = NULL;
+	}
+	if (!c)
+		return listen_input(s, rx, &g);
+	c->busy++;
+	c->seg_in++;
+	if (c->state == TL_TCP_SYN_SENT)
+		rc = syn_sent_input(c, rx, &g);
+	else
+		rc = sync_input(c, rx, &g);
+	tl_conn_put(c);
+	return rc;
+}

@@ -1,0 +1,413 @@
+/*
+ * tl_out.c — TCP-lite output: builds TCP headers and options, slices the zero-copy send
+ * queue into segments, and hands them to the backend through ops.emit. Also the
+ * software checksum for the fake link and backends without offload.
+ *
+ * Call chain: tl_tcp_send / tl_in.c (ACK clocking) / tl_timer.c (RTO, probes, delayed
+ * ACK) -> tl_out_push / tl_out_ack / tl_out_retransmit -> emit_seg -> ops.emit.
+ *
+ * Sequence space of the send side:
+ *   snd_una ...... snd_nxt ...... snd_una + sq_bytes (= data_end) [+1 for FIN]
+ * The send queue holds exactly the bytes [snd_una, data_end); sq_head_off skips the
+ * acknowledged prefix of its first buffer.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "tl_tcp_pvt.h"
+
+#define TCPOPT_EOL    0
+#define TCPOPT_NOP    1
+#define TCPOPT_MSS    2
+#define TCPOPT_WS     3
+#define TCPOPT_TS     8
+
+static void be16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
+static void be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+/* ---- checksum -------------------------------------------------------------- */
+
+static uint32_t sum_bytes(uint32_t sum, const uint8_t *p, uint32_t len, bool *odd)
+{
+	uint32_t i = 0;
+
+	/* A piece that starts after an odd number of bytes continues the split word. */
+	if (*odd && len > 0) {
+		sum += p[0];
+		i = 1;
+		*odd = false;
+	}
+	for (; i + 1 < len; i += 2)
+		sum += (uint32_t)p[i] << 8 | p[i + 1];
+	if (i < len) {
+		sum += (uint32_t)p[i] << 8;
+		*odd = true;
+	}
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return sum;
+}
+
+uint16_t tl_tcp_cksum(uint32_t saddr, uint32_t daddr, uint32_t tcp_len,
+		      const struct tl_tcp_slice *pieces, uint32_t n)
+{
+	uint32_t sum = (saddr >> 16) + (saddr & 0xffff) + (daddr >> 16) + (daddr & 0xffff) + 6u +
+		       (tcp_len >> 16) + (tcp_len & 0xffff);
+	bool odd = false;
+
+	for (uint32_t i = 0; i < n; i++)
+		sum = sum_bytes(sum, pieces[i].base, pieces[i].len, &odd);
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+void tl_tcp_tx_cksum(struct tl_tcp_tx *tx)
+{
+	struct tl_tcp_slice p[TL_TCP_TX_SLICES + 1];
+	uint16_t ck;
+
+	p[0].base = tx->hdr;
+	p[0].len = tx->hdr_len;
+	p[0].sb = NULL;
+	memcpy(&p[1], tx->slice, tx->nslices * sizeof(tx->slice[0]));
+	tx->hdr[16] = tx->hdr[17] = 0;
+	ck = tl_tcp_cksum(tx->saddr, tx->daddr, tx->hdr_len + tx->payload_len, p, tx->nslices + 1u);
+	be16(tx->hdr + 16, ck);
+}
+
+bool tl_tcp_rx_cksum_ok(const struct tl_tcp_rx *rx)
+{
+	struct tl_tcp_slice p = { .base = rx->tcp, .len = rx->tcp_len, .sb = NULL };
+
+	return tl_tcp_cksum(rx->saddr, rx->daddr, rx->tcp_len, &p, 1) == 0;
+}
+
+/* ---- header ---------------------------------------------------------------- */
+
+uint32_t tl_out_tsval(const struct tl_tcp_stack *s)
+{
+	/* Microsecond ticks: datacenter RTTs are far below RFC 7323's 1 ms suggestion. */
+	return (uint32_t)((s->now - s->ts_base) / 1000u) + 1u; /* TSecr 0 reads as "none" */
+}
+
+uint32_t tl_out_rcv_wnd(struct tl_tcp_conn *c)
+{
+	const struct tl_tcp_cfg *cfg = &c->stack->cfg;
+	uint32_t unit = 1u << c->rcv_wscale;
+	uint32_t full = cfg->rcv_buf & ~(unit - 1u);
+	uint32_t space = tl_conn_rcv_space(c) & ~(unit - 1u);
+	uint32_t sws = min_u32(cfg->rcv_buf / 2u, cfg->mss);
+	uint32_t edge = c->rcv_nxt + space;
+
+	/* Never move the right edge left (RFC 9293 3.8.6), and open it only in steps
+	 * worth a segment (receiver-side silly window avoidance, RFC 1122 4.2.3.3). */
+	if (TL_SEQ_LT(edge, c->rcv_adv) ||
+	    (edge - c->rcv_adv < sws && space < full))
+		edge = c->rcv_adv;
+	if (TL_SEQ_LT(edge, c->rcv_nxt))
+		edge = c->rcv_nxt;
+	c->rcv_adv = edge;
+	return edge - c->rcv_nxt;
+}
+
+static uint32_t put_ts(struct tl_tcp_conn *c, uint8_t *o)
+{
+	o[0] = TCPOPT_NOP;
+	o[1] = TCPOPT_NOP;
+	o[2] = TCPOPT_TS;
+	o[3] = 10;
+	be32(o + 4, tl_out_tsval(c->stack));
+	be32(o + 8, c->ts_recent);
+	return 12;
+}
+
+static void put_hdr(struct tl_tcp_conn *c, struct tl_tcp_tx *tx, uint32_t seq, uint8_t flags,
+		    uint32_t opt_len, uint16_t wnd)
+{
+	uint8_t *h = tx->hdr;
+
+	tx->saddr = c->t.laddr;
+	tx->daddr = c->t.raddr;
+	be16(h, c->t.lport);
+	be16(h + 2, c->t.rport);
+	be32(h + 4, seq);
+	be32(h + 8, (flags & TL_TCP_ACK) ? c->rcv_nxt : 0);
+	h[12] = (uint8_t)(((20u + opt_len) / 4u) << 4);
+	h[13] = flags;
+	be16(h + 14, wnd);
+	h[16] = h[17] = h[18] = h[19] = 0;
+	tx->hdr_len = (uint8_t)(20u + opt_len);
+}
+
+static void do_emit(struct tl_tcp_stack *s, const struct tl_tcp_tx *tx)
+{
+	s->st.seg_out++;
+	s->st.bytes_out += tx->payload_len;
+	if (s->ops.emit(s->ops_ctx, tx) != 0)
+		s->st.drop_emit++;
+}
+
+/* Fills tx->slice with send-queue bytes [seq, seq + len). Returns bytes covered
+ * (less than len when the slice array runs out). */
+static uint32_t fill_slices(struct tl_tcp_conn *c, struct tl_tcp_tx *tx, uint32_t seq, uint32_t len)
+{
+	uint32_t off = c->sq_head_off + (seq - c->snd_una), got = 0;
+	struct tl_tcp_sbuf *sb = c->sq_head;
+
+	while (sb && off >= sb->len) {
+		off -= sb->len;
+		sb = sb->next;
+	}
+	tx->nslices = 0;
+	while (sb && got < len && tx->nslices < TL_TCP_TX_SLICES) {
+		uint32_t n = min_u32(sb->len - off, len - got);
+		tx->slice[tx->nslices].base = sb->base + off;
+		tx->slice[tx->nslices].len = n;
+		tx->slice[tx->nslices].sb = sb;
+		tx->nslices++;
+		got += n;
+		off = 0;
+		sb = sb->next;
+	}
+	return got;
+}
+
+/* Emits one segment of a synchronized connection; returns payload bytes sent. */
+static uint32_t emit_seg(struct tl_tcp_conn *c, uint32_t seq, uint32_t len, uint8_t flags)
+{
+	struct tl_tcp_stack *s = c->stack;
+	struct tl_tcp_tx tx;
+	uint32_t opt = 0, wnd;
+
+	if (c->ts_ok)
+		opt = put_ts(c, tx.hdr + 20);
+	len = len ? fill_slices(c, &tx, seq, len) : 0;
+	if (!len)
+		tx.nslices = 0;
+	if (c->ecn_ok && c->ce_state)
+		flags |= TL_TCP_ECE;
+	wnd = tl_out_rcv_wnd(c) >> c->rcv_wscale;
+	put_hdr(c, &tx, seq, flags | TL_TCP_ACK, opt, (uint16_t)min_u32(wnd, 0xffff));
+	tx.payload_len = len;
+	tx.ecn = (c->ecn_ok && len) ? TL_ECN_ECT0 : TL_ECN_NOT_ECT;
+	do_emit(s, &tx);
+	c->seg_out++;
+	/* Every segment carries the latest ACK: nothing is owed any more. */
+	c->unacked_segs = 0;
+	c->delack_at = 0;
+	c->ack_now = false;
+	c->ts_last_ack_sent = c->rcv_nxt;
+	return len;
+}
+
+void tl_out_syn(struct tl_tcp_conn *c, bool ack)
+{
+	struct tl_tcp_stack *s = c->stack;
+	struct tl_tcp_tx tx;
+	uint8_t *o = tx.hdr + 20, flags = TL_TCP_SYN;
+	uint32_t opt = 0;
+
+	o[opt++] = TCPOPT_MSS;
+	o[opt++] = 4;
+	be16(o + opt, s->cfg.mss);
+	opt += 2;
+	/* Active open offers what is configured; the SYN-ACK only echoes what was offered. */
+	if (ack ? c->ws_ok : s->cfg.wscale) {
+		o[opt++] = TCPOPT_NOP;
+		o[opt++] = TCPOPT_WS;
+		o[opt++] = 3;
+		o[opt++] = c->rcv_wscale;
+	}
+	if (ack ? c->ts_ok : s->cfg.timestamps)
+		opt += put_ts(c, o + opt);
+	if (ack) {
+		flags |= TL_TCP_ACK;
+		if (c->ecn_ok)
+			flags |= TL_TCP_ECE;
+	} else if (s->cfg.ecn) {
+		flags |= TL_TCP_ECE | TL_TCP_CWR;
+	}
+	/* The window in a SYN is never scaled (RFC 7323 2.2). */
+	c->rcv_adv = c->rcv_nxt + min_u32(tl_conn_rcv_space(c), 0xffff);
+	put_hdr(c, &tx, c->iss, flags, opt, (uint16_t)min_u32(tl_conn_rcv_space(c), 0xffff));
+	tx.nslices = 0;
+	tx.payload_len = 0;
+	tx.ecn = TL_ECN_NOT_ECT;
+	do_emit(s, &tx);
+	c->seg_out++;
+	if (c->snd_nxt == c->iss)
+		c->snd_nxt = c->snd_max = c->iss + 1;
+	if (c->rto_at == 0)
+		tl_timer_rto_restart(c);
+}
+
+void tl_out_ack(struct tl_tcp_conn *c)
+{
+	emit_seg(c, c->snd_nxt, 0, 0);
+}
+
+void tl_out_challenge_ack(struct tl_tcp_conn *c)
+{
+	struct tl_tcp_stack *s = c->stack;
+
+	/* RFC 5961 7: a stack-wide budget per second keeps a blind attacker from using
+	 * us as an ACK amplifier. */
+	if (s->now - s->challenge_window_start >= 1000000000ull) {
+		s->challenge_window_start = s->now;
+		s->challenge_count = 0;
+	}
+	if (s->challenge_count >= 1000u)
+		return;
+	s->challenge_count++;
+	s->st.challenge_acks++;
+	tl_out_ack(c);
+}
+
+void tl_out_rst(struct tl_tcp_conn *c)
+{
+	struct tl_tcp_tx tx;
+
+	put_hdr(c, &tx, c->snd_nxt, TL_TCP_RST | TL_TCP_ACK, 0, 0);
+	tx.nslices = 0;
+	tx.payload_len = 0;
+	tx.ecn = TL_ECN_NOT_ECT;
+	c->stack->st.rst_out++;
+	do_emit(c->stack, &tx);
+}
+
+void tl_out_rst_for(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, uint32_t seq, uint32_t ack,
+		    uint8_t flags)
+{
+	struct tl_tcp_tx tx;
+	uint8_t *h = tx.hdr;
+
+	tx.saddr = rx->daddr;
+	tx.daddr = rx->saddr;
+	memcpy(h, rx->tcp + 2, 2);
+	memcpy(h + 2, rx->tcp, 2);
+	be32(h + 4, seq);
+	be32(h + 8, ack);
+	h[12] = 5u << 4;
+	h[13] = (uint8_t)(TL_TCP_RST | flags);
+	memset(h + 14, 0, 6);
+	tx.hdr_len = 20;
+	tx.nslices = 0;
+	tx.payload_len = 0;
+	tx.ecn = TL_ECN_NOT_ECT;
+	s->st.rst_out++;
+	do_emit(s, &tx);
+}
+
+static bool can_send_data(const struct tl_tcp_conn *c)
+{
+	return c->state == TL_TCP_ESTABLISHED || c->state == TL_TCP_CLOSE_WAIT ||
+	       c->state == TL_TCP_FIN_WAIT_1 || c->state == TL_TCP_CLOSING ||
+	       c->state == TL_TCP_LAST_ACK;
+}
+
+/* Sender-side silly window avoidance (RFC 1122 4.2.3.4) without Nagle: a short
+ * segment goes out only when it empties the queue or is half the peer's largest window. */
+static bool worth_sending(const struct tl_tcp_conn *c, uint32_t len, uint32_t avail)
+{
+	return len == c->mss || len == avail || len >= c->max_snd_wnd / 2u;
+}
+
+static void note_sent(struct tl_tcp_conn *c, uint32_t len)
+{
+	if (TL_SEQ_GT(c->snd_nxt, c->snd_max)) {
+		if (!c->ts_ok && c->rtt_start == 0) {
+			c->rtt_start = c->stack->now + 1u; /* 0 means "not timing" */
+			c->rtt_seq = c->snd_nxt;
+		}
+		c->snd_max = c->snd_nxt;
+	} else if (len) {
+		c->retrans++;
+		c->stack->st.retrans++;
+	}
+	if (c->rto_at == 0)
+		tl_timer_rto_restart(c);
+}
+
+void tl_out_push(struct tl_tcp_conn *c)
+{
+	uint32_t data_end = c->snd_una + c->sq_bytes;
+
+	if (!can_send_data(c))
+		return;
+	if (c->fin_sent && TL_SEQ_GT(c->snd_una, data_end))
+		return; /* FIN acknowledged: nothing left in sequence space */
+	for (;;) {
+		uint32_t wnd = min_u32(c->cwnd, c->snd_wnd), inflight = c->snd_nxt - c->snd_una;
+		uint32_t avail = TL_SEQ_LT(c->snd_nxt, data_end) ? data_end - c->snd_nxt : 0;
+		uint32_t len = min_u32(min_u32(avail, c->mss), wnd > inflight ? wnd - inflight : 0);
+		uint32_t seq = c->snd_nxt;
+		uint8_t flags = 0;
+
+		if (avail && (len == 0 || !worth_sending(c, len, avail)))
+			break;
+		if (!avail && !(c->fin_queued && c->snd_nxt == data_end))
+			break;
+		if (c->fin_queued && seq + len == data_end)
+			flags = TL_TCP_FIN;
+		if (len)
+			flags |= TL_TCP_PSH;
+		len = emit_seg(c, seq, len, flags);
+		if (flags & TL_TCP_FIN) {
+			c->fin_sent = true;
+			c->snd_nxt = seq + len + 1u;
+		} else {
+			c->snd_nxt = seq + len;
+		}
+		note_sent(c, len);
+		if (flags & TL_TCP_FIN)
+			break;
+	}
+	/* Zero window with data waiting and nothing in flight: probe until it opens. */
+	if (c->snd_wnd == 0 && TL_SEQ_LT(c->snd_nxt, data_end) && c->snd_nxt == c->snd_una) {
+		c->rto_at = 0;
+		if (c->persist_at == 0) {
+			c->persist_backoff = 0;
+			c->persist_at = c->stack->now + c->rto_ns;
+		}
+		tl_timer_update(c);
+	} else if (c->persist_at && c->snd_wnd) {
+		c->persist_at = 0;
+		tl_timer_update(c);
+	}
+}
+
+void tl_out_retransmit(struct tl_tcp_conn *c)
+{
+	uint32_t data_end = c->snd_una + c->sq_bytes;
+	uint32_t len = min_u32(c->mss, data_end - c->snd_una);
+	uint8_t flags = 0;
+
+	if (!can_send_data(c))
+		return;
+	if (c->fin_sent && TL_SEQ_GT(c->snd_una, data_end))
+		return;
+	if (len == 0 && !c->fin_sent)
+		return;
+	if (c->fin_sent && c->snd_una + len == data_end)
+		flags = TL_TCP_FIN;
+	len = emit_seg(c, c->snd_una, len, flags | (len ? TL_TCP_PSH : 0));
+	c->retrans++;
+	c->stack->st.retrans++;
+	if (c->snd_nxt == c->snd_una)
+		c->snd_nxt = c->snd_una + len + ((flags & TL_TCP_FIN) ? 1u : 0u);
+	if (c->rto_at == 0)
+		tl_timer_rto_restart(c);
+}
+
+void tl_out_probe(struct tl_tcp_conn *c)
+{
+	/* An old sequence number forces the peer to answer with its current window
+	 * (RFC 9293 3.10.7.4) without us committing a byte past a closed window. */
+	c->stack->st.probes++;
+	emit_seg(c, c->snd_una - 1u, 0, 0);
+}

@@ -1,0 +1,208 @@
+/*
+ * tl_tcp_pvt.h — TCP-lite internals shared by tl_conn.c (tables, API), tl_in.c (input),
+ * tl_out.c (output), tl_timer.c (wheel and timeouts) and tl_cc.c (RTT and congestion
+ * control). Nothing outside transport/ includes this.
+ */
+#ifndef WHARF_TL_TCP_PVT_H
+#define WHARF_TL_TCP_PVT_H
+
+#include "tl_tcp.h"
+
+#define TL_SEQ_LT(a, b)  ((int32_t)((uint32_t)(a) - (uint32_t)(b)) < 0)
+#define TL_SEQ_LEQ(a, b) ((int32_t)((uint32_t)(a) - (uint32_t)(b)) <= 0)
+#define TL_SEQ_GT(a, b)  TL_SEQ_LT(b, a)
+#define TL_SEQ_GEQ(a, b) TL_SEQ_LEQ(b, a)
+
+#define TL_NO_IDX UINT32_MAX
+#define TL_MAX_WSCALE 14u
+
+/* ---- timer wheel (tl_timer.c) --------------------------------------------- */
+
+/* Intrusive entry: a connection embeds one and re-arms it for its earliest deadline. */
+struct tl_tw_entry {
+	struct tl_tw_entry *next, **pprev; /* pprev NULL: not armed */
+	uint64_t deadline;
+};
+
+/*
+ * Hashed wheel: slot = deadline tick mod nslots. Entries further out than one
+ * revolution sit in their slot and are skipped until their deadline has passed, so
+ * arming is O(1) and firing costs one look per entry per revolution.
+ */
+struct tl_tw {
+	struct tl_tw_entry **slots;
+	uint32_t nslots;       /* power of two */
+	uint64_t tick_ns;
+	uint64_t cur_tick;     /* every slot before this tick has been run */
+	uint32_t armed;
+};
+
+int tl_tw_init(struct tl_tw *tw, uint64_t tick_ns, uint32_t nslots, uint64_t now);
+void tl_tw_fini(struct tl_tw *tw);
+void tl_tw_arm(struct tl_tw *tw, struct tl_tw_entry *e, uint64_t deadline);
+void tl_tw_cancel(struct tl_tw *tw, struct tl_tw_entry *e);
+/* Calls fire(arg, e) for every entry with deadline <= now (entry already disarmed). */
+void tl_tw_expire(struct tl_tw *tw, uint64_t now, void (*fire)(void *arg, struct tl_tw_entry *e),
+		  void *arg);
+
+/* ---- send buffers ----------------------------------------------------------- */
+
+struct tl_tcp_sbuf {
+	struct tl_tcp_sbuf *next;      /* send queue order, or free list */
+	struct tl_tcp_stack *stack;
+	const uint8_t *base;
+	uint32_t len;
+	uint32_t refs;                 /* 1 for the send queue + backend holds */
+	int status;                    /* handed to done once refs reaches 0 */
+	void (*done)(void *arg, int status);
+	void *done_arg;
+};
+
+/* ---- out-of-order queue entry ------------------------------------------------ */
+
+struct tl_ooo {
+	uint32_t seq, len;
+	const uint8_t *data;
+	void *pkt;                     /* held with ops.pkt_hold */
+	bool fin;
+};
+
+/* ---- connection -------------------------------------------------------------- */
+
+struct tl_tcp_conn {
+	struct tl_tcp_stack *stack;
+	struct tl_tcp_tuple t;
+	uint32_t hnext;                /* hash chain / free list (index) */
+	uint32_t idx;
+	uint8_t state;
+	bool app_attached;             /* closed() still owed to the app */
+	bool fin_queued;               /* app closed: FIN after the send queue */
+	bool fin_sent;
+	bool fin_rcvd;
+	bool ts_ok, ws_ok, ecn_ok;
+	bool ack_now;
+	bool ce_state;                 /* DCTCP receiver: last data segment was CE */
+	bool in_recovery;
+	uint16_t busy;                 /* inside input/timer/callback: defer the free */
+	bool dead;
+	uint8_t snd_wscale, rcv_wscale;
+	struct tl_tcp_listener *listener; /* while SYN_RCVD */
+	const struct tl_tcp_cbs *cbs;
+	void *arg;
+
+	/* send sequence space */
+	uint32_t iss, snd_una, snd_nxt, snd_max, snd_wnd, snd_wl1, snd_wl2, max_snd_wnd;
+	uint16_t mss;                  /* effective send MSS (payload) */
+	struct tl_tcp_sbuf *sq_head, *sq_tail;
+	uint32_t sq_head_off;          /* bytes of sq_head already acknowledged */
+	uint32_t sq_bytes;             /* queued, unacknowledged (excluding FIN) */
+
+	/* receive sequence space */
+	uint32_t irs, rcv_nxt, rcv_adv; /* rcv_adv: right edge last advertised */
+	uint32_t rcv_unread;           /* delivered, not yet tl_tcp_recved */
+	uint32_t unacked_segs;         /* received since our last ACK */
+	struct tl_ooo *ooo;            /* cfg.ooo_max entries, sorted by seq */
+	uint32_t ooo_n;
+
+	/* timestamps */
+	uint32_t ts_recent, ts_last_ack_sent;
+
+	/* RTT, RTO (tl_cc.c) */
+	uint32_t srtt_us, rttvar_us;   /* srtt 0: no sample yet */
+	uint64_t rto_ns;
+	uint32_t rtt_seq;              /* Karn timing without timestamps */
+	uint64_t rtt_start;            /* 0: not timing */
+	uint32_t backoff;              /* consecutive RTOs */
+
+	/* congestion control (tl_cc.c) */
+	uint32_t cwnd, ssthresh, recover, dupacks, bytes_acked_ca;
+	uint32_t dctcp_alpha, dctcp_acked, dctcp_marked, dctcp_next_seq;
+	bool dctcp_reduced;
+
+	/* timers: one wheel entry, the earliest of these (0 = off) */
+	struct tl_tw_entry tw;
+	uint64_t rto_at, delack_at, persist_at, close_at;
+	uint64_t persist_backoff;
+
+	uint64_t seg_in, seg_out, bytes_acked, bytes_rcvd, retrans;
+};
+
+struct tl_tcp_listener {
+	struct tl_tcp_stack *stack;
+	bool used;
+	uint32_t laddr;
+	uint16_t lport;
+	uint32_t backlog, embryonic;
+	const struct tl_tcp_cbs *cbs;
+	void *arg;
+};
+
+struct tl_tcp_stack {
+	struct tl_tcp_cfg cfg;
+	struct tl_tcp_ops ops;
+	void *ops_ctx;
+	uint8_t rcv_wscale;            /* scale we offer: fits cfg.rcv_buf in 16 bits */
+
+	struct tl_tcp_conn *conns;     /* cfg.max_conns */
+	struct tl_ooo *ooo_pool;       /* max_conns * ooo_max */
+	uint32_t *buckets;             /* nbuckets heads of index chains */
+	uint32_t nbuckets;             /* power of two */
+	uint32_t conn_free;            /* free list head */
+	uint32_t nconns;
+
+	struct tl_tcp_listener *listeners;
+	struct tl_tcp_sbuf *sbufs, *sbuf_free;
+	uint32_t sbufs_used;
+
+	struct tl_tw tw;
+	uint64_t now;                  /* clock of the current call */
+	uint64_t ts_base;              /* subtracted from now to make TSval */
+	uint16_t next_ephemeral;
+	uint64_t challenge_window_start;
+	uint32_t challenge_count;      /* RFC 5961 rate limit per second */
+
+	struct tl_tcp_stats st;
+};
+
+/* tl_conn.c */
+struct tl_tcp_conn *tl_conn_lookup(struct tl_tcp_stack *s, uint32_t laddr, uint16_t lport,
+				   uint32_t raddr, uint16_t rport);
+struct tl_tcp_listener *tl_listener_lookup(struct tl_tcp_stack *s, uint32_t laddr, uint16_t lport);
+struct tl_tcp_conn *tl_conn_alloc(struct tl_tcp_stack *s, const struct tl_tcp_tuple *t);
+/* Ends c: completes its send buffers with status, drops held packets, tells the app
+ * (closed(reason)) if attached, unhashes and frees (deferred while c->busy). */
+void tl_conn_drop(struct tl_tcp_conn *c, int reason);
+void tl_conn_put(struct tl_tcp_conn *c);      /* busy-- and free if dead */
+void tl_conn_free_acked(struct tl_tcp_conn *c, uint32_t acked);
+void tl_conn_enter_time_wait(struct tl_tcp_conn *c);
+void tl_conn_app_closed(struct tl_tcp_conn *c, int reason);
+void tl_conn_init_seq(struct tl_tcp_conn *c);
+uint32_t tl_conn_rcv_space(const struct tl_tcp_conn *c);
+
+/* tl_out.c */
+void tl_out_syn(struct tl_tcp_conn *c, bool ack);
+void tl_out_ack(struct tl_tcp_conn *c);
+void tl_out_push(struct tl_tcp_conn *c);
+void tl_out_retransmit(struct tl_tcp_conn *c);   /* the segment at snd_una */
+void tl_out_probe(struct tl_tcp_conn *c);
+void tl_out_rst_for(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, uint32_t seq, uint32_t ack,
+		    uint8_t flags);
+void tl_out_rst(struct tl_tcp_conn *c);
+void tl_out_challenge_ack(struct tl_tcp_conn *c);
+uint32_t tl_out_rcv_wnd(struct tl_tcp_conn *c);
+uint32_t tl_out_tsval(const struct tl_tcp_stack *s);
+
+/* tl_timer.c */
+void tl_timer_update(struct tl_tcp_conn *c);     /* re-arm for the earliest deadline */
+void tl_timer_rto_restart(struct tl_tcp_conn *c);
+void tl_timer_fin_wait_2(struct tl_tcp_conn *c);
+
+/* tl_cc.c */
+void tl_cc_init(struct tl_tcp_conn *c);
+void tl_cc_rtt_sample(struct tl_tcp_conn *c, uint64_t rtt_ns);
+void tl_cc_on_ack(struct tl_tcp_conn *c, uint32_t acked, bool ece);
+void tl_cc_on_dupack(struct tl_tcp_conn *c);
+void tl_cc_on_rto(struct tl_tcp_conn *c);
+uint32_t tl_cc_flight(const struct tl_tcp_conn *c);
+
+#endif /* WHARF_TL_TCP_PVT_H */
