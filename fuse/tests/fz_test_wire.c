@@ -45,6 +45,7 @@ static int fzt_output(void *arg, const struct fz_out *out)
 	r->first_base = out->iovcnt ? out->iov[0].base : NULL;
 	r->done = out->done;
 	r->done_arg = out->done_arg;
+	r->at = w->now;
 	if (w->complete_now) {
 		r->completed = true;
 		if (r->done)

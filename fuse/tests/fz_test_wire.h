@@ -19,6 +19,7 @@ struct fzt_rec {
 	fz_done_fn done;
 	void *done_arg;
 	bool completed;
+	uint64_t at;                /* the wire's clock when output took it */
 };
 
 struct fzt_wire {
@@ -27,6 +28,7 @@ struct fzt_wire {
 	bool busy;            /* what wire_busy answers */
 	uint32_t fail_next;   /* refuse this many outputs with -ENOBUFS */
 	bool complete_now;    /* call done from inside output (a copying backend) */
+	uint64_t now;         /* the test's fake clock, stamped on each record */
 };
 
 void fzt_wire_init(struct fzt_wire *w);

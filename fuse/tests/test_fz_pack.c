@@ -266,6 +266,59 @@ static void test_fz_pack_roundtrip_sync_completion(void **state)
 	assert_int_equal(fz_peer_stats(p->peer)->alone_no_frame, 0);
 }
 
+/*
+ * The promise to every message: fusion holds it at most fuse_max_delay_us, given a caller
+ * that polls when fz_peer_deadline says. Random sends, sizes, busy/idle and acks on a
+ * fake clock; each message's send time is compared with when its frame left.
+ */
+static void test_fz_pack_delay_bounded_random_fake_clock(void **state)
+{
+	struct pk *p = *state;
+	uint64_t sent_at[3000], now = 1000;
+	struct fzt_sink sink = { 0 };
+	struct fz_rx *rx;
+	uint32_t i, k, n = 3000;
+
+	pk_create(p);
+	srand(4242);
+	for (i = 0; i < n; i++) {
+		uint64_t next = now + (uint64_t)(rand() % 40);
+		/* The caller's timer fires at the deadline, not after it. */
+		while (fz_peer_deadline(p->peer) <= next) {
+			now = fz_peer_deadline(p->peer);
+			p->w.now = now;
+			assert_int_equal(fz_peer_poll(p->peer, now), 0);
+			assert_true(fz_peer_deadline(p->peer) > now);  /* it went */
+		}
+		now = next;
+		p->w.now = now;
+		p->w.busy = rand() % 10 != 0;
+		if (rand() % 5 == 0)
+			fzt_wire_complete_all(&p->w);
+		sent_at[i] = now;
+		assert_int_equal(pk_send(p, i, rand() % 4 == 0 ? 300 : 1 + rand() % 200, now), 0);
+	}
+	now = fz_peer_deadline(p->peer);
+	p->w.now = now;
+	assert_int_equal(fz_peer_poll(p->peer, now), 0);
+	assert_int_equal(fz_peer_deadline(p->peer), UINT64_MAX);
+
+	assert_int_equal(fz_rx_create(&rx), 0);
+	for (k = 0, i = 0; k < p->w.n; k++) {
+		assert_int_equal(fzt_unpack_rec(rx, &p->w.recs[k], 0, &sink, NULL), 0);
+		for (; i < sink.n; i++) {
+			assert_int_equal(sink.got[i].hdr.req_id, 1000 + i);  /* in order */
+			assert_true(p->w.recs[k].at >= sent_at[i]);
+			assert_true(p->w.recs[k].at - sent_at[i] <= p->cfg.fuse_max_delay_us);
+		}
+	}
+	assert_int_equal(i, n);
+	assert_true(fz_peer_stats(p->peer)->flush[FZ_FLUSH_TIMER] > 0);
+	assert_true(fz_peer_stats(p->peer)->msgs_fused > n / 2);
+	fz_rx_destroy(rx);
+	fzt_sink_fini(&sink);
+}
+
 static void test_fz_pack_large_alone_zero_copy_in_order(void **state)
 {
 	struct pk *p = *state;
@@ -540,6 +593,7 @@ int main(void)
 		T(test_fz_pack_passthrough_when_off),
 		T(test_fz_pack_roundtrip_random_mix_in_order),
 		T(test_fz_pack_roundtrip_sync_completion),
+		T(test_fz_pack_delay_bounded_random_fake_clock),
 		T(test_fz_pack_large_alone_zero_copy_in_order),
 		T(test_fz_pack_flush_when_full),
 		T(test_fz_pack_flush_explicit),
