@@ -29,6 +29,7 @@ struct kfx {
 	uint16_t port;
 	int echo;                 /* server echoes each message back (zero copy) */
 	int srv_hold;             /* server keeps messages instead */
+	int srv_close_on_msg;     /* server closes the connection from its msg callback */
 	struct tl_msg *held[8];
 	int nheld;
 	struct tl_conn *srv, *cli;
@@ -65,6 +66,10 @@ static void srv_msg(struct tl_conn *c, const struct tl_msg_view *m)
 	struct tl_msg *h;
 
 	fx->srv_msgs++;
+	if (fx->srv_close_on_msg) {
+		assert_int_equal(tl_close(c), 0);
+		return;
+	}
 	if (fx->srv_hold && fx->nheld < 8) {
 		fx->held[fx->nheld++] = tl_msg_hold(m);
 		return;
@@ -193,6 +198,16 @@ static int setup_small(void **state)
 	cfg.tx_max_msgs = 4;
 	cfg.tx_max_bytes = 4096;
 	cfg.max_conns = 2;
+	return setup_cfg(state, &cfg);
+}
+
+static int setup_tiny_rx(void **state)
+{
+	struct tl_config cfg;
+
+	tl_config_default(&cfg);
+	cfg.rx_buf_size = 4096;
+	cfg.rx_max_bufs = 4;
 	return setup_cfg(state, &cfg);
 }
 
@@ -417,6 +432,61 @@ static void test_kernel_body_limit_refused(void **state)
 	close(fd);
 }
 
+static void test_kernel_eof_inside_message(void **state)
+{
+	struct kfx *fx = *state;
+	uint8_t out[TL_MSG_HDR_LEN + 10];
+	int fd = raw_connect(fx);
+
+	raw_hdr(out, TL_MSG_VERSION, 40, 1, 100);
+	memset(out + TL_MSG_HDR_LEN, 0, 10);
+	assert_int_equal(send(fd, out, sizeof(out), 0), (ssize_t)sizeof(out));
+	POLL_UNTIL(fx, fx->accepted == 1);
+	close(fd);
+	POLL_UNTIL(fx, fx->srv_closed == 1);
+	assert_int_equal(fx->srv_reason, -EPROTO);
+	assert_int_equal(fx->srv_msgs, 0);
+}
+
+static void test_kernel_rx_buffers_exhausted(void **state)
+{
+	struct kfx *fx = *state;
+	uint32_t len = TL_MSG_HDR_LEN + (64u << 10);
+	uint8_t *out = calloc(1, len);
+	int fd = raw_connect(fx);
+	size_t off = 0;
+	double dl = now_s() + 10.0;
+
+	assert_non_null(out);
+	raw_hdr(out, TL_MSG_VERSION, 40, 1, 64u << 10);
+	/* 64 KiB cannot fit in 4 buffers of 4 KiB: refused, not grown past the limit. */
+	while (off < len && fx->srv_closed == 0 && now_s() < dl) {
+		ssize_t n = send(fd, out + off, len - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n > 0)
+			off += (size_t)n;
+		assert_true(tl_poll(fx->tl, 1000) >= 0);
+	}
+	POLL_UNTIL(fx, fx->srv_closed == 1);
+	assert_int_equal(fx->srv_reason, -ENOBUFS);
+	assert_non_null(strstr(fx->srv_why, "rx_max_bufs"));
+	close(fd);
+	free(out);
+}
+
+static void test_kernel_close_from_callback_stops_delivery(void **state)
+{
+	struct kfx *fx = *state;
+
+	fx->srv_close_on_msg = 1;
+	connect_pair(fx);
+	assert_int_equal(send_req(fx, 0, 10, 0), 0);
+	assert_int_equal(send_req(fx, 1, 10, 100), 0);
+	POLL_UNTIL(fx, fx->cli_closed == 1 && fx->srv_closed == 1);
+	assert_int_equal(fx->srv_msgs, 1);
+	assert_int_equal(fx->srv_reason, -ECONNABORTED);
+	assert_true(fx->cli_reason == 0 || fx->cli_reason == -ECONNRESET);
+}
+
 static void test_kernel_send_limits(void **state)
 {
 	struct kfx *fx = *state;
@@ -513,6 +583,9 @@ int main(void)
 		T(test_kernel_malformed_stream_refused),
 		T(test_kernel_unknown_version_error_reply),
 		TS(test_kernel_body_limit_refused),
+		T(test_kernel_eof_inside_message),
+		cmocka_unit_test_setup_teardown(test_kernel_rx_buffers_exhausted, setup_tiny_rx, teardown),
+		T(test_kernel_close_from_callback_stops_delivery),
 		TS(test_kernel_send_limits),
 		TS(test_kernel_max_conns_refused),
 		T(test_kernel_hold_past_callback),
