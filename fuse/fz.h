@@ -50,10 +50,12 @@
 #define FZ_DEFAULT_MAX_BYTES       65536u  /* fused frame body; ~45 MSS-sized segments */
 #define FZ_DEFAULT_THRESHOLD_BYTES 4096u   /* covers the 16 B..4 KiB mix */
 #define FZ_DEFAULT_MAX_DELAY_US    50u     /* well under one PS step; above one RTT */
+#define FZ_DEFAULT_MAX_MSGS        1024u   /* sub-messages per frame; bytes bind first at 64 B */
 #define FZ_DEFAULT_FRAMES          8u      /* frame buffers per peer, in flight or open */
 #define FZ_MIN_MAX_BYTES           256u
 #define FZ_MAX_MAX_BYTES           (16u << 20)
 #define FZ_MAX_MAX_DELAY_US        1000000u
+#define FZ_MAX_MAX_MSGS            65535u
 #define FZ_MIN_FRAMES              2u
 #define FZ_MAX_FRAMES              1024u
 
@@ -62,6 +64,7 @@ struct fz_config {
 	uint32_t fuse_max_bytes;       /* largest fused frame body */
 	uint32_t fuse_threshold_bytes; /* a body at or under this is fused; 1.. max - FZ_SUB_HDR_MAX */
 	uint32_t fuse_max_delay_us;    /* most fusion may hold a message; 1..FZ_MAX_MAX_DELAY_US */
+	uint32_t fuse_max_msgs;        /* sub-messages per frame; 1..FZ_MAX_MAX_MSGS */
 	uint32_t fuse_frames;          /* frame buffers per peer */
 };
 
@@ -77,7 +80,7 @@ int fz_config_validate(const struct fz_config *cfg, char *err, size_t errlen);
 /*
  * Sets one knob from text, as a config file line or flag gives it: "tensor_fuse"
  * (on/off/true/false/1/0), "fuse_max_bytes", "fuse_threshold_bytes",
- * "fuse_max_delay_us", "fuse_frames" (decimal). Returns 0; -ENOENT for a key that is not
+ * "fuse_max_delay_us", "fuse_max_msgs", "fuse_frames" (decimal). Returns 0; -ENOENT for a key that is not
  * fuse's (so a caller can try other layers); -EINVAL for a bad value, with a message in
  * err, and cfg unchanged. Cross-field relations are checked by fz_config_validate.
  */
@@ -132,7 +135,7 @@ struct fz_peer_ops {
 };
 
 enum fz_flush_reason {
-	FZ_FLUSH_FULL,      /* the next message did not fit */
+	FZ_FLUSH_FULL,      /* the next message did not fit, or fuse_max_msgs reached */
 	FZ_FLUSH_EXPLICIT,  /* fz_peer_flush (end of a step) */
 	FZ_FLUSH_TIMER,     /* fuse_max_delay_us since the frame opened */
 	FZ_FLUSH_IDLE,      /* the wire went idle while a frame was open */
@@ -198,8 +201,14 @@ const struct fz_tx_stats *fz_peer_stats(const struct fz_peer *peer);
 
 /* ---- receiving ---------------------------------------------------------------- */
 
-/* Receives each message, in order. The view is valid until this returns. */
-typedef void (*fz_deliver_fn)(void *arg, const struct tl_msg_view *msg);
+/*
+ * Receives each message, in order. msg (its iov array included) is valid until this
+ * returns. carrier is the message the transport handed to fz_unpack (the fused frame,
+ * or msg itself when it was not fused): a receiver that must keep msg's bytes longer
+ * holds the carrier (tl_msg_hold(carrier)) and copies msg's header and iov array.
+ */
+typedef void (*fz_deliver_fn)(void *arg, const struct tl_msg_view *msg,
+			      const struct tl_msg_view *carrier);
 
 #define FZ_RX_MAX_IOV 512u /* pieces one received frame may arrive in */
 
@@ -236,6 +245,12 @@ const struct fz_rx_stats *fz_rx_stats(const struct fz_rx *rx);
  */
 int fz_unpack(struct fz_rx *rx, const struct tl_msg_view *msg, fz_deliver_fn deliver,
 	      void *arg, struct fz_rx_error *err);
+
+/*
+ * Formats the refusal for a human or for tl_send_error's text:
+ * "fuse: <reason> (sub-message i, offset o)". Returns its length, or -ENOSPC.
+ */
+int fz_rx_error_text(const struct fz_rx_error *err, char *buf, size_t cap);
 
 /*
  * Encodes the body of a TL_TYPE_ERROR reply for a refused frame (u32 code, then text

@@ -20,6 +20,7 @@ void fz_config_defaults(struct fz_config *cfg)
 	cfg->fuse_max_bytes = FZ_DEFAULT_MAX_BYTES;
 	cfg->fuse_threshold_bytes = FZ_DEFAULT_THRESHOLD_BYTES;
 	cfg->fuse_max_delay_us = FZ_DEFAULT_MAX_DELAY_US;
+	cfg->fuse_max_msgs = FZ_DEFAULT_MAX_MSGS;
 	cfg->fuse_frames = FZ_DEFAULT_FRAMES;
 }
 
@@ -51,6 +52,11 @@ int fz_config_validate(const struct fz_config *cfg, char *err, size_t errlen)
 	if (cfg->fuse_max_delay_us < 1 || cfg->fuse_max_delay_us > FZ_MAX_MAX_DELAY_US) {
 		snprintf(msg, sizeof(msg), "fuse_max_delay_us %u is outside 1..%u",
 			 cfg->fuse_max_delay_us, FZ_MAX_MAX_DELAY_US);
+		return fz_fail(err, errlen, msg);
+	}
+	if (cfg->fuse_max_msgs < 1 || cfg->fuse_max_msgs > FZ_MAX_MAX_MSGS) {
+		snprintf(msg, sizeof(msg), "fuse_max_msgs %u is outside 1..%u",
+			 cfg->fuse_max_msgs, FZ_MAX_MAX_MSGS);
 		return fz_fail(err, errlen, msg);
 	}
 	if (cfg->fuse_frames < FZ_MIN_FRAMES || cfg->fuse_frames > FZ_MAX_FRAMES) {
@@ -111,6 +117,7 @@ static const struct fz_knob fz_knobs[] = {
 	  1, FZ_MAX_MAX_BYTES - FZ_SUB_HDR_MAX },
 	{ "fuse_max_delay_us", offsetof(struct fz_config, fuse_max_delay_us),
 	  1, FZ_MAX_MAX_DELAY_US },
+	{ "fuse_max_msgs", offsetof(struct fz_config, fuse_max_msgs), 1, FZ_MAX_MAX_MSGS },
 	{ "fuse_frames", offsetof(struct fz_config, fuse_frames), FZ_MIN_FRAMES, FZ_MAX_FRAMES },
 };
 

@@ -12,7 +12,7 @@
  *   - small message, wire idle and no frame open: alone at once (autocorking: never hold
  *     a lone message back on an idle connection).
  *   - otherwise it is copied into the open frame; the frame goes out when the next
- *     message would not fit, on fz_peer_flush, when fuse_max_delay_us has passed since it
+ *     message would not fit or it holds fuse_max_msgs, on fz_peer_flush, when fuse_max_delay_us has passed since it
  *     opened, or as soon as the wire is seen idle.
  * Frame buffers are allocated once in fz_peer_create and recycled; when all are in
  * flight a small message simply goes alone (never blocks, never allocates).
@@ -278,7 +278,8 @@ int fz_peer_send(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us
 	f = peer->open;
 	if (f) {
 		sub_hdr_len = fz_sub_hdr_put(sub_hdr, &msg->hdr, f->prev_req_id);
-		if (f->len + sub_hdr_len + msg->hdr.body_len > peer->cfg.fuse_max_bytes) {
+		if (f->len + sub_hdr_len + msg->hdr.body_len > peer->cfg.fuse_max_bytes ||
+		    f->count == peer->cfg.fuse_max_msgs) {
 			rc = fz_flush_open(peer, FZ_FLUSH_FULL);
 			if (rc)
 				return rc;

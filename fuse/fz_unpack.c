@@ -307,7 +307,7 @@ int fz_unpack(struct fz_rx *rx, const struct tl_msg_view *msg, fz_deliver_fn del
 		return -EINVAL;
 	if (!fz_type_is_fuse(msg->hdr.type)) {
 		rx->stats.msgs++;
-		deliver(arg, msg);
+		deliver(arg, msg, msg);
 		return 0;
 	}
 	if (msg->iovcnt > FZ_RX_MAX_IOV) {
@@ -340,11 +340,22 @@ int fz_unpack(struct fz_rx *rx, const struct tl_msg_view *msg, fz_deliver_fn del
 		(void)fz_sub_parse(&c, &prev, &sub.hdr);
 		sub.iovcnt = fz_cur_views(&c, sub.hdr.body_len, rx->scratch);
 		fz_cur_skip(&c, sub.hdr.body_len);
-		deliver(arg, &sub);
+		deliver(arg, &sub, msg);
 	}
 	rx->stats.frames++;
 	rx->stats.subs += count;
 	return 0;
+}
+
+int fz_rx_error_text(const struct fz_rx_error *err, char *buf, size_t cap)
+{
+	int n;
+
+	if (!err || !buf || cap == 0)
+		return -ENOSPC;
+	n = snprintf(buf, cap, "fuse: %s (sub-message %u, offset %u)",
+		     err->reason ? err->reason : "refused", err->sub_index, err->offset);
+	return n < 0 || (size_t)n >= cap ? -ENOSPC : n;
 }
 
 int fz_rx_error_body(const struct fz_rx_error *err, int code, uint8_t *buf, size_t cap)
@@ -354,9 +365,6 @@ int fz_rx_error_body(const struct fz_rx_error *err, int code, uint8_t *buf, size
 	if (!err || !buf || cap < 4)
 		return -ENOSPC;
 	tl_st32(buf, (uint32_t)(code < 0 ? -code : code));
-	n = snprintf((char *)buf + 4, cap - 4, "fuse: %s (sub-message %u, offset %u)",
-		     err->reason ? err->reason : "refused", err->sub_index, err->offset);
-	if (n < 0 || (size_t)n >= cap - 4)
-		return -ENOSPC;
-	return 4 + n;
+	n = fz_rx_error_text(err, (char *)buf + 4, cap - 4);
+	return n < 0 ? n : 4 + n;
 }

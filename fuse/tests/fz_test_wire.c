@@ -91,10 +91,23 @@ void fzt_wire_fini(struct fzt_wire *w)
 	memset(w, 0, sizeof(*w));
 }
 
-void fzt_sink_deliver(void *arg, const struct tl_msg_view *m)
+void fzt_sink_deliver(void *arg, const struct tl_msg_view *m,
+		      const struct tl_msg_view *carrier)
 {
 	struct fzt_sink *s = arg;
 	struct fzt_got *g;
+	uint32_t i;
+
+	/* Every view lies inside the carrier's pieces: a view, never a copy. */
+	for (i = 0; i < m->iovcnt; i++) {
+		uint32_t j;
+		bool inside = false;
+		for (j = 0; j < carrier->iovcnt && !inside; j++)
+			inside = m->iov[i].base >= carrier->iov[j].base &&
+				 m->iov[i].base + m->iov[i].len <=
+					 carrier->iov[j].base + carrier->iov[j].len;
+		assert_true(inside);
+	}
 
 	if (s->n == s->cap) {
 		s->cap = s->cap ? 2 * s->cap : 64;

@@ -45,7 +45,8 @@ struct fzt_sink {
 	struct fzt_got *got;
 	uint32_t n, cap;
 };
-void fzt_sink_deliver(void *arg, const struct tl_msg_view *m);
+void fzt_sink_deliver(void *arg, const struct tl_msg_view *m,
+		      const struct tl_msg_view *carrier);
 void fzt_sink_fini(struct fzt_sink *s);
 
 /*

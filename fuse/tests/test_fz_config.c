@@ -22,6 +22,7 @@ static void test_fz_config_defaults_valid_and_off(void **state)
 	assert_int_equal(c.fuse_max_bytes, FZ_DEFAULT_MAX_BYTES);
 	assert_int_equal(c.fuse_threshold_bytes, FZ_DEFAULT_THRESHOLD_BYTES);
 	assert_int_equal(c.fuse_max_delay_us, FZ_DEFAULT_MAX_DELAY_US);
+	assert_int_equal(c.fuse_max_msgs, FZ_DEFAULT_MAX_MSGS);
 	assert_int_equal(fz_config_validate(&c, err, sizeof(err)), 0);
 }
 
@@ -43,6 +44,8 @@ static void test_fz_config_set_accepts_good_values(void **state)
 	assert_int_equal(c.fuse_threshold_bytes, 512);
 	assert_int_equal(fz_config_set(&c, "fuse_max_delay_us", "20", NULL, 0), 0);
 	assert_int_equal(c.fuse_max_delay_us, 20);
+	assert_int_equal(fz_config_set(&c, "fuse_max_msgs", "64", NULL, 0), 0);
+	assert_int_equal(c.fuse_max_msgs, 64);
 	assert_int_equal(fz_config_set(&c, "fuse_frames", "4", NULL, 0), 0);
 	assert_int_equal(c.fuse_frames, 4);
 	assert_int_equal(fz_config_validate(&c, NULL, 0), 0);
@@ -59,6 +62,7 @@ static void test_fz_config_set_refuses_bad_values_unchanged(void **state)
 		{ "fuse_threshold_bytes", "0" }, { "fuse_max_delay_us", "0" },
 		{ "fuse_max_delay_us", "1000001" }, { "fuse_frames", "1" },
 		{ "fuse_frames", "1025" }, { "fuse_frames", "0x10" },
+		{ "fuse_max_msgs", "0" }, { "fuse_max_msgs", "65536" },
 	};
 	struct fz_config c, before;
 	char err[200];

@@ -371,6 +371,24 @@ static void test_fz_pack_flush_when_full(void **state)
 	assert_int_equal(st->flush[FZ_FLUSH_EXPLICIT], 1);
 }
 
+static void test_fz_pack_flush_at_max_msgs(void **state)
+{
+	struct pk *p = *state;
+	uint32_t i;
+
+	p->cfg.fuse_max_msgs = 5;
+	pk_create(p);
+	p->w.busy = true;
+	for (i = 0; i < 12; i++)
+		assert_int_equal(pk_send(p, i, 1, 0), 0);
+	assert_int_equal(p->w.n, 2);
+	assert_int_equal(p->w.recs[0].hdr.key_count, 5);
+	assert_int_equal(p->w.recs[1].hdr.key_count, 5);
+	assert_int_equal(fz_peer_stats(p->peer)->flush[FZ_FLUSH_FULL], 2);
+	assert_int_equal(fz_peer_flush(p->peer, 0), 0);
+	assert_int_equal(p->w.recs[2].hdr.key_count, 2);
+}
+
 static void test_fz_pack_flush_explicit(void **state)
 {
 	struct pk *p = *state;
@@ -596,6 +614,7 @@ int main(void)
 		T(test_fz_pack_delay_bounded_random_fake_clock),
 		T(test_fz_pack_large_alone_zero_copy_in_order),
 		T(test_fz_pack_flush_when_full),
+		T(test_fz_pack_flush_at_max_msgs),
 		T(test_fz_pack_flush_explicit),
 		T(test_fz_pack_timer_bounds_delay_fake_clock),
 		T(test_fz_pack_autocork_idle_wire_not_held),

@@ -58,13 +58,14 @@ static void sub_plain(struct fzt_buf *b, uint32_t n, uint8_t c)
 		fzt_u8(b, c);
 }
 
-static void record_base(void *arg, const struct tl_msg_view *m)
+static void record_base(void *arg, const struct tl_msg_view *m,
+			const struct tl_msg_view *carrier)
 {
 	struct up *u = arg;
 
 	if (u->seen < 8)
 		u->seen_base[u->seen++] = m->iovcnt ? m->iov[0].base : NULL;
-	fzt_sink_deliver(&u->sink, m);
+	fzt_sink_deliver(&u->sink, m, carrier);
 }
 
 static int up_run(struct up *u, uint32_t count)
@@ -403,6 +404,8 @@ static void test_fz_unpack_corrupted_frames_all_or_nothing(void **state)
 	}
 }
 
+#define TL_ERR_TEXT_MAX_FZ 96u /* transport's error text limit (tl.h TL_ERR_TEXT_MAX) */
+
 static void test_fz_unpack_error_body_for_sender(void **state)
 {
 	struct up *u = *state;
@@ -416,6 +419,10 @@ static void test_fz_unpack_error_body_for_sender(void **state)
 	assert_int_equal(tl_ld32(body), EBADMSG);
 	assert_non_null(strstr((char *)body + 4, "fuse: count larger"));
 	assert_int_equal(fz_rx_error_body(&u->err, -EBADMSG, body, 10), -ENOSPC);
+	n = fz_rx_error_text(&u->err, (char *)body, TL_ERR_TEXT_MAX_FZ);
+	assert_true(n > 0 && n < (int)TL_ERR_TEXT_MAX_FZ);
+	assert_string_equal((char *)body,
+			    "fuse: count larger than the frame can hold (sub-message 0, offset 0)");
 }
 
 int main(void)
