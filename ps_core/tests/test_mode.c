@@ -1,0 +1,316 @@
+/*
+ * test_mode.c — the three training modes and exactly-once: sync equals the single-process
+ * sum of all workers' gradients, GEO answers only rows changed since the worker's last GEO
+ * pull, async applies on arrival; injected duplicate pushes and resends after a "reconnect"
+ * are applied exactly once.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ps_core/tests/pt_util.h"
+
+#define W 3
+#define K 40
+#define D 4
+
+static int barrier(struct pt_cluster *c, uint32_t w, uint64_t step, bool *done)
+{
+	int st = 1, rc = ps_client_barrier(c->cl[w], step, done, pt_done, &st, c->msgs);
+
+	if (rc < 0)
+		return rc;
+	pt_deliver(c, w);
+	return st;
+}
+
+static void test_mode_sync_equals_single_process_sum(void **state)
+{
+	struct ps_table_config t = pt_table(1, D, PS_OPT_ADAGRAD);
+	struct pt_cluster *c, *ref;
+	uint64_t keys[K];
+	float g[W][K * D], sum[K * D], before[K * D], out[K * D], want[K * D];
+	uint32_t w, i, step;
+	unsigned seed = 11;
+	bool done;
+
+	(void)state;
+	assert_int_equal(pt_cluster_create(2, 3, PS_MODE_SYNC, W, &t, 1, &c), 0);
+	assert_int_equal(pt_cluster_create(1, 1, PS_MODE_ASYNC, 1, &t, 1, &ref), 0);
+	for (i = 0; i < K; i++)
+		keys[i] = i % 30 + 7; /* keys 7..36, ten of them twice per push */
+	for (step = 0; step < 5; step++) {
+		memset(sum, 0, sizeof(sum));
+		assert_int_equal(pt_pull(c, 0, 1, D, keys, K, before), 0);
+		for (w = 0; w < W; w++) {
+			for (i = 0; i < K * D; i++) {
+				g[w][i] = (float)rand_r(&seed) / RAND_MAX - 0.5f;
+				sum[i] += g[w][i];
+			}
+			assert_int_equal(pt_push(c, w, 1, D, keys, K, g[w]), 0);
+		}
+		/* Nothing applied before the barrier completes. */
+		assert_int_equal(pt_pull(c, 1, 1, D, keys, K, out), 0);
+		assert_memory_equal(out, before, sizeof(out));
+		for (w = 0; w < W; w++) {
+			assert_int_equal(barrier(c, w, step, &done), 0);
+			assert_true(done == (w == W - 1));
+		}
+		assert_int_equal(barrier(c, 0, step, &done), 0); /* asking again: done */
+		assert_true(done);
+		/* The reference: one process applies the summed gradient once per step. */
+		assert_int_equal(pt_push(ref, 0, 1, D, keys, K, sum), 0);
+	}
+	assert_int_equal(pt_pull(c, 2, 1, D, keys, K, out), 0);
+	assert_int_equal(pt_pull(ref, 0, 1, D, keys, K, want), 0);
+	for (i = 0; i < K * D; i++)
+		assert_true(fabsf(out[i] - want[i]) < 1e-5f);
+	/* a barrier for a future step is refused */
+	assert_int_equal(barrier(c, 0, 9, &done), -EINVAL);
+	assert_int_equal(c->errors, 2);
+	pt_cluster_destroy(c);
+	pt_cluster_destroy(ref);
+}
+
+struct geo_seen {
+	uint32_t n;
+	uint64_t keys[64];
+	float rows[64][D];
+};
+
+static void geo_row(void *arg, uint64_t key, const float *row, uint32_t dim)
+{
+	struct geo_seen *s = arg;
+
+	assert_int_equal(dim, D);
+	assert_true(s->n < 64);
+	s->keys[s->n] = key;
+	memcpy(s->rows[s->n++], row, sizeof(s->rows[0]));
+}
+
+static int geo_pull(struct pt_cluster *c, uint32_t w, struct geo_seen *s)
+{
+	int st = 1, rc;
+
+	memset(s, 0, sizeof(*s));
+	rc = ps_client_geo_pull(c->cl[w], 1, D, geo_row, s, pt_done, &st, c->msgs);
+	if (rc < 0)
+		return rc;
+	pt_deliver(c, w);
+	return st;
+}
+
+static bool has_key(const struct geo_seen *s, uint64_t k)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->n; i++)
+		if (s->keys[i] == k)
+			return true;
+	return false;
+}
+
+static void test_mode_geo_returns_only_changed_rows(void **state)
+{
+	struct ps_table_config t = pt_table(1, D, PS_OPT_SGD);
+	struct pt_cluster *c;
+	uint64_t a[3] = { 1, 2, 3 }, b[2] = { 3, 50 }, pulled[2] = { 900, 901 };
+	float da[3 * D], db[2 * D], out[2 * D];
+	struct geo_seen s;
+	uint32_t i;
+
+	(void)state;
+	for (i = 0; i < 3 * D; i++)
+		da[i] = 1.0f;
+	for (i = 0; i < 2 * D; i++)
+		db[i] = 0.5f;
+	assert_int_equal(pt_cluster_create(2, 2, PS_MODE_GEO, 2, &t, 1, &c), 0);
+	assert_int_equal(pt_pull(c, 0, 1, D, pulled, 2, out), 0); /* touched, not changed */
+	assert_int_equal(pt_push(c, 0, 1, D, a, 3, da), 0);       /* deltas are added */
+	assert_int_equal(geo_pull(c, 1, &s), 0);
+	assert_int_equal(s.n, 3);
+	for (i = 0; i < 3; i++) {
+		assert_true(has_key(&s, a[i]));
+		assert_true(s.rows[i][0] == 1.0f);
+	}
+	assert_int_equal(geo_pull(c, 1, &s), 0);
+	assert_int_equal(s.n, 0); /* nothing changed since */
+	assert_int_equal(pt_push(c, 1, 1, D, b, 2, db), 0);
+	assert_int_equal(geo_pull(c, 1, &s), 0);
+	assert_int_equal(s.n, 2);
+	assert_true(has_key(&s, 3) && has_key(&s, 50));
+	/* worker 0 never GEO-pulled: it sees every changed row, with both deltas on key 3 */
+	assert_int_equal(geo_pull(c, 0, &s), 0);
+	assert_int_equal(s.n, 4);
+	for (i = 0; i < s.n; i++)
+		if (s.keys[i] == 3)
+			assert_true(s.rows[i][0] == 1.5f);
+	assert_false(has_key(&s, 900));
+	assert_int_equal(c->errors, 0);
+	pt_cluster_destroy(c);
+}
+
+static void test_mode_geo_pull_too_big_commits_nothing(void **state)
+{
+	struct ps_table_config t = pt_table(1, D, PS_OPT_SGD);
+	struct pt_cluster *c;
+	uint64_t keys[20];
+	float d[20 * D] = { 0 };
+	struct geo_seen s;
+	struct tl_iov iov[1];
+	struct tl_msg_view v;
+	struct ps_reply rep;
+	uint32_t i;
+	int st;
+
+	(void)state;
+	for (i = 0; i < 20; i++)
+		keys[i] = i;
+	assert_int_equal(pt_cluster_create(1, 2, PS_MODE_GEO, 1, &t, 1, &c), 0);
+	assert_int_equal(pt_push(c, 0, 1, D, keys, 20, d), 0);
+	assert_int_equal(ps_client_geo_pull(c->cl[0], 1, D, geo_row, &s, pt_done, &st, c->msgs), 0);
+	pt_view(c->msgs[0].buf, 0, iov, 1, &v);
+	rep.buf = c->rep_buf;
+	rep.cap = TL_MSG_HDR_LEN + 10 * (8 + 4 * D);
+	assert_int_equal(ps_handle(c->h[0], &v, &rep), -ENOBUFS);
+	c->msgs[0].len = 0;
+	assert_int_equal(geo_pull(c, 0, &s), 0); /* a new pull with room gets every row */
+	assert_int_equal(s.n, 20);
+	pt_cluster_destroy(c);
+	assert_int_equal(pt_cluster_create(1, 2, PS_MODE_GEO, 1, &t, 1, &c), 0);
+	assert_int_equal(pt_push(c, 0, 1, D, keys, 20, d), 0);
+	assert_int_equal(ps_client_geo_pull(c->cl[0], 1, D, geo_row, &s, pt_done, &st, c->msgs), 0);
+	pt_view(c->msgs[0].buf, 0, iov, 1, &v);
+	assert_int_equal(ps_handle(c->h[0], &v, &rep), -ENOBUFS);
+	c->msgs[0].len = 0;
+	/* the refused pull moved no mark: a big enough one still returns all 20 */
+	memset(&s, 0, sizeof(s));
+	rep.cap = PT_BUF;
+	assert_int_equal(ps_handle(c->h[0], &v, &rep), 0);
+	assert_int_equal(tl_ld32(rep.buf + 24), 20);
+	pt_cluster_destroy(c);
+}
+
+static void test_mode_async_applies_on_arrival(void **state)
+{
+	struct ps_table_config t = pt_table(1, D, PS_OPT_SGD);
+	struct pt_cluster *c;
+	uint64_t k = 5;
+	float g[D] = { 1, 1, 1, 1 }, out[D];
+
+	(void)state;
+	assert_int_equal(pt_cluster_create(1, 1, PS_MODE_ASYNC, 2, &t, 1, &c), 0);
+	assert_int_equal(pt_push(c, 0, 1, D, &k, 1, g), 0);
+	assert_int_equal(pt_pull(c, 1, 1, D, &k, 1, out), 0);
+	assert_true(fabsf(out[0] + 0.1f) < 1e-6f);
+	pt_cluster_destroy(c);
+}
+
+/* ---- exactly once */
+
+struct capture {
+	uint32_t n;
+	uint8_t *msg[8];
+	uint32_t len[8];
+};
+
+static void cap_fn(void *arg, const uint8_t *m, uint32_t len)
+{
+	struct capture *c = arg;
+
+	c->msg[c->n] = malloc(len);
+	memcpy(c->msg[c->n], m, len);
+	c->len[c->n++] = len;
+}
+
+static void send_raw(struct pt_cluster *c, const uint8_t *m, uint32_t len, bool reply_back)
+{
+	struct tl_iov iov[64];
+	struct tl_msg_view v, rv;
+	struct ps_reply rep = { .buf = c->rep_buf, .cap = PT_BUF };
+
+	(void)len;
+	pt_view(m, 5, iov, 64, &v);
+	assert_int_equal(ps_handle(c->h[0], &v, &rep), 0);
+	if (reply_back) {
+		pt_view(rep.buf, 0, iov, 64, &rv);
+		ps_client_on_reply(c->cl[0], 0, &rv);
+	}
+}
+
+static void test_mode_exactly_once_duplicates_and_resends(void **state)
+{
+	struct ps_table_config t = pt_table(1, 2, PS_OPT_SGD);
+	struct pt_cluster *c;
+	uint64_t k = 77;
+	float g[2] = { 10, 10 }, out[2];
+	int st1 = 1, st2 = 1, st3 = 1;
+	struct capture cap = { 0 };
+	uint8_t copy[256];
+	uint32_t len, i;
+
+	(void)state;
+	t.op.lr = 1.0f;
+	assert_int_equal(pt_cluster_create(1, 2, PS_MODE_ASYNC, 1, &t, 1, &c), 0);
+	/* 1: the network duplicates a push: applied once, the second is acknowledged only */
+	assert_int_equal(ps_client_push(c->cl[0], 1, 2, &k, 1, g, pt_done, &st1, c->msgs), 0);
+	len = c->msgs[0].len;
+	memcpy(copy, c->msgs[0].buf, len);
+	send_raw(c, copy, len, false);
+	send_raw(c, copy, len, true);
+	assert_int_equal(st1, 0);
+	assert_int_equal(tl_ld32(c->rep_buf + TL_MSG_HDR_LEN + 8), 0); /* "duplicate" */
+	/* 2: push lost before the server; 3: push applied but its ack lost. Then reconnect. */
+	assert_int_equal(ps_client_push(c->cl[0], 1, 2, &k, 1, g, pt_done, &st2, c->msgs), 0);
+	c->msgs[0].len = 0;
+	assert_int_equal(ps_client_push(c->cl[0], 1, 2, &k, 1, g, pt_done, &st3, c->msgs), 0);
+	/* keep #3's bytes: in-order streams mean #3 cannot arrive before #2 was resent,
+	 * so its ack is lost after #2 was applied: simulate by resending both */
+	c->msgs[0].len = 0;
+	assert_int_equal(ps_client_inflight(c->cl[0]), 2);
+	assert_int_equal(ps_client_resend(c->cl[0], 0, cap_fn, &cap), 2);
+	send_raw(c, cap.msg[0], cap.len[0], false);   /* #2 applied, ack lost */
+	send_raw(c, cap.msg[1], cap.len[1], false);   /* #3 applied, ack lost */
+	for (i = 0; i < cap.n; i++)
+		free(cap.msg[i]);
+	cap.n = 0;
+	/* second reconnect: both resent, both duplicates, both acknowledged now */
+	assert_int_equal(ps_client_resend(c->cl[0], 0, cap_fn, &cap), 2);
+	assert_true(tl_ld64(cap.msg[0] + TL_MSG_HDR_LEN + 8) < tl_ld64(cap.msg[1] + TL_MSG_HDR_LEN + 8));
+	send_raw(c, cap.msg[0], cap.len[0], true);
+	send_raw(c, cap.msg[1], cap.len[1], true);
+	assert_int_equal(st2, 0);
+	assert_int_equal(st3, 0);
+	assert_int_equal(ps_client_inflight(c->cl[0]), 0);
+	assert_int_equal(ps_client_resend(c->cl[0], 0, cap_fn, &cap), 0);
+	/* a late reply of an answered request matches nothing */
+	{
+		struct tl_iov iov[1];
+		struct tl_msg_view rv;
+		pt_view(c->rep_buf, 0, iov, 1, &rv);
+		assert_int_equal(ps_client_on_reply(c->cl[0], 0, &rv), -ENOENT);
+	}
+	for (i = 0; i < cap.n; i++)
+		free(cap.msg[i]);
+	/* three accepted pushes of 10 at lr 1: exactly -30 */
+	assert_int_equal(pt_pull(c, 0, 1, 2, &k, 1, out), 0);
+	assert_true(out[0] == -30.0f && out[1] == -30.0f);
+	pt_cluster_destroy(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_mode_sync_equals_single_process_sum),
+		cmocka_unit_test(test_mode_geo_returns_only_changed_rows),
+		cmocka_unit_test(test_mode_geo_pull_too_big_commits_nothing),
+		cmocka_unit_test(test_mode_async_applies_on_arrival),
+		cmocka_unit_test(test_mode_exactly_once_duplicates_and_resends),
+	};
+	return cmocka_run_group_tests_name("ps_mode", tests, NULL, NULL);
+}
