@@ -20,6 +20,12 @@ struct wc_ctr_gen {
 	float *weight; /* n_fields * vocab planted weights */
 };
 
+void wc_ctr_spec_default(struct wc_ctr_spec *s)
+{
+	*s = (struct wc_ctr_spec){ .n_fields = WC_CTR_FIELDS, .vocab = 100, .zipf_s = 1.1,
+				   .weight_sigma = 0.3, .bias = -1.5, .seed = 7 };
+}
+
 int wc_ctr_gen_create(const struct wc_ctr_spec *s, struct wc_ctr_gen **out)
 {
 	struct wc_ctr_gen *g;

@@ -108,6 +108,13 @@ struct wc_ctr_spec {
 	uint64_t seed;          /* planted weights and the key hash */
 };
 
+/*
+ * Defaults measured to let plain-SGD LR/FM get within 0.01 AUC of Bayes from ~300k samples
+ * (3 epochs, batch 256, lr 2/(1+epoch) for LR, 1/(1+epoch) for FM k=4): 26 fields, vocab 100,
+ * Zipf 1.1, sigma 0.3, bias -1.5 (CTR about 0.23), seed 7.
+ */
+void wc_ctr_spec_default(struct wc_ctr_spec *s);
+
 struct wc_ctr_gen;
 int wc_ctr_gen_create(const struct wc_ctr_spec *s, struct wc_ctr_gen **out);
 void wc_ctr_gen_destroy(struct wc_ctr_gen *g);
