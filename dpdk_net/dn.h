@@ -144,6 +144,8 @@ struct dn_port *dn_lcore_port(struct dn_lcore *lc);
 uint16_t dn_lcore_queue(const struct dn_lcore *lc);
 struct rte_mempool *dn_lcore_pool(struct dn_lcore *lc);
 const struct dn_stats *dn_lcore_stats(const struct dn_lcore *lc);
+/* Counts a drop an upper layer decided on (e.g. a bad TCP checksum). */
+void dn_lcore_count_drop(struct dn_lcore *lc, enum dn_drop why);
 void dn_lcore_set_hooks(struct dn_lcore *lc, const struct dn_hooks *hooks);
 
 /*

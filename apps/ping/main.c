@@ -297,8 +297,9 @@ int main(int argc, char **argv)
 		dn_eal_fini();
 		return 1;
 	}
-	fprintf(stderr, "wharf-ping: up on port %u, rx interrupts %s\n", dn_port_id(port),
-		dn_port_rx_intr(port) ? "on" : "off (back-off sleep)");
+	fprintf(stderr, "wharf-ping: up on port %u, rx interrupts %s, tcp checksum %s\n",
+		dn_port_id(port), dn_port_rx_intr(port) ? "on" : "off (back-off sleep)",
+		dn_port_tx_l4_csum(port) ? "offloaded" : "in software");
 	dn_arp_announce(lc);
 	dn_tx_flush(lc);
 	rc = 0;
