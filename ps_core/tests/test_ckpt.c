@@ -1,0 +1,373 @@
+/*
+ * test_ckpt.c — checkpoints: a save/load round trip restores values and optimizer state;
+ * every kind of damaged or mismatched file is refused with a clear error and loads
+ * nothing; a snapshot taken while another lcore keeps pushing is consistent (every row's
+ * weight and Adagrad accumulator from the same moment, every shard from one moment).
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <rte_hash_crc.h>
+
+#include "ps_core/ps_pvt.h"
+#include "ps_core/tests/pt_util.h"
+
+static char path[256];
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(path, sizeof(path), "/tmp/ps_ckpt_test_%d.ckpt", (int)getpid());
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char tmp[300];
+
+	(void)state;
+	unlink(path);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	unlink(tmp);
+	return 0;
+}
+
+static struct ps_table_config tabs[2];
+
+static void mk_tabs(uint32_t dim)
+{
+	tabs[0] = pt_table(1, dim, PS_OPT_ADAM);
+	tabs[1] = pt_table(2, 2, PS_OPT_ADAGRAD);
+	tabs[1].kind = PS_TABLE_DENSE;
+	tabs[1].dense_rows = 50;
+}
+
+static void fill(struct pt_cluster *c, uint32_t steps)
+{
+	uint64_t keys[100];
+	float g[100 * 4], dg[100];
+	uint32_t i, s;
+	int st;
+
+	for (i = 0; i < 100; i++)
+		keys[i] = i * 31 + 1;
+	for (s = 0; s < steps; s++) {
+		for (i = 0; i < 400; i++)
+			g[i] = (float)((i * 7 + s) % 13) - 6.0f;
+		for (i = 0; i < 100; i++)
+			dg[i] = (float)(i % 5) - 2.0f;
+		assert_int_equal(pt_push(c, 0, 1, 4, keys, 100, g), 0);
+		st = 1;
+		assert_int_equal(ps_client_dense_push(c->cl[0], 2, 2, 50, 0, 50, dg, pt_done, &st, c->msgs), 0);
+		pt_deliver(c, 0);
+		assert_int_equal(st, 0);
+	}
+}
+
+static void pull_all(struct pt_cluster *c, float *sp, float *dn)
+{
+	uint64_t keys[100];
+	uint32_t i;
+	int st = 1;
+
+	for (i = 0; i < 100; i++)
+		keys[i] = i * 31 + 1;
+	assert_int_equal(pt_pull(c, 0, 1, 4, keys, 100, sp), 0);
+	assert_int_equal(ps_client_dense_pull(c->cl[0], 2, 2, 50, 0, 50, dn, pt_done, &st, c->msgs), 0);
+	pt_deliver(c, 0);
+	assert_int_equal(st, 0);
+}
+
+static void save_msg(struct pt_cluster *c)
+{
+	uint8_t *m = c->msgs[0].buf;
+	struct tl_msg_hdr h = { .type = PS_T_SAVE, .body_len = (uint32_t)strlen(path), .req_id = 9 };
+	struct tl_iov iov[8];
+	struct tl_msg_view v;
+	struct ps_reply rep = { .buf = c->rep_buf, .cap = PT_BUF };
+
+	tl_msg_hdr_encode(m, &h);
+	memcpy(m + TL_MSG_HDR_LEN, path, h.body_len);
+	pt_view(m, 3, iov, 8, &v);
+	assert_int_equal(ps_handle(c->h[0], &v, &rep), 0);
+	assert_int_equal(rep.buf[3], PS_T_SAVE_R);
+	assert_int_equal(tl_ld64(rep.buf + TL_MSG_HDR_LEN), 100 + 50);
+}
+
+static void test_ckpt_round_trip_restores_values_and_state(void **state)
+{
+	struct pt_cluster *a, *b;
+	float sa[400], da[100], sb[400], db[100];
+	char err[256] = "";
+
+	(void)state;
+	mk_tabs(4);
+	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_ASYNC, 1, tabs, 2, &a), 0);
+	fill(a, 3);
+	save_msg(a); /* through the control message, as psctl would */
+	assert_int_equal(access(path, F_OK), 0);
+	mk_tabs(4);
+	/* a different shard count: rows are re-routed on load */
+	assert_int_equal(pt_cluster_create(1, 2, PS_MODE_ASYNC, 1, tabs, 2, &b), 0);
+	assert_int_equal(ps_load(b->h[0], path, err, sizeof(err)), 0);
+	pull_all(a, sa, da);
+	pull_all(b, sb, db);
+	assert_memory_equal(sa, sb, sizeof(sa));
+	assert_memory_equal(da, db, sizeof(da));
+	/* optimizer state came back too: one more identical step keeps them identical */
+	fill(a, 1);
+	fill(b, 1);
+	pull_all(a, sa, da);
+	pull_all(b, sb, db);
+	assert_memory_equal(sa, sb, sizeof(sa));
+	assert_memory_equal(da, db, sizeof(da));
+	pt_cluster_destroy(a);
+	pt_cluster_destroy(b);
+}
+
+/* ---- damaged files */
+
+static uint8_t *file;
+static size_t flen;
+
+static void read_file(void)
+{
+	FILE *f = fopen(path, "rb");
+
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	flen = (size_t)ftell(f);
+	fseek(f, 0, SEEK_SET);
+	file = malloc(flen);
+	assert_int_equal(fread(file, 1, flen, f), flen);
+	fclose(f);
+}
+
+static void write_file(const uint8_t *b, size_t len, bool fix_crc)
+{
+	FILE *f = fopen(path, "wb");
+	uint8_t *c = malloc(len + 1);
+
+	memcpy(c, b, len);
+	if (fix_crc && len >= 16) {
+		tl_st64(c + len - 16, len - 16);
+		tl_st32(c + len - 8, rte_hash_crc(c, (uint32_t)(len - 16), 0xffffffffu));
+	}
+	assert_non_null(f);
+	assert_int_equal(fwrite(c, 1, len, f), len);
+	fclose(f);
+	free(c);
+}
+
+static void expect_refused(uint32_t dim, int rc, const char *words)
+{
+	struct pt_cluster *c;
+	struct ps_table_stats st;
+	char err[256] = "";
+
+	mk_tabs(dim);
+	assert_int_equal(pt_cluster_create(1, 2, PS_MODE_ASYNC, 1, tabs, 2, &c), 0);
+	assert_int_equal(ps_load(c->h[0], path, err, sizeof(err)), rc);
+	if (!strstr(err, words))
+		fail_msg("error \"%s\" does not say \"%s\"", err, words);
+	assert_int_equal(ps_server_table_stats(c->srv[0], 1, &st), 0);
+	assert_int_equal(st.rows, 0); /* nothing loaded */
+	pt_cluster_destroy(c);
+}
+
+static void test_ckpt_damaged_files_refused(void **state)
+{
+	struct pt_cluster *a;
+	char err[256];
+	uint64_t rows;
+
+	(void)state;
+	mk_tabs(4);
+	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_ASYNC, 1, tabs, 2, &a), 0);
+	fill(a, 2);
+	assert_int_equal(ps_save(a->h[0], path, &rows, err, sizeof(err)), 0);
+	assert_int_equal(rows, 150);
+	read_file();
+
+	file[flen / 2] ^= 0x10;                       /* one flipped bit */
+	write_file(file, flen, false);
+	expect_refused(4, -EBADMSG, "checksum");
+	file[flen / 2] ^= 0x10;
+	write_file(file, flen - 100, false);          /* truncated */
+	expect_refused(4, -EBADMSG, "checksum");
+	write_file(file, 10, false);                  /* a stub */
+	expect_refused(4, -EBADMSG, "too short");
+	write_file(file, 0, false);                   /* empty */
+	expect_refused(4, -EBADMSG, "too short");
+	write_file(file, flen, false);                /* intact, but the table has another dim */
+	expect_refused(8, -EINVAL, "does not match");
+	file[0] = 'X';                                /* valid checksum, wrong magic */
+	write_file(file, flen, true);
+	expect_refused(4, -EBADMSG, "magic");
+	file[0] = 'W';
+	write_file(file, flen - 16 - 4, true);        /* valid checksum, rows cut short */
+	expect_refused(4, -EBADMSG, "need");
+	unlink(path);                                 /* missing */
+	expect_refused(4, -ENOENT, path);
+	/* a server that already holds rows refuses to load */
+	write_file(file, flen, false);
+	assert_int_equal(ps_load(a->h[0], path, err, sizeof(err)), -EBUSY);
+	free(file);
+	pt_cluster_destroy(a);
+}
+
+/* ---- snapshot during concurrent applies */
+
+#define CK_KEYS 24000u
+#define CK_SHARDS 4u
+
+struct pusher {
+	struct ps_server *s;
+	struct ps_handler *h;
+	_Atomic int stop, exited;
+	_Atomic uint32_t done;  /* pushes fully applied */
+	uint32_t pushes;
+	uint8_t *req, *rep;
+	uint32_t req_len;
+};
+
+static void *pusher_main(void *arg)
+{
+	struct pusher *p = arg;
+	struct tl_iov iov[1] = { { p->req + TL_MSG_HDR_LEN, p->req_len - TL_MSG_HDR_LEN } };
+	struct tl_msg_view v = { .iov = iov, .iovcnt = 1 };
+
+	tl_msg_hdr_decode(p->req, UINT32_MAX, &v.hdr);
+	/* Partner of the release store in the main thread: stop pushing. */
+	while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
+		struct ps_reply rep = { .buf = p->rep, .cap = 1u << 20 };
+		tl_st64(p->req + TL_MSG_HDR_LEN + 8, ++p->pushes); /* next sequence */
+		assert_int_equal(ps_handle(p->h, &v, &rep), 0);
+		/* Partner: the acquire load in the main thread's start-up wait. */
+		atomic_store_explicit(&p->done, p->pushes, memory_order_release);
+		ps_handler_poll(p->h);
+	}
+	atomic_store_explicit(&p->exited, 1, memory_order_release);
+	/* Keep serving until the main thread no longer needs our shards. */
+	while (atomic_load_explicit(&p->stop, memory_order_acquire) != 2)
+		ps_handler_poll(p->h);
+	return NULL;
+}
+
+static double adagrad_w(double w0, double a0, double lr, double eps, uint32_t n)
+{
+	double w = w0, a = a0;
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		a += 1.0;
+		w -= lr / (sqrt(a) + eps);
+	}
+	return w;
+}
+
+static void test_ckpt_snapshot_during_concurrent_applies_consistent(void **state)
+{
+	struct ps_table_config t = pt_table(1, 2, PS_OPT_ADAGRAD);
+	struct ps_server_config sc = { .n_servers = 1, .n_shards = CK_SHARDS, .n_lcores = 2,
+				       .n_workers = 1, .mode = PS_MODE_ASYNC, .tables = &t, .n_tables = 1 };
+	struct ps_server *s, *r;
+	struct ps_handler *h0, *rh;
+	struct pusher p = { 0 };
+	pthread_t th;
+	char err[256];
+	uint64_t rows;
+	uint32_t i, sh, n_by_shard[CK_SHARDS], j, distinct_n = 0, prev = UINT32_MAX;
+	uint8_t *m;
+
+	(void)state;
+	assert_int_equal(ps_server_create(&sc, &s, err, sizeof(err)), 0);
+	assert_int_equal(ps_handler_create(s, 0, &h0), 0);
+	assert_int_equal(ps_handler_create(s, 1, &p.h), 0);
+	/* one push of gradient 1.0 to every key */
+	p.req_len = TL_MSG_HDR_LEN + 16 + CK_KEYS * (8 + 8);
+	p.req = m = malloc(p.req_len);
+	p.rep = malloc(1u << 20);
+	{
+		struct tl_msg_hdr hd = { .type = PS_T_PUSH, .aux = PS_ELEM_F32, .table_id = 1,
+					 .body_len = p.req_len - TL_MSG_HDR_LEN, .key_count = CK_KEYS, .dim = 2 };
+		float one = 1.0f;
+		tl_msg_hdr_encode(m, &hd);
+		memset(m + TL_MSG_HDR_LEN, 0, 16);
+		for (i = 0; i < CK_KEYS; i++)
+			tl_st64(m + TL_MSG_HDR_LEN + 16 + 8 * i, i + 1);
+		for (i = 0; i < CK_KEYS * 2; i++)
+			memcpy(m + TL_MSG_HDR_LEN + 16 + 8 * CK_KEYS + 4 * i, &one, 4);
+	}
+	assert_int_equal(pthread_create(&th, NULL, pusher_main, &p), 0);
+	while (atomic_load_explicit(&p.done, memory_order_acquire) < 3)
+		ps_handler_poll(h0);
+	assert_int_equal(ps_save(h0, path, &rows, err, sizeof(err)), 0);
+	atomic_store_explicit(&p.stop, 1, memory_order_release);
+	while (!atomic_load_explicit(&p.exited, memory_order_acquire))
+		ps_handler_poll(h0);
+	atomic_store_explicit(&p.stop, 2, memory_order_release);
+	pthread_join(th, NULL);
+	assert_int_equal(rows, CK_KEYS);
+
+	/* Load it into a fresh server and inspect every row's (w, acc) pair. */
+	sc.n_lcores = 1;
+	assert_int_equal(ps_server_create(&sc, &r, err, sizeof(err)), 0);
+	assert_int_equal(ps_handler_create(r, 0, &rh), 0);
+	assert_int_equal(ps_load(rh, path, err, sizeof(err)), 0);
+	for (sh = 0; sh < CK_SHARDS; sh++)
+		n_by_shard[sh] = UINT32_MAX;
+	for (sh = 0; sh < CK_SHARDS; sh++) {
+		struct ps_table *tb = &r->shards[sh].tables[0];
+		for (j = 0; j < tb->n_rows; j++) {
+			float *w = ps_row_val(tb, j);
+			double acc = w[2] - (double)t.op.init_accum;
+			uint32_t n = (uint32_t)lround(acc);
+			uint32_t home = ps_key_shard(ps_row_meta(tb, j)->key, CK_SHARDS);
+			assert_true(fabs(acc - n) < 1e-2);
+			/* the weight is the one that goes with this accumulator: no torn pair */
+			assert_true(fabs(w[0] - adagrad_w(0, t.op.init_accum, t.op.lr, t.op.eps, n)) < 1e-4);
+			assert_true(w[0] == w[1] && w[2] == w[3]);
+			/* the whole home shard was copied at one moment */
+			if (n_by_shard[home] == UINT32_MAX)
+				n_by_shard[home] = n;
+			assert_int_equal(n_by_shard[home], n);
+		}
+	}
+	for (sh = 0; sh < CK_SHARDS; sh++) {
+		if (n_by_shard[sh] < 3 || n_by_shard[sh] > p.pushes)
+			fail_msg("shard %u snapshot at push %u, outside [3, %u]", sh, n_by_shard[sh], p.pushes);
+		distinct_n += n_by_shard[sh] != prev;
+		prev = n_by_shard[sh];
+	}
+	print_message("pushes during the test %u, per-shard snapshot moments differ: %u\n",
+		      p.pushes, distinct_n);
+	ps_handler_destroy(rh);
+	ps_server_destroy(r);
+	ps_handler_destroy(h0);
+	ps_handler_destroy(p.h);
+	ps_server_destroy(s);
+	free(p.req);
+	free(p.rep);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_ckpt_round_trip_restores_values_and_state, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ckpt_damaged_files_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ckpt_snapshot_during_concurrent_applies_consistent,
+						setup, teardown),
+	};
+	return cmocka_run_group_tests_name("ps_ckpt", tests, NULL, NULL);
+}
