@@ -367,8 +367,11 @@ void tl_out_push(struct tl_tcp_conn *c)
 		if (flags & TL_TCP_FIN)
 			break;
 	}
-	/* Zero window with data waiting and nothing in flight: probe until it opens. */
-	if (c->snd_wnd == 0 && TL_SEQ_LT(c->snd_nxt, data_end) && c->snd_nxt == c->snd_una) {
+	/* Zero window with data waiting: probe until it opens. Whatever is in flight sits
+	 * past the peer's right edge and is discarded there, so it is no loss (no RTO, no
+	 * cwnd cut): it goes again once the window opens. */
+	if (c->snd_wnd == 0 && TL_SEQ_LT(c->snd_una, data_end)) {
+		c->snd_nxt = c->snd_una;
 		c->rto_at = 0;
 		if (c->persist_at == 0) {
 			c->persist_backoff = 0;

@@ -1,0 +1,601 @@
+/*
+ * test_tcp_input.c — TCP-lite receive-side behaviour and hostile input on a fake link:
+ * fast retransmit across sequence wraparound, zero window and probes, reordering,
+ * duplicates and overlaps, RST in and out of window, challenge ACKs, malformed
+ * headers, segments far outside the window, the SYN backlog bound, ECN/DCTCP, and a
+ * long transfer over a lossy, reordering, duplicating, corrupting link.
+ * Every test ends with fl_fini reporting no leaked packet, frame or send buffer.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "tcp_fakelink.h"
+
+#define MS 1000000ull
+
+static int setup(void **state)
+{
+	struct fl_link *l = calloc(1, sizeof(*l));
+	struct tl_tcp_cfg cfg;
+
+	if (!l)
+		return -1;
+	fl_cfg(&cfg);
+	if (fl_init(l, &cfg, NULL, 11) != 0) {
+		free(l);
+		return -1;
+	}
+	*state = l;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fl_link *l = *state;
+	uint64_t leaks = fl_fini(l);
+
+	free(l);
+	assert_int_equal(leaks, 0);
+	return 0;
+}
+
+struct xfer {
+	struct fl_link *l;
+	size_t want[2];
+};
+
+static bool xfer_done(void *arg)
+{
+	struct xfer *x = arg;
+
+	return x->l->app[0].rx_len >= x->want[0] && x->l->app[1].rx_len >= x->want[1];
+}
+
+static void transfer(struct fl_link *l, size_t n01, size_t n10, uint64_t max_ns, uint64_t seed)
+{
+	uint8_t *a = malloc(n01 + 1), *b = malloc(n10 + 1);
+	struct xfer x = { .l = l, .want = { n10, n01 } };
+
+	assert_non_null(a);
+	assert_non_null(b);
+	fl_fill_random(a, n01, seed);
+	fl_fill_random(b, n10, seed + 1);
+	l->app[0].src = a;
+	l->app[0].src_len = n01;
+	l->app[0].src_off = 0;
+	l->app[1].src = b;
+	l->app[1].src_len = n10;
+	l->app[1].src_off = 0;
+	fl_app_pump(&l->app[0]);
+	fl_app_pump(&l->app[1]);
+	assert_true(fl_run_until(l, max_ns, xfer_done, &x));
+	assert_int_equal(l->app[1].rx_len, n01);
+	assert_int_equal(l->app[0].rx_len, n10);
+	assert_memory_equal(l->app[1].rx, a, n01);
+	assert_memory_equal(l->app[0].rx, b, n10);
+	fl_run(l, 200 * MS);
+	assert_int_equal(l->app[0].sends, l->app[0].sends_done);
+	assert_int_equal(l->app[1].sends, l->app[1].sends_done);
+	assert_int_equal(l->app[0].sends_failed + l->app[1].sends_failed, 0);
+	l->app[0].src = l->app[1].src = NULL;
+	free(a);
+	free(b);
+}
+
+/* The receiver's (node 0's) view of the connection, from what it last sent. */
+struct view {
+	uint32_t rcv_nxt, snd_nxt;
+	uint16_t sport, dport; /* as node 1 would send: its port, then 80 */
+};
+
+static void server_view(struct fl_link *l, struct view *v)
+{
+	struct fl_seg g;
+	struct tl_tcp_tuple t;
+
+	assert_true(fl_count(l, 0, 0, TL_TCP_ACK, 0, &g) > 0);
+	v->rcv_nxt = g.ack;
+	v->snd_nxt = g.seq + g.len + !!(g.flags & (TL_TCP_SYN | TL_TCP_FIN));
+	tl_tcp_conn_tuple(l->app[0].conn, &t);
+	v->sport = t.rport;
+	v->dport = t.lport;
+}
+
+static bool drop_all(void *arg, const struct fl_seg *g)
+{
+	(void)arg;
+	(void)g;
+	return true;
+}
+
+/* ---- loss recovery across wraparound ------------------------------------------ */
+
+struct drop_wrapped {
+	int from;
+	int remaining;
+};
+
+/* Drops the first data segment that starts just past the 2^32 wrap. */
+static bool drop_wrapped_filter(void *arg, const struct fl_seg *g)
+{
+	struct drop_wrapped *d = arg;
+
+	if (d->remaining > 0 && g->from == d->from && g->len > 0 && g->seq < 100000u) {
+		d->remaining--;
+		return true;
+	}
+	return false;
+}
+
+static void test_tcp_fast_retransmit_across_wraparound(void **state)
+{
+	struct fl_link *l = *state;
+	struct drop_wrapped d = { .from = 1, .remaining = 1 };
+	struct tl_tcp_stats st;
+
+	l->iss_set[0] = l->iss_set[1] = true;
+	l->iss[0] = 0xffffffffu - 30000u;
+	l->iss[1] = 0xffffffffu - 20000u;
+	assert_int_equal(fl_open_pair(l), 0);
+	l->filter = drop_wrapped_filter;
+	l->filter_arg = &d;
+	transfer(l, 200000, 300000, 2000 * MS, 21);
+	assert_int_equal(d.remaining, 0);
+	tl_tcp_stack_get_stats(l->stack[1], &st);
+	assert_true(st.fast_retrans >= 1);
+	assert_int_equal(st.rto_fired, 0);
+	assert_true(st.dup_acks >= 3);
+}
+
+static void test_tcp_rto_across_wraparound(void **state)
+{
+	struct fl_link *l = *state;
+	struct drop_wrapped d = { .from = 1, .remaining = 1 };
+	struct tl_tcp_stats st;
+
+	l->iss_set[1] = true;
+	l->iss[1] = 0xffffffffu - 1000u;
+	assert_int_equal(fl_open_pair(l), 0);
+	l->filter = drop_wrapped_filter;
+	l->filter_arg = &d;
+	transfer(l, 0, 1500, 500 * MS, 22); /* tail loss: too few segments for dupacks */
+	tl_tcp_stack_get_stats(l->stack[1], &st);
+	assert_int_equal(st.rto_fired, 1);
+}
+
+/* ---- flow control ------------------------------------------------------------- */
+
+static bool zero_window_seen(void *arg)
+{
+	struct fl_link *l = arg;
+	struct fl_seg g;
+
+	return fl_count(l, 0, 0, TL_TCP_ACK, 0, &g) && g.wnd == 0;
+}
+
+static void test_tcp_zero_window_probes_until_reopened(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_stats st;
+	uint8_t *src = malloc(300000);
+	size_t got;
+
+	assert_non_null(src);
+	fl_fill_random(src, 300000, 5);
+	assert_int_equal(fl_open_pair(l), 0);
+	l->app[0].auto_recved = false; /* the server reads nothing: its window fills */
+	l->app[1].src = src;
+	l->app[1].src_len = 300000;
+	fl_app_pump(&l->app[1]);
+	assert_true(fl_run_until(l, 100 * MS, zero_window_seen, l));
+	got = l->app[0].rx_len;
+	assert_true(got >= 60000 && got <= 65536);
+	fl_run(l, 200 * MS);
+	assert_int_equal(l->app[0].rx_len, got); /* nothing past the closed window */
+	tl_tcp_stack_get_stats(l->stack[1], &st);
+	assert_true(st.probes >= 3);
+	/* Probes back off: far fewer than one per RTO floor over 200 ms. */
+	assert_true(st.probes < 20);
+	/* The reader catches up: the window reopens and the rest flows. */
+	l->app[0].auto_recved = true;
+	tl_tcp_recved(l->app[0].conn, (uint32_t)got, l->now);
+	fl_run(l, 500 * MS);
+	assert_int_equal(l->app[0].rx_len, 300000);
+	assert_memory_equal(l->app[0].rx, src, 300000);
+	fl_run(l, 50 * MS);
+	l->app[1].src = NULL;
+	free(src);
+}
+
+static void test_tcp_window_scaled_beyond_64k(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_cfg cfg;
+	struct tl_tcp_conn_stats cs;
+
+	fl_fini(l);
+	fl_cfg(&cfg);
+	cfg.rcv_buf = 1u << 20;
+	cfg.snd_buf = 2u << 20;
+	assert_int_equal(fl_init(l, &cfg, NULL, 3), 0);
+	l->delay_ns = 50000;
+	assert_int_equal(fl_open_pair(l), 0);
+	transfer(l, 0, 3u << 20, 2000 * MS, 23);
+	tl_tcp_conn_get_stats(l->app[1].conn, &cs);
+	assert_true(cs.snd_wnd > 65535u);
+	assert_true(cs.cwnd > 65535u);
+}
+
+/* ---- reordering, duplicates, overlaps -------------------------------------------- */
+
+static void test_tcp_reordering_delivered_in_order(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_stats st;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	l->reorder_ppm = 150000;
+	transfer(l, 400000, 100000, 5000 * MS, 24);
+	tl_tcp_stack_get_stats(l->stack[1], &st);
+	assert_true(st.ooo_queued > 0);
+}
+
+static void test_tcp_duplicates_trimmed(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_stats st;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	l->dup_ppm = 200000;
+	transfer(l, 400000, 100000, 5000 * MS, 25);
+	tl_tcp_stack_get_stats(l->stack[1], &st);
+	assert_true(st.dup_segs > 0);
+}
+
+static void test_tcp_overlapping_segments_trimmed(void **state)
+{
+	struct fl_link *l = *state;
+	uint8_t seg[128], data[40];
+	struct view v;
+	uint32_t n;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	server_view(l, &v);
+	l->filter = drop_all; /* node 1 never sent these: keep its replies off the wire */
+	for (uint32_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)('A' + i);
+	/* Out of order [20,30), then [15,25) overlapping it, then [0,18), then [10,40). */
+	n = fl_build(seg, v.sport, v.dport, v.rcv_nxt + 20, v.snd_nxt, TL_TCP_ACK, 1000, NULL, 0,
+		     data + 20, 10);
+	assert_int_equal(fl_inject(l, 0, seg, n, 0), 0);
+	n = fl_build(seg, v.sport, v.dport, v.rcv_nxt + 15, v.snd_nxt, TL_TCP_ACK, 1000, NULL, 0,
+		     data + 15, 10);
+	assert_int_equal(fl_inject(l, 0, seg, n, 0), 0);
+	assert_int_equal(l->app[0].rx_len, 0);
+	n = fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt, TL_TCP_ACK, 1000, NULL, 0, data, 18);
+	assert_int_equal(fl_inject(l, 0, seg, n, 0), 0);
+	assert_int_equal(l->app[0].rx_len, 30);
+	n = fl_build(seg, v.sport, v.dport, v.rcv_nxt + 10, v.snd_nxt, TL_TCP_ACK, 1000, NULL, 0,
+		     data + 10, 30);
+	assert_int_equal(fl_inject(l, 0, seg, n, 0), 0);
+	assert_int_equal(l->app[0].rx_len, 40);
+	assert_memory_equal(l->app[0].rx, data, 40);
+	/* A whole duplicate changes nothing. */
+	n = fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt, TL_TCP_ACK, 1000, NULL, 0, data, 18);
+	fl_inject(l, 0, seg, n, 0);
+	assert_int_equal(l->app[0].rx_len, 40);
+}
+
+/* ---- RST and SYN handling (RFC 5961) -------------------------------------------- */
+
+static void test_tcp_rst_exact_seq_resets(void **state)
+{
+	struct fl_link *l = *state;
+	uint8_t seg[64];
+	struct view v;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	server_view(l, &v);
+	assert_int_equal(fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt, 0, TL_TCP_RST,
+						      0, NULL, 0, NULL, 0), 0), 0);
+	assert_int_equal(l->app[0].closed, 1);
+	assert_int_equal(l->app[0].closed_reason, -ECONNRESET);
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 0);
+}
+
+static void test_tcp_rst_in_window_gets_challenge_ack(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_stats st;
+	uint8_t seg[64];
+	struct fl_seg g;
+	struct view v;
+	uint32_t mark;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	server_view(l, &v);
+	mark = l->nlog;
+	fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt + 1000, 0, TL_TCP_RST, 0, NULL,
+				      0, NULL, 0), 0);
+	assert_int_equal(l->app[0].closed, 0);
+	assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, TL_TCP_RST, &g), 1);
+	assert_int_equal(g.ack, v.rcv_nxt);
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_int_equal(st.challenge_acks, 1);
+	fl_run(l, 1 * MS); /* the real peer sees the challenge ACK and carries on */
+	transfer(l, 10000, 10000, 100 * MS, 26);
+}
+
+static void test_tcp_rst_out_of_window_ignored(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_stats st;
+	uint8_t seg[64];
+	struct view v;
+	uint32_t mark;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	server_view(l, &v);
+	mark = l->nlog;
+	fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt + 0x40000000u, 0, TL_TCP_RST, 0,
+				      NULL, 0, NULL, 0), 0);
+	fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt - 5000u, 0, TL_TCP_RST, 0, NULL,
+				      0, NULL, 0), 0);
+	assert_int_equal(l->app[0].closed, 0);
+	assert_int_equal(l->nlog, mark); /* a RST is never answered */
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_int_equal(st.challenge_acks, 0);
+	assert_int_equal(st.drop_window + st.dup_segs, 2);
+	transfer(l, 10000, 10000, 100 * MS, 27);
+}
+
+static void test_tcp_syn_in_established_gets_challenge_ack(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_stats st;
+	uint8_t seg[64];
+	struct view v;
+	uint32_t mark;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	server_view(l, &v);
+	mark = l->nlog;
+	fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt + 10, 0, TL_TCP_SYN, 1000, NULL,
+				      0, NULL, 0), 0);
+	assert_int_equal(l->app[0].closed, 0);
+	assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, TL_TCP_SYN | TL_TCP_RST, NULL), 1);
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_int_equal(st.challenge_acks, 1);
+	fl_run(l, 1 * MS);
+	transfer(l, 5000, 5000, 100 * MS, 28);
+}
+
+static void test_tcp_ack_of_unsent_data_challenged(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_stats st;
+	uint8_t seg[64], data[10] = "0123456789";
+	struct view v;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	server_view(l, &v);
+	l->filter = drop_all;
+	/* Data that acknowledges bytes never sent is not accepted (RFC 5961 5.2). */
+	fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt + 100000, TL_TCP_ACK,
+				      1000, NULL, 0, data, 10), 0);
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_int_equal(st.drop_bad_ack, 1);
+	assert_int_equal(st.challenge_acks, 1);
+	assert_int_equal(l->app[0].rx_len, 0);
+}
+
+static void test_tcp_challenge_acks_rate_limited(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_stats st;
+	uint8_t seg[64];
+	struct view v;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	server_view(l, &v);
+	l->filter = drop_all;
+	for (int i = 0; i < 1500; i++)
+		fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt + 1 + (uint32_t)i, 0,
+					      TL_TCP_RST, 0, NULL, 0, NULL, 0), 0);
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_int_equal(st.challenge_acks, 1000);
+	assert_int_equal(l->app[0].closed, 0);
+}
+
+/* ---- malformed input ------------------------------------------------------------ */
+
+static void test_tcp_malformed_segments_dropped_and_counted(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_stats st;
+	uint8_t seg[128];
+	struct view v;
+	uint32_t n, bad = 0;
+	static const uint8_t opt_past[] = { 1, 1, 2, 8 };        /* MSS claiming 8 bytes */
+	static const uint8_t opt_nolen[] = { 1, 1, 1, 8 };       /* kind with no length byte */
+	static const uint8_t opt_zero[] = { 3, 0, 1, 1 };        /* length 0 would loop */
+	static const uint8_t opt_badlen[] = { 2, 3, 0, 1 };      /* MSS with length 3 */
+
+	assert_int_equal(fl_open_pair(l), 0);
+	server_view(l, &v);
+#define BAD(expr) do { expr; assert_int_equal(fl_inject(l, 0, seg, n, 0), -EBADMSG); bad++; } while (0)
+	BAD(n = 12);                                               /* shorter than a header */
+	BAD(n = fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt, TL_TCP_ACK, 100, NULL, 0, NULL, 0);
+	    seg[12] = 4u << 4);                                    /* data offset below 5 */
+	BAD(n = fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt, TL_TCP_ACK, 100, NULL, 0, NULL, 0);
+	    seg[12] = 15u << 4);                                   /* data offset past the end */
+	BAD(n = fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt, TL_TCP_ACK, 100, opt_past, 4, NULL, 0));
+	BAD(n = fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt, TL_TCP_ACK, 100, opt_nolen, 4, NULL, 0));
+	BAD(n = fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt, TL_TCP_ACK, 100, opt_zero, 4, NULL, 0));
+	BAD(n = fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt, TL_TCP_ACK, 100, opt_badlen, 4, NULL, 0));
+	BAD(n = fl_build(seg, v.sport, v.dport, v.rcv_nxt, 0, TL_TCP_SYN | TL_TCP_FIN, 100, NULL, 0, NULL, 0));
+	BAD(n = fl_build(seg, v.sport, v.dport, v.rcv_nxt, 0, TL_TCP_SYN | TL_TCP_RST, 100, NULL, 0, NULL, 0));
+	BAD(n = fl_build(seg, v.sport, v.dport, v.rcv_nxt, 0, 0, 100, NULL, 0, NULL, 0)); /* no flags */
+	BAD(n = fl_build(seg, v.sport, v.dport, v.rcv_nxt, 0, TL_TCP_FIN | TL_TCP_PSH | TL_TCP_URG, 100,
+			 NULL, 0, NULL, 0));                       /* "xmas" without ACK */
+	BAD(n = fl_build(seg, 0, v.dport, v.rcv_nxt, v.snd_nxt, TL_TCP_ACK, 100, NULL, 0, NULL, 0));
+#undef BAD
+	assert_int_equal(tl_tcp_input(l->stack[0], NULL, l->now), -EBADMSG);
+	bad++;
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_int_equal(st.drop_malformed, bad);
+	assert_int_equal(l->app[0].closed, 0);
+	transfer(l, 10000, 10000, 100 * MS, 29);
+}
+
+static void test_tcp_segment_far_outside_window_dropped(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_stats st;
+	uint8_t seg[128], data[20] = { 0 };
+	struct view v;
+	uint32_t mark;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	server_view(l, &v);
+	l->filter = drop_all;
+	mark = l->nlog;
+	fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt + 0x20000000u, v.snd_nxt,
+				      TL_TCP_ACK, 100, NULL, 0, data, 20), 0);
+	fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt - 0x20000000u, v.snd_nxt,
+				      TL_TCP_ACK, 100, NULL, 0, data, 20), 0);
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_int_equal(st.drop_window, 1);
+	assert_int_equal(st.dup_segs, 1);
+	assert_int_equal(l->app[0].rx_len, 0);
+	/* Each is answered with a plain ACK stating where we really are. */
+	assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, TL_TCP_RST, NULL), 2);
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 1);
+}
+
+static void test_tcp_segment_for_no_connection_gets_rst(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_stats st;
+	uint8_t seg[64];
+	struct fl_seg g;
+
+	l->filter = drop_all;
+	fl_inject(l, 0, seg, fl_build(seg, 4000, 90, 1234, 5678, TL_TCP_ACK, 100, NULL, 0, NULL, 0), 0);
+	assert_int_equal(fl_count(l, 0, 0, TL_TCP_RST, 0, &g), 1);
+	assert_int_equal(g.seq, 5678);
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_int_equal(st.drop_no_conn, 1);
+}
+
+static void test_tcp_syn_backlog_bounded(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_listener *lis;
+	struct tl_tcp_stats st;
+	uint8_t seg[64];
+
+	assert_int_equal(tl_tcp_listen(l->stack[0], 0, 80, 4, &fl_app_cbs, &l->app[0], &lis), 0);
+	l->filter = drop_all; /* SYN-ACKs go nowhere: a SYN flood from spoofed ports */
+	for (uint16_t p = 0; p < 10; p++)
+		fl_inject(l, 0, seg, fl_build(seg, (uint16_t)(3000 + p), 80, 777u * p, 0, TL_TCP_SYN, 1000,
+					      NULL, 0, NULL, 0), 0);
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 4);
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_int_equal(st.drop_backlog, 6);
+	/* Embryonic connections give up after the retransmission limit. */
+	fl_run(l, 60000 * MS);
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 0);
+	assert_int_equal(l->app[0].accepted, 0);
+	/* And the listener works again. */
+	l->filter = NULL;
+	assert_int_equal(fl_connect(l, 1, 0, 80), 0);
+	fl_run(l, 1 * MS);
+	assert_int_equal(l->app[0].accepted, 1);
+}
+
+/* ---- congestion signals ----------------------------------------------------------- */
+
+static void test_tcp_ecn_ce_marks_cut_cwnd_dctcp(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_conn_stats cs;
+	struct tl_tcp_stats st;
+	struct tl_tcp_cfg cfg;
+
+	fl_fini(l);
+	fl_cfg(&cfg);
+	cfg.rcv_buf = 1u << 20;
+	cfg.snd_buf = 1u << 20;
+	assert_int_equal(fl_init(l, &cfg, NULL, 4), 0);
+	l->ns_per_kb = 800;          /* ~10 Gbit/s */
+	l->ce_queue_bytes = 30000;   /* switch marks above ~20 segments queued */
+	assert_int_equal(fl_open_pair(l), 0);
+	transfer(l, 0, 4u << 20, 5000 * MS, 30);
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_true(st.ce_marks > 0);
+	tl_tcp_stack_get_stats(l->stack[1], &st);
+	assert_int_equal(st.retrans, 0); /* marks, not losses, held the queue */
+	tl_tcp_conn_get_stats(l->app[1].conn, &cs);
+	assert_true(cs.ecn);
+	assert_true(cs.dctcp_alpha < 1024);
+	assert_true(cs.cwnd < 200000); /* bounded near BDP + marking threshold, not the window */
+}
+
+static void test_tcp_random_lossy_link_transfer_intact(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_stats st;
+
+	for (uint64_t seed = 1; seed <= 3; seed++) {
+		struct tl_tcp_cfg cfg;
+		fl_fini(l);
+		fl_cfg(&cfg);
+		assert_int_equal(fl_init(l, &cfg, NULL, seed * 977), 0);
+		l->ns_per_kb = 8000;  /* 1 Gbit/s */
+		assert_int_equal(fl_open_pair(l), 0);
+		l->loss_ppm = 20000;
+		l->reorder_ppm = 20000;
+		l->dup_ppm = 20000;
+		l->corrupt_ppm = 10000;
+		transfer(l, 1u << 20, 512u << 10, 60000 * MS, seed * 31);
+		tl_tcp_stack_get_stats(l->stack[1], &st);
+		assert_true(st.retrans > 0);
+		assert_true(l->frames_corrupt > 0);
+		assert_true(l->frames_dropped > 0);
+	}
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_tcp_fast_retransmit_across_wraparound),
+		T(test_tcp_rto_across_wraparound),
+		T(test_tcp_zero_window_probes_until_reopened),
+		T(test_tcp_window_scaled_beyond_64k),
+		T(test_tcp_reordering_delivered_in_order),
+		T(test_tcp_duplicates_trimmed),
+		T(test_tcp_overlapping_segments_trimmed),
+		T(test_tcp_rst_exact_seq_resets),
+		T(test_tcp_rst_in_window_gets_challenge_ack),
+		T(test_tcp_rst_out_of_window_ignored),
+		T(test_tcp_syn_in_established_gets_challenge_ack),
+		T(test_tcp_ack_of_unsent_data_challenged),
+		T(test_tcp_challenge_acks_rate_limited),
+		T(test_tcp_malformed_segments_dropped_and_counted),
+		T(test_tcp_segment_far_outside_window_dropped),
+		T(test_tcp_segment_for_no_connection_gets_rst),
+		T(test_tcp_syn_backlog_bounded),
+		T(test_tcp_ecn_ce_marks_cut_cwnd_dctcp),
+		T(test_tcp_random_lossy_link_transfer_intact),
+	};
+
+	return cmocka_run_group_tests_name("tcp_input", tests, NULL, NULL);
+}
