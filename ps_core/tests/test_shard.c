@@ -1,0 +1,160 @@
+/*
+ * test_shard.c — shards owned by two lcores (threads) with cross-lcore traffic over the
+ * SPSC rings: both lcores push and pull keys that live on both lcores' shards, with small
+ * rings so enqueues hit a full ring while the other side waits on us. Every update must
+ * land exactly once, and nothing may deadlock.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ps_core/ps_pvt.h"
+#include "ps_core/tests/pt_util.h"
+
+#define NKEYS 512u
+#define ITERS 400u
+#define DIM 4u
+
+struct lcore {
+	struct ps_server *s;
+	struct ps_handler *h;
+	uint32_t slot;
+	_Atomic uint32_t *finished;
+	int failures;
+};
+
+static void build(uint8_t *m, uint8_t type, uint32_t worker, uint64_t seq, uint32_t first_key)
+{
+	bool push = type == PS_T_PUSH;
+	uint32_t body = push ? 16 + NKEYS * (8 + 4 * DIM) : NKEYS * 8, i;
+	struct tl_msg_hdr h = { .type = type, .aux = PS_ELEM_F32, .table_id = 1, .body_len = body,
+				.key_count = NKEYS, .dim = DIM, .req_id = seq };
+	uint8_t *p = m + TL_MSG_HDR_LEN;
+	float one = 1.0f;
+
+	tl_msg_hdr_encode(m, &h);
+	if (push) {
+		tl_st32(p, worker);
+		tl_st32(p + 4, 0);
+		tl_st64(p + 8, seq);
+		p += 16;
+	}
+	for (i = 0; i < NKEYS; i++, p += 8)
+		tl_st64(p, first_key + i);
+	for (i = 0; push && i < NKEYS * DIM; i++, p += 4)
+		memcpy(p, &one, 4);
+}
+
+static void *lcore_main(void *arg)
+{
+	struct lcore *l = arg;
+	uint8_t *req = malloc(TL_MSG_HDR_LEN + 16 + NKEYS * (8 + 4 * DIM));
+	uint8_t *rep = aligned_alloc(64, 1u << 20);
+	uint32_t it, i, n = l->s->cfg.n_lcores;
+
+	for (it = 0; it < ITERS; it++) {
+		struct tl_iov iov[3];
+		struct tl_msg_view v;
+		struct ps_reply r = { .buf = rep, .cap = 1u << 20 };
+		/* both lcores push the same keys: half the shards of each request are remote */
+		build(req, it % 4 == 3 ? PS_T_PULL : PS_T_PUSH, l->slot, it + 1, 0);
+		pt_view(req, 1000, iov, 3, &v);
+		if (ps_handle(l->h, &v, &r) != 0)
+			l->failures++;
+		if (rep[3] == PS_T_PULL_R)
+			for (i = 0; i < NKEYS * DIM; i++) {
+				float f;
+				memcpy(&f, rep + TL_MSG_HDR_LEN + 4 * i, 4);
+				if (!(f <= 0.0f && f >= -0.1f * 2 * ITERS))
+					l->failures++;
+			}
+	}
+	/* Partner: the acquire loads below (the other lcore's exit condition). */
+	atomic_fetch_add_explicit(l->finished, 1, memory_order_release);
+	while (atomic_load_explicit(l->finished, memory_order_acquire) < n)
+		ps_handler_poll(l->h); /* keep serving the other lcore's ops on our shards */
+	free(req);
+	free(rep);
+	return NULL;
+}
+
+static void run(uint32_t ring_size, uint32_t shards)
+{
+	struct ps_table_config t = pt_table(1, DIM, PS_OPT_SGD);
+	struct ps_server_config sc = { .n_servers = 1, .n_shards = shards, .n_lcores = 2,
+				       .n_workers = 2, .mode = PS_MODE_ASYNC, .ring_size = ring_size,
+				       .tables = &t, .n_tables = 1 };
+	struct ps_server *s;
+	struct lcore l[2];
+	pthread_t th[2];
+	_Atomic uint32_t finished = 0;
+	uint32_t i, sh, j, pushes = ITERS - ITERS / 4;
+	char err[128];
+
+	assert_int_equal(ps_server_create(&sc, &s, err, sizeof(err)), 0);
+	for (i = 0; i < 2; i++) {
+		l[i] = (struct lcore){ .s = s, .slot = i, .finished = &finished };
+		assert_int_equal(ps_handler_create(s, i, &l[i].h), 0);
+	}
+	for (i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, lcore_main, &l[i]), 0);
+	for (i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < 2; i++)
+		assert_int_equal(l[i].failures, 0);
+	/* every key got 2 workers x `pushes` updates of -0.1: each exactly once */
+	for (sh = 0; sh < shards; sh++) {
+		struct ps_table *tb = &s->shards[sh].tables[0];
+		assert_true(tb->n_rows > 0);
+		for (j = 0; j < tb->n_rows; j++)
+			assert_true(fabsf(ps_row_val(tb, j)[0] + 0.1f * 2 * pushes) < 1e-2f);
+	}
+	for (i = 0; i < 2; i++)
+		ps_handler_destroy(l[i].h);
+	ps_server_destroy(s);
+}
+
+static void test_shard_two_lcores_cross_traffic_over_rings(void **state)
+{
+	(void)state;
+	run(1024, 4);
+}
+
+static void test_shard_two_lcores_full_rings_no_deadlock(void **state)
+{
+	(void)state;
+	run(2, 6); /* one free entry per ring: enqueue often finds it full */
+}
+
+static void test_shard_handler_slots_checked(void **state)
+{
+	struct ps_table_config t = pt_table(1, DIM, PS_OPT_SGD);
+	struct ps_server_config sc = { .n_servers = 1, .n_shards = 2, .n_lcores = 2, .n_workers = 1,
+				       .tables = &t, .n_tables = 1 };
+	struct ps_server *s;
+	struct ps_handler *h, *h2;
+
+	(void)state;
+	assert_int_equal(ps_server_create(&sc, &s, NULL, 0), 0);
+	assert_int_equal(ps_handler_create(s, 2, &h), -EINVAL);
+	assert_int_equal(ps_handler_create(s, 1, &h), 0);
+	assert_int_equal(ps_handler_create(s, 1, &h2), -EINVAL); /* one handler per slot */
+	ps_handler_destroy(h);
+	ps_server_destroy(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_shard_two_lcores_cross_traffic_over_rings),
+		cmocka_unit_test(test_shard_two_lcores_full_rings_no_deadlock),
+		cmocka_unit_test(test_shard_handler_slots_checked),
+	};
+	return cmocka_run_group_tests_name("ps_shard", tests, NULL, NULL);
+}
