@@ -506,6 +506,89 @@ static void test_config_dpdk_worker_without_address_needs_data_addr(void **state
 	assert_string_equal(f->c.self_data.host, "10.9.0.5");
 }
 
+/*
+ * The worked examples in configs/ must load. Env files are read the simple way a shell would
+ * for them: "export NAME=VALUE", surrounding quotes and a trailing "  # comment" removed,
+ * lines using command substitution skipped. Tests run from the repository root.
+ */
+static int read_env_file(const char *path, char *store, size_t cap, char **envp, int max)
+{
+	char line[1024];
+	size_t used = 0;
+	int n = 0;
+	FILE *fp = fopen(path, "r");
+
+	assert_non_null(fp);
+	while (fgets(line, sizeof(line), fp) != NULL && n < max - 1) {
+		char *v, *c, *end;
+		if (strncmp(line, "export ", 7) != 0 || strstr(line, "$(") != NULL)
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		c = strstr(line, "  #");
+		if (c != NULL)
+			*c = '\0';
+		end = line + strlen(line);
+		while (end > line && end[-1] == ' ')
+			*--end = '\0';
+		v = strchr(line, '=');
+		assert_non_null(v);
+		if ((v[1] == '\'' || v[1] == '"') && end[-1] == v[1]) {
+			end[-1] = '\0';
+			memmove(v + 1, v + 2, strlen(v + 2) + 1);
+		}
+		assert_true(used + strlen(line + 7) + 1 <= cap);
+		envp[n++] = strcpy(store + used, line + 7);
+		used += strlen(line + 7) + 1;
+	}
+	fclose(fp);
+	envp[n] = NULL;
+	return n;
+}
+
+static void test_config_examples_in_configs_load(void **state)
+{
+	struct fx *f = *state;
+	char store[4096], *envp[32], epvar[64] = "TF_SEASTAR_ENDPOINT_MAP_PATH=configs";
+	const char *a_file[] = { "t", "--config=configs/cluster.json" };
+	const char *a_none[] = { "t" };
+	const char *a_tr[] = { "t", "--data-addr=10.77.0.9" };
+	struct wc_epmap *m = calloc(1, sizeof(*m));
+	int n;
+
+	assert_non_null(m);
+	assert_int_equal(wc_epmap_load("configs/.endpoint_map", m, f->err, sizeof(f->err)), 0);
+	assert_int_equal(m->n, 6);
+	free(m);
+	envp[0] = NULL;
+	assert_int_equal(load(f, envp, 2, a_file), 0);
+	assert_int_equal(f->c.role, WC_ROLE_WORKER);
+	assert_true(f->c.tensor_fuse);
+	assert_string_equal(f->c.self_data.host, "10.77.0.2");
+	assert_string_equal(f->c.ps_data[0].host, "10.77.0.1");
+
+	n = read_env_file("configs/tf_config.env", store, sizeof(store), envp, 31);
+	envp[n++] = epvar;
+	envp[n] = NULL;
+	assert_int_equal(load(f, envp, 1, a_none), 0);
+	assert_int_equal(f->c.task_index, 1);
+	assert_string_equal(f->c.self_data.host, "10.77.0.3");
+	assert_int_equal(f->c.ps_net.core_number, 2);
+
+	n = read_env_file("configs/paddle_pserver.env", store, sizeof(store), envp, 31);
+	envp[n++] = epvar;
+	envp[n] = NULL;
+	assert_int_equal(load(f, envp, 1, a_none), 0);
+	assert_int_equal(f->c.role, WC_ROLE_PS);
+	assert_int_equal(f->c.ps_data[0].port, 6666);
+
+	n = read_env_file("configs/paddle_trainer.env", store, sizeof(store), envp, 31);
+	envp[n++] = epvar;
+	envp[n] = NULL;
+	assert_int_equal(load(f, envp, 2, a_tr), 0);
+	assert_int_equal(f->c.role, WC_ROLE_WORKER);
+	assert_string_equal(f->c.self_data.host, "10.77.0.9"); /* --data-addr beats the map */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -526,6 +609,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_config_epmap_fills_data_for_dpdk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_finalize_refuses_inconsistent_cluster, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_dpdk_worker_without_address_needs_data_addr, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_examples_in_configs_load, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
