@@ -71,7 +71,11 @@ const char *tl_protocol_name(enum tl_protocol p);
  * when the protocol's backend is not part of this build, -ENOMEM, or the backend's error.
  */
 int tl_create(const struct tl_config *cfg, struct tl **out);
-/* Closes every connection (closed callbacks run with -ECONNABORTED) and frees all. */
+/*
+ * Closes every connection (closed callbacks run with -ECONNABORTED, queued sends
+ * complete with -ECANCELED) and frees all, held messages included: their views are
+ * invalid after it. NULL is a no-op.
+ */
 void tl_destroy(struct tl *tl);
 /*
  * One round: flush queued sends, wait up to timeout_us (0: do not wait, <0: until an

@@ -30,6 +30,7 @@
 #define KB_READS_PER_EVENT 16
 #define KB_ACCEPTS_PER_EVENT 32
 #define KB_IOV 64
+#define KB_SENDS_PER_FLUSH 32
 
 enum kb_kind { KB_LISTENER, KB_CONN };
 
@@ -294,9 +295,14 @@ static void kb_flush(struct tl_conn *c)
 	struct msghdr mh = { .msg_iov = v };
 	ssize_t n;
 	size_t want;
-	int i;
+	int i, rounds;
 
-	while (c->state == TL_CS_OPEN && !tl_list_empty(&c->txq)) {
+	/*
+	 * Bounded: completions may queue more forever while the peer keeps up. What is
+	 * left waits for EPOLLOUT, which fires at once on a writable socket.
+	 */
+	for (rounds = 0; rounds < KB_SENDS_PER_FLUSH && c->state == TL_CS_OPEN &&
+			 !tl_list_empty(&c->txq); rounds++) {
 		mh.msg_iovlen = (size_t)kb_gather(c, v);
 		for (want = 0, i = 0; i < (int)mh.msg_iovlen; i++)
 			want += v[i].iov_len;

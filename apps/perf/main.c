@@ -252,8 +252,15 @@ static int perf_tl_create(const struct perf_opts *o, struct tl **tl)
 	tl_config_default(&cfg);
 	cfg.protocol = o->proto;
 	cfg.max_conns = 2 * PERF_MAX_CONNS + 16;
-	cfg.tx_max_msgs = 65536;
+	/*
+	 * An echoing server holds each message until its echo is sent, so records must
+	 * outnumber what the send queues may hold: a full queue then drops an echo
+	 * (counted) instead of the receive side refusing the stream.
+	 */
+	cfg.tx_max_msgs = 4096;
 	cfg.tx_max_bytes = 1ull << 30;
+	cfg.max_held_msgs = 1u << 20;
+	cfg.rx_max_bufs = 1u << 15;
 	cfg.eal_argc = o->eal_argc;
 	cfg.eal_argv = o->eal_argv;
 	cfg.local_ip = o->ip;
