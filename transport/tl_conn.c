@@ -243,7 +243,8 @@ void tl_tcp_sbuf_put(struct tl_tcp_sbuf *sb)
 void tl_conn_free_acked(struct tl_tcp_conn *c, uint32_t acked)
 {
 	c->sq_bytes -= acked;
-	while (acked) {
+	/* A done callback may abort c, which empties the queue under us. */
+	while (acked && c->sq_head) {
 		struct tl_tcp_sbuf *sb = c->sq_head;
 		uint32_t left = sb->len - c->sq_head_off;
 		if (acked < left) {
@@ -255,6 +256,8 @@ void tl_conn_free_acked(struct tl_tcp_conn *c, uint32_t acked)
 		if (!c->sq_head)
 			c->sq_tail = NULL;
 		c->sq_head_off = 0;
+		if (c->sq_cur == sb)
+			c->sq_cur = NULL;
 		sb->status = 0;
 		tl_tcp_sbuf_put(sb);
 	}
@@ -298,6 +301,7 @@ void tl_conn_drop(struct tl_tcp_conn *c, int reason)
 		tl_tcp_sbuf_put(sb);
 	}
 	c->sq_tail = NULL;
+	c->sq_cur = NULL;
 	c->sq_bytes = 0;
 	if (c->listener) {
 		c->listener->embryonic--;
@@ -491,8 +495,18 @@ int tl_tcp_send(struct tl_tcp_conn *c, const void *buf, uint32_t len,
 		c->sq_head = sb;
 	c->sq_tail = sb;
 	c->sq_bytes += len;
-	tl_out_push(c);
+	if (!c->corked)
+		tl_out_push(c);
 	return 0;
+}
+
+void tl_tcp_cork(struct tl_tcp_conn *c, bool on, uint64_t now)
+{
+	if (now > c->stack->now)
+		c->stack->now = now;
+	c->corked = on;
+	if (!on && !c->dead)
+		tl_out_push(c);
 }
 
 void tl_tcp_recved(struct tl_tcp_conn *c, uint32_t len, uint64_t now)

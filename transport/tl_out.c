@@ -156,13 +156,23 @@ static void do_emit(struct tl_tcp_stack *s, const struct tl_tcp_tx *tx)
  * (less than len when the slice array runs out). */
 static uint32_t fill_slices(struct tl_tcp_conn *c, struct tl_tcp_tx *tx, uint32_t seq, uint32_t len)
 {
-	uint32_t off = c->sq_head_off + (seq - c->snd_una), got = 0;
 	struct tl_tcp_sbuf *sb = c->sq_head;
+	uint32_t start = c->snd_una - c->sq_head_off, off, got = 0;
 
+	/* Resume from the cursor when it is at or before seq: output walks the queue
+	 * forward, so a long queue of small buffers is not rescanned per segment. */
+	if (c->sq_cur && TL_SEQ_GEQ(seq, c->sq_cur_seq) && TL_SEQ_GEQ(c->sq_cur_seq, start)) {
+		sb = c->sq_cur;
+		start = c->sq_cur_seq;
+	}
+	off = seq - start;
 	while (sb && off >= sb->len) {
 		off -= sb->len;
+		start += sb->len;
 		sb = sb->next;
 	}
+	c->sq_cur = sb;
+	c->sq_cur_seq = start;
 	tx->nslices = 0;
 	while (sb && got < len && tx->nslices < TL_TCP_TX_SLICES) {
 		uint32_t n = min_u32(sb->len - off, len - got);
@@ -191,6 +201,10 @@ static uint32_t emit_seg(struct tl_tcp_conn *c, uint32_t seq, uint32_t len, uint
 		tx.nslices = 0;
 	if (c->ecn_ok && c->ce_state)
 		flags |= TL_TCP_ECE;
+	if (c->cwr_pending && len) {
+		flags |= TL_TCP_CWR;
+		c->cwr_pending = false;
+	}
 	wnd = tl_out_rcv_wnd(c) >> c->rcv_wscale;
 	put_hdr(c, &tx, seq, flags | TL_TCP_ACK, opt, (uint16_t)min_u32(wnd, 0xffff));
 	tx.payload_len = len;

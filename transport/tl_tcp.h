@@ -224,6 +224,11 @@ int tl_tcp_connect(struct tl_tcp_stack *s, const struct tl_tcp_tuple *t, const s
  */
 int tl_tcp_send(struct tl_tcp_conn *c, const void *buf, uint32_t len,
 		void (*done)(void *done_arg, int status), void *done_arg, uint64_t now);
+/*
+ * Corking: while on, tl_tcp_send only queues, so a message's header and body pieces
+ * leave as full segments; turning it off sends what the windows allow.
+ */
+void tl_tcp_cork(struct tl_tcp_conn *c, bool on, uint64_t now);
 /* Bytes tl_tcp_send would accept now. */
 uint32_t tl_tcp_send_space(const struct tl_tcp_conn *c);
 /* The receiver has finished with len delivered bytes: the window reopens. */

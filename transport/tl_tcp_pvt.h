@@ -83,6 +83,8 @@ struct tl_tcp_conn {
 	bool ack_now;
 	bool ce_state;                 /* DCTCP receiver: last data segment was CE */
 	bool in_recovery;
+	bool corked;                   /* tl_tcp_cork: queue, do not push */
+	bool cwr_pending;              /* tell the peer we cut cwnd on its ECE (RFC 3168) */
 	uint16_t busy;                 /* inside input/timer/callback: defer the free */
 	bool dead;
 	uint8_t snd_wscale, rcv_wscale;
@@ -96,6 +98,8 @@ struct tl_tcp_conn {
 	struct tl_tcp_sbuf *sq_head, *sq_tail;
 	uint32_t sq_head_off;          /* bytes of sq_head already acknowledged */
 	uint32_t sq_bytes;             /* queued, unacknowledged (excluding FIN) */
+	struct tl_tcp_sbuf *sq_cur;    /* cursor: the buffer last sliced for output... */
+	uint32_t sq_cur_seq;           /* ...and the sequence number of its first byte */
 
 	/* receive sequence space */
 	uint32_t irs, rcv_nxt, rcv_adv; /* rcv_adv: right edge last advertised */

@@ -534,6 +534,35 @@ static void test_tcp_recv_packets_held_by_receiver(void **state)
 	fl_app_release_held(&l->app[0]);
 }
 
+static void test_tcp_cork_coalesces_small_sends(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t hdr[32], body[1000], tail[400];
+	uint32_t mark;
+	struct fl_seg g;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	mark = l->nlog;
+	tl_tcp_cork(l->app[1].conn, true, l->now);
+	assert_int_equal(tl_tcp_send(l->app[1].conn, hdr, sizeof(hdr), NULL, NULL, l->now), 0);
+	assert_int_equal(tl_tcp_send(l->app[1].conn, body, sizeof(body), NULL, NULL, l->now), 0);
+	assert_int_equal(tl_tcp_send(l->app[1].conn, tail, sizeof(tail), NULL, NULL, l->now), 0);
+	assert_int_equal(l->nlog, mark); /* nothing left while corked */
+	tl_tcp_cork(l->app[1].conn, false, l->now);
+	assert_int_equal(fl_count(l, mark, 1, 0, 0, &g), 1);
+	assert_int_equal(g.len, 1432); /* one segment, three zero-copy slices */
+	/* Uncorked, each send leaves at once. */
+	mark = l->nlog;
+	assert_int_equal(tl_tcp_send(l->app[1].conn, hdr, sizeof(hdr), NULL, NULL, l->now), 0);
+	assert_int_equal(tl_tcp_send(l->app[1].conn, body, sizeof(body), NULL, NULL, l->now), 0);
+	assert_int_equal(fl_count(l, mark, 1, 0, 0, NULL), 2);
+	fl_run(l, 5 * MS);
+	assert_int_equal(l->app[0].rx_len, 2 * 32 + 2 * 1000 + 400);
+	/* Idle: no timer left armed on either side. */
+	assert_true(tl_tcp_next_timer(l->stack[0]) == UINT64_MAX);
+	assert_true(tl_tcp_next_timer(l->stack[1]) == UINT64_MAX);
+}
+
 static void test_tcp_send_refuses_bad_calls(void **state)
 {
 	struct fl_link *l = *state;
@@ -583,6 +612,7 @@ int main(void)
 		T(test_tcp_send_buffer_held_until_acked_and_released),
 		T(test_tcp_send_buffer_completed_with_error_on_reset),
 		T(test_tcp_recv_packets_held_by_receiver),
+		T(test_tcp_cork_coalesces_small_sends),
 		T(test_tcp_send_refuses_bad_calls),
 	};
 

@@ -545,6 +545,7 @@ static void test_tcp_ecn_ce_marks_cut_cwnd_dctcp(void **state)
 	assert_true(cs.ecn);
 	assert_true(cs.dctcp_alpha < 1024);
 	assert_true(cs.cwnd < 200000); /* bounded near BDP + marking threshold, not the window */
+	assert_true(fl_count(l, 0, 1, TL_TCP_CWR, TL_TCP_SYN, NULL) > 0);
 }
 
 static void test_tcp_random_lossy_link_transfer_intact(void **state)
@@ -558,6 +559,7 @@ static void test_tcp_random_lossy_link_transfer_intact(void **state)
 		fl_cfg(&cfg);
 		assert_int_equal(fl_init(l, &cfg, NULL, seed * 977), 0);
 		l->ns_per_kb = 8000;  /* 1 Gbit/s */
+		l->hold_sbufs = seed == 2; /* payload referenced in flight, as mbufs would */
 		assert_int_equal(fl_open_pair(l), 0);
 		l->loss_ppm = 20000;
 		l->reorder_ppm = 20000;
