@@ -224,31 +224,41 @@ static inline void apply_row(struct ps_shard *sh, uint32_t ti, uint32_t r, const
 	}
 }
 
-static int cmp_u64(const void *a, const void *b)
+/*
+ * Duplicate keys inside one push, in O(n) and without sorting: a row's mark holds
+ * base + (position of its first occurrence in this push), so "seen in this push" is
+ * mark - base < n. A repeat is chained behind its first occurrence (nxt/tail packed in
+ * sh->keys). Returns true when there was any repeat.
+ */
+static bool find_dups(struct ps_shard *sh, struct ps_table *t, const uint32_t *rows, uint32_t n)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
+	uint32_t i, base, *nxt = (uint32_t *)sh->keys, *tail = nxt + n;
+	bool any = false;
 
-/* Returns true when two of the n rows are the same row (a key repeated in the push). */
-static bool has_dups(struct ps_shard *sh, struct ps_table *t, const uint32_t *rows, uint32_t n)
-{
-	uint32_t i, mark;
-
-	if (++sh->push_mark == 0) {
-		/* Stamp wrapped after 2^32 pushes: clear every stamp once. */
-		for (i = 0; i < t->n_rows; i++)
-			ps_row_meta(t, i)->mark = 0;
+	if (sh->push_mark == 0 || sh->push_mark > UINT32_MAX - n - 1) {
+		/* Stamps wrapped (after 2^32 keys pushed): clear every stamp once. */
+		for (i = 0; i < sh->n_tables; i++)
+			for (uint32_t r = 0; r < sh->tables[i].n_rows; r++)
+				ps_row_meta(&sh->tables[i], r)->mark = 0;
 		sh->push_mark = 1;
 	}
-	mark = sh->push_mark;
+	base = sh->push_mark;
+	sh->push_mark += n;
 	for (i = 0; i < n; i++) {
 		struct ps_row_meta *m = ps_row_meta(t, rows[i]);
-		if (m->mark == mark)
-			return true;
-		m->mark = mark;
+		uint32_t first = m->mark - base;
+		nxt[i] = UINT32_MAX;
+		if (PS_LIKELY(first >= n)) {
+			m->mark = base + i;
+			tail[i] = i;
+			continue;
+		}
+		any = true;
+		nxt[tail[first]] = i;
+		tail[first] = i;
+		tail[i] = UINT32_MAX; /* not a first occurrence: applied with its first */
 	}
-	return false;
+	return any;
 }
 
 /* Gradient of request position p, straight from the views (copied only if it straddles). */
@@ -257,30 +267,32 @@ static inline const uint8_t *grad_at(const struct ps_op *op, uint32_t p, uint32_
 	return tl_view_get(op->v, op->vals_off + p * dim * 4, dim * 4, scratch);
 }
 
-/* Duplicate keys: sort (row, position) pairs, sum each run in request order, apply once. */
+/* With repeats: each first occurrence gets the sum of its chain, in request order. */
 static void apply_merged(struct ps_shard *sh, uint32_t ti, const struct ps_op *op, const uint32_t *rows)
 {
 	struct ps_table *t = &sh->tables[ti];
-	uint32_t d = t->cfg.dim, i, j, n = op->n;
-	uint64_t *pairs = sh->keys;
+	uint32_t d = t->cfg.dim, i, j, k, n = op->n, *nxt = (uint32_t *)sh->keys, *tail = nxt + n;
 	float *sum = sh->merge, tmp[PS_MAX_DIM];
 
-	for (i = 0; i < n; i++)
-		pairs[i] = (uint64_t)rows[i] << 32 | i;
-	qsort(pairs, n, sizeof(*pairs), cmp_u64);
-	for (i = 0; i < n;) {
-		uint32_t r = (uint32_t)(pairs[i] >> 32);
-		memset(sum, 0, d * sizeof(float));
-		for (; i < n && (uint32_t)(pairs[i] >> 32) == r; i++) {
-			uint32_t p = op->idx ? op->idx[(uint32_t)pairs[i]] : (uint32_t)pairs[i];
-			const uint8_t *g = grad_at(op, p, d, tmp);
+	for (i = 0; i < n; i++) {
+		const uint8_t *g;
+		if (tail[i] == UINT32_MAX)
+			continue;
+		g = grad_at(op, op->idx ? op->idx[i] : i, d, tmp);
+		if (nxt[i] == UINT32_MAX) {
+			apply_row(sh, ti, rows[i], g);
+			continue;
+		}
+		memcpy(sum, g, d * sizeof(float));
+		for (k = nxt[i]; k != UINT32_MAX; k = nxt[k]) {
+			g = grad_at(op, op->idx ? op->idx[k] : k, d, tmp);
 			for (j = 0; j < d; j++) {
 				float f;
 				memcpy(&f, g + 4 * j, 4);
 				sum[j] += f;
 			}
 		}
-		apply_row(sh, ti, r, (const uint8_t *)sum);
+		apply_row(sh, ti, rows[i], (const uint8_t *)sum);
 	}
 }
 
@@ -333,7 +345,7 @@ static int op_push(struct ps_shard *sh, struct ps_op *op)
 	if (rc < 0)
 		return rc;
 	sh->geo_clock++;
-	if (has_dups(sh, t, rows, op->n)) {
+	if (find_dups(sh, t, rows, op->n)) {
 		apply_merged(sh, op->table, op, rows);
 	} else {
 		for (i = 0; i < op->n; i++) {
