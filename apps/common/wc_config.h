@@ -180,7 +180,7 @@ int wc_cluster_finalize(struct wc_cluster *c, char *const envp[], char *err, siz
 /* Application options merged into wc's getopt_long table. on_opt gets the option's val. */
 struct wc_app_opts {
 	const struct option *longopts; /* terminated by a zero entry; val must be >= 1000 */
-	const char *usage;             /* lines appended to wc_flags_usage() */
+	const char *usage;             /* the app's own help lines; the app prints them after wc_flags_usage() */
 	int (*on_opt)(void *ctx, int val, const char *arg, char *err, size_t errlen);
 	void *ctx;
 };
