@@ -14,8 +14,8 @@ DPDK_CFLAGS := $(shell pkg-config --cflags libdpdk 2>/dev/null)
 DPDK_LIBS   := $(shell pkg-config --libs libdpdk 2>/dev/null)
 
 WARN    := -Wall -Wextra -Werror
-CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE -DALLOW_EXPERIMENTAL_API $(WARN) -MMD -MP -I. $(DPDK_CFLAGS)
+OPT     ?= -O2 -g
+CFLAGS  := $(OPT) $(EXTRA_CFLAGS) -std=c11 -D_GNU_SOURCE -DALLOW_EXPERIMENTAL_API $(WARN) -MMD -MP -I. $(DPDK_CFLAGS)
 LDLIBS  := $(DPDK_LIBS) -lnuma -ljansson -lz -lm -lpthread
 TEST_LDLIBS := -lcmocka
 
@@ -35,7 +35,7 @@ APPS     := $(foreach d,$(APP_DIRS),$(BUILD)/wharf-$(notdir $(patsubst %/,%,$(d)
 TEST_SRCS := $(wildcard $(addsuffix /tests/test_*.c,$(LAYERS)))
 TESTS     := $(patsubst %.c,$(BUILD)/tests/%,$(subst /tests/,/,$(TEST_SRCS)))
 
-.PHONY: all deps test unit integ demo bench clean $(addprefix test-,$(notdir $(LAYERS))) hugepages
+.PHONY: all deps test unit unit-san build-tests integ demo bench clean $(addprefix test-,$(notdir $(LAYERS))) hugepages
 all: $(LIBS) $(APPS) $(TESTS)
 
 # ---- libraries -------------------------------------------------------------
@@ -78,11 +78,21 @@ hugepages:
 unit: all
 	@testbed/run_tests.sh unit $(TESTS)
 
+# The unit tests again, built with AddressSanitizer and UndefinedBehaviorSanitizer.
+SAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+unit-san:
+	@$(MAKE) --no-print-directory BUILD=build/san OPT="$(SAN_CFLAGS)" build-tests
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$(CURDIR)/testbed/lsan.supp \
+		UBSAN_OPTIONS=print_stacktrace=1 testbed/run_tests.sh unit $(patsubst $(BUILD)/%,build/san/%,$(TESTS))
+
+build-tests: $(TESTS)
+
 integ: all
 	@testbed/run_tests.sh integ $(sort $(wildcard testbed/tests/t_*.sh))
 
 test: deps all
 	@testbed/run_tests.sh all $(TESTS) -- $(sort $(wildcard testbed/tests/t_*.sh))
+	@$(MAKE) --no-print-directory unit-san
 
 demo: deps all
 	@testbed/demo.sh
