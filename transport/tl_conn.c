@@ -542,9 +542,14 @@ int tl_tcp_close(struct tl_tcp_conn *c, uint64_t now)
 		return -ENOTCONN;
 	switch (c->state) {
 	case TL_TCP_SYN_SENT:
-		tl_conn_drop(c, 0);
-		return 0;
 	case TL_TCP_SYN_RCVD:
+		if (c->state == TL_TCP_SYN_SENT && c->sq_bytes == 0) {
+			tl_conn_drop(c, 0); /* nothing to deliver: just forget the attempt */
+			return 0;
+		}
+		/* Data queued before the handshake: FIN follows it once established. */
+		c->fin_queued = true;
+		return 0;
 	case TL_TCP_ESTABLISHED:
 		c->state = TL_TCP_FIN_WAIT_1;
 		break;

@@ -174,7 +174,8 @@ static int listen_input(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, cons
 
 static void established(struct tl_tcp_conn *c)
 {
-	c->state = TL_TCP_ESTABLISHED;
+	/* tl_tcp_close during the handshake queued a FIN behind the data. */
+	c->state = c->fin_queued ? TL_TCP_FIN_WAIT_1 : TL_TCP_ESTABLISHED;
 	c->backoff = 0;
 	c->rto_at = 0;
 	tl_timer_update(c);

@@ -563,6 +563,112 @@ static void test_tcp_cork_coalesces_small_sends(void **state)
 	assert_true(tl_tcp_next_timer(l->stack[1]) == UINT64_MAX);
 }
 
+/* ---- many connections ------------------------------------------------------------ */
+
+#define NCONN 40
+#define PER_CONN 20000u
+
+struct mc_slot {
+	struct fl_link *l;
+	int node;
+	uint32_t id;          /* learnt from the first byte on the server side */
+	uint32_t got, bad;
+	int closed;
+	bool eof;
+};
+
+struct mc {
+	struct mc_slot cli[NCONN], srv[NCONN];
+	uint32_t nsrv;
+	uint8_t data[NCONN][PER_CONN];
+};
+
+static void mc_recv(void *arg, struct tl_tcp_conn *c, const uint8_t *data, uint32_t len, void *pkt)
+{
+	struct mc_slot *m = arg;
+
+	(void)pkt;
+	if (!data) {
+		m->eof = true;
+		tl_tcp_close(c, m->l->now);
+		return;
+	}
+	for (uint32_t i = 0; i < len; i++, m->got++) {
+		if (m->got == 0)
+			m->id = data[i];
+		if (data[i] != (uint8_t)(m->got == 0 ? m->id : m->id * 7u + m->got))
+			m->bad++;
+	}
+	tl_tcp_recved(c, len, m->l->now);
+}
+
+static void mc_closed(void *arg, struct tl_tcp_conn *c, int reason)
+{
+	struct mc_slot *m = arg;
+
+	(void)c;
+	m->closed = reason == 0 ? 1 : -1;
+}
+
+static const struct tl_tcp_cbs mc_conn_cbs = { .recv = mc_recv, .closed = mc_closed };
+
+static int mc_accept(void *arg, struct tl_tcp_conn *c)
+{
+	struct mc *m = arg;
+	struct mc_slot *s = &m->srv[m->nsrv++];
+
+	s->l = m->cli[0].l;
+	tl_tcp_conn_set_cbs(c, &mc_conn_cbs, s);
+	return 0;
+}
+
+static bool mc_done(void *arg)
+{
+	struct mc *m = arg;
+
+	for (uint32_t i = 0; i < NCONN; i++)
+		if (m->cli[i].closed == 0 || m->srv[i].closed == 0)
+			return false;
+	return m->nsrv == NCONN;
+}
+
+static void test_tcp_many_connections_interleaved(void **state)
+{
+	struct fl_link *l = *state;
+	static const struct tl_tcp_cbs lcbs = { .accept = mc_accept };
+	struct tl_tcp_listener *lis;
+	struct mc *m = calloc(1, sizeof(*m));
+	struct tl_tcp_conn *cc[NCONN];
+
+	assert_non_null(m);
+	l->loss_ppm = 10000;
+	l->reorder_ppm = 10000;
+	assert_int_equal(tl_tcp_listen(l->stack[0], l->addr[0], 80, NCONN, &lcbs, m, &lis), 0);
+	for (uint32_t i = 0; i < NCONN; i++) {
+		struct tl_tcp_tuple t = { .laddr = l->addr[1], .raddr = l->addr[0], .rport = 80 };
+		m->cli[i].l = l;
+		for (uint32_t j = 0; j < PER_CONN; j++)
+			m->data[i][j] = (uint8_t)(j == 0 ? i : i * 7u + j);
+		assert_int_equal(tl_tcp_connect(l->stack[1], &t, &mc_conn_cbs, &m->cli[i], l->now, &cc[i]), 0);
+		/* Queued before the handshake completes: sent once it does. */
+		assert_int_equal(tl_tcp_send(cc[i], m->data[i], PER_CONN, NULL, NULL, l->now), 0);
+		assert_int_equal(tl_tcp_close(cc[i], l->now), 0);
+	}
+	assert_int_equal(tl_tcp_conn_count(l->stack[1]), NCONN);
+	assert_true(fl_run_until(l, 20000 * MS, mc_done, m));
+	for (uint32_t i = 0; i < NCONN; i++) {
+		assert_int_equal(m->srv[i].got, PER_CONN);
+		assert_int_equal(m->srv[i].bad, 0);
+		assert_true(m->srv[i].eof);
+		assert_int_equal(m->srv[i].closed, 1);
+		assert_int_equal(m->cli[i].closed, 1);
+	}
+	fl_run(l, 100 * MS); /* TIME_WAIT drains */
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 0);
+	assert_int_equal(tl_tcp_conn_count(l->stack[1]), 0);
+	free(m);
+}
+
 static void test_tcp_send_refuses_bad_calls(void **state)
 {
 	struct fl_link *l = *state;
@@ -613,6 +719,7 @@ int main(void)
 		T(test_tcp_send_buffer_completed_with_error_on_reset),
 		T(test_tcp_recv_packets_held_by_receiver),
 		T(test_tcp_cork_coalesces_small_sends),
+		T(test_tcp_many_connections_interleaved),
 		T(test_tcp_send_refuses_bad_calls),
 	};
 
