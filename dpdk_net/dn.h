@@ -197,6 +197,13 @@ unsigned dn_loop_once(struct dn_lcore *lc, uint64_t now_tsc);
 /* Sleeps as the idle policy says (Rx interrupt, at most 1 ms; or one back-off step). */
 void dn_lcore_idle_wait(struct dn_lcore *lc);
 
+/*
+ * Observability (dn_obs.c): registers the /wharf/dn/... telemetry commands and enables
+ * rte_pdump capture (call once after EAL init), and lists an lcore context for telemetry.
+ */
+int dn_obs_init(void);
+int dn_obs_register(struct dn_lcore *lc);
+
 /* Parses "a.b.c.d" or "a.b.c.d/len" into host-order address and prefix. 0 or -EINVAL. */
 int dn_parse_ipv4(const char *s, uint32_t *ip, uint8_t *prefix_len);
 

@@ -18,16 +18,13 @@
 
 #include "transport/tl_pvt.h"
 
-/*
- * Backends built into this library, by protocol. The DPDK backend adds its line here
- * when tl_be_dpdk.c lands; until then protocol=dpdk gets -EPROTONOSUPPORT from
- * tl_create and nothing above transport changes when it arrives.
- */
+/* Backends built into this library, by protocol (a new backend adds its line here). */
 static const struct {
 	enum tl_protocol proto;
 	const struct tl_backend_ops *ops;
 } tl_backends[] = {
 	{ TL_PROTO_KERNEL, &tl_be_kernel_ops },
+	{ TL_PROTO_DPDK, &tl_be_dpdk_ops },
 };
 
 void tl_config_default(struct tl_config *cfg)

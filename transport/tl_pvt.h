@@ -219,6 +219,7 @@ struct tl_backend_ops {
 };
 
 extern const struct tl_backend_ops tl_be_kernel_ops;
+extern const struct tl_backend_ops tl_be_dpdk_ops;
 
 struct tl {
 	struct tl_config cfg;

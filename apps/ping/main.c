@@ -297,6 +297,8 @@ int main(int argc, char **argv)
 		dn_eal_fini();
 		return 1;
 	}
+	dn_obs_init();
+	dn_obs_register(lc);
 	fprintf(stderr, "wharf-ping: up on port %u, rx interrupts %s, tcp checksum %s\n",
 		dn_port_id(port), dn_port_rx_intr(port) ? "on" : "off (back-off sleep)",
 		dn_port_tx_l4_csum(port) ? "offloaded" : "in software");

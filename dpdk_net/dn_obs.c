@@ -1,0 +1,101 @@
+/*
+ * dn_obs.c — observability: dpdk_net's counters through DPDK telemetry, and packet capture
+ * through rte_pdump, so DPDK's own tools work on a running wharf node:
+ *
+ *   dpdk-telemetry.py -f <file-prefix>   then   /wharf/dn/lcores   /wharf/dn/stats,<i>
+ *   dpdk-dumpcap --file-prefix <file-prefix> -i <port> -w capture.pcapng
+ *
+ * Telemetry runs its handlers on its own thread and DPDK 22.11 gives handlers no user
+ * argument, so the registry of lcore contexts is file-scope state: written only while the
+ * node starts (each slot published with a release store of the count), read by the
+ * telemetry thread with an acquire load. The counters themselves are plain 64-bit words
+ * written by their lcore; an aligned 64-bit load never tears on the platforms DPDK runs on,
+ * so a reader sees each counter at some recent value.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <rte_pdump.h>
+#include <rte_telemetry.h>
+
+#include "dpdk_net/dn_pvt.h"
+
+static struct dn_lcore *obs_lcores[DN_MAX_LCORES];
+static _Atomic unsigned obs_count;
+
+static int obs_lcores_cmd(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	/* acquire: pairs with the release in dn_obs_register; slots below it are written. */
+	unsigned n = atomic_load_explicit(&obs_count, memory_order_acquire);
+
+	(void)cmd;
+	(void)params;
+	rte_tel_data_start_array(d, RTE_TEL_INT_VAL);
+	for (unsigned i = 0; i < n; i++)
+		rte_tel_data_add_array_int(d, (int)i);
+	return 0;
+}
+
+static int obs_stats_cmd(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	unsigned n = atomic_load_explicit(&obs_count, memory_order_acquire);
+	char *end;
+	long i;
+	const struct dn_lcore *lc;
+
+	(void)cmd;
+	if (params == NULL || *params == '\0')
+		return -EINVAL;
+	i = strtol(params, &end, 10);
+	if (*end != '\0' || i < 0 || (unsigned long)i >= n)
+		return -EINVAL;
+	lc = obs_lcores[i];
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_int(d, "port", lc->port_id);
+	rte_tel_data_add_dict_int(d, "queue", lc->queue);
+	rte_tel_data_add_dict_u64(d, "rx_pkts", lc->stats.rx_pkts);
+	rte_tel_data_add_dict_u64(d, "rx_bytes", lc->stats.rx_bytes);
+	rte_tel_data_add_dict_u64(d, "tx_pkts", lc->stats.tx_pkts);
+	rte_tel_data_add_dict_u64(d, "tx_bytes", lc->stats.tx_bytes);
+	rte_tel_data_add_dict_u64(d, "arp_requests_out", lc->stats.arp_requests_out);
+	rte_tel_data_add_dict_u64(d, "arp_replies_out", lc->stats.arp_replies_out);
+	rte_tel_data_add_dict_u64(d, "icmp_echo_replies", lc->stats.icmp_echo_replies);
+	rte_tel_data_add_dict_u64(d, "idle_sleeps", lc->stats.idle_sleeps);
+	rte_tel_data_add_dict_u64(d, "intr_wakeups", lc->stats.intr_wakeups);
+	for (int r = 0; r < DN_DROP_MAX; r++) {
+		char name[48];
+		snprintf(name, sizeof(name), "drop_%s", dn_drop_name(r));
+		rte_tel_data_add_dict_u64(d, name, lc->stats.drops[r]);
+	}
+	return 0;
+}
+
+int dn_obs_init(void)
+{
+	int rc;
+
+	rc = rte_telemetry_register_cmd("/wharf/dn/lcores", obs_lcores_cmd,
+					"Indexes of wharf dpdk_net lcore contexts. No parameters");
+	if (rc == 0)
+		rc = rte_telemetry_register_cmd("/wharf/dn/stats", obs_stats_cmd,
+						"dpdk_net counters of one lcore context. Parameter: index");
+	if (rc != 0)
+		return rc;
+	/* Capture for dpdk-dumpcap; a process without shared config (--no-shconf) has none. */
+	rte_pdump_init();
+	return 0;
+}
+
+int dn_obs_register(struct dn_lcore *lc)
+{
+	unsigned n = atomic_load_explicit(&obs_count, memory_order_relaxed);
+
+	if (n >= DN_MAX_LCORES)
+		return -ENOSPC;
+	obs_lcores[n] = lc;
+	/* release: the slot is written before a reader can count it. */
+	atomic_store_explicit(&obs_count, n + 1, memory_order_release);
+	return 0;
+}

@@ -1,0 +1,589 @@
+/*
+ * tl_be_dpdk.c — protocol=dpdk: the transport backend that binds the TCP-lite core
+ * (tl_tcp.h) to one dpdk_net lcore (dn.h).
+ *
+ * In:  tl_poll -> db_poll -> dn_loop_once -> rx_burst -> eth/ip -> db_l4_input
+ *      -> tl_tcp_input -> cbs.recv -> tl_conn_input (framing, zero copy: the framer holds
+ *      the mbufs) ; dn_loop_once -> hooks.poll -> tl_tcp_timers
+ * Out: tl_poll -> tl_flush_dirty -> db_flush -> tl_tcp_send (each iov piece referenced,
+ *      not copied) -> ops.emit -> db_emit -> header mbuf + payload mbufs attached to the
+ *      caller's memory as external buffers -> dn_ip_send -> tx_burst.
+ *      ACK -> the core drops its reference; the PMD frees the mbuf -> shinfo free_cb ->
+ *      tl_tcp_sbuf_put -> piece done -> db_piece_done -> tl_tx_done when a message's last
+ *      piece is released.
+ *
+ * Zero copy needs memory the device can reach: with vhost-user that is DPDK memory
+ * (hugepages, or memfd with --no-huge), which tl_buf_alloc hands out. Payload in other
+ * memory, and small payload pieces (below DB_COPY_MAX, where attaching costs more than
+ * copying), are copied into the header mbuf or a fresh one.
+ *
+ * A connection closed locally aborts its TCP connection (RST). Messages whose pieces the
+ * PMD still holds in its Tx ring are completed when the ring lets go, never earlier.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_cycles.h>
+#include <rte_ip.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_memory.h>
+#include <rte_random.h>
+
+#include "dpdk_net/dn.h"
+#include "transport/tl_pvt.h"
+#include "transport/tl_tcp.h"
+
+#define DB_COPY_MAX 512      /* payload pieces up to this size are copied, not attached */
+#define DB_EXT_MBUFS 16383   /* mbufs that carry attached payload, per instance */
+
+/* One message on its way: completes when every piece the core took is released. */
+struct db_txrec {
+	struct db_txrec *next_free;
+	struct db *d;
+	struct tl_conn *c;    /* NULL once the connection is gone (orphan) */
+	struct tl_tx *tx;
+	uint32_t pending;     /* pieces handed to the core, not yet released */
+	int status;
+	bool queued;          /* every byte of tx handed to the core */
+};
+
+struct db {
+	struct tl *tl;
+	struct dn_lcore *lc;
+	struct dn_port *port;       /* owned only in standalone mode */
+	bool own_eal;
+	struct tl_tcp_stack *stack;
+	struct rte_mempool *hdr_pool, *ext_pool;
+	uint64_t hz;
+	uint32_t ip;
+	unsigned work;
+	struct db_txrec *recs, *rec_free;
+	uint32_t nrecs;
+	uintptr_t dpdk_lo, dpdk_hi; /* last DPDK memseg list seen: a cheap "is DPDK memory" */
+};
+
+struct db_conn {
+	struct tl_tcp_conn *tc;
+	struct db_txrec *cur;       /* the message being handed to the core, if partial */
+};
+
+struct db_listener {
+	struct tl_tcp_listener *tl;
+};
+
+static inline struct db *db_of(struct tl *tl) { return tl->be; }
+
+static inline uint64_t db_now(const struct db *d)
+{
+	return (uint64_t)((unsigned __int128)rte_rdtsc() * 1000000000u / d->hz);
+}
+
+/* ---- packets to and from the core ---------------------------------------------------- */
+
+static void db_ext_free(void *addr, void *opaque)
+{
+	(void)addr;
+	tl_tcp_sbuf_put(opaque);
+}
+
+static bool db_is_dpdk_mem(struct db *d, const void *p, uint32_t len)
+{
+	uintptr_t a = (uintptr_t)p;
+	struct rte_memseg_list *msl;
+
+	if (a >= d->dpdk_lo && a + len <= d->dpdk_hi)
+		return true;
+	msl = rte_mem_virt2memseg_list(p);
+	if (msl == NULL || msl->external)
+		return false;
+	d->dpdk_lo = (uintptr_t)msl->base_va;
+	d->dpdk_hi = d->dpdk_lo + msl->len;
+	return a + len <= d->dpdk_hi;
+}
+
+/* Appends a payload piece to the chain ending at *last: copied or attached. */
+static int db_add_slice(struct db *d, struct rte_mbuf *h, struct rte_mbuf **last,
+			const struct tl_tcp_slice *s)
+{
+	struct rte_mbuf *m;
+	uint8_t *dst;
+
+	if (s->len <= DB_COPY_MAX && rte_pktmbuf_tailroom(*last) >= s->len && (*last)->shinfo == NULL) {
+		dst = (uint8_t *)rte_pktmbuf_append(h, (uint16_t)s->len);
+		if (dst != NULL) {
+			memcpy(dst, s->base, s->len);
+			return 0;
+		}
+	}
+	if (s->len > DB_COPY_MAX && db_is_dpdk_mem(d, s->base, s->len)) {
+		struct rte_mbuf_ext_shared_info *sh;
+
+		m = rte_pktmbuf_alloc(d->ext_pool);
+		if (m == NULL)
+			return -ENOBUFS;
+		sh = rte_mbuf_to_priv(m);
+		sh->free_cb = db_ext_free;
+		sh->fcb_opaque = s->sb;
+		rte_mbuf_ext_refcnt_set(sh, 1);
+		tl_tcp_sbuf_get(s->sb);
+		rte_pktmbuf_attach_extbuf(m, (void *)(uintptr_t)s->base,
+					  rte_eal_iova_mode() == RTE_IOVA_VA
+						  ? (rte_iova_t)(uintptr_t)s->base
+						  : rte_mem_virt2iova(s->base),
+					  (uint16_t)s->len, sh);
+		m->data_len = (uint16_t)s->len;
+		m->pkt_len = s->len;
+	} else {
+		m = rte_pktmbuf_alloc(d->hdr_pool);
+		if (m == NULL)
+			return -ENOBUFS;
+		dst = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)s->len);
+		if (dst == NULL) {
+			rte_pktmbuf_free(m);
+			return -EMSGSIZE;
+		}
+		memcpy(dst, s->base, s->len);
+	}
+	if (rte_pktmbuf_chain(h, m) != 0) {
+		rte_pktmbuf_free(m);
+		return -EMSGSIZE;
+	}
+	*last = m;
+	return 0;
+}
+
+static int db_emit(void *ctx, const struct tl_tcp_tx *tx)
+{
+	struct db *d = ctx;
+	struct rte_mbuf *h = rte_pktmbuf_alloc(d->hdr_pool), *last = h;
+	uint8_t *p;
+	int rc = 0;
+
+	if (h == NULL)
+		return -ENOBUFS;
+	p = (uint8_t *)rte_pktmbuf_append(h, tx->hdr_len);
+	memcpy(p, tx->hdr, tx->hdr_len);
+	for (uint16_t i = 0; i < tx->nslices && rc == 0; i++)
+		rc = db_add_slice(d, h, &last, &tx->slice[i]);
+	if (rc != 0) {
+		rte_pktmbuf_free(h); /* attached pieces give their sbuf references back */
+		return rc;
+	}
+	d->work++;
+	rc = dn_ip_send(d->lc, h, tx->daddr, IPPROTO_TCP,
+			DN_TX_L4_CSUM | (tx->ecn == TL_ECN_ECT0 ? DN_TX_ECT0 : 0));
+	/* Queued behind ARP counts as sent: the core retransmits if it never leaves. */
+	return rc == -EAGAIN ? 0 : rc;
+}
+
+static void db_pkt_hold(void *ctx, void *pkt)
+{
+	(void)ctx;
+	rte_mbuf_refcnt_update(pkt, 1);
+}
+
+static void db_pkt_release(void *ctx, void *pkt)
+{
+	(void)ctx;
+	rte_pktmbuf_free(pkt);
+}
+
+static void db_chunk_hold(void *ref) { rte_mbuf_refcnt_update(ref, 1); }
+static void db_chunk_release(void *ref) { rte_pktmbuf_free(ref); }
+static const struct tl_chunk_ops db_chunk_ops = { db_chunk_hold, db_chunk_release };
+
+static void db_l4_input(void *arg, struct dn_lcore *lc, struct rte_mbuf *m)
+{
+	struct db *d = arg;
+	struct rte_ipv4_hdr *ip = rte_pktmbuf_mtod(m, struct rte_ipv4_hdr *);
+	uint64_t ck = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
+	uint16_t ihl = m->l3_len, tot = rte_be_to_cpu_16(ip->total_length);
+	struct tl_tcp_rx rx;
+
+	d->work++;
+	if (ip->next_proto_id != IPPROTO_TCP) {
+		dn_lcore_count_drop(lc, DN_DROP_IP_PROTO);
+		rte_pktmbuf_free(m);
+		return;
+	}
+	/* TCP-lite wants header and payload contiguous; frames above one mbuf are linearized. */
+	if (m->nb_segs > 1 && rte_pktmbuf_linearize(m) != 0) {
+		dn_lcore_count_drop(lc, DN_DROP_NO_MBUF);
+		rte_pktmbuf_free(m);
+		return;
+	}
+	if (ck == RTE_MBUF_F_RX_L4_CKSUM_BAD ||
+	    (ck != RTE_MBUF_F_RX_L4_CKSUM_GOOD && tot > ihl &&
+	     rte_ipv4_udptcp_cksum_verify(ip, (const uint8_t *)ip + ihl) != 0)) {
+		dn_lcore_count_drop(lc, DN_DROP_L4_CKSUM);
+		rte_pktmbuf_free(m);
+		return;
+	}
+	rx.saddr = rte_be_to_cpu_32(ip->src_addr);
+	rx.daddr = rte_be_to_cpu_32(ip->dst_addr);
+	rx.tcp = (const uint8_t *)ip + ihl;
+	rx.tcp_len = (uint32_t)(tot - ihl);
+	rx.ecn = ip->type_of_service & 3;
+	rx.pkt = m;
+	tl_tcp_input(d->stack, &rx, db_now(d));
+	rte_pktmbuf_free(m); /* our reference; the core and the framer hold their own */
+}
+
+static unsigned db_timers(void *arg, struct dn_lcore *lc, uint64_t now_tsc)
+{
+	struct db *d = arg;
+
+	(void)lc;
+	(void)now_tsc;
+	tl_tcp_timers(d->stack, db_now(d));
+	return 0;
+}
+
+/* ---- messages to pieces -------------------------------------------------------------- */
+
+static struct db_txrec *db_rec_get(struct db *d)
+{
+	struct db_txrec *r = d->rec_free;
+
+	if (r != NULL)
+		d->rec_free = r->next_free;
+	return r;
+}
+
+static void db_rec_put(struct db_txrec *r)
+{
+	r->next_free = r->d->rec_free;
+	r->d->rec_free = r;
+}
+
+static void db_rec_finish(struct db_txrec *r)
+{
+	if (r->c != NULL)
+		tl_up_tx_done(r->c, r->tx, r->status);
+	db_rec_put(r);
+}
+
+static void db_piece_done(void *arg, int status)
+{
+	struct db_txrec *r = arg;
+
+	if (status != 0 && r->status == 0)
+		r->status = status;
+	if (--r->pending == 0 && r->queued)
+		db_rec_finish(r);
+}
+
+/* Hands the connection's queued messages to the core, piece by piece, until it is full. */
+static void db_flush(struct tl_conn *c)
+{
+	struct db *d = db_of(c->tl);
+	struct db_conn *dc = tl_conn_priv(c);
+	uint64_t now = db_now(d);
+	struct tl_link *e;
+
+	if (dc->tc == NULL)
+		return;
+	for (e = c->txq.next; e != &c->txq;) {
+		struct tl_tx *tx = tl_container_of(e, struct tl_tx, link);
+		struct db_txrec *r;
+		uint64_t off = 0;
+
+		e = e->next; /* tx may complete and leave the queue below */
+		if (tx->off == tx->len)
+			continue;
+		r = tx->off == 0 ? db_rec_get(d) : dc->cur;
+		if (r == NULL)
+			return; /* records run out: a sent callback brings us back */
+		if (tx->off == 0)
+			*r = (struct db_txrec){.d = d, .c = c, .tx = tx};
+		for (uint32_t i = 0; i < tx->iovcnt; off += tx->iov[i].len, i++) {
+			const struct tl_iov *v = &tx->iov[i];
+			if (tx->off >= off + v->len)
+				continue;
+			uint32_t skip = (uint32_t)(tx->off - off), len = v->len - skip;
+			r->pending++;
+			int rc = tl_tcp_send(dc->tc, v->base + skip, len, db_piece_done, r, now);
+			if (rc != 0) {
+				r->pending--;
+				if (tx->off == 0)
+					db_rec_put(r);
+				else
+					dc->cur = r;
+				return; /* -ENOBUFS: cbs.sent re-queues us; other errors end in closed */
+			}
+			tx->off += len;
+		}
+		r->queued = true;
+		dc->cur = NULL;
+		if (r->pending == 0)
+			db_rec_finish(r);
+	}
+}
+
+/* ---- TCP callbacks ------------------------------------------------------------------- */
+
+static void db_recv(void *arg, struct tl_tcp_conn *tc, const uint8_t *data, uint32_t len, void *pkt)
+{
+	struct tl_conn *c = arg;
+	struct db *d = db_of(c->tl);
+
+	if (data == NULL) {
+		tl_up_eof(c);
+		return;
+	}
+	/*
+	 * The framer holds the mbufs of what it keeps; the window reopens at once and
+	 * memory is bounded by the framer's limits (max_held_msgs, max_msg_segs) instead.
+	 */
+	int rc = tl_up_input(c, data, len, pkt);
+	if (rc >= 0 || c->state == TL_CS_OPEN)
+		tl_tcp_recved(tc, len, db_now(d));
+}
+
+static void db_sent(void *arg, struct tl_tcp_conn *tc, uint32_t acked)
+{
+	struct tl_conn *c = arg;
+
+	(void)tc;
+	(void)acked;
+	if (!tl_list_empty(&c->txq) && !tl_linked(&c->dirty))
+		tl_list_add_tail(&c->tl->dirty, &c->dirty);
+}
+
+static const char *db_reason_text(int reason)
+{
+	switch (reason) {
+	case -ECONNRESET: return "reset by peer";
+	case -ETIMEDOUT: return "retransmission limit reached";
+	case -ECONNREFUSED: return "connection refused";
+	case 0: return "closed by peer";
+	default: return "connection aborted";
+	}
+}
+
+static void db_closed(void *arg, struct tl_tcp_conn *tc, int reason)
+{
+	struct tl_conn *c = arg;
+	struct db_conn *dc = tl_conn_priv(c);
+
+	(void)tc;
+	dc->tc = NULL;
+	if (c->state == TL_CS_CONNECTING)
+		tl_up_connected(c, reason != 0 ? reason : -ECONNRESET);
+	else if (reason == 0)
+		tl_up_eof(c);
+	else
+		tl_up_fail(c, reason, db_reason_text(reason));
+}
+
+static void db_connected(void *arg, struct tl_tcp_conn *tc)
+{
+	(void)tc;
+	tl_up_connected(arg, 0);
+}
+
+static const struct tl_tcp_cbs db_conn_cbs = {
+	.connected = db_connected, .recv = db_recv, .sent = db_sent, .closed = db_closed,
+};
+
+static int db_accept(void *arg, struct tl_tcp_conn *tc)
+{
+	struct tl_listener *l = arg;
+	struct tl_conn *c = tl_up_new(l->tl, l->ops, l->ctx);
+	struct db_conn *dc;
+
+	if (c == NULL)
+		return -ENOMEM;
+	dc = tl_conn_priv(c);
+	dc->tc = tc;
+	dc->cur = NULL;
+	tl_tcp_conn_set_cbs(tc, &db_conn_cbs, c);
+	tl_up_accepted(l, c);
+	return 0;
+}
+
+static const struct tl_tcp_cbs db_listen_cbs = { .accept = db_accept };
+
+/* ---- backend operations -------------------------------------------------------------- */
+
+static int db_listen(struct tl_listener *l, uint32_t ip, uint16_t port)
+{
+	struct db *d = db_of(l->tl);
+	struct db_listener *dl = tl_listener_priv(l);
+
+	if (port == 0)
+		return -EINVAL; /* TCP-lite has no ephemeral listening ports */
+	l->port = port;
+	return tl_tcp_listen(d->stack, ip, port, 0, &db_listen_cbs, l, &dl->tl);
+}
+
+static void db_unlisten(struct tl_listener *l)
+{
+	struct db_listener *dl = tl_listener_priv(l);
+
+	tl_tcp_unlisten(dl->tl);
+	dl->tl = NULL;
+}
+
+static int db_connect(struct tl_conn *c, uint32_t ip, uint16_t port)
+{
+	struct db *d = db_of(c->tl);
+	struct db_conn *dc = tl_conn_priv(c);
+	struct tl_tcp_tuple t = {.laddr = d->ip, .raddr = ip, .rport = port};
+
+	dc->cur = NULL;
+	return tl_tcp_connect(d->stack, &t, &db_conn_cbs, c, db_now(d), &dc->tc);
+}
+
+static void db_shutdown(struct tl_conn *c)
+{
+	struct db *d = db_of(c->tl);
+	struct db_conn *dc = tl_conn_priv(c);
+
+	/*
+	 * Messages whose pieces are still referenced (by the core or the PMD) are orphaned:
+	 * tl_api cancels them from the queue now; their records return to the pool when the
+	 * last piece is released, touching neither c nor the tx.
+	 */
+	for (uint32_t i = 0; i < d->nrecs; i++) {
+		struct db_txrec *r = &d->recs[i];
+		if (r->c != c)
+			continue;
+		r->c = NULL;
+		r->queued = true;
+		if (r->pending == 0)
+			db_rec_put(r);
+	}
+	dc->cur = NULL;
+	if (dc->tc != NULL) {
+		struct tl_tcp_conn *tc = dc->tc;
+		dc->tc = NULL;
+		tl_tcp_conn_set_cbs(tc, &(struct tl_tcp_cbs){0}, NULL);
+		tl_tcp_abort(tc);
+	}
+}
+
+static int db_poll(struct tl *tl, int64_t timeout_us)
+{
+	struct db *d = db_of(tl);
+	uint64_t start = rte_rdtsc();
+	uint64_t limit = timeout_us < 0 ? UINT64_MAX : (uint64_t)timeout_us * (d->hz / 1000000);
+
+	for (;;) {
+		d->work = 0;
+		unsigned n = dn_loop_once(d->lc, rte_rdtsc());
+		if (n + d->work > 0 || timeout_us == 0)
+			return (int)(n + d->work);
+		if (rte_rdtsc() - start >= limit)
+			return 0;
+		dn_lcore_idle_wait(d->lc);
+	}
+}
+
+static int db_standalone(struct db *d, const struct tl_config *cfg)
+{
+	char err[256];
+	struct dn_config dc = {.port_id = DN_PORT_AUTO, .ip = cfg->local_ip,
+			       .prefix_len = cfg->local_prefix, .idle = DN_IDLE_SLEEP};
+	int rc;
+
+	if (cfg->eal_argc > 0) {
+		rc = dn_eal_init(cfg->eal_argc, cfg->eal_argv, err, sizeof(err));
+		if (rc < 0)
+			return rc;
+		d->own_eal = true;
+	}
+	rc = dn_port_create(&dc, &d->port, err, sizeof(err));
+	if (rc != 0)
+		return rc;
+	rc = dn_lcore_create(d->port, 0, NULL, &d->lc);
+	if (rc != 0)
+		return rc;
+	dn_arp_announce(d->lc);
+	return 0;
+}
+
+static int db_init(struct tl *tl)
+{
+	struct db *d = calloc(1, sizeof(*d));
+	struct tl_tcp_cfg tc;
+	struct tl_tcp_ops ops = {db_emit, db_pkt_hold, db_pkt_release, NULL};
+	char name[RTE_MEMPOOL_NAMESIZE];
+	int rc;
+
+	if (d == NULL)
+		return -ENOMEM;
+	tl->be = d;
+	d->tl = tl;
+	rc = tl->cfg.backend_arg != NULL ? 0 : db_standalone(d, &tl->cfg);
+	if (rc != 0)
+		return rc;
+	d->hz = rte_get_tsc_hz(); /* EAL is up only now in standalone mode */
+	if (d->lc == NULL)
+		d->lc = tl->cfg.backend_arg;
+	d->ip = dn_port_ip(dn_lcore_port(d->lc));
+	d->hdr_pool = dn_lcore_pool(d->lc);
+	snprintf(name, sizeof(name), "tlx_%p", (void *)d);
+	d->ext_pool = rte_pktmbuf_pool_create(name, DB_EXT_MBUFS, 256,
+					      RTE_ALIGN(sizeof(struct rte_mbuf_ext_shared_info), 8),
+					      0, (int)rte_socket_id());
+	if (d->ext_pool == NULL)
+		return -ENOMEM;
+	tl_tcp_cfg_default(&tc);
+	tc.max_conns = tl->cfg.max_conns * 2 + 16; /* TIME_WAIT and embryonic ones too */
+	tc.iss_secret = rte_rand();
+	d->nrecs = tc.max_sbufs;
+	d->recs = calloc(d->nrecs, sizeof(*d->recs));
+	if (d->recs == NULL)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < d->nrecs; i++) {
+		d->recs[i].d = d;
+		db_rec_put(&d->recs[i]);
+	}
+	rc = tl_tcp_stack_create(&tc, &ops, d, db_now(d), &d->stack);
+	if (rc != 0)
+		return rc;
+	tl->chunk_ops = &db_chunk_ops;
+	dn_lcore_set_hooks(d->lc, &(struct dn_hooks){.l4_input = db_l4_input, .poll = db_timers,
+						     .arg = d});
+	return 0;
+}
+
+static void db_fini(struct tl *tl)
+{
+	struct db *d = db_of(tl);
+
+	if (d == NULL)
+		return;
+	if (d->lc != NULL)
+		dn_lcore_set_hooks(d->lc, &(struct dn_hooks){0});
+	tl_tcp_stack_destroy(d->stack);
+	if (d->lc != NULL)
+		dn_tx_flush(d->lc);
+	if (d->port != NULL) {
+		dn_lcore_destroy(d->lc);
+		dn_port_destroy(d->port);
+	}
+	rte_mempool_free(d->ext_pool);
+	free(d->recs);
+	if (d->own_eal)
+		dn_eal_fini();
+	free(d);
+	tl->be = NULL;
+}
+
+const struct tl_backend_ops tl_be_dpdk_ops = {
+	.name = "dpdk",
+	.conn_priv = sizeof(struct db_conn),
+	.listener_priv = sizeof(struct db_listener),
+	.init = db_init,
+	.fini = db_fini,
+	.listen = db_listen,
+	.unlisten = db_unlisten,
+	.connect = db_connect,
+	.flush = db_flush,
+	.shutdown = db_shutdown,
+	.poll = db_poll,
+};
