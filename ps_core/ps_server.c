@@ -9,6 +9,7 @@
  * Below: ps_shard.c (apply), ps_table.c (rows). Beside: ps_ckpt.c (save/load).
  * Rings are rte_rings initialised on our own memory (rte_ring_init), so no EAL is needed.
  */
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -256,6 +257,8 @@ unsigned ps_handler_poll(struct ps_handler *h)
 		got = rte_ring_sc_dequeue_burst(r, ops, PS_POLL_BURST, NULL);
 		for (i = 0; i < got; i++) {
 			struct ps_op *op = ops[i];
+			/* Debug builds: a shard only ever runs on its owner (cf. lwIP's core lock check). */
+			assert(s->shards[op->shard].owner == h->slot);
 			ps_shard_run(&s->shards[op->shard], op);
 			/* Partner: the acquire load in ps_handler_wait (requester lcore). */
 			atomic_store_explicit(&op->done, 1, memory_order_release);

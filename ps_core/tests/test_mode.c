@@ -186,6 +186,7 @@ static void test_mode_geo_pull_too_big_commits_nothing(void **state)
 	assert_int_equal(pt_push(c, 0, 1, D, keys, 20, d), 0);
 	assert_int_equal(ps_client_geo_pull(c->cl[0], 1, D, geo_row, &s, pt_done, &st, c->msgs), 0);
 	pt_view(c->msgs[0].buf, 0, iov, 1, &v);
+	rep.buf = c->rep_buf; /* this cluster's buffer */
 	assert_int_equal(ps_handle(c->h[0], &v, &rep), -ENOBUFS);
 	c->msgs[0].len = 0;
 	/* the refused pull moved no mark: a big enough one still returns all 20 */

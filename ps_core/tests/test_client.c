@@ -1,0 +1,169 @@
+/*
+ * test_client.c — the worker-side client on its own: routing of keys to servers,
+ * completion only after every server answered, back-pressure (-EAGAIN, -ENOBUFS) that
+ * records nothing, and replies that do not add up refused.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ps_core/tests/pt_util.h"
+
+#define NS 3
+
+static uint8_t bufs[NS][1 << 16];
+
+static struct ps_client *mk(uint32_t inflight, struct ps_msgbuf *m)
+{
+	struct ps_client_config cc = { .worker_id = 1, .n_servers = NS, .max_inflight = inflight };
+	struct ps_client *c;
+	uint32_t i;
+
+	assert_int_equal(ps_client_create(&cc, &c), 0);
+	for (i = 0; i < NS; i++)
+		m[i] = (struct ps_msgbuf){ .buf = bufs[i], .cap = sizeof(bufs[i]) };
+	return c;
+}
+
+static void test_client_routes_each_key_to_its_server(void **state)
+{
+	struct ps_msgbuf m[NS];
+	struct ps_client *c = mk(4, m);
+	uint64_t keys[100];
+	float g[200];
+	uint32_t i, s, total = 0;
+	int st;
+
+	(void)state;
+	for (i = 0; i < 100; i++)
+		keys[i] = i * 977;
+	memset(g, 0, sizeof(g));
+	assert_int_equal(ps_client_push(c, 5, 2, keys, 100, g, pt_done, &st, m), 0);
+	for (s = 0; s < NS; s++) {
+		struct tl_msg_hdr h;
+		assert_int_equal(tl_msg_hdr_decode(m[s].buf, UINT32_MAX, &h), 0);
+		assert_int_equal(h.type, PS_T_PUSH);
+		assert_int_equal(h.table_id, 5);
+		assert_int_equal(tl_ld32(m[s].buf + TL_MSG_HDR_LEN), 1);   /* worker */
+		assert_int_equal(tl_ld64(m[s].buf + TL_MSG_HDR_LEN + 8), 1); /* first sequence */
+		for (i = 0; i < h.key_count; i++)
+			assert_int_equal(ps_key_server(tl_ld64(m[s].buf + TL_MSG_HDR_LEN + 16 + 8 * i), NS), s);
+		total += h.key_count;
+	}
+	assert_int_equal(total, 100);
+	ps_client_destroy(c);
+}
+
+static int calls;
+static void count_done(void *arg, int status)
+{
+	*(int *)arg = status;
+	calls++;
+}
+
+static void reply_pull(struct ps_client *c, struct ps_msgbuf *m, uint32_t s, uint32_t bad_count)
+{
+	static uint8_t rep[1 << 16];
+	struct tl_msg_hdr h;
+	struct tl_iov iov[2];
+	struct tl_msg_view v;
+
+	tl_msg_hdr_decode(m[s].buf, UINT32_MAX, &h);
+	h.type = PS_T_PULL_R;
+	h.key_count += bad_count;
+	h.body_len = h.key_count * h.dim * 4;
+	tl_msg_hdr_encode(rep, &h);
+	memset(rep + TL_MSG_HDR_LEN, 0, h.body_len);
+	pt_view(rep, 6, iov, 2, &v);
+	ps_client_on_reply(c, s, &v);
+}
+
+static void test_client_done_after_every_server_answered(void **state)
+{
+	struct ps_msgbuf m[NS];
+	struct ps_client *c = mk(4, m);
+	uint64_t keys[30];
+	float out[60];
+	uint32_t i;
+	int st = 1;
+
+	(void)state;
+	for (i = 0; i < 30; i++)
+		keys[i] = i;
+	calls = 0;
+	assert_int_equal(ps_client_pull(c, 1, 2, keys, 30, out, count_done, &st, m), 0);
+	reply_pull(c, m, 0, 0);
+	reply_pull(c, m, 2, 0);
+	assert_int_equal(calls, 0);
+	reply_pull(c, m, 0, 0); /* a repeated reply changes nothing */
+	assert_int_equal(calls, 0);
+	reply_pull(c, m, 1, 0);
+	assert_int_equal(calls, 1);
+	assert_int_equal(st, 0);
+	assert_int_equal(ps_client_inflight(c), 0);
+	/* zero keys: done at once */
+	assert_int_equal(ps_client_pull(c, 1, 2, keys, 0, out, count_done, &st, m), 0);
+	assert_int_equal(calls, 2);
+	ps_client_destroy(c);
+}
+
+static void test_client_reply_that_does_not_add_up_refused(void **state)
+{
+	struct ps_msgbuf m[NS];
+	struct ps_client *c = mk(4, m);
+	uint64_t keys[30];
+	float out[60];
+	uint32_t i;
+	int st = 1;
+
+	(void)state;
+	for (i = 0; i < 30; i++)
+		keys[i] = i;
+	assert_int_equal(ps_client_pull(c, 1, 2, keys, 30, out, pt_done, &st, m), 0);
+	reply_pull(c, m, 0, 1);
+	reply_pull(c, m, 1, 0);
+	reply_pull(c, m, 2, 0);
+	assert_int_equal(st, -EBADMSG);
+	ps_client_destroy(c);
+}
+
+static void test_client_backpressure_records_nothing(void **state)
+{
+	struct ps_msgbuf m[NS];
+	struct ps_client *c = mk(2, m);
+	uint64_t keys[300];
+	float g[300 * 4] = { 0 };
+	uint32_t i;
+	int st;
+
+	(void)state;
+	for (i = 0; i < 300; i++)
+		keys[i] = i;
+	m[1].cap = 100; /* too small for server 1's part */
+	assert_int_equal(ps_client_push(c, 1, 4, keys, 300, g, pt_done, &st, m), -ENOBUFS);
+	assert_int_equal(ps_client_inflight(c), 0);
+	m[1].cap = sizeof(bufs[1]);
+	assert_int_equal(ps_client_push(c, 1, 4, keys, 300, g, pt_done, &st, m), 0);
+	assert_int_equal(tl_ld64(m[0].buf + TL_MSG_HDR_LEN + 8), 1); /* the refused one took no sequence */
+	assert_int_equal(ps_client_push(c, 1, 4, keys, 300, g, pt_done, &st, m), 0);
+	assert_int_equal(ps_client_push(c, 1, 4, keys, 300, g, pt_done, &st, m), -EAGAIN);
+	assert_int_equal(ps_client_inflight(c), 2);
+	assert_int_equal(ps_client_pull(c, 1, 0, keys, 3, (float *)g, pt_done, &st, m), -EINVAL);
+	ps_client_destroy(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_client_routes_each_key_to_its_server),
+		cmocka_unit_test(test_client_done_after_every_server_answered),
+		cmocka_unit_test(test_client_reply_that_does_not_add_up_refused),
+		cmocka_unit_test(test_client_backpressure_records_nothing),
+	};
+	return cmocka_run_group_tests_name("ps_client", tests, NULL, NULL);
+}
