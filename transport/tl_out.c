@@ -31,8 +31,9 @@ static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 
 /* ---- checksum -------------------------------------------------------------- */
 
-static uint32_t sum_bytes(uint32_t sum, const uint8_t *p, uint32_t len, bool *odd)
+static uint32_t sum_bytes(uint32_t sum32, const uint8_t *p, uint32_t len, bool *odd)
 {
+	uint64_t sum = sum32;
 	uint32_t i = 0;
 
 	/* A piece that starts after an odd number of bytes continues the split word. */
@@ -40,6 +41,13 @@ static uint32_t sum_bytes(uint32_t sum, const uint8_t *p, uint32_t len, bool *od
 		sum += p[0];
 		i = 1;
 		*odd = false;
+	}
+	/* Big-endian 32-bit words: the one's complement sum of 16-bit words is the
+	 * folded sum of 32-bit ones, and a 64-bit accumulator cannot overflow here. */
+	for (; i + 4 <= len; i += 4) {
+		uint32_t w;
+		memcpy(&w, p + i, 4);
+		sum += __builtin_bswap32(w);
 	}
 	for (; i + 1 < len; i += 2)
 		sum += (uint32_t)p[i] << 8 | p[i + 1];
@@ -49,7 +57,7 @@ static uint32_t sum_bytes(uint32_t sum, const uint8_t *p, uint32_t len, bool *od
 	}
 	while (sum >> 16)
 		sum = (sum & 0xffff) + (sum >> 16);
-	return sum;
+	return (uint32_t)sum;
 }
 
 uint16_t tl_tcp_cksum(uint32_t saddr, uint32_t daddr, uint32_t tcp_len,

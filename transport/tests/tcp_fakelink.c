@@ -89,10 +89,29 @@ static void enqueue(struct fl_link *l, struct fl_frame *f)
 {
 	struct fl_frame **p = &l->q;
 
+	/* Most frames leave in time order: append without walking the queue. */
+	if (l->q_tail && l->q_tail->at <= f->at) {
+		f->next = NULL;
+		l->q_tail->next = f;
+		l->q_tail = f;
+		return;
+	}
 	while (*p && (*p)->at <= f->at)
 		p = &(*p)->next;
 	f->next = *p;
 	*p = f;
+	if (!f->next)
+		l->q_tail = f;
+}
+
+static struct fl_frame *dequeue(struct fl_link *l)
+{
+	struct fl_frame *f = l->q;
+
+	l->q = f->next;
+	if (!l->q)
+		l->q_tail = NULL;
+	return f;
 }
 
 static uint32_t be32(const uint8_t *p)
@@ -263,11 +282,8 @@ uint64_t fl_fini(struct fl_link *l)
 	uint64_t leaks = 0;
 
 	/* Frames first: they may hold send-buffer references into the stacks. */
-	while (l->q) {
-		struct fl_frame *f = l->q;
-		l->q = f->next;
-		frame_unref(f);
-	}
+	while (l->q)
+		frame_unref(dequeue(l));
 	for (int i = 0; i < 2; i++) {
 		fl_app_release_held(&l->app[i]);
 		tl_tcp_stack_destroy(l->stack[i]);
@@ -298,11 +314,8 @@ static void deliver(struct fl_link *l, struct fl_frame *f)
 
 void fl_deliver_due(struct fl_link *l)
 {
-	while (l->q && l->q->at <= l->now) {
-		struct fl_frame *f = l->q;
-		l->q = f->next;
-		deliver(l, f);
-	}
+	while (l->q && l->q->at <= l->now)
+		deliver(l, dequeue(l));
 }
 
 uint32_t fl_in_flight(const struct fl_link *l)

@@ -69,7 +69,7 @@ struct fl_link {
 	bool iss_set[2];
 	bool hold_sbufs;          /* keep tl_tcp_sbuf references until delivery (like mbufs) */
 	uint64_t rng;
-	struct fl_frame *q;       /* in flight, sorted by delivery time */
+	struct fl_frame *q, *q_tail; /* in flight, sorted by delivery time */
 	uint64_t frames_live, frames_emitted, frames_dropped, frames_corrupt;
 	uint64_t holds, releases;
 	struct fl_seg log[FL_LOG_MAX];
