@@ -212,6 +212,7 @@ struct ps_server {
 	struct ps_table_config *tcfg;
 	struct ps_shard *shards;
 	struct rte_ring **rings;    /* [from * n_lcores + to], SPSC */
+	int *lcore_node;            /* NUMA node per lcore slot, -1: no preference */
 	struct ps_handler **handlers;
 	uint32_t max_keys, max_dim;
 	/* sync barrier: which workers reached sync_step (server-wide, lcore slot 0 only) */

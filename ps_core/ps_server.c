@@ -121,7 +121,7 @@ static int create_rings(struct ps_server *s)
 	for (i = 0; i < n * n; i++) {
 		if (i / n == i % n)
 			continue;
-		int node = s->cfg.lcore_numa ? s->cfg.lcore_numa[i % n] : -1;
+		int node = s->lcore_node[i % n]; /* the consumer's node */
 		s->rings[i] = ps_mem_alloc((size_t)bytes, node);
 		if (!s->rings[i])
 			return -ENOMEM;
@@ -155,7 +155,12 @@ int ps_server_create(const struct ps_server_config *cfg, struct ps_server **out,
 		goto out_nomem;
 	memcpy(s->tcfg, cfg->tables, cfg->n_tables * sizeof(*s->tcfg));
 	s->cfg.tables = s->tcfg;
-	s->cfg.lcore_numa = NULL; /* not kept: the caller's array */
+	s->cfg.lcore_numa = NULL; /* the caller's array: copied into lcore_node */
+	s->lcore_node = malloc(cfg->n_lcores * sizeof(*s->lcore_node));
+	if (!s->lcore_node)
+		goto out_nomem;
+	for (i = 0; i < cfg->n_lcores; i++)
+		s->lcore_node[i] = cfg->lcore_numa ? cfg->lcore_numa[i] : -1;
 	for (i = 0; i < cfg->n_tables; i++)
 		if (s->tcfg[i].dim > s->max_dim)
 			s->max_dim = s->tcfg[i].dim;
@@ -190,8 +195,9 @@ void ps_server_destroy(struct ps_server *s)
 	for (i = 0; s->rings && i < n * n; i++)
 		if (s->rings[i])
 			ps_mem_free(s->rings[i], (size_t)rte_ring_get_memsize(s->cfg.ring_size ?
-					      s->cfg.ring_size : 1024), -1);
+					      s->cfg.ring_size : 1024), s->lcore_node[i % n]);
 	free(s->rings);
+	free(s->lcore_node);
 	free(s->shards);
 	free(s->handlers);
 	free(s->bar_seen);

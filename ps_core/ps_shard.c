@@ -334,6 +334,8 @@ static int op_push(struct ps_shard *sh, struct ps_op *op)
 	int rc;
 
 	if (op->seq <= sh->last_seq[op->worker]) {
+		if (!op->out)
+			return 1; /* already applied: acknowledge only */
 		rc = op_rows(sh, t, op, rows); /* a push-pull still answers with values */
 		if (rc == 0 && op->out)
 			fill_out(t, op, rows);

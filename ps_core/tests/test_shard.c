@@ -5,6 +5,7 @@
  * land exactly once, and nothing may deadlock.
  */
 #include <math.h>
+#include <numa.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -84,11 +85,12 @@ static void *lcore_main(void *arg)
 	return NULL;
 }
 
-static void run(uint32_t ring_size, uint32_t shards)
+static void run(uint32_t ring_size, uint32_t shards, const int *numa)
 {
 	struct ps_table_config t = pt_table(1, DIM, PS_OPT_SGD);
 	struct ps_server_config sc = { .n_servers = 1, .n_shards = shards, .n_lcores = 2,
 				       .n_workers = 2, .mode = PS_MODE_ASYNC, .ring_size = ring_size,
+				       .lcore_numa = numa,
 				       .tables = &t, .n_tables = 1 };
 	struct ps_server *s;
 	struct lcore l[2];
@@ -123,13 +125,16 @@ static void run(uint32_t ring_size, uint32_t shards)
 static void test_shard_two_lcores_cross_traffic_over_rings(void **state)
 {
 	(void)state;
-	run(1024, 4);
+	run(1024, 4, NULL);
 }
 
 static void test_shard_two_lcores_full_rings_no_deadlock(void **state)
 {
 	(void)state;
-	run(2, 6); /* one free entry per ring: enqueue often finds it full */
+	static const int node0[2] = { 0, 0 };
+
+	/* one free entry per ring: enqueue often finds it full; memory from node 0 if NUMA */
+	run(2, 6, numa_available() >= 0 ? node0 : NULL);
 }
 
 static void test_shard_handler_slots_checked(void **state)
