@@ -244,7 +244,7 @@ void fl_cfg(struct tl_tcp_cfg *cfg)
 	cfg->snd_buf = 256u * 1024u;
 	cfg->max_conns = 64;
 	cfg->max_sbufs = 1024;
-	cfg->ooo_max = 32;
+	cfg->ooo_max = 64; /* covers a full 64 KiB window of MSS segments */
 	cfg->rto_init_ns = 10ull * 1000000u;
 	cfg->time_wait_ns = 5ull * 1000000u;
 	cfg->iss_secret = 12345;

@@ -168,6 +168,41 @@ static void test_tcp_rto_across_wraparound(void **state)
 	assert_int_equal(st.rto_fired, 1);
 }
 
+struct drop_nth {
+	uint32_t seen;
+	uint32_t which[4];
+};
+
+/* Drops the listed data segments (by order of first transmission) from node 1. */
+static bool drop_nth_filter(void *arg, const struct fl_seg *g)
+{
+	struct drop_nth *d = arg;
+
+	if (g->from != 1 || g->len == 0)
+		return false;
+	d->seen++;
+	for (int i = 0; i < 4; i++)
+		if (d->which[i] == d->seen)
+			return true;
+	return false;
+}
+
+static void test_tcp_newreno_partial_acks_repair_several_losses(void **state)
+{
+	struct fl_link *l = *state;
+	struct drop_nth d = { .which = { 30, 34, 38, 0 } };
+	struct tl_tcp_stats st;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	l->filter = drop_nth_filter;
+	l->filter_arg = &d;
+	transfer(l, 0, 200000, 2000 * MS, 31);
+	tl_tcp_stack_get_stats(l->stack[1], &st);
+	/* One fast retransmit enters recovery, each partial ACK repairs the next hole. */
+	assert_int_equal(st.fast_retrans, 3);
+	assert_int_equal(st.rto_fired, 0);
+}
+
 /* ---- flow control ------------------------------------------------------------- */
 
 static bool zero_window_seen(void *arg)
@@ -580,6 +615,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_tcp_fast_retransmit_across_wraparound),
 		T(test_tcp_rto_across_wraparound),
+		T(test_tcp_newreno_partial_acks_repair_several_losses),
 		T(test_tcp_zero_window_probes_until_reopened),
 		T(test_tcp_window_scaled_beyond_64k),
 		T(test_tcp_reordering_delivered_in_order),
