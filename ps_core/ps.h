@@ -266,6 +266,26 @@ uint32_t ps_client_resend(struct ps_client *c, uint32_t server, ps_resend_fn *fn
 /* Requests still waiting for replies. */
 uint32_t ps_client_inflight(const struct ps_client *c);
 
+/*
+ * Blocking calls, for a trainer loop that has nothing else to do meanwhile. The glue
+ * supplies how to send one encoded message to a server and how to make progress (poll the
+ * transport; replies must reach ps_client_on_reply from inside poll). poll returning < 0
+ * gives up: the call returns that value and the request is forgotten by the caller (a push
+ * stays queued for ps_client_resend). msgs: n_servers encode buffers.
+ */
+struct ps_client_io {
+	int (*send)(void *ctx, uint32_t server, const uint8_t *msg, uint32_t len);
+	int (*poll)(void *ctx);
+	void *ctx;
+	struct ps_msgbuf *msgs;
+};
+int ps_client_pull_wait(struct ps_client *c, const struct ps_client_io *io, uint32_t table,
+			uint32_t dim, const uint64_t *keys, uint32_t n, float *out);
+int ps_client_push_wait(struct ps_client *c, const struct ps_client_io *io, uint32_t table,
+			uint32_t dim, const uint64_t *keys, uint32_t n, const float *grads);
+/* Sync mode: returns once every worker reached `step` and the step was applied. */
+int ps_client_barrier_wait(struct ps_client *c, const struct ps_client_io *io, uint64_t step);
+
 /* ---------------------------------------------------------------- roles */
 
 enum ps_role_kind { PS_ROLE_WORKER = 0, PS_ROLE_SERVER };

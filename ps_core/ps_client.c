@@ -112,6 +112,20 @@ void ps_client_destroy(struct ps_client *c)
 }
 
 uint32_t ps_client_inflight(const struct ps_client *c) { return c->inflight; }
+uint32_t ps_client_servers(const struct ps_client *c) { return c->cfg.n_servers; }
+
+void ps_client_detach(struct ps_client *c, void *arg)
+{
+	uint32_t i;
+
+	for (i = 0; i < c->n_slots; i++)
+		if (c->slots[i].req_id && c->slots[i].arg == arg) {
+			c->slots[i].done = NULL;
+			c->slots[i].arg = NULL;
+			c->slots[i].bar_done = NULL;
+			c->slots[i].out = NULL;
+		}
+}
 
 static struct cl_slot *slot_get(struct ps_client *c, uint32_t n)
 {
@@ -477,12 +491,12 @@ static int apply_reply(struct ps_client *c, struct cl_slot *s, uint32_t srv, con
 	case PS_T_PULL:
 	case PS_T_PUSH_PULL:
 	case PS_T_DENSE_PULL:
-		return scatter(c, s, srv, v);
+		return s->out ? scatter(c, s, srv, v) : 0; /* detached: nowhere to put them */
 	case PS_T_BARRIER:
 		p = tl_view_get(v, 0, 24, b);
 		if (!p)
 			return -EBADMSG;
-		if (!tl_ld32(p + 16))
+		if (!tl_ld32(p + 16) && s->bar_done)
 			*s->bar_done = false;
 		return 0;
 	case PS_T_GEO_PULL:

@@ -238,6 +238,11 @@ int ps_server_table_index(const struct ps_server *s, uint32_t table_id);
 void ps_handler_run_op(struct ps_handler *h, uint32_t shard, struct ps_op *op);
 void ps_handler_wait(struct ps_handler *h, struct ps_op *op);
 
+/* Client internals shared with ps_client_wait.c. */
+uint32_t ps_client_servers(const struct ps_client *c);
+/* Forgets the callback, output and barrier flag of every request whose arg is `arg`. */
+void ps_client_detach(struct ps_client *c, void *arg);
+
 /* Checkpoint file (ps_ckpt.c). */
 int ps_ckpt_write(struct ps_server *s, struct ps_snap **snaps, const char *path,
 		  uint64_t *rows_out, char *err, size_t errlen);

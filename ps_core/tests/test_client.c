@@ -157,6 +157,92 @@ static void test_client_backpressure_records_nothing(void **state)
 	ps_client_destroy(c);
 }
 
+/* ---- blocking calls over an in-process "transport": send queues, poll delivers one */
+
+struct fake_net {
+	struct pt_cluster *c;
+	uint32_t worker, queued[PT_MAX_SERVERS], polls, give_up_after;
+	uint8_t *q[PT_MAX_SERVERS];
+	uint32_t qlen[PT_MAX_SERVERS];
+};
+
+static int net_send(void *ctx, uint32_t server, const uint8_t *msg, uint32_t len)
+{
+	struct fake_net *n = ctx;
+
+	n->q[server] = realloc(n->q[server], len);
+	memcpy(n->q[server], msg, len);
+	n->qlen[server] = len;
+	n->queued[server] = 1;
+	return 0;
+}
+
+static int net_poll(void *ctx)
+{
+	struct fake_net *n = ctx;
+	uint32_t s;
+
+	if (++n->polls > n->give_up_after)
+		return -1;
+	for (s = 0; s < n->c->n_servers; s++)
+		if (n->queued[s]) {
+			n->queued[s] = 0;
+			memcpy(n->c->msgs[s].buf, n->q[s], n->qlen[s]);
+			n->c->msgs[s].len = n->qlen[s];
+			pt_deliver(n->c, n->worker); /* one server per poll: replies trickle in */
+			return 0;
+		}
+	return 0;
+}
+
+static void test_client_blocking_calls_wait_for_every_reply(void **state)
+{
+	struct ps_table_config t = pt_table(1, 2, PS_OPT_SGD);
+	struct pt_cluster *c;
+	struct ps_msgbuf m[PT_MAX_SERVERS];
+	struct fake_net n = { .give_up_after = 1000 };
+	struct ps_client_io io = { .send = net_send, .poll = net_poll, .ctx = &n, .msgs = m };
+	uint64_t keys[50];
+	float g[100], out[100];
+	uint32_t i;
+
+	(void)state;
+	t.op.lr = 1.0f;
+	assert_int_equal(pt_cluster_create(3, 2, PS_MODE_SYNC, 2, &t, 1, &c), 0);
+	n.c = c;
+	for (i = 0; i < 3; i++)
+		m[i] = (struct ps_msgbuf){ .buf = bufs[i], .cap = sizeof(bufs[i]) };
+	for (i = 0; i < 50; i++)
+		keys[i] = i * 3;
+	for (i = 0; i < 100; i++)
+		g[i] = 1.0f;
+	n.worker = 0;
+	assert_int_equal(ps_client_push_wait(c->cl[0], &io, 1, 2, keys, 50, g), 0);
+	n.worker = 1;
+	assert_int_equal(ps_client_push_wait(c->cl[1], &io, 1, 2, keys, 50, g), 0);
+	assert_int_equal(ps_client_barrier_wait(c->cl[1], &io, 0), -ETIMEDOUT); /* worker 0 missing */
+	n.polls = 0;
+	n.worker = 0;
+	assert_int_equal(ps_client_barrier_wait(c->cl[0], &io, 0), 0);
+	n.worker = 1;
+	n.polls = 0;
+	assert_int_equal(ps_client_barrier_wait(c->cl[1], &io, 0), 0);
+	assert_int_equal(ps_client_pull_wait(c->cl[1], &io, 1, 2, keys, 50, out), 0);
+	for (i = 0; i < 100; i++)
+		assert_true(out[i] == -2.0f); /* summed over both workers, applied once */
+	/* giving up mid-request: the late reply later finds no callback to run */
+	uint32_t before = ps_client_inflight(c->cl[1]); /* the abandoned barrier may linger */
+	n.give_up_after = n.polls + 1;
+	assert_int_equal(ps_client_pull_wait(c->cl[1], &io, 1, 2, keys, 50, out), -ETIMEDOUT);
+	n.give_up_after = 1000;
+	for (i = 0; i < 3; i++)
+		net_poll(&n);
+	assert_int_equal(ps_client_inflight(c->cl[1]), before);
+	for (i = 0; i < PT_MAX_SERVERS; i++)
+		free(n.q[i]);
+	pt_cluster_destroy(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -164,6 +250,7 @@ int main(void)
 		cmocka_unit_test(test_client_done_after_every_server_answered),
 		cmocka_unit_test(test_client_reply_that_does_not_add_up_refused),
 		cmocka_unit_test(test_client_backpressure_records_nothing),
+		cmocka_unit_test(test_client_blocking_calls_wait_for_every_reply),
 	};
 	return cmocka_run_group_tests_name("ps_client", tests, NULL, NULL);
 }
