@@ -130,6 +130,12 @@ void tl_conn_set_ctx(struct tl_conn *c, void *ctx);
 void *tl_conn_ctx(const struct tl_conn *c);
 struct tl *tl_conn_tl(const struct tl_conn *c);
 const char *tl_conn_why(const struct tl_conn *c);
+/*
+ * Bytes (headers included) handed to tl_send on c and not yet completed: queued, being
+ * written, or (dpdk) sent and not yet acknowledged. 0 means the connection's send side is
+ * idle; fuse's autocorking batches small messages only while this is non-zero.
+ */
+uint64_t tl_conn_tx_pending(const struct tl_conn *c);
 
 /*
  * Sends a message: header fields from h (magic, version and body_len are set here; the

@@ -202,6 +202,7 @@ void tl_conn_set_ctx(struct tl_conn *c, void *ctx) { c->ctx = ctx; }
 void *tl_conn_ctx(const struct tl_conn *c) { return c->ctx; }
 struct tl *tl_conn_tl(const struct tl_conn *c) { return c->tl; }
 const char *tl_conn_why(const struct tl_conn *c) { return c->why != NULL ? c->why : ""; }
+uint64_t tl_conn_tx_pending(const struct tl_conn *c) { return c->tx_bytes; }
 
 void tl_up_accepted(struct tl_listener *l, struct tl_conn *c)
 {

@@ -507,6 +507,24 @@ static void test_kernel_send_limits(void **state)
 	assert_int_equal(fx->cli_bad, 0);
 }
 
+static void test_kernel_tx_pending_counts_until_done(void **state)
+{
+	struct kfx *fx = *state;
+
+	connect_pair(fx);
+	assert_int_equal(tl_conn_tx_pending(fx->cli), 0);
+	assert_int_equal(send_req(fx, 0, 100, 0), 0);
+	assert_int_equal(send_req(fx, 1, 7, 200), 0);
+	/* Queued, not yet written: headers and bodies both count. */
+	assert_int_equal(tl_conn_tx_pending(fx->cli), 2 * TL_MSG_HDR_LEN + 107);
+	POLL_UNTIL(fx, fx->done_ok == 2);
+	assert_int_equal(tl_conn_tx_pending(fx->cli), 0);
+	/* A refused send leaves the count alone. */
+	assert_int_equal(send_req(fx, 2, 1001, 0), -EMSGSIZE);
+	assert_int_equal(tl_conn_tx_pending(fx->cli), 0);
+	POLL_UNTIL(fx, fx->cli_msgs == 2);
+}
+
 static void test_kernel_max_conns_refused(void **state)
 {
 	struct kfx *fx = *state;
@@ -590,6 +608,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_kernel_rx_buffers_exhausted, setup_tiny_rx, teardown),
 		T(test_kernel_close_from_callback_stops_delivery),
 		TS(test_kernel_send_limits),
+		TS(test_kernel_tx_pending_counts_until_done),
 		TS(test_kernel_max_conns_refused),
 		T(test_kernel_hold_past_callback),
 		cmocka_unit_test(test_kernel_config_checked),
