@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# fuzz/run.sh — builds wharf's libFuzzer harnesses with clang and runs them.
+#
+#   fuzz/run.sh [--smoke] [--build-only] [--gen-seeds] [TARGET...]
+#
+# Each fuzz/fuzz_<target>.c is linked with the layer sources it exercises (compiled here
+# with clang, never the gcc archives in build/lib) into build/fuzz/fuzz_<target>, with
+# -fsanitize=fuzzer,address,undefined and UBSan made fatal, so every sanitizer report is
+# a crash. Then, per harness:
+#   default   fuzz for FUZZ_SECONDS (60) starting from fuzz/corpus/<target>; new inputs
+#             go to build/fuzz/corpus/<target> (the committed seeds stay small)
+#   --smoke   replay every committed seed and every fuzz/crashes/<target> reproducer
+#             one by one, then fuzz for FUZZ_SMOKE_SECONDS (3): the CI regression check
+#   --gen-seeds  rebuild fuzz/gen_seeds and rewrite fuzz/corpus/ (then commit it)
+# One line per harness (executions, crashes, verdict), then "N passed, N failed"; exit
+# status non-zero when any harness crashed, leaked, hit a sanitizer or failed to build.
+# A crashing input is kept as build/fuzz/artifacts/<target>/crash-*; the log of each run
+# is build/fuzz/logs/<target>.log.
+set -u
+cd "$(dirname "$0")/.."
+
+ALL_TARGETS=(fuse frame tcp ps config dn_input)
+CC=${FUZZ_CC:-clang}
+SECONDS_EACH=${FUZZ_SECONDS:-60}
+SMOKE_SECONDS=${FUZZ_SMOKE_SECONDS:-3}
+OUT=build/fuzz
+smoke=0; build_only=0; gen=0; targets=()
+for a in "$@"; do
+	case "$a" in
+	--smoke) smoke=1 ;;
+	--build-only) build_only=1 ;;
+	--gen-seeds) gen=1 ;;
+	-h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+	-*) echo "run.sh: unknown option $a" >&2; exit 2 ;;
+	*) targets+=("$a") ;;
+	esac
+done
+[ ${#targets[@]} -eq 0 ] && targets=("${ALL_TARGETS[@]}")
+
+if ! command -v "$CC" >/dev/null; then
+	echo "run.sh: $CC not found (install clang, or set FUZZ_CC)" >&2; exit 2
+fi
+DPDK_CFLAGS=$(pkg-config --cflags libdpdk)
+DPDK_LIBS=$(pkg-config --libs libdpdk)
+BASE_FLAGS="-std=c11 -D_GNU_SOURCE -DALLOW_EXPERIMENTAL_API -I. $DPDK_CFLAGS -g -O1"
+SAN="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+# The harnesses are ours: warnings are errors. Layer sources keep their gcc -Werror in the
+# Makefile; clang's extra warnings on them go to the build log, not to a failed build.
+HARNESS_WARN="-Wall -Wextra -Werror"
+
+# Layer sources and libraries per target.
+srcs_of() {
+	case "$1" in
+	fuse) echo fuse/*.c ;;
+	frame) echo transport/tl_frame.c ;;
+	tcp) echo transport/tl_conn.c transport/tl_in.c transport/tl_out.c transport/tl_timer.c \
+		transport/tl_cc.c transport/tl_steer.c ;;
+	ps) echo ps_core/*.c ;;
+	config) echo apps/common/wc_config.c apps/common/wc_cfg_env.c apps/common/wc_cfg_file.c \
+		apps/common/wc_cfg_flags.c apps/common/wc_cfg_load.c apps/common/wc_epmap.c ;;
+	dn_input) echo dpdk_net/*.c dpdk_net/tests/dn_testlib.c ;;
+	esac
+}
+libs_of() {
+	case "$1" in
+	ps) echo "$DPDK_LIBS -lnuma -lm -lpthread" ;;
+	tcp) echo "$DPDK_LIBS -lm" ;;
+	config) echo "-ljansson" ;;
+	dn_input) echo "$DPDK_LIBS -lnuma -lm -lpthread" ;;
+	*) echo "" ;;
+	esac
+}
+hdrs_of() { # headers a rebuild depends on
+	echo fuzz/fuzz_util.h transport/*.h
+	case "$1" in
+	fuse) echo fuse/*.h ;; ps) echo ps_core/*.h ;; config) echo apps/common/*.h ;;
+	dn_input) echo dpdk_net/*.h dpdk_net/tests/*.h ;;
+	esac
+}
+
+# build TARGET -> 0 or non-zero; skips when the binary is newer than every input.
+build() {
+	local t=$1 bin=$OUT/fuzz_$1 f stale=0
+	local srcs; srcs=$(srcs_of "$t")
+	mkdir -p "$OUT/obj/$t" "$OUT/logs"
+	for f in fuzz/fuzz_"$t".c $srcs $(hdrs_of "$t") fuzz/run.sh; do
+		[ -e "$f" ] && [ "$f" -nt "$bin" ] && stale=1
+	done
+	[ -x "$bin" ] && [ $stale -eq 0 ] && return 0
+	{
+		$CC $BASE_FLAGS $SAN $HARNESS_WARN -c fuzz/fuzz_"$t".c -o "$OUT/obj/$t/harness.o" || return 1
+		objs=("$OUT/obj/$t/harness.o")
+		for f in $srcs; do
+			o="$OUT/obj/$t/$(echo "$f" | tr / _).o"
+			$CC $BASE_FLAGS $SAN -c "$f" -o "$o" || return 1
+			objs+=("$o")
+		done
+		# shellcheck disable=SC2046
+		$CC $SAN -o "$bin" "${objs[@]}" $(libs_of "$t")
+	} >"$OUT/logs/build-$t.log" 2>&1
+}
+
+gen_seeds() {
+	local srcs="fuse/fz_pack.c fuse/fz_config.c ps_core/*.c transport/tl_conn.c transport/tl_in.c
+		transport/tl_out.c transport/tl_timer.c transport/tl_cc.c transport/tl_steer.c"
+	mkdir -p "$OUT/logs"
+	# shellcheck disable=SC2086
+	$CC $BASE_FLAGS -fsanitize=address,undefined $HARNESS_WARN -o "$OUT/gen_seeds" \
+		fuzz/gen_seeds.c $srcs $DPDK_LIBS -lnuma -lm -lpthread >"$OUT/logs/build-gen_seeds.log" 2>&1 ||
+		{ echo "gen_seeds: build failed, see $OUT/logs/build-gen_seeds.log"; return 1; }
+	"$OUT/gen_seeds" fuzz/corpus
+}
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:quarantine_size_mb=64:malloc_context_size=20}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/fuzz/lsan.supp:print_suppressions=0}
+
+# run_one TARGET -> prints the harness line, returns 0 when clean.
+run_one() {
+	local t=$1 bin=$OUT/fuzz_$1 log=$OUT/logs/$1.log art=$OUT/artifacts/$1/
+	local seeds=fuzz/corpus/$1 work=$OUT/corpus/$1 secs=$SECONDS_EACH rc=0 execs=0 n
+	local dict=() replay=()
+	mkdir -p "$art" "$work" "$seeds"
+	[ -f fuzz/dict/"$t".dict ] && dict=(-dict=fuzz/dict/"$t".dict)
+	: >"$log"
+	local before; before=$(find "$art" -type f | wc -l)
+	if [ $smoke -eq 1 ]; then
+		secs=$SMOKE_SECONDS
+		mapfile -t replay < <(find "$seeds" fuzz/crashes/"$t" -type f 2>/dev/null | sort)
+		if [ ${#replay[@]} -gt 0 ]; then
+			# Files given one by one are each run once: the regression replay.
+			timeout --kill-after=10 $((120 + ${#replay[@]} / 10)) "$bin" -timeout=20 \
+				-rss_limit_mb=2048 "${replay[@]}" >>"$log" 2>&1 || rc=$?
+			n=$(grep -c '^Executed ' "$log")
+			execs=$((execs + n))
+		fi
+	fi
+	if [ $rc -eq 0 ]; then
+		timeout --kill-after=10 $((secs + 120)) "$bin" -max_total_time="$secs" -timeout=20 \
+			-rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$art" "${dict[@]}" \
+			"$work" "$seeds" >>"$log" 2>&1 || rc=$?
+		n=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+		execs=$((execs + ${n:-0}))
+	fi
+	local crashes; crashes=$(( $(find "$art" -type f | wc -l) - before ))
+	[ $rc -ne 0 ] && [ "$crashes" -eq 0 ] && crashes=1
+	if [ $rc -eq 0 ]; then
+		printf 'fuzz %-9s execs %-10s crashes %s  ok\n' "$t" "$execs" "$crashes"
+	else
+		printf 'fuzz %-9s execs %-10s crashes %s  FAILED (rc=%s, log %s)\n' "$t" "$execs" \
+			"$crashes" "$rc" "$log"
+		grep -m1 -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|invariant broken' \
+			"$log" | sed 's/^/    /'
+	fi
+	return $rc
+}
+
+if [ $gen -eq 1 ]; then
+	gen_seeds || exit 1
+fi
+passed=0; failed=0
+for t in "${targets[@]}"; do
+	if [ ! -f fuzz/fuzz_"$t".c ]; then
+		echo "fuzz $t: no harness fuzz/fuzz_$t.c"; failed=$((failed + 1)); continue
+	fi
+	if ! build "$t"; then
+		echo "fuzz $t: build FAILED, see $OUT/logs/build-$t.log"; tail -n 5 "$OUT/logs/build-$t.log"
+		failed=$((failed + 1)); continue
+	fi
+	[ $build_only -eq 1 ] && { echo "fuzz $t: built $OUT/fuzz_$t"; passed=$((passed + 1)); continue; }
+	if run_one "$t"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+done
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
