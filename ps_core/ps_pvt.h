@@ -174,6 +174,21 @@ struct ps_snap {
 	_Atomic uint32_t ready;  /* release by owner when complete; acquire in ps_save */
 };
 
+/*
+ * GEO: the rows changed, in order of change, as a log of row indices at logical positions
+ * base, base+1, ... A worker's GEO pull returns the rows logged at or after its position
+ * and moves it to the end. A changed row is logged again only if some worker has already
+ * pulled past its last entry (row meta version = that entry's position + 1); the pull skips
+ * every entry of a row but its latest, so each changed row comes back once. The prefix
+ * that every worker has passed is dropped. O(changed rows) per pull, not O(table).
+ */
+struct ps_geo_log {
+	uint32_t *e;
+	uint32_t n, cap;
+	uint32_t base;            /* logical position of e[0] */
+	uint32_t max_pos;         /* furthest position any worker pulled to */
+};
+
 struct ps_shard {
 	uint32_t id, owner;
 	struct ps_server *srv;
@@ -186,8 +201,8 @@ struct ps_shard {
 	uint32_t *n_touched, *cap_touched;
 	uint32_t sync_step;
 	/* GEO */
-	uint32_t geo_clock;
-	uint32_t *geo_seen;       /* per worker x table: clock at its last GEO pull */
+	struct ps_geo_log *glog;  /* per table */
+	uint32_t *geo_seen;       /* per worker x table: log position of its last GEO pull */
 	/* merge scratch for pushes with duplicate keys */
 	uint32_t *rows;           /* max_keys */
 	uint64_t *keys;           /* max_keys: this shard's keys of a request; merge pairs */

@@ -33,11 +33,12 @@ int ps_shard_init(struct ps_shard *sh, struct ps_server *srv, uint32_t id, uint3
 	sh->n_touched = calloc(nt, sizeof(uint32_t));
 	sh->cap_touched = calloc(nt, sizeof(uint32_t));
 	sh->geo_seen = calloc((size_t)nw * nt, sizeof(uint32_t));
+	sh->glog = calloc(nt, sizeof(*sh->glog));
 	sh->rows = ps_mem_alloc((size_t)srv->max_keys * sizeof(uint32_t), node);
 	sh->keys = ps_mem_alloc((size_t)srv->max_keys * sizeof(uint64_t), node);
 	sh->merge = ps_mem_alloc((size_t)srv->max_dim * sizeof(float), node);
 	if (!sh->tables || !sh->last_seq || !sh->touched || !sh->n_touched || !sh->cap_touched ||
-	    !sh->geo_seen || !sh->rows || !sh->keys || !sh->merge)
+	    !sh->geo_seen || !sh->glog || !sh->rows || !sh->keys || !sh->merge)
 		goto out_fini;
 	for (t = 0; t < nt; t++) {
 		const struct ps_table_config *tc = &srv->tcfg[t];
@@ -71,6 +72,9 @@ void ps_shard_fini(struct ps_shard *sh)
 	free(sh->n_touched);
 	free(sh->cap_touched);
 	free(sh->geo_seen);
+	for (t = 0; sh->glog && t < sh->n_tables; t++)
+		free(sh->glog[t].e);
+	free(sh->glog);
 	ps_mem_free(sh->rows, (size_t)srv->max_keys * sizeof(uint32_t), sh->node);
 	ps_mem_free(sh->keys, (size_t)srv->max_keys * sizeof(uint64_t), sh->node);
 	ps_mem_free(sh->merge, (size_t)srv->max_dim * sizeof(float), sh->node);
@@ -195,6 +199,35 @@ static int sync_reserve(struct ps_shard *sh, uint32_t ti, uint32_t n)
 	return 0;
 }
 
+static int geo_reserve(struct ps_geo_log *g, uint32_t n)
+{
+	uint64_t need = (uint64_t)g->n + n;
+	uint32_t cap = g->cap ? g->cap : 1024, *p;
+
+	if (need <= g->cap)
+		return 0;
+	if (need > UINT32_MAX / 2)
+		return -ENOSPC;
+	while (cap < need)
+		cap *= 2;
+	p = realloc(g->e, (size_t)cap * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	g->e = p;
+	g->cap = cap;
+	return 0;
+}
+
+/* A GEO change of row r: log it unless its latest entry is still ahead of every pull. */
+static inline void geo_note(struct ps_geo_log *g, struct ps_row_meta *m, uint32_t r)
+{
+	if (m->version != 0 && m->version - 1 >= g->max_pos)
+		return;
+	/* Capacity was ensured by geo_reserve before the op changed anything. */
+	m->version = g->base + g->n + 1;
+	g->e[g->n++] = r;
+}
+
 static inline void apply_row(struct ps_shard *sh, uint32_t ti, uint32_t r, const uint8_t *g)
 {
 	struct ps_table *t = &sh->tables[ti];
@@ -219,7 +252,7 @@ static inline void apply_row(struct ps_shard *sh, uint32_t ti, uint32_t r, const
 			memcpy(&f, g + 4 * j, 4);
 			w[j] += f;
 		}
-		ps_row_meta(t, r)->version = sh->geo_clock;
+		geo_note(&sh->glog[ti], ps_row_meta(t, r), r);
 		break;
 	}
 }
@@ -343,10 +376,11 @@ static int op_push(struct ps_shard *sh, struct ps_op *op)
 	}
 	if (sh->srv->cfg.mode == PS_MODE_SYNC && (rc = sync_reserve(sh, op->table, op->n)) < 0)
 		return rc;
+	if (sh->srv->cfg.mode == PS_MODE_GEO && (rc = geo_reserve(&sh->glog[op->table], op->n)) < 0)
+		return rc;
 	rc = op_rows(sh, t, op, rows);
 	if (rc < 0)
 		return rc;
-	sh->geo_clock++;
 	if (find_dups(sh, t, rows, op->n)) {
 		apply_merged(sh, op->table, op, rows);
 	} else {
@@ -390,29 +424,56 @@ static void op_sync_step(struct ps_shard *sh)
 }
 
 /*
- * GEO pull: records (u64 key, dim f32) of rows changed since the worker's last commit, into
- * op->geo_out. Does not move the worker's mark: PS_OP_GEO_COMMIT does, once every shard's
- * part fitted, so a refused pull loses nothing. The clock seen is returned in op->seq.
+ * GEO pull: records (u64 key, dim f32) of rows changed since the worker's position, into
+ * op->geo_out. Does not move the worker's position: PS_OP_GEO_COMMIT does, once every
+ * shard's part fitted, so a refused pull loses nothing. The end position is returned in
+ * op->seq; max_pos moves now, so a change made before the commit is logged again.
  */
 static int op_geo_pull(struct ps_shard *sh, struct ps_op *op)
 {
 	const struct ps_table *t = &sh->tables[op->table];
-	uint32_t seen = sh->geo_seen[op->worker * sh->n_tables + op->table], r, n = 0;
+	struct ps_geo_log *g = &sh->glog[op->table];
+	uint32_t from = sh->geo_seen[op->worker * sh->n_tables + op->table], i, n = 0;
+	uint32_t end = g->base + g->n;
 	size_t rec = 8 + (size_t)t->cfg.dim * 4;
 
-	for (r = 0; r < t->n_rows; r++) {
+	for (i = from > g->base ? from - g->base : 0; i < g->n; i++) {
+		uint32_t r = g->e[i];
 		const struct ps_row_meta *m = ps_row_meta(t, r);
-		if (m->version <= seen)
-			continue;
+		if (m->version != g->base + i + 1)
+			continue; /* not the row's latest entry */
 		if (n == op->geo_cap)
 			return -ENOBUFS;
 		memcpy(op->geo_out + n * rec, &m->key, 8);
 		memcpy(op->geo_out + n * rec + 8, ps_row_val(t, r), rec - 8);
 		n++;
 	}
+	if (end > g->max_pos)
+		g->max_pos = end;
 	op->geo_n = n;
-	op->seq = sh->geo_clock;
+	op->seq = end;
 	return 0;
+}
+
+/* Moves the worker's position and drops the log prefix every worker has passed. */
+static void op_geo_commit(struct ps_shard *sh, const struct ps_op *op)
+{
+	struct ps_geo_log *g = &sh->glog[op->table];
+	uint32_t w, nw = sh->srv->cfg.n_workers, min = UINT32_MAX, drop;
+
+	sh->geo_seen[op->worker * sh->n_tables + op->table] = (uint32_t)op->seq;
+	for (w = 0; w < nw; w++) {
+		uint32_t p = sh->geo_seen[w * sh->n_tables + op->table];
+		if (p < min)
+			min = p;
+	}
+	drop = min > g->base ? min - g->base : 0;
+	/* Amortised: only when at least half the log is dead. */
+	if (drop >= 1024 && drop >= g->n / 2) {
+		memmove(g->e, g->e + drop, (size_t)(g->n - drop) * sizeof(*g->e));
+		g->n -= drop;
+		g->base += drop;
+	}
 }
 
 void ps_shard_run(struct ps_shard *sh, struct ps_op *op)
@@ -434,7 +495,7 @@ void ps_shard_run(struct ps_shard *sh, struct ps_op *op)
 		op->status = op_geo_pull(sh, op);
 		break;
 	case PS_OP_GEO_COMMIT:
-		sh->geo_seen[op->worker * sh->n_tables + op->table] = (uint32_t)op->seq;
+		op_geo_commit(sh, op);
 		op->status = 0;
 		break;
 	case PS_OP_SNAP_BEGIN:

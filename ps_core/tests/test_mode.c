@@ -13,6 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ps_core/ps_pvt.h"
 #include "ps_core/tests/pt_util.h"
 
 #define W 3
@@ -79,8 +80,8 @@ static void test_mode_sync_equals_single_process_sum(void **state)
 
 struct geo_seen {
 	uint32_t n;
-	uint64_t keys[64];
-	float rows[64][D];
+	uint64_t keys[256];
+	float rows[256][D];
 };
 
 static void geo_row(void *arg, uint64_t key, const float *row, uint32_t dim)
@@ -88,7 +89,7 @@ static void geo_row(void *arg, uint64_t key, const float *row, uint32_t dim)
 	struct geo_seen *s = arg;
 
 	assert_int_equal(dim, D);
-	assert_true(s->n < 64);
+	assert_true(s->n < 256);
 	s->keys[s->n] = key;
 	memcpy(s->rows[s->n++], row, sizeof(s->rows[0]));
 }
@@ -152,6 +153,59 @@ static void test_mode_geo_returns_only_changed_rows(void **state)
 			assert_true(s.rows[i][0] == 1.5f);
 	assert_false(has_key(&s, 900));
 	assert_int_equal(c->errors, 0);
+	pt_cluster_destroy(c);
+}
+
+/* Random pushes and GEO pulls of 3 workers against a plain model of "changed since". */
+static void test_mode_geo_random_ops_match_model(void **state)
+{
+	struct ps_table_config t = pt_table(1, D, PS_OPT_SGD);
+	struct pt_cluster *c;
+	enum { NK = 200, NW = 3 };
+	static bool changed[NW][NK];
+	static float val[NK];
+	static struct geo_seen s;
+	uint64_t keys[20];
+	float d[20 * D];
+	unsigned seed = 5;
+	uint32_t op, i, j, pulls = 0;
+
+	(void)state;
+	memset(changed, 0, sizeof(changed));
+	memset(val, 0, sizeof(val));
+	assert_int_equal(pt_cluster_create(2, 3, PS_MODE_GEO, NW, &t, 1, &c), 0);
+	for (op = 0; op < 3000; op++) {
+		uint32_t w = (uint32_t)rand_r(&seed) % NW;
+		if (rand_r(&seed) % 4) {
+			uint32_t n = 1 + (uint32_t)rand_r(&seed) % 20;
+			for (i = 0; i < n; i++) {
+				keys[i] = (uint64_t)(rand_r(&seed) % NK);
+				for (j = 0; j < D; j++)
+					d[i * D + j] = 1.0f;
+				val[keys[i]] += 1.0f;
+				for (j = 0; j < NW; j++)
+					changed[j][keys[i]] = true;
+			}
+			assert_int_equal(pt_push(c, w, 1, D, keys, n, d), 0);
+			continue;
+		}
+		uint32_t want = 0;
+		for (i = 0; i < NK; i++)
+			want += changed[w][i];
+		assert_int_equal(geo_pull(c, w, &s), 0);
+		assert_int_equal(s.n, want);
+		for (i = 0; i < s.n; i++) {
+			assert_true(changed[w][s.keys[i]]);
+			assert_true(s.rows[i][0] == val[s.keys[i]]);
+		}
+		memset(changed[w], 0, sizeof(changed[w]));
+		pulls++;
+	}
+	assert_true(pulls > 500);
+	/* the log dropped what every worker had pulled past (compaction ran) */
+	for (i = 0, j = 0; i < 3; i++)
+		j += c->srv[0]->shards[i].glog[0].base > 0;
+	assert_true(j > 0);
 	pt_cluster_destroy(c);
 }
 
@@ -309,6 +363,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mode_sync_equals_single_process_sum),
 		cmocka_unit_test(test_mode_geo_returns_only_changed_rows),
+		cmocka_unit_test(test_mode_geo_random_ops_match_model),
 		cmocka_unit_test(test_mode_geo_pull_too_big_commits_nothing),
 		cmocka_unit_test(test_mode_async_applies_on_arrival),
 		cmocka_unit_test(test_mode_exactly_once_duplicates_and_resends),
