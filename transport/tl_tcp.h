@@ -133,7 +133,8 @@ struct tl_tcp_cfg {
 	uint32_t max_conns;      /* connection table size (includes TIME_WAIT and embryonic) */
 	uint32_t max_listeners;
 	uint32_t max_sbufs;      /* send buffer descriptors per stack */
-	uint32_t ooo_max;        /* out-of-order segments held per connection */
+	uint32_t ooo_max;        /* out-of-order segments held per connection; below
+				  * rcv_buf / mss, reordering past it turns into drops */
 	uint64_t rto_init_ns, rto_min_ns, rto_max_ns;
 	uint64_t delack_ns;      /* delayed ACK timeout */
 	uint64_t time_wait_ns;
@@ -142,7 +143,9 @@ struct tl_tcp_cfg {
 	uint32_t syn_backlog;    /* default embryonic limit per listener */
 	uint64_t iss_secret;     /* for the default ISS; backends seed it from rte_rand */
 	bool ecn;                /* offer/accept ECN, react to CE DCTCP style */
-	bool timestamps;         /* RFC 7323 timestamps (also RTT sampling and PAWS) */
+	bool timestamps;         /* RFC 7323 timestamps (also RTT sampling and PAWS). TSval
+				  * ticks in microseconds: a connection silent for more than
+				  * ~35 min may have its next segment refused by the peer's PAWS */
 	bool wscale;             /* RFC 7323 window scaling */
 };
 
@@ -181,10 +184,12 @@ enum tl_tcp_state {
 /* Fills cfg with datacenter defaults (1 ms RTO floor, 1460 MSS, 4 MiB windows). */
 void tl_tcp_cfg_default(struct tl_tcp_cfg *cfg);
 
-/* Creates a stack. ops and cfg are copied. Returns 0, -EINVAL (bad config), -ENOMEM. */
+/* Creates a stack. ops and cfg are copied. Returns 0, -EINVAL (bad config), -ENOMEM.
+ * cbs pointers handed to listen/connect/set_cbs are kept, not copied: keep them alive. */
 int tl_tcp_stack_create(const struct tl_tcp_cfg *cfg, const struct tl_tcp_ops *ops, void *ops_ctx,
 			uint64_t now, struct tl_tcp_stack **out);
-/* Aborts every connection (closed(-ECONNABORTED), no RST sent) and frees. NULL is a no-op. */
+/* Aborts every connection (closed(-ECONNABORTED), no RST sent) and frees. The backend
+ * must have put every tl_tcp_sbuf reference it took first. NULL is a no-op. */
 void tl_tcp_stack_destroy(struct tl_tcp_stack *s);
 
 /*
@@ -235,7 +240,9 @@ uint32_t tl_tcp_send_space(const struct tl_tcp_conn *c);
 void tl_tcp_recved(struct tl_tcp_conn *c, uint32_t len, uint64_t now);
 /* Graceful close: FIN after the queued data. cbs.closed follows later. */
 int tl_tcp_close(struct tl_tcp_conn *c, uint64_t now);
-/* Sends RST and ends the connection now; cbs.closed(-ECONNABORTED) runs before return. */
+/* Sends RST and ends the connection now; cbs.closed(-ECONNABORTED) runs before return.
+ * tl_tcp_close during the handshake forgets the attempt when nothing is queued, else
+ * sends the queued data and the FIN once established. */
 void tl_tcp_abort(struct tl_tcp_conn *c);
 
 void tl_tcp_conn_set_cbs(struct tl_tcp_conn *c, const struct tl_tcp_cbs *cbs, void *arg);

@@ -234,14 +234,21 @@ void tl_tcp_timers(struct tl_tcp_stack *s, uint64_t now)
 
 uint64_t tl_tcp_next_timer(const struct tl_tcp_stack *s)
 {
+	const struct tl_tw *tw = &s->tw;
 	uint64_t best = UINT64_MAX;
 
-	if (s->tw.armed == 0)
+	if (tw->armed == 0)
 		return best;
-	/* Control-path query (sleeping loops): a scan of the wheel is fine here. */
-	for (uint32_t i = 0; i < s->tw.nslots; i++)
-		for (const struct tl_tw_entry *e = s->tw.slots[i]; e; e = e->next)
+	/* Walk slots in time order. An entry due in this revolution sits in the slot of
+	 * ceil(deadline / tick), so once best is below a slot's earliest possible
+	 * deadline no later slot can beat it; later-revolution entries only bound best. */
+	for (uint32_t i = 0; i < tw->nslots; i++) {
+		uint64_t tick = tw->cur_tick + i;
+		if (i > 0 && best <= (tick - 1u) * tw->tick_ns)
+			break;
+		for (const struct tl_tw_entry *e = tw->slots[tick & (tw->nslots - 1)]; e; e = e->next)
 			if (e->deadline < best)
 				best = e->deadline;
+	}
 	return best;
 }

@@ -1,0 +1,330 @@
+/*
+ * test_tcp_states.c — TCP-lite state machine corners on a fake link: half close with
+ * data still flowing, the FIN_WAIT_2 bound, a FIN that overtakes data, PAWS, a SYN-ACK
+ * that acknowledges the wrong thing, RSTs aimed at SYN_SENT, listener teardown, port
+ * and send-buffer limits. Every test ends with fl_fini reporting no leaks.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "tcp_fakelink.h"
+
+#define MS 1000000ull
+
+static int setup(void **state)
+{
+	struct fl_link *l = calloc(1, sizeof(*l));
+	struct tl_tcp_cfg cfg;
+
+	if (!l)
+		return -1;
+	fl_cfg(&cfg);
+	if (fl_init(l, &cfg, NULL, 7) != 0) {
+		free(l);
+		return -1;
+	}
+	*state = l;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fl_link *l = *state;
+	uint64_t leaks = fl_fini(l);
+
+	free(l);
+	assert_int_equal(leaks, 0);
+	return 0;
+}
+
+static bool drop_all(void *arg, const struct fl_seg *g)
+{
+	(void)arg;
+	(void)g;
+	return true;
+}
+
+static bool both_closed(void *arg)
+{
+	struct fl_link *l = arg;
+
+	return l->app[0].closed && l->app[1].closed;
+}
+
+static void test_tcp_half_close_peer_keeps_sending(void **state)
+{
+	struct fl_link *l = *state;
+	uint8_t *big = malloc(150000);
+	static uint8_t small[3000];
+
+	assert_non_null(big);
+	fl_fill_random(big, 150000, 3);
+	fl_fill_random(small, sizeof(small), 4);
+	assert_int_equal(fl_open_pair(l), 0);
+	/* The client sends a little and closes its side at once. */
+	l->app[1].src = small;
+	l->app[1].src_len = sizeof(small);
+	l->app[1].close_after_src = true;
+	fl_app_pump(&l->app[1]);
+	fl_run(l, 5 * MS);
+	assert_int_equal(l->app[0].eof, 1);
+	assert_int_equal(l->app[0].rx_len, sizeof(small));
+	/* The server, in CLOSE_WAIT, still streams to the half-closed client. */
+	l->app[0].src = big;
+	l->app[0].src_len = 150000;
+	l->app[0].close_after_src = true;
+	fl_app_pump(&l->app[0]);
+	assert_true(fl_run_until(l, 1000 * MS, both_closed, l));
+	assert_int_equal(l->app[1].rx_len, 150000);
+	assert_memory_equal(l->app[1].rx, big, 150000);
+	assert_memory_equal(l->app[0].rx, small, sizeof(small));
+	assert_int_equal(l->app[0].closed_reason, 0);
+	assert_int_equal(l->app[1].closed_reason, 0);
+	l->app[0].src = l->app[1].src = NULL;
+	free(big);
+}
+
+static void test_tcp_fin_wait_2_bounded(void **state)
+{
+	struct fl_link *l = *state;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	assert_int_equal(tl_tcp_close(l->app[1].conn, l->now), 0);
+	fl_run(l, 10 * MS);
+	assert_int_equal(l->app[0].eof, 1); /* the server never closes its side */
+	assert_int_equal(l->app[1].closed, 0);
+	fl_run(l, 61000 * MS);
+	assert_int_equal(l->app[1].closed, 1);
+	assert_int_equal(l->app[1].closed_reason, -ETIMEDOUT);
+	assert_int_equal(tl_tcp_conn_count(l->stack[1]), 0);
+	/* The server's late FIN finds nobody and is answered with a RST. */
+	assert_int_equal(tl_tcp_close(l->app[0].conn, l->now), 0);
+	fl_run(l, 10 * MS);
+	assert_int_equal(l->app[0].closed, 1);
+	assert_int_equal(l->app[0].closed_reason, -ECONNRESET);
+}
+
+struct view {
+	uint32_t rcv_nxt, snd_nxt;
+	uint16_t sport, dport;
+};
+
+static void server_view(struct fl_link *l, struct view *v)
+{
+	struct fl_seg g;
+	struct tl_tcp_tuple t;
+
+	assert_true(fl_count(l, 0, 0, TL_TCP_ACK, 0, &g) > 0);
+	v->rcv_nxt = g.ack;
+	v->snd_nxt = g.seq + g.len + !!(g.flags & (TL_TCP_SYN | TL_TCP_FIN));
+	tl_tcp_conn_tuple(l->app[0].conn, &t);
+	v->sport = t.rport;
+	v->dport = t.lport;
+}
+
+static void test_tcp_fin_overtaking_data_waits_for_it(void **state)
+{
+	struct fl_link *l = *state;
+	uint8_t seg[128], data[20] = "abcdefghijklmnopqrs";
+	struct view v;
+	uint32_t n;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	server_view(l, &v);
+	l->filter = drop_all;
+	n = fl_build(seg, v.sport, v.dport, v.rcv_nxt + 10, v.snd_nxt, TL_TCP_ACK | TL_TCP_FIN, 1000,
+		     NULL, 0, data + 10, 10);
+	assert_int_equal(fl_inject(l, 0, seg, n, 0), 0);
+	assert_int_equal(l->app[0].eof, 0);
+	n = fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt, TL_TCP_ACK, 1000, NULL, 0, data, 10);
+	assert_int_equal(fl_inject(l, 0, seg, n, 0), 0);
+	assert_int_equal(l->app[0].rx_len, 20);
+	assert_memory_equal(l->app[0].rx, data, 20);
+	assert_int_equal(l->app[0].eof, 1);
+	{
+		struct tl_tcp_conn_stats cs;
+		tl_tcp_conn_get_stats(l->app[0].conn, &cs);
+		assert_int_equal(cs.state, TL_TCP_CLOSE_WAIT);
+	}
+}
+
+static uint32_t opt_tsval(const struct fl_seg *g)
+{
+	for (uint32_t i = 20; i + 1 < g->hdr_len;) {
+		if (g->hdr[i] == 1) {
+			i++;
+			continue;
+		}
+		if (g->hdr[i] == 8)
+			return (uint32_t)g->hdr[i + 2] << 24 | (uint32_t)g->hdr[i + 3] << 16 |
+			       (uint32_t)g->hdr[i + 4] << 8 | g->hdr[i + 5];
+		if (g->hdr[i] == 0 || g->hdr[i + 1] < 2)
+			break;
+		i += g->hdr[i + 1];
+	}
+	return 0;
+}
+
+static void test_tcp_paws_drops_old_timestamp(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[100];
+	uint8_t seg[128], opt[12] = { 1, 1, 8, 10 }, data[10] = "oldoldold";
+	struct tl_tcp_stats st;
+	struct fl_seg g;
+	struct view v;
+	uint32_t ts;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	fl_run(l, 50 * MS);
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, sizeof(buf), NULL, NULL, l->now), 0);
+	fl_run(l, 5 * MS);
+	assert_true(fl_count(l, 0, 1, 0, 0, &g) > 0);
+	ts = opt_tsval(&g);
+	assert_true(ts > 1000);
+	server_view(l, &v);
+	l->filter = drop_all;
+	/* Same sequence space, but a timestamp from long before: an old duplicate. */
+	opt[4] = (uint8_t)((ts - 1000) >> 24);
+	opt[5] = (uint8_t)((ts - 1000) >> 16);
+	opt[6] = (uint8_t)((ts - 1000) >> 8);
+	opt[7] = (uint8_t)(ts - 1000);
+	fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt, TL_TCP_ACK, 1000, opt,
+				      12, data, 9), 0);
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_int_equal(st.drop_window, 1);
+	assert_int_equal(l->app[0].rx_len, sizeof(buf));
+}
+
+static void test_tcp_synack_with_wrong_ack_gets_rst(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_tuple t;
+	uint8_t seg[64];
+	struct fl_seg g, syn;
+	uint32_t mark;
+
+	l->filter = drop_all;
+	assert_int_equal(fl_connect(l, 1, 0, 80), 0);
+	assert_int_equal(fl_count(l, 0, 1, TL_TCP_SYN, 0, &syn), 1);
+	tl_tcp_conn_tuple(l->app[1].conn, &t);
+	mark = l->nlog;
+	fl_inject(l, 1, seg, fl_build(seg, 80, t.lport, 5000, syn.seq + 1000, TL_TCP_SYN | TL_TCP_ACK,
+				      1000, NULL, 0, NULL, 0), 0);
+	assert_int_equal(fl_count(l, mark, 1, TL_TCP_RST, 0, &g), 1);
+	assert_int_equal(g.seq, syn.seq + 1000);
+	assert_int_equal(l->app[1].connected, 0);
+	assert_int_equal(l->app[1].closed, 0); /* still trying */
+	/* A RST whose ACK does not match our SYN is ignored too. */
+	fl_inject(l, 1, seg, fl_build(seg, 80, t.lport, 0, syn.seq + 7, TL_TCP_RST | TL_TCP_ACK, 0, NULL,
+				      0, NULL, 0), 0);
+	assert_int_equal(l->app[1].closed, 0);
+	/* The real handshake still completes. */
+	l->filter = NULL;
+	assert_int_equal(fl_listen(l, 0, 80), 0);
+	fl_run(l, 100 * MS);
+	assert_int_equal(l->app[1].connected, 1);
+	assert_int_equal(l->app[0].accepted, 1);
+}
+
+static void test_tcp_unlisten_resets_embryonic(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_listener *lis;
+	uint8_t seg[64];
+	uint32_t mark;
+
+	assert_int_equal(tl_tcp_listen(l->stack[0], 0, 80, 0, &fl_app_cbs, &l->app[0], &lis), 0);
+	assert_int_equal(tl_tcp_listen(l->stack[0], 0, 80, 0, &fl_app_cbs, &l->app[0], &lis),
+			 -EADDRINUSE);
+	l->filter = drop_all;
+	fl_inject(l, 0, seg, fl_build(seg, 3333, 80, 42, 0, TL_TCP_SYN, 1000, NULL, 0, NULL, 0), 0);
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 1);
+	mark = l->nlog;
+	tl_tcp_unlisten(lis);
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 0);
+	assert_int_equal(fl_count(l, mark, 0, TL_TCP_RST, 0, NULL), 1);
+	/* A SYN now finds no listener: RST. */
+	mark = l->nlog;
+	fl_inject(l, 0, seg, fl_build(seg, 3334, 80, 42, 0, TL_TCP_SYN, 1000, NULL, 0, NULL, 0), 0);
+	assert_int_equal(fl_count(l, mark, 0, TL_TCP_RST | TL_TCP_ACK, 0, NULL), 1);
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 0);
+}
+
+static void test_tcp_ports_unique_and_in_use_refused(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_tuple t = { .laddr = l->addr[1], .raddr = l->addr[0], .rport = 80 };
+	struct tl_tcp_conn *c[10];
+	uint16_t seen[10];
+
+	l->filter = drop_all;
+	for (int i = 0; i < 10; i++) {
+		struct tl_tcp_tuple got;
+		assert_int_equal(tl_tcp_connect(l->stack[1], &t, &fl_app_cbs, &l->app[1], l->now, &c[i]), 0);
+		tl_tcp_conn_tuple(c[i], &got);
+		assert_true(got.lport >= 49152);
+		for (int j = 0; j < i; j++)
+			assert_int_not_equal(seen[j], got.lport);
+		seen[i] = got.lport;
+	}
+	t.lport = seen[3];
+	assert_int_equal(tl_tcp_connect(l->stack[1], &t, &fl_app_cbs, &l->app[1], l->now, &c[0]),
+			 -EADDRINUSE);
+	t.raddr = 0;
+	assert_int_equal(tl_tcp_connect(l->stack[1], &t, &fl_app_cbs, &l->app[1], l->now, &c[0]), -EINVAL);
+	assert_int_equal(tl_tcp_conn_count(l->stack[1]), 10);
+}
+
+static void test_tcp_send_limits_then_space_returns(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_cfg cfg;
+	static uint8_t buf[1000];
+	int ok = 0, rc = 0;
+
+	fl_fini(l);
+	fl_cfg(&cfg);
+	cfg.max_sbufs = 8;
+	cfg.snd_buf = 6000;
+	assert_int_equal(fl_init(l, &cfg, NULL, 8), 0);
+	assert_int_equal(fl_open_pair(l), 0);
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, 7000, NULL, NULL, l->now), -EINVAL);
+	while ((rc = tl_tcp_send(l->app[1].conn, buf, 1000, NULL, NULL, l->now)) == 0)
+		ok++;
+	assert_int_equal(rc, -ENOBUFS);
+	assert_int_equal(ok, 6); /* snd_buf, not the 8 descriptors, ran out first */
+	assert_int_equal(tl_tcp_send_space(l->app[1].conn), 0);
+	fl_run(l, 5 * MS);
+	assert_int_equal(tl_tcp_send_space(l->app[1].conn), 6000);
+	/* Descriptors: 8 one-byte sends fit, the ninth does not. */
+	for (ok = 0; ok < 8; ok++)
+		assert_int_equal(tl_tcp_send(l->app[1].conn, buf, 1, NULL, NULL, l->now), 0);
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, 1, NULL, NULL, l->now), -ENOBUFS);
+	fl_run(l, 5 * MS);
+	assert_int_equal(l->app[0].rx_len, 6008);
+	assert_int_equal(tl_tcp_sbufs_in_use(l->stack[1]), 0);
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_tcp_half_close_peer_keeps_sending),
+		T(test_tcp_fin_wait_2_bounded),
+		T(test_tcp_fin_overtaking_data_waits_for_it),
+		T(test_tcp_paws_drops_old_timestamp),
+		T(test_tcp_synack_with_wrong_ack_gets_rst),
+		T(test_tcp_unlisten_resets_embryonic),
+		T(test_tcp_ports_unique_and_in_use_refused),
+		T(test_tcp_send_limits_then_space_returns),
+	};
+
+	return cmocka_run_group_tests_name("tcp_states", tests, NULL, NULL);
+}
