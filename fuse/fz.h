@@ -258,4 +258,103 @@ int fz_rx_error_text(const struct fz_rx_error *err, char *buf, size_t cap);
  */
 int fz_rx_error_body(const struct fz_rx_error *err, int code, uint8_t *buf, size_t cap);
 
+/* ---- over the transport (fz_conn.c) -------------------------------------------- */
+
+/*
+ * The glue that puts a packer and an unpacker on each connection of one transport
+ * instance (struct tl, either protocol). An application that wants fusion opens its
+ * connections here instead of with tl_connect/tl_listen and calls fz_net_poll in place
+ * of tl_poll; otherwise the rules are tl.h's:
+ *   - callbacks (connected, msg, closed, and every send's done) run only from
+ *     fz_net_poll (or fz_net_destroy), never inside the call that caused them, so a
+ *     callback may call anything here. A fused message's done runs from the next
+ *     fz_net_poll with status 0 (its body was copied); a message sent alone completes
+ *     when the transport is done with it (kernel: written; dpdk: acknowledged).
+ *   - after connected(fc, <0) or closed(fc, ...) returns, fc is freed.
+ * Autocorking: a small message on a connection with nothing pending (tl_conn_tx_pending
+ * == 0) goes out at once; while the wire is busy small messages are fused, and the open
+ * frame leaves when full, on fz_conn_flush, when fuse_max_delay_us has passed, or when
+ * fz_net_poll sees the wire idle. So fusion adds at most fuse_max_delay_us to a message,
+ * and nothing to a lone one.
+ * The transport must be configured with max_msg_segs <= FZ_RX_MAX_IOV, or a fused frame
+ * arriving in more pieces than that is refused (-E2BIG) like a malformed one.
+ * A received fused frame that does not add up is refused whole: nothing of it is
+ * delivered, the sender gets a TL_TYPE_ERROR reply (code EBADMSG, or E2BIG) to the
+ * frame's req_id with fz_rx_error_text's sentence, and the connection stays open.
+ */
+struct tl;
+struct tl_conn;
+struct fz_net;       /* fusion over one struct tl: its connections and deferred completions */
+struct fz_conn;      /* one fused connection over one tl_conn */
+struct fz_listener;
+
+struct fz_conn_ops {
+	void (*connected)(struct fz_conn *fc, int status); /* may be NULL (accepted: never) */
+	/* m and carrier as for fz_deliver_fn; tl_msg_hold(carrier) keeps the bytes. */
+	void (*msg)(struct fz_conn *fc, const struct tl_msg_view *m,
+		    const struct tl_msg_view *carrier);
+	void (*closed)(struct fz_conn *fc, int reason);    /* tl.h's reasons; may be NULL */
+};
+/* An accepted connection, before any of its messages; ctx is fz_net_listen's. */
+typedef void (*fz_accept_fn)(struct fz_conn *fc, void *ctx);
+
+struct fz_conn_stats {
+	struct fz_tx_stats tx;        /* the packer's */
+	struct fz_rx_stats rx;        /* the unpacker's */
+	uint64_t refusals_sent;       /* error replies sent for refused frames */
+	uint64_t refusals_dropped;    /* refused frames whose error reply found no room */
+	uint64_t deferred_done;       /* fused messages completed from fz_net_poll */
+};
+
+/* tl must outlive net. 0, -EINVAL or -ENOMEM. */
+int fz_net_create(struct tl *tl, struct fz_net **out);
+/*
+ * Stops its listeners, closes its connections and runs their closed callbacks (one
+ * tl_poll round, which may run other callbacks of tl too) and the completions still
+ * owed. Call it before tl_destroy. NULL is a no-op.
+ */
+void fz_net_destroy(struct fz_net *net);
+/*
+ * One round of the application's loop: tl_poll (waiting at most timeout_us, and no
+ * longer than the earliest open frame's deadline), then the owed completions, the timer
+ * and idle flushes, and flushes that found the send queue full. Returns tl_poll's result.
+ */
+int fz_net_poll(struct fz_net *net, int64_t timeout_us);
+
+/*
+ * Listens on ip:port (tl_listen's rules). Each accepted connection gets a copy of cfg,
+ * ops (which must outlive the listener) and ctx, then accepted(fc, ctx) runs; it may
+ * change the context (fz_conn_set_ctx) or close fc. -EINVAL for a bad cfg, or tl's error.
+ */
+int fz_net_listen(struct fz_net *net, uint32_t ip, uint16_t port, const struct fz_config *cfg,
+		  const struct fz_conn_ops *ops, fz_accept_fn accepted, void *ctx,
+		  struct fz_listener **out);
+uint16_t fz_listener_port(const struct fz_listener *l);
+/* Stops listening now; accepted connections stay. NULL is a no-op. */
+void fz_unlisten(struct fz_listener *l);
+
+/* Starts an active open; ops->connected reports it from fz_net_poll. cfg is copied. */
+int fz_net_connect(struct fz_net *net, uint32_t ip, uint16_t port, const struct fz_config *cfg,
+		   const struct fz_conn_ops *ops, void *ctx, struct fz_conn **out);
+
+/*
+ * Sends one message (fz_peer_send's rules): fused or alone, in order with the rest. On 0
+ * msg->done runs exactly once, from a later fz_net_poll. On -errno nothing was taken:
+ * -ENOTCONN (closing or not connected yet), -EINVAL (bad message), -ENOBUFS (the
+ * transport's send queue is full: poll and retry), -ENOMEM.
+ */
+int fz_conn_send(struct fz_conn *fc, const struct fz_msg *msg);
+/*
+ * End of a step: the open frame goes to the transport now. -ENOBUFS when its send queue
+ * is full; the frame then stays open and fz_net_poll retries it. 0 with nothing open.
+ */
+int fz_conn_flush(struct fz_conn *fc);
+/* Closes: closed(fc, -ECONNABORTED) runs from the next fz_net_poll. -ENOTCONN if closing. */
+int fz_conn_close(struct fz_conn *fc);
+void fz_conn_set_ctx(struct fz_conn *fc, void *ctx);
+void *fz_conn_ctx(const struct fz_conn *fc);
+/* The transport connection underneath (for tl_conn_why, tl_conn_tx_pending, ...). */
+struct tl_conn *fz_conn_tl(const struct fz_conn *fc);
+void fz_conn_stats_get(const struct fz_conn *fc, struct fz_conn_stats *out);
+
 #endif /* WHARF_FZ_H */

@@ -1,0 +1,484 @@
+/*
+ * fz_conn.c — fuse over the transport: one packer (fz_pack.c) and one unpacker
+ * (fz_unpack.c) per tl_conn, and the loop step that drives their timers.
+ *
+ * Call chain, sending:  app -> fz_conn_send -> fz_peer_send -> fz_conn_output -> tl_send
+ *   (a fused frame or one message alone, zero copy) ... tl_poll -> done.
+ * Receiving:  fz_net_poll -> tl_poll -> fz_tl_msg -> fz_unpack -> fz_conn_deliver ->
+ *   ops->msg; a refused frame -> tl_send_error to the sender.
+ * Loop step:  fz_net_poll -> tl_poll, then owed completions, fz_peer_poll per connection
+ *   (timer and autocork flushes), flushes that met a full send queue.
+ *
+ * Why completions are deferred: the packer completes a fused message inside
+ * fz_peer_send (its body is copied), while tl.h promises callbacks never run inside the
+ * call that caused them. The glue keeps that one rule for upper layers by queueing such
+ * completions and running them from the next fz_net_poll. The queue grows by doubling
+ * until it covers the largest burst between two polls, then stays: no allocation per
+ * message in steady state.
+ *
+ * How a fused completion is told from an alone one without per-message storage: the
+ * message goes down with a trampoline as its done and the caller's done/arg parked on
+ * the connection for the length of the call. The packer either calls the trampoline
+ * synchronously (fused: queue the parked pair) or hands it to output (alone: output
+ * swaps the parked pair back in before tl_send, so the transport calls the caller's own
+ * done). Frames carry the packer's own done and pass through untouched.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fuse/fz.h"
+#include "transport/tl.h"
+
+struct fz_owed {
+	fz_done_fn done;
+	void *arg;
+	int status;
+};
+
+struct fz_net {
+	struct tl *tl;
+	struct fz_conn *conns;       /* every live connection of this net, doubly linked */
+	struct fz_listener *lsns;
+	struct fz_owed *owed;        /* completions to run from the next poll, in order */
+	uint32_t n_owed, cap_owed;
+	uint64_t now_us;             /* the clock as of the last poll (see fz_conn_send) */
+};
+
+struct fz_conn {
+	struct fz_net *net;
+	struct fz_conn *prev, *next;
+	struct tl_conn *c;
+	const struct fz_conn_ops *ops;
+	void *ctx;
+	struct fz_peer *peer;
+	struct fz_rx *rx;
+	bool up;                     /* connected (or accepted) and not closing */
+	bool closing;                /* fz_conn_close or fz_net_destroy asked */
+	bool flush_owed;             /* an explicit flush met a full queue: poll retries */
+	fz_done_fn parked_done;      /* the caller's done during fz_conn_send */
+	void *parked_arg;
+	uint64_t refusals_sent, refusals_dropped, deferred_done;
+};
+
+struct fz_listener {
+	struct fz_net *net;
+	struct fz_listener *next;
+	struct tl_listener *l;       /* NULL once unlistened */
+	struct fz_config cfg;
+	const struct fz_conn_ops *ops;
+	fz_accept_fn accepted;
+	void *ctx;
+};
+
+static uint64_t fz_clock_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* ---- net ----------------------------------------------------------------------------- */
+
+int fz_net_create(struct tl *tl, struct fz_net **out)
+{
+	struct fz_net *net;
+
+	if (!tl || !out)
+		return -EINVAL;
+	net = calloc(1, sizeof(*net));
+	if (!net)
+		return -ENOMEM;
+	net->tl = tl;
+	net->now_us = fz_clock_us();
+	*out = net;
+	return 0;
+}
+
+/* Room for one more owed completion, made before a send so a send never half-fails. */
+static int fz_owed_reserve(struct fz_net *net)
+{
+	uint32_t cap = net->cap_owed ? net->cap_owed * 2 : 256;
+	struct fz_owed *o;
+
+	if (net->n_owed < net->cap_owed)
+		return 0;
+	o = realloc(net->owed, (size_t)cap * sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	net->owed = o;
+	net->cap_owed = cap;
+	return 0;
+}
+
+/* Runs the completions owed before this call; ones they cause wait for the next. */
+static void fz_owed_run(struct fz_net *net)
+{
+	uint32_t i, n = net->n_owed;
+
+	if (n == 0)
+		return;
+	/* Index, not pointer: a callback that sends may grow (move) the array. */
+	for (i = 0; i < n; i++) {
+		struct fz_owed o = net->owed[i];
+		o.done(o.arg, o.status);
+	}
+	memmove(net->owed, net->owed + n, (net->n_owed - n) * sizeof(*net->owed));
+	net->n_owed -= n;
+}
+
+static void fz_conn_free(struct fz_conn *fc)
+{
+	struct fz_net *net = fc->net;
+
+	if (fc->prev)
+		fc->prev->next = fc->next;
+	else
+		net->conns = fc->next;
+	if (fc->next)
+		fc->next->prev = fc->prev;
+	/* tl completed every queued send before the final callback: no frame in flight. */
+	fz_peer_destroy(fc->peer);
+	fz_rx_destroy(fc->rx);
+	free(fc);
+}
+
+void fz_net_destroy(struct fz_net *net)
+{
+	struct fz_conn *fc;
+
+	if (!net)
+		return;
+	while (net->lsns) {
+		struct fz_listener *l = net->lsns;
+		net->lsns = l->next;
+		fz_unlisten(l);
+		free(l);
+	}
+	for (fc = net->conns; fc; fc = fc->next)
+		fz_conn_close(fc);
+	/* One round reaps them (their closed or connected callbacks free them). */
+	if (net->conns)
+		tl_poll(net->tl, 0);
+	fz_owed_run(net);
+	while (net->conns)  /* only if tl could not reap: free what is left quietly */
+		fz_conn_free(net->conns);
+	free(net->owed);
+	free(net);
+}
+
+/* Timer and idle flushes, and explicit flushes owed; the clock is read once per round. */
+static void fz_net_tick(struct fz_net *net)
+{
+	struct fz_conn *fc;
+
+	net->now_us = fz_clock_us();
+	for (fc = net->conns; fc; fc = fc->next) {
+		if (!fc->up)
+			continue;
+		if (fc->flush_owed && fz_peer_flush(fc->peer, net->now_us) == 0)
+			fc->flush_owed = false;
+		(void)fz_peer_poll(fc->peer, net->now_us);
+	}
+}
+
+int fz_net_poll(struct fz_net *net, int64_t timeout_us)
+{
+	uint64_t deadline = UINT64_MAX, now;
+	struct fz_conn *fc;
+	int rc;
+
+	if (!net)
+		return -EINVAL;
+	fz_owed_run(net);
+	fz_net_tick(net);
+	for (fc = net->conns; fc; fc = fc->next) {
+		uint64_t d = fz_peer_deadline(fc->peer);
+		deadline = d < deadline ? d : deadline;
+	}
+	/* Wait no longer than the earliest open frame may be held. */
+	if (deadline != UINT64_MAX) {
+		now = net->now_us;
+		if (deadline <= now)
+			timeout_us = 0;
+		else if (timeout_us < 0 || (uint64_t)timeout_us > deadline - now)
+			timeout_us = (int64_t)(deadline - now);
+	}
+	rc = tl_poll(net->tl, timeout_us);
+	fz_net_tick(net);
+	fz_owed_run(net);
+	return rc;
+}
+
+/* ---- the packer's output side -------------------------------------------------------- */
+
+/* Synchronous completion of a fused message: queue the caller's done for the next poll. */
+static void fz_conn_fused_done(void *arg, int status)
+{
+	struct fz_conn *fc = arg;
+	struct fz_net *net = fc->net;
+
+	/* fz_conn_send reserved this slot before calling the packer. */
+	net->owed[net->n_owed++] = (struct fz_owed){ fc->parked_done, fc->parked_arg, status };
+	fc->deferred_done++;
+}
+
+static int fz_conn_output(void *arg, const struct fz_out *out)
+{
+	struct fz_conn *fc = arg;
+	fz_done_fn done = out->done;
+	void *done_arg = out->done_arg;
+
+	/* The message being sent goes alone: the transport completes the caller directly. */
+	if (done == fz_conn_fused_done) {
+		done = fc->parked_done;
+		done_arg = fc->parked_arg;
+	}
+	return tl_send(fc->c, &out->hdr, out->iov, out->iovcnt, done, done_arg);
+}
+
+static bool fz_conn_wire_busy(void *arg)
+{
+	struct fz_conn *fc = arg;
+
+	return tl_conn_tx_pending(fc->c) > 0;
+}
+
+int fz_conn_send(struct fz_conn *fc, const struct fz_msg *msg)
+{
+	struct fz_msg m;
+	int rc;
+
+	if (!fc || !msg)
+		return -EINVAL;
+	if (!fc->up)
+		return -ENOTCONN;
+	rc = fz_owed_reserve(fc->net);
+	if (rc)
+		return rc;
+	m = *msg;
+	fc->parked_done = msg->done;
+	fc->parked_arg = msg->done_arg;
+	m.done = msg->done ? fz_conn_fused_done : NULL;
+	m.done_arg = fc;
+	/*
+	 * The clock of the last poll, not a fresh read: a frame opened now is stamped at
+	 * most one loop round early, so it leaves at most fuse_max_delay_us after it
+	 * opened (sooner, never later), and a step of many sends costs no clock reads.
+	 */
+	rc = fz_peer_send(fc->peer, &m, fc->net->now_us);
+	fc->parked_done = NULL;
+	fc->parked_arg = NULL;
+	return rc;
+}
+
+int fz_conn_flush(struct fz_conn *fc)
+{
+	int rc;
+
+	if (!fc)
+		return -EINVAL;
+	if (!fc->up)
+		return -ENOTCONN;
+	rc = fz_peer_flush(fc->peer, fc->net->now_us);
+	fc->flush_owed = rc == -ENOBUFS;
+	return rc;
+}
+
+int fz_conn_close(struct fz_conn *fc)
+{
+	if (!fc || fc->closing)
+		return -ENOTCONN;
+	fc->closing = true;
+	fc->up = false;
+	return tl_close(fc->c);
+}
+
+void fz_conn_set_ctx(struct fz_conn *fc, void *ctx) { fc->ctx = ctx; }
+void *fz_conn_ctx(const struct fz_conn *fc) { return fc->ctx; }
+struct tl_conn *fz_conn_tl(const struct fz_conn *fc) { return fc->c; }
+
+void fz_conn_stats_get(const struct fz_conn *fc, struct fz_conn_stats *out)
+{
+	out->tx = *fz_peer_stats(fc->peer);
+	out->rx = *fz_rx_stats(fc->rx);
+	out->refusals_sent = fc->refusals_sent;
+	out->refusals_dropped = fc->refusals_dropped;
+	out->deferred_done = fc->deferred_done;
+}
+
+/* ---- transport callbacks ------------------------------------------------------------- */
+
+static void fz_conn_deliver(void *arg, const struct tl_msg_view *m,
+			    const struct tl_msg_view *carrier)
+{
+	struct fz_conn *fc = arg;
+
+	/* Closed from an earlier sub-message's callback: deliver nothing more. */
+	if (fc->up)
+		fc->ops->msg(fc, m, carrier);
+}
+
+static void fz_tl_msg(struct tl_conn *c, const struct tl_msg_view *m)
+{
+	struct fz_conn *fc = tl_conn_ctx(c);
+	struct fz_rx_error err;
+	char text[TL_ERR_TEXT_MAX];
+	int rc;
+
+	if (!fc || !fc->up)
+		return;
+	rc = fz_unpack(fc->rx, m, fz_conn_deliver, fc, &err);
+	if (rc == 0)
+		return;
+	/* Refused whole, nothing delivered: tell the sender, keep the connection. */
+	if (fz_rx_error_text(&err, text, sizeof(text)) < 0)
+		strcpy(text, "fuse: malformed fused frame");
+	if (tl_send_error(c, m->hdr.req_id, rc, text) == 0)
+		fc->refusals_sent++;
+	else
+		fc->refusals_dropped++;
+}
+
+static void fz_tl_connected(struct tl_conn *c, int status)
+{
+	struct fz_conn *fc = tl_conn_ctx(c);
+
+	if (!fc)
+		return;
+	fc->up = status == 0 && !fc->closing;
+	if (fc->ops->connected)
+		fc->ops->connected(fc, status);
+	if (status != 0)
+		fz_conn_free(fc);
+}
+
+static void fz_tl_closed(struct tl_conn *c, int reason)
+{
+	struct fz_conn *fc = tl_conn_ctx(c);
+
+	if (!fc)
+		return;
+	fc->up = false;
+	if (fc->ops->closed)
+		fc->ops->closed(fc, reason);
+	fz_conn_free(fc);
+}
+
+static const struct tl_conn_ops fz_tl_ops = { fz_tl_connected, fz_tl_msg, fz_tl_closed };
+
+/* ---- opening ------------------------------------------------------------------------- */
+
+static int fz_conn_new(struct fz_net *net, const struct fz_config *cfg,
+		       const struct fz_conn_ops *ops, void *ctx, struct fz_conn **out)
+{
+	struct fz_peer_ops pops = { fz_conn_output, fz_conn_wire_busy, NULL };
+	struct fz_conn *fc;
+	int rc;
+
+	if (!ops || !ops->msg)
+		return -EINVAL;
+	fc = calloc(1, sizeof(*fc));
+	if (!fc)
+		return -ENOMEM;
+	pops.arg = fc;
+	fc->net = net;
+	fc->ops = ops;
+	fc->ctx = ctx;
+	rc = fz_peer_create(cfg, &pops, &fc->peer);
+	if (rc == 0)
+		rc = fz_rx_create(&fc->rx);
+	if (rc) {
+		fz_peer_destroy(fc->peer);
+		free(fc);
+		return rc;
+	}
+	fc->next = net->conns;
+	if (net->conns)
+		net->conns->prev = fc;
+	net->conns = fc;
+	*out = fc;
+	return 0;
+}
+
+int fz_net_connect(struct fz_net *net, uint32_t ip, uint16_t port, const struct fz_config *cfg,
+		   const struct fz_conn_ops *ops, void *ctx, struct fz_conn **out)
+{
+	struct fz_conn *fc;
+	int rc;
+
+	if (!net || !cfg || !out)
+		return -EINVAL;
+	rc = fz_conn_new(net, cfg, ops, ctx, &fc);
+	if (rc)
+		return rc;
+	rc = tl_connect(net->tl, ip, port, &fz_tl_ops, fc, &fc->c);
+	if (rc) {
+		fz_conn_free(fc);
+		return rc;
+	}
+	*out = fc;
+	return 0;
+}
+
+static void fz_tl_accepted(struct tl_listener *tll, struct tl_conn *c)
+{
+	struct fz_listener *l = tl_listener_ctx(tll);
+	struct fz_conn *fc;
+
+	/* The context is the listener's until replaced: never let a callback read it. */
+	tl_conn_set_ctx(c, NULL);
+	if (fz_conn_new(l->net, &l->cfg, l->ops, l->ctx, &fc) != 0) {
+		tl_close(c);
+		return;
+	}
+	fc->c = c;
+	fc->up = true;
+	tl_conn_set_ctx(c, fc);
+	if (l->accepted)
+		l->accepted(fc, l->ctx);
+}
+
+int fz_net_listen(struct fz_net *net, uint32_t ip, uint16_t port, const struct fz_config *cfg,
+		  const struct fz_conn_ops *ops, fz_accept_fn accepted, void *ctx,
+		  struct fz_listener **out)
+{
+	struct fz_listener *l;
+	int rc;
+
+	if (!net || !cfg || !ops || !ops->msg || !out || fz_config_validate(cfg, NULL, 0))
+		return -EINVAL;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->net = net;
+	l->cfg = *cfg;
+	l->ops = ops;
+	l->accepted = accepted;
+	l->ctx = ctx;
+	rc = tl_listen(net->tl, ip, port, &fz_tl_ops, fz_tl_accepted, l, &l->l);
+	if (rc) {
+		free(l);
+		return rc;
+	}
+	l->next = net->lsns;
+	net->lsns = l;
+	*out = l;
+	return 0;
+}
+
+uint16_t fz_listener_port(const struct fz_listener *l)
+{
+	return l->l ? tl_listener_port(l->l) : 0;
+}
+
+/* The record stays on the net's list (freed by fz_net_destroy): unlisten is idempotent. */
+void fz_unlisten(struct fz_listener *l)
+{
+	if (!l || !l->l)
+		return;
+	tl_unlisten(l->l);
+	l->l = NULL;
+}
