@@ -170,10 +170,12 @@ int ps_handle(struct ps_handler *h, const struct tl_msg_view *req, struct ps_rep
 unsigned ps_handler_poll(struct ps_handler *h);
 
 /*
- * Checkpoint: a consistent snapshot of all shards (values and optimizer state from the
- * same moment per shard; each shard is copied by its owner between two ops, incrementally
- * with copy-on-write so applies go on), written to path.tmp, CRC32C, fsync, rename.
- * Called on one handler; other lcores must keep calling ps_handler_poll meanwhile.
+ * Checkpoint: a consistent snapshot of all shards — values and optimizer state from one
+ * cut (every other handler parks between two requests for the moment the snapshots
+ * begin), then copied by each shard's owner incrementally with copy-on-write so applies
+ * go on — written to path.tmp, CRC32C, fsync, rename. Called on one handler; every other
+ * lcore slot must have a handler that keeps calling ps_handle or ps_handler_poll.
+ * -EBUSY if another save is running.
  */
 int ps_save(struct ps_handler *h, const char *path, uint64_t *rows_out, char *err, size_t errlen);
 /*

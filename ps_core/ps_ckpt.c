@@ -1,7 +1,8 @@
 /*
  * ps_ckpt.c — checkpoints. ps_save asks every shard's owner for a copy-on-write snapshot
  * (ps_shard.c: values and optimizer state of every row from one moment, copied between
- * ops so applies go on), then writes them to <path>.tmp, appends a CRC32C, fsyncs, renames
+ * ops so applies go on) at one cut — every other handler is parked between two requests
+ * while the snapshots begin, so no request is half in it — then writes them to <path>.tmp, appends a CRC32C, fsyncs, renames
  * onto path and fsyncs the directory. ps_load checks everything before loading anything.
  * Control plane: called from ps_handle (PS_T_SAVE) or by the server's owner (psd).
  *
@@ -387,10 +388,20 @@ int ps_save(struct ps_handler *h, const char *path, uint64_t *rows_out, char *er
 	struct ps_server *s = h->s;
 	uint32_t ns = s->cfg.n_shards, i;
 	struct ps_snap **snaps = calloc(ns, sizeof(*snaps));
+	bool was_in_request = h->in_request;
 	int rc = 0;
 
 	if (!snaps)
 		return -ENOMEM;
+	h->in_request = true; /* a second saver must not park us halfway through ours */
+	/* Every other handler parks between requests: the snapshots begin at one cut. */
+	rc = ps_server_pause(h);
+	if (rc < 0) {
+		ps_errf(err, errlen, "a save is already running");
+		free(snaps);
+		h->in_request = was_in_request;
+		return rc;
+	}
 	for (i = 0; i < ns && rc == 0; i++) {
 		struct ps_op *op = &h->ops[i];
 		snaps[i] = calloc(1, sizeof(*snaps[i]));
@@ -409,6 +420,7 @@ int ps_save(struct ps_handler *h, const char *path, uint64_t *rows_out, char *er
 			snaps[i] = NULL;
 		}
 	}
+	ps_server_resume(h); /* copying goes on incrementally while training continues */
 	/* Every begun snapshot is finished by its owner before its memory can go. */
 	for (i = 0; i < ns; i++)
 		while (snaps[i] && !atomic_load_explicit(&snaps[i]->ready, memory_order_acquire))
@@ -420,6 +432,7 @@ int ps_save(struct ps_handler *h, const char *path, uint64_t *rows_out, char *er
 	for (i = 0; i < ns; i++)
 		ps_snap_free(snaps[i]);
 	free(snaps);
+	h->in_request = was_in_request;
 	return rc;
 }
 

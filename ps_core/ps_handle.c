@@ -405,10 +405,23 @@ static int handle_save(struct ps_handler *h, const struct tl_msg_view *v, struct
 	return 0;
 }
 
+static int handle_one(struct ps_handler *h, const struct tl_msg_view *req, struct ps_reply *rep);
+
 int ps_handle(struct ps_handler *h, const struct tl_msg_view *req, struct ps_reply *rep)
 {
+	int rc;
+
 	if (!rep->buf || rep->cap < TL_MSG_HDR_LEN + 64 || ((uintptr_t)rep->buf & 3))
 		return -ENOBUFS;
+	ps_handler_park_if_asked(h); /* a checkpoint cut falls between requests */
+	h->in_request = true;
+	rc = handle_one(h, req, rep);
+	h->in_request = false;
+	return rc;
+}
+
+static int handle_one(struct ps_handler *h, const struct tl_msg_view *req, struct ps_reply *rep)
+{
 	rep->len = 0;
 	switch (req->hdr.type) {
 	case PS_T_PULL:

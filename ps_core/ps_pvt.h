@@ -208,6 +208,7 @@ struct ps_shard {
 	uint64_t *keys;           /* max_keys: this shard's keys of a request; merge pairs */
 	float *merge;             /* one merged gradient row */
 	struct ps_snap *snap;     /* in progress, or NULL */
+	uint64_t cow_rows;        /* rows copied early because an apply came first */
 	int node;
 };
 
@@ -234,6 +235,12 @@ struct ps_server {
 	uint64_t bar_step;
 	uint8_t *bar_seen;
 	uint32_t bar_arrived;
+	/*
+	 * Save epoch in progress, 0 = none. Set by the saving handler (CAS from 0: one save at
+	 * a time), read by every handler between requests, which then parks until it clears.
+	 */
+	_Atomic uint32_t pause;
+	_Atomic uint32_t save_epoch;
 };
 
 /* One per lcore slot; used by one thread. */
@@ -245,7 +252,14 @@ struct ps_handler {
 	uint32_t *cnt;     /* per shard */
 	struct ps_op *ops; /* per shard */
 	float *tmp;        /* PS_MAX_DIM floats: a gradient that straddles views */
+	bool in_request;   /* inside ps_handle: never park mid-request */
+	_Atomic uint32_t parked; /* save epoch this handler is parked for */
 };
+
+/* Checkpoint cut (ps_server.c): park every other handler between requests. */
+int ps_server_pause(struct ps_handler *h);
+void ps_server_resume(struct ps_handler *h);
+void ps_handler_park_if_asked(struct ps_handler *h);
 
 /* snprintf into err (may be NULL). */
 void ps_errf(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -250,7 +250,65 @@ void ps_handler_destroy(struct ps_handler *h)
 #define PS_POLL_BURST 32u
 #define PS_SNAP_BUDGET 4096u
 
+static unsigned serve_rings(struct ps_handler *h);
+
 unsigned ps_handler_poll(struct ps_handler *h)
+{
+	if (!h->in_request)
+		ps_handler_park_if_asked(h);
+	return serve_rings(h);
+}
+
+/*
+ * A save wants a cut with no request half-applied: between requests, wait here (still
+ * serving our rings, which is how the saver reaches our shards) until it lets go.
+ */
+void ps_handler_park_if_asked(struct ps_handler *h)
+{
+	/* Partner: the release CAS in ps_server_pause. */
+	uint32_t e = atomic_load_explicit(&h->s->pause, memory_order_acquire);
+
+	if (PS_LIKELY(e == 0) || atomic_load_explicit(&h->parked, memory_order_relaxed) == e)
+		return;
+	/* Partner: the acquire load in ps_server_pause's wait for every handler. */
+	atomic_store_explicit(&h->parked, e, memory_order_release);
+	/* Partner: the release store in ps_server_resume. */
+	while (atomic_load_explicit(&h->s->pause, memory_order_acquire) == e)
+		if (serve_rings(h) == 0)
+			rte_pause();
+}
+
+int ps_server_pause(struct ps_handler *h)
+{
+	struct ps_server *s = h->s;
+	uint32_t e = atomic_load_explicit(&s->save_epoch, memory_order_relaxed) + 1, zero = 0, i;
+
+	if (e == 0)
+		e = 1;
+	/* Release: our earlier writes before others park; acquire: a previous saver's. */
+	if (!atomic_compare_exchange_strong_explicit(&s->pause, &zero, e, memory_order_acq_rel,
+						     memory_order_relaxed))
+		return -EBUSY;
+	atomic_store_explicit(&s->save_epoch, e, memory_order_relaxed);
+	/* We never park for our own save. */
+	atomic_store_explicit(&h->parked, e, memory_order_relaxed);
+	for (i = 0; i < s->cfg.n_lcores; i++) {
+		struct ps_handler *o = s->handlers[i];
+		/* Partner: the release store of parked in ps_handler_park_if_asked. */
+		while (o && o != h && atomic_load_explicit(&o->parked, memory_order_acquire) != e)
+			if (serve_rings(h) == 0) /* others may be finishing a request on our shards */
+				rte_pause();
+	}
+	return 0;
+}
+
+void ps_server_resume(struct ps_handler *h)
+{
+	/* Partner: the acquire loads in ps_handler_park_if_asked. */
+	atomic_store_explicit(&h->s->pause, 0, memory_order_release);
+}
+
+static unsigned serve_rings(struct ps_handler *h)
 {
 	struct ps_server *s = h->s;
 	uint32_t n = s->cfg.n_lcores, from, i, got, total = 0;
@@ -291,14 +349,14 @@ void ps_handler_run_op(struct ps_handler *h, uint32_t shard, struct ps_op *op)
 	}
 	/* The enqueue publishes the op (the ring's own release); the owner's dequeue acquires. */
 	while (rte_ring_sp_enqueue(s->rings[h->slot * s->cfg.n_lcores + owner], op) != 0)
-		ps_handler_poll(h); /* the owner may be waiting on us: keep serving */
+		serve_rings(h); /* the owner may be waiting on us: keep serving */
 }
 
 void ps_handler_wait(struct ps_handler *h, struct ps_op *op)
 {
 	/* Partner: the release store in ps_handler_poll on the owner lcore. */
 	while (!atomic_load_explicit(&op->done, memory_order_acquire)) {
-		if (ps_handler_poll(h) == 0)
+		if (serve_rings(h) == 0)
 			rte_pause();
 	}
 }

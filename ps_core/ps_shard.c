@@ -97,8 +97,10 @@ static inline void cow(struct ps_shard *sh, uint32_t ti, uint32_t r)
 	if (PS_LIKELY(!sh->snap))
 		return;
 	st = &sh->snap->t[ti];
-	if (r < st->n_rows && !(st->copied[r >> 6] & (1ull << (r & 63))))
+	if (r < st->n_rows && !(st->copied[r >> 6] & (1ull << (r & 63)))) {
 		snap_copy(st, &sh->tables[ti], r);
+		sh->cow_rows++;
+	}
 }
 
 void ps_snap_free(struct ps_snap *s)
