@@ -177,12 +177,30 @@ struct tl_tcp_listener *tl_listener_lookup(struct tl_tcp_stack *s, uint32_t ladd
 	return any;
 }
 
+/* Table full: give up a TIME_WAIT slot, soonest to expire first (as Linux does past
+ * tcp_max_tw_buckets). A scan, but only on this rare path. */
+static bool recycle_time_wait(struct tl_tcp_stack *s)
+{
+	struct tl_tcp_conn *victim = NULL;
+
+	for (uint32_t i = 0; i < s->cfg.max_conns; i++) {
+		struct tl_tcp_conn *c = &s->conns[i];
+		if (c->state == TL_TCP_TIME_WAIT && !c->dead && !c->busy &&
+		    (!victim || c->close_at < victim->close_at))
+			victim = c;
+	}
+	if (!victim)
+		return false;
+	tl_conn_drop(victim, 0);
+	return s->conn_free != TL_NO_IDX;
+}
+
 struct tl_tcp_conn *tl_conn_alloc(struct tl_tcp_stack *s, const struct tl_tcp_tuple *t)
 {
 	struct tl_tcp_conn *c;
 	uint32_t *b;
 
-	if (s->conn_free == TL_NO_IDX)
+	if (s->conn_free == TL_NO_IDX && !recycle_time_wait(s))
 		return NULL;
 	c = &s->conns[s->conn_free];
 	s->conn_free = c->hnext;

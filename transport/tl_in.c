@@ -271,10 +271,22 @@ static bool sync_filter(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const
 		if (!(g->flags & TL_TCP_RST)) {
 			if (c->state == TL_TCP_TIME_WAIT && (g->flags & TL_TCP_FIN))
 				tl_conn_enter_time_wait(c); /* their FIN again: our ACK was lost */
+			/*
+			 * An unacceptable pure ACK is answered at most every 500 ms (as Linux's
+			 * tcp_invalid_ratelimit): two stacks that each find the other's ACKs
+			 * unacceptable would otherwise answer each other forever.
+			 */
+			if (g->len == 0 && !(g->flags & (TL_TCP_SYN | TL_TCP_FIN))) {
+				if (c->oow_ack_at != 0 && s->now - c->oow_ack_at < 500000000ull)
+					return true;
+				c->oow_ack_at = s->now;
+			}
 			tl_out_ack(c);
 		}
 		return true;
 	}
+	if ((g->flags & TL_TCP_RST) && c->state == TL_TCP_TIME_WAIT)
+		return true; /* RFC 1337: a RST must not cut TIME_WAIT short */
 	if (g->flags & TL_TCP_RST) {
 		/* RFC 5961 3.2: only the exact next sequence resets; in window gets a challenge. */
 		if (g->seq != c->rcv_nxt) {
@@ -541,7 +553,8 @@ static void data_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const 
 		fin_input(c);
 	if (!c->dead)
 		ooo_drain(c);
-	if (had_ooo || ++c->unacked_segs >= 2u)
+	/* A bare FIN was answered in fin_input; only data waits for a delayed ACK. */
+	if (had_ooo || (len && ++c->unacked_segs >= 2u))
 		c->ack_now = true;
 }
 

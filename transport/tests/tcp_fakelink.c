@@ -389,6 +389,8 @@ void fl_app_pump(struct fl_app *a)
 		size_t left = a->src_len - a->src_off;
 		uint32_t n = a->chunk ? a->chunk : space;
 
+		if (a->chunk == FL_CHUNK_RANDOM) /* mostly small, now and then large */
+			n = 1u + (uint32_t)(fl_rand(a->link) % ((fl_rand(a->link) & 3u) ? 300u : 65536u));
 		if (n > left)
 			n = (uint32_t)left;
 		if (n == 0 || n > space)

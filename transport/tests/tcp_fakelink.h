@@ -15,6 +15,7 @@
 #include "transport/tl_tcp.h"
 
 #define FL_LOG_MAX 8192u
+#define FL_CHUNK_RANDOM UINT32_MAX
 
 /* One emitted segment as the wire saw it (for assertions). */
 struct fl_seg {
@@ -48,7 +49,8 @@ struct fl_app {
 	size_t rx_len, rx_cap;
 	const uint8_t *src;       /* what fl_app_pump sends */
 	size_t src_len, src_off;
-	uint32_t chunk;           /* bytes per tl_tcp_send (0: as much as fits) */
+	uint32_t chunk;           /* bytes per tl_tcp_send (0: as much as fits,
+				   * FL_CHUNK_RANDOM: 1 byte .. 64 KiB at random) */
 	bool close_after_src;
 	uint64_t sends, sends_done, sends_failed;
 };

@@ -311,6 +311,32 @@ static void test_tcp_send_limits_then_space_returns(void **state)
 	assert_int_equal(tl_tcp_sbufs_in_use(l->stack[1]), 0);
 }
 
+static void test_tcp_full_table_recycles_time_wait(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_cfg cfg;
+
+	fl_fini(l);
+	fl_cfg(&cfg);
+	cfg.max_conns = 3;
+	cfg.time_wait_ns = 10000ull * MS; /* long enough to still be there */
+	assert_int_equal(fl_init(l, &cfg, NULL, 9), 0);
+	assert_int_equal(fl_listen(l, 0, 80), 0);
+	for (int i = 0; i < 6; i++) {
+		l->app[0].closed = l->app[1].closed = 0;
+		assert_int_equal(fl_connect(l, 1, 0, 80), 0);
+		fl_run(l, 1 * MS);
+		assert_int_equal(l->app[1].connected, i + 1);
+		/* The client closes first, so its table fills with TIME_WAIT. */
+		assert_int_equal(tl_tcp_close(l->app[1].conn, l->now), 0);
+		fl_run(l, 1 * MS);
+		assert_int_equal(tl_tcp_close(l->app[0].conn, l->now), 0);
+		assert_true(fl_run_until(l, 10 * MS, both_closed, l));
+	}
+	assert_int_equal(tl_tcp_conn_count(l->stack[1]), 3);
+	assert_int_equal(l->app[0].accepted, 6);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -324,6 +350,7 @@ int main(void)
 		T(test_tcp_unlisten_resets_embryonic),
 		T(test_tcp_ports_unique_and_in_use_refused),
 		T(test_tcp_send_limits_then_space_returns),
+		T(test_tcp_full_table_recycles_time_wait),
 	};
 
 	return cmocka_run_group_tests_name("tcp_states", tests, NULL, NULL);
