@@ -15,6 +15,9 @@
  * message of a step finds an idle wire and goes alone, as autocorking intends.
  *
  * Prints one JSON object on stdout.
+ *
+ * With EAL arguments ("--") or --server/--peer it runs the network mode instead (net.c):
+ * the same workloads over a real connection, fusion on vs. off, on either transport.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -24,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "apps/fuse-bench/fb.h"
 #include "fuse/fz.h"
 
 #define BENCH_TENSORS 1000u
@@ -227,7 +231,9 @@ static void print_pair(const char *name, const struct bench_result *off,
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: wharf-fuse-bench [--steps N] [--seed S]\n"
-		   "  in-process fuse codec benchmark (pack + unpack), JSON on stdout\n");
+		   "  in-process fuse codec benchmark (pack + unpack), JSON on stdout\n"
+		   "       wharf-fuse-bench [EAL args] -- (--server | --peer B) ...\n"
+		   "  network mode over the transport (--help after -- for its options)\n");
 }
 
 static int parse_args(int argc, char **argv, uint32_t *steps, uint32_t *seed)
@@ -268,6 +274,8 @@ int main(int argc, char **argv)
 	struct bench_result r[4];
 	struct fz_config off, on;
 
+	if (fb_net_wanted(argc, argv))
+		return fb_net_main(argc, argv);
 	if (parse_args(argc, argv, &steps, &seed) != 0) {
 		usage(stderr);
 		return 2;
