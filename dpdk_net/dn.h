@@ -9,8 +9,9 @@
  *
  * Call chain on an lcore:  dn_loop_run -> rte_eth_rx_burst -> dn_input_burst
  *   -> dn_arp_input | dn_ip_input -> (ICMP echo answered here) | l4_input hook
- *   -> ... -> dn_ip_send -> dn_tx_enqueue -> rte_eth_tx_burst (when the burst is full,
- *   or when the TSC drain timer fires).
+ *   -> ... -> dn_ip_send -> dn_tx_enqueue (software Tx queue, 4096 frames) -> rte_eth_tx_burst
+ *   (once a burst is queued, or when the TSC drain timer fires; what the device ring does
+ *   not take waits in the queue).
  *
  * Threads: a struct dn_lcore is owned by exactly one lcore; nothing in it is shared. The
  * port's ARP table has one writer (the lcore owning queue 0, where non-IP frames land) and
@@ -88,7 +89,7 @@ struct dn_config {
 	uint16_t nb_queues;      /* queue pairs = worker lcores using the port; 0 = 1 */
 	enum dn_idle idle;
 	uint32_t idle_max_sleep_us; /* back-off ceiling in sleep mode; 0 = 200 us */
-	uint32_t link_wait_ms;      /* 0 = 3000 */
+	uint32_t link_wait_ms;      /* 0 = 3000; a link still down then is reported, not fatal */
 	bool promiscuous;           /* the vswitch wants every frame */
 	bool no_l3;                 /* raw L2 use (vswitch): no ARP/IP, no gratuitous ARP */
 	uint32_t nb_mbufs;          /* 0 = sized from queue depths and lcore count */
@@ -120,6 +121,7 @@ bool dn_port_tx_l4_csum(const struct dn_port *port);
 /* True when Rx interrupts work for the port's queues, i.e. DN_IDLE_SLEEP really sleeps in epoll. */
 bool dn_port_rx_intr(const struct dn_port *port);
 bool dn_port_rss(const struct dn_port *port);
+bool dn_port_link_up(const struct dn_port *port);
 /* RSS key and redirection table as programmed (for steering); NULL/0 when no RSS. */
 const uint8_t *dn_port_rss_key(const struct dn_port *port, uint32_t *key_len);
 const uint16_t *dn_port_reta(const struct dn_port *port, uint32_t *reta_size);
@@ -169,8 +171,10 @@ int dn_ip_send(struct dn_lcore *lc, struct rte_mbuf *m, uint32_t dst_ip, uint8_t
 
 /* Queues a complete Ethernet frame for Tx on this lcore's queue. Consumes m. */
 void dn_tx_enqueue(struct dn_lcore *lc, struct rte_mbuf *m);
-/* Pushes buffered Tx frames to the PMD now. */
+/* Pushes buffered Tx frames to the PMD now (as many as its ring takes). */
 void dn_tx_flush(struct dn_lcore *lc);
+/* True while frames wait in the lcore's software Tx queue. */
+bool dn_tx_pending(const struct dn_lcore *lc);
 
 /* Sends an ICMP echo request (id, seq, payload_len bytes of pattern). */
 int dn_icmp_echo_send(struct dn_lcore *lc, uint32_t dst_ip, uint16_t id, uint16_t seq,

@@ -23,34 +23,45 @@
 
 void dn_tx_flush(struct dn_lcore *lc)
 {
-	uint16_t sent, n = lc->tx_n;
+	while (lc->tx_head != lc->tx_tail) {
+		uint32_t at = lc->tx_head & (DN_TXQ_SLOTS - 1);
+		uint32_t n = lc->tx_tail - lc->tx_head;
+		uint16_t sent;
 
-	if (n == 0)
-		return;
-	sent = rte_eth_tx_burst(lc->port_id, lc->queue, lc->tx, n);
-	for (uint16_t i = 0; i < sent; i++)
-		lc->stats.tx_bytes += rte_pktmbuf_pkt_len(lc->tx[i]);
-	lc->stats.tx_pkts += sent;
-	/* What the PMD refused stays at the front and goes with the next flush. */
-	if (sent < n)
-		memmove(lc->tx, lc->tx + sent, (size_t)(n - sent) * sizeof(lc->tx[0]));
-	lc->tx_n = (uint16_t)(n - sent);
+		/* One burst never wraps the ring: send up to its end, then from its start. */
+		if (n > DN_TXQ_SLOTS - at)
+			n = DN_TXQ_SLOTS - at;
+		if (n > DN_BURST)
+			n = DN_BURST;
+		sent = rte_eth_tx_burst(lc->port_id, lc->queue, &lc->tx[at], (uint16_t)n);
+		for (uint16_t i = 0; i < sent; i++)
+			lc->stats.tx_bytes += rte_pktmbuf_pkt_len(lc->tx[at + i]);
+		lc->stats.tx_pkts += sent;
+		lc->tx_head += sent;
+		if (sent < n)
+			break; /* device ring full: the rest waits for the next flush */
+	}
 }
 
 void dn_tx_enqueue(struct dn_lcore *lc, struct rte_mbuf *m)
 {
-	if (lc->tx_n == DN_BURST) {
+	if (lc->tx_tail - lc->tx_head == DN_TXQ_SLOTS) {
 		dn_tx_flush(lc);
-		if (lc->tx_n == DN_BURST) {
+		if (lc->tx_tail - lc->tx_head == DN_TXQ_SLOTS) {
 			dn_drop(lc, m, DN_DROP_TX_FULL);
 			return;
 		}
 	}
-	if (lc->tx_n == 0)
+	if (lc->tx_tail == lc->tx_head)
 		lc->tx_drain_tsc = rte_rdtsc() + lc->tx_drain_cycles;
-	lc->tx[lc->tx_n++] = m;
-	if (lc->tx_n == DN_BURST)
+	lc->tx[lc->tx_tail++ & (DN_TXQ_SLOTS - 1)] = m;
+	if (lc->tx_tail - lc->tx_head >= DN_BURST)
 		dn_tx_flush(lc);
+}
+
+bool dn_tx_pending(const struct dn_lcore *lc)
+{
+	return lc->tx_tail != lc->tx_head;
 }
 
 void dn_eth_fill(struct dn_lcore *lc, struct rte_mbuf *m, const struct rte_ether_addr *dst,

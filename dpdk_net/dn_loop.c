@@ -40,7 +40,7 @@ unsigned dn_loop_once(struct dn_lcore *lc, uint64_t now)
 		dn_arp_pending_run(lc, now);
 		lc->next_arp_tsc = now + rte_get_tsc_hz() / 10000;
 	}
-	if (lc->tx_n > 0 && (now >= lc->tx_drain_tsc || n == 0))
+	if (dn_tx_pending(lc) && (now >= lc->tx_drain_tsc || n == 0))
 		dn_tx_flush(lc);
 	return work;
 }
@@ -91,7 +91,7 @@ int dn_loop_run(struct dn_lcore *lc, volatile const int *stop)
 			lc->sleep_us = 0;
 			continue;
 		}
-		if (sleepy && ++lc->idle_spins >= DN_IDLE_SPINS && lc->tx_n == 0)
+		if (sleepy && ++lc->idle_spins >= DN_IDLE_SPINS && !dn_tx_pending(lc))
 			dn_lcore_idle_wait(lc);
 	}
 	dn_tx_flush(lc);

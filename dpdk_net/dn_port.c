@@ -92,12 +92,13 @@ static void conf_build(struct dn_port *p, const struct rte_eth_dev_info *di,
 
 	memset(conf, 0, sizeof(*conf));
 	/*
-	 * virtio-user "offloads" a checksum by sending it partial with NEEDS_CSUM, which the
-	 * vhost peer (the testbed switch) passes on for the receiving guest to complete: a
-	 * frame the switch corrupts on the way would then be re-summed and accepted. Frames
-	 * leave virtio-user with final checksums so every impairment stays detectable.
+	 * virtio-user and vhost-user "offload" a checksum by sending it partial with
+	 * NEEDS_CSUM for the other end to complete: a frame the testbed switch corrupts on the
+	 * way would then be re-summed and accepted, and a peer that does not complete it drops
+	 * it. On these virtual links frames leave with final checksums.
 	 */
-	if (strcmp(di->driver_name, "net_virtio_user") == 0)
+	if (strcmp(di->driver_name, "net_virtio_user") == 0 ||
+	    strcmp(di->driver_name, "net_vhost") == 0)
 		want_tx &= ~(uint64_t)RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
 	conf->rxmode.offloads = di->rx_offload_capa & want_rx;
 	conf->txmode.offloads = di->tx_offload_capa & want_tx;
@@ -140,7 +141,12 @@ static void reta_program(struct dn_port *p, const struct rte_eth_dev_info *di)
 		p->reta_size = n;
 }
 
-static int link_wait(struct dn_port *p, char *err, size_t errlen)
+/*
+ * Waits up to link_wait_ms for the link. A link still down is not an error: a vhost-user
+ * port is down until its peer attaches, a cable may be plugged later; dn_port_link_up
+ * tells the app, which may say so.
+ */
+static void link_wait(struct dn_port *p)
 {
 	struct rte_eth_link link;
 	uint32_t waited = 0;
@@ -148,15 +154,20 @@ static int link_wait(struct dn_port *p, char *err, size_t errlen)
 	for (;;) {
 		memset(&link, 0, sizeof(link));
 		if (rte_eth_link_get_nowait(p->port_id, &link) == 0 && link.link_status)
-			return 0;
+			return;
 		if (waited >= p->cfg.link_wait_ms)
-			break;
+			return;
 		rte_delay_ms(10);
 		waited += 10;
 	}
-	snprintf(err, errlen, "port %u: link still down after %u ms", p->port_id,
-		 p->cfg.link_wait_ms);
-	return -ENETDOWN;
+}
+
+bool dn_port_link_up(const struct dn_port *p)
+{
+	struct rte_eth_link link;
+
+	memset(&link, 0, sizeof(link));
+	return rte_eth_link_get_nowait(p->port_id, &link) == 0 && link.link_status;
 }
 
 static int port_configure(struct dn_port *p, char *err, size_t errlen)
@@ -281,7 +292,7 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 	else
 		snprintf(err, errlen, "port %u: MAC address: %s", pid, rte_strerror(-ret));
 	if (ret == 0 && !p->cfg.no_l3)
-		ret = link_wait(p, err, errlen);
+		link_wait(p);
 	if (ret != 0) {
 		dn_port_destroy(p);
 		return ret;
@@ -357,8 +368,8 @@ void dn_lcore_destroy(struct dn_lcore *lc)
 	if (lc == NULL)
 		return;
 	dn_tx_flush(lc);
-	for (unsigned i = 0; i < lc->tx_n; i++)
-		rte_pktmbuf_free(lc->tx[i]);
+	while (lc->tx_head != lc->tx_tail)
+		rte_pktmbuf_free(lc->tx[lc->tx_head++ & (DN_TXQ_SLOTS - 1)]);
 	for (unsigned i = 0; i < lc->n_pending; i++)
 		rte_pktmbuf_free(lc->pending[i].m);
 	rte_free(lc);

@@ -18,6 +18,7 @@
 #define DN_ARP_GIVEUP_MS 1000      /* then drop what waits for it */
 #define DN_PENDING_MAX 64          /* packets waiting for ARP, per lcore */
 #define DN_TX_DRAIN_US 50          /* longest a buffered Tx frame waits for company */
+#define DN_TXQ_SLOTS 4096          /* software Tx queue per lcore (power of two) */
 #define DN_RSS_KEY_MAX 64
 #define DN_RETA_MAX 512
 
@@ -63,9 +64,14 @@ struct dn_lcore {
 	struct rte_mempool *pool;
 	uint16_t port_id;
 	uint16_t queue;
-	uint16_t tx_n;
 	uint16_t ip_id;
-	struct rte_mbuf *tx[DN_BURST];
+	/*
+	 * Software Tx queue in front of the device ring, like a qdisc: a ring that is full for
+	 * a moment (a virtio peer that has not polled yet) delays frames instead of dropping
+	 * them, while this lcore goes on draining its own Rx. tx_head..tx_tail, free-running.
+	 */
+	uint32_t tx_head, tx_tail;
+	struct rte_mbuf *tx[DN_TXQ_SLOTS];
 	uint64_t tx_drain_tsc;  /* flush buffered Tx at or after this TSC */
 	uint64_t tx_drain_cycles;
 	struct dn_hooks hooks;

@@ -181,6 +181,16 @@ struct tl_stats {
 };
 void tl_stats_get(const struct tl *tl, struct tl_stats *out);
 
+/*
+ * Memory for message bodies that this instance's backend sends without copying: with
+ * protocol=dpdk, DPDK memory on the lcore's NUMA socket (the only memory a vhost-user peer
+ * or a NIC can read); with protocol=kernel, the C heap. 64-byte aligned; NULL when out of
+ * memory. Bodies in other memory are still sent, copied into packet buffers on the way.
+ * tl_buf_free(tl, NULL) is a no-op.
+ */
+void *tl_buf_alloc(struct tl *tl, size_t size);
+void tl_buf_free(struct tl *tl, void *p);
+
 /* Parses dotted IPv4 "a.b.c.d" to host order: 0 or -EINVAL. */
 int tl_ip_parse(const char *s, uint32_t *out);
 

@@ -163,6 +163,25 @@ void tl_destroy(struct tl *tl)
 	free(tl);
 }
 
+void *tl_buf_alloc(struct tl *tl, size_t size)
+{
+	void *p = NULL;
+
+	if (tl->be_ops->buf_alloc != NULL)
+		return tl->be_ops->buf_alloc(tl, size);
+	return posix_memalign(&p, 64, size ? size : 1) == 0 ? p : NULL;
+}
+
+void tl_buf_free(struct tl *tl, void *p)
+{
+	if (p == NULL)
+		return;
+	if (tl->be_ops->buf_free != NULL)
+		tl->be_ops->buf_free(tl, p);
+	else
+		free(p);
+}
+
 void tl_stats_get(const struct tl *tl, struct tl_stats *out)
 {
 	*out = tl->st;

@@ -21,6 +21,7 @@
  * PMD still holds in its Tx ring are completed when the ring lets go, never earlier.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -551,12 +552,36 @@ static int db_init(struct tl *tl)
 	return 0;
 }
 
+/* WHARF_TL_STATS=1 prints the TCP-lite counters at teardown (debugging aid). */
+static void db_dump_stats(const struct db *d)
+{
+	struct tl_tcp_stats s;
+	const char *e = getenv("WHARF_TL_STATS");
+
+	if (e == NULL || *e != '1' || d->stack == NULL)
+		return;
+	tl_tcp_stack_get_stats(d->stack, &s);
+	fprintf(stderr, "tl_tcp: seg in/out %lu/%lu bytes in/out %lu/%lu retrans %lu fast %lu rto %lu "
+		"probes %lu ooo %lu dup_segs %lu dup_acks %lu drops: malformed %lu no_conn %lu window %lu "
+		"bad_ack %lu backlog %lu ooo_full %lu emit %lu\n",
+		s.seg_in, s.seg_out, s.bytes_in, s.bytes_out, s.retrans, s.fast_retrans, s.rto_fired,
+		s.probes, s.ooo_queued, s.dup_segs, s.dup_acks, s.drop_malformed, s.drop_no_conn,
+		s.drop_window, s.drop_bad_ack, s.drop_backlog, s.drop_ooo_full, s.drop_emit);
+	const struct dn_stats *ds = dn_lcore_stats(d->lc);
+	fprintf(stderr, "dn: rx %lu tx %lu", ds->rx_pkts, ds->tx_pkts);
+	for (int i = 0; i < DN_DROP_MAX; i++)
+		if (ds->drops[i])
+			fprintf(stderr, " %s=%lu", dn_drop_name(i), ds->drops[i]);
+	fprintf(stderr, "\n");
+}
+
 static void db_fini(struct tl *tl)
 {
 	struct db *d = db_of(tl);
 
 	if (d == NULL)
 		return;
+	db_dump_stats(d);
 	if (d->lc != NULL)
 		dn_lcore_set_hooks(d->lc, &(struct dn_hooks){0});
 	tl_tcp_stack_destroy(d->stack);
@@ -574,6 +599,18 @@ static void db_fini(struct tl *tl)
 	tl->be = NULL;
 }
 
+static void *db_buf_alloc(struct tl *tl, size_t size)
+{
+	(void)tl;
+	return rte_malloc_socket("tl_buf", size ? size : 1, 64, (int)rte_socket_id());
+}
+
+static void db_buf_free(struct tl *tl, void *p)
+{
+	(void)tl;
+	rte_free(p);
+}
+
 const struct tl_backend_ops tl_be_dpdk_ops = {
 	.name = "dpdk",
 	.conn_priv = sizeof(struct db_conn),
@@ -586,4 +623,6 @@ const struct tl_backend_ops tl_be_dpdk_ops = {
 	.flush = db_flush,
 	.shutdown = db_shutdown,
 	.poll = db_poll,
+	.buf_alloc = db_buf_alloc,
+	.buf_free = db_buf_free,
 };

@@ -87,6 +87,8 @@ static int seg_parse(const struct tl_tcp_rx *rx, struct seg *g)
 		return -EBADMSG;
 	if (ld_be16(h) == 0 || ld_be16(h + 2) == 0)
 		return -EBADMSG;
+	if (rx->saddr == rx->daddr && ld_be16(h) == ld_be16(h + 2))
+		return -EBADMSG; /* "land": a segment claiming to come from its own socket */
 	f = h[13];
 	/* Combinations no TCP sends: scans and confused stacks. */
 	if ((f & TL_TCP_SYN) && (f & (TL_TCP_FIN | TL_TCP_RST)))

@@ -268,9 +268,19 @@ void tl_out_syn(struct tl_tcp_conn *c, bool ack)
 		tl_timer_rto_restart(c);
 }
 
+/*
+ * A pure ACK carries the highest sequence sent (snd_max), not snd_nxt: after a timeout
+ * pulls snd_nxt back, an ACK at snd_nxt is below what the peer already received and the
+ * peer finds it unacceptable, answers with an ACK of its own, and two stacks in that state
+ * ping-pong ACKs forever. Clamped to the right edge of the peer's window, which it accepts.
+ */
 void tl_out_ack(struct tl_tcp_conn *c)
 {
-	emit_seg(c, c->snd_nxt, 0, 0);
+	uint32_t seq = c->snd_max, edge = c->snd_una + c->snd_wnd;
+
+	if (TL_SEQ_GT(seq, edge) && TL_SEQ_GEQ(edge, c->snd_nxt))
+		seq = edge;
+	emit_seg(c, seq, 0, 0);
 }
 
 void tl_out_challenge_ack(struct tl_tcp_conn *c)

@@ -216,6 +216,9 @@ struct tl_backend_ops {
 	void (*flush)(struct tl_conn *c);
 	void (*shutdown)(struct tl_conn *c);
 	int (*poll)(struct tl *tl, int64_t timeout_us);
+	/* Optional: memory the backend sends without copying (NULL: the C heap is fine). */
+	void *(*buf_alloc)(struct tl *tl, size_t size);
+	void (*buf_free)(struct tl *tl, void *p);
 };
 
 extern const struct tl_backend_ops tl_be_kernel_ops;

@@ -126,6 +126,7 @@ struct tl_tcp_conn {
 	/* timers: one wheel entry, the earliest of these (0 = off) */
 	struct tl_tw_entry tw;
 	uint64_t rto_at, delack_at, persist_at, close_at;
+	uint64_t oow_ack_at;           /* last ACK sent for an unacceptable pure ACK */
 	uint64_t persist_backoff;
 
 	uint64_t seg_in, seg_out, bytes_acked, bytes_rcvd, retrans;

@@ -37,6 +37,8 @@ enum perf_mode { PERF_PINGPONG, PERF_STREAM };
 
 struct perf_opts {
 	bool server, echo, have_ip, have_peer;
+	bool poll;          /* busy-poll: never sleep in tl_poll */
+	const char *hist;   /* client: write RTT samples (us, one per line) here */
 	uint32_t ip, peer, size, conns;
 	uint8_t prefix;
 	uint16_t port;
@@ -71,6 +73,12 @@ struct perf {
 	uint64_t rng;
 };
 
+/* How long tl_poll may sleep: not at all when busy-polling (--poll). */
+static int64_t perf_wait(const struct perf *p, int64_t us)
+{
+	return p->o->poll ? 0 : us;
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -104,6 +112,8 @@ static void usage(FILE *f)
 		"  --seconds      client: measuring time (default 5); server: stop after S\n"
 		"                 (default: until SIGINT/SIGTERM)\n"
 		"  --connections  client connections, 1..%d (default 1)\n"
+		"  --poll         busy-poll (never sleep waiting for packets or events)\n"
+		"  --hist FILE    client: write every RTT sample (microseconds) to FILE\n"
 		"With --protocol kernel the EAL args and --ip are accepted and ignored: the server\n"
 		"listens on 127.0.0.1 and the client connects to --peer (use 127.0.0.1).\n"
 		"Exit status: 0 done, 1 run-time failure, 2 bad arguments.\n",
@@ -184,6 +194,8 @@ static void parse_opt(struct perf_opts *o, int c, const char *arg)
 		break;
 	}
 	case 'c': o->conns = parse_u32("--connections", arg, 1, PERF_MAX_CONNS); break;
+	case 'B': o->poll = true; break;
+	case 'H': o->hist = arg; break;
 	default:
 		usage(stderr);
 		exit(2);
@@ -199,6 +211,7 @@ static void perf_parse(int argc, char **argv, struct perf_opts *o)
 		{ "echo", no_argument, NULL, 'e' },         { "protocol", required_argument, NULL, 'r' },
 		{ "size", required_argument, NULL, 'z' },   { "mode", required_argument, NULL, 'm' },
 		{ "seconds", required_argument, NULL, 't' }, { "connections", required_argument, NULL, 'c' },
+		{ "poll", no_argument, NULL, 'B' },         { "hist", required_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
 	};
 	int i, dd = -1, c;
@@ -343,7 +356,7 @@ static int perf_server(struct perf *p, const sigset_t *sigs)
 	fprintf(stderr, "wharf-perf: %s server on port %u%s\n", tl_protocol_name(o->proto),
 		tl_listener_port(l), o->echo ? ", echoing" : "");
 	for (;;) {
-		rc = tl_poll(p->tl, 100000);
+		rc = tl_poll(p->tl, perf_wait(p, 100000));
 		if (rc < 0) {
 			fprintf(stderr, "wharf-perf: poll: %s\n", strerror(-rc));
 			return 1;
@@ -484,7 +497,7 @@ static int perf_connect_all(struct perf *p)
 			return 0;
 		if (now_s() > deadline)
 			break;
-		tl_poll(p->tl, 50000);
+		tl_poll(p->tl, perf_wait(p, 50000));
 	}
 	for (i = 0; i + 1 < o->conns && p->pc[i].up == 1; i++)
 		;
@@ -512,6 +525,16 @@ static void perf_report(struct perf *p, double secs)
 		snprintf(p50, sizeof(p50), "%.2f", p->rtt_ns[(n - 1) / 2] / 1e3);
 		snprintf(p99, sizeof(p99), "%.2f", p->rtt_ns[(n - 1) * 99 / 100] / 1e3);
 	}
+	if (o->hist != NULL) {
+		FILE *f = fopen(o->hist, "w");
+		if (f == NULL) {
+			fprintf(stderr, "wharf-perf: --hist %s: %s\n", o->hist, strerror(errno));
+		} else {
+			for (uint64_t i = 0; i < n; i++)
+				fprintf(f, "%.2f\n", p->rtt_ns[i] / 1e3);
+			fclose(f);
+		}
+	}
 	printf("{\"role\":\"client\",\"protocol\":\"%s\",\"mode\":\"%s\",\"size\":%u,"
 	       "\"connections\":%u,\"seconds\":%.3f,\"msgs\":%" PRIu64 ",\"errors\":%" PRIu64
 	       ",\"rtt_p50_us\":%s,\"rtt_p99_us\":%s,\"msgs_per_s\":%.1f,\"gbit_per_s\":%.4f}\n",
@@ -529,7 +552,7 @@ static void perf_drain(struct perf *p)
 	while (busy > 0 && now_s() < deadline) {
 		for (i = 0, busy = 0; i < p->o->conns; i++)
 			busy += p->pc[i].up == 1 && p->pc[i].inflight > 0;
-		if (busy > 0 && tl_poll(p->tl, 10000) < 0)
+		if (busy > 0 && tl_poll(p->tl, perf_wait(p, 10000)) < 0)
 			return;
 	}
 }
@@ -542,7 +565,10 @@ static int perf_client(struct perf *p, const sigset_t *sigs)
 	int rc;
 
 	p->pc = calloc(o->conns, sizeof(*p->pc));
-	p->payload = calloc(1, o->size ? o->size : 1);
+	/* Memory the backend can send from without copying (DPDK memory on protocol=dpdk). */
+	p->payload = tl_buf_alloc(p->tl, o->size ? o->size : 1);
+	if (p->payload != NULL)
+		memset(p->payload, 0x5a, o->size);
 	p->rtt_ns = malloc(PERF_RTT_CAP * sizeof(*p->rtt_ns));
 	if (p->pc == NULL || p->payload == NULL || p->rtt_ns == NULL) {
 		fprintf(stderr, "wharf-perf: out of memory\n");
@@ -562,7 +588,7 @@ static int perf_client(struct perf *p, const sigset_t *sigs)
 	for (i = 0; i < o->conns; i++)
 		perf_fill(&p->pc[i]);
 	for (;;) {
-		rc = tl_poll(p->tl, 100000);
+		rc = tl_poll(p->tl, perf_wait(p, 100000));
 		if (rc < 0) {
 			fprintf(stderr, "wharf-perf: poll: %s\n", strerror(-rc));
 			return 1;
@@ -600,9 +626,9 @@ int main(int argc, char **argv)
 	if (perf_tl_create(&o, &p.tl) != 0)
 		return 1;
 	rc = o.server ? perf_server(&p, &sigs) : perf_client(&p, &sigs);
+	tl_buf_free(p.tl, p.payload);
 	tl_destroy(p.tl);
 	free(p.pc);
-	free(p.payload);
 	free(p.rtt_ns);
 	return rc;
 }
