@@ -130,8 +130,8 @@ static void cli_done(void *arg, int status)
 	if (status == 0) {
 		x->completed++;
 		x->completed_bytes += sl->len;
-	} else if (x->running) {
-		x->errors++;
+	} else if (x->running && x->errors++ == 0) {
+		/* The first failure says why; the rest of the window fails the same way. */
 		fprintf(stderr, "wharf-xfer: send of message %" PRIu64 " failed: %s\n", sl->idx,
 			strerror(-status));
 	}
@@ -187,7 +187,8 @@ static void cli_fill(struct xf_cconn *cc)
 	while (x->running && cc->up == 1 && cc->next_idx < x->total) {
 		int rc = cli_send_one(cc);
 
-		if (rc == -ENOBUFS)
+		/* -ENOTCONN: the connection is closing; cli_on_closed reports it. */
+		if (rc == -ENOBUFS || rc == -ENOTCONN)
 			return;
 		if (rc != 0) {
 			x->errors++;
