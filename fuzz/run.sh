@@ -48,65 +48,76 @@ SAN="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-om
 # Makefile; clang's extra warnings on them go to the build log, not to a failed build.
 HARNESS_WARN="-Wall -Wextra -Werror"
 
-# Layer sources and libraries per target.
-srcs_of() {
+# Layers (in link order, upper first) and extra objects per target. Each layer's sources
+# are compiled into build/fuzz/lib/lib<layer>.a, so a harness pulls in only the objects it
+# references: a layer file that needs another layer does not break a harness that
+# never calls it.
+layers_of() {
 	case "$1" in
-	fuse) echo fuse/*.c ;;
-	frame) echo transport/tl_frame.c ;;
-	tcp) echo transport/tl_conn.c transport/tl_in.c transport/tl_out.c transport/tl_timer.c \
-		transport/tl_cc.c transport/tl_steer.c ;;
-	ps) echo ps_core/*.c ;;
-	config) echo apps/common/wc_config.c apps/common/wc_cfg_env.c apps/common/wc_cfg_file.c \
-		apps/common/wc_cfg_flags.c apps/common/wc_cfg_load.c apps/common/wc_epmap.c ;;
-	dn_input) echo dpdk_net/*.c dpdk_net/tests/dn_testlib.c ;;
+	fuse) echo fuse ;;
+	frame|tcp) echo transport ;;
+	ps) echo ps_core ;;
+	config) echo apps/common ;;
+	dn_input) echo dpdk_net ;;
 	esac
 }
-libs_of() {
-	case "$1" in
-	ps) echo "$DPDK_LIBS -lnuma -lm -lpthread" ;;
-	tcp) echo "$DPDK_LIBS -lm" ;;
-	config) echo "-ljansson" ;;
-	dn_input) echo "$DPDK_LIBS -lnuma -lm -lpthread" ;;
-	*) echo "" ;;
-	esac
+extra_of() {
+	case "$1" in dn_input) echo dpdk_net/tests/dn_testlib.c ;; esac
 }
-hdrs_of() { # headers a rebuild depends on
-	echo fuzz/fuzz_util.h transport/*.h
-	case "$1" in
-	fuse) echo fuse/*.h ;; ps) echo ps_core/*.h ;; config) echo apps/common/*.h ;;
-	dn_input) echo dpdk_net/*.h dpdk_net/tests/*.h ;;
-	esac
+LIBS_ALL="$DPDK_LIBS -lnuma -ljansson -lz -lm -lpthread"
+
+# archive LAYER -> builds build/fuzz/lib/lib<layer>.a when a source or header is newer.
+archive() {
+	local l=$1 name a f stale=0 objs=()
+	name=$(echo "$l" | tr / _)
+	a=$OUT/lib/lib$name.a
+	mkdir -p "$OUT/lib" "$OUT/obj/$name"
+	for f in "$l"/*.c "$l"/*.h transport/tl_wire.h fuzz/run.sh; do
+		[ -e "$f" ] && [ "$f" -nt "$a" ] && stale=1
+	done
+	[ -f "$a" ] && [ $stale -eq 0 ] && return 0
+	for f in "$l"/*.c; do
+		o="$OUT/obj/$name/$(basename "$f" .c).o"
+		$CC $BASE_FLAGS $SAN -c "$f" -o "$o" || return 1
+		objs+=("$o")
+	done
+	rm -f "$a"
+	ar rcs "$a" "${objs[@]}"
 }
 
 # build TARGET -> 0 or non-zero; skips when the binary is newer than every input.
 build() {
-	local t=$1 bin=$OUT/fuzz_$1 f stale=0
-	local srcs; srcs=$(srcs_of "$t")
+	local t=$1 bin=$OUT/fuzz_$1 f l stale=0 libs=() objs=()
 	mkdir -p "$OUT/obj/$t" "$OUT/logs"
-	for f in fuzz/fuzz_"$t".c $srcs $(hdrs_of "$t") fuzz/run.sh; do
-		[ -e "$f" ] && [ "$f" -nt "$bin" ] && stale=1
-	done
-	[ -x "$bin" ] && [ $stale -eq 0 ] && return 0
+	: >"$OUT/logs/build-$t.log"
 	{
+		for l in $(layers_of "$t"); do
+			archive "$l" || return 1
+			libs+=("$OUT/lib/lib$(echo "$l" | tr / _).a")
+		done
+		for f in fuzz/fuzz_"$t".c fuzz/fuzz_util.h $(extra_of "$t") "${libs[@]}"; do
+			[ "$f" -nt "$bin" ] && stale=1
+		done
+		[ -x "$bin" ] && [ $stale -eq 0 ] && return 0
 		$CC $BASE_FLAGS $SAN $HARNESS_WARN -c fuzz/fuzz_"$t".c -o "$OUT/obj/$t/harness.o" || return 1
 		objs=("$OUT/obj/$t/harness.o")
-		for f in $srcs; do
-			o="$OUT/obj/$t/$(echo "$f" | tr / _).o"
-			$CC $BASE_FLAGS $SAN -c "$f" -o "$o" || return 1
-			objs+=("$o")
+		for f in $(extra_of "$t"); do
+			$CC $BASE_FLAGS $SAN -c "$f" -o "$OUT/obj/$t/$(basename "$f" .c).o" || return 1
+			objs+=("$OUT/obj/$t/$(basename "$f" .c).o")
 		done
-		# shellcheck disable=SC2046
-		$CC $SAN -o "$bin" "${objs[@]}" $(libs_of "$t")
-	} >"$OUT/logs/build-$t.log" 2>&1
+		# shellcheck disable=SC2086
+		$CC $SAN -o "$bin" "${objs[@]}" "${libs[@]}" $LIBS_ALL
+	} >>"$OUT/logs/build-$t.log" 2>&1
 }
 
 gen_seeds() {
-	local srcs="fuse/fz_pack.c fuse/fz_config.c ps_core/*.c transport/tl_conn.c transport/tl_in.c
-		transport/tl_out.c transport/tl_timer.c transport/tl_cc.c transport/tl_steer.c"
 	mkdir -p "$OUT/logs"
-	# shellcheck disable=SC2086
-	$CC $BASE_FLAGS -fsanitize=address,undefined $HARNESS_WARN -o "$OUT/gen_seeds" \
-		fuzz/gen_seeds.c $srcs $DPDK_LIBS -lnuma -lm -lpthread >"$OUT/logs/build-gen_seeds.log" 2>&1 ||
+	{ archive ps_core && archive fuse &&
+		$CC $BASE_FLAGS $SAN $HARNESS_WARN -fsanitize=fuzzer-no-link -c fuzz/gen_seeds.c \
+			-o "$OUT/obj/gen_seeds.o" &&
+		$CC -fsanitize=address,undefined,fuzzer-no-link -o "$OUT/gen_seeds" "$OUT/obj/gen_seeds.o" \
+			"$OUT/lib/libps_core.a" "$OUT/lib/libfuse.a" $LIBS_ALL; } \
+		>"$OUT/logs/build-gen_seeds.log" 2>&1 ||
 		{ echo "gen_seeds: build failed, see $OUT/logs/build-gen_seeds.log"; return 1; }
 	"$OUT/gen_seeds" fuzz/corpus
 }
