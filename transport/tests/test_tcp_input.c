@@ -480,6 +480,13 @@ static void test_tcp_malformed_segments_dropped_and_counted(void **state)
 			 NULL, 0, NULL, 0));                       /* "xmas" without ACK */
 	BAD(n = fl_build(seg, 0, v.dport, v.rcv_nxt, v.snd_nxt, TL_TCP_ACK, 100, NULL, 0, NULL, 0));
 #undef BAD
+	{
+		/* A SYN from the listener's own address and port. */
+		struct tl_tcp_rx rx = { .saddr = l->addr[0], .daddr = l->addr[0], .tcp = seg, .pkt = seg };
+		rx.tcp_len = fl_build(seg, 80, 80, 1, 0, TL_TCP_SYN, 100, NULL, 0, NULL, 0);
+		assert_int_equal(tl_tcp_input(l->stack[0], &rx, l->now), -EBADMSG);
+		bad++;
+	}
 	assert_int_equal(tl_tcp_input(l->stack[0], NULL, l->now), -EBADMSG);
 	bad++;
 	tl_tcp_stack_get_stats(l->stack[0], &st);
