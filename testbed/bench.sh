@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# make bench — every figure side by side in one run, reported as ratios against a baseline
+# measured in the same run (these machines are shared and noisy: absolute times are not
+# stable, ratios are). Writes build/bench/report.json (with its "headline"), report.md and
+# PNG plots of the latency distributions.
+#
+# Parts (each bounded in time; a part whose tool is missing is reported as null with why):
+#   pmd        raw PMD packet rate over a direct virtio-user <-> vhost-user pair (wharf-pktgen)
+#   transport  wharf-perf over the same direct pair (TCP-lite, busy-polling) vs. the kernel
+#              socket backend over loopback: 64 B ping-pong RTT, 64 B message rate, 1 MiB stream
+#   fuse       wharf-fuse-bench: fusion on vs off, DPDK and kernel
+#   shard      wharf-shard-bench: in-process sparse push/pull keys/s per lcore
+#   ps, train  PS pull/push and end-to-end training, DPDK vs kernel (when those tools exist)
+# BENCH_SECONDS (default 3) sets the length of each timed run.
+set -u
+. "$(dirname "$0")/cluster/tb.sh"
+OUT=$TB_ROOT/build/bench
+SECS=${BENCH_SECONDS:-3}
+mkdir -p "$OUT"
+rm -f "$OUT"/*.json "$OUT"/*.txt "$OUT"/*.png "$OUT"/report.md
+tb_init
+
+# A direct pair: SERVER_CMD on net_vhost (core 1), CLIENT_CMD on virtio-user (core 0).
+pair_eal() { # NAME ROLE
+	local a="--file-prefix wharf-$TB_ID-$1 --no-pci $(tb_mem_args) --log-level=*:warning"
+	a="$a --log-level=lib.vhost.config:error"
+	if [ "$2" = server ]; then
+		echo "-l 1 $a --vdev=net_vhost0,iface=$TB_DIR/pair.sock,queues=1"
+	else
+		echo "-l 0 $a --vdev=virtio_user0,path=$TB_DIR/pair.sock,queues=1,queue_size=1024"
+	fi
+}
+
+part_pmd() {
+	rm -f "$TB_DIR/pair.sock"
+	"$TB_BUILD/wharf-pktgen" $(pair_eal pgrx server) -- --rx --seconds "$SECS" \
+		>"$OUT/pmd_rx.json" 2>"$TB_DIR/pgrx.log" &
+	TB_PIDS[pgrx]=$!
+	sleep 1
+	timeout 60 "$TB_BUILD/wharf-pktgen" $(pair_eal pgtx client) -- --tx --seconds "$SECS" \
+		>"$OUT/pmd_tx.json" 2>"$TB_DIR/pgtx.log"
+	wait "${TB_PIDS[pgrx]}"; unset "TB_PIDS[pgrx]"
+}
+
+# perf_dpdk NAME CLIENT_ARGS...   (server: echo, busy-polling)
+perf_dpdk() {
+	local name=$1; shift
+	rm -f "$TB_DIR/pair.sock"
+	"$TB_BUILD/wharf-perf" $(pair_eal "s$name" server) -- --ip 198.18.3.2/24 --server \
+		--port 7000 --echo --poll --seconds $((SECS + 20)) >/dev/null 2>"$TB_DIR/s$name.log" &
+	TB_PIDS[srv]=$!
+	sleep 1
+	timeout $((SECS + 30)) "$TB_BUILD/wharf-perf" $(pair_eal "c$name" client) -- \
+		--ip 198.18.3.1/24 --peer 198.18.3.2 --port 7000 --poll --seconds "$SECS" "$@" \
+		>"$OUT/$name.json" 2>"$TB_DIR/c$name.log" || tb_log "$name: client failed"
+	tb_stop srv
+}
+
+perf_kernel() {
+	local name=$1; shift
+	"$TB_BUILD/wharf-perf" -- --protocol kernel --server --port 7001 --echo \
+		--seconds $((SECS + 20)) >/dev/null 2>"$TB_DIR/s$name.log" &
+	TB_PIDS[ksrv]=$!
+	sleep 0.5
+	timeout $((SECS + 30)) "$TB_BUILD/wharf-perf" -- --protocol kernel --peer 127.0.0.1 \
+		--port 7001 --seconds "$SECS" "$@" >"$OUT/$name.json" 2>"$TB_DIR/c$name.log" \
+		|| tb_log "$name: client failed"
+	tb_stop ksrv
+}
+
+part_transport() {
+	perf_dpdk dpdk_pingpong --size 64 --hist "$OUT/dpdk_rtt.txt"
+	perf_kernel kernel_pingpong --size 64 --hist "$OUT/kernel_rtt.txt"
+	perf_dpdk dpdk_rate --size 64 --mode stream
+	perf_kernel kernel_rate --size 64 --mode stream
+	perf_dpdk dpdk_stream --size 1048576 --mode stream
+	perf_kernel kernel_stream --size 1048576 --mode stream
+}
+
+part_tool() { # NAME TOOL ARGS... : a tool that prints one JSON object last
+	local name=$1 tool=$2; shift 2
+	if [ ! -x "$TB_BUILD/wharf-$tool" ]; then
+		echo "{\"missing\":\"build/wharf-$tool not built\"}" >"$OUT/$name.json"
+		return
+	fi
+	timeout 600 "$TB_BUILD/wharf-$tool" "$@" 2>"$TB_DIR/$name.log" | grep '^{' | tail -n 1 \
+		>"$OUT/$name.json" || true
+	[ -s "$OUT/$name.json" ] || echo "{\"failed\":\"wharf-$tool exited without a result\"}" >"$OUT/$name.json"
+}
+
+tb_log "pmd"; part_pmd
+tb_log "transport"; part_transport
+tb_log "fuse"; part_tool fuse fuse-bench
+tb_log "shard"; part_tool shard shard-bench ${BENCH_SHARD_ARGS:-}
+
+/usr/bin/python3 "$TB_ROOT/testbed/bench_report.py" "$OUT" || exit 1
+if command -v gnuplot >/dev/null && [ -s "$OUT/dpdk_rtt.txt" ] && [ -s "$OUT/kernel_rtt.txt" ]; then
+	gnuplot -e "out='$OUT/rtt_cdf.png'; d='$OUT/dpdk_rtt.txt'; k='$OUT/kernel_rtt.txt'" \
+		"$TB_ROOT/testbed/rtt_cdf.gp" 2>"$TB_DIR/gnuplot.log" || tb_log "gnuplot failed"
+fi
+cat "$OUT/report.md"
+tb_log "report: build/bench/report.json, report.md, rtt_cdf.png"

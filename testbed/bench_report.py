@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""Composes build/bench/report.json and report.md from the parts testbed/bench.sh wrote.
+
+Every headline figure is a ratio of two measurements from the same run (or, for the raw
+PMD rate and the shard rate, a figure reported beside its baseline). A figure whose parts
+are missing is null, with the reason under "notes".
+"""
+import json
+import os
+import sys
+
+out = sys.argv[1]
+
+
+def load(name):
+    try:
+        with open(os.path.join(out, name + ".json")) as f:
+            lines = [l for l in f.read().splitlines() if l.startswith("{")]
+            return json.loads(lines[-1]) if lines else None
+    except (OSError, ValueError):
+        return None
+
+
+def get(d, *path):
+    for p in path:
+        if not isinstance(d, dict) or d.get(p) is None:
+            return None
+        d = d[p]
+    return d
+
+
+def ratio(a, b):
+    return None if a is None or b in (None, 0) else round(a / b, 4)
+
+
+parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "dpdk_pingpong", "kernel_pingpong", "dpdk_rate",
+                              "kernel_rate", "dpdk_stream", "kernel_stream", "fuse", "shard",
+                              "ps", "train")}
+notes = {n: "missing or failed" for n, v in parts.items() if v is None or "missing" in v or "failed" in v}
+
+fuse = parts["fuse"] or {}
+shard = parts["shard"] or {}
+headline = {
+    "rtt_p50_ratio_dpdk_over_kernel": ratio(get(parts["dpdk_pingpong"], "rtt_p50_us"),
+                                            get(parts["kernel_pingpong"], "rtt_p50_us")),
+    "rtt_p99_ratio_dpdk_over_kernel": ratio(get(parts["dpdk_pingpong"], "rtt_p99_us"),
+                                            get(parts["kernel_pingpong"], "rtt_p99_us")),
+    "msg_rate_ratio_dpdk_over_kernel": ratio(get(parts["dpdk_rate"], "msgs_per_s"),
+                                             get(parts["kernel_rate"], "msgs_per_s")),
+    "stream_ratio_dpdk_over_kernel": ratio(get(parts["dpdk_stream"], "gbit_per_s"),
+                                           get(parts["kernel_stream"], "gbit_per_s")),
+    "raw_pmd_mpps": get(parts["pmd_rx"], "mpps"),
+    "dpdk_64b_msg_rate_over_raw_pmd_pps": ratio(get(parts["dpdk_rate"], "msgs_per_s"),
+                                                (get(parts["pmd_rx"], "mpps") or 0) * 1e6),
+    "fuse_steps_ratio_on_over_off": fuse.get("fuse_steps_ratio_on_over_off"),
+    "fuse_lone_latency_ratio_on_over_off": fuse.get("fuse_lone_latency_ratio_on_over_off"),
+    "shard_key_updates_per_s_dim16_sgd": shard.get("shard_key_updates_per_s_dim16_sgd"),
+    "ps_keys_per_s_ratio_dpdk_over_kernel": get(parts["ps"], "ps_keys_per_s_ratio_dpdk_over_kernel"),
+    "train_samples_ratio_dpdk_over_kernel": get(parts["train"], "train_samples_ratio_dpdk_over_kernel"),
+}
+targets = {
+    "rtt_p50_ratio_dpdk_over_kernel": ("<=", 0.2),
+    "msg_rate_ratio_dpdk_over_kernel": (">=", 5.0),
+    "stream_ratio_dpdk_over_kernel": (">=", 1.0),
+    "fuse_steps_ratio_on_over_off": (">=", 5.0),
+    "fuse_lone_latency_ratio_on_over_off": ("<=", 1.1),
+    "shard_key_updates_per_s_dim16_sgd": (">=", 10e6),
+}
+verdicts = {}
+for k, (op, t) in targets.items():
+    v = headline.get(k)
+    verdicts[k] = None if v is None else (v <= t if op == "<=" else v >= t)
+
+report = {"headline": headline, "targets": {k: f"{op} {t}" for k, (op, t) in targets.items()},
+          "met": verdicts, "parts": parts, "notes": notes}
+with open(os.path.join(out, "report.json"), "w") as f:
+    json.dump(report, f, indent=1)
+
+rows = ["| figure | value | target | met |", "|---|---|---|---|"]
+for k, v in headline.items():
+    t = targets.get(k)
+    m = verdicts.get(k)
+    rows.append(f"| {k} | {v if v is not None else 'n/a'} | {t[0] + ' ' + str(t[1]) if t else ''} | "
+                f"{'' if m is None else ('yes' if m else 'NO')} |")
+rows += ["", "| run | rtt p50 us | rtt p99 us | msgs/s | Gbit/s |", "|---|---|---|---|---|"]
+for n in ("dpdk_pingpong", "kernel_pingpong", "dpdk_rate", "kernel_rate", "dpdk_stream", "kernel_stream"):
+    p = parts[n] or {}
+    rows.append(f"| {n} | {p.get('rtt_p50_us')} | {p.get('rtt_p99_us')} | {p.get('msgs_per_s')} | "
+                f"{p.get('gbit_per_s')} |")
+with open(os.path.join(out, "report.md"), "w") as f:
+    f.write("# wharf bench\n\n" + "\n".join(rows) + "\n")
