@@ -41,6 +41,7 @@ void tl_tcp_cfg_default(struct tl_tcp_cfg *cfg)
 	cfg->iss_secret = 0x9e3779b97f4a7c15ull;
 	cfg->ecn = true;
 	cfg->timestamps = true;
+	cfg->ts_tick_ns = 1000;
 	cfg->wscale = true;
 }
 
@@ -50,7 +51,8 @@ static int cfg_check(const struct tl_tcp_cfg *c)
 	    c->snd_buf == 0 || c->snd_buf > (1u << 30) || c->max_conns == 0 ||
 	    c->max_conns > (1u << 24) || c->max_sbufs == 0 || c->ooo_max == 0 ||
 	    c->rto_min_ns == 0 || c->rto_max_ns < c->rto_min_ns || c->rto_init_ns == 0 ||
-	    c->tick_ns == 0 || c->delack_ns == 0 || c->max_retrans == 0 || c->syn_backlog == 0)
+	    c->tick_ns == 0 || c->delack_ns == 0 || c->max_retrans == 0 || c->syn_backlog == 0 ||
+	    c->ts_tick_ns < 1000u || c->ts_tick_ns > 1000000000u)
 		return -EINVAL;
 	return 0;
 }

@@ -126,6 +126,18 @@ static void take_syn_opts(struct tl_tcp_conn *c, const struct seg *g)
 	c->snd_wl1 = g->seq;
 }
 
+/* An RTT sample from an echoed timestamp, if the echo is plausible: a peer's TSecr is
+ * not trusted to be one of ours (it could push the RTO to its ceiling). */
+static void ts_rtt_sample(struct tl_tcp_conn *c, uint32_t tsecr)
+{
+	const struct tl_tcp_stack *s = c->stack;
+	uint32_t ticks = tl_out_tsval(s) - tsecr;
+	uint64_t ns = (uint64_t)ticks * s->cfg.ts_tick_ns;
+
+	if ((int32_t)ticks >= 0 && ns <= s->cfg.rto_max_ns * 4u)
+		tl_cc_rtt_sample(c, ns ? ns : 1u);
+}
+
 /* ---- no connection: listeners and RSTs --------------------------------------- */
 
 static void rst_reply(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, const struct seg *g)
@@ -219,7 +231,7 @@ static int syn_sent_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, con
 	c->snd_wl2 = g->ack;
 	tl_cc_init(c); /* again: the MSS is known now */
 	if (c->ts_ok && g->tsecr && c->backoff == 0)
-		tl_cc_rtt_sample(c, (uint64_t)(tl_out_tsval(s) - g->tsecr) * 1000u);
+		ts_rtt_sample(c, g->tsecr);
 	established(c);
 	tl_out_ack(c);
 	if (c->cbs && c->cbs->connected)
@@ -319,7 +331,7 @@ static bool syn_rcvd_ack(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, cons
 		return false;
 	}
 	if (c->ts_ok && g->has_ts && g->tsecr && c->backoff == 0)
-		tl_cc_rtt_sample(c, (uint64_t)(tl_out_tsval(s) - g->tsecr) * 1000u);
+		ts_rtt_sample(c, g->tsecr);
 	c->snd_una = c->iss + 1u;
 	c->snd_wnd = g->wnd << c->snd_wscale;
 	c->max_snd_wnd = c->snd_wnd;
@@ -369,7 +381,7 @@ static void new_ack(struct tl_tcp_conn *c, const struct seg *g)
 	bool fin = c->fin_sent && g->ack == c->snd_una + c->sq_bytes + 1u;
 
 	if (c->ts_ok && g->has_ts && g->tsecr)
-		tl_cc_rtt_sample(c, (uint64_t)(tl_out_tsval(s) - g->tsecr) * 1000u);
+		ts_rtt_sample(c, g->tsecr);
 	else if (c->rtt_start && TL_SEQ_GEQ(g->ack, c->rtt_seq))
 		tl_cc_rtt_sample(c, s->now + 1u - c->rtt_start);
 	if (c->rtt_start && TL_SEQ_GEQ(g->ack, c->rtt_seq))

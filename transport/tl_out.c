@@ -99,8 +99,9 @@ bool tl_tcp_rx_cksum_ok(const struct tl_tcp_rx *rx)
 
 uint32_t tl_out_tsval(const struct tl_tcp_stack *s)
 {
-	/* Microsecond ticks: datacenter RTTs are far below RFC 7323's 1 ms suggestion. */
-	return (uint32_t)((s->now - s->ts_base) / 1000u) + 1u; /* TSecr 0 reads as "none" */
+	/* Microsecond ticks by default: datacenter RTTs are far below RFC 7323's 1 ms
+	 * suggestion. +1: a TSecr of 0 reads as "no echo". */
+	return (uint32_t)((s->now - s->ts_base) / s->cfg.ts_tick_ns) + 1u;
 }
 
 uint32_t tl_out_rcv_wnd(struct tl_tcp_conn *c)

@@ -143,9 +143,11 @@ struct tl_tcp_cfg {
 	uint32_t syn_backlog;    /* default embryonic limit per listener */
 	uint64_t iss_secret;     /* for the default ISS; backends seed it from rte_rand */
 	bool ecn;                /* offer/accept ECN, react to CE DCTCP style */
-	bool timestamps;         /* RFC 7323 timestamps (also RTT sampling and PAWS). TSval
-				  * ticks in microseconds: a connection silent for more than
-				  * ~35 min may have its next segment refused by the peer's PAWS */
+	bool timestamps;         /* RFC 7323 timestamps (also RTT sampling and PAWS) */
+	uint64_t ts_tick_ns;     /* TSval clock: 1000 (1 us, default) .. 1e9. At 1 us a
+				  * connection silent for ~35 min may have its next segment
+				  * refused by the peer's PAWS; 1 ms ticks push that to 24 days
+				  * at the price of coarse RTT samples */
 	bool wscale;             /* RFC 7323 window scaling */
 };
 

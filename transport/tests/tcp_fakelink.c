@@ -271,6 +271,7 @@ int fl_init(struct fl_link *l, const struct tl_tcp_cfg *cfg_a, const struct tl_t
 					 &l->stack[i]);
 		if (rc) {
 			tl_tcp_stack_destroy(l->stack[0]);
+			l->stack[0] = NULL;
 			return rc;
 		}
 	}

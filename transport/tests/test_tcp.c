@@ -140,6 +140,27 @@ static void test_tcp_handshake_without_options(void **state)
 	transfer(l, 100000, 30000, 2000 * MS);
 }
 
+static void test_tcp_timestamps_millisecond_clock(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_cfg cfg;
+	struct tl_tcp_conn_stats cs;
+
+	fl_fini(l);
+	fl_cfg(&cfg);
+	cfg.ts_tick_ns = 1000000;
+	assert_int_equal(fl_init(l, &cfg, NULL, 5), 0);
+	l->delay_ns = 3000000; /* 6 ms round trip: visible to a 1 ms clock */
+	assert_int_equal(fl_open_pair(l), 0);
+	tl_tcp_conn_get_stats(l->app[1].conn, &cs);
+	assert_true(cs.ts);
+	assert_true(cs.srtt_us >= 5000 && cs.srtt_us <= 7000);
+	transfer(l, 50000, 50000, 2000 * MS);
+	assert_int_equal(fl_fini(l), 0);
+	cfg.ts_tick_ns = 10; /* finer than the clock we promise to keep */
+	assert_int_equal(fl_init(l, &cfg, NULL, 5), -EINVAL);
+}
+
 static void test_tcp_data_both_ways(void **state)
 {
 	struct fl_link *l = *state;
@@ -682,13 +703,13 @@ static void test_tcp_send_refuses_bad_calls(void **state)
 	assert_int_equal(tl_tcp_close(l->app[1].conn, l->now), 0);
 	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, 5, NULL, NULL, l->now), -ENOTCONN);
 	assert_int_equal(tl_tcp_close(l->app[1].conn, l->now), -ENOTCONN);
-	cfg.mss = 10;
-	{
-		struct tl_tcp_stack *s;
-		struct tl_tcp_ops ops = { 0 };
-		assert_int_equal(tl_tcp_stack_create(&cfg, &ops, NULL, 0, &s), -EINVAL);
-	}
 	fl_run(l, 10 * MS);
+	assert_int_equal(fl_fini(l), 0);
+	cfg.mss = 10;
+	assert_int_equal(fl_init(l, &cfg, NULL, 6), -EINVAL);
+	fl_cfg(&cfg);
+	cfg.rto_max_ns = cfg.rto_min_ns - 1;
+	assert_int_equal(fl_init(l, &cfg, NULL, 6), -EINVAL);
 }
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -698,6 +719,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_tcp_handshake_negotiates_options),
 		T(test_tcp_handshake_without_options),
+		T(test_tcp_timestamps_millisecond_clock),
 		T(test_tcp_data_both_ways),
 		T(test_tcp_delayed_ack_acks_every_second_segment),
 		T(test_tcp_syn_lost_retransmitted),
