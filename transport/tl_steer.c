@@ -4,6 +4,8 @@
  * the connection. Share-nothing needs this: the reply must arrive where the state lives.
  *
  * Call chain: tl_api connect -> tl_steer_pick_port -> tl_tcp_connect(t.lport = port).
+ * Without RSS: rx lcore -> tl_steer_sw_owner -> ring to the owner lcore; the owner's
+ * connect picks its port with tl_steer_sw_pick_port.
  *
  * The hash is the standard Toeplitz over the big-endian bytes of (src addr, dst addr,
  * src port, dst port) — the value rte_softrss computes with the unconverted key (the
@@ -77,6 +79,48 @@ int tl_steer_pick_port(const uint8_t key[40], const uint16_t *reta, uint32_t ret
 			return 0;
 		}
 		p = p == hi ? lo : p + 1u;
+	}
+	return -EADDRNOTAVAIL;
+}
+
+uint32_t tl_steer_sw_owner(uint32_t saddr, uint32_t daddr, uint16_t sport, uint16_t dport,
+			   uint16_t lo, uint16_t hi, uint32_t n)
+{
+	uint64_t h;
+
+	if (n <= 1)
+		return 0;
+	if (dport >= lo && dport <= hi)
+		return (uint32_t)(dport - lo) % n;
+	/* Passive side: spread by the whole tuple (64-bit multiply-xorshift mix). */
+	h = ((uint64_t)saddr << 32 | daddr) ^ ((uint64_t)sport << 16 | dport) * 0x9e3779b97f4a7c15ull;
+	h ^= h >> 31;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 29;
+	return (uint32_t)(h % n);
+}
+
+int tl_steer_sw_pick_port(uint32_t idx, uint32_t n, uint16_t lo, uint16_t hi, uint16_t start,
+			  bool (*in_use)(void *arg, uint16_t lport), void *arg, uint16_t *lport)
+{
+	uint32_t span, m, j0;
+
+	if (n == 0 || idx >= n || lo == 0 || hi < lo || !lport)
+		return -EINVAL;
+	span = (uint32_t)hi - lo + 1u;
+	if (idx >= span)
+		return -EADDRNOTAVAIL;
+	/* idx's slice is lo + idx + j n for j < m; scan it cyclically from start. */
+	m = (span - idx + n - 1u) / n;
+	j0 = start <= lo + idx ? 0 : ((uint32_t)start - lo - idx + n - 1u) / n;
+	if (j0 >= m)
+		j0 = 0;
+	for (uint32_t k = 0; k < m; k++) {
+		uint32_t p = lo + idx + ((j0 + k) % m) * n;
+		if (!in_use || !in_use(arg, (uint16_t)p)) {
+			*lport = (uint16_t)p;
+			return 0;
+		}
 	}
 	return -EADDRNOTAVAIL;
 }

@@ -293,4 +293,19 @@ uint32_t tl_steer_hash(const uint8_t key[40], uint32_t saddr, uint32_t daddr, ui
 uint16_t tl_steer_queue(const uint8_t key[40], const uint16_t *reta, uint32_t reta_size,
 			uint32_t saddr, uint32_t daddr, uint16_t sport, uint16_t dport);
 
+/*
+ * Software steering (one RX queue, e.g. virtio-user): one lcore receives everything and
+ * hands each packet to its owner lcore over a ring. The owner follows from the packet
+ * alone. A reply to an active open goes to the lcore whose slice of the port range
+ * [lo, hi] holds the local port ((dport - lo) % n); anything else (passive opens: the
+ * local port is a listening port outside [lo, hi]) to a hash of the 4-tuple.
+ * saddr/sport are the packet's source (the peer), daddr/dport ours.
+ */
+uint32_t tl_steer_sw_owner(uint32_t saddr, uint32_t daddr, uint16_t sport, uint16_t dport,
+			   uint16_t lo, uint16_t hi, uint32_t n);
+/* A free port in [lo, hi] that tl_steer_sw_owner maps to lcore `idx` of n, scanning
+ * from start. Returns 0 with *lport, -EADDRNOTAVAIL, -EINVAL. */
+int tl_steer_sw_pick_port(uint32_t idx, uint32_t n, uint16_t lo, uint16_t hi, uint16_t start,
+			  bool (*in_use)(void *arg, uint16_t lport), void *arg, uint16_t *lport);
+
 #endif /* WHARF_TL_TCP_H */

@@ -123,6 +123,64 @@ static void test_steer_pick_port_fails_when_no_port_fits(void **state)
 			 -EINVAL);
 }
 
+static void test_steer_sw_owner_follows_port_slices(void **state)
+{
+	uint32_t count[4] = { 0 };
+	uint64_t x = 3;
+
+	(void)state;
+	for (uint32_t idx = 0; idx < 4; idx++) {
+		uint16_t start = 49152;
+		for (int k = 0; k < 200; k++) {
+			uint16_t p;
+			assert_int_equal(tl_steer_sw_pick_port(idx, 4, 49152, 65535, start, NULL, NULL, &p), 0);
+			assert_true(p >= start || k > 0);
+			/* The reply (peer -> us, to port p) is handed to the lcore that opened it. */
+			assert_int_equal(tl_steer_sw_owner(0x0a000002u, 0x0a000001u, 80, p, 49152, 65535, 4),
+					 idx);
+			start = (uint16_t)(p + 1u);
+		}
+	}
+	/* Passive opens (port 80, outside the range) spread over all lcores. */
+	for (int i = 0; i < 8000; i++) {
+		uint32_t o;
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		o = tl_steer_sw_owner((uint32_t)(x >> 32), 0x0a000001u, (uint16_t)(x >> 8), 80, 49152,
+				      65535, 4);
+		assert_true(o < 4);
+		count[o]++;
+	}
+	for (int i = 0; i < 4; i++)
+		assert_true(count[i] > 1600 && count[i] < 2400);
+	assert_int_equal(tl_steer_sw_owner(1, 2, 3, 4, 49152, 65535, 1), 0);
+}
+
+static bool low_half_in_use(void *arg, uint16_t p)
+{
+	(void)arg;
+	return p < 60000;
+}
+
+static void test_steer_sw_pick_port_wraps_and_fails_cleanly(void **state)
+{
+	uint16_t p = 0;
+
+	(void)state;
+	/* Starting past the last port of the slice wraps to its first. */
+	assert_int_equal(tl_steer_sw_pick_port(0, 3, 100, 110, 110, NULL, NULL, &p), 0);
+	assert_int_equal(p, 100); /* slice 0: 100 103 106 109 */
+	assert_int_equal(tl_steer_sw_pick_port(1, 3, 100, 110, 110, NULL, NULL, &p), 0);
+	assert_int_equal(p, 110); /* slice 1: 101 104 107 110 */
+	assert_int_equal(tl_steer_sw_pick_port(2, 3, 100, 110, 104, NULL, NULL, &p), 0);
+	assert_int_equal(p, 105);
+	assert_int_equal(tl_steer_sw_pick_port(0, 2, 49152, 65535, 49152, low_half_in_use, NULL, &p), 0);
+	assert_true(p >= 60000 && (p - 49152) % 2 == 0);
+	assert_int_equal(tl_steer_sw_pick_port(0, 2, 100, 101, 100, low_half_in_use, NULL, &p),
+			 -EADDRNOTAVAIL);
+	assert_int_equal(tl_steer_sw_pick_port(5, 8, 100, 102, 100, NULL, NULL, &p), -EADDRNOTAVAIL);
+	assert_int_equal(tl_steer_sw_pick_port(4, 4, 100, 200, 100, NULL, NULL, &p), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -130,6 +188,8 @@ int main(void)
 		cmocka_unit_test(test_steer_pick_port_lands_on_wanted_queue),
 		cmocka_unit_test(test_steer_pick_port_skips_ports_in_use),
 		cmocka_unit_test(test_steer_pick_port_fails_when_no_port_fits),
+		cmocka_unit_test(test_steer_sw_owner_follows_port_slices),
+		cmocka_unit_test(test_steer_sw_pick_port_wraps_and_fails_cleanly),
 	};
 
 	return cmocka_run_group_tests_name("steer", tests, NULL, NULL);
