@@ -276,16 +276,11 @@ static void db_piece_done(void *arg, int status)
 		db_rec_finish(r);
 }
 
-/* Hands the connection's queued messages to the core, piece by piece, until it is full. */
-static void db_flush(struct tl_conn *c)
+/* Hands queued messages to the core until it refuses more (-ENOBUFS: cbs.sent resumes). */
+static void db_queue(struct db *d, struct tl_conn *c, struct db_conn *dc, uint64_t now)
 {
-	struct db *d = db_of(c->tl);
-	struct db_conn *dc = tl_conn_priv(c);
-	uint64_t now = db_now(d);
 	struct tl_link *e;
 
-	if (dc->tc == NULL)
-		return;
 	for (e = c->txq.next; e != &c->txq;) {
 		struct tl_tx *tx = tl_container_of(e, struct tl_tx, link);
 		struct db_txrec *r;
@@ -321,6 +316,25 @@ static void db_flush(struct tl_conn *c)
 		if (r->pending == 0)
 			db_rec_finish(r);
 	}
+}
+
+/*
+ * Hands the connection's queued messages to the core, piece by piece, until it is full.
+ * The core is corked meanwhile, so a header and its body leave in full segments rather
+ * than one segment per piece.
+ */
+static void db_flush(struct tl_conn *c)
+{
+	struct db *d = db_of(c->tl);
+	struct db_conn *dc = tl_conn_priv(c);
+	struct tl_tcp_conn *tc = dc->tc;
+	uint64_t now = db_now(d);
+
+	if (tc == NULL)
+		return;
+	tl_tcp_cork(tc, true, now);
+	db_queue(d, c, dc, now);
+	tl_tcp_cork(tc, false, now);
 }
 
 /* ---- TCP callbacks ------------------------------------------------------------------- */
@@ -506,6 +520,30 @@ static int db_standalone(struct db *d, const struct tl_config *cfg)
 	return 0;
 }
 
+/*
+ * TCP-lite knobs from the environment (documented in the README): WHARF_TCP_RTO_MIN_US,
+ * the retransmission timeout floor (default 1000: a datacenter RTT is tens of microseconds;
+ * a shared or oversubscribed host, where a peer can be descheduled for milliseconds, wants
+ * more to avoid spurious timeouts).
+ */
+static void db_cfg_env(struct tl_tcp_cfg *tc)
+{
+	const char *v = getenv("WHARF_TCP_RTO_MIN_US");
+	char *end;
+	unsigned long us;
+
+	if (v == NULL || *v == '\0')
+		return;
+	us = strtoul(v, &end, 10);
+	if (*end == '\0' && us >= 100 && us <= 10000000ul) {
+		tc->rto_min_ns = (uint64_t)us * 1000u;
+		if (tc->rto_init_ns < tc->rto_min_ns)
+			tc->rto_init_ns = tc->rto_min_ns;
+		if (tc->rto_max_ns < tc->rto_min_ns)
+			tc->rto_max_ns = tc->rto_min_ns;
+	}
+}
+
 static int db_init(struct tl *tl)
 {
 	struct db *d = calloc(1, sizeof(*d));
@@ -533,6 +571,7 @@ static int db_init(struct tl *tl)
 	if (d->ext_pool == NULL)
 		return -ENOMEM;
 	tl_tcp_cfg_default(&tc);
+	db_cfg_env(&tc);
 	tc.max_conns = tl->cfg.max_conns * 2 + 16; /* TIME_WAIT and embryonic ones too */
 	tc.iss_secret = rte_rand();
 	d->nrecs = tc.max_sbufs;
