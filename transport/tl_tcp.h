@@ -197,8 +197,11 @@ void tl_tcp_stack_destroy(struct tl_tcp_stack *s);
 /*
  * Feeds one received segment. The segment is validated (lengths, data offset, options,
  * flags); bad ones are dropped and counted. Returns 0 when the segment was processed,
- * or -EBADMSG (malformed), -ENOTCONN (no connection), -EINVAL... when dropped; the
- * return is informational, the caller's reference on rx->pkt is never consumed.
+ * or, when it was dropped: -EBADMSG (malformed), -ENOTCONN (no connection or listener),
+ * -ENOBUFS (SYN over the backlog or table), -EINVAL (unacceptable for the connection's
+ * state). The return is informational: every drop is counted in tl_tcp_stats, and the
+ * caller's reference on rx->pkt is never consumed. rx->tcp_len must not exceed the
+ * bytes readable at rx->tcp (the IP layer checks total length against the frame).
  */
 int tl_tcp_input(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, uint64_t now);
 
