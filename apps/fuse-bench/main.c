@@ -14,7 +14,7 @@
  * completed; completions arrive at the end of each step (the step's acks), so the first
  * message of a step finds an idle wire and goes alone, as autocorking intends.
  *
- * Prints one JSON object on stdout.
+ * Prints one JSON object on one line of stdout (make bench takes the last such line).
  *
  * With EAL arguments ("--") or --server/--peer it runs the network mode instead (net.c):
  * the same workloads over a real connection, fusion on vs. off, on either transport.
@@ -213,19 +213,19 @@ static int bench_best(const struct fz_config *cfg, const uint32_t *sizes, const 
 static void print_pair(const char *name, const struct bench_result *off,
 		       const struct bench_result *on, bool last)
 {
-	printf("  \"%s\": {\n", name);
-	printf("    \"off\": {\"steps_per_s\": %.1f, \"msgs_per_step\": %.1f, "
-	       "\"bytes_per_step\": %.0f, \"est_packets_per_step\": %.1f, \"lone_msg_ns\": %.1f},\n",
+	printf("\"%s\": {", name);
+	printf("\"off\": {\"steps_per_s\": %.1f, \"msgs_per_step\": %.1f, "
+	       "\"bytes_per_step\": %.0f, \"est_packets_per_step\": %.1f, \"lone_msg_ns\": %.1f}, ",
 	       off->steps_per_s, off->msgs_per_step, off->bytes_per_step, off->packets_per_step,
 	       off->lone_ns);
-	printf("    \"on\":  {\"steps_per_s\": %.1f, \"msgs_per_step\": %.1f, "
-	       "\"bytes_per_step\": %.0f, \"est_packets_per_step\": %.1f, \"lone_msg_ns\": %.1f},\n",
+	printf("\"on\":  {\"steps_per_s\": %.1f, \"msgs_per_step\": %.1f, "
+	       "\"bytes_per_step\": %.0f, \"est_packets_per_step\": %.1f, \"lone_msg_ns\": %.1f}, ",
 	       on->steps_per_s, on->msgs_per_step, on->bytes_per_step, on->packets_per_step,
 	       on->lone_ns);
-	printf("    \"msgs_ratio_off_on\": %.2f, \"packets_ratio_off_on\": %.2f\n",
+	printf("\"msgs_ratio_off_on\": %.2f, \"packets_ratio_off_on\": %.2f",
 	       off->msgs_per_step / on->msgs_per_step,
 	       off->packets_per_step / on->packets_per_step);
-	printf("  }%s\n", last ? "" : ",");
+	printf("}%s", last ? "" : ", ");
 }
 
 static void usage(FILE *f)
@@ -295,8 +295,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "wharf-fuse-bench: a run failed\n");
 		return 1;
 	}
-	printf("{\n  \"bench\": \"fuse_codec_inprocess\", \"tensors_per_step\": %u, "
-	       "\"steps\": %u, \"fuse_max_bytes\": %u, \"fuse_threshold_bytes\": %u,\n",
+	printf("{\"bench\": \"fuse_codec_inprocess\", \"tensors_per_step\": %u, "
+	       "\"steps\": %u, \"fuse_max_bytes\": %u, \"fuse_threshold_bytes\": %u, ",
 	       BENCH_TENSORS, steps, on.fuse_max_bytes, on.fuse_threshold_bytes);
 	print_pair("step_1000x64B", &r[0], &r[1], false);
 	print_pair("step_mix_16B_4KiB", &r[2], &r[3], true);

@@ -14,7 +14,7 @@
  * tensors of 64 B and a step of 1000 tensors of 16 B..4 KiB (log-uniform), in R rounds
  * alternating off/on: N steps each (a step = every tensor sent, a marker, a flush, then
  * wait for the server's acknowledgement). Then K single-message round trips (64 B, wire
- * idle, alternating off/on). Prints one JSON object (keys in fb_report).
+ * idle, alternating off/on). Prints one JSON object on one line (keys in fb_report).
  * Client, --mode verify: fusion on; N steps of a random mix of 1 B..4 KiB tensors with
  * large ones (up to 60 KiB, sent alone) interleaved; every step acknowledged, counts
  * compared; prints one JSON line; exit status 0 only if all arrived intact and in order.
@@ -744,39 +744,39 @@ static void fb_case_json(const char *name, const struct fb_case c[2], bool last)
 {
 	int j;
 
-	printf("  \"%s\": {\n", name);
+	printf("\"%s\": {", name);
 	for (j = 0; j < 2; j++) {
 		double steps = c[j].steps ? (double)c[j].steps : 1;
 		char pk[32] = "null";
 		if (c[j].have_packets)
 			snprintf(pk, sizeof(pk), "%.1f", c[j].packets / steps);
-		printf("    \"%s\": {\"steps_per_s\": %.1f, \"frames_per_step\": %.1f, "
-		       "\"tx_packets_per_step\": %s, \"tx_bytes_per_step\": %.0f},\n",
+		printf("\"%s\": {\"steps_per_s\": %.1f, \"frames_per_step\": %.1f, "
+		       "\"tx_packets_per_step\": %s, \"tx_bytes_per_step\": %.0f}, ",
 		       j ? "on" : "off", c[j].steps_per_s, c[j].frames / steps, pk,
 		       c[j].bytes / steps);
 	}
-	printf("    \"steps_ratio_on_over_off\": %.3f\n  }%s\n",
-	       c[1].steps_per_s / c[0].steps_per_s, last ? "" : ",");
+	printf("\"steps_ratio_on_over_off\": %.3f}%s",
+	       c[1].steps_per_s / c[0].steps_per_s, last ? "" : ", ");
 }
 
 static void fb_report(const struct fb *b, const struct fb_case small[2],
 		      const struct fb_case mix[2], const double p50[2], const double p99[2])
 {
-	printf("{\n  \"bench\": \"fuse_net\", \"protocol\": \"%s\", \"tensors_per_step\": %u, "
-	       "\"steps\": %u, \"rounds\": %u, \"echoes\": %u,\n",
+	printf("{\"bench\": \"fuse_net\", \"protocol\": \"%s\", \"tensors_per_step\": %u, "
+	       "\"steps\": %u, \"rounds\": %u, \"echoes\": %u, ",
 	       tl_protocol_name(b->o->proto), FB_TENSORS, b->o->steps, b->o->rounds,
 	       b->o->echoes);
 	fb_case_json("step_1000x64B", small, false);
 	fb_case_json("step_mix_16B_4KiB", mix, false);
-	printf("  \"lone_64B\": {\"off\": {\"rtt_p50_us\": %.2f, \"rtt_p99_us\": %.2f}, "
-	       "\"on\": {\"rtt_p50_us\": %.2f, \"rtt_p99_us\": %.2f}},\n",
+	printf("\"lone_64B\": {\"off\": {\"rtt_p50_us\": %.2f, \"rtt_p99_us\": %.2f}, "
+	       "\"on\": {\"rtt_p50_us\": %.2f, \"rtt_p99_us\": %.2f}}, ",
 	       p50[0], p99[0], p50[1], p99[1]);
-	printf("  \"fuse_steps_ratio_on_over_off\": %.3f,\n",
+	printf("\"fuse_steps_ratio_on_over_off\": %.3f, ",
 	       small[1].steps_per_s / small[0].steps_per_s);
-	printf("  \"fuse_steps_ratio_mix_on_over_off\": %.3f,\n",
+	printf("\"fuse_steps_ratio_mix_on_over_off\": %.3f, ",
 	       mix[1].steps_per_s / mix[0].steps_per_s);
-	printf("  \"fuse_lone_latency_ratio_on_over_off\": %.3f,\n", p50[1] / p50[0]);
-	printf("  \"errors\": %" PRIu64 "\n}\n", b->errors);
+	printf("\"fuse_lone_latency_ratio_on_over_off\": %.3f, ", p50[1] / p50[0]);
+	printf("\"errors\": %" PRIu64 "}\n", b->errors);
 }
 
 static int fb_bench(struct fb *b)
