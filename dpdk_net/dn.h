@@ -176,6 +176,12 @@ void dn_tx_flush(struct dn_lcore *lc);
 /* True while frames wait in the lcore's software Tx queue. */
 bool dn_tx_pending(const struct dn_lcore *lc);
 
+/*
+ * TCP/UDP checksum, in software, of the L4 data starting l4_off bytes into m (any chain),
+ * with ip's pseudo header; the value to store (for UDP a 0 result is sent as 0xffff).
+ */
+uint16_t dn_l4_cksum_sw(const struct rte_mbuf *m, const struct rte_ipv4_hdr *ip, uint32_t l4_off);
+
 /* Sends an ICMP echo request (id, seq, payload_len bytes of pattern). */
 int dn_icmp_echo_send(struct dn_lcore *lc, uint32_t dst_ip, uint16_t id, uint16_t seq,
 		      uint16_t payload_len);

@@ -233,6 +233,42 @@ void dn_input_burst(struct dn_lcore *lc, struct rte_mbuf **pkts, uint16_t n)
 	}
 }
 
+/*
+ * The TCP/UDP checksum over an mbuf chain in software. Written here rather than taken from
+ * rte_ipv4_udptcp_cksum_mbuf: in DPDK 22.11 its helper truncates a segment's partial sum
+ * to 16 bits before byte-swapping it for a segment that starts at an odd offset, so chains
+ * with odd-length pieces (small tensors) left with wrong checksums. Each piece's sum is
+ * folded first, then swapped when the piece starts at an odd byte of the L4 data.
+ */
+uint16_t dn_l4_cksum_sw(const struct rte_mbuf *m, const struct rte_ipv4_hdr *ip, uint32_t l4_off)
+{
+	uint32_t sum = rte_ipv4_phdr_cksum(ip, 0), done = 0;
+	uint32_t l4_len = rte_pktmbuf_pkt_len(m) - l4_off;
+
+	for (const struct rte_mbuf *s = m; s != NULL && done < l4_len; s = s->next) {
+		uint32_t off = 0, n = rte_pktmbuf_data_len(s);
+		uint16_t part;
+
+		if (l4_off >= n) {
+			l4_off -= n;
+			continue;
+		}
+		off = l4_off;
+		l4_off = 0;
+		n -= off;
+		if (n > l4_len - done)
+			n = l4_len - done;
+		part = __rte_raw_cksum_reduce(__rte_raw_cksum(rte_pktmbuf_mtod_offset(s, const void *, off), n, 0));
+		if (done & 1)
+			part = (uint16_t)(part << 8 | part >> 8);
+		sum += part;
+		done += n;
+	}
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
 /* Fills the L4 checksum: the device does it from the pseudo-header sum, or we do it here. */
 static void l4_csum(struct dn_lcore *lc, struct rte_mbuf *m, struct rte_ipv4_hdr *ip,
 		    uint8_t proto)
@@ -252,7 +288,9 @@ static void l4_csum(struct dn_lcore *lc, struct rte_mbuf *m, struct rte_ipv4_hdr
 		return;
 	}
 	*field = 0;
-	*field = rte_ipv4_udptcp_cksum_mbuf(m, ip, l4_off);
+	*field = dn_l4_cksum_sw(m, ip, l4_off);
+	if (*field == 0 && proto == IPPROTO_UDP)
+		*field = 0xffff;
 }
 
 int dn_ip_send(struct dn_lcore *lc, struct rte_mbuf *m, uint32_t dst_ip, uint8_t proto,

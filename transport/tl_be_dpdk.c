@@ -452,6 +452,21 @@ static int db_connect(struct tl_conn *c, uint32_t ip, uint16_t port)
 	return tl_tcp_connect(d->stack, &t, &db_conn_cbs, c, db_now(d), &dc->tc);
 }
 
+/* WHARF_TL_STATS=1: a connection's TCP state as it ends (debugging aid). */
+static void db_dump_conn(const struct tl_tcp_conn *tc)
+{
+	struct tl_tcp_conn_stats s;
+	const char *e = getenv("WHARF_TL_STATS");
+
+	if (e == NULL || *e != '1')
+		return;
+	tl_tcp_conn_get_stats(tc, &s);
+	fprintf(stderr, "tl_conn: seg in/out %lu/%lu acked %lu rcvd %lu retrans %lu srtt %u us "
+		"rttvar %u rto %u cwnd %u ssthresh %u snd_wnd %u rcv_wnd %u state %u\n",
+		s.seg_in, s.seg_out, s.bytes_acked, s.bytes_rcvd, s.retrans, s.srtt_us, s.rttvar_us,
+		s.rto_us, s.cwnd, s.ssthresh, s.snd_wnd, s.rcv_wnd, s.state);
+}
+
 static void db_shutdown(struct tl_conn *c)
 {
 	struct db *d = db_of(c->tl);
@@ -474,6 +489,7 @@ static void db_shutdown(struct tl_conn *c)
 	dc->cur = NULL;
 	if (dc->tc != NULL) {
 		struct tl_tcp_conn *tc = dc->tc;
+		db_dump_conn(tc);
 		dc->tc = NULL;
 		tl_tcp_conn_set_cbs(tc, &(struct tl_tcp_cbs){0}, NULL);
 		tl_tcp_abort(tc);

@@ -118,6 +118,13 @@ static void take_syn_opts(struct tl_tcp_conn *c, const struct seg *g)
 	c->ts_ok = cfg->timestamps && g->has_ts;
 	if (c->ts_ok)
 		c->ts_recent = g->tsval;
+	/*
+	 * The MSS option counts payload without TCP options (RFC 6691): every segment will
+	 * carry the 12-byte timestamp option, so the payload shrinks by that much or the
+	 * segment overflows the MTU.
+	 */
+	if (c->ts_ok)
+		c->mss -= 12u;
 	c->irs = g->seq;
 	c->rcv_nxt = g->seq + 1u;
 	c->rcv_adv = c->rcv_nxt;

@@ -310,6 +310,38 @@ static void test_dn_ip_send_off_link_without_gateway_dropped(void **state)
 	assert_int_equal(drops(e, DN_DROP_NO_ROUTE), 1);
 }
 
+/* A TCP checksum over a chain of odd-length pieces equals the one over the same bytes flat. */
+static void test_dn_l4_cksum_chain_odd_pieces(void **state)
+{
+	struct dt_env *e = *state;
+	static const uint16_t pieces[] = {20 + 33, 1, 7, 64, 3, 1200, 5};
+	uint8_t flat[2048];
+	struct rte_ipv4_hdr ip = {.version_ihl = RTE_IPV4_VHL_DEF, .next_proto_id = IPPROTO_TCP,
+				  .src_addr = rte_cpu_to_be_32(DT_PEER_IP),
+				  .dst_addr = rte_cpu_to_be_32(DT_OUR_IP)};
+	struct rte_mbuf *head = NULL;
+	uint32_t total = 0;
+
+	srand(7);
+	for (unsigned i = 0; i < sizeof(pieces) / sizeof(pieces[0]); i++) {
+		struct rte_mbuf *m = rte_pktmbuf_alloc(e->pool);
+		uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, pieces[i]);
+		for (uint16_t k = 0; k < pieces[i]; k++)
+			d[k] = flat[total + k] = (uint8_t)rand();
+		total += pieces[i];
+		if (head == NULL)
+			head = m;
+		else
+			assert_int_equal(rte_pktmbuf_chain(head, m), 0);
+	}
+	flat[16] = flat[17] = 0; /* the checksum field itself */
+	rte_pktmbuf_mtod_offset(head, uint8_t *, 16)[0] = 0;
+	rte_pktmbuf_mtod_offset(head, uint8_t *, 17)[0] = 0;
+	ip.total_length = rte_cpu_to_be_16((uint16_t)(20 + total));
+	assert_int_equal(dn_l4_cksum_sw(head, &ip, 0), rte_ipv4_udptcp_cksum(&ip, flat));
+	rte_pktmbuf_free(head);
+}
+
 static void test_dn_random_frames_never_crash(void **state)
 {
 	struct dt_env *e = *state;
@@ -351,6 +383,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_dn_ip_send_waits_for_arp, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dn_ip_send_off_link_without_gateway_dropped, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_dn_l4_cksum_chain_odd_pieces, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dn_random_frames_never_crash, setup, teardown),
 	};
 
