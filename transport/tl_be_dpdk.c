@@ -587,6 +587,14 @@ static int db_init(struct tl *tl)
 	if (d->ext_pool == NULL)
 		return -ENOMEM;
 	tl_tcp_cfg_default(&tc);
+	/*
+	 * 1 MiB of receive window covers a 10 Gbit/s path up to ~800 us of RTT, and every
+	 * segment of it can wait out of order (no SACK yet: a loss must not also overflow the
+	 * out-of-order queue and turn into a go-back-N). Received data sits in mbufs, so this
+	 * also bounds what one connection holds of the mempool.
+	 */
+	tc.rcv_buf = 1u << 20;
+	tc.ooo_max = tc.rcv_buf / (tc.mss - 12u) + 1u;
 	db_cfg_env(&tc);
 	tc.max_conns = tl->cfg.max_conns * 2 + 16; /* TIME_WAIT and embryonic ones too */
 	tc.iss_secret = rte_rand();

@@ -16,6 +16,10 @@
 # with WHARF_MEM=huge|no-huge.
 
 TB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# Processes of the virtual cluster share 2 cores: a peer descheduled for a few ms is not a
+# lost segment. TCP-lite's datacenter RTO floor (1 ms) would fire spuriously; the testbed
+# raises it (Linux's floor is 200 ms). Override by exporting it.
+export WHARF_TCP_RTO_MIN_US=${WHARF_TCP_RTO_MIN_US:-10000}
 TB_BUILD=${TB_BUILD:-$TB_ROOT/build}
 declare -A TB_PIDS=()
 
