@@ -90,7 +90,32 @@ part_tool() { # NAME TOOL ARGS... : a tool that prints one JSON object last
 
 tb_log "pmd"; part_pmd
 tb_log "transport"; part_transport
-tb_log "fuse"; part_tool fuse fuse-bench
+# Fusion on vs off over the switch (DPDK) and over loopback (kernel): a step of 1000 x 64 B
+# tensors, a 16 B..4 KiB mix, and a lone message's latency. The server listens on P (off)
+# and P+1 (on).
+part_fuse() {
+	if [ ! -x "$TB_BUILD/wharf-fuse-bench" ]; then
+		echo '{"missing":"build/wharf-fuse-bench not built"}' >"$OUT/fuse.json"; return
+	fi
+	"$TB_BUILD/wharf-fuse-bench" --server --protocol kernel --port 7310 --seconds 300 \
+		>/dev/null 2>"$TB_DIR/fzk_srv.log" &
+	TB_PIDS[fzk]=$!
+	sleep 0.5
+	timeout 300 "$TB_BUILD/wharf-fuse-bench" --peer 127.0.0.1 --protocol kernel --port 7310 \
+		--steps 50 --rounds 3 --echoes 2000 2>"$TB_DIR/fzk_cli.log" | grep '^{' | tail -n 1 \
+		>"$OUT/fuse_kernel.json"
+	tb_stop fzk
+	tb_switch 2 || return
+	tb_node fzsrv 1 fuse-bench --server --ip 198.18.0.2/24 --port 7300
+	tb_wait_log "$TB_DIR/fzsrv.log" "server on ports" 20
+	tb_run fzcli 0 300 fuse-bench --peer 198.18.0.2 --ip 198.18.0.1/24 --port 7300 --steps 50 \
+		--rounds 3 --echoes 2000
+	grep '^{' "$TB_DIR/fzcli.out" | tail -n 1 >"$OUT/fuse.json"
+	[ -s "$OUT/fuse.json" ] || echo '{"failed":"DPDK fuse-bench run gave no result"}' >"$OUT/fuse.json"
+	tb_stop fzsrv
+	tb_stop switch
+}
+tb_log "fuse"; part_fuse
 tb_log "shard"; part_tool shard shard-bench ${BENCH_SHARD_ARGS:-}
 
 /usr/bin/python3 "$TB_ROOT/testbed/bench_report.py" "$OUT" || exit 1

@@ -34,7 +34,7 @@ def ratio(a, b):
 
 
 parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "dpdk_pingpong", "kernel_pingpong", "dpdk_rate",
-                              "kernel_rate", "dpdk_stream", "kernel_stream", "fuse", "shard",
+                              "kernel_rate", "dpdk_stream", "kernel_stream", "fuse", "fuse_kernel", "shard",
                               "ps", "train")}
 notes = {n: "missing or failed" for n, v in parts.items() if v is None or "missing" in v or "failed" in v}
 
@@ -54,6 +54,7 @@ headline = {
                                                 (get(parts["pmd_rx"], "mpps") or 0) * 1e6),
     "fuse_steps_ratio_on_over_off": fuse.get("fuse_steps_ratio_on_over_off"),
     "fuse_lone_latency_ratio_on_over_off": fuse.get("fuse_lone_latency_ratio_on_over_off"),
+    "fuse_steps_ratio_on_over_off_kernel": get(parts["fuse_kernel"], "fuse_steps_ratio_on_over_off"),
     "shard_key_updates_per_s_dim16_sgd": shard.get("shard_key_updates_per_s_dim16_sgd"),
     "ps_keys_per_s_ratio_dpdk_over_kernel": get(parts["ps"], "ps_keys_per_s_ratio_dpdk_over_kernel"),
     "train_samples_ratio_dpdk_over_kernel": get(parts["train"], "train_samples_ratio_dpdk_over_kernel"),
