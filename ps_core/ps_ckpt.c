@@ -12,6 +12,9 @@
  *   tables   per table: u32 id, u32 kind, u32 dim, u32 optim, u32 state floats, u32 0,
  *            u64 rows in file, u64 dense_rows
  *   rows     per table, per row: u64 key, (dim + state) x f32
+ *   seqs     u32 n_shards, u32 n_workers, then per shard per worker the u64 last applied
+ *            push sequence (exactly-once state of the same cut; restored when the
+ *            shard and worker counts match, so a resent push already in it stays single)
  *   trailer  u64 bytes before the trailer, u32 CRC32C of those bytes, u32 0
  * The sync mode's per-step gradient sums are not saved: save between steps.
  */
@@ -125,6 +128,11 @@ static void write_body(struct ck_out *o, struct ps_server *s, struct ps_snap **s
 			*rows += st->n_rows;
 		}
 	}
+	ck_u32(o, s->cfg.n_shards);
+	ck_u32(o, s->cfg.n_workers);
+	for (i = 0; i < s->cfg.n_shards; i++)
+		for (r = 0; r < s->cfg.n_workers; r++)
+			ck_u64(o, snaps[i]->last_seq[r]);
 }
 
 static int fsync_dir(const char *path)
@@ -277,12 +285,30 @@ static int check_layout(struct ps_server *s, const uint8_t *b, size_t body, uint
 		}
 		need += rows[t] * (8 + 4ull * (c->dim + sfl));
 	}
+	if (need + 8 <= body) {
+		uint64_t seqs = (uint64_t)tl_ld32(b + need) * tl_ld32(b + need + 4);
+		need += 8 + (seqs <= body / 8 ? 8 * seqs : body); /* a huge count cannot fit */
+	} else {
+		need += 8;
+	}
 	if (need != body) {
 		ps_errf(err, errlen, "checkpoint body is %zu bytes, its tables need %llu", body,
 			(unsigned long long)need);
 		return -EBADMSG;
 	}
 	return 0;
+}
+
+/* Exactly-once state: per shard, when the file was cut with the same shard/worker counts. */
+static void load_seqs(struct ps_server *s, const uint8_t *p)
+{
+	uint32_t ns = tl_ld32(p), nw = tl_ld32(p + 4), i, w;
+
+	if (ns != s->cfg.n_shards || nw != s->cfg.n_workers)
+		return;
+	for (i = 0; i < ns; i++)
+		for (w = 0; w < nw; w++)
+			s->shards[i].last_seq[w] = tl_ld64(p + 8 + 8 * ((uint64_t)i * nw + w));
 }
 
 static int load_rows(struct ps_server *s, const uint8_t *p, const uint64_t *rows, char *err,
@@ -318,6 +344,7 @@ static int load_rows(struct ps_server *s, const uint8_t *p, const uint64_t *rows
 			memcpy(ps_row_val(tb, r), p + 8, fl * 4);
 		}
 	}
+	load_seqs(s, p);
 	return 0;
 }
 

@@ -170,6 +170,7 @@ struct ps_snap_table {
 struct ps_snap {
 	struct ps_snap_table *t; /* one per table */
 	uint32_t n_tables;
+	uint64_t *last_seq;      /* exactly-once state at the same moment, per worker */
 	uint32_t cur_table, cursor;
 	_Atomic uint32_t ready;  /* release by owner when complete; acquire in ps_save */
 };

@@ -114,6 +114,7 @@ void ps_snap_free(struct ps_snap *s)
 		free(s->t[t].copied);
 	}
 	free(s->t);
+	free(s->last_seq);
 	free(s);
 }
 
@@ -127,6 +128,10 @@ static int snap_begin(struct ps_shard *sh, struct ps_snap *s)
 	if (!s->t)
 		return -ENOMEM;
 	s->n_tables = sh->n_tables;
+	s->last_seq = malloc(sh->srv->cfg.n_workers * sizeof(*s->last_seq));
+	if (!s->last_seq)
+		return -ENOMEM;
+	memcpy(s->last_seq, sh->last_seq, sh->srv->cfg.n_workers * sizeof(*s->last_seq));
 	for (t = 0; t < sh->n_tables; t++) {
 		const struct ps_table *tb = &sh->tables[t];
 		struct ps_snap_table *st = &s->t[t];

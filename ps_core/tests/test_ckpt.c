@@ -135,6 +135,31 @@ static void test_ckpt_round_trip_restores_values_and_state(void **state)
 	pt_cluster_destroy(b);
 }
 
+static void test_ckpt_restores_exactly_once_state(void **state)
+{
+	struct pt_cluster *a, *b;
+	uint64_t rows, k = 5;
+	float g[4] = { 1, 1, 1, 1 }, v1[4], v2[4];
+	char err[256];
+
+	(void)state;
+	mk_tabs(4);
+	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_ASYNC, 1, tabs, 2, &a), 0);
+	fill(a, 2); /* worker 0 used sequences 1..4 */
+	assert_int_equal(ps_save(a->h[0], path, &rows, err, sizeof(err)), 0);
+	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_ASYNC, 1, tabs, 2, &b), 0);
+	assert_int_equal(ps_load(b->h[0], path, err, sizeof(err)), 0);
+	assert_int_equal(pt_pull(b, 0, 1, 4, &k, 1, v1), 0);
+	/* b's client starts at sequence 1 again, like a worker resending after the restart:
+	 * pushes 1..4 are in the checkpoint already, so they are acknowledged, not applied */
+	assert_int_equal(pt_push(b, 0, 1, 4, &k, 1, g), 0);
+	assert_int_equal(tl_ld32(b->rep_buf + TL_MSG_HDR_LEN + 8), 0);
+	assert_int_equal(pt_pull(b, 0, 1, 4, &k, 1, v2), 0);
+	assert_memory_equal(v1, v2, sizeof(v1));
+	pt_cluster_destroy(a);
+	pt_cluster_destroy(b);
+}
+
 /* ---- damaged files */
 
 static uint8_t *file;
@@ -371,6 +396,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_ckpt_round_trip_restores_values_and_state, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ckpt_restores_exactly_once_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ckpt_damaged_files_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ckpt_snapshot_during_concurrent_applies_consistent,
 						setup, teardown),
