@@ -178,6 +178,13 @@ static void read_file(void)
 	fclose(f);
 }
 
+static uint8_t *orig;
+
+static void read_file_again(void)
+{
+	memcpy(file, orig, flen);
+}
+
 static void write_file(const uint8_t *b, size_t len, bool fix_crc)
 {
 	FILE *f = fopen(path, "wb");
@@ -223,6 +230,10 @@ static void test_ckpt_damaged_files_refused(void **state)
 	assert_int_equal(ps_save(a->h[0], path, &rows, err, sizeof(err)), 0);
 	assert_int_equal(rows, 150);
 	read_file();
+	orig = malloc(flen);
+	memcpy(orig, file, flen);
+	/* header 32 + 2 table descriptors of 40; table 1 rows: key + (4 + 10 Adam) floats */
+	assert_int_equal(tl_ld64(file + 32 + 24), 100);
 
 	file[flen / 2] ^= 0x10;                       /* one flipped bit */
 	write_file(file, flen, false);
@@ -242,12 +253,17 @@ static void test_ckpt_damaged_files_refused(void **state)
 	file[0] = 'W';
 	write_file(file, flen - 16 - 4, true);        /* valid checksum, rows cut short */
 	expect_refused(4, -EBADMSG, "need");
+	memcpy(file + 112 + 64, file + 112, 64);      /* valid checksum, a key twice */
+	write_file(file, flen, true);
+	expect_refused(4, -EBADMSG, "repeated");      /* rows loaded before it are dropped */
+	read_file_again();
 	unlink(path);                                 /* missing */
 	expect_refused(4, -ENOENT, path);
 	/* a server that already holds rows refuses to load */
 	write_file(file, flen, false);
 	assert_int_equal(ps_load(a->h[0], path, err, sizeof(err)), -EBUSY);
 	free(file);
+	free(orig);
 	pt_cluster_destroy(a);
 }
 
