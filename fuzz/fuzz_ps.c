@@ -16,11 +16,19 @@
  *               follows, as transport guarantees both.
  * PS_T_SAVE requests are skipped: their body is a file path the server writes to.
  *
+ * Client mode (server bit 6): the same records are replies from a hostile server to a
+ * ps_client with one request of each kind outstanding, fed to ps_client_on_reply. When
+ * bit 2 of a record's pieces byte is set, its req_id is replaced by the id of outstanding
+ * request (header byte 16 mod 7), so the fuzzer reaches the reply decoders without having
+ * to guess ids. Checked: on_reply returns 0, -ENOENT or -EBADMSG; every request completes
+ * at most once; GEO rows have the table's dim.
+ *
  * Invariants checked besides ASan/UBSan: every request gets a well-formed reply that
  * carries its req_id; a refused request (rc < 0) gets a PS_T_ERROR reply and changes no
  * table's row count ("nothing of a refused request is applied").
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "fuzz/fuzz_util.h"
@@ -116,6 +124,112 @@ static int ps_fz_request(struct fh_in *in, struct ps_server *s, struct ps_handle
 	return 0;
 }
 
+/* ---- client mode ---------------------------------------------------------------------- */
+
+struct ps_fz_cl {
+	uint64_t ids[7];
+	uint32_t dones[7];
+	float out[7][6 * 4];
+	bool barrier_done;
+};
+
+static void ps_fz_done(void *arg, int status)
+{
+	uint32_t *n = arg;
+
+	(void)status;
+	(*n)++;
+	FH_CHECK(*n == 1);
+}
+
+static void ps_fz_geo_row(void *arg, uint64_t key, const float *row, uint32_t dim)
+{
+	volatile float sink = 0;
+
+	(void)arg;
+	(void)key;
+	FH_CHECK(dim == 4);
+	for (uint32_t i = 0; i < dim; i++)
+		sink += row[i];
+	(void)sink;
+}
+
+static void ps_fz_resent(void *arg, const uint8_t *msg, uint32_t len)
+{
+	(void)arg;
+	FH_CHECK(len >= TL_MSG_HDR_LEN && tl_ld16(msg) == TL_MSG_MAGIC);
+}
+
+/* Puts request kind k of the client in flight (its message is not sent anywhere). */
+static int ps_fz_request_kind(struct ps_client *c, struct ps_fz_cl *st, uint32_t k,
+			      struct ps_msgbuf *mb)
+{
+	static const uint64_t keys[6] = {1, 2, 3, 99, 1ull << 40, 7};
+	float grads[6 * 4];
+	float *out = st->out[k];
+	uint32_t *d = &st->dones[k];
+
+	for (uint32_t i = 0; i < 24; i++)
+		grads[i] = 0.01f * (float)i - 0.1f;
+	mb->len = 0;
+	switch (k) {
+	case 0: return ps_client_pull(c, 1, 4, keys, 6, out, ps_fz_done, d, mb);
+	case 1: return ps_client_push(c, 1, 4, keys, 6, grads, ps_fz_done, d, mb);
+	case 2: return ps_client_push_pull(c, 1, 4, keys, 3, grads, out, ps_fz_done, d, mb);
+	case 3: return ps_client_dense_pull(c, 2, 3, 16, 2, 5, out, ps_fz_done, d, mb);
+	case 4: return ps_client_dense_push(c, 2, 3, 16, 0, 4, grads, ps_fz_done, d, mb);
+	case 5: return ps_client_barrier(c, 1, &st->barrier_done, ps_fz_done, d, mb);
+	default: return ps_client_geo_pull(c, 1, 4, ps_fz_geo_row, NULL, ps_fz_done, d, mb);
+	}
+}
+
+static void ps_fz_client(struct fh_in *in)
+{
+	struct ps_client_config cc = {.worker_id = 1, .n_servers = 1, .max_keys = 64};
+	struct ps_msgbuf mb = {.buf = ps_fz_reply_buf, .cap = PS_FZ_REPLY_CAP};
+	struct ps_fz_cl *st = calloc(1, sizeof(*st));
+	struct ps_client *c;
+	int n = 0;
+
+	FH_CHECK(st != NULL && ps_client_create(&cc, &c) == 0);
+	for (uint32_t k = 0; k < 7; k++)
+		if (ps_fz_request_kind(c, st, k, &mb) == 0 && mb.len >= TL_MSG_HDR_LEN)
+			st->ids[k] = tl_ld64(mb.buf + 16);
+	while (n++ < 64 && in->n > 0) {
+		uint8_t pieces = fh_u8(in), cuts[3], hb[TL_MSG_HDR_LEN] = {0};
+		struct tl_msg_view v;
+		struct fh_pieces ps;
+		size_t got, len;
+		const uint8_t *p;
+		int rc;
+
+		for (int i = 0; i < 3; i++)
+			cuts[i] = fh_u8(in);
+		len = fh_u16(in);
+		p = fh_take(in, len, &got);
+		memcpy(hb, p, got < TL_MSG_HDR_LEN ? got : TL_MSG_HDR_LEN);
+		tl_st16(hb, TL_MSG_MAGIC);
+		hb[2] = TL_MSG_VERSION;
+		if (pieces & 4)
+			tl_st64(hb + 16, st->ids[hb[16] % 7u]);
+		len = got > TL_MSG_HDR_LEN ? got - TL_MSG_HDR_LEN : 0;
+		tl_st32(hb + 8, (uint32_t)len);
+		if (tl_msg_hdr_decode(hb, UINT32_MAX, &v.hdr) != 0)
+			continue;
+		if (fh_pieces_make(&ps, p + TL_MSG_HDR_LEN * (len > 0), (uint32_t)len,
+				   (pieces & 3u) + 1u, cuts) != 0)
+			break;
+		v.iov = ps.iov;
+		v.iovcnt = ps.n;
+		rc = ps_client_on_reply(c, 0, &v);
+		FH_CHECK(rc == 0 || rc == -ENOENT || rc == -EBADMSG);
+		fh_pieces_free(&ps);
+	}
+	(void)ps_client_resend(c, 0, ps_fz_resent, NULL);
+	ps_client_destroy(c);
+	free(st);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fh_in in = {data, size};
@@ -142,6 +256,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		ps_fz_reply_buf = aligned_alloc(64, PS_FZ_REPLY_CAP);
 	rep.buf = ps_fz_reply_buf;
 	FH_CHECK(rep.buf != NULL);
+	if (sel & 0x40) {
+		ps_fz_client(&in);
+		return 0;
+	}
 	FH_CHECK(ps_server_create(&sc, &s, err, sizeof(err)) == 0);
 	FH_CHECK(ps_handler_create(s, 0, &h) == 0);
 	while (n++ < 64 && ps_fz_request(&in, s, h, &rep) == 0)

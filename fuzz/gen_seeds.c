@@ -249,6 +249,35 @@ static void gs_ps(struct gs_buf *o)
 	free(mb.buf);
 }
 
+/* Client mode of fuzz_ps.c: one well-formed reply per outstanding request kind. */
+static void gs_ps_replies(struct gs_buf *o)
+{
+	/* kind: reply type, key_count, dim, body bytes */
+	static const uint32_t r[7][4] = {
+		{PS_T_PULL_R, 6, 4, 96}, {PS_T_PUSH_R, 6, 4, 16}, {PS_T_PUSH_PULL_R, 3, 4, 48},
+		{PS_T_DENSE_PULL_R, 5, 3, 60}, {PS_T_DENSE_PUSH_R, 4, 3, 16},
+		{PS_T_BARRIER_R, 0, 0, 24}, {PS_T_GEO_PULL_R, 2, 4, 48}};
+	uint8_t hb[TL_MSG_HDR_LEN];
+
+	o->n = 0;
+	gs_u8(o, 0x40);
+	for (uint32_t k = 0; k < 7; k++) {
+		struct tl_msg_hdr h = {.type = (uint8_t)r[k][0], .aux = PS_ELEM_F32,
+				       .body_len = r[k][3], .table_id = k == 3 || k == 4 ? 2 : 1,
+				       .req_id = k, .key_count = r[k][1], .dim = r[k][2]};
+		gs_u8(o, (uint8_t)(4 | (k & 3)));
+		gs_u8(o, 50);
+		gs_u8(o, 100);
+		gs_u8(o, 150);
+		gs_u16(o, (uint16_t)(TL_MSG_HDR_LEN + r[k][3]));
+		tl_msg_hdr_encode(hb, &h);
+		gs_put(o, hb, sizeof(hb));
+		for (uint32_t i = 0; i < r[k][3]; i += 4)
+			gs_u32(o, 0x3f800000u); /* 1.0f; also a fine u32/u64 field */
+	}
+	gs_write("ps", "client-replies", o);
+}
+
 /* ---- tcp: a few peer moves per state ---------------------------------------------------- */
 
 /* A structured segment record of fuzz_tcp.c (op 0). */
@@ -397,6 +426,7 @@ int main(int argc, char **argv)
 	gs_fuse(&o);
 	gs_frame(&o);
 	gs_ps(&o);
+	gs_ps_replies(&o);
 	gs_tcp(&o);
 	gs_config(&o);
 	gs_dn(&o);
