@@ -84,7 +84,7 @@ struct dn_config {
 	uint32_t ip;             /* our IPv4 address, host byte order */
 	uint8_t prefix_len;      /* on-link prefix */
 	uint32_t gateway;        /* host order; 0 = none (off-link destinations are dropped) */
-	uint16_t mtu;            /* 0 = 1500 */
+	uint16_t mtu;            /* 0 = 1500; up to the device's max (jumbo: 9000 on virtio) */
 	uint16_t nb_rxd, nb_txd; /* 0 = 1024 each */
 	uint16_t nb_queues;      /* queue pairs = worker lcores using the port; 0 = 1 */
 	enum dn_idle idle;
@@ -116,6 +116,7 @@ void dn_port_destroy(struct dn_port *port);
 uint16_t dn_port_id(const struct dn_port *port);
 const struct rte_ether_addr *dn_port_mac(const struct dn_port *port);
 uint32_t dn_port_ip(const struct dn_port *port);
+uint16_t dn_port_mtu(const struct dn_port *port);
 /* True when the device computes TCP checksums on Tx (else dpdk_net does it in software). */
 bool dn_port_tx_l4_csum(const struct dn_port *port);
 /* True when Rx interrupts work for the port's queues, i.e. DN_IDLE_SLEEP really sleeps in epoll. */

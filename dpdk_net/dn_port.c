@@ -53,12 +53,13 @@ static int pools_create(struct dn_port *p, char *err, size_t errlen)
 		if (n == 0)
 			n = per_socket[s] * (c->nb_rxd + c->nb_txd + 2 * DN_BURST + DN_MBUF_CACHE +
 					     DN_PENDING_MAX) + DN_UPPER_MBUFS;
+		/* Jumbo frames carry ~6 standard frames each: fewer buffers hold the same bytes. */
+		if (c->nb_mbufs == 0 && p->data_room > RTE_MBUF_DEFAULT_BUF_SIZE)
+			n = n * RTE_MBUF_DEFAULT_BUF_SIZE / p->data_room + 4096;
 		snprintf(name, sizeof(name), "dn_p%u_s%u", p->port_id, s);
-		p->pools[s] = rte_pktmbuf_pool_create(name, n, DN_MBUF_CACHE, 0,
-						      RTE_MBUF_DEFAULT_BUF_SIZE, (int)s);
+		p->pools[s] = rte_pktmbuf_pool_create(name, n, DN_MBUF_CACHE, 0, p->data_room, (int)s);
 		if (p->pools[s] == NULL && s != 0)
-			p->pools[s] = rte_pktmbuf_pool_create(name, n, DN_MBUF_CACHE, 0,
-							      RTE_MBUF_DEFAULT_BUF_SIZE,
+			p->pools[s] = rte_pktmbuf_pool_create(name, n, DN_MBUF_CACHE, 0, p->data_room,
 							      SOCKET_ID_ANY);
 		if (p->pools[s] == NULL) {
 			snprintf(err, errlen, "mempool of %u mbufs on socket %u: %s", n, s,
@@ -188,7 +189,13 @@ static int port_configure(struct dn_port *p, char *err, size_t errlen)
 			 di.max_tx_queues);
 		return -EINVAL;
 	}
+	if (p->cfg.mtu > di.max_mtu || p->cfg.mtu < RTE_ETHER_MIN_MTU) {
+		snprintf(err, errlen, "port %u (%s): MTU %u outside the device's %u..%u", p->port_id,
+			 di.driver_name, p->cfg.mtu, RTE_ETHER_MIN_MTU, di.max_mtu);
+		return -EINVAL;
+	}
 	conf_build(p, &di, &conf);
+	conf.rxmode.mtu = p->cfg.mtu;
 	conf.intr_conf.rxq = p->cfg.idle == DN_IDLE_SLEEP;
 	ret = rte_eth_dev_configure(p->port_id, p->nb_queues, p->nb_queues, &conf);
 	if (ret != 0 && conf.intr_conf.rxq) {
@@ -204,6 +211,9 @@ static int port_configure(struct dn_port *p, char *err, size_t errlen)
 	p->rx_intr = conf.intr_conf.rxq;
 	if (p->cfg.mtu != 1500) {
 		ret = rte_eth_dev_set_mtu(p->port_id, p->cfg.mtu);
+		/* Virtual devices without an MTU op take any frame the buffers hold. */
+		if (ret == -ENOTSUP && p->cfg.mtu <= di.max_mtu)
+			ret = 0;
 		if (ret != 0) {
 			snprintf(err, errlen, "port %u: MTU %u: %s", p->port_id, p->cfg.mtu,
 				 rte_strerror(-ret));
@@ -284,6 +294,11 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 	p->port_id = pid;
 	p->nb_queues = p->cfg.nb_queues;
 	p->ip = cfg->ip;
+	/* One frame per buffer: headroom + the largest frame the MTU allows. */
+	p->data_room = RTE_MBUF_DEFAULT_BUF_SIZE;
+	if (p->cfg.mtu > RTE_ETHER_MTU)
+		p->data_room = (uint16_t)RTE_ALIGN_CEIL(RTE_PKTMBUF_HEADROOM + p->cfg.mtu +
+							RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 4, 1024);
 	p->netmask = cfg->prefix_len ? ~0u << (32 - cfg->prefix_len) : 0;
 	p->gateway = cfg->gateway;
 	ret = rte_eth_macaddr_get(pid, &p->mac);
@@ -315,6 +330,7 @@ void dn_port_destroy(struct dn_port *p)
 uint16_t dn_port_id(const struct dn_port *p) { return p->port_id; }
 const struct rte_ether_addr *dn_port_mac(const struct dn_port *p) { return &p->mac; }
 uint32_t dn_port_ip(const struct dn_port *p) { return p->ip; }
+uint16_t dn_port_mtu(const struct dn_port *p) { return p->cfg.mtu; }
 bool dn_port_tx_l4_csum(const struct dn_port *p) { return p->tx_l4_csum; }
 bool dn_port_rx_intr(const struct dn_port *p) { return p->rx_intr; }
 bool dn_port_rss(const struct dn_port *p) { return p->rss; }

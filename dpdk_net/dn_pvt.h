@@ -39,6 +39,7 @@ struct dn_arp_entry {
 struct dn_port {
 	uint16_t port_id;
 	uint16_t nb_queues;
+	uint16_t data_room;            /* mbuf data room: one frame of the MTU per buffer */
 	struct rte_ether_addr mac;
 	uint32_t ip, netmask, gateway; /* host order */
 	struct dn_config cfg;

@@ -57,6 +57,7 @@ struct tl_config {
 	char **eal_argv;
 	uint32_t local_ip;      /* host byte order */
 	uint8_t local_prefix;
+	uint16_t mtu;           /* standalone dpdk port MTU; 0 = 1500 (TCP MSS = MTU - 40) */
 };
 
 void tl_config_default(struct tl_config *cfg);

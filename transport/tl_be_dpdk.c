@@ -62,7 +62,7 @@ struct db {
 	unsigned work;
 	struct db_txrec *recs, *rec_free;
 	uint32_t nrecs;
-	uintptr_t dpdk_lo, dpdk_hi; /* last DPDK memseg list seen: a cheap "is DPDK memory" */
+	struct rte_memseg_list *msl; /* last DPDK memseg list a payload piece was found in */
 };
 
 struct db_conn {
@@ -89,19 +89,30 @@ static void db_ext_free(void *addr, void *opaque)
 	tl_tcp_sbuf_put(opaque);
 }
 
-static bool db_is_dpdk_mem(struct db *d, const void *p, uint32_t len)
+/*
+ * The IO address of a payload piece when it lies in DPDK memory within one memory segment
+ * (so it is contiguous for the device in IOVA-as-PA mode too), else RTE_BAD_IOVA. The last
+ * memseg list found is cached: rte_mem_virt2iova reads /proc/self/pagemap per call, far too
+ * slow for every segment.
+ */
+static rte_iova_t db_payload_iova(struct db *d, const void *p, uint32_t len)
 {
 	uintptr_t a = (uintptr_t)p;
-	struct rte_memseg_list *msl;
+	const struct rte_memseg *ms;
 
-	if (a >= d->dpdk_lo && a + len <= d->dpdk_hi)
-		return true;
-	msl = rte_mem_virt2memseg_list(p);
-	if (msl == NULL || msl->external)
-		return false;
-	d->dpdk_lo = (uintptr_t)msl->base_va;
-	d->dpdk_hi = d->dpdk_lo + msl->len;
-	return a + len <= d->dpdk_hi;
+	if (d->msl == NULL || a < (uintptr_t)d->msl->base_va ||
+	    a + len > (uintptr_t)d->msl->base_va + d->msl->len) {
+		struct rte_memseg_list *msl = rte_mem_virt2memseg_list(p);
+		if (msl == NULL || msl->external)
+			return RTE_BAD_IOVA;
+		d->msl = msl;
+	}
+	if (rte_eal_iova_mode() == RTE_IOVA_VA)
+		return (rte_iova_t)a;
+	ms = rte_mem_virt2memseg(p, d->msl);
+	if (ms == NULL || a + len > (uintptr_t)ms->addr + ms->len)
+		return RTE_BAD_IOVA;
+	return ms->iova + (a - (uintptr_t)ms->addr);
 }
 
 /* Appends a payload piece to the chain ending at *last: copied or attached. */
@@ -118,7 +129,9 @@ static int db_add_slice(struct db *d, struct rte_mbuf *h, struct rte_mbuf **last
 			return 0;
 		}
 	}
-	if (s->len > DB_COPY_MAX && db_is_dpdk_mem(d, s->base, s->len)) {
+	rte_iova_t iova = s->len > DB_COPY_MAX ? db_payload_iova(d, s->base, s->len) : RTE_BAD_IOVA;
+
+	if (iova != RTE_BAD_IOVA) {
 		struct rte_mbuf_ext_shared_info *sh;
 
 		m = rte_pktmbuf_alloc(d->ext_pool);
@@ -129,11 +142,7 @@ static int db_add_slice(struct db *d, struct rte_mbuf *h, struct rte_mbuf **last
 		sh->fcb_opaque = s->sb;
 		rte_mbuf_ext_refcnt_set(sh, 1);
 		tl_tcp_sbuf_get(s->sb);
-		rte_pktmbuf_attach_extbuf(m, (void *)(uintptr_t)s->base,
-					  rte_eal_iova_mode() == RTE_IOVA_VA
-						  ? (rte_iova_t)(uintptr_t)s->base
-						  : rte_mem_virt2iova(s->base),
-					  (uint16_t)s->len, sh);
+		rte_pktmbuf_attach_extbuf(m, (void *)(uintptr_t)s->base, iova, (uint16_t)s->len, sh);
 		m->data_len = (uint16_t)s->len;
 		m->pkt_len = s->len;
 	} else {
@@ -517,7 +526,8 @@ static int db_standalone(struct db *d, const struct tl_config *cfg)
 {
 	char err[256];
 	struct dn_config dc = {.port_id = DN_PORT_AUTO, .ip = cfg->local_ip,
-			       .prefix_len = cfg->local_prefix, .idle = DN_IDLE_SLEEP};
+			       .prefix_len = cfg->local_prefix, .idle = DN_IDLE_SLEEP,
+			       .mtu = cfg->mtu};
 	int rc;
 
 	if (cfg->eal_argc > 0) {
@@ -593,6 +603,7 @@ static int db_init(struct tl *tl)
 	 * out-of-order queue and turn into a go-back-N). Received data sits in mbufs, so this
 	 * also bounds what one connection holds of the mempool.
 	 */
+	tc.mss = (uint16_t)(dn_port_mtu(dn_lcore_port(d->lc)) - 40u);
 	tc.rcv_buf = 1u << 20;
 	tc.ooo_max = tc.rcv_buf / (tc.mss - 12u) + 1u;
 	db_cfg_env(&tc);

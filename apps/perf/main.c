@@ -38,6 +38,7 @@ enum perf_mode { PERF_PINGPONG, PERF_STREAM };
 struct perf_opts {
 	bool server, echo, have_ip, have_peer;
 	bool poll;          /* busy-poll: never sleep in tl_poll */
+	uint32_t mtu;       /* dpdk: port MTU (0 = 1500) */
 	const char *hist;   /* client: write RTT samples (us, one per line) here */
 	uint32_t ip, peer, size, conns;
 	uint8_t prefix;
@@ -113,6 +114,7 @@ static void usage(FILE *f)
 		"                 (default: until SIGINT/SIGTERM)\n"
 		"  --connections  client connections, 1..%d (default 1)\n"
 		"  --poll         busy-poll (never sleep waiting for packets or events)\n"
+		"  --mtu M        dpdk: port MTU 576..9000 (default 1500; both ends must agree)\n"
 		"  --hist FILE    client: write every RTT sample (microseconds) to FILE\n"
 		"With --protocol kernel the EAL args and --ip are accepted and ignored: the server\n"
 		"listens on 127.0.0.1 and the client connects to --peer (use 127.0.0.1).\n"
@@ -195,6 +197,7 @@ static void parse_opt(struct perf_opts *o, int c, const char *arg)
 	}
 	case 'c': o->conns = parse_u32("--connections", arg, 1, PERF_MAX_CONNS); break;
 	case 'B': o->poll = true; break;
+	case 'M': o->mtu = parse_u32("--mtu", arg, 576, 9000); break;
 	case 'H': o->hist = arg; break;
 	default:
 		usage(stderr);
@@ -212,6 +215,7 @@ static void perf_parse(int argc, char **argv, struct perf_opts *o)
 		{ "size", required_argument, NULL, 'z' },   { "mode", required_argument, NULL, 'm' },
 		{ "seconds", required_argument, NULL, 't' }, { "connections", required_argument, NULL, 'c' },
 		{ "poll", no_argument, NULL, 'B' },         { "hist", required_argument, NULL, 'H' },
+		{ "mtu", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
 	};
 	int i, dd = -1, c;
@@ -278,6 +282,7 @@ static int perf_tl_create(const struct perf_opts *o, struct tl **tl)
 	cfg.eal_argv = o->eal_argv;
 	cfg.local_ip = o->ip;
 	cfg.local_prefix = o->prefix;
+	cfg.mtu = (uint16_t)o->mtu;
 	rc = tl_create(&cfg, tl);
 	if (rc == -EINVAL && tl_config_check(&cfg, &why) != 0)
 		fprintf(stderr, "wharf-perf: transport config: %s\n", why);
