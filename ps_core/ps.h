@@ -192,6 +192,13 @@ struct ps_table_stats {
 };
 int ps_server_table_stats(struct ps_server *s, uint32_t table_id, struct ps_table_stats *st);
 
+/* Per-shard op counters, for telemetry; readable from any thread at any time. */
+struct ps_shard_stats {
+	uint64_t pushes, pulls, keys, dup_pushes, failed_ops, cow_rows;
+	uint32_t owner;          /* lcore slot */
+};
+int ps_server_shard_stats(struct ps_server *s, uint32_t shard, struct ps_shard_stats *st);
+
 /* ---------------------------------------------------------------- client */
 
 struct ps_client_config {

@@ -100,7 +100,7 @@ static int check_worker(struct ps_handler *h, const struct tl_msg_view *v, struc
 	if (*worker >= h->s->cfg.n_workers)
 		return reply_err(rep, &v->hdr, -EINVAL, PS_ERR_BAD_WORKER, "worker %u out of range "
 				 "(%u workers)", *worker, h->s->cfg.n_workers);
-	if (seq && *seq == 0 && v->hdr.type != PS_T_BARRIER)
+	if (*seq == 0 && v->hdr.type != PS_T_BARRIER) /* for a barrier it is the step */
 		return reply_err(rep, &v->hdr, -EINVAL, PS_ERR_BAD_WORKER, "push sequence 0: "
 				 "sequences start at 1");
 	return 0;

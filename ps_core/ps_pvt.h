@@ -110,7 +110,7 @@ uint32_t ps_table_find(const struct ps_table *t, uint64_t key);
  */
 void ps_table_lookup_batch(struct ps_table *t, const uint64_t *keys, uint32_t n, uint32_t *rows);
 int ps_table_reserve(struct ps_table *t, uint32_t n);
-/* Appends a row with the given contents (restore). Caller made sure the key is new. */
+/* New initialised row for key (restore), or UINT32_MAX if the key exists. Reserve first. */
 uint32_t ps_table_insert(struct ps_table *t, uint64_t key);
 void ps_table_init_row(const struct ps_table *t, uint32_t r, uint64_t key);
 uint64_t ps_table_bytes(const struct ps_table *t);
@@ -210,6 +210,11 @@ struct ps_shard {
 	float *merge;             /* one merged gradient row */
 	struct ps_snap *snap;     /* in progress, or NULL */
 	uint64_t cow_rows;        /* rows copied early because an apply came first */
+	/*
+	 * Counters: written only by the owner (load + store, no read-modify-write), read by
+	 * anyone with relaxed loads: telemetry wants a recent value, not an ordering.
+	 */
+	_Atomic uint64_t n_push, n_pull, n_keys, n_dup, n_fail, n_cow;
 	int node;
 };
 

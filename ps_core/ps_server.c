@@ -382,3 +382,20 @@ int ps_server_table_stats(struct ps_server *s, uint32_t table_id, struct ps_tabl
 	}
 	return 0;
 }
+
+int ps_server_shard_stats(struct ps_server *s, uint32_t shard, struct ps_shard_stats *st)
+{
+	struct ps_shard *sh;
+
+	if (shard >= s->cfg.n_shards)
+		return -EINVAL;
+	sh = &s->shards[shard];
+	st->pushes = atomic_load_explicit(&sh->n_push, memory_order_relaxed);
+	st->pulls = atomic_load_explicit(&sh->n_pull, memory_order_relaxed);
+	st->keys = atomic_load_explicit(&sh->n_keys, memory_order_relaxed);
+	st->dup_pushes = atomic_load_explicit(&sh->n_dup, memory_order_relaxed);
+	st->failed_ops = atomic_load_explicit(&sh->n_fail, memory_order_relaxed);
+	st->cow_rows = atomic_load_explicit(&sh->n_cow, memory_order_relaxed);
+	st->owner = sh->owner;
+	return 0;
+}

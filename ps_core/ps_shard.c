@@ -483,6 +483,28 @@ static void op_geo_commit(struct ps_shard *sh, const struct ps_op *op)
 	}
 }
 
+static inline void count(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
+static void account(struct ps_shard *sh, const struct ps_op *op)
+{
+	bool push = op->kind == PS_OP_PUSH || op->kind == PS_OP_DENSE_PUSH;
+
+	if (push || op->kind == PS_OP_PULL || op->kind == PS_OP_DENSE_PULL) {
+		count(push ? &sh->n_push : &sh->n_pull, 1);
+		count(&sh->n_keys, op->n);
+	}
+	if (op->status == 1)
+		count(&sh->n_dup, 1);
+	else if (op->status < 0)
+		count(&sh->n_fail, 1);
+	if (sh->cow_rows != atomic_load_explicit(&sh->n_cow, memory_order_relaxed))
+		atomic_store_explicit(&sh->n_cow, sh->cow_rows, memory_order_relaxed);
+}
+
 void ps_shard_run(struct ps_shard *sh, struct ps_op *op)
 {
 	switch (op->kind) {
@@ -511,4 +533,5 @@ void ps_shard_run(struct ps_shard *sh, struct ps_op *op)
 	default:
 		op->status = -EINVAL;
 	}
+	account(sh, op);
 }

@@ -352,6 +352,17 @@ static void test_mode_exactly_once_duplicates_and_resends(void **state)
 	}
 	for (i = 0; i < cap.n; i++)
 		free(cap.msg[i]);
+	/* the shard counted the duplicates it acknowledged without applying */
+	{
+		struct ps_shard_stats st;
+		uint64_t dups = 0;
+		for (i = 0; i < 2; i++) {
+			assert_int_equal(ps_server_shard_stats(c->srv[0], i, &st), 0);
+			dups += st.dup_pushes;
+		}
+		assert_int_equal(dups, 3);
+		assert_int_equal(ps_server_shard_stats(c->srv[0], 2, &st), -EINVAL);
+	}
 	/* three accepted pushes of 10 at lr 1: exactly -30 */
 	assert_int_equal(pt_pull(c, 0, 1, 2, &k, 1, out), 0);
 	assert_true(out[0] == -30.0f && out[1] == -30.0f);
