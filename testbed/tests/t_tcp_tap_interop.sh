@@ -22,7 +22,7 @@ PORT=7100; LPORT=7101
 PY=/usr/bin/python3
 PEER="$TB_ROOT/testbed/interop/xfer_peer.py"
 BYTES=${WHARF_INTEROP_BYTES:-$((64 << 20))}
-STEP_SECS=${WHARF_INTEROP_SECS:-120}
+STEP_SECS=${WHARF_INTEROP_SECS:-60}
 CAP=$TB_DIR/interop.pcapng
 
 t_cleanup() {
