@@ -137,6 +137,9 @@ run_one() {
 	local before; before=$(find "$art" -type f | wc -l)
 	if [ $smoke -eq 1 ]; then
 		secs=$SMOKE_SECONDS
+		# CI starts from the committed seeds only, and keeps nothing it finds.
+		work=$OUT/corpus/smoke-$t
+		rm -rf "$work"; mkdir -p "$work"
 		mapfile -t replay < <(find "$seeds" fuzz/crashes/"$t" -type f 2>/dev/null | sort)
 		if [ ${#replay[@]} -gt 0 ]; then
 			# Files given one by one are each run once: the regression replay.
@@ -153,6 +156,7 @@ run_one() {
 		n=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
 		execs=$((execs + ${n:-0}))
 	fi
+	[ $smoke -eq 1 ] && rm -rf "$work"
 	local crashes; crashes=$(( $(find "$art" -type f | wc -l) - before ))
 	[ $rc -ne 0 ] && [ "$crashes" -eq 0 ] && crashes=1
 	if [ $rc -eq 0 ]; then
