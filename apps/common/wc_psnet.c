@@ -1,0 +1,577 @@
+/*
+ * wc_psnet.c — the node under the PS glue: transport bring-up from the cluster description,
+ * the loop's poll, message buffers lent to the transport, connections, and the control plane
+ * (health, status, save, shutdown) every node answers.
+ *
+ * Call chain: psd/train main -> wc_psnet_create -> tl_create (+ fz_net_create) -> listen;
+ *   loop -> wc_psnet_poll -> fz_net_poll -> wn_on_msg -> wn_ctl_handle | wn_srv_handle |
+ *   wn_cli_on_msg. wc_psnet_srv.c and wc_psnet_cli.c hold the PS halves.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "apps/common/wc_psnet_pvt.h"
+
+uint64_t wn_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int wn_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err != NULL && errlen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+/* ---- buffers ---------------------------------------------------------------------- */
+
+/*
+ * The pool grows while the node warms up and then only recycles, so the steady path never
+ * allocates; WN_POOL_MAX bounds what a flood of requests can take.
+ */
+struct wn_buf *wn_buf_get(struct wc_psnet *n)
+{
+	struct wn_buf *b = n->pool;
+	uint8_t *mem;
+
+	if (b != NULL) {
+		n->pool = b->next;
+		n->pool_free--;
+		b->next = NULL;
+		return b;
+	}
+	if (n->pool_total >= WN_POOL_MAX)
+		return NULL;
+	mem = tl_buf_alloc(n->tl, WN_BUF_HEAD + (size_t)n->buf_size);
+	if (mem == NULL)
+		return NULL;
+	b = (struct wn_buf *)(void *)mem;
+	memset(b, 0, sizeof(*b));
+	b->n = n;
+	b->data = mem + WN_BUF_HEAD;
+	n->pool_total++;
+	return b;
+}
+
+void wn_buf_put(struct wn_buf *b)
+{
+	struct wc_psnet *n = b->n;
+
+	b->next = n->pool;
+	n->pool = b;
+	n->pool_free++;
+}
+
+void wn_buf_done(void *arg, int status)
+{
+	struct wn_buf *b = arg;
+
+	(void)status; /* a reply lost with its connection: the client resends the request */
+	if (b->n->is_ps && b->n->srv_inflight > 0)
+		b->n->srv_inflight--;
+	wn_buf_put(b);
+}
+
+static void pool_free_all(struct wc_psnet *n)
+{
+	struct wn_buf *b;
+
+	while ((b = n->pool) != NULL) {
+		n->pool = b->next;
+		tl_buf_free(n->tl, b);
+	}
+}
+
+int wn_send_buf(struct wn_conn *c, struct wn_buf *b, const struct tl_msg_hdr *h, bool backlog)
+{
+	struct tl_iov iov = { b->data + TL_MSG_HDR_LEN, h->body_len };
+	struct fz_msg m = { .hdr = *h, .iov = &iov, .iovcnt = h->body_len > 0, .done = wn_buf_done,
+			    .done_arg = b };
+	int rc;
+
+	if (c->backlog == NULL || !backlog) {
+		rc = fz_conn_send(c->fc, &m);
+		if (rc == 0) {
+			c->bytes_out += TL_MSG_HDR_LEN + h->body_len;
+			return 0;
+		}
+		if (rc != -ENOBUFS || !backlog)
+			return rc;
+	}
+	/* Send queue full: keep it in order behind the others; wc_psnet_poll retries. */
+	b->hdr = *h;
+	b->next = NULL;
+	if (c->backlog_tail)
+		c->backlog_tail->next = b;
+	else
+		c->backlog = b;
+	c->backlog_tail = b;
+	return 0;
+}
+
+static void flush_backlog(struct wn_conn *c)
+{
+	struct wn_buf *b;
+
+	while ((b = c->backlog) != NULL) {
+		struct tl_msg_hdr h = b->hdr;
+		struct wn_buf *next = b->next;
+		if (wn_send_buf(c, b, &h, false) != 0)
+			return;
+		c->backlog = next;
+		if (next == NULL)
+			c->backlog_tail = NULL;
+	}
+}
+
+/* ---- connections ------------------------------------------------------------------ */
+
+struct wn_conn *wn_conn_new(struct wc_psnet *n, enum wn_kind kind)
+{
+	struct wn_conn *c = calloc(1, sizeof(*c));
+
+	if (c == NULL)
+		return NULL;
+	c->n = n;
+	c->kind = kind;
+	c->id = n->next_conn_id++;
+	c->next = n->conns;
+	if (n->conns)
+		n->conns->prev = c;
+	n->conns = c;
+	return c;
+}
+
+void wn_conn_free(struct wn_conn *c)
+{
+	struct wn_buf *b;
+
+	if (c == NULL)
+		return;
+	while ((b = c->backlog) != NULL) {
+		c->backlog = b->next;
+		wn_buf_done(b, -ECANCELED);
+	}
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		c->n->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	if (c->kind == WN_TO_SERVER && c->n->srv[c->server] == c)
+		c->n->srv[c->server] = NULL;
+	free(c);
+}
+
+static void wn_on_connected(struct fz_conn *fc, int status)
+{
+	struct wn_conn *c = fz_conn_ctx(fc);
+
+	if (c == NULL)
+		return; /* given up on by the connect loop */
+	c->up = status == 0 ? 1 : -1;
+	c->reason = status;
+	if (status != 0) {
+		c->fc = NULL; /* fz frees fc after this callback */
+		if (c->kind == WN_TO_SERVER)
+			return; /* the connect loop sees up == -1 and frees c */
+		wn_conn_free(c);
+	}
+}
+
+static void wn_on_closed(struct fz_conn *fc, int reason)
+{
+	struct wn_conn *c = fz_conn_ctx(fc);
+
+	if (c == NULL)
+		return;
+	c->fc = NULL;
+	c->up = -1;
+	c->reason = reason;
+	if (c->kind == WN_TO_SERVER) {
+		/* The worker's next poll reports it; wc_psnet_recover replaces the connection. */
+		if (reason != -ECONNABORTED)
+			fprintf(stderr, "%s: connection to ps %u closed: %s\n", c->n->name, c->server,
+			reason == 0 ? "peer closed" : strerror(-reason));
+		return;
+	}
+	wn_conn_free(c);
+}
+
+static void wn_on_msg(struct fz_conn *fc, const struct tl_msg_view *m,
+		      const struct tl_msg_view *carrier)
+{
+	struct wn_conn *c = fz_conn_ctx(fc);
+
+	(void)carrier;
+	if (c == NULL)
+		return;
+	c->bytes_in += TL_MSG_HDR_LEN + m->hdr.body_len;
+	if (m->hdr.type == WC_T_CTL)
+		wn_ctl_handle(c, m);
+	else if (c->kind == WN_TO_SERVER)
+		wn_cli_on_msg(c, m);
+	else
+		wn_srv_handle(c, m);
+}
+
+const struct fz_conn_ops wn_conn_ops = { wn_on_connected, wn_on_msg, wn_on_closed };
+
+void wn_on_accept(struct fz_conn *fc, void *ctx)
+{
+	struct wc_psnet *n = ctx;
+	struct wn_conn *c = wn_conn_new(n, WN_ACCEPTED);
+
+	if (c == NULL) {
+		fz_conn_set_ctx(fc, NULL);
+		fz_conn_close(fc);
+		return;
+	}
+	c->fc = fc;
+	c->up = 1;
+	fz_conn_set_ctx(fc, c);
+}
+
+int wn_endpoint_ip(const struct wc_endpoint *ep, uint32_t *ip, char *err, size_t errlen,
+		   const char *what)
+{
+	if (tl_ip_parse(ep->host, ip) != 0)
+		return wn_errf(err, errlen, -EINVAL, "%s %s:%u: expected an IPv4 literal (the "
+			       "transport takes addresses, not names)", what, ep->host, ep->port);
+	return 0;
+}
+
+/* ---- bring-up --------------------------------------------------------------------- */
+
+static int make_tl(const struct wc_psnet_params *p, enum tl_protocol proto, struct tl **out,
+		   char *err, size_t errlen)
+{
+	const struct wc_cluster *cl = p->cl;
+	struct tl_config cfg;
+	const char *why = "";
+	int rc;
+
+	tl_config_default(&cfg);
+	cfg.protocol = proto;
+	cfg.max_body = p->max_msg + 1024 < TL_MSG_MAX_BODY_DEFAULT ? p->max_msg + 1024
+								   : TL_MSG_MAX_BODY_DEFAULT;
+	cfg.max_msg_segs = FZ_RX_MAX_IOV; /* fuse refuses frames in more pieces */
+	if (proto == TL_PROTO_DPDK) {
+		cfg.eal_argc = p->eal_argc;
+		cfg.eal_argv = p->eal_argv;
+		rc = wn_endpoint_ip(&cl->self_data, &cfg.local_ip, err, errlen, "data address");
+		if (rc != 0)
+			return rc;
+		cfg.local_prefix = 24;
+	}
+	rc = tl_create(&cfg, out);
+	if (rc == -EINVAL && tl_config_check(&cfg, &why) != 0)
+		return wn_errf(err, errlen, rc, "transport config: %s", why);
+	if (rc != 0)
+		return wn_errf(err, errlen, rc, "cannot start the %s transport: %s%s",
+			       tl_protocol_name(proto), strerror(-rc), proto == TL_PROTO_DPDK ?
+			       " (check the EAL arguments before \"--\")" : "");
+	return 0;
+}
+
+static const struct wc_endpoint *own_control(const struct wc_cluster *cl)
+{
+	if (cl->role == WC_ROLE_PS)
+		return &cl->ps[cl->task_index];
+	return cl->task_index < cl->n_worker_addrs ? &cl->worker[cl->task_index] : NULL;
+}
+
+static int listen_control(struct wc_psnet *n, char *err, size_t errlen)
+{
+	const struct wc_endpoint *ep = own_control(n->cl);
+	uint32_t ip;
+	int rc;
+
+	if (ep == NULL || n->is_ps) /* a server's listener starts with wc_psnet_serve */
+		return 0;
+	if ((rc = wn_endpoint_ip(ep, &ip, err, errlen, "control endpoint")) != 0)
+		return rc;
+	rc = fz_net_listen(n->ctl_fz, ip, ep->port, &n->fzc_ctl, &wn_conn_ops, wn_on_accept, n,
+			   &n->ctl_l);
+	if (rc != 0)
+		return wn_errf(err, errlen, rc, "control endpoint %s:%u: cannot listen: %s", ep->host,
+			       ep->port, strerror(-rc));
+	return 0;
+}
+
+static void log_knobs(const struct wc_psnet *n)
+{
+	const struct wc_net_knobs *k = n->is_ps ? &n->cl->ps_net : &n->cl->worker_net;
+	const char *role = n->is_ps ? "PS" : "WORKER";
+
+	fprintf(stderr, "%s: %s %u, protocol %s, tensor_fuse %s; NETWORK_%s_CORE_NUMBER=%u but "
+		"the DPDK backend runs one lcore per process: using 1; %s_ENABLE_POLLING=%s (%s); "
+		"%s_DISABLE_PIN_CORES=%s (cores come from the EAL -l list)\n", n->name,
+		wc_role_name(n->cl->role), n->cl->task_index, wc_protocol_name(n->cl->protocol),
+		n->cl->tensor_fuse ? "on" : "off", role, k->core_number, role,
+		k->enable_polling ? "True" : "False", k->enable_polling ? "tl_poll spins" :
+		"sleeping poll", role, k->disable_pin_cores ? "True" : "False");
+}
+
+int wc_psnet_create(const struct wc_psnet_params *p, struct wc_psnet **out, char *err,
+		    size_t errlen)
+{
+	const struct wc_cluster *cl = p->cl;
+	struct wc_psnet *n = calloc(1, sizeof(*n));
+	enum tl_protocol proto = cl->protocol == WC_PROTO_KERNEL ? TL_PROTO_KERNEL : TL_PROTO_DPDK;
+	int rc;
+
+	if (n == NULL)
+		return wn_errf(err, errlen, -ENOMEM, "out of memory");
+	n->cl = cl;
+	snprintf(n->name, sizeof(n->name), "%s", p->name ? p->name : "wharf");
+	n->is_ps = cl->role == WC_ROLE_PS;
+	n->polling = n->is_ps ? cl->ps_net.enable_polling : cl->worker_net.enable_polling;
+	n->max_msg = p->max_msg;
+	n->buf_size = p->max_msg + TL_MSG_HDR_LEN + 64; /* ps_handle wants room for an error */
+	n->t0_us = wn_now_us();
+	fz_config_defaults(&n->fzc);
+	n->fzc.tensor_fuse = cl->tensor_fuse;
+	n->fzc.fuse_max_bytes = cl->fuse_max_bytes;
+	n->fzc.fuse_max_msgs = cl->fuse_max_msgs;
+	n->fzc.fuse_max_delay_us = cl->fuse_flush_us ? cl->fuse_flush_us : 1;
+	if (n->fzc.fuse_threshold_bytes > n->fzc.fuse_max_bytes - FZ_SUB_HDR_MAX)
+		n->fzc.fuse_threshold_bytes = n->fzc.fuse_max_bytes / 2;
+	fz_config_defaults(&n->fzc_ctl);
+	if ((rc = fz_config_validate(&n->fzc, err, errlen)) != 0)
+		goto out_free;
+	if ((rc = make_tl(p, proto, &n->tl, err, errlen)) != 0)
+		goto out_free;
+	if ((rc = fz_net_create(n->tl, &n->fz)) != 0)
+		goto out_tl;
+	n->ctl_tl = n->tl;
+	n->ctl_fz = n->fz;
+	if (proto == TL_PROTO_DPDK) {
+		if ((rc = make_tl(p, TL_PROTO_KERNEL, &n->ctl_tl, err, errlen)) != 0)
+			goto out_fz;
+		if ((rc = fz_net_create(n->ctl_tl, &n->ctl_fz)) != 0)
+			goto out_ctl_tl;
+	}
+	if ((rc = listen_control(n, err, errlen)) != 0)
+		goto out_ctl_fz;
+	log_knobs(n);
+	*out = n;
+	return 0;
+
+out_ctl_fz:
+	if (n->ctl_fz != n->fz)
+		fz_net_destroy(n->ctl_fz);
+out_ctl_tl:
+	if (n->ctl_tl != n->tl)
+		tl_destroy(n->ctl_tl);
+out_fz:
+	fz_net_destroy(n->fz);
+out_tl:
+	tl_destroy(n->tl);
+	if (rc == -ENOMEM)
+		wn_errf(err, errlen, rc, "out of memory");
+out_free:
+	free(n);
+	return rc;
+}
+
+void wc_psnet_destroy(struct wc_psnet *n)
+{
+	uint32_t i;
+
+	if (n == NULL)
+		return;
+	fz_unlisten(n->data_l);
+	fz_unlisten(n->ctl_l);
+	/* Closing runs every closed callback, which frees the connections. */
+	if (n->ctl_fz != n->fz)
+		fz_net_destroy(n->ctl_fz);
+	fz_net_destroy(n->fz);
+	while (n->conns)
+		wn_conn_free(n->conns);
+	for (i = 0; i < WC_MAX_NODES; i++)
+		if (n->msgs[i].buf)
+			wn_buf_put(wn_buf_of(n->msgs[i].buf));
+	pool_free_all(n);
+	if (n->ctl_tl != n->tl)
+		tl_destroy(n->ctl_tl);
+	tl_destroy(n->tl);
+	free(n);
+}
+
+int wc_psnet_poll(struct wc_psnet *n)
+{
+	uint64_t now;
+	struct wn_conn *c;
+	int rc;
+
+	rc = fz_net_poll(n->fz, n->polling ? 0 : 1000);
+	for (c = n->conns; c != NULL; c = c->next)
+		if (c->backlog && c->fc)
+			flush_backlog(c);
+	if (n->ctl_fz != n->fz) {
+		now = wn_now_us();
+		if (now >= n->next_ctl_us) {
+			n->next_ctl_us = now + 2000;
+			fz_net_poll(n->ctl_fz, 0);
+		}
+	}
+	return rc;
+}
+
+bool wc_psnet_stopping(const struct wc_psnet *n) { return n->stop; }
+void wc_psnet_request_stop(struct wc_psnet *n) { n->stop = true; }
+
+bool wc_psnet_signalled(struct wc_psnet *n, const sigset_t *sigs)
+{
+	struct timespec zero = { 0, 0 };
+	uint64_t now = wn_now_us();
+
+	if (sigs == NULL || now < n->next_sig_us)
+		return false;
+	n->next_sig_us = now + 100000;
+	return sigtimedwait(sigs, NULL, &zero) > 0;
+}
+
+/* ---- control plane, server side ------------------------------------------------------ */
+
+static void ctl_status(struct wc_psnet *n, char *out, size_t len)
+{
+	struct tl_stats ts;
+	struct wn_conn *c;
+	size_t off = 0;
+
+#define OUT(...) do { if (off < len) off += (size_t)snprintf(out + off, len - off, __VA_ARGS__); } while (0)
+	tl_stats_get(n->tl, &ts);
+	OUT("ok status\nnode   %s %u  protocol %s  mode %s  tensor_fuse %s  up %.1f s%s\n",
+	    wc_role_name(n->cl->role), n->cl->task_index, wc_protocol_name(n->cl->protocol),
+	    wc_mode_name(n->cl->mode), n->cl->tensor_fuse ? "on" : "off",
+	    (double)(wn_now_us() - n->t0_us) / 1e6, n->draining ? "  draining" : "");
+	OUT("lcore  0  msgs_in %" PRIu64 "  bytes_in %" PRIu64 "  msgs_out %" PRIu64 "  bytes_out %"
+	    PRIu64 "  rejected %" PRIu64 "  refused_streams %" PRIu64 "  buffers %u/%u free\n",
+	    ts.msgs_in, ts.bytes_in, ts.msgs_out, ts.bytes_out, ts.rejected, ts.refused_streams,
+	    n->pool_free, n->pool_total);
+	if (n->is_ps)
+		wn_srv_status(n, out, len, &off);
+	else
+		OUT("client requests %" PRIu64 "  replies %" PRIu64 "  reconnects %" PRIu64
+		    "  resent %" PRIu64 "\n", n->cst.requests, n->cst.replies, n->cst.reconnects,
+		    n->cst.resent);
+	for (c = n->conns; c != NULL; c = c->next)
+		OUT("conn   %u %s  msgs_in %" PRIu64 "  msgs_out %" PRIu64 "  errors %" PRIu64
+		    "  bytes_in %" PRIu64 "  bytes_out %" PRIu64 "  tx_pending %" PRIu64 "\n", c->id,
+		    c->kind == WN_TO_SERVER ? "to-ps" : "accepted", c->reqs, c->replies, c->errors,
+		    c->bytes_in, c->bytes_out, c->fc ? tl_conn_tx_pending(fz_conn_tl(c->fc)) : 0);
+#undef OUT
+}
+
+static void free_done(void *arg, int status)
+{
+	(void)status;
+	free(arg);
+}
+
+static int ctl_reply(struct wn_conn *c, uint64_t req_id, const char *text)
+{
+	struct tl_msg_hdr h = { .type = WC_T_CTL_R, .req_id = req_id };
+	size_t len = strlen(text);
+	char *copy = malloc(len + 1); /* control path: not per packet */
+	struct tl_iov iov;
+	struct fz_msg m;
+	int rc;
+
+	if (copy == NULL)
+		return -ENOMEM;
+	memcpy(copy, text, len + 1);
+	iov.base = (const uint8_t *)copy;
+	iov.len = (uint32_t)len;
+	memset(&m, 0, sizeof(m));
+	m.hdr = h;
+	m.hdr.body_len = (uint32_t)len;
+	m.iov = &iov;
+	m.iovcnt = len > 0;
+	m.done = free_done;
+	m.done_arg = copy;
+	rc = fz_conn_send(c->fc, &m);
+	if (rc != 0)
+		free(copy);
+	return rc;
+}
+
+static void ctl_save(struct wn_conn *c, const char *path, char *out, size_t len)
+{
+	char err[256];
+	uint64_t rows = 0;
+	int rc;
+
+	if (!c->n->is_ps) {
+		snprintf(out, len, "error save: this node is a worker; save goes to a PS");
+		return;
+	}
+	while (*path == ' ')
+		path++;
+	if (*path == '\0')
+		path = c->n->ckpt;
+	if (*path == '\0') {
+		snprintf(out, len, "error save: no path given and the server has no --ckpt");
+		return;
+	}
+	rc = wn_srv_save(c->n, path, &rows, err, sizeof(err));
+	if (rc != 0)
+		snprintf(out, len, "error save %s: %s", path, err);
+	else
+		snprintf(out, len, "ok saved %" PRIu64 " rows to %s", rows, path);
+}
+
+void wn_ctl_handle(struct wn_conn *c, const struct tl_msg_view *m)
+{
+	struct wc_psnet *n = c->n;
+	char cmd[WC_PATH_LEN + 16];
+	char *out;
+	uint32_t len = m->hdr.body_len;
+
+	n->ctl_reqs++;
+	out = malloc(WC_CTL_MAX);
+	if (out == NULL)
+		return;
+	if (len >= sizeof(cmd) || tl_view_copy(m, 0, cmd, len) != 0) {
+		snprintf(out, WC_CTL_MAX, "error command longer than %zu bytes", sizeof(cmd) - 1);
+	} else {
+		cmd[len] = '\0';
+		cmd[strcspn(cmd, "\r\n")] = '\0';
+		if (strcmp(cmd, "health") == 0)
+			snprintf(out, WC_CTL_MAX, "%s %s %u", n->is_ps && n->h == NULL ? "error starting"
+				 : n->draining ? "error draining" : "ok ready",
+				 wc_role_name(n->cl->role), n->cl->task_index);
+		else if (strcmp(cmd, "status") == 0)
+			ctl_status(n, out, WC_CTL_MAX);
+		else if (strncmp(cmd, "save", 4) == 0 && (cmd[4] == ' ' || cmd[4] == '\0'))
+			ctl_save(c, cmd + 4, out, WC_CTL_MAX);
+		else if (strcmp(cmd, "shutdown") == 0) {
+			n->stop = true;
+			snprintf(out, WC_CTL_MAX, "ok shutting down");
+		} else
+			snprintf(out, WC_CTL_MAX, "error unknown command '%.64s'; expected health, "
+				 "status, save [PATH] or shutdown", cmd);
+	}
+	int rc = ctl_reply(c, m->hdr.req_id, out);
+	if (rc != 0) {
+		c->errors++;
+		fprintf(stderr, "%s: control reply: %s\n", n->name, strerror(-rc));
+	}
+	free(out);
+}

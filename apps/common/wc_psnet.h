@@ -1,0 +1,170 @@
+/*
+ * wc_psnet.h — the PS network glue: puts ps_core's server handler and client on the
+ * transport (tl.h, through fuse's fz_net so tensor_fuse works on either protocol), and the
+ * control plane every node answers on its control endpoint (kernel TCP).
+ *
+ * Call chain (server):  psd/train main -> wc_psnet_serve_loop -> wc_psnet_poll -> fz_net_poll
+ *   -> request callback -> ps_handle (handler of this lcore) -> reply from a pooled buffer
+ *   -> fz_conn_send (zero copy) -> done: buffer back to the pool.
+ * Call chain (worker):  trainer -> ps_client_* (encode into pooled buffers) -> io.send
+ *   (hands the buffer to fz_conn_send, a fresh one takes its place) -> io.poll ->
+ *   reply callback -> ps_client_on_reply -> completion.
+ * Control plane:  wharf-ctl / a worker's readiness check -> one WC_T_CTL message holding a
+ *   command line ("health", "status", "save PATH", "shutdown") -> WC_T_CTL_R holding text.
+ *   With protocol=dpdk it runs on a second, kernel-socket transport instance; with
+ *   protocol=kernel data and control share the control endpoint and are told apart by type.
+ *
+ * Threads: one struct wc_psnet is driven by one thread. The DPDK backend runs one lcore per
+ * process today, so a node has one handler (lcore slot 0) whatever NETWORK_*_CORE_NUMBER
+ * asks for; wc_psnet_create says so in its log line.
+ */
+#ifndef WHARF_WC_PSNET_H
+#define WHARF_WC_PSNET_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "apps/common/wc_config.h"
+#include "ps_core/ps.h"
+
+/*
+ * Control messages. Their numbers sit in ps_core's range (32..255) at its top, which ps_core
+ * leaves unused; the glue dispatches them before ps_handle ever sees a message.
+ */
+#define WC_T_CTL 240u   /* body: one command line, UTF-8, no NUL */
+#define WC_T_CTL_R 241u /* body: the answer text; first word "ok" or "error" */
+#define WC_CTL_MAX 16384u
+
+/* ---- models as PS tables (wc_psnet_model.c) ---- */
+
+enum wc_ps_model { WC_PSM_SOFTMAX = 0, WC_PSM_MLP, WC_PSM_LR, WC_PSM_FM, WC_PSM_COUNT };
+#define WC_PSM_MAX_TABLES 4u
+
+struct wc_model_tables {
+	enum wc_ps_model model;
+	uint32_t n;
+	struct ps_table_config t[WC_PSM_MAX_TABLES];
+	uint32_t max_msg; /* largest body a request or reply of this model carries */
+};
+
+/* "softmax" | "mlp" | "lr" | "fm" | "count" -> 0, else -EINVAL naming what was expected. */
+int wc_ps_model_parse(const char *s, enum wc_ps_model *out, char *err, size_t errlen);
+const char *wc_ps_model_name(enum wc_ps_model m);
+/*
+ * The tables a model keeps on the PS: dense models one table per tensor (wc_dense_tensors),
+ * CTR models a sparse table (row dim 1, or 1+fm_k) plus a 1x1 dense bias, "count" one sparse
+ * SGD table with lr 1 (a pushed gradient of -1 adds exactly 1: the exactly-once ledger).
+ * hidden: MLP width; max_keys: largest sparse request.
+ */
+int wc_model_tables_make(enum wc_ps_model m, float lr, uint32_t hidden, uint32_t fm_k,
+			 uint32_t max_keys, struct wc_model_tables *out, char *err, size_t errlen);
+
+/* ---- the node ---- */
+
+struct wc_psnet;
+
+struct wc_psnet_params {
+	const struct wc_cluster *cl;
+	int eal_argc;          /* EAL arguments (before "--"), used with protocol=dpdk */
+	char **eal_argv;
+	uint32_t max_msg;      /* largest message body this node sends or receives */
+	const char *name;      /* log prefix, e.g. "wharf-psd" */
+};
+
+/*
+ * Brings up the data transport (protocol from cl; dpdk: EAL and the port from eal_argv and
+ * this node's data address) and the control listener (this node's control endpoint, when the
+ * cluster names it). -errno with a message in err; nothing left running on failure.
+ */
+int wc_psnet_create(const struct wc_psnet_params *p, struct wc_psnet **out, char *err,
+		    size_t errlen);
+void wc_psnet_destroy(struct wc_psnet *n);
+
+/*
+ * One round of the node's loop: the data transport (spinning when the role's polling knob
+ * is on, else sleeping up to 1 ms waiting for packets), and the control transport at most
+ * every 2 ms. Returns tl_poll's count or -errno.
+ */
+int wc_psnet_poll(struct wc_psnet *n);
+/* True once a "shutdown" command arrived or wc_psnet_request_stop was called. */
+bool wc_psnet_stopping(const struct wc_psnet *n);
+void wc_psnet_request_stop(struct wc_psnet *n);
+/* Blocked SIGINT/SIGTERM pending? Checked by the loops at most every 100 ms. */
+bool wc_psnet_signalled(struct wc_psnet *n, const sigset_t *sigs);
+
+/* ---- server side (wc_psnet_srv.c) ---- */
+
+/*
+ * Serves ps on this node's data endpoint with handler h (lcore slot 0 of ps). ckpt_path
+ * (may be NULL) is where the shutdown checkpoint goes. ps and h stay the caller's and must
+ * outlive n's serving.
+ */
+int wc_psnet_serve(struct wc_psnet *n, struct ps_server *ps, struct ps_handler *h,
+		   const struct ps_server_config *cfg, const char *ckpt_path, char *err,
+		   size_t errlen);
+/*
+ * Runs until a shutdown command or a signal in sigs. Then drains: stops taking requests
+ * (a request arriving now is dropped unapplied: its client resends it to the next server),
+ * waits up to 5 s for every reply to complete, writes the checkpoint when a path was given,
+ * and closes. So a push is either acknowledged and in the checkpoint, or neither. 0 or -errno.
+ */
+int wc_psnet_serve_loop(struct wc_psnet *n, const sigset_t *sigs);
+
+/* ---- worker side (wc_psnet_cli.c) ---- */
+
+/*
+ * Waits until every server answers "health" on its control endpoint (one line per retry
+ * naming the endpoints not ready, every retry_interval_s), then opens one data connection per
+ * server. -ETIMEDOUT after wait_timeout_s with those endpoints in err.
+ */
+int wc_psnet_connect(struct wc_psnet *n, struct ps_client *pc, char *err, size_t errlen);
+/* send/poll for ps_client_*_wait; msgs are pooled buffers of max_msg + header bytes. */
+const struct ps_client_io *wc_psnet_io(struct wc_psnet *n);
+/*
+ * After a call failed because a server went away: waits for it as wc_psnet_connect does,
+ * reconnects, and resends every push it had not acknowledged (ps_client_resend), oldest first.
+ */
+int wc_psnet_recover(struct wc_psnet *n, char *err, size_t errlen);
+
+/*
+ * Several requests in flight at once (e.g. one dense pull per table): begin, then for each
+ * request take a completion with wc_psnet_call_track, encode it with ps_client_* into
+ * wc_psnet_io(n)->msgs, hand the encode result to wc_psnet_call_issue (sends, or forgets the
+ * completion on failure), and finally wc_psnet_call_wait. Returns the first error.
+ */
+void wc_psnet_call_begin(struct wc_psnet *n);
+int wc_psnet_call_track(struct wc_psnet *n, ps_done_fn **done, void **arg);
+int wc_psnet_call_issue(struct wc_psnet *n, int encode_rc);
+int wc_psnet_call_wait(struct wc_psnet *n);
+
+/* Worker counters for status lines and the final report. */
+struct wc_psnet_cli_stats {
+	uint64_t requests, replies, reconnects, resent, bytes_out, bytes_in;
+};
+void wc_psnet_cli_stats(const struct wc_psnet *n, struct wc_psnet_cli_stats *out);
+
+/* ---- control plane client (wc_psnet_ctl.c) ---- */
+
+/*
+ * Sends one command to a control endpoint over kernel TCP and copies the answer text into
+ * out. -ECONNREFUSED/-ETIMEDOUT when nobody answers within timeout_ms; err says so.
+ */
+int wc_ctl_request(const struct wc_endpoint *ep, const char *cmd, int timeout_ms, char *out,
+		   size_t outlen, char *err, size_t errlen);
+
+/* ---- whole server (wc_psnet_run.c) ---- */
+
+/* ps_core's mode for the cluster's. */
+enum ps_mode wc_ps_mode(enum wc_mode m);
+/*
+ * A PS node from start to stop: ps_server with the model's tables (restored from restore when
+ * given), the glue, serving until shutdown or a signal in sigs, the shutdown checkpoint into
+ * ckpt (may be NULL). What psd and a train process in the server role both run. 0 or -errno.
+ */
+int wc_psnet_run_server(const struct wc_cluster *cl, const struct wc_model_tables *mt,
+			int eal_argc, char **eal_argv, const char *name, const char *ckpt,
+			const char *restore, const sigset_t *sigs, char *err, size_t errlen);
+
+#endif

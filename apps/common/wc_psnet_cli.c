@@ -1,0 +1,335 @@
+/*
+ * wc_psnet_cli.c — the worker half of the PS glue: waits for the servers (Paddle's "server
+ * not ready, wait 3 sec to retry..." line per retry), opens one data connection per server,
+ * drives ps_core's client through struct ps_client_io, routes replies to ps_client_on_reply,
+ * and after a server restart reconnects and resends every unacknowledged push exactly once.
+ *
+ * Call chain: trainer -> ps_client_*_wait | wc_psnet_call_* -> cli_send -> fz_conn_send;
+ *   cli_poll -> wc_psnet_poll -> fz_net_poll -> wn_on_msg -> wn_cli_on_msg -> ps_client_on_reply.
+ * Encode buffers are pooled transport buffers: cli_send lends the encoded one to the
+ * transport (zero copy) and puts a fresh one in its place.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "apps/common/wc_psnet_pvt.h"
+
+#define WN_CONNECT_US 3000000u
+
+static int cli_send(void *ctx, uint32_t server, const uint8_t *msg, uint32_t len)
+{
+	struct wc_psnet *n = ctx;
+	struct wn_conn *c = server < n->cl->n_ps ? n->srv[server] : NULL;
+	struct tl_msg_hdr h;
+	struct wn_buf *b, *fresh;
+	int rc;
+
+	if (c == NULL || c->up != 1)
+		return -ENOTCONN;
+	if (len < TL_MSG_HDR_LEN || len > n->buf_size ||
+	    tl_msg_hdr_decode(msg, UINT32_MAX, &h) != 0 || h.body_len != len - TL_MSG_HDR_LEN)
+		return -EINVAL;
+	if (msg == n->msgs[server].buf) {
+		fresh = wn_buf_get(n);
+		if (fresh == NULL)
+			return -ENOBUFS;
+		b = wn_buf_of(n->msgs[server].buf);
+		n->msgs[server].buf = fresh->data;
+	} else {
+		/* A resend: the bytes are ps_client's and valid only during this call. */
+		b = wn_buf_get(n);
+		if (b == NULL)
+			return -ENOBUFS;
+		memcpy(b->data, msg, len);
+	}
+	rc = wn_send_buf(c, b, &h, true);
+	if (rc != 0) {
+		wn_buf_put(b);
+		return rc;
+	}
+	c->reqs++;
+	n->cst.requests++;
+	n->cst.bytes_out += len;
+	return 0;
+}
+
+static int cli_poll(void *ctx)
+{
+	struct wc_psnet *n = ctx;
+	uint32_t s;
+	int rc;
+
+	rc = wc_psnet_poll(n);
+	if (rc < 0)
+		return rc;
+	if (n->stop)
+		return -ECANCELED;
+	for (s = 0; s < n->cl->n_ps; s++)
+		if (n->srv[s] == NULL || n->srv[s]->up != 1)
+			return -ECONNRESET;
+	return 0;
+}
+
+void wn_cli_on_msg(struct wn_conn *c, const struct tl_msg_view *m)
+{
+	struct wc_psnet *n = c->n;
+
+	c->replies++;
+	n->cst.replies++;
+	n->cst.bytes_in += TL_MSG_HDR_LEN + m->hdr.body_len;
+	if (n->pc != NULL && ps_client_on_reply(n->pc, c->server, m) == -EBADMSG)
+		c->errors++;
+}
+
+/* Opens the data connection to server s; 0 once it is up. */
+static int open_data(struct wc_psnet *n, uint32_t s)
+{
+	const struct wc_endpoint *ep = &n->cl->ps_data[s];
+	uint64_t deadline = wn_now_us() + WN_CONNECT_US;
+	struct wn_conn *c;
+	uint32_t ip;
+	int rc;
+
+	if ((rc = wn_endpoint_ip(ep, &ip, NULL, 0, "")) != 0)
+		return rc;
+	c = wn_conn_new(n, WN_TO_SERVER);
+	if (c == NULL)
+		return -ENOMEM;
+	c->server = s;
+	rc = fz_net_connect(n->fz, ip, ep->port, &n->fzc, &wn_conn_ops, c, &c->fc);
+	if (rc != 0) {
+		wn_conn_free(c);
+		return rc;
+	}
+	while (c->up == 0 && wn_now_us() < deadline)
+		wc_psnet_poll(n);
+	if (c->up != 1) {
+		rc = c->up == 0 ? -ETIMEDOUT : (c->reason ? c->reason : -ECONNREFUSED);
+		if (c->fc != NULL)
+			fz_conn_close(c->fc); /* the closed callback then frees nothing: kind is ours */
+		if (c->fc != NULL)
+			fz_conn_set_ctx(c->fc, NULL);
+		wn_conn_free(c);
+		return rc;
+	}
+	n->srv[s] = c;
+	return 0;
+}
+
+static bool server_up(const struct wc_psnet *n, uint32_t s)
+{
+	return n->srv[s] != NULL && n->srv[s]->up == 1;
+}
+
+static size_t list_not_ready(const struct wc_psnet *n, char *buf, size_t len)
+{
+	size_t off = 0;
+	uint32_t s;
+	char ep[WC_HOST_LEN + 8];
+
+	off += (size_t)snprintf(buf, len, "[");
+	for (s = 0; s < n->cl->n_ps && off < len; s++) {
+		if (server_up(n, s))
+			continue;
+		wc_endpoint_format(&n->cl->ps[s], ep, sizeof(ep));
+		off += (size_t)snprintf(buf + off, len - off, "%s'%s'", off > 1 ? ", " : "", ep);
+	}
+	if (off < len)
+		snprintf(buf + off, len - off, "]");
+	return off;
+}
+
+/* One readiness round: health on the control endpoint, then the data connection. */
+static uint32_t try_servers(struct wc_psnet *n)
+{
+	char ans[128], err[256];
+	uint32_t s, down = 0;
+
+	for (s = 0; s < n->cl->n_ps; s++) {
+		if (server_up(n, s))
+			continue;
+		if (n->srv[s] != NULL)
+			wn_conn_free(n->srv[s]);
+		if (wc_ctl_request(&n->cl->ps[s], "health", 1000, ans, sizeof(ans), err,
+				   sizeof(err)) != 0 || strncmp(ans, "ok ready", 8) != 0 ||
+		    open_data(n, s) != 0)
+			down++;
+	}
+	return down;
+}
+
+static int wait_servers(struct wc_psnet *n, char *err, size_t errlen)
+{
+	const struct wc_cluster *cl = n->cl;
+	uint64_t t0 = wn_now_us(), deadline = t0 + (uint64_t)cl->wait_timeout_s * 1000000u;
+	char eps[1024];
+
+	for (;;) {
+		if (try_servers(n) == 0)
+			return 0;
+		list_not_ready(n, eps, sizeof(eps));
+		if (wn_now_us() >= deadline || n->stop)
+			return wn_errf(err, errlen, -ETIMEDOUT, "gave up after %u s waiting for the "
+				       "parameter servers (wait_timeout_s); not ready endpoints: %s",
+				       cl->wait_timeout_s, eps);
+		fprintf(stderr, "%s: server not ready, wait %u sec to retry... not ready endpoints: %s\n",
+			n->name, cl->retry_interval_s, eps);
+		uint64_t until = wn_now_us() + (uint64_t)cl->retry_interval_s * 1000000u;
+		if (until > deadline)
+			until = deadline;
+		while (wn_now_us() < until && !n->stop)
+			wc_psnet_poll(n);
+	}
+}
+
+int wc_psnet_connect(struct wc_psnet *n, struct ps_client *pc, char *err, size_t errlen)
+{
+	uint32_t s;
+	struct wn_buf *b;
+
+	if (n->is_ps)
+		return wn_errf(err, errlen, -EINVAL, "this node is a ps, not a worker");
+	n->pc = pc;
+	n->io.send = cli_send;
+	n->io.poll = cli_poll;
+	n->io.ctx = n;
+	n->io.msgs = n->msgs;
+	for (s = 0; s < n->cl->n_ps; s++) {
+		if (n->msgs[s].buf != NULL)
+			continue;
+		b = wn_buf_get(n);
+		if (b == NULL)
+			return wn_errf(err, errlen, -ENOMEM, "out of transport memory for %u-byte "
+				       "message buffers", n->buf_size);
+		n->msgs[s].buf = b->data;
+		n->msgs[s].cap = n->buf_size;
+		n->msgs[s].len = 0;
+	}
+	return wait_servers(n, err, errlen);
+}
+
+const struct ps_client_io *wc_psnet_io(struct wc_psnet *n) { return &n->io; }
+
+struct resend_ctx {
+	struct wc_psnet *n;
+	uint32_t server;
+	int rc;
+};
+
+static void resend_one(void *arg, const uint8_t *msg, uint32_t len)
+{
+	struct resend_ctx *r = arg;
+	int rc = cli_send(r->n, r->server, msg, len);
+
+	if (rc != 0 && r->rc == 0)
+		r->rc = rc;
+}
+
+int wc_psnet_recover(struct wc_psnet *n, char *err, size_t errlen)
+{
+	bool was_down[WC_MAX_NODES];
+	struct resend_ctx r = { n, 0, 0 };
+	uint32_t s, cnt;
+	int rc;
+
+	for (s = 0; s < n->cl->n_ps; s++)
+		was_down[s] = !server_up(n, s);
+	rc = wait_servers(n, err, errlen);
+	if (rc != 0)
+		return rc;
+	for (s = 0; s < n->cl->n_ps; s++) {
+		if (!was_down[s])
+			continue;
+		r.server = s;
+		cnt = ps_client_resend(n->pc, s, resend_one, &r);
+		n->cst.reconnects++;
+		n->cst.resent += cnt;
+		fprintf(stderr, "%s: reconnected to ps %u, resent %u unacknowledged push%s\n",
+			n->name, s, cnt, cnt == 1 ? "" : "es");
+	}
+	if (r.rc != 0)
+		return wn_errf(err, errlen, r.rc, "resending to a reconnected server: %s",
+			       strerror(-r.rc));
+	return 0;
+}
+
+/* ---- several requests in flight ---------------------------------------------------- */
+
+static void track_done(void *arg, int status)
+{
+	struct wn_track *t = arg;
+	struct wc_psnet *n = t->n;
+
+	t->busy = false;
+	if (t->call != n->call)
+		return; /* a request given up on earlier (e.g. a push completed after a resend) */
+	n->call_pending--;
+	if (status != 0 && n->call_status == 0)
+		n->call_status = status;
+}
+
+void wc_psnet_call_begin(struct wc_psnet *n)
+{
+	n->call++;
+	n->call_pending = 0;
+	n->call_status = 0;
+}
+
+int wc_psnet_call_track(struct wc_psnet *n, ps_done_fn **done, void **arg)
+{
+	uint32_t i;
+
+	for (i = 0; i < WN_TRACK_MAX; i++) {
+		struct wn_track *t = &n->track[(n->track_next + i) % WN_TRACK_MAX];
+		if (t->busy)
+			continue;
+		n->track_next = (n->track_next + i + 1) % WN_TRACK_MAX;
+		t->n = n;
+		t->busy = true;
+		t->call = n->call;
+		n->call_pending++;
+		*done = track_done;
+		*arg = t;
+		return 0;
+	}
+	return -EAGAIN;
+}
+
+int wc_psnet_call_issue(struct wc_psnet *n, int encode_rc)
+{
+	struct wn_track *last = &n->track[(n->track_next + WN_TRACK_MAX - 1) % WN_TRACK_MAX];
+	uint32_t s;
+	int rc = 0;
+
+	if (encode_rc < 0) {
+		last->busy = false;
+		n->call_pending--;
+		return encode_rc;
+	}
+	for (s = 0; s < n->cl->n_ps; s++) {
+		if (n->msgs[s].len == 0)
+			continue;
+		int r = cli_send(n, s, n->msgs[s].buf, n->msgs[s].len);
+		n->msgs[s].len = 0;
+		if (r != 0 && rc == 0)
+			rc = r;
+	}
+	return rc;
+}
+
+int wc_psnet_call_wait(struct wc_psnet *n)
+{
+	int rc;
+
+	while (n->call_pending > 0)
+		if ((rc = cli_poll(n)) < 0)
+			return rc;
+	return n->call_status;
+}
+
+void wc_psnet_cli_stats(const struct wc_psnet *n, struct wc_psnet_cli_stats *out)
+{
+	*out = n->cst;
+}

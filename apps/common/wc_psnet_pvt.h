@@ -1,0 +1,111 @@
+/*
+ * wc_psnet_pvt.h — internals of the PS network glue shared by wc_psnet.c (node, buffers,
+ * control plane), wc_psnet_srv.c (server) and wc_psnet_cli.c (worker). Not for apps.
+ */
+#ifndef WHARF_WC_PSNET_PVT_H
+#define WHARF_WC_PSNET_PVT_H
+
+#include "apps/common/wc_psnet.h"
+#include "fuse/fz.h"
+#include "transport/tl.h"
+
+#define WN_BUF_HEAD 64u     /* struct wn_buf sits in front of the bytes, one cache line */
+#define WN_POOL_MAX 512u    /* buffers in one pool; beyond that a request is refused */
+#define WN_TRACK_MAX 1024u  /* completions a worker may have outstanding */
+
+struct wc_psnet;
+
+/* A message buffer lent to the transport: from tl_buf_alloc, so dpdk sends it zero copy. */
+struct wn_buf {
+	struct wc_psnet *n;
+	struct wn_buf *next;    /* free list, or a connection's backlog */
+	struct tl_msg_hdr hdr;  /* for a backlogged reply */
+	uint32_t len;           /* body bytes (after the 32-byte header) */
+	uint8_t *data;          /* header + body */
+};
+_Static_assert(sizeof(struct wn_buf) <= WN_BUF_HEAD, "buffer head fits its cache line");
+
+enum wn_kind { WN_ACCEPTED = 0, WN_TO_SERVER };
+
+struct wn_conn {
+	struct wc_psnet *n;
+	struct fz_conn *fc;
+	enum wn_kind kind;
+	uint32_t id, server;
+	int up;                 /* 0 connecting, 1 up, -1 failed or closed */
+	int reason;
+	struct wn_buf *backlog, *backlog_tail; /* replies that found the send queue full */
+	struct wn_conn *prev, *next;           /* every live connection, for status */
+	uint64_t reqs, replies, errors, bytes_in, bytes_out;
+};
+
+struct wn_track {
+	struct wc_psnet *n;
+	uint64_t call;          /* the call it belongs to; stale completions are ignored */
+	bool busy;
+};
+
+struct wc_psnet {
+	const struct wc_cluster *cl;
+	char name[32];
+	bool is_ps, polling, stop, draining;
+	struct tl *tl, *ctl_tl;           /* ctl_tl == tl with protocol=kernel */
+	struct fz_net *fz, *ctl_fz;
+	struct fz_config fzc, fzc_ctl;
+	struct fz_listener *data_l, *ctl_l;
+	uint32_t max_msg, buf_size;
+	struct wn_buf *pool;              /* free buffers */
+	uint32_t pool_total, pool_free;
+	struct wn_conn *conns;
+	uint32_t next_conn_id;
+	uint64_t t0_us, next_ctl_us, next_sig_us;
+
+	/* server */
+	struct ps_server *ps;
+	struct ps_handler *h;
+	const struct ps_server_config *scfg;
+	char ckpt[WC_PATH_LEN];
+	uint64_t srv_reqs, srv_errors, srv_dropped, srv_inflight, ctl_reqs;
+
+	/* worker */
+	struct ps_client *pc;
+	struct ps_client_io io;
+	struct ps_msgbuf msgs[WC_MAX_NODES];
+	struct wn_conn *srv[WC_MAX_NODES];
+	struct wn_track track[WN_TRACK_MAX];
+	uint32_t track_next;
+	uint64_t call, call_pending;
+	int call_status;
+	struct wc_psnet_cli_stats cst;
+};
+
+uint64_t wn_now_us(void);
+int wn_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+struct wn_buf *wn_buf_get(struct wc_psnet *n);
+void wn_buf_put(struct wn_buf *b);
+void wn_buf_done(void *arg, int status);
+static inline struct wn_buf *wn_buf_of(uint8_t *data)
+{
+	return (struct wn_buf *)(void *)(data - WN_BUF_HEAD);
+}
+/* Sends hdr + body of b on c (zero copy; b goes back to the pool when done), or backlogs it. */
+int wn_send_buf(struct wn_conn *c, struct wn_buf *b, const struct tl_msg_hdr *h, bool backlog);
+struct wn_conn *wn_conn_new(struct wc_psnet *n, enum wn_kind kind);
+void wn_conn_free(struct wn_conn *c);
+int wn_endpoint_ip(const struct wc_endpoint *ep, uint32_t *ip, char *err, size_t errlen,
+		   const char *what);
+
+/* Control plane, server side: answers one WC_T_CTL message on c. */
+void wn_ctl_handle(struct wn_conn *c, const struct tl_msg_view *m);
+/* ps requests (wc_psnet_srv.c). */
+void wn_srv_handle(struct wn_conn *c, const struct tl_msg_view *m);
+void wn_srv_status(struct wc_psnet *n, char *out, size_t len, size_t *off);
+int wn_srv_save(struct wc_psnet *n, const char *path, uint64_t *rows, char *err, size_t errlen);
+/* worker replies (wc_psnet_cli.c). */
+void wn_cli_on_msg(struct wn_conn *c, const struct tl_msg_view *m);
+
+extern const struct fz_conn_ops wn_conn_ops;
+void wn_on_accept(struct fz_conn *fc, void *ctx);
+
+#endif

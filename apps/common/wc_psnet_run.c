@@ -1,0 +1,64 @@
+/*
+ * wc_psnet_run.c — one PS node from start to stop, shared by wharf-psd and by wharf-train in
+ * the server role (Paddle's "the same binary is server or worker" example).
+ *
+ * Call chain: psd/train main -> wc_psnet_run_server -> ps_server_create, ps_handler_create,
+ *   [ps_load] -> wc_psnet_create -> wc_psnet_serve -> wc_psnet_serve_loop -> teardown.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "apps/common/wc_psnet_pvt.h"
+
+enum ps_mode wc_ps_mode(enum wc_mode m)
+{
+	return m == WC_MODE_SYNC ? PS_MODE_SYNC : m == WC_MODE_GEO ? PS_MODE_GEO : PS_MODE_ASYNC;
+}
+
+int wc_psnet_run_server(const struct wc_cluster *cl, const struct wc_model_tables *mt,
+			int eal_argc, char **eal_argv, const char *name, const char *ckpt,
+			const char *restore, const sigset_t *sigs, char *err, size_t errlen)
+{
+	struct wc_psnet_params np = { cl, eal_argc, eal_argv, mt->max_msg, name };
+	struct ps_server_config sc;
+	struct ps_server *ps = NULL;
+	struct ps_handler *h = NULL;
+	struct wc_psnet *n = NULL;
+	int rc;
+
+	memset(&sc, 0, sizeof(sc));
+	sc.server_id = cl->task_index;
+	sc.n_servers = cl->n_ps;
+	sc.n_shards = 1;  /* one handler per process today: one shard, no ring hops */
+	sc.n_lcores = 1;
+	sc.n_workers = cl->n_workers;
+	sc.mode = wc_ps_mode(cl->mode);
+	sc.max_keys = 65536;
+	sc.tables = mt->t;
+	sc.n_tables = mt->n;
+	if ((rc = ps_server_create(&sc, &ps, err, errlen)) != 0)
+		return rc;
+	if ((rc = ps_handler_create(ps, 0, &h)) != 0) {
+		wn_errf(err, errlen, rc, "ps handler: %s", strerror(-rc));
+		goto out_ps;
+	}
+	if (restore != NULL && (rc = ps_load(h, restore, err, errlen)) != 0)
+		goto out_h;
+	if (restore != NULL)
+		fprintf(stderr, "%s: restored from %s\n", name, restore);
+	if ((rc = wc_psnet_create(&np, &n, err, errlen)) != 0)
+		goto out_h;
+	if ((rc = wc_psnet_serve(n, ps, h, &sc, ckpt, err, errlen)) != 0)
+		goto out_n;
+	rc = wc_psnet_serve_loop(n, sigs);
+	if (rc != 0)
+		wn_errf(err, errlen, rc, "serving stopped: %s", strerror(-rc));
+out_n:
+	wc_psnet_destroy(n);
+out_h:
+	ps_handler_destroy(h);
+out_ps:
+	ps_server_destroy(ps);
+	return rc;
+}

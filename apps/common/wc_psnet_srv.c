@@ -1,0 +1,194 @@
+/*
+ * wc_psnet_srv.c — the server half of the PS glue: listens on this node's data endpoint,
+ * hands each request to ps_handle on this lcore's handler, and sends the reply from a
+ * pooled buffer that stays lent to the transport until the send completes (zero copy, no
+ * allocation once the pool is warm). Shutdown drains before it checkpoints, so every push
+ * is either acknowledged and saved, or neither (its client resends it to the next server).
+ *
+ * Call chain: wc_psnet_serve_loop -> wc_psnet_poll -> fz_net_poll -> wn_on_msg (wc_psnet.c)
+ *   -> wn_srv_handle -> ps_handle -> wn_send_buf -> fz_conn_send -> ... -> wn_buf_done.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "apps/common/wc_psnet_pvt.h"
+
+#define WN_DRAIN_US 5000000u
+
+int wc_psnet_serve(struct wc_psnet *n, struct ps_server *ps, struct ps_handler *h,
+		   const struct ps_server_config *cfg, const char *ckpt_path, char *err,
+		   size_t errlen)
+{
+	const struct wc_cluster *cl = n->cl;
+	const struct wc_endpoint *data = &cl->self_data, *ctl = &cl->ps[cl->task_index];
+	uint32_t ip, cip;
+	int rc;
+
+	if (!n->is_ps)
+		return wn_errf(err, errlen, -EINVAL, "this node's role is %s, not ps",
+			       wc_role_name(cl->role));
+	if ((rc = wn_endpoint_ip(data, &ip, err, errlen, "data endpoint")) != 0 ||
+	    (rc = wn_endpoint_ip(ctl, &cip, err, errlen, "control endpoint")) != 0)
+		return rc;
+	n->ps = ps;
+	n->h = h;
+	n->scfg = cfg;
+	snprintf(n->ckpt, sizeof(n->ckpt), "%s", ckpt_path ? ckpt_path : "");
+	rc = fz_net_listen(n->fz, ip, data->port, &n->fzc, &wn_conn_ops, wn_on_accept, n, &n->data_l);
+	if (rc != 0) {
+		n->h = NULL;
+		return wn_errf(err, errlen, rc, "data endpoint %s:%u: cannot listen: %s", data->host,
+			       data->port, strerror(-rc));
+	}
+	if (n->ctl_fz != n->fz) {
+		rc = fz_net_listen(n->ctl_fz, cip, ctl->port, &n->fzc_ctl, &wn_conn_ops, wn_on_accept, n,
+				   &n->ctl_l);
+		if (rc != 0) {
+			fz_unlisten(n->data_l);
+			n->data_l = NULL;
+			n->h = NULL;
+			return wn_errf(err, errlen, rc, "control endpoint %s:%u: cannot listen: %s",
+				       ctl->host, ctl->port, strerror(-rc));
+		}
+	}
+	fprintf(stderr, "%s: ps %u serving %u table%s, mode %s, %u worker%s: data %s:%u (%s), "
+		"control %s:%u\n", n->name, cl->task_index, cfg->n_tables, cfg->n_tables == 1 ? "" : "s",
+		wc_mode_name(cl->mode), cfg->n_workers, cfg->n_workers == 1 ? "" : "s", data->host,
+		data->port, wc_protocol_name(cl->protocol), ctl->host, ctl->port);
+	return 0;
+}
+
+void wn_srv_handle(struct wn_conn *c, const struct tl_msg_view *m)
+{
+	struct wc_psnet *n = c->n;
+	struct ps_reply rep;
+	struct tl_msg_hdr h;
+	struct wn_buf *b;
+	int rc;
+
+	if (n->draining || n->h == NULL) {
+		/* Not applied, not answered: the client resends it to the next server. */
+		n->srv_dropped++;
+		return;
+	}
+	b = wn_buf_get(n);
+	if (b == NULL) {
+		n->srv_errors++;
+		c->errors++;
+		tl_send_error(fz_conn_tl(c->fc), m->hdr.req_id, ENOBUFS,
+			      "server out of reply buffers; retry");
+		return;
+	}
+	rep.buf = b->data;
+	rep.cap = n->buf_size;
+	rep.len = 0;
+	rc = ps_handle(n->h, m, &rep);
+	c->reqs++;
+	n->srv_reqs++;
+	if (rc < 0) {
+		n->srv_errors++;
+		c->errors++;
+	}
+	if (rep.len < TL_MSG_HDR_LEN || tl_msg_hdr_decode(b->data, UINT32_MAX, &h) != 0) {
+		wn_buf_put(b);
+		return;
+	}
+	n->srv_inflight++;
+	if (wn_send_buf(c, b, &h, true) != 0) {
+		wn_buf_done(b, -ENOTCONN);
+		c->errors++;
+		return;
+	}
+	c->replies++;
+}
+
+void wn_srv_status(struct wc_psnet *n, char *out, size_t len, size_t *off)
+{
+	struct ps_table_stats st;
+	uint32_t i;
+
+#define OUT(...) do { if (*off < len) *off += (size_t)snprintf(out + *off, len - *off, __VA_ARGS__); } while (0)
+	OUT("server requests %" PRIu64 "  errors %" PRIu64 "  dropped_while_draining %" PRIu64
+	    "  replies_in_flight %" PRIu64 "  control %" PRIu64 "\n", n->srv_reqs, n->srv_errors,
+	    n->srv_dropped, n->srv_inflight, n->ctl_reqs);
+	for (i = 0; n->scfg != NULL && i < n->scfg->n_tables; i++) {
+		const struct ps_table_config *t = &n->scfg->tables[i];
+		memset(&st, 0, sizeof(st));
+		ps_server_table_stats(n->ps, t->id, &st);
+		OUT("table  %u %s  dim %u  rows %" PRIu64 "  bytes %" PRIu64 "\n", t->id,
+		    t->kind == PS_TABLE_DENSE ? "dense " : "sparse", t->dim, st.rows, st.bytes);
+	}
+#undef OUT
+}
+
+int wn_srv_save(struct wc_psnet *n, const char *path, uint64_t *rows, char *err, size_t errlen)
+{
+	if (n->h == NULL)
+		return wn_errf(err, errlen, -EAGAIN, "not serving yet");
+	return ps_save(n->h, path, rows, err, errlen);
+}
+
+/* Stops taking requests, lets every reply complete, then writes the checkpoint. */
+static int drain_and_save(struct wc_psnet *n)
+{
+	uint64_t deadline = wn_now_us() + WN_DRAIN_US, rows = 0;
+	struct wn_conn *c;
+	char err[256];
+	int rc = 0;
+
+	n->draining = true;
+	while (n->srv_inflight > 0 && wn_now_us() < deadline)
+		if (wc_psnet_poll(n) < 0)
+			break;
+	if (n->srv_inflight > 0)
+		fprintf(stderr, "%s: %" PRIu64 " replies still unsent after %u s; their pushes are "
+			"in the checkpoint and will be answered as duplicates\n", n->name,
+			n->srv_inflight, WN_DRAIN_US / 1000000u);
+	if (n->ckpt[0] != '\0') {
+		rc = ps_save(n->h, n->ckpt, &rows, err, sizeof(err));
+		if (rc != 0)
+			fprintf(stderr, "%s: checkpoint %s: %s\n", n->name, n->ckpt, err);
+		else
+			fprintf(stderr, "%s: checkpoint %s: %" PRIu64 " rows\n", n->name, n->ckpt, rows);
+	}
+	fz_unlisten(n->data_l);
+	n->data_l = NULL;
+	for (c = n->conns; c != NULL; c = c->next)
+		if (c->fc)
+			fz_conn_close(c->fc);
+	for (int i = 0; i < 20; i++)
+		wc_psnet_poll(n);
+	return rc;
+}
+
+int wc_psnet_serve_loop(struct wc_psnet *n, const sigset_t *sigs)
+{
+	uint64_t reqs = 0, next_log = wn_now_us() + 10000000u;
+	int rc;
+
+	while (!n->stop) {
+		rc = wc_psnet_poll(n);
+		if (rc < 0) {
+			fprintf(stderr, "%s: poll: %s\n", n->name, strerror(-rc));
+			return rc;
+		}
+		if (wc_psnet_signalled(n, sigs)) {
+			fprintf(stderr, "%s: signal: shutting down\n", n->name);
+			break;
+		}
+		if (wn_now_us() >= next_log) {
+			next_log = wn_now_us() + 10000000u;
+			fprintf(stderr, "%s: %" PRIu64 " requests (%" PRIu64 " in the last 10 s), %"
+				PRIu64 " errors\n", n->name, n->srv_reqs, n->srv_reqs - reqs,
+				n->srv_errors);
+			reqs = n->srv_reqs;
+		}
+	}
+	rc = drain_and_save(n);
+	fprintf(stderr, "%s: ps %u stopped after %" PRIu64 " requests (%" PRIu64 " errors, %"
+		PRIu64 " dropped while draining)\n", n->name, n->cl->task_index, n->srv_reqs,
+		n->srv_errors, n->srv_dropped);
+	return rc;
+}

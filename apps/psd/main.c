@@ -1,0 +1,118 @@
+/*
+ * wharf-psd — a parameter server. Cluster from wc_config_load (flags, TF_CONFIG, Paddle
+ * variables, JSON, .endpoint_map); tables from --model (the shapes wharf-train pulls: see
+ * wc_model_tables_make); serves until `wharf-ctl HOST:PORT shutdown` or SIGINT/SIGTERM,
+ * then drains and writes --ckpt.
+ *
+ *   wharf-psd [EAL args] -- --role ps [cluster flags] [--model M] [--lr X] [--hidden H]
+ *             [--fm-k K] [--max-keys N] [--ckpt PATH] [--restore PATH]
+ *
+ * Call chain: main -> wc_config_load -> wc_model_tables_make -> wc_psnet_run_server.
+ * Exit status: 0 stopped cleanly, 1 run-time failure, 2 bad configuration.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/common/wc.h"
+#include "apps/common/wc_psnet.h"
+
+extern char **environ;
+
+enum { O_MODEL = 1000, O_LR, O_HIDDEN, O_FMK, O_MAX_KEYS, O_CKPT, O_RESTORE };
+
+struct psd_opts {
+	enum wc_ps_model model;
+	float lr;
+	unsigned hidden, fm_k, max_keys;
+	const char *ckpt, *restore;
+};
+
+static const struct option psd_longopts[] = {
+	{ "model", required_argument, NULL, O_MODEL },  { "lr", required_argument, NULL, O_LR },
+	{ "hidden", required_argument, NULL, O_HIDDEN }, { "fm-k", required_argument, NULL, O_FMK },
+	{ "max-keys", required_argument, NULL, O_MAX_KEYS },
+	{ "ckpt", required_argument, NULL, O_CKPT },     { "restore", required_argument, NULL, O_RESTORE },
+	{ NULL, 0, NULL, 0 },
+};
+
+static const char psd_usage[] =
+	"server options:\n"
+	"  --model M       tables of: mlp (default) | softmax | lr | fm | count\n"
+	"  --lr X          SGD learning rate of every table (default 0.1; count: 1)\n"
+	"  --hidden H      MLP hidden units (default 128)\n"
+	"  --fm-k K        FM factor size (default 4)\n"
+	"  --max-keys N    largest sparse request in keys (default 6656 = 256 x 26)\n"
+	"  --ckpt PATH     checkpoint written at shutdown (and by `wharf-ctl ... save`)\n"
+	"  --restore PATH  start from this checkpoint\n";
+
+static int psd_on_opt(void *ctx, int val, const char *arg, char *err, size_t errlen)
+{
+	struct psd_opts *o = ctx;
+	char *end;
+
+	switch (val) {
+	case O_MODEL: return wc_ps_model_parse(arg, &o->model, err, errlen);
+	case O_HIDDEN: return wc_parse_uint(arg, 1, 4096, &o->hidden, "--hidden", err, errlen);
+	case O_FMK: return wc_parse_uint(arg, 1, 64, &o->fm_k, "--fm-k", err, errlen);
+	case O_MAX_KEYS: return wc_parse_uint(arg, 1, 65536, &o->max_keys, "--max-keys", err, errlen);
+	case O_CKPT: o->ckpt = arg; return 0;
+	case O_RESTORE: o->restore = arg; return 0;
+	case O_LR:
+		errno = 0;
+		o->lr = strtof(arg, &end);
+		if (errno || end == arg || *end || !(o->lr > 0) || o->lr > 100) {
+			snprintf(err, errlen, "--lr: expected a learning rate in (0, 100], got '%s'", arg);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	snprintf(err, errlen, "unknown option %d", val);
+	return -EINVAL;
+}
+
+int main(int argc, char **argv)
+{
+	static struct wc_cluster cl; /* large; main's alone */
+	struct psd_opts o = { WC_PSM_MLP, 0.1f, 128, 4, 256 * WC_CTR_FIELDS, NULL, NULL };
+	struct wc_app_opts app = { psd_longopts, psd_usage, psd_on_opt, &o };
+	struct wc_model_tables mt;
+	char err[1024];
+	bool help = false;
+	int i, dd = 1, rc;
+	sigset_t sigs;
+
+	for (i = 1; i < argc && dd == 1; i++)
+		if (strcmp(argv[i], "--") == 0)
+			dd = i;
+	if (dd > 1)
+		argv[dd] = argv[0];
+	rc = wc_config_load(dd > 1 ? argc - dd : argc, dd > 1 ? argv + dd : argv, &app, environ, &cl,
+			    &help, err, sizeof(err));
+	if (help) {
+		printf("usage: wharf-psd [EAL args] -- [options]\n%s%s", wc_flags_usage(), psd_usage);
+		return 0;
+	}
+	if (rc == 0 && cl.role != WC_ROLE_PS)
+		rc = snprintf(err, sizeof(err), "the role is %s; wharf-psd runs only as ps "
+			      "(--role ps, TRAINING_ROLE=PSERVER, TF_CONFIG task.type ps)",
+			      wc_role_name(cl.role)) > 0 ? -EINVAL : -EINVAL;
+	if (rc == 0)
+		rc = wc_model_tables_make(o.model, o.lr, o.hidden, o.fm_k, o.max_keys, &mt, err,
+					  sizeof(err));
+	if (rc != 0) {
+		fprintf(stderr, "wharf-psd: %s\n", err);
+		return 2;
+	}
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	rc = wc_psnet_run_server(&cl, &mt, dd, argv, "wharf-psd", o.ckpt, o.restore, &sigs, err,
+				 sizeof(err));
+	if (rc != 0)
+		fprintf(stderr, "wharf-psd: %s\n", err);
+	return rc == 0 ? 0 : 1;
+}

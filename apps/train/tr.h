@@ -1,0 +1,55 @@
+/*
+ * tr.h — wharf-train internals: the options, the worker's network handle and the model loops
+ * (tr_dense.c: Fashion-MNIST softmax/MLP; tr_ctr.c: CTR LR/FM and the exactly-once counter).
+ *
+ * Call chain: main (role from wc_config_load) -> wc_psnet_run_server (server role) |
+ *   tr_dense_run / tr_ctr_run / tr_count_run (worker role) -> tr_net_* -> wc_psnet + ps_client.
+ */
+#ifndef WHARF_TR_H
+#define WHARF_TR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "apps/common/wc.h"
+#include "apps/common/wc_psnet.h"
+
+struct tr_opts {
+	enum wc_ps_model model;
+	unsigned epochs, batch, hidden, fm_k, train_limit, test_limit, ctr_samples;
+	unsigned decay_epochs, count_pushes, count_delay_us, seed;
+	float lr;
+	const char *ckpt, *restore, *data_dir;
+};
+
+/* The worker's side of the cluster: client + glue, with recovery after a server restart. */
+struct tr_net {
+	const struct wc_cluster *cl;
+	const struct tr_opts *o;
+	struct ps_client *pc;
+	struct wc_psnet *n;
+	const sigset_t *sigs;
+	char err[512];
+};
+
+int tr_net_open(struct tr_net *t, const struct wc_cluster *cl, const struct tr_opts *o,
+		const struct wc_model_tables *mt, int eal_argc, char **eal_argv,
+		const sigset_t *sigs);
+void tr_net_close(struct tr_net *t);
+/*
+ * After a failed network call: 0 when the caller should retry (the servers are back and
+ * unacknowledged pushes were resent), else the error to give up with (message printed).
+ */
+int tr_net_recover(struct tr_net *t, int rc);
+/* The sync barrier of step, retried across reconnects. */
+int tr_net_barrier(struct tr_net *t, uint64_t step);
+double tr_now(void);
+/* One progress line: "\r" redraw on a terminal, a plain line per quarter epoch otherwise. */
+void tr_progress(unsigned epoch, unsigned epochs, uint64_t done, uint64_t total, double loss,
+		 double acc, double sps, bool final);
+
+int tr_dense_run(struct tr_net *t, const struct wc_model_tables *mt);
+int tr_ctr_run(struct tr_net *t, const struct wc_model_tables *mt);
+int tr_count_run(struct tr_net *t);
+
+#endif

@@ -1,0 +1,424 @@
+/*
+ * tr_ctr.c — the CTR worker (logistic regression or a factorization machine over hashed
+ * sparse ids, rows on a sparse PS table, the bias a 1x1 dense table) on wc_model.h's
+ * generator with a planted model, judged by test AUC against the generator's Bayes AUC; and
+ * the exactly-once ledger ("count"): each push adds exactly 1 to this worker's key.
+ *
+ * Call chain: main -> tr_ctr_run -> ctr_step -> ctr_pull / ctr_push (sparse + bias requests in
+ * flight together) -> wc_psnet_call_*; GEO: local rows, delta push, ps_client_geo_pull.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "apps/train/tr.h"
+
+#define CTR_TEST 20000u
+#define CTR_LOCAL_MAX (1u << 20)
+
+struct ctr {
+	struct tr_net *t;
+	struct wc_ctr_spec spec;
+	struct wc_ctr_gen *gen;
+	uint32_t dim, k, n_train, fields;
+	uint64_t *keys, *tkeys;        /* train / test samples' keys */
+	float *labels, *tlabels, *tp, *tscore;
+	struct wc_keymap *km;           /* this batch's distinct keys */
+	uint32_t *slot;
+	uint64_t *miss;                 /* GEO: batch keys not held locally */
+	float *rows, *row_grad, bias, bias_grad;
+	/* GEO: every row this worker has seen, its value at the last sync, and what changed */
+	struct wc_keymap *local;
+	float *lrows, *lbase, lbias, lbias_base;
+	uint8_t *touched;
+};
+
+static int ctr_issue_pull(struct ctr *c, const uint64_t *keys, uint32_t n, float *rows, float *bias)
+{
+	struct tr_net *t = c->t;
+	ps_done_fn *done;
+	void *arg;
+	int rc;
+
+	if (n > 0 && ((rc = wc_psnet_call_track(t->n, &done, &arg)) != 0 ||
+		      (rc = wc_psnet_call_issue(t->n, ps_client_pull(t->pc, 0, c->dim, keys, n, rows,
+					done, arg, wc_psnet_io(t->n)->msgs))) != 0))
+		return rc;
+	if (bias == NULL)
+		return 0;
+	if ((rc = wc_psnet_call_track(t->n, &done, &arg)) != 0)
+		return rc;
+	return wc_psnet_call_issue(t->n, ps_client_dense_pull(t->pc, 1, 1, 1, 0, 1, bias, done, arg,
+							       wc_psnet_io(t->n)->msgs));
+}
+
+/* Rows of keys (and the bias when bias != NULL), asked again across reconnects. */
+static int ctr_pull(struct ctr *c, const uint64_t *keys, uint32_t n, float *rows, float *bias)
+{
+	int rc;
+
+	for (;;) {
+		wc_psnet_call_begin(c->t->n);
+		rc = ctr_issue_pull(c, keys, n, rows, bias);
+		if (rc == 0)
+			rc = wc_psnet_call_wait(c->t->n);
+		if (rc == 0 || (rc = tr_net_recover(c->t, rc)) != 0)
+			return rc;
+	}
+}
+
+/* A push is recorded before it is sent, so after a failure the recovery resends it. */
+static int ctr_push(struct ctr *c, const uint64_t *keys, uint32_t n, const float *grads,
+		    const float *bias_grad)
+{
+	struct tr_net *t = c->t;
+	ps_done_fn *done;
+	void *arg;
+	int rc, enc, net = 0;
+
+	wc_psnet_call_begin(t->n);
+	for (int part = 0; part < (bias_grad ? 2 : 1); part++) {
+		if ((rc = wc_psnet_call_track(t->n, &done, &arg)) != 0)
+			return rc;
+		enc = part == 0 ? ps_client_push(t->pc, 0, c->dim, keys, n, grads, done, arg,
+						 wc_psnet_io(t->n)->msgs)
+				: ps_client_dense_push(t->pc, 1, 1, 1, 0, 1, bias_grad, done, arg,
+						       wc_psnet_io(t->n)->msgs);
+		rc = wc_psnet_call_issue(t->n, enc);
+		if (enc < 0)
+			return enc;
+		if (rc != 0 && net == 0)
+			net = rc;
+	}
+	for (;;) {
+		rc = net != 0 ? net : wc_psnet_call_wait(t->n);
+		net = 0;
+		if (rc == 0 || (rc = tr_net_recover(t, rc)) != 0)
+			return rc;
+	}
+}
+
+static int ctr_loss(struct ctr *c, const struct wc_sparse_batch *b, const float *rows, float bias,
+		    float *p, double *loss, float *rg, float *bg)
+{
+	if (c->k == 0)
+		return wc_lr_loss_grad(b, rows, bias, p, loss, rg, bg);
+	return wc_fm_loss_grad(b, c->k, rows, bias, p, loss, rg, bg);
+}
+
+/* Batch keys -> distinct keys (c->km) and slots. */
+static int ctr_dedup(struct ctr *c, const uint64_t *keys, uint32_t n)
+{
+	uint32_t i;
+	int rc;
+
+	wc_keymap_clear(c->km);
+	for (i = 0; i < n * c->fields; i++)
+		if ((rc = wc_keymap_get_or_add(c->km, keys[i], &c->slot[i])) != 0)
+			return rc;
+	return 0;
+}
+
+static int geo_row(struct ctr *c, uint64_t key, uint32_t *li)
+{
+	int rc = wc_keymap_find(c->local, key, li);
+
+	if (rc == 0)
+		return 0;
+	return wc_keymap_get_or_add(c->local, key, li);
+}
+
+static void geo_on_row(void *arg, uint64_t key, const float *row, uint32_t dim)
+{
+	struct ctr *c = arg;
+	uint32_t li;
+
+	if (geo_row(c, key, &li) != 0)
+		return;
+	memcpy(c->lrows + (size_t)li * dim, row, dim * sizeof(float));
+	memcpy(c->lbase + (size_t)li * dim, row, dim * sizeof(float));
+}
+
+/* GEO sync point: push what changed since the last one, take the rows others changed. */
+static int geo_sync(struct ctr *c)
+{
+	struct tr_net *t = c->t;
+	uint32_t n = wc_keymap_count(c->local), i, j, m = 0;
+	const uint64_t *lk = wc_keymap_keys(c->local);
+	uint64_t *keys = malloc((size_t)n * sizeof(*keys) + 1);
+	float *delta = malloc((size_t)n * c->dim * sizeof(float) + 4), bd;
+	ps_done_fn *done;
+	void *arg;
+	int rc = -ENOMEM;
+
+	if (keys == NULL || delta == NULL)
+		goto out;
+	for (i = 0; i < n; i++) {
+		if (!c->touched[i])
+			continue;
+		c->touched[i] = 0;
+		keys[m] = lk[i];
+		for (j = 0; j < c->dim; j++)
+			delta[(size_t)m * c->dim + j] = c->lrows[(size_t)i * c->dim + j] -
+							c->lbase[(size_t)i * c->dim + j];
+		m++;
+	}
+	bd = c->lbias - c->lbias_base;
+	for (uint32_t off = 0; off < m; off += 65536) {
+		uint32_t part = m - off < 65536 ? m - off : 65536;
+		if ((rc = ctr_push(c, keys + off, part, delta + (size_t)off * c->dim,
+				   off == 0 ? &bd : NULL)) != 0)
+			goto out;
+	}
+	for (;;) {
+		wc_psnet_call_begin(t->n);
+		rc = wc_psnet_call_track(t->n, &done, &arg);
+		if (rc == 0)
+			rc = wc_psnet_call_issue(t->n, ps_client_geo_pull(t->pc, 0, c->dim, geo_on_row, c,
+						 done, arg, wc_psnet_io(t->n)->msgs));
+		if (rc == 0)
+			rc = wc_psnet_call_wait(t->n);
+		if (rc == 0 || (rc = tr_net_recover(t, rc)) != 0)
+			break;
+	}
+	if (rc == 0 && (rc = ctr_pull(c, NULL, 0, NULL, &c->lbias)) == 0)
+		c->lbias_base = c->lbias;
+out:
+	free(keys);
+	free(delta);
+	return rc;
+}
+
+/* GEO step: missing rows from the server, then a local SGD step on the local copy. */
+static int geo_step(struct ctr *c, const struct wc_sparse_batch *b, float lr, double *loss)
+{
+	uint32_t nu = b->n_unique, i, li, miss = 0;
+	const uint64_t *uk = wc_keymap_keys(c->km);
+	int rc;
+
+	for (i = 0; i < nu; i++)
+		if (wc_keymap_find(c->local, uk[i], &li) != 0)
+			c->miss[miss++] = uk[i];
+	if (miss > 0) {
+		if ((rc = ctr_pull(c, c->miss, miss, c->rows, NULL)) != 0)
+			return rc;
+		for (i = 0; i < miss; i++) {
+			if ((rc = geo_row(c, c->miss[i], &li)) != 0)
+				return rc;
+			memcpy(c->lrows + (size_t)li * c->dim, c->rows + (size_t)i * c->dim, c->dim * 4);
+			memcpy(c->lbase + (size_t)li * c->dim, c->rows + (size_t)i * c->dim, c->dim * 4);
+		}
+	}
+	for (i = 0; i < nu; i++) {
+		wc_keymap_find(c->local, uk[i], &li);
+		memcpy(c->rows + (size_t)i * c->dim, c->lrows + (size_t)li * c->dim, c->dim * 4);
+	}
+	if ((rc = ctr_loss(c, b, c->rows, c->lbias, NULL, loss, c->row_grad, &c->bias_grad)) != 0)
+		return rc;
+	for (i = 0; i < nu; i++) {
+		wc_keymap_find(c->local, uk[i], &li);
+		for (uint32_t j = 0; j < c->dim; j++)
+			c->lrows[(size_t)li * c->dim + j] -= lr * c->row_grad[(size_t)i * c->dim + j];
+		c->touched[li] = 1;
+	}
+	c->lbias -= lr * c->bias_grad;
+	return 0;
+}
+
+static int ctr_step(struct ctr *c, const uint64_t *keys, const float *labels, uint32_t n,
+		    uint64_t step, float scale, double *loss)
+{
+	const struct wc_cluster *cl = c->t->cl;
+	struct wc_sparse_batch b = { n, c->fields, c->slot, labels, 0 };
+	uint32_t nu, i;
+	int rc;
+
+	if ((rc = ctr_dedup(c, keys, n)) != 0)
+		return rc;
+	nu = b.n_unique = wc_keymap_count(c->km);
+	if (cl->mode == WC_MODE_GEO) {
+		if ((rc = geo_step(c, &b, c->t->o->lr * scale, loss)) != 0)
+			return rc;
+		return (step + 1) % cl->geo_k == 0 ? geo_sync(c) : 0;
+	}
+	if ((rc = ctr_pull(c, wc_keymap_keys(c->km), nu, c->rows, &c->bias)) != 0)
+		return rc;
+	if ((rc = ctr_loss(c, &b, c->rows, c->bias, NULL, loss, c->row_grad, &c->bias_grad)) != 0)
+		return rc;
+	for (i = 0; i < nu * c->dim; i++)
+		c->row_grad[i] *= scale;
+	c->bias_grad *= scale;
+	if ((rc = ctr_push(c, wc_keymap_keys(c->km), nu, c->row_grad, &c->bias_grad)) != 0)
+		return rc;
+	return cl->mode == WC_MODE_SYNC ? tr_net_barrier(c->t, step) : 0;
+}
+
+/* Test AUC with the server's current rows, a batch at a time. */
+static int ctr_eval(struct ctr *c, uint32_t batch, double *auc, double *loss)
+{
+	struct wc_sparse_batch b = { 0, c->fields, c->slot, NULL, 0 };
+	double l, lsum = 0;
+	uint32_t off, n;
+	int rc;
+
+	for (off = 0; off < CTR_TEST; off += n) {
+		n = CTR_TEST - off < batch ? CTR_TEST - off : batch;
+		if ((rc = ctr_dedup(c, c->tkeys + (size_t)off * c->fields, n)) != 0)
+			return rc;
+		b.n = n;
+		b.label = c->tlabels + off;
+		b.n_unique = wc_keymap_count(c->km);
+		if ((rc = ctr_pull(c, wc_keymap_keys(c->km), b.n_unique, c->rows, &c->bias)) != 0)
+			return rc;
+		if ((rc = ctr_loss(c, &b, c->rows, c->bias, c->tscore + off, &l, NULL, NULL)) != 0)
+			return rc;
+		lsum += l * n;
+	}
+	*loss = lsum / CTR_TEST;
+	return wc_auc(c->tscore, c->tlabels, CTR_TEST, auc);
+}
+
+static int ctr_alloc(struct ctr *c, const struct tr_opts *o)
+{
+	size_t bk = (size_t)o->batch * c->fields;
+	uint32_t local = c->spec.vocab * c->fields;
+
+	c->keys = malloc((size_t)c->n_train * c->fields * sizeof(uint64_t));
+	c->labels = malloc((size_t)c->n_train * sizeof(float));
+	c->tkeys = malloc((size_t)CTR_TEST * c->fields * sizeof(uint64_t));
+	c->tlabels = malloc(CTR_TEST * sizeof(float));
+	c->tp = malloc(CTR_TEST * sizeof(float));
+	c->tscore = malloc(CTR_TEST * sizeof(float));
+	c->slot = malloc(bk * sizeof(uint32_t));
+	c->miss = malloc(bk * sizeof(uint64_t));
+	c->rows = malloc(bk * c->dim * sizeof(float));
+	c->row_grad = malloc(bk * c->dim * sizeof(float));
+	c->lrows = calloc((size_t)local * c->dim, sizeof(float));
+	c->lbase = calloc((size_t)local * c->dim, sizeof(float));
+	c->touched = calloc(local, 1);
+	if (!c->keys || !c->labels || !c->tkeys || !c->tlabels || !c->tp || !c->tscore || !c->slot ||
+	    !c->miss || !c->rows || !c->row_grad || !c->lrows || !c->lbase || !c->touched ||
+	    wc_keymap_create((uint32_t)bk, &c->km) != 0 || wc_keymap_create(local, &c->local) != 0)
+		return -ENOMEM;
+	return 0;
+}
+
+static void ctr_free(struct ctr *c)
+{
+	wc_ctr_gen_destroy(c->gen);
+	wc_keymap_destroy(c->km);
+	wc_keymap_destroy(c->local);
+	free(c->keys); free(c->labels); free(c->tkeys); free(c->tlabels); free(c->tp);
+	free(c->tscore); free(c->slot); free(c->miss); free(c->rows); free(c->row_grad);
+	free(c->lrows); free(c->lbase); free(c->touched);
+}
+
+static int ctr_train(struct ctr *c, uint64_t *step, double *secs)
+{
+	const struct tr_opts *o = c->t->o;
+	uint32_t steps = c->n_train / o->batch, e, b;
+	double l, lsum, t0;
+	int rc;
+
+	for (e = 0; e < o->epochs; e++) {
+		float scale = 1.0f / (1.0f + (float)e);
+		lsum = 0;
+		t0 = tr_now();
+		for (b = 0; b < steps; b++, (*step)++) {
+			rc = ctr_step(c, c->keys + (size_t)b * o->batch * c->fields,
+				      c->labels + (size_t)b * o->batch, o->batch, *step, scale, &l);
+			if (rc != 0)
+				return rc;
+			lsum += l;
+		}
+		*secs += tr_now() - t0;
+		if (c->t->cl->task_index == 0)
+			tr_progress(e + 1, o->epochs, steps, steps, lsum / steps, 0,
+				    (double)steps * o->batch / (tr_now() - t0) * c->t->cl->n_workers, true);
+	}
+	if (c->t->cl->mode == WC_MODE_GEO)
+		return geo_sync(c);
+	return 0;
+}
+
+int tr_ctr_run(struct tr_net *t, const struct wc_model_tables *mt)
+{
+	const struct tr_opts *o = t->o;
+	struct wc_rng rng;
+	struct ctr c;
+	uint64_t step = 0;
+	double auc = 0, bayes = 0, loss = 0, secs = 0;
+	int rc;
+
+	memset(&c, 0, sizeof(c));
+	c.t = t;
+	c.dim = mt->t[0].dim;
+	c.k = o->model == WC_PSM_FM ? o->fm_k : 0;
+	wc_ctr_spec_default(&c.spec);
+	c.fields = c.spec.n_fields;
+	c.n_train = o->ctr_samples / t->cl->n_workers / o->batch * o->batch;
+	if ((rc = wc_ctr_gen_create(&c.spec, &c.gen)) != 0 || (rc = ctr_alloc(&c, o)) != 0) {
+		fprintf(stderr, "wharf-train: CTR set-up: %s\n", strerror(-rc));
+		goto out;
+	}
+	wc_rng_seed(&rng, 1000003ull * (o->seed + 1) + t->cl->task_index);
+	wc_ctr_gen_sample(c.gen, &rng, c.n_train, c.keys, c.labels, NULL);
+	wc_rng_seed(&rng, 424242); /* the same test set on every worker */
+	wc_ctr_gen_sample(c.gen, &rng, CTR_TEST, c.tkeys, c.tlabels, c.tp);
+	wc_auc(c.tp, c.tlabels, CTR_TEST, &bayes);
+	if (t->cl->mode == WC_MODE_GEO && (rc = ctr_pull(&c, NULL, 0, NULL, &c.lbias)) == 0)
+		c.lbias_base = c.lbias;
+	if (rc == 0)
+		rc = ctr_train(&c, &step, &secs);
+	if (rc == 0)
+		rc = ctr_eval(&c, o->batch, &auc, &loss);
+	if (rc != 0)
+		goto out;
+	printf("{\"role\":\"worker\",\"id\":%u,\"workers\":%u,\"model\":\"%s\",\"mode\":\"%s\","
+	       "\"protocol\":\"%s\",\"epochs\":%u,\"batch\":%u,\"steps\":%" PRIu64 ",\"seconds\":%.2f,"
+	       "\"samples_per_s\":%.1f,\"test_auc\":%.4f,\"bayes_auc\":%.4f,\"auc_gap\":%.4f,"
+	       "\"test_loss\":%.4f}\n", t->cl->task_index, t->cl->n_workers,
+	       wc_ps_model_name(o->model), wc_mode_name(t->cl->mode),
+	       wc_protocol_name(t->cl->protocol), o->epochs, o->batch, step, secs,
+	       secs > 0 ? (double)step * o->batch / secs : 0, auc, bayes, bayes - auc, loss);
+	fflush(stdout);
+out:
+	ctr_free(&c);
+	return rc;
+}
+
+/*
+ * The exactly-once ledger: push a gradient of -1 to this worker's key count_pushes times on a
+ * table with SGD lr 1 and zero init, so the value must end at exactly count_pushes however
+ * often the servers restarted in between (floats are exact up to 2^24).
+ */
+int tr_count_run(struct tr_net *t)
+{
+	const struct tr_opts *o = t->o;
+	uint64_t key = 1000u + t->cl->task_index;
+	float g = -1.0f, v = 0;
+	uint32_t i;
+	int rc = 0;
+	struct ctr c;
+
+	memset(&c, 0, sizeof(c));
+	c.t = t;
+	c.dim = 1;
+	for (i = 0; i < o->count_pushes && rc == 0; i++) {
+		rc = ctr_push(&c, &key, 1, &g, NULL);
+		if (o->count_delay_us)
+			usleep(o->count_delay_us);
+	}
+	if (rc == 0)
+		rc = ctr_pull(&c, &key, 1, &v, NULL);
+	if (rc != 0)
+		return rc;
+	printf("{\"role\":\"worker\",\"id\":%u,\"model\":\"count\",\"pushes\":%u,\"value\":%.0f,"
+	       "\"exactly_once\":%s}\n", t->cl->task_index, o->count_pushes, (double)v,
+	       v == (float)o->count_pushes ? "true" : "false");
+	fflush(stdout);
+	return v == (float)o->count_pushes ? 0 : -EPROTO;
+}

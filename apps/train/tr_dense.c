@@ -1,0 +1,288 @@
+/*
+ * tr_dense.c — the Fashion-MNIST worker: softmax regression or the 784-H-10 MLP, every
+ * tensor a dense PS table. Sync: pull, gradient, push, barrier (the server applies the
+ * workers' summed gradients once per step). Async: the same without the barrier. GEO: k
+ * local SGD steps, then push the parameter delta and pull the merged model.
+ *
+ * Call chain: main -> tr_dense_run -> dense_step -> pull_all / push_all (one request per table
+ * in flight together) -> wc_psnet_call_* -> ps_client_dense_pull/push.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/train/tr.h"
+
+struct dense {
+	struct tr_net *t;
+	struct wc_dense_spec spec;
+	struct wc_tensor_desc td[4];
+	unsigned nt;
+	size_t np;
+	float *params, *grad, *base, *xb;
+	uint8_t *yb;
+	uint32_t *idx, n_idx;
+	struct wc_dense_ws *ws;
+	struct wc_dataset *train, *test;
+};
+
+static int pull_all(struct dense *d, float *dst)
+{
+	struct tr_net *t = d->t;
+	ps_done_fn *done;
+	void *arg;
+	unsigned i;
+	int rc;
+
+	for (;;) {
+		wc_psnet_call_begin(t->n);
+		rc = 0;
+		for (i = 0; i < d->nt && rc == 0; i++) {
+			if ((rc = wc_psnet_call_track(t->n, &done, &arg)) != 0)
+				break;
+			rc = wc_psnet_call_issue(t->n, ps_client_dense_pull(t->pc, i, d->td[i].cols,
+				d->td[i].rows, 0, d->td[i].rows, dst + d->td[i].offset, done, arg,
+				wc_psnet_io(t->n)->msgs));
+		}
+		if (rc == 0)
+			rc = wc_psnet_call_wait(t->n);
+		if (rc == 0)
+			return 0;
+		if ((rc = tr_net_recover(t, rc)) != 0) /* pulls are simply asked again */
+			return rc;
+	}
+}
+
+/* Pushes are recorded by ps_client before they are sent: after a failure they are resent by
+ * the recovery, never encoded twice, so the wait just goes on. */
+static int push_all(struct dense *d, const float *src)
+{
+	struct tr_net *t = d->t;
+	ps_done_fn *done;
+	void *arg;
+	unsigned i;
+	int rc, enc, net = 0;
+
+	wc_psnet_call_begin(t->n);
+	for (i = 0; i < d->nt; i++) {
+		if ((rc = wc_psnet_call_track(t->n, &done, &arg)) != 0)
+			return rc;
+		enc = ps_client_dense_push(t->pc, i, d->td[i].cols, d->td[i].rows, 0, d->td[i].rows,
+					   src + d->td[i].offset, done, arg, wc_psnet_io(t->n)->msgs);
+		rc = wc_psnet_call_issue(t->n, enc);
+		if (enc < 0) {
+			fprintf(stderr, "wharf-train: encoding a push: %s\n", strerror(-enc));
+			return enc;
+		}
+		if (rc != 0 && net == 0)
+			net = rc;
+	}
+	for (;;) {
+		rc = net != 0 ? net : wc_psnet_call_wait(t->n);
+		net = 0;
+		if (rc == 0)
+			return 0;
+		if ((rc = tr_net_recover(t, rc)) != 0)
+			return rc;
+	}
+}
+
+static int dense_load(struct dense *d, const struct tr_opts *o)
+{
+	char err[512];
+	int rc;
+
+	rc = wc_fmnist_load(o->data_dir, 1, o->train_limit, &d->train, err, sizeof(err));
+	if (rc == 0)
+		rc = wc_fmnist_load(o->data_dir, 0, o->test_limit, &d->test, err, sizeof(err));
+	if (rc != 0) {
+		fprintf(stderr, "wharf-train: %s\n", err);
+		return rc;
+	}
+	d->spec.kind = o->model == WC_PSM_MLP ? WC_DENSE_MLP : WC_DENSE_SOFTMAX;
+	d->spec.in_dim = d->train->dim;
+	d->spec.hidden = o->model == WC_PSM_MLP ? o->hidden : 0;
+	d->spec.n_classes = WC_FMNIST_CLASSES;
+	d->nt = wc_dense_tensors(&d->spec, d->td);
+	d->np = wc_dense_param_count(&d->spec);
+	d->params = calloc(d->np, sizeof(float));
+	d->grad = calloc(d->np, sizeof(float));
+	d->base = calloc(d->np, sizeof(float));
+	d->xb = calloc((size_t)o->batch * d->spec.in_dim, sizeof(float));
+	d->yb = calloc(o->batch, 1);
+	d->idx = calloc(d->train->n, sizeof(uint32_t));
+	if (!d->params || !d->grad || !d->base || !d->xb || !d->yb || !d->idx ||
+	    wc_dense_ws_create(&d->spec, o->batch, &d->ws) != 0) {
+		fprintf(stderr, "wharf-train: out of memory\n");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void dense_free(struct dense *d)
+{
+	wc_dense_ws_destroy(d->ws);
+	wc_dataset_destroy(d->train);
+	wc_dataset_destroy(d->test);
+	free(d->params);
+	free(d->grad);
+	free(d->base);
+	free(d->xb);
+	free(d->yb);
+	free(d->idx);
+}
+
+/* One step on batch b of this epoch's order. */
+static int dense_step(struct dense *d, uint64_t step, uint32_t b, float scale, double *loss,
+		      uint32_t *correct)
+{
+	const struct tr_opts *o = d->t->o;
+	const struct wc_cluster *cl = d->t->cl;
+	uint32_t i, in = d->spec.in_dim;
+	size_t k;
+	int rc;
+
+	for (i = 0; i < o->batch; i++) {
+		uint32_t s = d->idx[(size_t)b * o->batch + i];
+		memcpy(d->xb + (size_t)i * in, d->train->x + (size_t)s * in, in * sizeof(float));
+		d->yb[i] = d->train->y[s];
+	}
+	if (cl->mode != WC_MODE_GEO && (rc = pull_all(d, d->params)) != 0)
+		return rc;
+	rc = wc_dense_loss_grad(&d->spec, d->ws, d->params, d->xb, d->yb, o->batch, d->grad, loss,
+				correct);
+	if (rc != 0)
+		return rc;
+	if (cl->mode == WC_MODE_GEO) {
+		wc_sgd_step(d->params, d->grad, d->np, o->lr * scale);
+		if ((step + 1) % cl->geo_k != 0)
+			return 0;
+		for (k = 0; k < d->np; k++)
+			d->grad[k] = d->params[k] - d->base[k];
+		if ((rc = push_all(d, d->grad)) != 0 || (rc = pull_all(d, d->params)) != 0)
+			return rc;
+		memcpy(d->base, d->params, d->np * sizeof(float));
+		return 0;
+	}
+	if (scale != 1.0f)
+		for (k = 0; k < d->np; k++)
+			d->grad[k] *= scale;
+	if ((rc = push_all(d, d->grad)) != 0)
+		return rc;
+	return cl->mode == WC_MODE_SYNC ? tr_net_barrier(d->t, step) : 0;
+}
+
+/* This worker's share (every W-th sample), shuffled; the same step count on every worker. */
+static uint32_t dense_order(struct dense *d, struct wc_rng *r, uint32_t steps)
+{
+	const struct wc_cluster *cl = d->t->cl;
+	uint32_t i, n = 0;
+
+	for (i = cl->task_index; i < d->train->n; i += cl->n_workers)
+		d->idx[n++] = i;
+	wc_shuffle_u32(r, d->idx, n);
+	return steps * d->t->o->batch <= n ? steps : n / d->t->o->batch;
+}
+
+static void dense_report(struct dense *d, uint64_t steps, double secs, double acc, double loss)
+{
+	const struct wc_cluster *cl = d->t->cl;
+	const struct tr_opts *o = d->t->o;
+	struct wc_psnet_cli_stats st;
+	uint64_t samples = steps * o->batch;
+
+	wc_psnet_cli_stats(d->t->n, &st);
+	printf("{\"role\":\"worker\",\"id\":%u,\"workers\":%u,\"model\":\"%s\",\"mode\":\"%s\","
+	       "\"protocol\":\"%s\",\"tensor_fuse\":%s,\"epochs\":%u,\"batch\":%u,\"steps\":%" PRIu64
+	       ",\"samples\":%" PRIu64 ",\"seconds\":%.2f,\"samples_per_s\":%.1f,"
+	       "\"test_accuracy\":%.4f,\"test_loss\":%.4f,\"reconnects\":%" PRIu64 ",\"resent\":%"
+	       PRIu64 ",\"requests\":%" PRIu64 "}\n", cl->task_index, cl->n_workers,
+	       wc_ps_model_name(o->model), wc_mode_name(cl->mode), wc_protocol_name(cl->protocol),
+	       cl->tensor_fuse ? "true" : "false", o->epochs, o->batch, steps, samples, secs,
+	       secs > 0 ? (double)samples / secs : 0.0, acc, loss, st.reconnects, st.resent,
+	       st.requests);
+	fflush(stdout);
+}
+
+static int dense_epochs(struct dense *d, uint32_t steps, uint64_t *step, double *train_s)
+{
+	const struct tr_opts *o = d->t->o;
+	bool lead = d->t->cl->task_index == 0;
+	struct wc_rng rng;
+	double t0, loss_sum, l, acc, tl;
+	uint32_t e, b, corr, corr_sum, n_steps;
+	int rc;
+
+	wc_rng_seed(&rng, o->seed * 7919u + d->t->cl->task_index);
+	for (e = 0; e < o->epochs; e++) {
+		float scale = e + o->decay_epochs >= o->epochs && o->epochs > o->decay_epochs ? 0.3f : 1.0f;
+		n_steps = dense_order(d, &rng, steps);
+		loss_sum = 0;
+		corr_sum = 0;
+		t0 = tr_now();
+		for (b = 0; b < n_steps; b++, (*step)++) {
+			if ((rc = dense_step(d, *step, b, scale, &l, &corr)) != 0)
+				return rc;
+			loss_sum += l;
+			corr_sum += corr;
+			if (lead && ((b + 1) % (n_steps / 4 > 0 ? n_steps / 4 : 1) == 0) && b + 1 < n_steps)
+				tr_progress(e + 1, o->epochs, b + 1, n_steps, loss_sum / (b + 1),
+					    (double)corr_sum / ((b + 1.0) * o->batch),
+					    (b + 1.0) * o->batch / (tr_now() - t0) * d->t->cl->n_workers, false);
+		}
+		*train_s += tr_now() - t0;
+		if (lead) {
+			wc_dense_evaluate(&d->spec, d->ws, d->params, d->test->x, d->test->y,
+					  d->test->n, &acc, &tl);
+			tr_progress(e + 1, o->epochs, n_steps, n_steps, loss_sum / (n_steps ? n_steps : 1),
+				    (double)corr_sum / ((n_steps ? n_steps : 1.0) * o->batch),
+				    (double)n_steps * o->batch / (tr_now() - t0) * d->t->cl->n_workers, true);
+			printf("          test accuracy %.4f  test loss %.4f\n", acc, tl);
+		}
+	}
+	return 0;
+}
+
+int tr_dense_run(struct tr_net *t, const struct wc_model_tables *mt)
+{
+	const struct tr_opts *o = t->o;
+	struct dense d;
+	uint64_t step = 0;
+	uint32_t steps;
+	double acc = 0, loss = 0, train_s = 0;
+	int rc;
+
+	(void)mt;
+	memset(&d, 0, sizeof(d));
+	d.t = t;
+	if ((rc = dense_load(&d, o)) != 0)
+		goto out;
+	steps = d.train->n / (t->cl->n_workers * o->batch);
+	if (steps == 0) {
+		fprintf(stderr, "wharf-train: %u training samples are fewer than one batch of %u per "
+			"worker\n", d.train->n, o->batch);
+		rc = -EINVAL;
+		goto out;
+	}
+	if ((rc = pull_all(&d, d.params)) != 0)
+		goto out;
+	memcpy(d.base, d.params, d.np * sizeof(float));
+	if ((rc = dense_epochs(&d, steps, &step, &train_s)) != 0)
+		goto out;
+	/* GEO: hand in what is left of the last round, so every step counts. */
+	if (t->cl->mode == WC_MODE_GEO && step % t->cl->geo_k != 0) {
+		for (size_t k = 0; k < d.np; k++)
+			d.grad[k] = d.params[k] - d.base[k];
+		if ((rc = push_all(&d, d.grad)) != 0)
+			goto out;
+	}
+	if ((rc = pull_all(&d, d.params)) != 0)
+		goto out;
+	wc_dense_evaluate(&d.spec, d.ws, d.params, d.test->x, d.test->y, d.test->n, &acc, &loss);
+	dense_report(&d, step, train_s, acc, loss);
+out:
+	dense_free(&d);
+	return rc;
+}

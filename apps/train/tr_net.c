@@ -1,0 +1,114 @@
+/*
+ * tr_net.c — the trainer's network handle: opens the PS client and the glue, waits for the
+ * servers, and turns a failed call into a recovery (reconnect, resend unacknowledged pushes)
+ * so the model loops retry a pull or a barrier and never push twice. Also the progress line.
+ *
+ * Call chain: tr_*_run -> tr_net_recover / tr_net_barrier -> wc_psnet_recover,
+ *   ps_client_barrier_wait.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "apps/train/tr.h"
+
+double tr_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int tr_net_open(struct tr_net *t, const struct wc_cluster *cl, const struct tr_opts *o,
+		const struct wc_model_tables *mt, int eal_argc, char **eal_argv,
+		const sigset_t *sigs)
+{
+	struct wc_psnet_params np = { cl, eal_argc, eal_argv, mt->max_msg, "wharf-train" };
+	struct ps_client_config cc = { cl->task_index, cl->n_ps, 256, 65536 };
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	t->cl = cl;
+	t->o = o;
+	t->sigs = sigs;
+	if ((rc = ps_client_create(&cc, &t->pc)) != 0) {
+		snprintf(t->err, sizeof(t->err), "ps client: %s", strerror(-rc));
+		return rc;
+	}
+	if ((rc = wc_psnet_create(&np, &t->n, t->err, sizeof(t->err))) != 0)
+		goto out_pc;
+	if ((rc = wc_psnet_connect(t->n, t->pc, t->err, sizeof(t->err))) != 0)
+		goto out_n;
+	fprintf(stderr, "wharf-train: worker %u of %u connected to %u server%s (%s, mode %s)\n",
+		cl->task_index, cl->n_workers, cl->n_ps, cl->n_ps == 1 ? "" : "s",
+		wc_protocol_name(cl->protocol), wc_mode_name(cl->mode));
+	return 0;
+out_n:
+	wc_psnet_destroy(t->n);
+out_pc:
+	ps_client_destroy(t->pc);
+	t->n = NULL;
+	t->pc = NULL;
+	return rc;
+}
+
+void tr_net_close(struct tr_net *t)
+{
+	wc_psnet_destroy(t->n);
+	ps_client_destroy(t->pc);
+}
+
+static bool conn_error(int rc)
+{
+	return rc == -ECONNRESET || rc == -ENOTCONN || rc == -ETIMEDOUT || rc == -EPIPE ||
+	       rc == -ECONNABORTED || rc == -EIO;
+}
+
+int tr_net_recover(struct tr_net *t, int rc)
+{
+	if (rc == 0)
+		return 0;
+	if (wc_psnet_signalled(t->n, t->sigs) || rc == -ECANCELED) {
+		fprintf(stderr, "wharf-train: stopped\n");
+		return -ECANCELED;
+	}
+	if (!conn_error(rc)) {
+		fprintf(stderr, "wharf-train: the server refused a request: %s\n", strerror(-rc));
+		return rc;
+	}
+	fprintf(stderr, "wharf-train: lost a server (%s); waiting for it to come back\n",
+		strerror(-rc));
+	rc = wc_psnet_recover(t->n, t->err, sizeof(t->err));
+	if (rc != 0)
+		fprintf(stderr, "wharf-train: %s\n", t->err);
+	return rc;
+}
+
+int tr_net_barrier(struct tr_net *t, uint64_t step)
+{
+	int rc;
+
+	while ((rc = ps_client_barrier_wait(t->pc, wc_psnet_io(t->n), step)) != 0)
+		if ((rc = tr_net_recover(t, rc)) != 0)
+			return rc;
+	return 0;
+}
+
+void tr_progress(unsigned epoch, unsigned epochs, uint64_t done, uint64_t total, double loss,
+		 double acc, double sps, bool final)
+{
+	char bar[31];
+	unsigned i, fill = total ? (unsigned)(30 * done / total) : 30;
+	bool tty = isatty(STDOUT_FILENO);
+
+	for (i = 0; i < 30; i++)
+		bar[i] = i < fill ? '#' : '.';
+	bar[30] = '\0';
+	printf("%sepoch %2u/%u [%s] %3u%%  loss %.4f  acc %.4f  %8.0f samples/s%s",
+	       tty ? "\r" : "", epoch, epochs, bar, total ? (unsigned)(100 * done / total) : 100,
+	       loss, acc, sps, final || !tty ? "\n" : "");
+	fflush(stdout);
+}
