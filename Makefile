@@ -35,7 +35,7 @@ APPS     := $(foreach d,$(APP_DIRS),$(BUILD)/wharf-$(notdir $(patsubst %/,%,$(d)
 TEST_SRCS := $(wildcard $(addsuffix /tests/test_*.c,$(LAYERS)))
 TESTS     := $(patsubst %.c,$(BUILD)/tests/%,$(subst /tests/,/,$(TEST_SRCS)))
 
-.PHONY: all deps test unit unit-san build-tests integ demo bench clean $(addprefix test-,$(notdir $(LAYERS))) hugepages
+.PHONY: all deps test unit unit-san build-tests integ fuzz demo bench clean $(addprefix test-,$(notdir $(LAYERS))) hugepages
 all: $(LIBS) $(APPS) $(TESTS)
 
 # ---- libraries -------------------------------------------------------------
@@ -93,12 +93,18 @@ integ: all
 test: deps all
 	@testbed/run_tests.sh all $(TESTS) -- $(sort $(wildcard testbed/tests/t_*.sh))
 	@$(MAKE) --no-print-directory unit-san
+	@fuzz/run.sh --smoke
 
 demo: deps all
 	@testbed/demo.sh
 
 bench: deps all
 	@testbed/bench.sh
+
+# libFuzzer harnesses (clang): FUZZ_SECONDS per harness; make test runs a short smoke.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh
 
 clean:
 	rm -rf $(BUILD)

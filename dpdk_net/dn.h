@@ -54,6 +54,7 @@
 	X(ICMP_TYPE, "icmp_type")              /* neither echo request nor a reply we wait for */ \
 	X(L4_CKSUM, "l4_checksum")             /* TCP/UDP checksum bad (hardware or software) */   \
 	X(TX_FULL, "tx_full")                  /* the PMD would not take the packet */           \
+	X(TX_TOO_BIG, "tx_too_big")            /* an IPv4 packet above the port MTU (DF set) */  \
 	X(NO_MBUF, "no_mbuf")                  /* mempool empty when building a reply */         \
 	X(NO_ROUTE, "no_route")                /* destination off-link and no gateway */
 

@@ -309,6 +309,11 @@ int dn_ip_send(struct dn_lcore *lc, struct rte_mbuf *m, uint32_t dst_ip, uint8_t
 		}
 		next_hop = p->gateway;
 	}
+	if (l4_len + sizeof(*ip) > p->cfg.mtu) {
+		/* DF is always set and we never fragment: the device would refuse it for good. */
+		dn_drop(lc, m, DN_DROP_TX_TOO_BIG);
+		return -EMSGSIZE;
+	}
 	ip = (struct rte_ipv4_hdr *)rte_pktmbuf_prepend(m, sizeof(*ip));
 	if (ip == NULL || rte_pktmbuf_prepend(m, sizeof(struct rte_ether_hdr)) == NULL) {
 		dn_drop(lc, m, DN_DROP_NO_MBUF);

@@ -387,6 +387,16 @@ static void new_ack(struct tl_tcp_conn *c, const struct seg *g)
 	uint32_t data = min_u32(acked, c->sq_bytes);
 	bool fin = c->fin_sent && g->ack == c->snd_una + c->sq_bytes + 1u;
 
+	if (c->eifel_armed) {
+		c->eifel_armed = false;
+		if (g->has_ts && g->tsecr && TL_SEQ_LT(g->tsecr, c->eifel_tsval)) {
+			/* RFC 4015 response: the window comes back, new data goes on from snd_max. */
+			s->st.spurious_rto++;
+			c->cwnd = c->eifel_cwnd;
+			c->ssthresh = c->eifel_ssthresh;
+			c->snd_nxt = c->snd_max;
+		}
+	}
 	if (c->ts_ok && g->has_ts && g->tsecr)
 		ts_rtt_sample(c, g->tsecr);
 	else if (c->rtt_start && TL_SEQ_GEQ(g->ack, c->rtt_seq))

@@ -46,7 +46,7 @@ struct tl_tcp_sbuf;
 #define TL_ECN_CE      3u
 
 #define TL_TCP_HDR_MAX    60u
-#define TL_TCP_TX_SLICES  8u  /* payload pieces per emitted segment */
+#define TL_TCP_TX_SLICES  32u /* payload pieces per emitted segment: a full segment of small messages */
 
 /* A connection's addresses, all in host byte order. */
 struct tl_tcp_tuple {
@@ -155,6 +155,7 @@ struct tl_tcp_cfg {
 struct tl_tcp_stats {
 	uint64_t seg_in, seg_out, bytes_in, bytes_out;
 	uint64_t retrans, fast_retrans, rto_fired, probes;
+	uint64_t spurious_rto;    /* timeouts undone by Eifel detection (RFC 3522) */
 	uint64_t ooo_queued, dup_segs, dup_acks;
 	uint64_t challenge_acks, rst_in, rst_out;
 	uint64_t drop_malformed;  /* bad length, data offset, options, flag combination */

@@ -83,6 +83,13 @@ struct tl_tcp_conn {
 	bool ack_now;
 	bool ce_state;                 /* DCTCP receiver: last data segment was CE */
 	bool in_recovery;
+	/*
+	 * Eifel detection (RFC 3522): at the first timeout of an episode, the TSval our
+	 * retransmission carries and the window we had. An ACK echoing an older TSval acks the
+	 * original, not the retransmission: the timeout was spurious and is undone.
+	 */
+	bool eifel_armed;
+	uint32_t eifel_tsval, eifel_cwnd, eifel_ssthresh;
 	bool corked;                   /* tl_tcp_cork: queue, do not push */
 	bool cwr_pending;              /* tell the peer we cut cwnd on its ECE (RFC 3168) */
 	uint16_t busy;                 /* inside input/timer/callback: defer the free */

@@ -150,6 +150,12 @@ static void conn_rto(struct tl_tcp_conn *c)
 		tl_conn_drop(c, -ETIMEDOUT);
 		return;
 	}
+	if (c->backoff == 0 && c->ts_ok && c->state != TL_TCP_SYN_SENT && c->state != TL_TCP_SYN_RCVD) {
+		c->eifel_armed = true;
+		c->eifel_tsval = tl_out_tsval(s);
+		c->eifel_cwnd = c->cwnd;
+		c->eifel_ssthresh = c->ssthresh;
+	}
 	c->backoff++;
 	c->rtt_start = 0; /* Karn: no sample from a retransmitted segment */
 	if (c->state == TL_TCP_SYN_SENT || c->state == TL_TCP_SYN_RCVD) {
