@@ -39,7 +39,7 @@
  *                           key_count x dim x f32 gradient
  * PS_T_DENSE_PUSH_R   body: as PS_T_PUSH_R
  * PS_T_BARRIER        body: u32 worker, u32 zero, u64 step. table_id, key_count, dim 0.
- *                     Idempotent: resending it only asks again.
+ *                     Idempotent: resending it only asks again. Any lcore may receive it.
  * PS_T_BARRIER_R      body: u64 step, u32 arrived, u32 workers, u32 done (1 when every
  *                     worker reached the step and the summed gradients were applied), u32 0
  * PS_T_GEO_PULL       body: u32 worker, u32 zero. Rows of table_id changed since that

@@ -282,55 +282,89 @@ static int handle_dense(struct ps_handler *h, const struct tl_msg_view *v, struc
 }
 
 /*
- * Barrier state is server-wide and lives on lcore slot 0 (the glue routes PS_T_BARRIER
- * there). The last worker to arrive makes every shard apply the step's sums.
+ * Barrier state is server-wide and belongs to shard 0's owner (lcore slot 0): every
+ * lcore reaches it with a PS_OP_BARRIER op, so a worker's barrier may arrive on any lcore.
+ * Runs on slot 0 only. status: 0 waiting, 1 step done, 2 "you are last: apply the step,
+ * then send PS_OP_BARRIER_DONE" (queries meanwhile keep waiting), -EINVAL future step.
  */
-static int handle_barrier(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep)
+void ps_barrier_run(struct ps_server *s, struct ps_op *op)
+{
+	if (op->kind == PS_OP_BARRIER_DONE) {
+		memset(s->bar_seen, 0, s->cfg.n_workers);
+		s->bar_arrived = 0;
+		s->bar_applying = false;
+		s->bar_step++;
+		op->status = 1;
+		return;
+	}
+	op->dense_first = s->bar_step; /* reported back: the server's step */
+	if (op->seq > s->bar_step) {
+		op->status = -EINVAL;
+		return;
+	}
+	if (op->seq < s->bar_step) {
+		op->status = 1;
+		op->n = s->cfg.n_workers;
+		return;
+	}
+	if (!s->bar_seen[op->worker]) {
+		s->bar_seen[op->worker] = 1;
+		s->bar_arrived++;
+	}
+	op->n = s->bar_arrived;
+	op->status = 0;
+	if (s->bar_arrived == s->cfg.n_workers && !s->bar_applying) {
+		s->bar_applying = true;
+		op->status = 2;
+	}
+}
+
+/* The last worker's lcore applies the step's sums on every shard, then closes the step. */
+static void barrier_apply(struct ps_handler *h, struct ps_op *bar)
 {
 	struct ps_server *s = h->s;
+	uint32_t sh;
+
+	if (s->cfg.mode == PS_MODE_SYNC) {
+		for (sh = 0; sh < s->cfg.n_shards; sh++) {
+			memset(&h->ops[sh], 0, sizeof(h->ops[sh]));
+			h->ops[sh].kind = PS_OP_SYNC_STEP;
+			ps_handler_run_op(h, sh, &h->ops[sh]);
+		}
+		for (sh = 0; sh < s->cfg.n_shards; sh++)
+			ps_handler_wait(h, &h->ops[sh]);
+	}
+	bar->kind = PS_OP_BARRIER_DONE;
+	ps_handler_run_op(h, 0, bar);
+	ps_handler_wait(h, bar);
+}
+
+static int handle_barrier(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep)
+{
 	const struct tl_msg_hdr *q = &v->hdr;
-	uint32_t worker, sh, done = 0;
-	uint64_t step;
+	struct ps_op bar = { .kind = PS_OP_BARRIER };
+	uint32_t n_workers = h->s->cfg.n_workers, done;
 	int rc;
 
 	if (q->body_len != 16)
 		return reply_err(rep, q, -EBADMSG, PS_ERR_BAD_LENGTH, "barrier body is %u bytes, "
 				 "not 16", q->body_len);
-	if (h->slot != 0)
-		return reply_err(rep, q, -EXDEV, PS_ERR_BAD_MODE, "barrier sent to lcore slot %u, "
-				 "not 0", h->slot);
-	if ((rc = check_worker(h, v, rep, &worker, &step)) < 0)
+	if ((rc = check_worker(h, v, rep, &bar.worker, &bar.seq)) < 0)
 		return rc;
-	if (step > s->bar_step)
+	ps_handler_run_op(h, 0, &bar);
+	ps_handler_wait(h, &bar);
+	if (bar.status < 0)
 		return reply_err(rep, q, -EINVAL, PS_ERR_BAD_MODE, "barrier for step %llu while "
-				 "the server is at step %llu", (unsigned long long)step,
-				 (unsigned long long)s->bar_step);
-	if (step < s->bar_step) {
-		done = 1;
-	} else {
-		if (!s->bar_seen[worker]) {
-			s->bar_seen[worker] = 1;
-			s->bar_arrived++;
-		}
-		if (s->bar_arrived == s->cfg.n_workers) {
-			if (s->cfg.mode == PS_MODE_SYNC)
-				for (sh = 0; sh < s->cfg.n_shards; sh++) {
-					struct ps_op *op = &h->ops[sh];
-					memset(op, 0, sizeof(*op));
-					op->kind = PS_OP_SYNC_STEP;
-					ps_handler_run_op(h, sh, op);
-				}
-			for (sh = 0; s->cfg.mode == PS_MODE_SYNC && sh < s->cfg.n_shards; sh++)
-				ps_handler_wait(h, &h->ops[sh]);
-			memset(s->bar_seen, 0, s->cfg.n_workers);
-			s->bar_arrived = 0;
-			s->bar_step++;
-			done = 1;
-		}
+				 "the server is at step %llu", (unsigned long long)bar.seq,
+				 (unsigned long long)bar.dense_first);
+	if (bar.status == 2) {
+		barrier_apply(h, &bar);
+		bar.n = n_workers;
 	}
-	tl_st64(rep->buf + TL_MSG_HDR_LEN, step);
-	tl_st32(rep->buf + TL_MSG_HDR_LEN + 8, done ? s->cfg.n_workers : s->bar_arrived);
-	tl_st32(rep->buf + TL_MSG_HDR_LEN + 12, s->cfg.n_workers);
+	done = bar.status == 1;
+	tl_st64(rep->buf + TL_MSG_HDR_LEN, bar.seq);
+	tl_st32(rep->buf + TL_MSG_HDR_LEN + 8, bar.n);
+	tl_st32(rep->buf + TL_MSG_HDR_LEN + 12, n_workers);
 	tl_st32(rep->buf + TL_MSG_HDR_LEN + 16, done);
 	tl_st32(rep->buf + TL_MSG_HDR_LEN + 20, 0);
 	put_hdr(rep, PS_T_BARRIER_R, q, 24, 0, 0);

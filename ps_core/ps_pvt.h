@@ -132,6 +132,8 @@ enum ps_op_kind {
 	PS_OP_GEO_PULL,
 	PS_OP_GEO_COMMIT,
 	PS_OP_SNAP_BEGIN,
+	PS_OP_BARRIER,    /* on shard 0: a worker reached a step (see ps_barrier_run) */
+	PS_OP_BARRIER_DONE,
 };
 
 struct ps_snap;
@@ -237,10 +239,11 @@ struct ps_server {
 	int *lcore_node;            /* NUMA node per lcore slot, -1: no preference */
 	struct ps_handler **handlers;
 	uint32_t max_keys, max_dim;
-	/* sync barrier: which workers reached sync_step (server-wide, lcore slot 0 only) */
+	/* barrier: which workers reached bar_step (server-wide; touched by shard 0's owner) */
 	uint64_t bar_step;
 	uint8_t *bar_seen;
 	uint32_t bar_arrived;
+	bool bar_applying;
 	/*
 	 * Save epoch in progress, 0 = none. Set by the saving handler (CAS from 0: one save at
 	 * a time), read by every handler between requests, which then parks until it clears.
@@ -269,6 +272,7 @@ void ps_handler_park_if_asked(struct ps_handler *h);
 
 /* snprintf into err (may be NULL). */
 void ps_errf(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void ps_barrier_run(struct ps_server *s, struct ps_op *op);
 int ps_server_table_index(const struct ps_server *s, uint32_t table_id);
 void ps_handler_run_op(struct ps_handler *h, uint32_t shard, struct ps_op *op);
 void ps_handler_wait(struct ps_handler *h, struct ps_op *op);

@@ -530,6 +530,10 @@ void ps_shard_run(struct ps_shard *sh, struct ps_op *op)
 	case PS_OP_SNAP_BEGIN:
 		op->status = snap_begin(sh, op->snap);
 		break;
+	case PS_OP_BARRIER:
+	case PS_OP_BARRIER_DONE:
+		ps_barrier_run(sh->srv, op); /* shard 0 only: its owner holds the barrier */
+		break;
 	default:
 		op->status = -EINVAL;
 	}

@@ -137,6 +137,80 @@ static void test_shard_two_lcores_full_rings_no_deadlock(void **state)
 	run(2, 6, numa_available() >= 0 ? node0 : NULL);
 }
 
+struct poller {
+	struct ps_handler *h;
+	_Atomic int stop;
+};
+
+static void *poller_main(void *arg)
+{
+	struct poller *p = arg;
+
+	/* Partner: the release store of stop in the test. */
+	while (!atomic_load_explicit(&p->stop, memory_order_acquire))
+		ps_handler_poll(p->h);
+	return NULL;
+}
+
+static int send_req(struct ps_handler *h, const uint8_t *req, uint8_t *rep)
+{
+	struct tl_iov iov[3];
+	struct tl_msg_view v;
+	struct ps_reply r = { .buf = rep, .cap = 1u << 20 };
+
+	pt_view(req, 999, iov, 3, &v);
+	return ps_handle(h, &v, &r);
+}
+
+/* Barrier state lives with shard 0 (lcore slot 0); workers' barriers arrive on slot 1. */
+static void test_shard_sync_barrier_on_other_lcore(void **state)
+{
+	struct ps_table_config t = pt_table(1, DIM, PS_OPT_SGD);
+	struct ps_server_config sc = { .n_servers = 1, .n_shards = 4, .n_lcores = 2,
+				       .n_workers = 2, .mode = PS_MODE_SYNC, .tables = &t, .n_tables = 1 };
+	struct ps_server *s;
+	struct ps_handler *h1;
+	struct poller p = { 0 };
+	pthread_t th;
+	uint8_t *req = malloc(TL_MSG_HDR_LEN + 16 + NKEYS * (8 + 4 * DIM));
+	uint8_t *rep = aligned_alloc(64, 1u << 20);
+	uint32_t w, i;
+
+	(void)state;
+	assert_int_equal(ps_server_create(&sc, &s, NULL, 0), 0);
+	assert_int_equal(ps_handler_create(s, 0, &p.h), 0);
+	assert_int_equal(ps_handler_create(s, 1, &h1), 0);
+	assert_int_equal(pthread_create(&th, NULL, poller_main, &p), 0);
+	for (w = 0; w < 2; w++) {
+		build(req, PS_T_PUSH, w, 1, 0);
+		assert_int_equal(send_req(h1, req, rep), 0);
+	}
+	for (w = 0; w < 2; w++) {
+		struct tl_msg_hdr hd = { .type = PS_T_BARRIER, .body_len = 16, .req_id = 7 };
+		tl_msg_hdr_encode(req, &hd);
+		tl_st32(req + TL_MSG_HDR_LEN, w);
+		tl_st32(req + TL_MSG_HDR_LEN + 4, 0);
+		tl_st64(req + TL_MSG_HDR_LEN + 8, 0);
+		assert_int_equal(send_req(h1, req, rep), 0);
+		assert_int_equal(rep[3], PS_T_BARRIER_R);
+		assert_int_equal(tl_ld32(rep + TL_MSG_HDR_LEN + 16), w == 1); /* done when both came */
+	}
+	build(req, PS_T_PULL, 0, 0, 0);
+	assert_int_equal(send_req(h1, req, rep), 0);
+	for (i = 0; i < NKEYS * DIM; i++) {
+		float f;
+		memcpy(&f, rep + TL_MSG_HDR_LEN + 4 * i, 4);
+		assert_true(fabsf(f + 0.2f) < 1e-6f); /* both workers' gradients, applied once */
+	}
+	atomic_store_explicit(&p.stop, 1, memory_order_release);
+	pthread_join(th, NULL);
+	ps_handler_destroy(h1);
+	ps_handler_destroy(p.h);
+	ps_server_destroy(s);
+	free(req);
+	free(rep);
+}
+
 static void test_shard_handler_slots_checked(void **state)
 {
 	struct ps_table_config t = pt_table(1, DIM, PS_OPT_SGD);
@@ -159,6 +233,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_shard_two_lcores_cross_traffic_over_rings),
 		cmocka_unit_test(test_shard_two_lcores_full_rings_no_deadlock),
+		cmocka_unit_test(test_shard_sync_barrier_on_other_lcore),
 		cmocka_unit_test(test_shard_handler_slots_checked),
 	};
 	return cmocka_run_group_tests_name("ps_shard", tests, NULL, NULL);
