@@ -144,7 +144,9 @@ void ps_server_destroy(struct ps_server *s);
 
 /*
  * One handler per lcore slot: its scratch, its inbound rings, the shards it owns. A
- * handler is used by exactly one thread. ps_handler_create is not on the hot path.
+ * handler is used by exactly one thread, and every slot needs one that runs (ps_handle
+ * or ps_handler_poll in its loop): other lcores' requests reach its shards only that way.
+ * ps_handler_create is not on the hot path.
  */
 int ps_handler_create(struct ps_server *s, uint32_t lcore_slot, struct ps_handler **out);
 void ps_handler_destroy(struct ps_handler *h);
@@ -160,13 +162,20 @@ struct ps_reply {
  * Handles one request. Always produces a reply (the answer, or a PS_T_ERROR naming the
  * problem) unless rep->cap is below TL_MSG_HDR_LEN + 64 (then -ENOBUFS, nothing applied).
  * Returns 0 when the request was applied/answered, or the -errno that the error reply
- * carries. A refused request changed nothing. The request's views are only read during
- * the call. Shards of other lcores are reached over rings; while waiting for them this
- * handler keeps serving its own inbound rings, so two handlers never deadlock.
+ * carries. A refused request changed nothing (validation runs before any shard op; the one
+ * exception is running out of memory, where each shard is all-or-nothing but a shard
+ * that had room may have applied its part). The request's views are only read during the
+ * call; the reply buffer must be 4-byte aligned. Shards of other lcores are reached over
+ * rings; while waiting for them this handler keeps serving its own inbound rings, so two
+ * handlers never deadlock.
  */
 int ps_handle(struct ps_handler *h, const struct tl_msg_view *req, struct ps_reply *rep);
 
-/* Serves requests that other lcores queued for this lcore's shards. Returns ops run. */
+/*
+ * Serves ops other lcores queued for this lcore's shards, advances this lcore's part of a
+ * running checkpoint, and parks here briefly while another lcore's save takes its cut.
+ * Returns ops run. Call it from the lcore loop whenever there is nothing else to do.
+ */
 unsigned ps_handler_poll(struct ps_handler *h);
 
 /*
