@@ -44,7 +44,8 @@
  *                     worker reached the step and the summed gradients were applied), u32 0
  * PS_T_GEO_PULL       body: u32 worker, u32 zero. Rows of table_id changed since that
  *                     worker's last GEO pull.
- * PS_T_GEO_PULL_R     body: key_count records of (u64 key, dim x f32 values)
+ * PS_T_GEO_PULL_R     body: key_count records of (u64 key, dim x f32 values). flags
+ *                     PS_F_MORE: the reply was full; pull again for the remaining rows.
  * PS_T_SAVE           body: UTF-8 path of the checkpoint file (no NUL). Control plane.
  * PS_T_SAVE_R         body: u64 rows written
  * PS_T_ERROR          body: i32 -errno, u32 PS_ERR_* kind, UTF-8 text naming the problem
@@ -70,6 +71,7 @@ enum ps_msg_type {
 };
 
 #define PS_ELEM_F32 1u
+#define PS_F_MORE   1u  /* header flag of PS_T_GEO_PULL_R: more changed rows remain */
 
 /* What a PS_T_ERROR reply names. */
 enum ps_err_kind {
@@ -261,11 +263,14 @@ int ps_client_barrier(struct ps_client *c, uint64_t step, bool *done_out, ps_don
 		      void *arg, struct ps_msgbuf *msgs);
 /*
  * GEO: rows changed since this worker's last GEO pull. Each (key, row) of every reply
- * is handed to row_fn during ps_client_on_reply (the row points into the reply: copy it).
+ * is handed to row_fn during ps_client_on_reply (the row is valid during the call only).
+ * *more_out (read after done runs) is true when a server had more than fit in its reply:
+ * pull again.
  */
 typedef void ps_geo_row_fn(void *arg, uint64_t key, const float *row, uint32_t dim);
 int ps_client_geo_pull(struct ps_client *c, uint32_t table, uint32_t dim, ps_geo_row_fn *row_fn,
-		       void *row_arg, ps_done_fn *done, void *arg, struct ps_msgbuf *msgs);
+		       void *row_arg, bool *more_out, ps_done_fn *done, void *arg,
+		       struct ps_msgbuf *msgs);
 
 /*
  * Hands one reply from `server` to the client. Returns 0, or -ENOENT for a reply that

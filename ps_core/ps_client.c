@@ -38,6 +38,7 @@ struct cl_slot {
 	uint8_t **msg;           /* per server: encoded push kept for resend */
 	uint32_t *msg_len, *msg_cap;
 	bool *bar_done;
+	bool *more;              /* GEO: a server said PS_F_MORE */
 	ps_geo_row_fn *row_fn;
 	void *row_arg;
 };
@@ -123,6 +124,7 @@ void ps_client_detach(struct ps_client *c, void *arg)
 			c->slots[i].done = NULL;
 			c->slots[i].arg = NULL;
 			c->slots[i].bar_done = NULL;
+			c->slots[i].more = NULL;
 			c->slots[i].out = NULL;
 		}
 }
@@ -418,12 +420,13 @@ int ps_client_barrier(struct ps_client *c, uint64_t step, bool *done_out, ps_don
 }
 
 int ps_client_geo_pull(struct ps_client *c, uint32_t table, uint32_t dim, ps_geo_row_fn *row_fn,
-		       void *row_arg, ps_done_fn *done, void *arg, struct ps_msgbuf *msgs)
+		       void *row_arg, bool *more_out, ps_done_fn *done, void *arg,
+		       struct ps_msgbuf *msgs)
 {
 	int rc;
 	struct cl_slot *s;
 
-	if (dim == 0 || dim > PS_MAX_DIM || !row_fn)
+	if (dim == 0 || dim > PS_MAX_DIM || !row_fn || !more_out)
 		return -EINVAL;
 	s = bcast(c, PS_T_GEO_PULL, table, dim, 0, msgs, 8, &rc);
 	if (!s)
@@ -431,6 +434,8 @@ int ps_client_geo_pull(struct ps_client *c, uint32_t table, uint32_t dim, ps_geo
 	s->dim = dim;
 	s->row_fn = row_fn;
 	s->row_arg = row_arg;
+	*more_out = false;
+	s->more = more_out;
 	slot_commit(c, s, PS_T_GEO_PULL, done, arg);
 	return 0;
 }
@@ -500,6 +505,8 @@ static int apply_reply(struct ps_client *c, struct cl_slot *s, uint32_t srv, con
 			*s->bar_done = false;
 		return 0;
 	case PS_T_GEO_PULL:
+		if ((v->hdr.flags & PS_F_MORE) && s->more)
+			*s->more = true;
 		return geo_rows(c, s, v);
 	default: /* push acks: applied or duplicate, both mean "the server has it" */
 		return v->hdr.body_len == 16 ? 0 : -EBADMSG;

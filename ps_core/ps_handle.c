@@ -374,8 +374,9 @@ static int handle_barrier(struct ps_handler *h, const struct tl_msg_view *v, str
 static int handle_geo_pull(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep)
 {
 	const struct tl_msg_hdr *q = &v->hdr;
-	uint32_t ns = h->s->cfg.n_shards, s, worker, n = 0;
+	uint32_t ns = h->s->cfg.n_shards, s, worker, n = 0, ran = 0;
 	size_t rec, off = TL_MSG_HDR_LEN;
+	bool more = false;
 	uint8_t tmp[8];
 	int ti, rc;
 
@@ -391,7 +392,7 @@ static int handle_geo_pull(struct ps_handler *h, const struct tl_msg_view *v, st
 	if (worker >= h->s->cfg.n_workers)
 		return reply_err(rep, q, -EINVAL, PS_ERR_BAD_WORKER, "worker %u out of range", worker);
 	rec = 8 + (size_t)q->dim * 4;
-	for (s = 0; s < ns; s++) {
+	for (s = 0; s < ns && !more; s++) {
 		struct ps_op *op = &h->ops[s];
 		memset(op, 0, sizeof(*op));
 		op->kind = PS_OP_GEO_PULL;
@@ -401,19 +402,23 @@ static int handle_geo_pull(struct ps_handler *h, const struct tl_msg_view *v, st
 		op->geo_cap = (uint32_t)((rep->cap - off) / rec);
 		ps_handler_run_op(h, s, op);
 		ps_handler_wait(h, op);
-		if (op->status < 0)
-			return reply_err(rep, q, op->status, PS_ERR_NO_SPACE, "GEO reply does not fit "
-					 "in %u bytes", rep->cap);
+		more = op->status == 1; /* this shard stopped early: the rest wait for next time */
 		off += op->geo_n * rec;
 		n += op->geo_n;
+		ran = s + 1;
 	}
-	/* Every part fitted: only now move the worker's marks (op->seq = clock seen). */
-	for (s = 0; s < ns; s++) {
+	if (more && n == 0)
+		return reply_err(rep, q, -ENOBUFS, PS_ERR_NO_SPACE, "a GEO row of dim %u does not "
+				 "fit in a %u-byte reply", q->dim, rep->cap);
+	/* Only now move the worker's positions (op->seq: where each shard's part ended). */
+	for (s = 0; s < ran; s++) {
 		h->ops[s].kind = PS_OP_GEO_COMMIT;
 		ps_handler_run_op(h, s, &h->ops[s]);
 		ps_handler_wait(h, &h->ops[s]);
 	}
 	put_hdr(rep, PS_T_GEO_PULL_R, q, (uint32_t)(off - TL_MSG_HDR_LEN), n, q->dim);
+	if (more)
+		tl_st16(rep->buf + 4, PS_F_MORE);
 	return 0;
 }
 

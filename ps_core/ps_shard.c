@@ -432,9 +432,10 @@ static void op_sync_step(struct ps_shard *sh)
 
 /*
  * GEO pull: records (u64 key, dim f32) of rows changed since the worker's position, into
- * op->geo_out. Does not move the worker's position: PS_OP_GEO_COMMIT does, once every
- * shard's part fitted, so a refused pull loses nothing. The end position is returned in
- * op->seq; max_pos moves now, so a change made before the commit is logged again.
+ * op->geo_out, at most geo_cap (then returns 1: more). Does not move the worker's
+ * position: PS_OP_GEO_COMMIT does, once the reply is complete, so a refused pull loses
+ * nothing. Where this part ended is returned in op->seq; max_pos moves now, so a change
+ * made before the commit is logged again.
  */
 static int op_geo_pull(struct ps_shard *sh, struct ps_op *op)
 {
@@ -449,8 +450,14 @@ static int op_geo_pull(struct ps_shard *sh, struct ps_op *op)
 		const struct ps_row_meta *m = ps_row_meta(t, r);
 		if (m->version != g->base + i + 1)
 			continue; /* not the row's latest entry */
-		if (n == op->geo_cap)
-			return -ENOBUFS;
+		if (n == op->geo_cap) {
+			/* Full: commit up to this entry only; the caller asks again for the rest. */
+			if (g->base + i > g->max_pos)
+				g->max_pos = g->base + i;
+			op->geo_n = n;
+			op->seq = g->base + i;
+			return 1;
+		}
 		memcpy(op->geo_out + n * rec, &m->key, 8);
 		memcpy(op->geo_out + n * rec + 8, ps_row_val(t, r), rec - 8);
 		n++;

@@ -79,6 +79,7 @@ static void test_mode_sync_equals_single_process_sum(void **state)
 }
 
 struct geo_seen {
+	bool more;
 	uint32_t n;
 	uint64_t keys[256];
 	float rows[256][D];
@@ -99,7 +100,7 @@ static int geo_pull(struct pt_cluster *c, uint32_t w, struct geo_seen *s)
 	int st = 1, rc;
 
 	memset(s, 0, sizeof(*s));
-	rc = ps_client_geo_pull(c->cl[w], 1, D, geo_row, s, pt_done, &st, c->msgs);
+	rc = ps_client_geo_pull(c->cl[w], 1, D, geo_row, s, &s->more, pt_done, &st, c->msgs);
 	if (rc < 0)
 		return rc;
 	pt_deliver(c, w);
@@ -209,45 +210,102 @@ static void test_mode_geo_random_ops_match_model(void **state)
 	pt_cluster_destroy(c);
 }
 
-static void test_mode_geo_pull_too_big_commits_nothing(void **state)
+/* Sends a GEO pull of worker 0 with a reply of `cap` bytes; adds the keys to seen[]. */
+static int geo_raw(struct pt_cluster *c, uint32_t cap, bool *seen, uint32_t *n, bool *more)
+{
+	struct geo_seen s;
+	struct tl_iov iov[1];
+	struct tl_msg_view v;
+	struct ps_reply rep = { .buf = c->rep_buf, .cap = cap };
+	bool m;
+	int st, rc;
+	uint32_t i, rec = 8 + 4 * D;
+
+	assert_int_equal(ps_client_geo_pull(c->cl[0], 1, D, geo_row, &s, &m, pt_done, &st, c->msgs), 0);
+	pt_view(c->msgs[0].buf, 0, iov, 1, &v);
+	c->msgs[0].len = 0;
+	rc = ps_handle(c->h[0], &v, &rep);
+	if (rc < 0)
+		return rc;
+	*n = tl_ld32(rep.buf + 24);
+	*more = tl_ld16(rep.buf + 4) & PS_F_MORE;
+	for (i = 0; i < *n; i++) {
+		uint64_t k = tl_ld64(rep.buf + TL_MSG_HDR_LEN + i * rec);
+		assert_false(seen[k]); /* never twice */
+		seen[k] = true;
+	}
+	return 0;
+}
+
+static void test_mode_geo_pull_pages_when_reply_full(void **state)
 {
 	struct ps_table_config t = pt_table(1, D, PS_OPT_SGD);
 	struct pt_cluster *c;
 	uint64_t keys[20];
 	float d[20 * D] = { 0 };
-	struct geo_seen s;
-	struct tl_iov iov[1];
-	struct tl_msg_view v;
-	struct ps_reply rep;
-	uint32_t i;
-	int st;
+	bool seen[20] = { false }, more;
+	uint32_t i, n, total = 0, rounds = 0;
 
 	(void)state;
 	for (i = 0; i < 20; i++)
 		keys[i] = i;
-	assert_int_equal(pt_cluster_create(1, 2, PS_MODE_GEO, 1, &t, 1, &c), 0);
+	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_GEO, 1, &t, 1, &c), 0);
 	assert_int_equal(pt_push(c, 0, 1, D, keys, 20, d), 0);
-	assert_int_equal(ps_client_geo_pull(c->cl[0], 1, D, geo_row, &s, pt_done, &st, c->msgs), 0);
-	pt_view(c->msgs[0].buf, 0, iov, 1, &v);
-	rep.buf = c->rep_buf;
-	rep.cap = TL_MSG_HDR_LEN + 10 * (8 + 4 * D);
-	assert_int_equal(ps_handle(c->h[0], &v, &rep), -ENOBUFS);
-	c->msgs[0].len = 0;
-	assert_int_equal(geo_pull(c, 0, &s), 0); /* a new pull with room gets every row */
-	assert_int_equal(s.n, 20);
-	pt_cluster_destroy(c);
-	assert_int_equal(pt_cluster_create(1, 2, PS_MODE_GEO, 1, &t, 1, &c), 0);
+	/* a reply of 2 rows, then one of 7: pages until every row came exactly once */
+	assert_int_equal(geo_raw(c, TL_MSG_HDR_LEN + 64, seen, &n, &more), 0);
+	assert_int_equal(n, 2);
+	assert_true(more);
+	total = n;
+	/* replies of 7 rows: pages until every row came exactly once */
+	do {
+		assert_int_equal(geo_raw(c, TL_MSG_HDR_LEN + 7 * (8 + 4 * D), seen, &n, &more), 0);
+		assert_true(n <= 7);
+		total += n;
+		rounds++;
+	} while (more && rounds < 20);
+	assert_int_equal(total, 20);
+	assert_true(rounds >= 3);
+	{
+		/* a row that cannot fit even alone: refused, not an endless "more" */
+		struct ps_table_config t2 = pt_table(1, 32, PS_OPT_SGD);
+		struct pt_cluster *c2;
+		float d2[32] = { 0 };
+		struct tl_msg_hdr hd = { .type = PS_T_GEO_PULL, .aux = PS_ELEM_F32, .table_id = 1,
+					 .body_len = 8, .dim = 32 };
+		uint8_t m[TL_MSG_HDR_LEN + 8] = { 0 };
+		struct tl_iov iov[1];
+		struct tl_msg_view v;
+		struct ps_reply rep;
+
+		assert_int_equal(pt_cluster_create(1, 1, PS_MODE_GEO, 1, &t2, 1, &c2), 0);
+		assert_int_equal(pt_push(c2, 0, 1, 32, keys, 1, d2), 0);
+		tl_msg_hdr_encode(m, &hd);
+		pt_view(m, 0, iov, 1, &v);
+		rep = (struct ps_reply){ .buf = c2->rep_buf, .cap = TL_MSG_HDR_LEN + 100 };
+		assert_int_equal(ps_handle(c2->h[0], &v, &rep), -ENOBUFS);
+		rep.cap = PT_BUF;
+		assert_int_equal(ps_handle(c2->h[0], &v, &rep), 0);
+		assert_int_equal(tl_ld32(rep.buf + 24), 1); /* still there: nothing was committed */
+		pt_cluster_destroy(c2);
+	}
+	for (i = 0; i < 20; i++)
+		assert_true(seen[i]);
+	assert_int_equal(geo_raw(c, PT_BUF, seen, &n, &more), 0);
+	assert_int_equal(n, 0);
+	assert_false(more);
+	/* the client reports "more" to its caller */
 	assert_int_equal(pt_push(c, 0, 1, D, keys, 20, d), 0);
-	assert_int_equal(ps_client_geo_pull(c->cl[0], 1, D, geo_row, &s, pt_done, &st, c->msgs), 0);
-	pt_view(c->msgs[0].buf, 0, iov, 1, &v);
-	rep.buf = c->rep_buf; /* this cluster's buffer */
-	assert_int_equal(ps_handle(c->h[0], &v, &rep), -ENOBUFS);
-	c->msgs[0].len = 0;
-	/* the refused pull moved no mark: a big enough one still returns all 20 */
-	memset(&s, 0, sizeof(s));
-	rep.cap = PT_BUF;
-	assert_int_equal(ps_handle(c->h[0], &v, &rep), 0);
-	assert_int_equal(tl_ld32(rep.buf + 24), 20);
+	{
+		struct geo_seen gs;
+		int st = 1;
+		memset(&gs, 0, sizeof(gs));
+		assert_int_equal(ps_client_geo_pull(c->cl[0], 1, D, geo_row, &gs, &gs.more, pt_done,
+						    &st, c->msgs), 0);
+		pt_deliver(c, 0);
+		assert_int_equal(st, 0);
+		assert_int_equal(gs.n, 20);
+		assert_false(gs.more);
+	}
 	pt_cluster_destroy(c);
 }
 
@@ -375,7 +433,7 @@ int main(void)
 		cmocka_unit_test(test_mode_sync_equals_single_process_sum),
 		cmocka_unit_test(test_mode_geo_returns_only_changed_rows),
 		cmocka_unit_test(test_mode_geo_random_ops_match_model),
-		cmocka_unit_test(test_mode_geo_pull_too_big_commits_nothing),
+		cmocka_unit_test(test_mode_geo_pull_pages_when_reply_full),
 		cmocka_unit_test(test_mode_async_applies_on_arrival),
 		cmocka_unit_test(test_mode_exactly_once_duplicates_and_resends),
 	};
