@@ -173,15 +173,21 @@ static int geo_sync(struct ctr *c)
 				   off == 0 ? &bd : NULL)) != 0)
 			goto out;
 	}
-	for (;;) {
+	/* A server whose reply filled up says "more" (PS_F_MORE): pull again until it is not. */
+	for (bool more = true; more;) {
+		more = false;
 		wc_psnet_call_begin(t->n);
 		rc = wc_psnet_call_track(t->n, &done, &arg);
 		if (rc == 0)
 			rc = wc_psnet_call_issue(t->n, ps_client_geo_pull(t->pc, 0, c->dim, geo_on_row, c,
-						 done, arg, wc_psnet_io(t->n)->msgs));
+						 &more, done, arg, wc_psnet_io(t->n)->msgs));
 		if (rc == 0)
 			rc = wc_psnet_call_wait(t->n);
-		if (rc == 0 || (rc = tr_net_recover(t, rc)) != 0)
+		if (rc != 0 && (rc = tr_net_recover(t, rc)) == 0) {
+			more = true; /* recovered: ask again */
+			continue;
+		}
+		if (rc != 0)
 			break;
 	}
 	if (rc == 0 && (rc = ctr_pull(c, NULL, 0, NULL, &c->lbias)) == 0)
