@@ -1,0 +1,293 @@
+/*
+ * test_fleet.c — the fleet role API (wc_fleet.h): the role from Paddle's variables and from
+ * flags, refusals (bad role, a call for the other role), a worker giving up on a server that
+ * never comes, and a real pull/push round trip over protocol=kernel on 127.0.0.1: a server
+ * fleet runs in a thread, a worker fleet in the test thread, both configured only through an
+ * environment array as Paddle's launcher would set it.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "apps/common/wc_fleet.h"
+
+#define DIM 4
+#define LR 0.5f
+
+struct fx {
+	unsigned port;
+	char env[8][128];
+	char *envp[9];
+	unsigned n_env;
+	char err[512];
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	/* A port of our own: other engineers' tests run on this machine at the same time. */
+	f->port = 31000 + (unsigned)(getpid() % 8000) * 3;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	free(*state);
+	return 0;
+}
+
+static void env_add(struct fx *f, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void env_add(struct fx *f, const char *fmt, ...)
+{
+	va_list ap;
+
+	assert_true(f->n_env < 8);
+	va_start(ap, fmt);
+	vsnprintf(f->env[f->n_env], sizeof(f->env[0]), fmt, ap);
+	va_end(ap);
+	f->envp[f->n_env] = f->env[f->n_env];
+	f->n_env++;
+	f->envp[f->n_env] = NULL;
+}
+
+/* Paddle's variables for one server on port and one trainer, over the kernel's TCP. */
+static void paddle_env(struct fx *f, const char *role, unsigned wait_s)
+{
+	f->n_env = 0;
+	env_add(f, "TRAINING_ROLE=%s", role);
+	env_add(f, "PADDLE_PSERVERS_IP_PORT_LIST=127.0.0.1:%u", f->port);
+	env_add(f, "POD_IP=127.0.0.1");
+	env_add(f, "PADDLE_PORT=%u", f->port);
+	env_add(f, "PADDLE_TRAINERS_NUM=1");
+	env_add(f, "PADDLE_TRAINER_ID=0");
+	env_add(f, "WHARF_PROTOCOL=kernel");
+	env_add(f, "WHARF_WAIT_TIMEOUT_S=%u", wait_s);
+}
+
+static int fleet_from_env(struct fx *f, struct wc_fleet **out)
+{
+	static const char *const args[] = { "test_fleet", "--", "--retry-interval", "1", "--mode",
+					    "async" };
+	char *argv[6];
+
+	memcpy(argv, args, sizeof(argv));
+	return wc_fleet_init(6, argv, f->envp, out, f->err, sizeof(f->err));
+}
+
+/* One sparse SGD table of dim DIM, rows start at zero: after a push, value = -LR * sum(g). */
+static void tables(struct wc_model_tables *mt)
+{
+	memset(mt, 0, sizeof(*mt));
+	mt->model = WC_PSM_COUNT;
+	mt->n = 1;
+	mt->t[0].id = 0;
+	mt->t[0].kind = PS_TABLE_SPARSE;
+	mt->t[0].dim = DIM;
+	mt->t[0].optim = PS_OPT_SGD;
+	mt->t[0].op.lr = LR;
+	mt->t[0].init = PS_INIT_ZEROS;
+	mt->max_msg = 16 + 256 * (8 + DIM * 4);
+}
+
+static void test_fleet_role_from_paddle_env(void **state)
+{
+	struct fx *f = *state;
+	struct wc_fleet *fl = NULL;
+
+	paddle_env(f, "PSERVER", 5);
+	assert_int_equal(fleet_from_env(f, &fl), 0);
+	assert_true(wc_fleet_is_server(fl));
+	assert_false(wc_fleet_is_worker(fl));
+	assert_int_equal(wc_fleet_index(fl), 0);
+	assert_int_equal(wc_fleet_cluster(fl)->protocol, WC_PROTO_KERNEL);
+	assert_int_equal(wc_fleet_cluster(fl)->mode, WC_MODE_ASYNC);
+	wc_fleet_destroy(fl);
+
+	paddle_env(f, "TRAINER", 5);
+	assert_int_equal(fleet_from_env(f, &fl), 0);
+	assert_true(wc_fleet_is_worker(fl));
+	assert_false(wc_fleet_is_server(fl));
+	assert_int_equal(wc_fleet_cluster(fl)->n_ps, 1);
+	wc_fleet_destroy(fl);
+	wc_fleet_destroy(NULL);
+}
+
+static void test_fleet_init_role_from_flags_leaves_argv(void **state)
+{
+	struct fx *f = *state;
+	char *argv[] = { "prog", "-l", "0", "--", "--role", "worker", "--task-index", "1",
+			 "--ps", "127.0.0.1:7", "--num-workers", "2", "--protocol", "kernel", NULL };
+	char *envp[] = { NULL };
+	struct wc_fleet *fl = NULL;
+
+	assert_int_equal(wc_fleet_init(14, argv, envp, &fl, f->err, sizeof(f->err)), 0);
+	assert_true(wc_fleet_is_worker(fl));
+	assert_int_equal(wc_fleet_index(fl), 1);
+	assert_int_equal(wc_fleet_cluster(fl)->n_workers, 2);
+	/* The caller's argv is not rearranged: EAL keeps its part, getopt works on a copy. */
+	assert_string_equal(argv[3], "--");
+	assert_string_equal(argv[4], "--role");
+	wc_fleet_destroy(fl);
+}
+
+static void test_fleet_init_refuses_bad_role(void **state)
+{
+	struct fx *f = *state;
+	struct wc_fleet *fl = (struct wc_fleet *)(uintptr_t)0x1;
+
+	paddle_env(f, "CHIEF", 5);
+	assert_int_equal(fleet_from_env(f, &fl), -EINVAL);
+	assert_ptr_equal(fl, (struct wc_fleet *)(uintptr_t)0x1); /* untouched on failure */
+	assert_non_null(strstr(f->err, "TRAINING_ROLE"));
+}
+
+static void test_fleet_calls_of_other_role_refused(void **state)
+{
+	struct fx *f = *state;
+	struct wc_model_tables mt;
+	struct wc_fleet *fl = NULL;
+	const struct ps_client_io *io = (const void *)1;
+
+	tables(&mt);
+	paddle_env(f, "PSERVER", 5);
+	assert_int_equal(fleet_from_env(f, &fl), 0);
+	assert_int_equal(wc_fleet_run_server(fl), -EINVAL); /* before init_server */
+	assert_int_equal(wc_fleet_init_worker(fl, &mt), -EINVAL);
+	assert_non_null(strstr(wc_fleet_error(fl), "init_worker"));
+	assert_null(wc_fleet_client(fl, &io));
+	assert_null(io);
+	mt.n = 0;
+	assert_int_equal(wc_fleet_init_server(fl, &mt), -EINVAL);
+	wc_fleet_destroy(fl);
+
+	tables(&mt);
+	paddle_env(f, "TRAINER", 5);
+	assert_int_equal(fleet_from_env(f, &fl), 0);
+	assert_int_equal(wc_fleet_init_server(fl, &mt), -EINVAL);
+	assert_int_equal(wc_fleet_barrier(fl, 1), -ENOTCONN);
+	wc_fleet_stop_worker(fl); /* not up: no-op */
+	wc_fleet_destroy(fl);
+}
+
+static void test_fleet_worker_gives_up_without_server(void **state)
+{
+	struct fx *f = *state;
+	struct wc_model_tables mt;
+	struct wc_fleet *fl = NULL;
+	char ep[64];
+
+	tables(&mt);
+	f->port += 2; /* nobody listens there */
+	paddle_env(f, "TRAINER", 1);
+	assert_int_equal(fleet_from_env(f, &fl), 0);
+	assert_int_equal(wc_fleet_init_worker(fl, &mt), -ETIMEDOUT);
+	snprintf(ep, sizeof(ep), "127.0.0.1:%u", f->port);
+	assert_non_null(strstr(wc_fleet_error(fl), ep));
+	assert_null(wc_fleet_client(fl, NULL));
+	wc_fleet_destroy(fl);
+}
+
+struct srv_arg {
+	struct wc_fleet *fl;
+	int rc;
+};
+
+static void *server_main(void *p)
+{
+	struct srv_arg *a = p;
+
+	a->rc = wc_fleet_run_server(a->fl);
+	return NULL;
+}
+
+static void test_fleet_pull_push_round_trip_kernel(void **state)
+{
+	struct fx *f = *state;
+	struct wc_model_tables mt;
+	struct wc_fleet *srv = NULL, *wk = NULL;
+	struct srv_arg a = { NULL, -1 };
+	const struct ps_client_io *io = NULL;
+	struct ps_client *pc;
+	uint64_t keys[64];
+	float grads[64 * DIM], vals[64 * DIM];
+	pthread_t th;
+	unsigned i;
+
+	tables(&mt);
+	paddle_env(f, "PSERVER", 10);
+	assert_int_equal(fleet_from_env(f, &srv), 0);
+	assert_int_equal(wc_fleet_init_server(srv, &mt), 0);
+	a.fl = srv;
+	assert_int_equal(pthread_create(&th, NULL, server_main, &a), 0);
+
+	paddle_env(f, "TRAINER", 10);
+	assert_int_equal(fleet_from_env(f, &wk), 0);
+	assert_int_equal(wc_fleet_init_worker(wk, &mt), 0);
+	assert_int_equal(wc_fleet_init_worker(wk, &mt), -EALREADY);
+	pc = wc_fleet_client(wk, &io);
+	assert_non_null(pc);
+	assert_non_null(io);
+
+	for (i = 0; i < 64; i++)
+		keys[i] = 1000003ull * (i + 1);
+	keys[63] = keys[0]; /* a duplicate: both gradients count, once each */
+	for (i = 0; i < 64 * DIM; i++) {
+		grads[i] = (float)(i % 7) - 3.0f;
+		vals[i] = 99.0f;
+	}
+	assert_int_equal(ps_client_pull_wait(pc, io, 0, DIM, keys, 64, vals), 0);
+	for (i = 0; i < 64 * DIM; i++)
+		assert_true(vals[i] == 0.0f); /* zeros initialiser */
+	assert_int_equal(ps_client_push_wait(pc, io, 0, DIM, keys, 64, grads), 0);
+	assert_int_equal(ps_client_pull_wait(pc, io, 0, DIM, keys, 64, vals), 0);
+	for (i = DIM; i < 63 * DIM; i++)
+		assert_float_equal(vals[i], -LR * grads[i], 1e-6);
+	for (i = 0; i < DIM; i++) {
+		float want = -LR * (grads[i] + grads[63 * DIM + i]);
+		assert_float_equal(vals[i], want, 1e-6);
+		assert_float_equal(vals[63 * DIM + i], want, 1e-6);
+	}
+	/* A refused request comes back as an error and the worker stays usable. */
+	assert_true(ps_client_pull_wait(pc, io, 7, DIM, keys, 4, vals) < 0);
+	assert_int_equal(ps_client_pull_wait(pc, io, 0, DIM, keys + 1, 1, vals), 0);
+	assert_float_equal(vals[0], -LR * grads[DIM], 1e-6);
+
+	wc_fleet_stop_worker(wk);
+	assert_null(wc_fleet_client(wk, NULL));
+	assert_int_equal(wc_fleet_stop_servers(wk, 2000), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(a.rc, 0);
+	wc_fleet_destroy(wk);
+	wc_fleet_destroy(srv);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_fleet_role_from_paddle_env, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fleet_init_role_from_flags_leaves_argv, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_fleet_init_refuses_bad_role, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fleet_calls_of_other_role_refused, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_fleet_worker_gives_up_without_server, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_fleet_pull_push_round_trip_kernel, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests_name("fleet", tests, NULL, NULL);
+}
