@@ -275,6 +275,31 @@ static void test_tcp_data_lost_rto_retransmits(void **state)
 	assert_int_equal(st.retrans, 1);
 }
 
+/*
+ * The path's delay jumps far above the RTO (a peer descheduled, a queue building): the
+ * timer fires although nothing was lost. The ACK that then arrives echoes the original's
+ * timestamp, so Eifel detection (RFC 3522) undoes the timeout: the window comes back.
+ */
+static void test_tcp_spurious_rto_undone_by_eifel(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_stats st;
+	struct tl_tcp_conn_stats before, after;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	transfer(l, 0, 20000, 100 * MS); /* RTT samples of ~20 us: RTO at its 1 ms floor */
+	tl_tcp_conn_get_stats(l->app[1].conn, &before);
+	l->delay_ns = 3 * MS;            /* 6 ms round trip from now on */
+	l->app[0].rx_len = 0;            /* a second transfer, checked on its own */
+	l->app[1].src_off = 0;
+	transfer(l, 0, 1000, 500 * MS);
+	tl_tcp_stack_get_stats(l->stack[1], &st);
+	tl_tcp_conn_get_stats(l->app[1].conn, &after);
+	assert_true(st.rto_fired >= 1);
+	assert_int_equal(st.spurious_rto, 1);
+	assert_true(after.cwnd >= before.cwnd);
+}
+
 static void test_tcp_ack_lost_data_still_completes(void **state)
 {
 	struct fl_link *l = *state;
@@ -726,6 +751,7 @@ int main(void)
 		T(test_tcp_synack_lost_retransmitted),
 		T(test_tcp_handshake_ack_lost_recovered_by_data),
 		T(test_tcp_data_lost_rto_retransmits),
+		T(test_tcp_spurious_rto_undone_by_eifel),
 		T(test_tcp_ack_lost_data_still_completes),
 		T(test_tcp_fin_lost_retransmitted),
 		T(test_tcp_retrans_limit_resets_and_tells_app),
