@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# bench_e2e.sh OUT_DIR — the PS and training parts of `make bench`, side by side in one run
+# (called by testbed/bench.sh; runnable alone). Writes:
+#
+#   OUT_DIR/ps.json     wharf-ps-bench: PS pull and push keys/s and p50/p99 per request of
+#                       BATCH keys (Zipf over 10^7 ids, sparse dim 16, SGD, async), 1 PS with 1
+#                       and 2 workers, DPDK (switch, virtio-user) vs kernel (loopback). Top
+#                       level: ps_keys_per_s_ratio_dpdk_over_kernel = geometric mean of the
+#                       four dpdk/kernel keys/s ratios (pull and push, 1 and 2 workers).
+#   OUT_DIR/train.json  wharf-train: a short Fashion-MNIST MLP sync run, 1 PS + 2 workers, as
+#                       testbed/demo.sh runs it, DPDK vs kernel and --tensor-fuse off vs on.
+#                       Top level: train_samples_ratio_dpdk_over_kernel (fusion off) and
+#                       train_samples_ratio_fuse_on_over_off (DPDK), plus the other pairings.
+#
+# Every process is non-polling (the machine has 2 cores for switch, PS and 2 workers), as in
+# the demo. A run that fails is recorded as null with its reason under "notes"; the file is
+# written anyway. Bounded: about 4-5 minutes with the defaults.
+# Knobs: BENCH_PS_SECONDS (3, per phase), BENCH_PS_BATCH (1000), BENCH_TRAIN_LIMIT (6000
+# images), BENCH_TRAIN_EPOCHS (1), BENCH_E2E_PARTS ("ps train").
+set -u
+OUT_DIR=${1:?usage: bench_e2e.sh OUT_DIR}
+. "$(dirname "$0")/cluster/tb.sh"
+mkdir -p "$OUT_DIR"
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+PS_SECS=${BENCH_PS_SECONDS:-3}
+PS_BATCH=${BENCH_PS_BATCH:-1000}
+TR_LIMIT=${BENCH_TRAIN_LIMIT:-6000}
+TR_EPOCHS=${BENCH_TRAIN_EPOCHS:-1}
+PARTS=${BENCH_E2E_PARTS:-ps train}
+tb_init
+RES=$TB_DIR/results
+mkdir -p "$RES"
+
+# Control endpoints on loopback; with protocol=dpdk the map gives each node its data address
+# on the switch. Sets CL (cluster flags) for PROTO, BASEPORT, NWORKERS.
+cluster() { # PROTO BASEPORT NWORKERS
+	local proto=$1 base=$2 nw=$3 map=$TB_DIR/map$2 ws="" i
+	printf '127.0.0.1:%s=10.77.0.1:6666\n' "$base" >"$map"
+	for i in $(seq 1 "$nw"); do
+		ws="$ws${ws:+,}127.0.0.1:$((base + i))"
+		printf '127.0.0.1:%s=10.77.0.%s:5555\n' "$((base + i))" "$((i + 1))" >>"$map"
+	done
+	CL="--ps 127.0.0.1:$base --workers $ws --endpoint-map $map --protocol $proto --wait-timeout 40 --retry-interval 1"
+}
+
+# Starts the nodes of one job: NAME PROTO CMD PS_ARGS -- WORKER_ARGS; the PS on port 0, worker
+# i on port i+1 (a switch with nw+1 ports when dpdk). Waits for the workers (bounded).
+job() { # NAME PROTO BASEPORT NWORKERS TIMEOUT CMD PS_ARGS... -- WORKER_ARGS...
+	local name=$1 proto=$2 base=$3 nw=$4 to=$5 cmd=$6 i; shift 6
+	local psargs=() wargs=()
+	while [ $# -gt 0 ] && [ "$1" != "--" ]; do psargs+=("$1"); shift; done
+	[ $# -gt 0 ] && shift
+	wargs=("$@")
+	cluster "$proto" "$base" "$nw"
+	if [ "$proto" = dpdk ]; then tb_switch $((nw + 1)) || return 1; fi
+	tb_node "$name-ps" 0 "$cmd" $CL --role ps "${psargs[@]}"
+	for i in $(seq 0 $((nw - 1))); do
+		tb_node "$name-w$i" $((i + 1)) "$cmd" $CL --role worker --task-index "$i" "${wargs[@]}"
+	done
+	for _ in $(seq 1 "$to"); do
+		local alive=0
+		for i in $(seq 0 $((nw - 1))); do kill -0 "${TB_PIDS[$name-w$i]}" 2>/dev/null && alive=1; done
+		[ $alive = 0 ] && break
+		sleep 1
+	done
+	"$TB_BUILD/wharf-ctl" "127.0.0.1:$base" shutdown >/dev/null 2>&1
+	for i in $(seq 0 $((nw - 1))); do
+		tb_stop "$name-w$i"
+		grep '^{' "$TB_DIR/$name-w$i.out" 2>/dev/null | tail -n 1 >"$RES/$name-w$i.json"
+		if [ ! -s "$RES/$name-w$i.json" ]; then
+			tb_log "$name: worker $i gave no result; last lines of its log:"
+			tail -n 5 "$TB_DIR/$name-w$i.log" >&2
+			echo "{\"failed\":\"$(tail -n 1 "$TB_DIR/$name-w$i.log" 2>/dev/null | tr -d '"\\' | cut -c1-200)\"}" \
+				>"$RES/$name-w$i.json"
+		fi
+	done
+	tb_stop "$name-ps"
+	[ "$proto" = dpdk ] && tb_stop switch
+	return 0
+}
+
+part_ps() {
+	local proto nw base=47700 start
+	for nw in 1 2; do
+		for proto in dpdk kernel; do
+			# Workers start their timed phases together, after DPDK start-up is done.
+			start=$(( $(date +%s) + 6 ))
+			tb_log "ps: $proto, $nw worker(s)"
+			job "ps-$proto-$nw" "$proto" "$base" "$nw" $((2 * PS_SECS + 40)) ps-bench \
+				--mode async --batch "$PS_BATCH" -- --mode async --batch "$PS_BATCH" \
+				--seconds "$PS_SECS" --start-at "$start"
+			base=$((base + 10))
+		done
+	done
+}
+
+part_train() {
+	local proto fuse base=47800
+	for fuse in false true; do
+		for proto in dpdk kernel; do
+			tb_log "train: $proto, tensor_fuse $fuse"
+			job "tr-$proto-$fuse" "$proto" "$base" 2 240 train --mode sync --tensor-fuse "$fuse" \
+				--model mlp --lr 0.1 -- --mode sync --tensor-fuse "$fuse" --model mlp \
+				--epochs "$TR_EPOCHS" --batch 64 --lr 0.1 --train-limit "$TR_LIMIT" \
+				--test-limit 1000 --decay-epochs 0
+			base=$((base + 10))
+		done
+	done
+}
+
+for p in $PARTS; do
+	T0=$(date +%s)
+	"part_$p"
+	tb_log "$p: $(( $(date +%s) - T0 )) s"
+done
+
+/usr/bin/python3 - "$RES" "$OUT_DIR" "$PS_SECS" "$PS_BATCH" "$TR_LIMIT" "$TR_EPOCHS" "$PARTS" <<'EOF'
+import json, math, os, sys
+res, out, secs, batch, limit, epochs, parts = sys.argv[1:8]
+parts = parts.split()
+
+def load(name):
+    try:
+        with open(os.path.join(res, name + ".json")) as f:
+            return json.loads(f.read().strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError):
+        return {"failed": "no output"}
+
+def ratio(a, b):
+    return None if a is None or not b else round(a / b, 4)
+
+notes = {}
+
+def run(prefix, nw):
+    ws = [load(f"{prefix}-w{i}") for i in range(nw)]
+    bad = [w.get("failed", "no result") for w in ws if "failed" in w or "bench" not in w and "role" not in w]
+    if bad:
+        notes[prefix] = bad[0]
+        return {"workers": ws, "ok": False}
+    return {"workers": ws, "ok": True}
+
+if "ps" in parts:
+    ps = {"bench": "ps_e2e", "dim": 16, "batch": int(batch), "key_space": 10000000, "zipf_s": 1.1,
+          "seconds_per_phase": int(secs), "servers": 1, "mode": "async",
+          "note": "keys/s summed over the workers; p50 the workers' mean, p99 their max; "
+                  "one request of `batch` keys in flight per worker", "runs": {}}
+    for nw in (1, 2):
+        for proto in ("dpdk", "kernel"):
+            r = run(f"ps-{proto}-{nw}", nw)
+            if r["ok"]:
+                ws = r["workers"]
+                for op in ("pull", "push"):
+                    r[f"{op}_keys_per_s"] = round(sum(w[f"{op}_keys_per_s"] for w in ws))
+                    r[f"{op}_p50_us"] = round(sum(w[f"{op}_p50_us"] for w in ws) / nw, 1)
+                    r[f"{op}_p99_us"] = round(max(w[f"{op}_p99_us"] for w in ws), 1)
+            ps["runs"][f"{proto}_{nw}w"] = r
+    rs = []
+    for nw in (1, 2):
+        d, k = ps["runs"][f"dpdk_{nw}w"], ps["runs"][f"kernel_{nw}w"]
+        for op in ("pull", "push"):
+            q = ratio(d.get(f"{op}_keys_per_s"), k.get(f"{op}_keys_per_s"))
+            ps[f"{op}_keys_per_s_ratio_dpdk_over_kernel_{nw}w"] = q
+            ps[f"{op}_p99_ratio_dpdk_over_kernel_{nw}w"] = ratio(d.get(f"{op}_p99_us"), k.get(f"{op}_p99_us"))
+            rs.append(q)
+    ok = [q for q in rs if q]
+    ps["ps_keys_per_s_ratio_dpdk_over_kernel"] = (
+        round(math.exp(sum(math.log(q) for q in ok) / len(ok)), 4) if len(ok) == len(rs) else None)
+    ps["notes"] = {k: v for k, v in notes.items() if k.startswith("ps-")}
+    with open(os.path.join(out, "ps.json"), "w") as f:
+        f.write(json.dumps(ps) + "\n")
+    print("ps.json:", json.dumps({k: v for k, v in ps.items() if k != "runs"}))
+
+if "train" in parts:
+    tr = {"bench": "train_e2e", "model": "mlp", "mode": "sync", "servers": 1, "workers": 2,
+          "epochs": int(epochs), "train_limit": int(limit), "batch": 64,
+          "note": "samples/s summed over the 2 workers", "runs": {}}
+    for fuse in ("false", "true"):
+        for proto in ("dpdk", "kernel"):
+            r = run(f"tr-{proto}-{fuse}", 2)
+            if r["ok"]:
+                r["samples_per_s"] = round(sum(w["samples_per_s"] for w in r["workers"]), 1)
+                r["test_accuracy"] = r["workers"][0].get("test_accuracy")
+            tr["runs"][f"{proto}_fuse_{'on' if fuse == 'true' else 'off'}"] = r
+    g = lambda n: tr["runs"][n].get("samples_per_s")
+    tr["train_samples_ratio_dpdk_over_kernel"] = ratio(g("dpdk_fuse_off"), g("kernel_fuse_off"))
+    tr["train_samples_ratio_dpdk_over_kernel_fuse_on"] = ratio(g("dpdk_fuse_on"), g("kernel_fuse_on"))
+    tr["train_samples_ratio_fuse_on_over_off"] = ratio(g("dpdk_fuse_on"), g("dpdk_fuse_off"))
+    tr["train_samples_ratio_fuse_on_over_off_kernel"] = ratio(g("kernel_fuse_on"), g("kernel_fuse_off"))
+    tr["notes"] = {k: v for k, v in notes.items() if k.startswith("tr-")}
+    with open(os.path.join(out, "train.json"), "w") as f:
+        f.write(json.dumps(tr) + "\n")
+    print("train.json:", json.dumps({k: v for k, v in tr.items() if k != "runs"}))
+EOF
