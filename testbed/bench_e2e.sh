@@ -15,17 +15,17 @@
 # Every process is non-polling (the machine has 2 cores for switch, PS and 2 workers), as in
 # the demo. A run that fails is recorded as null with its reason under "notes"; the file is
 # written anyway. Bounded: about 4-5 minutes with the defaults.
-# Knobs: BENCH_PS_SECONDS (3, per phase), BENCH_PS_BATCH (1000), BENCH_TRAIN_LIMIT (6000
-# images), BENCH_TRAIN_EPOCHS (1), BENCH_E2E_PARTS ("ps train").
+# Knobs: BENCH_PS_SECONDS (BENCH_SECONDS or 3, per phase), BENCH_PS_BATCH (1000), BENCH_TRAIN_LIMIT (60000
+# images), BENCH_TRAIN_EPOCHS (2), BENCH_E2E_PARTS ("ps train").
 set -u
 OUT_DIR=${1:?usage: bench_e2e.sh OUT_DIR}
 . "$(dirname "$0")/cluster/tb.sh"
 mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
-PS_SECS=${BENCH_PS_SECONDS:-3}
+PS_SECS=${BENCH_PS_SECONDS:-${BENCH_SECONDS:-3}}
 PS_BATCH=${BENCH_PS_BATCH:-1000}
-TR_LIMIT=${BENCH_TRAIN_LIMIT:-6000}
-TR_EPOCHS=${BENCH_TRAIN_EPOCHS:-1}
+TR_LIMIT=${BENCH_TRAIN_LIMIT:-60000}
+TR_EPOCHS=${BENCH_TRAIN_EPOCHS:-2}
 PARTS=${BENCH_E2E_PARTS:-ps train}
 tb_init
 RES=$TB_DIR/results
@@ -80,7 +80,7 @@ job() { # NAME PROTO BASEPORT NWORKERS TIMEOUT CMD PS_ARGS... -- WORKER_ARGS...
 }
 
 part_ps() {
-	local proto nw base=47700 start
+	local proto nw base=48100 start
 	for nw in 1 2; do
 		for proto in dpdk kernel; do
 			# Workers start their timed phases together, after DPDK start-up is done.
@@ -95,14 +95,14 @@ part_ps() {
 }
 
 part_train() {
-	local proto fuse base=47800
+	local proto fuse base=48200
 	for fuse in false true; do
 		for proto in dpdk kernel; do
 			tb_log "train: $proto, tensor_fuse $fuse"
-			job "tr-$proto-$fuse" "$proto" "$base" 2 240 train --mode sync --tensor-fuse "$fuse" \
-				--model mlp --lr 0.1 -- --mode sync --tensor-fuse "$fuse" --model mlp \
+			job "tr-$proto-$fuse" "$proto" "$base" 2 240 train --mode sync --tensor-fuse="$fuse" \
+				--model mlp --lr 0.1 -- --mode sync --tensor-fuse="$fuse" --model mlp \
 				--epochs "$TR_EPOCHS" --batch 64 --lr 0.1 --train-limit "$TR_LIMIT" \
-				--test-limit 1000 --decay-epochs 0
+				--test-limit 2000 --decay-epochs 0
 			base=$((base + 10))
 		done
 	done
