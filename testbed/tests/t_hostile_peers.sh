@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Hostile traffic 5/5: hostile peers next to a live connection (testbed/hostile/hostile.py
+# peers): a tiny-MSS peer (Linux TCP_MAXSEG 88, its floor: the node sends 76-byte
+# segments) echoing 1 MiB; a zero-window peer (smallest SO_RCVBUF) that sends 2 MiB and
+# reads nothing for 5 s, then everything; a peer that offers 32 MiB and never reads, for
+# 8 s, while the live connection keeps echoing 32 KiB a second.
+# Pass: every echo byte-exact, the node stays up, zero-window probes counted, a new
+# connection works next to the never-reading peer, RSS grows by less than 32 MiB.
+set -u
+. "$(dirname "$0")/../cluster/tb.sh"
+tb_init
+. "$TB_ROOT/testbed/hostile/hs.sh"
+HS_PHASE_SECS=150 hs_test peers 198.18.46 7306 32768
