@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""ckpt_ledger.py — reads wharf PS checkpoints (ps_core/ps_ckpt.c's file format) and prints the
+exactly-once ledger of the "count" model as one JSON line. Used by the fault soak
+(testbed/tests/t_soak_short.sh, testbed/soak.sh) to read the servers' state from outside the
+processes under test: the soak asks each PS for "save PATH" over the control plane, then
+calls this on the files.
+
+    ckpt_ledger.py CKPT [CKPT...]   ->  {"workers":{"0":{"value":V,"last_seq":S},..},"rows":N}
+
+For worker w the count model pushes a gradient of -1 to key 1000+w of table 0 (SGD, lr 1,
+zeros), one push at a time, sequences 1, 2, 3, ... So at any consistent cut the row's value
+is the number of pushes of w that were applied and last_seq is the highest sequence applied:
+value == last_seq means every sequence up to it was applied exactly once; value < last_seq
+means applied pushes went missing (lost); value > last_seq means one was applied twice.
+
+Why a reader of our own: the point is an independent look at what the server holds, not the
+worker's own opinion of it. The file is checked as ps_load checks it (magic, version, sizes,
+CRC32C over everything before the trailer); a damaged file is an error (exit 1, message on
+stderr), never a guess.
+"""
+import json
+import struct
+import sys
+
+COUNT_TABLE = 0
+COUNT_KEY_BASE = 1000
+
+
+def _crc32c_table():
+    # Castagnoli polynomial, reflected; rte_hash_crc's convention: seed 0xffffffff, no final xor.
+    poly = 0x82F63B78
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ poly if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC_TABLE = _crc32c_table()
+
+
+def crc32c(data, crc=0xFFFFFFFF):
+    for b in data:
+        crc = _CRC_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc
+
+
+class CkptError(Exception):
+    pass
+
+
+def read_ckpt(path):
+    """Returns (rows of the count table {key: value}, last_seq {worker: max over shards})."""
+    with open(path, "rb") as f:
+        b = f.read()
+    if len(b) < 32 + 16 or b[:8] != b"WHFCKPT1":
+        raise CkptError(f"{path}: not a wharf checkpoint (bad magic or too short)")
+    body = len(b) - 16
+    total, crc = struct.unpack_from("<QI", b, body)
+    if total != body or crc != crc32c(b[:body]):
+        raise CkptError(f"{path}: trailer or CRC32C does not match (damaged file)")
+    version, n_tables, _srv, _nsrv, _mode, _z = struct.unpack_from("<6I", b, 8)
+    if version != 1:
+        raise CkptError(f"{path}: version {version}, expected 1")
+    off = 32
+    tables = []
+    for _ in range(n_tables):
+        if off + 40 > body:
+            raise CkptError(f"{path}: truncated table descriptors")
+        tid, _kind, dim, _optim, state, _z, rows, _dense = struct.unpack_from("<6IQQ", b, off)
+        tables.append((tid, dim, state, rows))
+        off += 40
+    values = {}
+    for tid, dim, state, rows in tables:
+        rec = 8 + 4 * (dim + state)
+        if off + rows * rec > body:
+            raise CkptError(f"{path}: table {tid} rows run past the end")
+        for r in range(rows):
+            key = struct.unpack_from("<Q", b, off + r * rec)[0]
+            if tid == COUNT_TABLE:
+                if key in values:
+                    raise CkptError(f"{path}: key {key} appears twice")
+                values[key] = struct.unpack_from("<f", b, off + r * rec + 8)[0]
+        off += rows * rec
+    if off + 8 > body:
+        raise CkptError(f"{path}: no sequence section")
+    n_shards, n_workers = struct.unpack_from("<II", b, off)
+    off += 8
+    if off + 8 * n_shards * n_workers != body:
+        raise CkptError(f"{path}: sequence section size does not match the file")
+    seqs = {}
+    for s in range(n_shards):
+        for w in range(n_workers):
+            q = struct.unpack_from("<Q", b, off + 8 * (s * n_workers + w))[0]
+            seqs[w] = max(seqs.get(w, 0), q)
+    return values, seqs
+
+
+def ledger(paths):
+    values, seqs = {}, {}
+    for p in paths:
+        v, s = read_ckpt(p)
+        for k, x in v.items():
+            if k in values:
+                raise CkptError(f"{p}: key {k} is also on another server")
+            values[k] = x
+        for w, q in s.items():
+            seqs[w] = max(seqs.get(w, 0), q)
+    out = {}
+    for w in sorted(seqs):
+        v = values.get(COUNT_KEY_BASE + w, 0.0)
+        if seqs[w] or v:
+            out[str(w)] = {"value": int(round(v)), "last_seq": seqs[w]}
+    return {"workers": out, "rows": len(values)}
+
+
+def main(argv):
+    if len(argv) < 2:
+        print("usage: ckpt_ledger.py CKPT [CKPT...]", file=sys.stderr)
+        return 2
+    try:
+        print(json.dumps(ledger(argv[1:]), separators=(",", ":")))
+    except (OSError, CkptError, struct.error) as e:
+        print(f"ckpt_ledger: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The short fault soak (make test, ~60-90 s): 1 PS, 2 "count" workers over wharf-vswitch with
+# seeded 1% loss, 1% duplication, 2% reordering, 0.5% corruption. One PS SIGTERM+restore, one
+# worker SIGTERM and one worker SIGKILL (each replaced under a fresh worker id), then one PS
+# SIGKILL+restore from its last checkpoint; after each fault the servers' state is read from
+# outside and every worker's ledger must hold (applied == highest applied sequence: lost 0,
+# doubled 0). The driver and what it checks: testbed/soak/soak_run.sh.
+set -u
+export SOAK_PS=${SOAK_PS:-1} SOAK_CYCLES=${SOAK_CYCLES:-1} SOAK_PUSHES=${SOAK_PUSHES:-4000}
+export SOAK_DELAY_US=${SOAK_DELAY_US:-2000} SOAK_PHASE_S=${SOAK_PHASE_S:-3}
+export SOAK_BASE_PORT=${SOAK_BASE_PORT:-47860}
+exec "$(dirname "$0")/../soak/soak_run.sh"
