@@ -36,7 +36,8 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hs_lib import Live, Raw, Tap, parse_node_stats, read_rss, seq_add  # noqa: E402
+from hs_lib import (HDR, MAGIC, TYPE, VERSION, Live, Raw, RawPeer, Tap,  # noqa: E402
+                    parse_node_stats, read_rss, seq_add)
 from hs_frames import JUNK, Builder, malformed, tcp_cksum  # noqa: E402
 
 A_FLAG = 0x10
@@ -405,6 +406,11 @@ def phase_peers(a):
         peer_tiny_mss(c, a)
     if "zero" in parts:
         peer_zero_window(c, a)
+    if "rawmss" in parts:
+        peer_raw(c, a, "raw peer, MSS option 1 (node clamps to 64)", 4, mss=1)
+        peer_raw(c, a, "raw peer, MSS option 0", 5, mss=0)
+    if "rawzero" in parts:
+        peer_raw(c, a, "raw peer, window 0 for 3 s after its request", 6, hold_zero=3.0)
     rss1 = read_rss(a.node_pid)
     if "never" in parts:
         return peer_never_reads(c, a, rss0, rss1)
@@ -424,6 +430,30 @@ def peer_tiny_mss(c, a):
     if not (ok and rep["intact"]):
         c.fail.append("tiny-MSS peer: %s" % rep)
     c.advance(64 << 10, "after the tiny-MSS peer")
+
+
+def peer_raw(c, a, what, host, mss=None, hold_zero=0.0):
+    """A scapy TCP peer (hs_lib.RawPeer) at .host of the /24 sends one 400-byte message."""
+    rng = random.Random(host)
+    body = rng.randbytes(400)
+    msg = HDR.pack(MAGIC, VERSION, TYPE, 0, 0, len(body), 7, host, 0, 0) + body
+    ip = a.wh.rsplit(".", 1)[0] + ".%d" % (100 + host)
+    p = RawPeer(a.iface, a.wh, c.b.wmac, ip, a.port, 40000 + host, mss=mss)
+    err = p.run(msg, hold_zero_secs=hold_zero)
+    ok = err is None and bytes(p.data) == msg and not p.reset
+    biggest = max(p.seg_sizes) if p.seg_sizes else 0
+    ans = "%s; echo %d/%d B in %d segments (largest %d)%s%s" % (
+        "echoed intact" if ok else "BROKEN (%s)" % (err or ("reset" if p.reset else "bytes differ")),
+        len(p.data), len(msg), len(p.seg_sizes), biggest,
+        ", %d segments into the zero window" % p.probes if hold_zero else "",
+        "" if mss is None else "")
+    c.row(what, 1, ans)
+    if not ok:
+        c.fail.append("%s: %s" % (what, ans))
+    if mss is not None and biggest > 64:
+        c.fail.append("%s: the node sent %d-byte segments to a peer with MSS %d (clamp is 64)"
+                      % (what, biggest, mss))
+    c.advance(32 << 10, "after the %s" % what)
 
 
 def peer_zero_window(c, a):
@@ -509,7 +539,7 @@ def main():
     p.add_argument("--log")
     p.add_argument("--node-pid", type=int, default=0)
     p.add_argument("--reps", type=int, default=10)
-    p.add_argument("--parts", default="tiny,zero,never", help="peers: which peers (comma list)")
+    p.add_argument("--parts", default="tiny,zero,rawmss,rawzero,never", help="peers: which peers (comma list)")
     p.add_argument("--only", help="malformed: variants whose names start with these (comma list)")
     p.add_argument("--syns", type=int, default=100000)
     p.add_argument("--rate", type=float, default=8000, help="SYNs per second")

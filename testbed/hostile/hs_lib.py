@@ -332,3 +332,91 @@ def parse_node_stats(text):
         for k, v in re.findall(r"([a-z0-9_]+)=(\d+)", s):
             st["dn_drop_" + k] = int(v)
     return st
+
+
+class RawPeer:
+    """A TCP peer written with scapy on a raw socket, for what a Linux socket will not do
+    (an MSS below Linux's floor of 88, a window held at zero on purpose). It uses an
+    address of the /24 that Linux does not own, with its own MAC, so Linux's stack never
+    sees (or resets) its segments; an ARP request for the node makes the node learn it.
+    One connection, one framed message, echoed back and reassembled."""
+
+    def __init__(self, iface, wh, wmac, ip, port, sport, mss=None, wnd=65535):
+        from scapy.all import ARP, Ether as E  # local: only this peer needs them
+        self.iface, self.wh, self.wmac, self.ip, self.port, self.sport = iface, wh, wmac, ip, port, sport
+        self.mac = "02:00:5e:%02x:%02x:%02x" % tuple(int(x) for x in ip.split(".")[1:])
+        self.mss, self.wnd = mss, wnd
+        self.s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+        self.s.bind((iface, 0))
+        self.s.settimeout(0.05)
+        self.E = E
+        self.s.send(bytes(E(src=self.mac, dst="ff:ff:ff:ff:ff:ff") /
+                          ARP(op=1, hwsrc=self.mac, psrc=ip, pdst=wh)))
+        self.iss = random.getrandbits(32)
+        self.snd_nxt = self.iss
+        self.rcv_nxt = None
+        self.data = bytearray()
+        self.seg_sizes = []
+        self.probes = 0          # segments the node sent into our zero window
+        self.reset = False
+
+    def _tx(self, flags, payload=b"", opts=None, wnd=None):
+        t = TCP(sport=self.sport, dport=self.port, seq=self.snd_nxt, ack=self.rcv_nxt or 0,
+                flags=flags, window=self.wnd if wnd is None else wnd, options=opts or [])
+        self.s.send(bytes(self.E(src=self.mac, dst=self.wmac) / IP(src=self.ip, dst=self.wh) / t /
+                          payload))
+
+    def _rx(self, until, want=None):
+        """Takes the node's segments to us until time `until` (or want() is true)."""
+        while time.monotonic() < until and not (want and want()):
+            try:
+                raw = self.s.recv(65535)
+            except socket.timeout:
+                continue
+            p = self.E(raw)
+            if IP not in p or TCP not in p or p[IP].src != self.wh or p[IP].dst != self.ip or \
+                    p[TCP].dport != self.sport:
+                continue
+            t = p[TCP]
+            if t.flags.R:
+                self.reset = True
+                return
+            if t.flags.S and t.flags.A and self.rcv_nxt is None:
+                self.rcv_nxt = seq_add(t.seq, 1)
+                self.snd_nxt = seq_add(self.snd_nxt, 1)
+                self._tx("A")
+                continue
+            plen = p[IP].len - p[IP].ihl * 4 - t.dataofs * 4
+            if self.rcv_nxt is None:
+                continue
+            if self.wnd == 0:
+                # A window probe (zero-length or one byte past the window): still no
+                # room, the node must keep probing without giving up on us.
+                self.probes += 1
+                self._tx("A")
+                continue
+            if plen <= 0:
+                continue
+            if t.seq == self.rcv_nxt:
+                self.data += bytes(t.payload)[:plen]
+                self.seg_sizes.append(plen)
+                self.rcv_nxt = seq_add(self.rcv_nxt, plen)
+            self._tx("A")
+
+    def run(self, msg, hold_zero_secs=0.0, timeout=15.0):
+        end = time.monotonic() + timeout
+        opts = [("MSS", self.mss)] if self.mss is not None else []
+        self._tx("S", opts=opts)
+        self._rx(min(end, time.monotonic() + 3), lambda: self.rcv_nxt is not None)
+        if self.rcv_nxt is None:
+            return "no SYN-ACK"
+        open_wnd, self.wnd = self.wnd, (0 if hold_zero_secs > 0 else self.wnd)
+        self._tx("PA", msg)
+        self.snd_nxt = seq_add(self.snd_nxt, len(msg))
+        if hold_zero_secs > 0:
+            self._rx(time.monotonic() + hold_zero_secs)
+            self.wnd = open_wnd
+            self._tx("A")          # window update: the echo may come now
+        self._rx(end, lambda: len(self.data) >= len(msg) or self.reset)
+        self._tx("R")
+        return None

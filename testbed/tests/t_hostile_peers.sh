@@ -2,8 +2,11 @@
 # Hostile traffic 5/5: hostile peers next to a live connection (testbed/hostile/hostile.py
 # peers): a tiny-MSS peer (Linux TCP_MAXSEG 88, its floor: the node sends 76-byte
 # segments) echoing 1 MiB; a zero-window peer (smallest SO_RCVBUF) that sends 2 MiB and
-# reads nothing for 5 s, then everything; a peer that offers 32 MiB and never reads, for
-# 8 s, while the live connection keeps echoing 32 KiB a second.
+# reads nothing for 5 s, then everything; scapy peers (hs_lib.RawPeer, an address Linux
+# does not own) with MSS option 1 and 0 (the node clamps to 64: 432 bytes come back in 7
+# segments of at most 64) and one that holds its window at 0 for 3 s (the node probes);
+# a peer that offers 32 MiB and never reads, for 8 s, while the live connection keeps
+# echoing 32 KiB a second. Every peer's connection closes before the next one starts.
 # Pass: every echo byte-exact, the node stays up, zero-window probes counted, a new
 # connection works next to the never-reading peer, RSS grows by less than 32 MiB.
 set -u
