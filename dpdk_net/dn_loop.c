@@ -42,7 +42,24 @@ unsigned dn_loop_once(struct dn_lcore *lc, uint64_t now)
 	}
 	if (dn_tx_pending(lc) && (now >= lc->tx_drain_tsc || n == 0))
 		dn_tx_flush(lc);
+	if (n == 0 && lc->tx_cleanup_ok && now >= lc->next_cleanup_tsc)
+		dn_tx_reclaim(lc, now);
 	return work;
+}
+
+/*
+ * Asks the PMD to free the mbufs of frames it has sent. Most PMDs (virtio among them) free
+ * them lazily, only when their ring runs short: until then the mbufs stay referenced, and
+ * with zero-copy sends so does the application memory attached to them, whose owner waits
+ * for it. On an idle link the ring never runs short, so an idle lcore reclaims explicitly.
+ */
+void dn_tx_reclaim(struct dn_lcore *lc, uint64_t now)
+{
+	int rc = rte_eth_tx_done_cleanup(lc->port_id, lc->queue, 0);
+
+	if (rc == -ENOTSUP)
+		lc->tx_cleanup_ok = false;
+	lc->next_cleanup_tsc = now + lc->tx_drain_cycles;
 }
 
 static void sleep_us(uint32_t us)

@@ -367,6 +367,7 @@ int dn_lcore_create(struct dn_port *port, uint16_t queue, const struct dn_hooks 
 	lc->pool = pool_for_queue(port, queue);
 	lc->tx_drain_cycles = rte_get_tsc_hz() / 1000000 * DN_TX_DRAIN_US;
 	lc->ip_id = (uint16_t)(queue << 12);
+	lc->tx_cleanup_ok = true;
 	if (hooks != NULL)
 		lc->hooks = *hooks;
 	if (port->rx_intr) {

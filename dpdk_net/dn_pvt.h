@@ -84,6 +84,8 @@ struct dn_lcore {
 	uint32_t idle_spins;
 	uint32_t sleep_us;      /* current back-off step */
 	bool intr_registered;
+	bool tx_cleanup_ok;     /* the PMD answers rte_eth_tx_done_cleanup */
+	uint64_t next_cleanup_tsc;
 	struct dn_pending pending[DN_PENDING_MAX];
 	struct dn_stats stats;
 } __rte_cache_aligned;
@@ -105,6 +107,9 @@ void dn_arp_learn(struct dn_port *p, uint32_t ip, const struct rte_ether_addr *m
 int dn_arp_request(struct dn_lcore *lc, uint32_t ip);
 void dn_arp_pending_run(struct dn_lcore *lc, uint64_t now);
 int dn_arp_pending_add(struct dn_lcore *lc, struct rte_mbuf *m, uint32_t next_hop);
+
+/* dn_loop.c */
+void dn_tx_reclaim(struct dn_lcore *lc, uint64_t now);
 
 /* dn_ip.c */
 void dn_ip_input(struct dn_lcore *lc, struct rte_mbuf *m);
