@@ -91,9 +91,7 @@ integ: all
 	@testbed/run_tests.sh integ $(sort $(wildcard testbed/tests/t_*.sh))
 
 test: deps all
-	@testbed/run_tests.sh all $(TESTS) -- $(sort $(wildcard testbed/tests/t_*.sh))
-	@$(MAKE) --no-print-directory unit-san
-	@fuzz/run.sh --smoke
+	@testbed/test_all.sh "$(TESTS)" $(sort $(wildcard testbed/tests/t_*.sh))
 
 demo: deps all
 	@testbed/demo.sh
