@@ -10,7 +10,8 @@
 #              socket backend over loopback: 64 B ping-pong RTT, 64 B message rate, 1 MiB stream
 #   fuse       wharf-fuse-bench: fusion on vs off, DPDK and kernel
 #   shard      wharf-shard-bench: in-process sparse push/pull keys/s per lcore
-#   ps, train  PS pull/push and end-to-end training, DPDK vs kernel (when those tools exist)
+#   ps, train  PS pull/push keys/s (1 and 2 workers) and end-to-end training samples/s,
+#              DPDK vs kernel, fusion on vs off (testbed/bench_e2e.sh)
 # BENCH_SECONDS (default 3) sets the length of each timed run.
 set -u
 . "$(dirname "$0")/cluster/tb.sh"
@@ -83,8 +84,7 @@ part_tool() { # NAME TOOL ARGS... : a tool that prints one JSON object last
 		echo "{\"missing\":\"build/wharf-$tool not built\"}" >"$OUT/$name.json"
 		return
 	fi
-	timeout 600 "$TB_BUILD/wharf-$tool" "$@" 2>"$TB_DIR/$name.log" | grep '^{' | tail -n 1 \
-		>"$OUT/$name.json" || true
+	timeout 600 "$TB_BUILD/wharf-$tool" "$@" >"$OUT/$name.json" 2>"$TB_DIR/$name.log" || true
 	[ -s "$OUT/$name.json" ] || echo "{\"failed\":\"wharf-$tool exited without a result\"}" >"$OUT/$name.json"
 }
 
@@ -117,6 +117,7 @@ part_fuse() {
 }
 tb_log "fuse"; part_fuse
 tb_log "shard"; part_tool shard shard-bench ${BENCH_SHARD_ARGS:-}
+tb_log "ps and train"; "$TB_ROOT/testbed/bench_e2e.sh" "$OUT" || tb_log "bench_e2e failed"
 
 /usr/bin/python3 "$TB_ROOT/testbed/bench_report.py" "$OUT" || exit 1
 if command -v gnuplot >/dev/null && [ -s "$OUT/dpdk_rtt.txt" ] && [ -s "$OUT/kernel_rtt.txt" ]; then

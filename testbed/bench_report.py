@@ -13,12 +13,20 @@ out = sys.argv[1]
 
 
 def load(name):
+    """A part's result: the whole file as one JSON object, else its last JSON line."""
     try:
         with open(os.path.join(out, name + ".json")) as f:
-            lines = [l for l in f.read().splitlines() if l.startswith("{")]
-            return json.loads(lines[-1]) if lines else None
-    except (OSError, ValueError):
+            text = f.read()
+    except OSError:
         return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        lines = [l for l in text.splitlines() if l.startswith("{")]
+        try:
+            return json.loads(lines[-1]) if lines else None
+        except ValueError:
+            return None
 
 
 def get(d, *path):
@@ -55,9 +63,10 @@ headline = {
     "fuse_steps_ratio_on_over_off": fuse.get("fuse_steps_ratio_on_over_off"),
     "fuse_lone_latency_ratio_on_over_off": fuse.get("fuse_lone_latency_ratio_on_over_off"),
     "fuse_steps_ratio_on_over_off_kernel": get(parts["fuse_kernel"], "fuse_steps_ratio_on_over_off"),
-    "shard_key_updates_per_s_dim16_sgd": shard.get("shard_key_updates_per_s_dim16_sgd"),
+    "shard_key_updates_per_s_dim16_sgd": get(shard, "headline", "ps_dim16_sgd_push_key_updates_per_s_per_lcore"),
     "ps_keys_per_s_ratio_dpdk_over_kernel": get(parts["ps"], "ps_keys_per_s_ratio_dpdk_over_kernel"),
     "train_samples_ratio_dpdk_over_kernel": get(parts["train"], "train_samples_ratio_dpdk_over_kernel"),
+    "train_samples_ratio_fuse_on_over_off": get(parts["train"], "train_samples_ratio_fuse_on_over_off"),
 }
 targets = {
     "rtt_p50_ratio_dpdk_over_kernel": ("<=", 0.2),
