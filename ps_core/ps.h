@@ -134,6 +134,12 @@ struct ps_server_config {
 	const int *lcore_numa;    /* NUMA node per lcore slot, or NULL: node of the creator */
 	const struct ps_table_config *tables;
 	uint32_t n_tables;
+	/*
+	 * PS_T_SAVE names a file the server writes: only a control plane may send it. Off (the
+	 * default), ps_handle refuses it (PS_ERR_BAD_TYPE) so no data-plane peer can make the
+	 * server write a file of its choosing; the owner calls ps_save directly.
+	 */
+	bool allow_save_requests;
 };
 
 struct ps_server;

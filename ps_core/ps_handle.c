@@ -429,6 +429,9 @@ static int handle_save(struct ps_handler *h, const struct tl_msg_view *v, struct
 	uint64_t rows = 0;
 	int rc;
 
+	if (!h->s->cfg.allow_save_requests)
+		return reply_err(rep, q, -EPERM, PS_ERR_BAD_TYPE,
+				 "checkpoint save is a control-plane command, refused here");
 	if (q->body_len == 0 || q->body_len >= sizeof(path))
 		return reply_err(rep, q, -EINVAL, PS_ERR_BAD_LENGTH, "save path of %u bytes",
 				 q->body_len);

@@ -37,7 +37,8 @@ int pt_cluster_create(uint32_t n_servers, uint32_t n_shards, enum ps_mode mode, 
 	for (i = 0; i < n_servers; i++) {
 		struct ps_server_config sc = { .server_id = i, .n_servers = n_servers,
 			.n_shards = n_shards, .n_lcores = 1, .n_workers = n_workers, .mode = mode,
-			.max_keys = 8192, .tables = t, .n_tables = nt };
+			.max_keys = 8192, .tables = t, .n_tables = nt,
+			.allow_save_requests = true /* the test stands for the control plane */ };
 		c->msgs[i].buf = malloc(PT_BUF);
 		c->msgs[i].cap = PT_BUF;
 		if (!c->msgs[i].buf)

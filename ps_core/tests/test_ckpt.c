@@ -104,6 +104,35 @@ static void save_msg(struct pt_cluster *c)
 	assert_int_equal(tl_ld64(rep.buf + TL_MSG_HDR_LEN), 100 + 50);
 }
 
+/* A data-plane PS_T_SAVE (allow_save_requests off) is refused and writes nothing. */
+static void test_ckpt_save_request_refused_on_data_plane(void **state)
+{
+	struct ps_table_config t = pt_table(1, 2, PS_OPT_SGD);
+	struct ps_server_config sc = { .n_servers = 1, .n_shards = 1, .n_lcores = 1, .n_workers = 1,
+				       .mode = PS_MODE_ASYNC, .tables = &t, .n_tables = 1 };
+	static uint8_t m[TL_MSG_HDR_LEN + 256] __attribute__((aligned(8)));
+	static uint8_t rb[4096] __attribute__((aligned(64)));
+	struct tl_msg_hdr h = { .type = PS_T_SAVE, .body_len = (uint32_t)strlen(path), .req_id = 4 };
+	struct ps_reply rep = { .buf = rb, .cap = sizeof(rb) };
+	struct tl_iov iov = { m + TL_MSG_HDR_LEN, h.body_len };
+	struct tl_msg_view v = { .iov = &iov, .iovcnt = 1 };
+	struct ps_server *s;
+	struct ps_handler *hd;
+
+	(void)state;
+	unlink(path);
+	assert_int_equal(ps_server_create(&sc, &s, NULL, 0), 0);
+	assert_int_equal(ps_handler_create(s, 0, &hd), 0);
+	tl_msg_hdr_encode(m, &h);
+	memcpy(m + TL_MSG_HDR_LEN, path, h.body_len);
+	assert_int_equal(tl_msg_hdr_decode(m, TL_MSG_MAX_BODY_DEFAULT, &v.hdr), 0);
+	assert_int_equal(ps_handle(hd, &v, &rep), -EPERM);
+	assert_int_equal(rep.buf[3], PS_T_ERROR);
+	assert_int_equal(access(path, F_OK), -1);
+	ps_handler_destroy(hd);
+	ps_server_destroy(s);
+}
+
 static void test_ckpt_round_trip_restores_values_and_state(void **state)
 {
 	struct pt_cluster *a, *b;
@@ -411,6 +440,7 @@ static void test_ckpt_snapshot_during_concurrent_applies_consistent(void **state
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_ckpt_save_request_refused_on_data_plane, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ckpt_round_trip_restores_values_and_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ckpt_restores_exactly_once_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ckpt_damaged_files_refused, setup, teardown),
