@@ -121,6 +121,8 @@ class Ctx:
         time.sleep(0.2)
         self.tap.stop()
         if not rep["intact"]:
+            if rep.get("diagnosis"):
+                self.fail.insert(0, "live echo corrupted: " + rep["diagnosis"])
             self.fail.append("live connection's echoed stream is not intact: %s" % rep)
         self.notes.append("sequence reads: %d confirmed by the capture's last segments, %d from "
                           "handshake ISNs + socket byte counts (sniffer lagging)"

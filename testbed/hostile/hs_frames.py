@@ -8,6 +8,7 @@ that drops it counts the drop under the reason named next to the variant.
 
 Called by: hostile.py phases -> Builder.* -> bytes for hs_lib.Raw.send.
 """
+import socket
 import struct
 
 from scapy.all import ICMP, IP, TCP, UDP, Ether, Raw
@@ -26,9 +27,7 @@ def inet_sum(data):
 
 def tcp_cksum(src, dst, seg):
     """The value to store in a TCP checksum field (field zeroed in seg)."""
-    ph = IP(src=src, dst=dst)
-    pseudo = bytes(map(int, ph.src.split("."))) + bytes(map(int, ph.dst.split("."))) + \
-        struct.pack("!BBH", 0, 6, len(seg))
+    pseudo = socket.inet_aton(src) + socket.inet_aton(dst) + struct.pack("!BBH", 0, 6, len(seg))
     return (~inet_sum(pseudo + seg)) & 0xffff
 
 

@@ -74,6 +74,7 @@ class Live(threading.Thread):
         self.recv = 0
         self.bad_at = None
         self.bad_detail = None
+        self.rx = bytearray()      # the echoed stream, kept for the diagnosis of a mismatch
         self.error = None
         self.read = read
         self.rx_sha = hashlib.sha256()
@@ -120,6 +121,7 @@ class Live(threading.Thread):
                 self.recv + i, self.out[self.recv + i:self.recv + i + 24].hex(),
                 data[i:i + 24].hex())
         self.rx_sha.update(data)
+        self.rx += data
         self.recv = end
 
     def run(self):
@@ -162,13 +164,37 @@ class Live(threading.Thread):
         except OSError:
             pass
 
+    def diagnose(self):
+        """What the first wrong echoed message looks like, message by message."""
+        start = 0
+        for e in self.ends:
+            if e > len(self.rx) or e > self.sent:
+                return None
+            if self.rx[start:e] != self.out[start:e]:
+                break
+            start = e
+        else:
+            return None
+        want = HDR.unpack(bytes(self.out[start:start + 32]))
+        got = HDR.unpack(bytes(self.rx[start:start + 32]))
+        body_ok = self.rx[start + 32:e] == self.out[start + 32:e] or \
+            self.rx[start + 32:start + 32 + 64] == self.out[start + 32:start + 32 + 64]
+        if got[0] == MAGIC and got[7] != want[7]:
+            return ("message %d (offset %d): its echo carries the header of message %d "
+                    "(body_len %d instead of %d), %s" % (
+                        want[7], start, got[7], got[5], want[5],
+                        "its own body follows" if body_ok else "the body differs too"))
+        return "message %d (offset %d): header %s, body %s" % (
+            want[7], start, "ok" if got == want else "differs", "ok" if body_ok else "differs")
+
     def report(self):
         sent_sha = hashlib.sha256(bytes(self.out[:self.sent])).hexdigest()
         ok = self.error is None and self.bad_at is None and self.recv == self.sent and \
             sent_sha == self.rx_sha.hexdigest()
         return {"lport": self.lport, "bytes_sent": self.sent, "bytes_echoed": self.recv,
                 "sha256_sent": sent_sha, "sha256_echoed": self.rx_sha.hexdigest(),
-                "first_bad_offset": self.bad_at, "bad": self.bad_detail, "error": self.error, "intact": ok}
+                "first_bad_offset": self.bad_at, "bad": self.bad_detail,
+                "diagnosis": self.diagnose() if self.bad_at is not None else None, "error": self.error, "intact": ok}
 
 
 class Tap:
