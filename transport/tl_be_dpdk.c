@@ -542,6 +542,11 @@ static int db_standalone(struct db *d, const struct tl_config *cfg)
 	rc = dn_lcore_create(d->port, 0, NULL, &d->lc);
 	if (rc != 0)
 		return rc;
+	/* A standalone instance owns its EAL: expose it to dpdk-telemetry.py and dpdk-dumpcap. */
+	if (d->own_eal) {
+		dn_obs_init();
+		dn_obs_register(d->lc);
+	}
 	dn_arp_announce(d->lc);
 	return 0;
 }

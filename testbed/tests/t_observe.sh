@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# DPDK's own tools on a running wharf node: dpdk-telemetry.py reads the /wharf/dn counters,
+# and dpdk-dumpcap captures the node's traffic through rte_pdump (read back with tshark).
+set -u
+. "$(dirname "$0")/../cluster/tb.sh"
+tb_init
+[ "$TB_MEM" = huge ] || { tb_log "dpdk-dumpcap needs shared hugepage memory: skipped without hugepages"; exit 0; }
+tb_switch 2 || tb_fail switch
+tb_node resp 1 ping --ip 198.18.0.2/24
+tb_wait_log "$TB_DIR/resp.log" "up on port" 20 || tb_fail "node did not come up"
+timeout 20 dpdk-dumpcap --file-prefix=wharf-$TB_ID-resp -i 0 -c 20 -w "$TB_DIR/cap.pcapng" \
+	>"$TB_DIR/dumpcap.log" 2>&1 &
+cap=$!
+sleep 3 # dumpcap attaches as a secondary process; its own messages come only at exit
+tb_run cli 0 30 ping --ip 198.18.0.1/24 --peer 198.18.0.2 --count 20 --interval-us 5000 \
+	|| tb_fail "ping failed"
+wait $cap
+n=$(tshark -r "$TB_DIR/cap.pcapng" -Y icmp 2>/dev/null | wc -l)
+[ "$n" -ge 10 ] || tb_fail "dpdk-dumpcap captured $n ICMP frames"
+tb_pass "dpdk-dumpcap captured $n ICMP frames of the running node"
+out=$(echo "/wharf/dn/stats,0" | timeout 10 dpdk-telemetry.py -f "wharf-$TB_ID-resp" 2>&1)
+echo "$out" | tail -n 1 | cut -c1-300
+replies=$(echo "$out" | grep -o '"icmp_echo_replies": [0-9]*' | grep -o '[0-9]*$')
+[ "${replies:-0}" -ge 20 ] || tb_fail "telemetry shows ${replies:-none} echo replies, expected >= 20"
+tb_pass "dpdk-telemetry.py /wharf/dn/stats: $replies echo replies"
