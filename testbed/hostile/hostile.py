@@ -16,8 +16,10 @@ kind of hostile traffic on the TAP, and prints what it sent and what the node an
                              unacceptable ACK (challenge ACK, data not taken).
   hostile.py synflood ...    --syns N SYNs from random spoofed sources of the /24, paced,
                              then a new legitimate connection must open within --reconnect s.
-  hostile.py peers ...       a tiny-MSS peer, a zero-window peer and a peer that never reads,
-                             next to the live connection.
+  hostile.py peers ...       a tiny-MSS peer (Linux socket, MSS 88; scapy peers with MSS
+                             1 and 0), zero-window peers (Linux socket not reading; scapy
+                             peer holding its window at 0) and a peer that never reads,
+                             each in turn, next to the live connection (--parts).
   hostile.py check --expect FILE --log NODE_LOG
       compares the counters the node printed at exit (WHARF_TL_STATS=1) with what the
       phase sent; prints the table; exit 1 when a counter shows less than was sent.
@@ -94,13 +96,13 @@ class Ctx:
         """The live tuple's (rcv_nxt, snd_nxt) at the node, read from the capture once it
         agrees with the client's own byte counts."""
         st = self.tap.settled(self.live.sent, self.live.recv)
-        if st is not None:
-            self.seq_reads[st[2]] += 1
-            return st[:2]
         if st is None:
-            raise SystemExit("hostile.py: the capture never agreed with the live connection "
+            raise SystemExit("hostile.py: the capture never saw the live connection's handshake "
                              "(sniffer %s, ISNs %s, client sent %d recv %d)" % (
                                  self.tap.state(), self.tap.isn, self.live.sent, self.live.recv))
+        self.seq_reads[st[2]] += 1
+        return st[:2]
+
     def expect_at_least(self, counter, n, what):
         self.expect.setdefault(counter, {"at_least": 0, "what": []})
         self.expect[counter]["at_least"] += n
@@ -110,9 +112,6 @@ class Ctx:
     def row(self, what, sent, answer):
         self.rows.append((what, sent, answer))
         print("[%s] %s: %s" % (time.strftime("%H:%M:%S"), what, answer), file=sys.stderr, flush=True)
-
-    def wharf_rsts(self, mark):
-        return [r for r in self.tap.since(mark, self.a.port, self.live.lport) if r[3] & R_FLAG]
 
     def finish(self, extra=None):
         ok_step = self.advance(len(self.live.out) - self.step, "at the end")

@@ -6,10 +6,10 @@
 # SYN-ACK retries run out: the per-listener backlog (128) must hold them, not the table.
 # Pass: the node stays up, the live stream is byte-exact, drop_backlog counts the SYNs over
 # the backlog, a new legitimate connection (Linux retrying its SYN) opens and echoes intact
-# within 40 s of the flood's end, RSS grows by less than 16 MiB.
+# within 30 s of the flood's end, RSS grows by less than 16 MiB.
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
 tb_init
 . "$TB_ROOT/testbed/hostile/hs.sh"
 HS_PHASE_SECS=150 hs_test synflood 198.18.45 7305 16384 --syns 100000 --rate 8000 \
-	--flood-secs 28 --reconnect 40
+	--flood-secs 28 --reconnect 30
