@@ -194,11 +194,31 @@ for n in "$A" "$B"; do
 		"$TB_BUILD/wharf-ctl" "127.0.0.1:$((BASE + s))" status 2>&1 | sed 's/^/  /' >&2
 	done
 	tail -n 3 "$TB_DIR/$n.log" >&2
+	# Where it waits: the stack of every thread (gdb when installed), into the kept logs.
+	command -v gdb >/dev/null && timeout 30 gdb -p "${TB_PIDS[$n]}" -batch \
+		-ex "thread apply all bt" >"$TB_DIR/$n.stall-bt" 2>&1 &&
+		soak "stack of $n in $(basename "$TB_DIR")/$n.stall-bt"
 done
 final=$(snapshot final) || tb_fail "final snapshot"
 check_ledger "final" "$final" || soak_bad "final ledger: an applied sequence is missing"
 if [ -z "${SOAK_SKIP_CRASH:-}" ]; then
-	soak "crash: PS $s was restored from a checkpoint holding $(python3 "$SOAK_DIR/ckpt_ledger.py" "$TB_DIR/crash_base.$s")"
+	base=$(python3 "$SOAK_DIR/ckpt_ledger.py" "$TB_DIR/crash_base.$s")
+	soak "crash: PS $s was restored from a checkpoint holding $base"
+	# Which sequences went: the checkpoint is consistent (value == last_seq at its cut), the
+	# server applied everything above it that arrived after the restart; the gap between is
+	# what the crashed server acknowledged and no client ever sent again.
+	python3 - "$base" "$final" <<'EOF' >&2
+import json, sys
+b, f = json.loads(sys.argv[1])["workers"], json.loads(sys.argv[2])["workers"]
+for w, e in sorted(b.items(), key=lambda x: int(x[0])):
+    fin = f.get(w, e)
+    after = fin["value"] - e["value"]            # applied by the restarted server
+    gap_hi = fin["last_seq"] - after             # last sequence before the resumed ones
+    if gap_hi > e["last_seq"]:
+        print(f"soak: crash: worker id {w}: checkpoint cut at seq {e['last_seq']}, resumed at "
+              f"seq {gap_hi + 1}; seqs {e['last_seq'] + 1}..{gap_hi} ({gap_hi - e['last_seq']}) "
+              f"were acknowledged by the killed server and never resent")
+EOF
 fi
 WARGS=()
 for n in "${ALL_W[@]}"; do
