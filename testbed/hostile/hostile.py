@@ -383,6 +383,8 @@ def phase_synflood(a):
     ok, conn_secs, det = new_conn_ok(a, 10)
     tries = 1
     while not ok and time.monotonic() - t1 < a.reconnect:
+        c.notes.append("new connection attempt %d at +%.1f s: %s" % (
+            tries, time.monotonic() - t1, det if isinstance(det, str) else "echo incomplete"))
         tries += 1
         ok, conn_secs, det = new_conn_ok(a, 10)
     wait = time.monotonic() - t1
