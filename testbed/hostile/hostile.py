@@ -36,6 +36,8 @@ import struct
 import sys
 import time
 
+from scapy.all import TCP, IPOption
+
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hs_lib import (HDR, MAGIC, TYPE, VERSION, Live, Raw, RawPeer, Tap,  # noqa: E402
@@ -243,6 +245,19 @@ def phase_window(a):
     c.row("5 overlapping out-of-order pieces (true bytes)", len(pieces), "then the client fills the hole")
     c.expect_at_least("ooo", 1, "overlapping out-of-order pieces")
     c.advance(64 << 10, "after the out-of-order pieces")
+
+    # 2b. the next true bytes inside an IPv4 header with options (IHL 6): taken as data
+    rcv, snd = c.seqs()
+    s0 = c.live.sent
+    frame = bytes(c.b.eth() / c.b.ip(options=[IPOption(b"\x01\x01\x01\x00")]) /
+                  TCP(sport=lp, dport=a.port, seq=rcv, ack=snd, flags="PA", window=65535) /
+                  out[s0:s0 + 100])
+    segs = inject_and_watch(c, frame, 1)
+    c.row("next 100 true bytes, IPv4 header with options (IHL 6)", 1,
+          "%d ACKs of rcv_nxt+100" % acks_to(segs, seq_add(rcv, 100)))
+    if acks_to(segs, seq_add(rcv, 100)) == 0:
+        c.fail.append("a segment in an IPv4 header with options was not taken")
+    c.advance(64 << 10, "after the IP-options segment")
 
     # 3. far out of window, each way, with data and as pure ACKs
     rcv, snd = c.seqs()
