@@ -11,7 +11,7 @@ Called by: hostile.py phases -> Builder.* -> bytes for hs_lib.Raw.send.
 import socket
 import struct
 
-from scapy.all import ICMP, IP, TCP, UDP, Ether, Raw
+from scapy.all import ARP, ICMP, IP, TCP, UDP, Ether, Raw
 
 JUNK = b"\xa5" * 64   # bytes that must never show up in the echoed stream
 
@@ -92,6 +92,19 @@ def malformed(b, lport, rcv_nxt, snd_nxt, subnet_other):
     v.append(("eth_type_vlan", "dn_drop_eth_type", bytes(b.eth(type=0x8100)) + rst[14:]))
     v.append(("eth_dst_other_unicast", "dn_drop_eth_dst",
               bytes(b.eth(dst="02:00:00:00:00:99")) + rst[14:]))
+    # ---- ARP (the sender is an address nobody uses: nothing real is re-learned)
+    spa = b.wh.rsplit(".", 1)[0] + ".200"
+    arp = ARP(op=1, hwsrc=b.lmac, psrc=spa, pdst=b.wh)
+    v.append(("arp_truncated", "dn_drop_arp_malformed", bytes(b.eth(type=0x0806) / arp)[:14 + 20]))
+    v.append(("arp_hw_type_6", "dn_drop_arp_malformed",
+              bytes(b.eth(type=0x0806) / ARP(hwtype=6, op=1, hwsrc=b.lmac, psrc=spa, pdst=b.wh))))
+    v.append(("arp_op_3", "dn_drop_arp_malformed",
+              bytes(b.eth(type=0x0806) / ARP(op=3, hwsrc=b.lmac, psrc=spa, pdst=b.wh))))
+    v.append(("arp_multicast_sender_mac", "dn_drop_arp_malformed",
+              bytes(b.eth(type=0x0806) / ARP(op=1, hwsrc="01:00:5e:00:00:01", psrc=spa, pdst=b.wh))))
+    v.append(("arp_request_for_another_ip", "dn_drop_arp_not_us",
+              bytes(b.eth(dst="ff:ff:ff:ff:ff:ff", type=0x0806) /
+                    ARP(op=1, hwsrc=b.lmac, psrc=spa, pdst=subnet_other))))
     # ---- IPv4, each carrying the exact RST
     v.append(("ip_truncated_header", "dn_drop_ip_truncated", rst[:14 + 12]))
     v.append(("ip_version_6", "dn_drop_ip_version",

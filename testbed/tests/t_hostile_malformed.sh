@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Hostile traffic 1/5: malformed frames of every layer against a live wharf node on a TAP
 # (testbed/hostile/hostile.py malformed). While a Linux client keeps a connection echoing
-# through wharf-perf --server --echo, every variant (other ethertypes and MACs; bad IPv4
+# through wharf-perf --server --echo, every variant (other ethertypes and MACs; ARP short,
+# of another hardware type or opcode, from a multicast MAC, or for another address; bad IPv4
 # version, IHL, total length, checksum, TTL, destination; fragments; ICMP truncated, bad
 # checksum, unknown type; bad TCP checksums; data offset 0/4/past the packet; options
 # running past the header or with bad lengths; impossible flag sets; port 0; land) is sent
