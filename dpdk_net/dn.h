@@ -89,7 +89,10 @@ struct dn_config {
 	uint16_t nb_rxd, nb_txd; /* 0 = 1024 each */
 	uint16_t nb_queues;      /* queue pairs = worker lcores using the port; 0 = 1 */
 	enum dn_idle idle;
-	uint32_t idle_max_sleep_us; /* back-off ceiling in sleep mode; 0 = 200 us */
+	uint32_t idle_max_sleep_us; /* back-off ceiling in sleep mode; 0 = 500 us */
+	uint32_t idle_spin_us;      /* sleep mode: keep polling this long after the last work
+				     * (0, the default: sleep at once; spinning measured worse when
+				     * several processes share the cores, as in the testbed) */
 	uint32_t link_wait_ms;      /* 0 = 3000; a link still down then is reported, not fatal */
 	bool promiscuous;           /* the vswitch wants every frame */
 	bool no_l3;                 /* raw L2 use (vswitch): no ARP/IP, no gratuitous ARP */

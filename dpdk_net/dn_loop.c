@@ -17,6 +17,7 @@
 #include <rte_cycles.h>
 #include <rte_epoll.h>
 #include <rte_ethdev.h>
+#include <rte_pause.h>
 
 #include "dpdk_net/dn_pvt.h"
 
@@ -44,6 +45,8 @@ unsigned dn_loop_once(struct dn_lcore *lc, uint64_t now)
 		dn_tx_flush(lc);
 	if (n == 0 && lc->tx_cleanup_ok && now >= lc->next_cleanup_tsc)
 		dn_tx_reclaim(lc, now);
+	if (work > 0)
+		lc->last_busy_tsc = now;
 	return work;
 }
 
@@ -72,6 +75,16 @@ static void sleep_us(uint32_t us)
 void dn_lcore_idle_wait(struct dn_lcore *lc)
 {
 	struct rte_epoll_event ev;
+
+	/*
+	 * Adaptive polling: right after traffic the next packet usually follows within tens
+	 * of microseconds (a reply, the next request), far sooner than an interrupt wake-up;
+	 * keep spinning for idle_spin_us after the last work, then sleep.
+	 */
+	if (rte_rdtsc() - lc->last_busy_tsc < lc->idle_spin_cycles) {
+		rte_pause();
+		return;
+	}
 
 	if (lc->intr_registered && rte_eth_dev_rx_intr_enable(lc->port_id, lc->queue) == 0) {
 		/*

@@ -368,6 +368,7 @@ int dn_lcore_create(struct dn_port *port, uint16_t queue, const struct dn_hooks 
 	lc->tx_drain_cycles = rte_get_tsc_hz() / 1000000 * DN_TX_DRAIN_US;
 	lc->ip_id = (uint16_t)(queue << 12);
 	lc->tx_cleanup_ok = true;
+	lc->idle_spin_cycles = rte_get_tsc_hz() / 1000000 * port->cfg.idle_spin_us;
 	if (hooks != NULL)
 		lc->hooks = *hooks;
 	if (port->rx_intr) {

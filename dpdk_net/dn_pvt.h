@@ -85,6 +85,8 @@ struct dn_lcore {
 	uint32_t sleep_us;      /* current back-off step */
 	bool intr_registered;
 	bool tx_cleanup_ok;     /* the PMD answers rte_eth_tx_done_cleanup */
+	uint64_t last_busy_tsc; /* last loop iteration that did work */
+	uint64_t idle_spin_cycles;
 	uint64_t next_cleanup_tsc;
 	struct dn_pending pending[DN_PENDING_MAX];
 	struct dn_stats stats;
