@@ -35,7 +35,7 @@ APPS     := $(foreach d,$(APP_DIRS),$(BUILD)/wharf-$(notdir $(patsubst %/,%,$(d)
 TEST_SRCS := $(wildcard $(addsuffix /tests/test_*.c,$(LAYERS)))
 TESTS     := $(patsubst %.c,$(BUILD)/tests/%,$(subst /tests/,/,$(TEST_SRCS)))
 
-.PHONY: all deps test unit unit-san build-tests integ fuzz demo bench clean $(addprefix test-,$(notdir $(LAYERS))) hugepages
+.PHONY: all deps test unit unit-san build-tests integ fuzz soak demo bench clean $(addprefix test-,$(notdir $(LAYERS))) hugepages
 all: $(LIBS) $(APPS) $(TESTS)
 
 # ---- libraries -------------------------------------------------------------
@@ -98,6 +98,10 @@ demo: deps all
 
 bench: deps all
 	@testbed/bench.sh
+
+# The long fault soak (minutes): PS and worker kills over an impaired switch.
+soak: all
+	@testbed/soak.sh
 
 # libFuzzer harnesses (clang): FUZZ_SECONDS per harness; make test runs a short smoke.
 FUZZ_SECONDS ?= 60
