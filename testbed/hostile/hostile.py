@@ -83,12 +83,15 @@ class Ctx:
         self.raw = Raw(a.iface)
         self.step = 0
         self.seq_reads = {True: 0, False: 0}  # capture agreed / capture lagging
+        self.stalled = False
 
-    def advance(self, nbytes, what, timeout=20):
+    def advance(self, nbytes, what, timeout=12):
         """Lets the live client send nbytes more and waits for their echo."""
         self.live.allow(self.step + nbytes)
         self.step = self.live.limit
-        if not self.live.wait_echoed(timeout):
+        # Once stalled, later waits are short: the failure is recorded, the test stays bounded.
+        if not self.live.wait_echoed(3 if self.stalled else timeout):
+            self.stalled = True
             self.fail.append("live connection stalled or broke %s: %s" % (what, self.live.report()))
             return False
         time.sleep(0.3)  # Linux's delayed ACK, then the sniffer's view is final
@@ -496,9 +499,10 @@ def peer_zero_window(c, a):
 
 def peer_never_reads(c, a, rss0, rss1):
     # 3. never reads: sends 32 MiB into a peer that never reads; the live one keeps working.
-    nr = Live(a.wh, a.port, 32 << 20, 23, rcvbuf=1, read=False)
-    nr.start()
-    nr.allow(len(nr.out))
+    nrs = [Live(a.wh, a.port, 32 << 20, 23 + i, rcvbuf=1, read=False) for i in range(a.never_readers)]
+    for nr in nrs:
+        nr.start()
+        nr.allow(len(nr.out))
     rss, rounds = [], 0
     for i in range(8):
         time.sleep(1)
@@ -506,18 +510,25 @@ def peer_never_reads(c, a, rss0, rss1):
         if not c.advance(32 << 10, "while a peer never reads (%d s)" % (i + 1), 5):
             break
         rounds += 1
-    stuck = nr.report()
-    nr.finish()
+    got_in = sum(nr.report()["bytes_sent"] for nr in nrs)
+    for nr in nrs:
+        nr.finish()     # Linux resets them (unread data): the node may free what they held
     ok, secs, det = new_conn_ok(a, 10)
+    for i in range(1):
+        if ok:
+            break
+        c.notes.append("new connection after the never-readers left, try %d: %s" % (i + 1, det))
+        time.sleep(5)
+        ok, secs, det = new_conn_ok(a, 10)
     rss2 = read_rss(a.node_pid)
-    c.row("never-reading peer: offers 32 MiB, reads nothing, 8 s", 1,
-          "it got %d B in; live conn echoed %d of 8 x 32 KiB rounds; new conn %s" % (
-              stuck["bytes_sent"], rounds, "ok" if ok else "FAILED"))
+    c.row("%d never-reading peer(s): each offers 32 MiB, reads nothing, 8 s" % len(nrs), len(nrs),
+          "they got %d B in; live conn echoed %d of 8 x 32 KiB rounds; new conn %s" % (
+              got_in, rounds, "ok" if ok else "FAILED"))
     if not ok:
         c.fail.append("a new connection next to the never-reading peer failed: %s" % det)
     return c.finish({"rss_kib": {"before": rss0, "before_never_reader": rss1,
                                  "during_never_reader": rss, "after": rss2},
-                     "never_reader_bytes_in": stuck["bytes_sent"]})
+                     "never_readers": len(nrs), "never_reader_bytes_in": got_in})
 
 
 def phase_check(a):
@@ -558,6 +569,7 @@ def main():
     p.add_argument("--node-pid", type=int, default=0)
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--parts", default="tiny,zero,rawmss,rawzero,never", help="peers: which peers (comma list)")
+    p.add_argument("--never-readers", type=int, default=1, help="peers: how many never read")
     p.add_argument("--only", help="malformed: variants whose names start with these (comma list)")
     p.add_argument("--syns", type=int, default=100000)
     p.add_argument("--rate", type=float, default=8000, help="SYNs per second")

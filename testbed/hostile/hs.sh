@@ -103,6 +103,9 @@ hs_test() {
 	prc=${PIPESTATUS[0]}
 	hs_mem after
 	rss1=$(hs_rss_kb)
+	ping -c 3 -i 0.2 -W 2 -I "$HS_IF" "$HS_WH" >"$TB_DIR/ping.out" 2>&1 \
+		&& tb_pass "node answers ping after the phase" \
+		|| { tb_log "FAIL: node does not answer ping after the phase: $(tail -n 2 "$TB_DIR/ping.out" | head -n 1)"; fail=1; }
 	hs_down; drc=$?
 	hs_check; crc=$?
 	[ $prc -eq 0 ] && tb_pass "$phase: live connection intact (SHA-256 of the echo), node answered as expected" \
