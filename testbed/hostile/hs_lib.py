@@ -177,15 +177,20 @@ class Live(threading.Thread):
             return None
         want = HDR.unpack(bytes(self.out[start:start + 32]))
         got = HDR.unpack(bytes(self.rx[start:start + 32]))
-        body_ok = self.rx[start + 32:e] == self.out[start + 32:e] or \
-            self.rx[start + 32:start + 32 + 64] == self.out[start + 32:start + 32 + 64]
+        body_ok = self.rx[start + 32:e] == self.out[start + 32:e]
         if got[0] == MAGIC and got[7] != want[7]:
             return ("message %d (offset %d): its echo carries the header of message %d "
                     "(body_len %d instead of %d), %s" % (
                         want[7], start, got[7], got[5], want[5],
                         "its own body follows" if body_ok else "the body differs too"))
-        return "message %d (offset %d): header %s, body %s" % (
-            want[7], start, "ok" if got == want else "differs", "ok" if body_ok else "differs")
+        i = next(k for k in range(start, e) if self.rx[k] != self.out[k])
+        piece = bytes(self.rx[i:min(e, i + 16)])
+        where = self.out.find(piece) if len(piece) >= 8 else -1
+        return ("message %d (offset %d, %d bytes): header %s; first wrong byte at body offset %d: "
+                "got %s, which %s" % (
+                    want[7], start, e - start, "ok" if got == want else "differs", i - start - 32,
+                    piece.hex(), "the client sent at stream offset %d" % where if where >= 0
+                    else "the client never sent (foreign bytes)"))
 
     def report(self):
         sent_sha = hashlib.sha256(bytes(self.out[:self.sent])).hexdigest()
