@@ -131,6 +131,7 @@ struct ps_fz_cl {
 	uint32_t dones[7];
 	float out[7][6 * 4];
 	bool barrier_done;
+	bool geo_more;
 };
 
 static void ps_fz_done(void *arg, int status)
@@ -179,7 +180,7 @@ static int ps_fz_request_kind(struct ps_client *c, struct ps_fz_cl *st, uint32_t
 	case 3: return ps_client_dense_pull(c, 2, 3, 16, 2, 5, out, ps_fz_done, d, mb);
 	case 4: return ps_client_dense_push(c, 2, 3, 16, 0, 4, grads, ps_fz_done, d, mb);
 	case 5: return ps_client_barrier(c, 1, &st->barrier_done, ps_fz_done, d, mb);
-	default: return ps_client_geo_pull(c, 1, 4, ps_fz_geo_row, NULL, ps_fz_done, d, mb);
+	default: return ps_client_geo_pull(c, 1, 4, ps_fz_geo_row, NULL, &st->geo_more, ps_fz_done, d, mb);
 	}
 }
 

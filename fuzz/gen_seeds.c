@@ -211,7 +211,7 @@ static int gs_ps_encode(struct ps_client *c, uint32_t k, struct ps_msgbuf *mb)
 	case 3: return ps_client_dense_pull(c, 2, 3, 16, 2, 5, out, gs_done, NULL, mb);
 	case 4: return ps_client_dense_push(c, 2, 3, 16, 0, 4, grads, gs_done, NULL, mb);
 	case 5: return ps_client_barrier(c, 1, &done_flag, gs_done, NULL, mb);
-	default: return ps_client_geo_pull(c, 1, 4, gs_geo_row, NULL, gs_done, NULL, mb);
+	default: return ps_client_geo_pull(c, 1, 4, gs_geo_row, NULL, &done_flag, gs_done, NULL, mb);
 	}
 }
 

@@ -63,10 +63,21 @@ struct db {
 	struct db_txrec *recs, *rec_free;
 	uint32_t nrecs;
 	struct rte_memseg_list *msl; /* last DPDK memseg list a payload piece was found in */
+	/*
+	 * Receive back-pressure. Received data stays in its mbufs until the application is done
+	 * with it, so a peer whose messages are not consumed (a receiver that never reads, a
+	 * queue that never drains) would empty the mempool and leave the port unable to refill
+	 * its Rx ring: deaf to everyone. Below a quarter of the pool free, delivered bytes no
+	 * longer reopen the TCP window; above half free, the withheld windows reopen.
+	 */
+	bool pool_low;
+	uint32_t withholding;       /* connections with withheld bytes */
+	uint64_t next_pool_check;
 };
 
 struct db_conn {
 	struct tl_tcp_conn *tc;
+	uint32_t withheld;          /* bytes delivered while mbufs ran short: window kept shut */
 	struct db_txrec *cur;       /* the message being handed to the core, if partial */
 };
 
@@ -241,12 +252,14 @@ static void db_l4_input(void *arg, struct dn_lcore *lc, struct rte_mbuf *m)
 	rte_pktmbuf_free(m); /* our reference; the core and the framer hold their own */
 }
 
+static void db_pool_watch(struct db *d, uint64_t now_tsc);
+
 static unsigned db_timers(void *arg, struct dn_lcore *lc, uint64_t now_tsc)
 {
 	struct db *d = arg;
 
 	(void)lc;
-	(void)now_tsc;
+	db_pool_watch(d, now_tsc);
 	tl_tcp_timers(d->stack, db_now(d));
 	return 0;
 }
@@ -264,6 +277,9 @@ static struct db_txrec *db_rec_get(struct db *d)
 
 static void db_rec_put(struct db_txrec *r)
 {
+	/* A free record belongs to no connection: db_shutdown must never find it. */
+	r->c = NULL;
+	r->tx = NULL;
 	r->next_free = r->d->rec_free;
 	r->d->rec_free = r;
 }
@@ -362,8 +378,42 @@ static void db_recv(void *arg, struct tl_tcp_conn *tc, const uint8_t *data, uint
 	 * memory is bounded by the framer's limits (max_held_msgs, max_msg_segs) instead.
 	 */
 	int rc = tl_up_input(c, data, len, pkt);
-	if (rc >= 0 || c->state == TL_CS_OPEN)
-		tl_tcp_recved(tc, len, db_now(d));
+	if (rc < 0 && c->state != TL_CS_OPEN)
+		return;
+	if (d->pool_low) {
+		struct db_conn *dc = tl_conn_priv(c);
+		d->withholding += dc->withheld == 0;
+		dc->withheld += len;
+		return;
+	}
+	tl_tcp_recved(tc, len, db_now(d));
+}
+
+/* Rechecks the mempool at most every 100 us; reopens withheld windows once it recovered. */
+static void db_pool_watch(struct db *d, uint64_t now_tsc)
+{
+	unsigned avail, size;
+
+	if (now_tsc < d->next_pool_check)
+		return;
+	d->next_pool_check = now_tsc + d->hz / 10000;
+	avail = rte_mempool_avail_count(d->hdr_pool);
+	size = d->hdr_pool->size;
+	if (!d->pool_low && avail < size / 4)
+		d->pool_low = true;
+	else if (d->pool_low && avail > size / 2)
+		d->pool_low = false;
+	if (d->pool_low || d->withholding == 0)
+		return;
+	for (struct tl_link *e = d->tl->conns.next; e != &d->tl->conns; e = e->next) {
+		struct tl_conn *c = tl_container_of(e, struct tl_conn, link);
+		struct db_conn *dc = tl_conn_priv(c);
+
+		if (dc->withheld != 0 && dc->tc != NULL)
+			tl_tcp_recved(dc->tc, dc->withheld, db_now(d));
+		dc->withheld = 0;
+	}
+	d->withholding = 0;
 }
 
 static void db_sent(void *arg, struct tl_tcp_conn *tc, uint32_t acked)
