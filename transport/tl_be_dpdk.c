@@ -38,6 +38,7 @@
 
 #define DB_COPY_MAX 512      /* payload pieces up to this size are copied, not attached */
 #define DB_EXT_MBUFS 16383   /* mbufs that carry attached payload, per instance */
+#define DB_BACKED_UP_BYTES (256u << 10) /* queued to a peer that is not taking it */
 
 /* One message on its way: completes when every piece the core took is released. */
 struct db_txrec {
@@ -68,9 +69,12 @@ struct db {
 	 * with it, so a peer whose messages are not consumed (a receiver that never reads, a
 	 * queue that never drains) would empty the mempool and leave the port unable to refill
 	 * its Rx ring: deaf to everyone. Below a quarter of the pool free, delivered bytes no
-	 * longer reopen the TCP window; above half free, the withheld windows reopen.
+	 * longer reopen the TCP window of connections whose replies are backed up (below an
+	 * eighth, of any connection); above half free, the withheld windows reopen.
 	 */
-	bool pool_low;
+	bool pool_low, pool_critical;
+	uint32_t conn_pieces_max;   /* send descriptors one connection may hold */
+	uint64_t conn_pieces_capped;
 	uint32_t withholding;       /* connections with withheld bytes */
 	uint64_t next_pool_check;
 };
@@ -78,6 +82,7 @@ struct db {
 struct db_conn {
 	struct tl_tcp_conn *tc;
 	uint32_t withheld;          /* bytes delivered while mbufs ran short: window kept shut */
+	uint32_t pieces;            /* pieces handed to the core and not yet released */
 	struct db_txrec *cur;       /* the message being handed to the core, if partial */
 };
 
@@ -295,6 +300,13 @@ static void db_piece_done(void *arg, int status)
 {
 	struct db_txrec *r = arg;
 
+	if (r->c != NULL) {
+		struct tl_conn *c = r->c;
+		/* A connection held back by its descriptor cap goes on once pieces come back. */
+		if (((struct db_conn *)tl_conn_priv(c))->pieces-- == r->d->conn_pieces_max &&
+		    c->state == TL_CS_OPEN && !tl_list_empty(&c->txq) && !tl_linked(&c->dirty))
+			tl_list_add_tail(&c->tl->dirty, &c->dirty);
+	}
 	if (status != 0 && r->status == 0)
 		r->status = status;
 	if (--r->pending == 0 && r->queued)
@@ -324,8 +336,18 @@ static void db_queue(struct db *d, struct tl_conn *c, struct db_conn *dc, uint64
 			if (tx->off >= off + v->len)
 				continue;
 			uint32_t skip = (uint32_t)(tx->off - off), len = v->len - skip;
+			/*
+			 * The core's send descriptors are shared by the lcore's connections: one
+			 * whose peer does not read must not hold them all and stall the others.
+			 */
+			int rc = dc->pieces >= d->conn_pieces_max ? -ENOBUFS : 0;
 			r->pending++;
-			int rc = tl_tcp_send(dc->tc, v->base + skip, len, db_piece_done, r, now);
+			if (rc == 0)
+				rc = tl_tcp_send(dc->tc, v->base + skip, len, db_piece_done, r, now);
+			else
+				d->conn_pieces_capped++;
+			if (rc == 0)
+				dc->pieces++;
 			if (rc != 0) {
 				r->pending--;
 				if (tx->off == 0)
@@ -380,7 +402,12 @@ static void db_recv(void *arg, struct tl_tcp_conn *tc, const uint8_t *data, uint
 	int rc = tl_up_input(c, data, len, pkt);
 	if (rc < 0 && c->state != TL_CS_OPEN)
 		return;
-	if (d->pool_low) {
+	/*
+	 * Who waits: first the connections whose own replies are backed up (a peer that does not
+	 * read what we send it must not go on filling our memory); everyone once the pool is
+	 * nearly empty.
+	 */
+	if (d->pool_critical || (d->pool_low && c->tx_bytes >= DB_BACKED_UP_BYTES)) {
 		struct db_conn *dc = tl_conn_priv(c);
 		d->withholding += dc->withheld == 0;
 		dc->withheld += len;
@@ -403,6 +430,7 @@ static void db_pool_watch(struct db *d, uint64_t now_tsc)
 		d->pool_low = true;
 	else if (d->pool_low && avail > size / 2)
 		d->pool_low = false;
+	d->pool_critical = avail < size / 8;
 	if (d->pool_low || d->withholding == 0)
 		return;
 	for (struct tl_link *e = d->tl->conns.next; e != &d->tl->conns; e = e->next) {
@@ -665,6 +693,7 @@ static int db_init(struct tl *tl)
 	tc.max_conns = tl->cfg.max_conns * 2 + 16; /* TIME_WAIT and embryonic ones too */
 	tc.iss_secret = rte_rand();
 	d->nrecs = tc.max_sbufs;
+	d->conn_pieces_max = tc.max_sbufs / 8;
 	d->recs = calloc(d->nrecs, sizeof(*d->recs));
 	if (d->recs == NULL)
 		return -ENOMEM;

@@ -93,7 +93,11 @@ echo "wharf -> Linux echo: sha256 sent $sum_sent, received $sum_recv"
 tb_stop cap
 # One pass; per frame: source, malformed, expert severities, TCP and IP checksum status
 # (0 bad, 1 good, 2 unverified). Error severity is 0x00800000 (PI_ERROR).
+# The payload is random bytes in wharf's framing: decode it as plain data (heuristic dissectors
+# take random bytes for SMPP or Thrift and call them malformed), and do not reassemble streams
+# (a legal retransmission overlapping old data is a reassembly "error", not a TCP one).
 timeout --kill-after=5 300 tshark -n -r "$CAP" -o tcp.check_checksum:TRUE -o ip.check_checksum:TRUE \
+	-o tcp.desegment_tcp_streams:FALSE -d "tcp.port==$PORT,data" -d "tcp.port==$LPORT,data" \
 	-T fields -E separator='|' -e ip.src -e _ws.malformed -e _ws.expert.severity \
 	-e tcp.checksum.status -e ip.checksum.status 2>"$TB_DIR/tshark.log" |
 	awk -F'|' -v wh=$WH '
