@@ -587,3 +587,28 @@ uint32_t fl_count(const struct fl_link *l, uint32_t since, int from, uint8_t fla
 	}
 	return n;
 }
+
+int fl_test_setup(void **state, uint64_t seed)
+{
+	struct fl_link *l = calloc(1, sizeof(*l));
+	struct tl_tcp_cfg cfg;
+
+	if (!l)
+		return -1;
+	fl_cfg(&cfg);
+	if (fl_init(l, &cfg, NULL, seed) != 0) {
+		free(l);
+		return -1;
+	}
+	*state = l;
+	return 0;
+}
+
+int fl_test_teardown(void **state)
+{
+	struct fl_link *l = *state;
+	uint64_t leaks = fl_fini(l);
+
+	free(l);
+	return leaks == 0 ? 0 : -1;
+}

@@ -83,6 +83,13 @@ void fl_cfg(struct tl_tcp_cfg *cfg);
 /* Builds both stacks (cfg_b NULL: same as cfg_a). Returns 0 or -errno. */
 int fl_init(struct fl_link *l, const struct tl_tcp_cfg *cfg_a, const struct tl_tcp_cfg *cfg_b,
 	    uint64_t seed);
+/*
+ * cmocka fixtures: a fresh link with fl_cfg defaults and the given seed in *state; teardown
+ * fails (-1) when fl_fini reports a leaked packet reference, frame or send descriptor.
+ */
+int fl_test_setup(void **state, uint64_t seed);
+int fl_test_teardown(void **state);
+
 /* Destroys both stacks and the frames in flight. Returns the number of leaked
  * packet references + frames + send descriptors (0 when clean). */
 uint64_t fl_fini(struct fl_link *l);

@@ -18,28 +18,12 @@
 
 static int setup(void **state)
 {
-	struct fl_link *l = calloc(1, sizeof(*l));
-	struct tl_tcp_cfg cfg;
-
-	if (!l)
-		return -1;
-	fl_cfg(&cfg);
-	if (fl_init(l, &cfg, NULL, 7) != 0) {
-		free(l);
-		return -1;
-	}
-	*state = l;
-	return 0;
+	return fl_test_setup(state, 7);
 }
 
 static int teardown(void **state)
 {
-	struct fl_link *l = *state;
-	uint64_t leaks = fl_fini(l);
-
-	free(l);
-	assert_int_equal(leaks, 0);
-	return 0;
+	return fl_test_teardown(state);
 }
 
 static bool drop_all(void *arg, const struct fl_seg *g)
