@@ -35,6 +35,9 @@ APPS     := $(foreach d,$(APP_DIRS),$(BUILD)/wharf-$(notdir $(patsubst %/,%,$(d)
 TEST_SRCS := $(wildcard $(addsuffix /tests/test_*.c,$(LAYERS)))
 TESTS     := $(patsubst %.c,$(BUILD)/tests/%,$(subst /tests/,/,$(TEST_SRCS)))
 
+# Test helper objects are prerequisites of pattern rules: keep them between runs.
+.SECONDARY:
+
 .PHONY: all deps test unit unit-san build-tests integ fuzz soak demo bench clean $(addprefix test-,$(notdir $(LAYERS))) hugepages
 all: $(LIBS) $(APPS) $(TESTS)
 

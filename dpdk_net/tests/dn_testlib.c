@@ -26,6 +26,15 @@ int dt_eal_init(void)
 	return dn_eal_init((int)(sizeof(argv) / sizeof(argv[0])) - 1, argv, err, sizeof(err));
 }
 
+/* EAL leaves its (empty) runtime directory behind even with --no-shconf: remove it. */
+void dt_eal_remove_runtime_dir(void)
+{
+	char dir[128];
+
+	snprintf(dir, sizeof(dir), "/var/run/dpdk/wharf-dntest-%d", (int)getpid());
+	rmdir(dir);
+}
+
 int dt_port_up(struct dt_env *e)
 {
 	char err[256];

@@ -24,6 +24,7 @@ struct dt_env {
 extern const struct rte_ether_addr dt_peer_mac;
 
 int dt_eal_init(void);
+void dt_eal_remove_runtime_dir(void);
 int dt_port_up(struct dt_env *e);
 void dt_port_down(struct dt_env *e);
 /* Flushes Tx and reads back what the port sent (net_ring loops Tx to Rx). */

@@ -393,5 +393,6 @@ int main(void)
 	}
 	int rc = cmocka_run_group_tests_name("dpdk_net input/output", tests, group_setup, group_teardown);
 	dn_eal_fini();
+	dt_eal_remove_runtime_dir();
 	return rc;
 }
