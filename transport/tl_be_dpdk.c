@@ -74,6 +74,7 @@ struct db {
 	 */
 	bool pool_low, pool_critical;
 	uint32_t conn_pieces_max;   /* send descriptors one connection may hold */
+	struct tl_obs *obs;         /* telemetry slot, or NULL */
 	uint64_t conn_pieces_capped;
 	uint32_t withholding;       /* connections with withheld bytes */
 	uint64_t next_pool_check;
@@ -265,6 +266,7 @@ static unsigned db_timers(void *arg, struct dn_lcore *lc, uint64_t now_tsc)
 
 	(void)lc;
 	db_pool_watch(d, now_tsc);
+	tl_obs_publish(d->obs, now_tsc);
 	tl_tcp_timers(d->stack, db_now(d));
 	return 0;
 }
@@ -653,6 +655,11 @@ static void db_cfg_env(struct tl_tcp_cfg *tc)
 	}
 }
 
+static struct tl_tcp_conn *db_conn_tcp(struct tl_conn *c)
+{
+	return ((struct db_conn *)tl_conn_priv(c))->tc;
+}
+
 static int db_init(struct tl *tl)
 {
 	struct db *d = calloc(1, sizeof(*d));
@@ -705,6 +712,8 @@ static int db_init(struct tl *tl)
 	if (rc != 0)
 		return rc;
 	tl->chunk_ops = &db_chunk_ops;
+	if (tl_obs_create(tl, d->stack, db_conn_tcp, &d->obs) != 0)
+		d->obs = NULL; /* more instances than telemetry slots: counters stay reachable by dump */
 	dn_lcore_set_hooks(d->lc, &(struct dn_hooks){.l4_input = db_l4_input, .poll = db_timers,
 						     .arg = d});
 	return 0;
@@ -740,6 +749,7 @@ static void db_fini(struct tl *tl)
 	if (d == NULL)
 		return;
 	db_dump_stats(d);
+	tl_obs_destroy(d->obs);
 	if (d->lc != NULL)
 		dn_lcore_set_hooks(d->lc, &(struct dn_hooks){0});
 	tl_tcp_stack_destroy(d->stack);

@@ -221,6 +221,18 @@ struct tl_backend_ops {
 	void (*buf_free)(struct tl *tl, void *p);
 };
 
+/*
+ * TCP-lite counters through DPDK telemetry (tl_obs.c): an instance claims a slot, its
+ * lcore publishes a snapshot at most every 100 ms, the /wharf/tl/... commands read it.
+ */
+struct tl_obs;
+struct tl_tcp_stack;
+struct tl_tcp_conn;
+int tl_obs_create(struct tl *tl, struct tl_tcp_stack *stack,
+		  struct tl_tcp_conn *(*conn_tcp)(struct tl_conn *c), struct tl_obs **out);
+void tl_obs_publish(struct tl_obs *o, uint64_t now_tsc);
+void tl_obs_destroy(struct tl_obs *o);
+
 extern const struct tl_backend_ops tl_be_kernel_ops;
 extern const struct tl_backend_ops tl_be_dpdk_ops;
 

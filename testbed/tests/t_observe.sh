@@ -23,3 +23,16 @@ echo "$out" | tail -n 1 | cut -c1-300
 replies=$(echo "$out" | grep -o '"icmp_echo_replies": [0-9]*' | grep -o '[0-9]*$')
 [ "${replies:-0}" -ge 20 ] || tb_fail "telemetry shows ${replies:-none} echo replies, expected >= 20"
 tb_pass "dpdk-telemetry.py /wharf/dn/stats: $replies echo replies"
+
+# TCP-lite's counters of a live transport instance: a wharf-perf echo server and a client.
+tb_stop resp
+tb_node srv 1 perf --ip 198.18.0.2/24 --server --port 7000 --echo --seconds 60
+tb_wait_log "$TB_DIR/srv.log" "server on port" 20 || tb_fail "perf server did not come up"
+tb_node cli 0 perf --ip 198.18.0.1/24 --peer 198.18.0.2 --port 7000 --seconds 4
+sleep 2
+tl=$(printf '/wharf/tl/stats,0\n/wharf/tl/conns,0\n' | timeout 10 dpdk-telemetry.py -f "wharf-$TB_ID-srv" 2>&1)
+echo "$tl" | grep wharf | cut -c1-300
+segs=$(echo "$tl" | grep -o '"seg_in": [0-9]*' | grep -o '[0-9]*$')
+[ "${segs:-0}" -gt 100 ] || tb_fail "telemetry /wharf/tl/stats: seg_in ${segs:-missing}"
+echo "$tl" | grep -q 'state=4' || tb_fail "telemetry /wharf/tl/conns shows no established connection"
+tb_pass "dpdk-telemetry.py /wharf/tl/stats ($segs segments in) and /wharf/tl/conns of a live echo server"
