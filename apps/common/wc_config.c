@@ -357,3 +357,20 @@ int wc_is_dir(const char *path)
 
 	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
+
+void wc_split_eal(int *argc, char ***argv, int *eal_argc)
+{
+	char **v = *argv;
+	int n = *argc, dd = -1;
+
+	for (int i = 1; i < n && dd < 0; i++)
+		if (strcmp(v[i], "--") == 0)
+			dd = i;
+	*eal_argc = dd < 0 ? 1 : dd;
+	if (dd < 0)
+		return;
+	/* getopt sees the program name followed by what came after "--". */
+	v[dd] = v[0];
+	*argc = n - dd;
+	*argv = v + dd;
+}

@@ -161,6 +161,13 @@ struct wc_cluster {
 	uint32_t set;               /* bit per enum wc_field this struct's source set */
 };
 
+/*
+ * Splits "prog [EAL args] -- [app args]" in place, as every wharf executable takes them:
+ * *eal_argc counts prog and the EAL part (1 when there is no "--"), and *argc / *argv then
+ * describe the app part with argv[0] = prog, ready for getopt. Nothing is copied.
+ */
+void wc_split_eal(int *argc, char ***argv, int *eal_argc);
+
 /* Environment lookup over an envp-style NULL-terminated array (pass `environ`). */
 const char *wc_env_get(char *const envp[], const char *name);
 

@@ -36,6 +36,7 @@
 
 #include "apps/fuse-bench/fb.h"
 #include "fuse/fz.h"
+#include "apps/common/wc_config.h"
 #include "transport/tl.h"
 
 #define FB_T_TENSOR 210u  /* ps_core-range types nobody else interprets */
@@ -241,24 +242,16 @@ static int fb_parse(int argc, char **argv, struct fb_opts *o)
 		{ "seconds", required_argument, NULL, 't' }, { "poll", no_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },       { NULL, 0, NULL, 0 },
 	};
-	int i, dd = -1, c;
+	int c;
 
-	for (i = 1; i < argc && dd < 0; i++)
-		if (strcmp(argv[i], "--") == 0)
-			dd = i;
 	memset(o, 0, sizeof(*o));
 	o->proto = TL_PROTO_DPDK;
 	o->port = 7300;
 	o->rounds = 3;
 	o->echoes = 2000;
 	o->seed = 1;
-	o->eal_argc = dd < 0 ? 1 : dd;
 	o->eal_argv = argv;
-	if (dd >= 0) {
-		argv[dd] = argv[0];
-		argc -= dd;
-		argv += dd;
-	}
+	wc_split_eal(&argc, &argv, &o->eal_argc);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		if (c == 'h') {

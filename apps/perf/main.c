@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "apps/common/wc_config.h"
 #include "transport/tl.h"
 
 #define PERF_TYPE 200 /* a ps_core-range type nobody else interprets */
@@ -218,25 +219,16 @@ static void perf_parse(int argc, char **argv, struct perf_opts *o)
 		{ "mtu", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
 	};
-	int i, dd = -1, c;
+	int c;
 	bool have_seconds = false;
 
-	for (i = 1; i < argc && dd < 0; i++)
-		if (strcmp(argv[i], "--") == 0)
-			dd = i;
 	memset(o, 0, sizeof(*o));
 	o->proto = TL_PROTO_DPDK;
 	o->size = 64;
 	o->conns = 1;
 	o->seconds = 5;
-	o->eal_argc = dd < 0 ? 1 : dd;
 	o->eal_argv = argv;
-	if (dd >= 0) {
-		/* getopt sees the program name followed by what came after "--". */
-		argv[dd] = argv[0];
-		argc -= dd;
-		argv += dd;
-	}
+	wc_split_eal(&argc, &argv, &o->eal_argc);
 	opterr = 1;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		if (c == 'h') {

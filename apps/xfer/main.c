@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "apps/common/wc_config.h"
 #include "apps/xfer/xf.h"
 
 static void usage(FILE *f)
@@ -193,12 +194,9 @@ void xf_parse(int argc, char **argv, struct xf_opts *o)
 		{ "seconds", required_argument, NULL, 't' },   { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int i, dd = -1, c;
+	int c;
 	bool have_conns = false, have_seconds = false;
 
-	for (i = 1; i < argc && dd < 0; i++)
-		if (strcmp(argv[i], "--") == 0)
-			dd = i;
 	memset(o, 0, sizeof(*o));
 	o->proto = TL_PROTO_DPDK;
 	o->conns = 1;
@@ -206,14 +204,8 @@ void xf_parse(int argc, char **argv, struct xf_opts *o)
 	o->min_size = 1;
 	o->max_size = 1u << 20;
 	o->seconds = 600;
-	o->eal_argc = dd < 0 ? 1 : dd;
 	o->eal_argv = argv;
-	if (dd >= 0) {
-		/* getopt sees the program name followed by what came after "--". */
-		argv[dd] = argv[0];
-		argc -= dd;
-		argv += dd;
-	}
+	wc_split_eal(&argc, &argv, &o->eal_argc);
 	opterr = 1;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		if (c == 'h') {
