@@ -38,7 +38,7 @@ TESTS     := $(patsubst %.c,$(BUILD)/tests/%,$(subst /tests/,/,$(TEST_SRCS)))
 # Test helper objects are prerequisites of pattern rules: keep them between runs.
 .SECONDARY:
 
-.PHONY: all deps test unit unit-san build-tests integ fuzz soak demo bench clean $(addprefix test-,$(notdir $(LAYERS))) hugepages
+.PHONY: all deps test unit unit-san build-tests integ fuzz soak e2e-full demo bench clean $(addprefix test-,$(notdir $(LAYERS))) hugepages
 all: $(LIBS) $(APPS) $(TESTS)
 
 # ---- libraries -------------------------------------------------------------
@@ -101,6 +101,10 @@ demo: deps all
 
 bench: deps all
 	@testbed/bench.sh
+
+# Every model (softmax, MLP, CTR LR and FM) in sync, async and GEO to its accuracy mark.
+e2e-full: all
+	@testbed/e2e_full.sh
 
 # The long fault soak (minutes): PS and worker kills over an impaired switch.
 soak: all
