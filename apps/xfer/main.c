@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "apps/common/wc_config.h"
+#include "dpdk_net/dn.h"
 #include "apps/xfer/xf.h"
 
 static void usage(FILE *f)
@@ -78,20 +79,11 @@ static uint64_t parse_u64(const char *flag, const char *s, uint64_t lo, uint64_t
 	return v;
 }
 
+/* dpdk_net's address parser, shared by every wharf tool that takes --ip. */
 static void parse_ip_prefix(struct xf_opts *o, const char *s)
 {
-	char buf[32], *slash;
-
-	if (strlen(s) >= sizeof(buf))
-		bad_arg("--ip", "expected A.B.C.D/LEN", s);
-	strcpy(buf, s);
-	slash = strchr(buf, '/');
-	if (slash == NULL)
-		bad_arg("--ip", "expected A.B.C.D/LEN", s);
-	*slash = '\0';
-	if (tl_ip_parse(buf, &o->ip) != 0)
-		bad_arg("--ip", "expected A.B.C.D/LEN with a dotted IPv4 address", s);
-	o->prefix = (uint8_t)parse_u64("--ip (prefix length)", slash + 1, 1, 32);
+	if (strchr(s, '/') == NULL || dn_parse_ipv4(s, &o->ip, &o->prefix) != 0 || o->prefix == 0)
+		bad_arg("--ip", "expected A.B.C.D/LEN with a dotted IPv4 address and LEN 1..32", s);
 	o->have_ip = true;
 }
 
