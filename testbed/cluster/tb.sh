@@ -6,6 +6,7 @@
 #   tb_node NAME IDX CMD [app args..]   start build/wharf-CMD on switch port IDX (virtio-user)
 #   tb_eal NAME [IDX]            print the EAL arguments a node NAME on port IDX uses
 #   tb_wait_log FILE REGEX SECS  wait for a line in a log
+#   tb_train_cluster BASE; tb_train_job WAIT NAME MODE KEY MIN ARGS..  a wharf-train job
 #   tb_stop NAME                 SIGTERM one process and wait for it
 #   tb_cleanup                   kill everything started, remove hugepage files, sockets and
 #                                runtime dirs of our prefixes (runs on EXIT/INT/TERM)
@@ -120,6 +121,39 @@ tb_cleanup() {
 	fi
 	trap - EXIT INT TERM
 	return $rc
+}
+
+# A 1 PS + 2 worker wharf-train cluster over the switch (protocol dpdk) whose control
+# endpoints are 127.0.0.1:BASE..BASE+2, data addresses from an .endpoint_map in TB_DIR.
+tb_train_cluster() { # BASE
+	local b=$1
+	TB_TRAIN_MAP=$TB_DIR/.endpoint_map
+	printf '127.0.0.1:%d=10.77.0.1:6666\n127.0.0.1:%d=10.77.0.2:5555\n127.0.0.1:%d=10.77.0.3:5555\n' \
+		"$b" $((b + 1)) $((b + 2)) >"$TB_TRAIN_MAP"
+	TB_TRAIN_CTL=127.0.0.1:$b
+	TB_TRAIN_CL="--ps 127.0.0.1:$b --workers 127.0.0.1:$((b + 1)),127.0.0.1:$((b + 2)) --endpoint-map $TB_TRAIN_MAP --protocol dpdk --wait-timeout 30 --retry-interval 1"
+}
+
+# Trains on that cluster: switch, PS and two workers; waits up to WAIT s for the workers,
+# shuts everything down, and checks each worker's JSON KEY >= MIN.
+tb_train_job() { # WAIT NAME MODE KEY MIN MODEL-ARGS...
+	local wait=$1 name=$2 mode=$3 key=$4 min=$5; shift 5
+	tb_switch 3 || tb_fail "switch"
+	tb_node ps-$name 0 train $TB_TRAIN_CL --mode "$mode" --role ps "$@"
+	for i in 0 1; do tb_node w$i-$name $((i + 1)) train $TB_TRAIN_CL --mode "$mode" --role worker --task-index $i "$@"; done
+	for _ in $(seq 1 "$wait"); do
+		kill -0 "${TB_PIDS[w0-$name]}" 2>/dev/null || kill -0 "${TB_PIDS[w1-$name]}" 2>/dev/null || break
+		sleep 1
+	done
+	"$TB_BUILD/wharf-ctl" "$TB_TRAIN_CTL" shutdown >/dev/null
+	for n in w0-$name w1-$name ps-$name switch; do tb_stop "$n"; done
+	for i in 0 1; do
+		local out=$TB_DIR/w$i-$name.out v
+		grep -q "\"mode\":\"$mode\"" "$out" || { tail -n 8 "$TB_DIR/w$i-$name.log" "$TB_DIR/ps-$name.log" >&2; tb_fail "$name: worker $i did not finish"; }
+		v=$(tb_json "$out" "$key")
+		[ "$(echo "$v $min" | awk '{print ($1 >= $2)}')" = 1 ] || tb_fail "$name: worker $i $key $v < $min"
+	done
+	tb_pass "$name ($mode, dpdk): $key $(tb_json "$TB_DIR/w0-$name.out" "$key"), $(tb_json "$TB_DIR/w0-$name.out" samples_per_s) samples/s per worker"
 }
 
 # JSON field of the last JSON line of a file: tb_json FILE KEY
