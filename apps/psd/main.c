@@ -81,16 +81,12 @@ int main(int argc, char **argv)
 	struct wc_model_tables mt;
 	char err[1024];
 	bool help = false;
-	int i, dd = 1, rc;
+	int eal_argc, app_argc = argc, rc;
+	char **app_argv = argv;
 	sigset_t sigs;
 
-	for (i = 1; i < argc && dd == 1; i++)
-		if (strcmp(argv[i], "--") == 0)
-			dd = i;
-	if (dd > 1)
-		argv[dd] = argv[0];
-	rc = wc_config_load(dd > 1 ? argc - dd : argc, dd > 1 ? argv + dd : argv, &app, environ, &cl,
-			    &help, err, sizeof(err));
+	wc_split_eal(&app_argc, &app_argv, &eal_argc);
+	rc = wc_config_load(app_argc, app_argv, &app, environ, &cl, &help, err, sizeof(err));
 	if (help) {
 		printf("usage: wharf-psd [EAL args] -- [options]\n%s%s", wc_flags_usage(), psd_usage);
 		return 0;
@@ -110,7 +106,7 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
-	rc = wc_psnet_run_server(&cl, &mt, dd, argv, "wharf-psd", o.ckpt, o.restore, &sigs, err,
+	rc = wc_psnet_run_server(&cl, &mt, eal_argc, argv, "wharf-psd", o.ckpt, o.restore, &sigs, err,
 				 sizeof(err));
 	if (rc != 0)
 		fprintf(stderr, "wharf-psd: %s\n", err);

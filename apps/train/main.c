@@ -7,7 +7,7 @@
  *   wharf-train [EAL args] -- [cluster flags] [--model mlp|softmax|lr|fm|count] [--epochs N]
  *               [--batch B] [--lr X] ...   (see --help)
  *
- * Call chain: main -> tr_split_args -> wc_config_load -> wc_psnet_run_server (server) |
+ * Call chain: main -> wc_split_eal -> wc_config_load -> wc_psnet_run_server (server) |
  *   tr_net_open -> tr_dense_run | tr_ctr_run | tr_count_run (worker).
  * Exit status: 0 done, 1 run-time failure, 2 bad configuration.
  */
@@ -107,23 +107,6 @@ static int tr_on_opt(void *ctx, int val, const char *arg, char *err, size_t errl
 	return -EINVAL;
 }
 
-/* "[EAL] -- [app]": returns the EAL argc; *app_argv gets the program name then the app part. */
-static int tr_split_args(int argc, char **argv, int *app_argc, char ***app_argv)
-{
-	int i;
-
-	for (i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--") == 0) {
-			argv[i] = argv[0];
-			*app_argc = argc - i;
-			*app_argv = argv + i;
-			return i;
-		}
-	*app_argc = argc;
-	*app_argv = argv;
-	return 1;
-}
-
 static void tr_defaults(struct tr_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -177,13 +160,13 @@ int main(int argc, char **argv)
 	struct tr_opts o;
 	struct wc_app_opts app = { tr_longopts, tr_usage, tr_on_opt, &o };
 	char err[1024];
-	int app_argc, eal_argc, rc;
-	char **app_argv;
+	int app_argc = argc, eal_argc, rc;
+	char **app_argv = argv;
 	bool help = false;
 	sigset_t sigs;
 
 	tr_defaults(&o);
-	eal_argc = tr_split_args(argc, argv, &app_argc, &app_argv);
+	wc_split_eal(&app_argc, &app_argv, &eal_argc);
 	rc = wc_config_load(app_argc, app_argv, &app, environ, &cl, &help, err, sizeof(err));
 	if (help) {
 		printf("usage: wharf-train [EAL args] -- [options]\n%s%s", wc_flags_usage(), tr_usage);
