@@ -67,12 +67,6 @@ static const char tr_usage[] =
 	"  --ckpt PATH        server role: checkpoint written at shutdown\n"
 	"  --restore PATH     server role: start from this checkpoint\n";
 
-static int parse_num(const char *arg, unsigned lo, unsigned hi, unsigned *out, const char *flag,
-		     char *err, size_t errlen)
-{
-	return wc_parse_uint(arg, lo, hi, out, flag, err, errlen);
-}
-
 static int tr_on_opt(void *ctx, int val, const char *arg, char *err, size_t errlen)
 {
 	struct tr_opts *o = ctx;
@@ -80,17 +74,17 @@ static int tr_on_opt(void *ctx, int val, const char *arg, char *err, size_t errl
 
 	switch (val) {
 	case O_MODEL: return wc_ps_model_parse(arg, &o->model, err, errlen);
-	case O_EPOCHS: return parse_num(arg, 1, 1000, &o->epochs, "--epochs", err, errlen);
-	case O_BATCH: return parse_num(arg, 1, 4096, &o->batch, "--batch", err, errlen);
-	case O_HIDDEN: return parse_num(arg, 1, 4096, &o->hidden, "--hidden", err, errlen);
-	case O_FMK: return parse_num(arg, 1, 64, &o->fm_k, "--fm-k", err, errlen);
-	case O_TRAIN_LIMIT: return parse_num(arg, 1, 60000, &o->train_limit, "--train-limit", err, errlen);
-	case O_TEST_LIMIT: return parse_num(arg, 1, 10000, &o->test_limit, "--test-limit", err, errlen);
-	case O_CTR_SAMPLES: return parse_num(arg, 1000, 10000000, &o->ctr_samples, "--ctr-samples", err, errlen);
-	case O_DECAY: return parse_num(arg, 0, 1000, &o->decay_epochs, "--decay-epochs", err, errlen);
-	case O_COUNT: return parse_num(arg, 1, 10000000, &o->count_pushes, "--count-pushes", err, errlen);
-	case O_COUNT_DELAY: return parse_num(arg, 0, 1000000, &o->count_delay_us, "--count-delay-us", err, errlen);
-	case O_SEED: return parse_num(arg, 0, 1u << 30, &o->seed, "--seed", err, errlen);
+	case O_EPOCHS: return wc_parse_uint(arg, 1, 1000, &o->epochs, "--epochs", err, errlen);
+	case O_BATCH: return wc_parse_uint(arg, 1, 4096, &o->batch, "--batch", err, errlen);
+	case O_HIDDEN: return wc_parse_uint(arg, 1, 4096, &o->hidden, "--hidden", err, errlen);
+	case O_FMK: return wc_parse_uint(arg, 1, 64, &o->fm_k, "--fm-k", err, errlen);
+	case O_TRAIN_LIMIT: return wc_parse_uint(arg, 1, 60000, &o->train_limit, "--train-limit", err, errlen);
+	case O_TEST_LIMIT: return wc_parse_uint(arg, 1, 10000, &o->test_limit, "--test-limit", err, errlen);
+	case O_CTR_SAMPLES: return wc_parse_uint(arg, 1000, 10000000, &o->ctr_samples, "--ctr-samples", err, errlen);
+	case O_DECAY: return wc_parse_uint(arg, 0, 1000, &o->decay_epochs, "--decay-epochs", err, errlen);
+	case O_COUNT: return wc_parse_uint(arg, 1, 10000000, &o->count_pushes, "--count-pushes", err, errlen);
+	case O_COUNT_DELAY: return wc_parse_uint(arg, 0, 1000000, &o->count_delay_us, "--count-delay-us", err, errlen);
+	case O_SEED: return wc_parse_uint(arg, 0, 1u << 30, &o->seed, "--seed", err, errlen);
 	case O_CKPT: o->ckpt = arg; return 0;
 	case O_RESTORE: o->restore = arg; return 0;
 	case O_DATA_DIR: o->data_dir = arg; return 0;
