@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Seeded impairments: with --loss 0.1 --seed 7 the switch drops close to 10% of the IPv4
 # frames on each port, a ping round trip (two egress ports) therefore survives with
-# probability 0.9^2 = 0.81, and a second run with the same seed loses exactly the same.
+# probability 0.9^2 = 0.81, and a second run with the same seed loses exactly the same frames.
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
 
@@ -27,7 +27,13 @@ a=$(one_run) || exit 1
 b=$(one_run) || exit 1
 echo "run 1: received lost0 lost1 = $a"
 echo "run 2: received lost0 lost1 = $b"
-[ "$a" = "$b" ] || tb_fail "same seed, different fates: '$a' vs '$b'"
+# The seed fixes the switch's fates (frames lost per port). Which replies the client still
+# counts also depends on timing (one arriving after its last wait), so received is checked
+# against the expected band in each run, not for equality.
+[ "${a#* }" = "${b#* }" ] || tb_fail "same seed, different fates (lost per port): '$a' vs '$b'"
+read -r recv2 _ <<<"$b"
+awk -v r="$recv2" 'BEGIN { exit !(r >= 760 && r <= 860) }' \
+	|| tb_fail "run 2 received $recv2 of 1000, expected about 810 (0.9 x 0.9)"
 read -r recv l0 l1 <<<"$a"
 # Requests cross port 1 (1000 frames + the ARP-warm-up echo), replies cross port 0.
 awk -v r="$recv" 'BEGIN { exit !(r >= 760 && r <= 860) }' \
