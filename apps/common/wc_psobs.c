@@ -1,0 +1,363 @@
+/*
+ * wc_psobs.c — a PS node's counters through DPDK telemetry (see wc_psobs.h for the paths).
+ *
+ * Call chain: wc_psnet_srv.c per request -> wc_psobs_count (plain adds on the serving thread);
+ * wc_psnet_poll -> wc_psobs_publish (every 100 ms) -> snapshot into the slot; telemetry
+ * thread -> ps_*_cmd -> psobs_read -> copy out.
+ *
+ * The serving thread never waits for the telemetry thread and vice versa: the slot is a
+ * seqlock, as in transport/tl_obs.c. The writer makes the sequence odd (relaxed) and fences
+ * (release) before writing the snapshot, then publishes the even sequence (release); a
+ * reader loads it (acquire), copies, fences (acquire) and re-loads it: an odd or changed
+ * sequence means a torn copy, retried. Table row counts are read by the serving thread,
+ * which owns every shard while the node runs one handler (wc_psnet_run.c); with more handler
+ * lcores they would have to be published by each owner.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_telemetry.h>
+
+#include "apps/common/wc_psnet_pvt.h"
+#include "apps/common/wc_psobs.h"
+
+struct psobs_table {
+	uint32_t id, kind, dim;
+	uint64_t rows, bytes;
+	uint64_t pulls, pushes, dense_pulls, dense_pushes, geo_pulls, keys_pulled, keys_pushed,
+		errors;
+};
+
+struct psobs_conn {
+	uint32_t id, kind, server;
+	int32_t up;
+	uint64_t reqs, replies, errors, bytes_in, bytes_out;
+};
+
+struct psobs_snap {
+	uint64_t requests, errors, dropped, inflight, control, barriers, saves, unknown;
+	uint32_t server_id, n_servers, mode, n_tables, n_shards, nconns, shown;
+	struct psobs_table t[WC_PSOBS_TABLES];
+	struct ps_shard_stats sh[WC_PSOBS_SHARDS];
+	struct psobs_conn c[WC_PSOBS_CONNS];
+};
+
+struct wc_psobs {
+	_Atomic uint32_t seq;
+	_Atomic int in_use;
+	struct ps_server *ps;
+	const struct ps_server_config *cfg;
+	uint64_t next_us;
+	/* Live op counters, written by the serving thread only; copied at publish. */
+	struct psobs_table live[WC_PSOBS_TABLES];
+	uint64_t barriers, saves, unknown;
+	struct psobs_snap snap;
+};
+
+static struct wc_psobs psobs_slot;
+static _Atomic int psobs_registered;
+
+static int psobs_read(struct psobs_snap *out)
+{
+	struct wc_psobs *o = &psobs_slot;
+
+	for (int tries = 0; tries < 1000; tries++) {
+		/* acquire: pairs with the release store that ends wc_psobs_publish. */
+		uint32_t s1 = atomic_load_explicit(&o->seq, memory_order_acquire);
+
+		if (!atomic_load_explicit(&o->in_use, memory_order_relaxed))
+			return -ENOENT;
+		if (s1 == 0 || (s1 & 1))
+			continue;
+		memcpy(out, &o->snap, sizeof(*out));
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&o->seq, memory_order_relaxed) == s1)
+			return 0;
+	}
+	return -EAGAIN;
+}
+
+/* The parameter as an unsigned number, or -1 when missing or not a number. */
+static long long psobs_param(const char *params)
+{
+	char *end;
+	long long v;
+
+	if (params == NULL || *params < '0' || *params > '9')
+		return -1;
+	v = strtoll(params, &end, 10);
+	return *end == '\0' ? v : -1;
+}
+
+/* Runs fill on a fresh copy of the snapshot (too big for the telemetry thread's stack). */
+static int psobs_with_snap(const char *params, struct rte_tel_data *d,
+			   int (*fill)(const struct psobs_snap *, long long, struct rte_tel_data *))
+{
+	struct psobs_snap *s = malloc(sizeof(*s));
+	int rc;
+
+	if (s == NULL)
+		return -ENOMEM;
+	rc = psobs_read(s);
+	if (rc == 0)
+		rc = fill(s, psobs_param(params), d);
+	free(s);
+	return rc;
+}
+
+#define DICT_U64(d, s, f) rte_tel_data_add_dict_u64(d, #f, (s)->f)
+
+static int fill_server(const struct psobs_snap *s, long long p, struct rte_tel_data *d)
+{
+	(void)p;
+	rte_tel_data_start_dict(d);
+	DICT_U64(d, s, server_id); DICT_U64(d, s, n_servers); DICT_U64(d, s, mode);
+	DICT_U64(d, s, requests); DICT_U64(d, s, errors); DICT_U64(d, s, dropped);
+	DICT_U64(d, s, inflight); DICT_U64(d, s, control); DICT_U64(d, s, barriers);
+	DICT_U64(d, s, saves); DICT_U64(d, s, unknown); DICT_U64(d, s, n_tables);
+	DICT_U64(d, s, n_shards); DICT_U64(d, s, nconns);
+	return 0;
+}
+
+static int fill_tables(const struct psobs_snap *s, long long p, struct rte_tel_data *d)
+{
+	(void)p;
+	rte_tel_data_start_array(d, RTE_TEL_INT_VAL);
+	for (uint32_t i = 0; i < s->n_tables; i++)
+		rte_tel_data_add_array_int(d, (int)s->t[i].id);
+	return 0;
+}
+
+static int fill_table(const struct psobs_snap *s, long long p, struct rte_tel_data *d)
+{
+	for (uint32_t i = 0; i < s->n_tables; i++) {
+		const struct psobs_table *t = &s->t[i];
+
+		if ((long long)t->id != p)
+			continue;
+		rte_tel_data_start_dict(d);
+		DICT_U64(d, t, id);
+		rte_tel_data_add_dict_string(d, "kind", t->kind == PS_TABLE_DENSE ? "dense" : "sparse");
+		DICT_U64(d, t, dim); DICT_U64(d, t, rows); DICT_U64(d, t, bytes);
+		DICT_U64(d, t, pulls); DICT_U64(d, t, pushes); DICT_U64(d, t, dense_pulls);
+		DICT_U64(d, t, dense_pushes); DICT_U64(d, t, geo_pulls);
+		DICT_U64(d, t, keys_pulled); DICT_U64(d, t, keys_pushed); DICT_U64(d, t, errors);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static int fill_shard(const struct psobs_snap *s, long long p, struct rte_tel_data *d)
+{
+	const struct ps_shard_stats *sh;
+
+	if (p < 0 || p >= (long long)s->n_shards)
+		return -EINVAL;
+	sh = &s->sh[p];
+	rte_tel_data_start_dict(d);
+	DICT_U64(d, sh, owner); DICT_U64(d, sh, pushes); DICT_U64(d, sh, pulls);
+	DICT_U64(d, sh, keys); DICT_U64(d, sh, dup_pushes); DICT_U64(d, sh, failed_ops);
+	DICT_U64(d, sh, cow_rows);
+	return 0;
+}
+
+static int fill_conns(const struct psobs_snap *s, long long p, struct rte_tel_data *d)
+{
+	(void)p;
+	rte_tel_data_start_dict(d);
+	for (uint32_t k = 0; k < s->shown; k++) {
+		const struct psobs_conn *c = &s->c[k];
+		char name[32], v[RTE_TEL_MAX_STRING_LEN];
+
+		snprintf(name, sizeof(name), "conn%u", c->id);
+		snprintf(v, sizeof(v), "%s server=%u up=%d reqs=%" PRIu64 " replies=%" PRIu64
+			 " errors=%" PRIu64 " bytes_in=%" PRIu64 " bytes_out=%" PRIu64,
+			 c->kind == WN_ACCEPTED ? "accepted" : "to_server", c->server, c->up, c->reqs,
+			 c->replies, c->errors, c->bytes_in, c->bytes_out);
+		rte_tel_data_add_dict_string(d, name, v);
+	}
+	return 0;
+}
+
+#undef DICT_U64
+
+static int ps_server_cmd(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	return psobs_with_snap(params, d, fill_server);
+}
+
+static int ps_tables_cmd(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	return psobs_with_snap(params, d, fill_tables);
+}
+
+static int ps_table_cmd(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	return psobs_with_snap(params, d, fill_table);
+}
+
+static int ps_shard_cmd(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	return psobs_with_snap(params, d, fill_shard);
+}
+
+static int ps_conns_cmd(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	(void)cmd;
+	return psobs_with_snap(params, d, fill_conns);
+}
+
+static void psobs_register_cmds(void)
+{
+	int expected = 0;
+
+	/* Once per process; a failure only means no telemetry (e.g. --no-telemetry). */
+	if (!atomic_compare_exchange_strong(&psobs_registered, &expected, 1))
+		return;
+	rte_telemetry_register_cmd("/wharf/ps/server", ps_server_cmd,
+				   "PS node counters. No parameters");
+	rte_telemetry_register_cmd("/wharf/ps/tables", ps_tables_cmd,
+				   "Ids of the PS tables served. No parameters");
+	rte_telemetry_register_cmd("/wharf/ps/table", ps_table_cmd,
+				   "Counters of one PS table. Parameter: table id");
+	rte_telemetry_register_cmd("/wharf/ps/shard", ps_shard_cmd,
+				   "Op counters of one PS shard. Parameter: shard index");
+	rte_telemetry_register_cmd("/wharf/ps/conns", ps_conns_cmd,
+				   "PS connections with their counters. No parameters");
+}
+
+int wc_psobs_create(struct ps_server *ps, const struct ps_server_config *cfg,
+		    struct wc_psobs **out)
+{
+	struct wc_psobs *o = &psobs_slot;
+	int free_slot = 0;
+
+	if (cfg->n_tables > WC_PSOBS_TABLES || cfg->n_shards > WC_PSOBS_SHARDS)
+		return -EINVAL;
+	if (!atomic_compare_exchange_strong(&o->in_use, &free_slot, 1))
+		return -EBUSY;
+	psobs_register_cmds();
+	o->ps = ps;
+	o->cfg = cfg;
+	o->next_us = 0;
+	o->barriers = o->saves = o->unknown = 0;
+	memset(o->live, 0, sizeof(o->live));
+	for (uint32_t i = 0; i < cfg->n_tables; i++) {
+		o->live[i].id = cfg->tables[i].id;
+		o->live[i].kind = cfg->tables[i].kind;
+		o->live[i].dim = cfg->tables[i].dim;
+	}
+	*out = o;
+	return 0;
+}
+
+void wc_psobs_destroy(struct wc_psobs *o)
+{
+	if (o != NULL)
+		atomic_store_explicit(&o->in_use, 0, memory_order_release);
+}
+
+static struct psobs_table *psobs_table(struct wc_psobs *o, uint32_t table_id)
+{
+	for (uint32_t i = 0; i < o->cfg->n_tables; i++)
+		if (o->live[i].id == table_id)
+			return &o->live[i];
+	return NULL;
+}
+
+void wc_psobs_count(struct wc_psobs *o, uint32_t type, uint32_t table_id, uint32_t keys, int rc)
+{
+	struct psobs_table *t;
+
+	if (o == NULL)
+		return;
+	if (type == PS_T_BARRIER || type == PS_T_SAVE) {
+		o->barriers += type == PS_T_BARRIER;
+		o->saves += type == PS_T_SAVE;
+		return;
+	}
+	t = psobs_table(o, table_id);
+	if (t == NULL) {
+		o->unknown++;
+		return;
+	}
+	if (rc != 0) {
+		t->errors++;
+		return;
+	}
+	switch (type) {
+	case PS_T_PULL: t->pulls++; t->keys_pulled += keys; break;
+	case PS_T_PUSH: t->pushes++; t->keys_pushed += keys; break;
+	case PS_T_PUSH_PULL:
+		t->pushes++; t->pulls++; t->keys_pushed += keys; t->keys_pulled += keys;
+		break;
+	case PS_T_DENSE_PULL: t->dense_pulls++; t->keys_pulled += keys; break;
+	case PS_T_DENSE_PUSH: t->dense_pushes++; t->keys_pushed += keys; break;
+	case PS_T_GEO_PULL: t->geo_pulls++; break;
+	default: o->unknown++; break;
+	}
+}
+
+static void psobs_fill(struct wc_psobs *o, const struct wc_psnet *n, struct psobs_snap *s)
+{
+	struct ps_table_stats ts;
+	uint32_t shown = 0, nconns = 0;
+
+	s->requests = n->srv_reqs;
+	s->errors = n->srv_errors;
+	s->dropped = n->srv_dropped;
+	s->inflight = n->srv_inflight;
+	s->control = n->ctl_reqs;
+	s->barriers = o->barriers;
+	s->saves = o->saves;
+	s->unknown = o->unknown;
+	s->server_id = o->cfg->server_id;
+	s->n_servers = o->cfg->n_servers;
+	s->mode = (uint32_t)o->cfg->mode;
+	s->n_tables = o->cfg->n_tables;
+	s->n_shards = o->cfg->n_shards;
+	for (uint32_t i = 0; i < s->n_tables; i++) {
+		s->t[i] = o->live[i];
+		if (ps_server_table_stats(o->ps, o->live[i].id, &ts) == 0) {
+			s->t[i].rows = ts.rows;
+			s->t[i].bytes = ts.bytes;
+		}
+	}
+	for (uint32_t i = 0; i < s->n_shards; i++)
+		ps_server_shard_stats(o->ps, i, &s->sh[i]);
+	for (const struct wn_conn *c = n->conns; c != NULL; c = c->next, nconns++) {
+		if (shown == WC_PSOBS_CONNS)
+			continue;
+		s->c[shown] = (struct psobs_conn){ .id = c->id, .kind = c->kind, .server = c->server,
+					   .up = c->up, .reqs = c->reqs, .replies = c->replies,
+					   .errors = c->errors, .bytes_in = c->bytes_in,
+					   .bytes_out = c->bytes_out };
+		shown++;
+	}
+	s->nconns = nconns;
+	s->shown = shown;
+}
+
+void wc_psobs_publish(struct wc_psobs *o, const struct wc_psnet *n, uint64_t now_us, int force)
+{
+	uint32_t seq;
+
+	if (o == NULL || (!force && now_us < o->next_us))
+		return;
+	o->next_us = now_us + 100000u;
+	seq = atomic_load_explicit(&o->seq, memory_order_relaxed);
+	atomic_store_explicit(&o->seq, seq + 1, memory_order_relaxed);
+	/* release: the odd sequence is visible before any byte of the new snapshot. */
+	atomic_thread_fence(memory_order_release);
+	psobs_fill(o, n, &o->snap);
+	/* release: pairs with the reader's acquire load in psobs_read. */
+	atomic_store_explicit(&o->seq, seq + 2, memory_order_release);
+}
