@@ -8,17 +8,21 @@
 #   pmd        raw PMD packet rate over a direct virtio-user <-> vhost-user pair (wharf-pktgen)
 #   transport  wharf-perf over the same direct pair (TCP-lite, busy-polling) vs. the kernel
 #              socket backend over loopback: 64 B ping-pong RTT, 64 B message rate, 1 MiB stream
-#   fuse       wharf-fuse-bench: fusion on vs off, DPDK and kernel
+#   fuse       wharf-fuse-bench: fusion on vs off, DPDK (direct pair, polling) and kernel
 #   shard      wharf-shard-bench: in-process sparse push/pull keys/s per lcore
 #   ps, train  PS pull/push keys/s (1 and 2 workers) and end-to-end training samples/s,
 #              DPDK vs kernel, fusion on vs off (testbed/bench_e2e.sh)
-# BENCH_SECONDS (default 3) sets the length of each timed run.
+# BENCH_SECONDS (default 3) sets the length of each timed run. BENCH_PARTS (default all:
+# "pmd transport fuse shard e2e") reruns only some parts; the others' last results stay in
+# build/bench and go into the report again.
 set -u
 . "$(dirname "$0")/cluster/tb.sh"
 OUT=$TB_ROOT/build/bench
 SECS=${BENCH_SECONDS:-3}
 mkdir -p "$OUT"
-rm -f "$OUT"/*.json "$OUT"/*.txt "$OUT"/*.png "$OUT"/report.md
+PARTS=${BENCH_PARTS:-pmd transport fuse shard e2e}
+[ -n "${BENCH_PARTS:-}" ] || rm -f "$OUT"/*.json "$OUT"/*.txt "$OUT"/*.png "$OUT"/report.md
+want() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
 tb_init
 
 # A direct pair: SERVER_CMD on net_vhost (core 1), CLIENT_CMD on virtio-user (core 0).
@@ -88,10 +92,10 @@ part_tool() { # NAME TOOL ARGS... : a tool that prints one JSON object last
 	[ -s "$OUT/$name.json" ] || echo "{\"failed\":\"wharf-$tool exited without a result\"}" >"$OUT/$name.json"
 }
 
-tb_log "pmd"; part_pmd
-tb_log "transport"; part_transport
-# Fusion on vs off over the switch (DPDK) and over loopback (kernel): a step of 1000 x 64 B
-# tensors, a 16 B..4 KiB mix, and a lone message's latency. The server listens on P (off)
+want pmd && { tb_log "pmd"; part_pmd; }
+want transport && { tb_log "transport"; part_transport; }
+# Fusion on vs off over a direct virtio-user/vhost pair (DPDK) and over loopback (kernel):
+# a step of 1000 x 64 B tensors, a 16 B..4 KiB mix, and a lone message's latency. The server listens on P (off)
 # and P+1 (on).
 part_fuse() {
 	if [ ! -x "$TB_BUILD/wharf-fuse-bench" ]; then
@@ -105,19 +109,23 @@ part_fuse() {
 		--steps 50 --rounds 3 --echoes 2000 2>"$TB_DIR/fzk_cli.log" | grep '^{' | tail -n 1 \
 		>"$OUT/fuse_kernel.json"
 	tb_stop fzk
-	tb_switch 2 || return
-	tb_node fzsrv 1 fuse-bench --server --ip 198.18.0.2/24 --port 7300
+	# DPDK: the same direct virtio-user/vhost pair as the transport part, both sides
+	# busy-polling, so the figure is the stacks' and not a third process's (the switch)
+	# wake-ups on two shared cores.
+	rm -f "$TB_DIR/pair.sock"
+	"$TB_BUILD/wharf-fuse-bench" $(pair_eal fzsrv server) -- --server --ip 198.18.3.2/24 \
+		--port 7300 --poll --seconds 300 >/dev/null 2>"$TB_DIR/fzsrv.log" &
+	TB_PIDS[fzsrv]=$!
 	tb_wait_log "$TB_DIR/fzsrv.log" "server on ports" 20
-	tb_run fzcli 0 300 fuse-bench --peer 198.18.0.2 --ip 198.18.0.1/24 --port 7300 --steps 50 \
-		--rounds 3 --echoes 2000
-	grep '^{' "$TB_DIR/fzcli.out" | tail -n 1 >"$OUT/fuse.json"
+	timeout 300 "$TB_BUILD/wharf-fuse-bench" $(pair_eal fzcli client) -- --peer 198.18.3.2 \
+		--ip 198.18.3.1/24 --port 7300 --poll --steps 50 --rounds 3 --echoes 2000 \
+		2>"$TB_DIR/fzcli.log" | grep '^{' | tail -n 1 >"$OUT/fuse.json"
 	[ -s "$OUT/fuse.json" ] || echo '{"failed":"DPDK fuse-bench run gave no result"}' >"$OUT/fuse.json"
 	tb_stop fzsrv
-	tb_stop switch
 }
-tb_log "fuse"; part_fuse
-tb_log "shard"; part_tool shard shard-bench ${BENCH_SHARD_ARGS:-}
-tb_log "ps and train"; "$TB_ROOT/testbed/bench_e2e.sh" "$OUT" || tb_log "bench_e2e failed"
+want fuse && { tb_log "fuse"; part_fuse; }
+want shard && { tb_log "shard"; part_tool shard shard-bench ${BENCH_SHARD_ARGS:-}; }
+want e2e && { tb_log "ps and train"; "$TB_ROOT/testbed/bench_e2e.sh" "$OUT" || tb_log "bench_e2e failed"; }
 
 /usr/bin/python3 "$TB_ROOT/testbed/bench_report.py" "$OUT" || exit 1
 if command -v gnuplot >/dev/null && [ -s "$OUT/dpdk_rtt.txt" ] && [ -s "$OUT/kernel_rtt.txt" ]; then
