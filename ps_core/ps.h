@@ -48,6 +48,11 @@
  *                     PS_F_MORE: the reply was full; pull again for the remaining rows.
  * PS_T_SAVE           body: UTF-8 path of the checkpoint file (no NUL). Control plane.
  * PS_T_SAVE_R         body: u64 rows written
+ * PS_T_HELLO          body: u32 worker, u32 zero. table_id, key_count, dim 0. Asks for the
+ *                     last push sequence this server applied from that worker id (a worker
+ *                     restarted under its old id numbers its pushes after it). Read only.
+ * PS_T_HELLO_R        body: u64 last applied sequence (max over shards; 0 = none), u32
+ *                     worker, u32 zero
  * PS_T_ERROR          body: i32 -errno, u32 PS_ERR_* kind, UTF-8 text naming the problem
  */
 enum ps_msg_type {
@@ -67,6 +72,8 @@ enum ps_msg_type {
 	PS_T_GEO_PULL_R,
 	PS_T_SAVE,
 	PS_T_SAVE_R,
+	PS_T_HELLO,
+	PS_T_HELLO_R,
 	PS_T_ERROR = 63,
 };
 
@@ -84,7 +91,8 @@ enum ps_err_kind {
 	PS_ERR_WRONG_SERVER,   /* a key or row that this server does not own */
 	PS_ERR_BAD_MODE,       /* op not valid in the server's mode */
 	PS_ERR_NO_SPACE,       /* reply does not fit, or memory ran out before applying */
-	PS_ERR_IO,             /* checkpoint save failed */
+	PS_ERR_IO,             /* checkpoint save failed, or the write-ahead log could not take
+				* the request (nothing applied: retry later) */
 };
 
 enum ps_mode { PS_MODE_ASYNC = 0, PS_MODE_SYNC, PS_MODE_GEO };
@@ -140,6 +148,21 @@ struct ps_server_config {
 	 * server write a file of its choosing; the owner calls ps_save directly.
 	 */
 	bool allow_save_requests;
+	/*
+	 * Durability (ps_wal.c). wal_dir (NULL: no log): every accepted push-type request
+	 * (PUSH, PUSH_PULL, DENSE_PUSH, a worker's first BARRIER of a step) is appended to a
+	 * per-lcore-slot log segment in this directory after validation and before its reply,
+	 * so a server killed at any moment loses nothing it acknowledged: the records sit in
+	 * MAP_SHARED pages (the page cache survives the process); ps_handler_wal_sync makes
+	 * them survive the machine too. Segments are wal_segment_bytes (0: 64 MiB), rolled when
+	 * full. ckpt_path: the checkpoint the log is paired with — a ps_save to exactly this
+	 * path starts new segments at its cut and deletes the ones it covers once renamed into
+	 * place (a save to any other path is a plain snapshot). A server with a wal_dir must go
+	 * through ps_recover before it serves.
+	 */
+	const char *wal_dir;
+	uint64_t wal_segment_bytes;
+	const char *ckpt_path;
 };
 
 struct ps_server;
@@ -190,17 +213,50 @@ unsigned ps_handler_poll(struct ps_handler *h);
  * Checkpoint: a consistent snapshot of all shards — values and optimizer state from one
  * cut (every other handler parks between two requests for the moment the snapshots
  * begin), then copied by each shard's owner incrementally with copy-on-write so applies
- * go on — written to path.tmp, CRC32C, fsync, rename. Called on one handler; every other
+ * go on — with the exactly-once sequences, the barrier step and (sync mode) the step's
+ * pending gradient sums of the same cut, written to path.tmp, CRC32C, fsync, rename. Called on one handler; every other
  * lcore slot must have a handler that keeps calling ps_handle or ps_handler_poll.
  * -EBUSY if another save is running.
  */
 int ps_save(struct ps_handler *h, const char *path, uint64_t *rows_out, char *err, size_t errlen);
 /*
  * Restore into a server that has not served yet (all tables empty), from the handler of
- * lcore slot 0 with no other handler running. Refuses (-EBADMSG/-EINVAL/-EIO, message in
+ * lcore slot 0 with no other handler running. Restores values, optimizer state, the
+ * exactly-once sequences and the barrier/sync-step state of the cut. Refuses (-EBADMSG/-EINVAL/-EIO, message in
  * err, nothing loaded) a damaged, truncated or mismatched file.
  */
 int ps_load(struct ps_handler *h, const char *path, char *err, size_t errlen);
+
+/*
+ * Restart after a stop of any kind: loads ckpt (may be NULL or a missing file: empty
+ * tables) and then replays, through the same apply path, every log record not covered by
+ * it, in the order the server accepted them (per-shard per-worker sequences make a record
+ * that is already in the checkpoint a no-op). A torn last record of a segment (short or
+ * bad CRC32C with nothing valid after it) ends that segment's replay and is counted; any
+ * other damage, a segment of another server or table layout, or a missing checkpoint that
+ * the log needs, is refused (-EBADMSG/-EINVAL/-ENOENT, message in err; tables may then
+ * hold part of the log: destroy the server). Same calling rules as ps_load. New records
+ * go to new segments; old ones are deleted by the next save to cfg.ckpt_path.
+ */
+struct ps_recover_stats {
+	bool ckpt_loaded;
+	uint32_t segments;    /* segment files read */
+	uint64_t records;     /* log records replayed */
+	uint64_t applied;     /* of them, applied (pushes new to their shards, barrier arrivals) */
+	uint64_t skipped;     /* of them, already in the checkpoint (duplicates: not applied) */
+	uint64_t torn;        /* torn tail records dropped (never acknowledged) */
+	uint64_t covered;     /* segment files left out: older than the checkpoint's cut */
+};
+int ps_recover(struct ps_handler *h, const char *ckpt, struct ps_recover_stats *st, char *err,
+	       size_t errlen);
+/*
+ * msync of this handler's log records appended since the last call (a syscall: call it
+ * from the lcore loop every few hundred ms, not per request). After it returns 0, those
+ * records survive a machine crash as well. Same thread as the handler. 0 or -errno.
+ */
+int ps_handler_wal_sync(struct ps_handler *h);
+/* Log bytes appended since the last save to cfg.ckpt_path (all handlers; any thread). */
+uint64_t ps_server_wal_bytes(struct ps_server *s);
 
 /* Introspection for tests and benchmarks. */
 struct ps_table_stats {
@@ -264,6 +320,14 @@ int ps_client_dense_pull(struct ps_client *c, uint32_t table, uint32_t dim, uint
 int ps_client_dense_push(struct ps_client *c, uint32_t table, uint32_t dim, uint64_t total_rows,
 			 uint64_t first, uint32_t rows, const float *grads, ps_done_fn *done,
 			 void *arg, struct ps_msgbuf *msgs);
+/*
+ * Asks every server for the last sequence it applied from this worker id and continues
+ * numbering after the largest (never backwards). Call it after connecting and before the
+ * first push, so a worker restarted under its old id is not taken for its own resends.
+ */
+int ps_client_hello(struct ps_client *c, ps_done_fn *done, void *arg, struct ps_msgbuf *msgs);
+/* The sequence the next push will carry. */
+uint64_t ps_client_next_seq(const struct ps_client *c);
 /* Sync mode: *done_out (read after done runs) is true when the step completed. */
 int ps_client_barrier(struct ps_client *c, uint64_t step, bool *done_out, ps_done_fn *done,
 		      void *arg, struct ps_msgbuf *msgs);
@@ -312,6 +376,8 @@ int ps_client_pull_wait(struct ps_client *c, const struct ps_client_io *io, uint
 			uint32_t dim, const uint64_t *keys, uint32_t n, float *out);
 int ps_client_push_wait(struct ps_client *c, const struct ps_client_io *io, uint32_t table,
 			uint32_t dim, const uint64_t *keys, uint32_t n, const float *grads);
+/* ps_client_hello, blocking. */
+int ps_client_hello_wait(struct ps_client *c, const struct ps_client_io *io);
 /* Sync mode: returns once every worker reached `step` and the step was applied. */
 int ps_client_barrier_wait(struct ps_client *c, const struct ps_client_io *io, uint64_t step);
 

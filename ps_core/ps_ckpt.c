@@ -15,8 +15,14 @@
  *   seqs     u32 n_shards, u32 n_workers, then per shard per worker the u64 last applied
  *            push sequence (exactly-once state of the same cut; restored when the
  *            shard and worker counts match, so a resent push already in it stays single)
+ *   durable  (version 2) u64 log generation the cut covers up to (ps_wal.c: segments of
+ *            lower generations hold nothing the file lacks), u64 barrier step, u32 sync
+ *            step, u32 n_workers, n_workers bytes "reached the barrier step", zeros to 8;
+ *            then, when the file's mode is sync, per table: u64 count, count x (u64 key,
+ *            dim x f32 the step's pending gradient sum of that row)
  *   trailer  u64 bytes before the trailer, u32 CRC32C of those bytes, u32 0
- * The sync mode's per-step gradient sums are not saved: save between steps.
+ * Version 1 files (no durable section) still load. With a log, ps_recover = this file +
+ * the log records after its cut.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,7 +39,8 @@
 #include "ps_core/ps_pvt.h"
 
 #define CK_MAGIC "WHFCKPT1"
-#define CK_VERSION 1u
+#define CK_VERSION 2u
+#define CK_PAD8(x) (((x) + 7ull) & ~7ull)
 #define CK_HDR 32u
 #define CK_TDESC 40u
 #define CK_TRAILER 16u
@@ -135,6 +142,49 @@ static void write_body(struct ck_out *o, struct ps_server *s, struct ps_snap **s
 			ck_u64(o, snaps[i]->last_seq[r]);
 }
 
+/* Rows of snapshot table st whose sum was touched in the cut's step (sync mode). */
+static bool snap_touched(const struct ps_snap *sn, const struct ps_snap_table *st, uint32_t stride,
+			 uint32_t r)
+{
+	const struct ps_row_meta *m = (const void *)(st->rows + (size_t)r * stride);
+
+	return m->version == sn->sync_step + 1;
+}
+
+static void write_durable(struct ck_out *o, struct ps_server *s, struct ps_snap **snaps, uint64_t gen)
+{
+	static const uint8_t zero[8];
+	uint32_t nw = s->cfg.n_workers, t, i, r;
+
+	ck_u64(o, gen);
+	ck_u64(o, snaps[0]->bar_step);
+	ck_u32(o, snaps[0]->sync_step);
+	ck_u32(o, nw);
+	ck_put(o, snaps[0]->bar_seen, nw);
+	ck_put(o, zero, CK_PAD8(nw) - nw);
+	if (s->cfg.mode != PS_MODE_SYNC)
+		return;
+	for (t = 0; t < s->cfg.n_tables; t++) {
+		const struct ps_table *tb = &s->shards[0].tables[t];
+		uint64_t n = 0;
+		for (i = 0; i < s->cfg.n_shards; i++)
+			for (r = 0; r < snaps[i]->t[t].n_rows; r++)
+				n += snap_touched(snaps[i], &snaps[i]->t[t], tb->stride, r);
+		ck_u64(o, n);
+		for (i = 0; i < s->cfg.n_shards; i++) {
+			const struct ps_snap_table *st = &snaps[i]->t[t];
+			for (r = 0; r < st->n_rows; r++) {
+				const uint8_t *row = st->rows + (size_t)r * tb->stride;
+				if (!snap_touched(snaps[i], st, tb->stride, r))
+					continue;
+				ck_u64(o, ((const struct ps_row_meta *)row)->key);
+				ck_put(o, row + sizeof(struct ps_row_meta) + tb->acc_off * sizeof(float),
+				       (size_t)tb->cfg.dim * sizeof(float));
+			}
+		}
+	}
+}
+
 static int fsync_dir(const char *path)
 {
 	char *dup = strdup(path);
@@ -151,7 +201,7 @@ static int fsync_dir(const char *path)
 	return rc;
 }
 
-int ps_ckpt_write(struct ps_server *s, struct ps_snap **snaps, const char *path,
+int ps_ckpt_write(struct ps_server *s, struct ps_snap **snaps, uint64_t gen, const char *path,
 		  uint64_t *rows_out, char *err, size_t errlen)
 {
 	char tmp[4200];
@@ -175,6 +225,7 @@ int ps_ckpt_write(struct ps_server *s, struct ps_snap **snaps, const char *path,
 		return rc;
 	}
 	write_body(&o, s, snaps, &rows);
+	write_durable(&o, s, snaps, gen);
 	total = o.total;
 	tl_st64(tr, total);
 	tl_st32(tr + 8, o.crc);
@@ -242,6 +293,30 @@ static int read_all(const char *path, uint8_t **out, size_t *len, char *err, siz
 	return 0;
 }
 
+/* End of the version 2 durable section starting at off; body + 1 when it cannot fit. */
+static uint64_t durable_need(const struct ps_server *s, const uint8_t *b, size_t body, uint64_t off)
+{
+	uint32_t t;
+
+	if (off + 24 > body)
+		return body + 1;
+	off += 24 + CK_PAD8((uint64_t)tl_ld32(b + off + 20));
+	if (tl_ld32(b + 24) != PS_MODE_SYNC) /* the file's mode */
+		return off;
+	for (t = 0; t < s->cfg.n_tables; t++) {
+		uint64_t n;
+		if (off + 8 > body)
+			return body + 1;
+		n = tl_ld64(b + off);
+		if (n > body)
+			return body + 1;
+		off += 8 + n * (8 + 4ull * s->tcfg[t].dim);
+		if (off > body)
+			return body + 1;
+	}
+	return off;
+}
+
 /* Checks the header and table layout against the server; sets per-table row counts. */
 static int check_layout(struct ps_server *s, const uint8_t *b, size_t body, uint64_t *rows,
 			char *err, size_t errlen)
@@ -249,7 +324,7 @@ static int check_layout(struct ps_server *s, const uint8_t *b, size_t body, uint
 	uint32_t nt = s->cfg.n_tables, t;
 	uint64_t need;
 
-	if (memcmp(b, CK_MAGIC, 8) != 0 || tl_ld32(b + 8) != CK_VERSION) {
+	if (memcmp(b, CK_MAGIC, 8) != 0 || tl_ld32(b + 8) < 1 || tl_ld32(b + 8) > CK_VERSION) {
 		ps_errf(err, errlen, "not a wharf checkpoint (magic/version)");
 		return -EBADMSG;
 	}
@@ -291,6 +366,8 @@ static int check_layout(struct ps_server *s, const uint8_t *b, size_t body, uint
 	} else {
 		need += 8;
 	}
+	if (tl_ld32(b + 8) >= 2 && need <= body)
+		need = durable_need(s, b, body, need);
 	if (need != body) {
 		ps_errf(err, errlen, "checkpoint body is %zu bytes, its tables need %llu", body,
 			(unsigned long long)need);
@@ -299,20 +376,75 @@ static int check_layout(struct ps_server *s, const uint8_t *b, size_t body, uint
 	return 0;
 }
 
-/* Exactly-once state: per shard, when the file was cut with the same shard/worker counts. */
-static void load_seqs(struct ps_server *s, const uint8_t *p)
+/*
+ * Exactly-once state: per shard, when the file was cut with the same shard/worker counts.
+ * Returns the end of the section.
+ */
+static const uint8_t *load_seqs(struct ps_server *s, const uint8_t *p)
 {
 	uint32_t ns = tl_ld32(p), nw = tl_ld32(p + 4), i, w;
 
-	if (ns != s->cfg.n_shards || nw != s->cfg.n_workers)
-		return;
-	for (i = 0; i < ns; i++)
-		for (w = 0; w < nw; w++)
-			s->shards[i].last_seq[w] = tl_ld64(p + 8 + 8 * ((uint64_t)i * nw + w));
+	if (ns == s->cfg.n_shards && nw == s->cfg.n_workers)
+		for (i = 0; i < ns; i++)
+			for (w = 0; w < nw; w++)
+				s->shards[i].last_seq[w] = tl_ld64(p + 8 + 8 * ((uint64_t)i * nw + w));
+	return p + 8 + 8 * (uint64_t)ns * nw;
 }
 
-static int load_rows(struct ps_server *s, const uint8_t *p, const uint64_t *rows, char *err,
-		     size_t errlen)
+/* Sync mode: the cut step's pending sums (rows already loaded). */
+static int load_sums(struct ps_server *s, const uint8_t *p, char *err, size_t errlen)
+{
+	uint32_t t, ns = s->cfg.n_shards;
+	uint64_t i, n;
+
+	for (t = 0; t < s->cfg.n_tables; t++) {
+		const struct ps_table_config *c = &s->tcfg[t];
+		n = tl_ld64(p);
+		p += 8;
+		for (i = 0; i < n; i++, p += 8 + 4ull * c->dim) {
+			uint64_t key = tl_ld64(p);
+			struct ps_shard *sh = &s->shards[c->kind == PS_TABLE_DENSE ? t % ns :
+							   ps_key_shard(key, ns)];
+			uint32_t r = ps_table_find(&sh->tables[t], key);
+			int rc = r == UINT32_MAX ? -EBADMSG : ps_shard_sync_restore(sh, t, r, p + 8);
+			if (rc < 0) {
+				ps_errf(err, errlen, "table %u: pending sync sum for key/row %llu %s", c->id,
+					(unsigned long long)key, rc == -ENOMEM ? ": out of memory" :
+					"that is not in the file or appears twice");
+				return rc == -EEXIST ? -EBADMSG : rc;
+			}
+		}
+	}
+	return 0;
+}
+
+/* Version 2 section: log generation, barrier, sync step, pending sums. */
+static int load_durable(struct ps_server *s, const uint8_t *p, uint32_t file_mode, uint64_t *gen,
+			char *err, size_t errlen)
+{
+	uint32_t nw = tl_ld32(p + 20), sync_step = tl_ld32(p + 16), i;
+	const uint8_t *seen = p + 24;
+	int rc;
+
+	*gen = tl_ld64(p);
+	for (i = 0; i < s->cfg.n_shards; i++)
+		s->shards[i].sync_step = sync_step;
+	if (file_mode == PS_MODE_SYNC && s->cfg.mode == PS_MODE_SYNC &&
+	    (rc = load_sums(s, p + 24 + CK_PAD8(nw), err, errlen)) < 0)
+		return rc;
+	if (nw != s->cfg.n_workers)
+		return 0; /* another cluster size: the barrier starts over at the file's step */
+	s->bar_step = tl_ld64(p + 8);
+	s->bar_arrived = 0;
+	for (i = 0; i < nw; i++) {
+		s->bar_seen[i] = seen[i] ? 1 : 0;
+		s->bar_arrived += s->bar_seen[i];
+	}
+	return 0;
+}
+
+static int load_rows(struct ps_server *s, const uint8_t *p, const uint64_t *rows,
+		     const uint8_t **end, char *err, size_t errlen)
 {
 	uint32_t t, ns = s->cfg.n_shards;
 	uint64_t i;
@@ -344,7 +476,7 @@ static int load_rows(struct ps_server *s, const uint8_t *p, const uint64_t *rows
 			memcpy(ps_row_val(tb, r), p + 8, fl * 4);
 		}
 	}
-	load_seqs(s, p);
+	*end = load_seqs(s, p);
 	return 0;
 }
 
@@ -363,11 +495,18 @@ static void reset_tables(struct ps_server *s)
 			/* Same sizes as at creation; cannot fail worse than creation did. */
 			if (ps_table_init(tb, &s->tcfg[t], acc, first, n, node) < 0)
 				memset(tb, 0, sizeof(*tb));
+			s->shards[i].n_touched[t] = 0;
 		}
+	for (i = 0; i < s->cfg.n_shards; i++)
+		s->shards[i].sync_step = 0;
+	s->bar_step = 0;
+	s->bar_arrived = 0;
+	memset(s->bar_seen, 0, s->cfg.n_workers);
 }
 
-int ps_ckpt_read(struct ps_server *s, const char *path, char *err, size_t errlen)
+int ps_ckpt_read(struct ps_server *s, const char *path, uint64_t *gen, char *err, size_t errlen)
 {
+	const uint8_t *end = NULL;
 	uint8_t *b = NULL;
 	size_t len = 0, body;
 	uint64_t *rows = NULL;
@@ -399,7 +538,10 @@ int ps_ckpt_read(struct ps_server *s, const char *path, char *err, size_t errlen
 	}
 	if ((rc = check_layout(s, b, body, rows, err, errlen)) < 0)
 		goto out;
-	rc = load_rows(s, b + CK_HDR + s->cfg.n_tables * CK_TDESC, rows, err, errlen);
+	*gen = 0;
+	rc = load_rows(s, b + CK_HDR + s->cfg.n_tables * CK_TDESC, rows, &end, err, errlen);
+	if (rc == 0 && tl_ld32(b + 8) >= 2)
+		rc = load_durable(s, end, tl_ld32(b + 24), gen, err, errlen);
 	if (rc < 0)
 		reset_tables(s);
 out:
@@ -416,7 +558,9 @@ int ps_save(struct ps_handler *h, const char *path, uint64_t *rows_out, char *er
 	uint32_t ns = s->cfg.n_shards, i;
 	struct ps_snap **snaps = calloc(ns, sizeof(*snaps));
 	bool was_in_request = h->in_request;
-	int rc = 0;
+	bool primary = s->wal_dir && s->ckpt_path && strcmp(path, s->ckpt_path) == 0;
+	uint64_t gen;
+	int rc = 0, drop;
 
 	if (!snaps)
 		return -ENOMEM;
@@ -428,6 +572,18 @@ int ps_save(struct ps_handler *h, const char *path, uint64_t *rows_out, char *er
 		free(snaps);
 		h->in_request = was_in_request;
 		return rc;
+	}
+	/*
+	 * A save to the log's own checkpoint starts the next log generation at this cut: every
+	 * handler is parked between requests, so each record is on one side of it (handlers
+	 * open their new segment at their next append).
+	 */
+	gen = atomic_load_explicit(&s->wal_gen, memory_order_relaxed);
+	if (primary) {
+		atomic_store_explicit(&s->wal_gen, ++gen, memory_order_relaxed);
+		for (i = 0; i < s->cfg.n_lcores; i++)
+			if (s->handlers[i])
+				atomic_store_explicit(&s->handlers[i]->wal.bytes, 0, memory_order_relaxed);
 	}
 	for (i = 0; i < ns && rc == 0; i++) {
 		struct ps_op *op = &h->ops[i];
@@ -455,7 +611,11 @@ int ps_save(struct ps_handler *h, const char *path, uint64_t *rows_out, char *er
 	if (rc < 0)
 		ps_errf(err, errlen, "snapshot: %s", strerror(-rc));
 	else
-		rc = ps_ckpt_write(s, snaps, path, rows_out, err, errlen);
+		rc = ps_ckpt_write(s, snaps, gen, path, rows_out, err, errlen);
+	/* Renamed into place and fsynced: the older segments hold nothing it lacks. */
+	if (rc == 0 && primary && (drop = ps_wal_drop_before(s, gen)) < 0)
+		fprintf(stderr, "ps_save: deleting log segments before generation %llu: %s\n",
+			(unsigned long long)gen, strerror(-drop));
 	for (i = 0; i < ns; i++)
 		ps_snap_free(snaps[i]);
 	free(snaps);
@@ -465,9 +625,48 @@ int ps_save(struct ps_handler *h, const char *path, uint64_t *rows_out, char *er
 
 int ps_load(struct ps_handler *h, const char *path, char *err, size_t errlen)
 {
+	uint64_t gen;
+
 	if (h->slot != 0) {
 		ps_errf(err, errlen, "load runs on lcore slot 0");
 		return -EINVAL;
 	}
-	return ps_ckpt_read(h->s, path, err, errlen);
+	return ps_ckpt_read(h->s, path, &gen, err, errlen);
+}
+
+int ps_recover(struct ps_handler *h, const char *ckpt, struct ps_recover_stats *st, char *err,
+	       size_t errlen)
+{
+	struct ps_server *s = h->s;
+	int64_t max_gen = -1, min_gen = -1;
+	uint64_t gen = 0;
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	if (h->slot != 0) {
+		ps_errf(err, errlen, "recovery runs on lcore slot 0");
+		return -EINVAL;
+	}
+	if (s->wal_dir && (rc = ps_wal_scan(s, &max_gen, &min_gen)) < 0) {
+		ps_errf(err, errlen, "log directory %s: %s", s->wal_dir, strerror(-rc));
+		return rc;
+	}
+	if (ckpt && access(ckpt, F_OK) == 0) {
+		if ((rc = ps_ckpt_read(s, ckpt, &gen, err, errlen)) < 0)
+			return rc;
+		st->ckpt_loaded = true;
+	} else if (ckpt && errno != ENOENT) {
+		rc = -errno;
+		ps_errf(err, errlen, "%s: %s", ckpt, strerror(-rc));
+		return rc;
+	} else if (min_gen > 0) {
+		/* The log was cut by a checkpoint, and that checkpoint is not there. */
+		ps_errf(err, errlen, "checkpoint %s is missing, but the log in %s starts after a "
+			"checkpoint cut (generation %lld): refusing to rebuild a partial state",
+			ckpt ? ckpt : "(none given)", s->wal_dir, (long long)min_gen);
+		return -ENOENT;
+	}
+	if (!s->wal_dir)
+		return 0;
+	return ps_wal_replay(h, gen, st, err, errlen);
 }

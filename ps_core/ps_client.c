@@ -7,6 +7,8 @@
  * server has answered. Pushes carry (worker id, sequence) and keep an encoded copy per
  * server until acknowledged: ps_client_resend replays them after a reconnect, and the
  * server's per-worker sequence makes a replay that was already applied a no-op.
+ * ps_client_hello, before the first push, continues the numbering after what the servers
+ * already applied from this worker id (a worker restarted under its old id).
  *
  * Single-threaded: one client per worker thread. The request id is (generation << 16 |
  * slot), so a reply finds its slot in O(1) and a stale reply finds nothing.
@@ -419,6 +421,19 @@ int ps_client_barrier(struct ps_client *c, uint64_t step, bool *done_out, ps_don
 	return 0;
 }
 
+int ps_client_hello(struct ps_client *c, ps_done_fn *done, void *arg, struct ps_msgbuf *msgs)
+{
+	int rc;
+	struct cl_slot *s = bcast(c, PS_T_HELLO, 0, 0, 0, msgs, 8, &rc);
+
+	if (!s)
+		return rc;
+	slot_commit(c, s, PS_T_HELLO, done, arg);
+	return 0;
+}
+
+uint64_t ps_client_next_seq(const struct ps_client *c) { return c->next_seq; }
+
 int ps_client_geo_pull(struct ps_client *c, uint32_t table, uint32_t dim, ps_geo_row_fn *row_fn,
 		       void *row_arg, bool *more_out, ps_done_fn *done, void *arg,
 		       struct ps_msgbuf *msgs)
@@ -508,6 +523,14 @@ static int apply_reply(struct ps_client *c, struct cl_slot *s, uint32_t srv, con
 		if ((v->hdr.flags & PS_F_MORE) && s->more)
 			*s->more = true;
 		return geo_rows(c, s, v);
+	case PS_T_HELLO:
+		/* Numbering goes on after the last push any server applied from this id. */
+		p = tl_view_get(v, 0, 16, b);
+		if (!p || v->hdr.body_len != 16)
+			return -EBADMSG;
+		if (tl_ld64(p) >= c->next_seq && tl_ld64(p) < UINT64_MAX)
+			c->next_seq = tl_ld64(p) + 1;
+		return 0;
 	default: /* push acks: applied or duplicate, both mean "the server has it" */
 		return v->hdr.body_len == 16 ? 0 : -EBADMSG;
 	}

@@ -70,6 +70,13 @@ int ps_client_push_wait(struct ps_client *c, const struct ps_client_io *io, uint
 	return finish(c, io, &w, ps_client_push(c, table, dim, keys, n, grads, wake, &w, io->msgs));
 }
 
+int ps_client_hello_wait(struct ps_client *c, const struct ps_client_io *io)
+{
+	struct waiter w = { 0 };
+
+	return finish(c, io, &w, ps_client_hello(c, wake, &w, io->msgs));
+}
+
 int ps_client_barrier_wait(struct ps_client *c, const struct ps_client_io *io, uint64_t step)
 {
 	for (;;) {

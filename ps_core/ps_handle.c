@@ -5,6 +5,9 @@
  *
  * Rule: every check that can refuse a request runs before the first op is queued, so a
  * refused request changes nothing. Values are read straight from the request's views.
+ * Durability: an accepted push-type request goes into the write-ahead log (ps_wal.c) after
+ * its checks and before its first op, so nothing is acknowledged that a restart could lose;
+ * ps_recover replays the log through ps_handle_replay, i.e. these same functions.
  */
 #include <errno.h>
 #include <math.h>
@@ -219,6 +222,10 @@ static int handle_sparse(struct ps_handler *h, const struct tl_msg_view *v, stru
 		return rc;
 	if ((rc = decode_keys(h, v, rep, push ? 16 : 0)) < 0)
 		return rc;
+	/* A push-pull is logged as a push: replaying it needs no values back. */
+	if (push && (rc = ps_wal_append(h, v, PS_T_PUSH)) < 0)
+		return reply_err(rep, q, rc, PS_ERR_IO, "write-ahead log cannot take the push (%s); "
+				 "nothing applied, retry", strerror(-rc));
 	op.table = (uint32_t)ti;
 	op.vals_off = 16 + (uint32_t)n * 8;
 	op.out = out ? (float *)(rep->buf + TL_MSG_HDR_LEN) : NULL;
@@ -260,6 +267,9 @@ static int handle_dense(struct ps_handler *h, const struct tl_msg_view *v, struc
 				 (unsigned long long)hi);
 	if (push && (rc = check_finite(h, v, rep, 24, n * d)) < 0)
 		return rc;
+	if (push && (rc = ps_wal_append(h, v, PS_T_DENSE_PUSH)) < 0)
+		return reply_err(rep, q, rc, PS_ERR_IO, "write-ahead log cannot take the push (%s); "
+				 "nothing applied, retry", strerror(-rc));
 	op.table = (uint32_t)ti;
 	op.n = (uint32_t)n;
 	op.dense_first = first;
@@ -307,7 +317,8 @@ void ps_barrier_run(struct ps_server *s, struct ps_op *op)
 		op->n = s->cfg.n_workers;
 		return;
 	}
-	if (!s->bar_seen[op->worker]) {
+	op->fresh = !s->bar_seen[op->worker];
+	if (op->fresh) {
 		s->bar_seen[op->worker] = 1;
 		s->bar_arrived++;
 	}
@@ -357,6 +368,15 @@ static int handle_barrier(struct ps_handler *h, const struct tl_msg_view *v, str
 		return reply_err(rep, q, -EINVAL, PS_ERR_BAD_MODE, "barrier for step %llu while "
 				 "the server is at step %llu", (unsigned long long)bar.seq,
 				 (unsigned long long)bar.dense_first);
+	/*
+	 * A first arrival changes the step's state: logged before the step may be applied
+	 * and before the reply. Asking again (the client polls) changes nothing: not logged.
+	 * Should the log refuse it, the arrival stays counted in memory (the barrier cannot
+	 * take it back) and the worker, told to retry, asks again.
+	 */
+	if (bar.fresh && (rc = ps_wal_append(h, v, PS_T_BARRIER)) < 0)
+		return reply_err(rep, q, rc, PS_ERR_IO, "write-ahead log cannot take the barrier "
+				 "(%s); retry", strerror(-rc));
 	if (bar.status == 2) {
 		barrier_apply(h, &bar);
 		bar.n = n_workers;
@@ -447,7 +467,55 @@ static int handle_save(struct ps_handler *h, const struct tl_msg_view *v, struct
 	return 0;
 }
 
+/* PS_T_HELLO: the worker's last applied sequence, max over this server's shards. */
+static int handle_hello(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep)
+{
+	const struct tl_msg_hdr *q = &v->hdr;
+	uint32_t ns = h->s->cfg.n_shards, s, worker;
+	uint64_t last = 0;
+	uint8_t tmp[8];
+
+	if (q->body_len != 8 || q->key_count != 0)
+		return reply_err(rep, q, -EBADMSG, PS_ERR_BAD_LENGTH, "hello body is %u bytes with "
+				 "%u keys, expected 8 and 0", q->body_len, q->key_count);
+	worker = tl_ld32(tl_view_get(v, 0, 8, tmp));
+	if (worker >= h->s->cfg.n_workers)
+		return reply_err(rep, q, -EINVAL, PS_ERR_BAD_WORKER, "worker %u out of range (%u "
+				 "workers)", worker, h->s->cfg.n_workers);
+	for (s = 0; s < ns; s++) {
+		memset(&h->ops[s], 0, sizeof(h->ops[s]));
+		h->ops[s].kind = PS_OP_HELLO;
+		h->ops[s].worker = worker;
+		ps_handler_run_op(h, s, &h->ops[s]);
+	}
+	for (s = 0; s < ns; s++) {
+		ps_handler_wait(h, &h->ops[s]);
+		if (h->ops[s].seq > last)
+			last = h->ops[s].seq;
+	}
+	tl_st64(rep->buf + TL_MSG_HDR_LEN, last);
+	tl_st32(rep->buf + TL_MSG_HDR_LEN + 8, worker);
+	tl_st32(rep->buf + TL_MSG_HDR_LEN + 12, 0);
+	put_hdr(rep, PS_T_HELLO_R, q, 16, 0, 0);
+	return 0;
+}
+
 static int handle_one(struct ps_handler *h, const struct tl_msg_view *req, struct ps_reply *rep);
+
+int ps_handle_replay(struct ps_handler *h, const struct tl_msg_view *req, struct ps_reply *rep)
+{
+	uint8_t t = req->hdr.type;
+	int rc;
+
+	rep->len = 0;
+	if (t != PS_T_PUSH && t != PS_T_DENSE_PUSH && t != PS_T_BARRIER)
+		return reply_err(rep, &req->hdr, -EBADMSG, PS_ERR_BAD_TYPE, "message type %u is "
+				 "never logged", t);
+	h->in_request = true;
+	rc = handle_one(h, req, rep);
+	h->in_request = false;
+	return rc;
+}
 
 int ps_handle(struct ps_handler *h, const struct tl_msg_view *req, struct ps_reply *rep)
 {
@@ -479,6 +547,8 @@ static int handle_one(struct ps_handler *h, const struct tl_msg_view *req, struc
 		return handle_geo_pull(h, req, rep);
 	case PS_T_SAVE:
 		return handle_save(h, req, rep);
+	case PS_T_HELLO:
+		return handle_hello(h, req, rep);
 	default:
 		return reply_err(rep, &req->hdr, -EPROTO, PS_ERR_BAD_TYPE, "message type %u is not "
 				 "a PS request", req->hdr.type);

@@ -134,6 +134,7 @@ enum ps_op_kind {
 	PS_OP_SNAP_BEGIN,
 	PS_OP_BARRIER,    /* on shard 0: a worker reached a step (see ps_barrier_run) */
 	PS_OP_BARRIER_DONE,
+	PS_OP_HELLO,      /* the worker's last applied sequence on this shard, into op->seq */
 };
 
 struct ps_snap;
@@ -159,6 +160,7 @@ struct ps_op {
 	uint32_t geo_cap, geo_n;
 	struct ps_snap *snap;
 	uint64_t dense_first;    /* dense: first global row of the request */
+	uint32_t fresh;          /* barrier: 1 when this was the worker's first arrival at the step */
 	int status;              /* 0, 1 = duplicate push, or -errno */
 	_Atomic uint32_t done;
 };
@@ -174,6 +176,10 @@ struct ps_snap {
 	uint32_t n_tables;
 	uint64_t *last_seq;      /* exactly-once state at the same moment, per worker */
 	uint32_t cur_table, cursor;
+	uint32_t sync_step;      /* the shard's sync step at the cut */
+	/* shard 0's snapshot only (its owner holds the barrier): barrier state of the cut */
+	uint64_t bar_step;
+	uint8_t *bar_seen;       /* n_workers */
 	_Atomic uint32_t ready;  /* release by owner when complete; acquire in ps_save */
 };
 
@@ -250,6 +256,31 @@ struct ps_server {
 	 */
 	_Atomic uint32_t pause;
 	_Atomic uint32_t save_epoch;
+	/*
+	 * Write-ahead log. wal_gen: the generation new records go to; bumped by a primary save
+	 * while every other handler is parked (the pause/park pairs order it), loaded relaxed.
+	 * wal_order: one number per logged request, the replay order across lcore slots (one
+	 * relaxed fetch-add per request, not per key: the only RMW the log adds).
+	 */
+	char *wal_dir, *ckpt_path;
+	size_t wal_seg;
+	_Atomic uint64_t wal_gen;
+	_Atomic uint64_t wal_order;
+	uint32_t layout_crc;        /* of the table configs: a segment of another layout is refused */
+};
+
+/*
+ * A handler's write-ahead log segment (ps_wal.c): a preallocated file mapped MAP_SHARED,
+ * written only by the handler's thread. bytes is read by any thread (ps_server_wal_bytes).
+ */
+struct ps_wal {
+	int fd;                  /* -1: none open */
+	uint8_t *map;
+	size_t size, off;        /* mapping size; next record's offset */
+	size_t synced;           /* records before this offset were msynced */
+	uint64_t gen;            /* checkpoint generation of the open segment */
+	uint32_t part;           /* segment number within (gen, slot) */
+	_Atomic uint64_t bytes;  /* appended since the last primary cut (owner stores only) */
 };
 
 /* One per lcore slot; used by one thread. */
@@ -262,6 +293,8 @@ struct ps_handler {
 	struct ps_op *ops; /* per shard */
 	float *tmp;        /* PS_MAX_DIM floats: a gradient that straddles views */
 	bool in_request;   /* inside ps_handle: never park mid-request */
+	bool replaying;    /* ps_recover: no logging, every shard run directly */
+	struct ps_wal wal;
 	_Atomic uint32_t parked; /* save epoch this handler is parked for */
 };
 
@@ -282,9 +315,29 @@ uint32_t ps_client_servers(const struct ps_client *c);
 /* Forgets the callback, output and barrier flag of every request whose arg is `arg`. */
 void ps_client_detach(struct ps_client *c, void *arg);
 
-/* Checkpoint file (ps_ckpt.c). */
-int ps_ckpt_write(struct ps_server *s, struct ps_snap **snaps, const char *path,
+/* Checkpoint file (ps_ckpt.c). gen: the log generation the file's cut covers up to. */
+int ps_ckpt_write(struct ps_server *s, struct ps_snap **snaps, uint64_t gen, const char *path,
 		  uint64_t *rows_out, char *err, size_t errlen);
-int ps_ckpt_read(struct ps_server *s, const char *path, char *err, size_t errlen);
+int ps_ckpt_read(struct ps_server *s, const char *path, uint64_t *gen, char *err, size_t errlen);
+/* Sync mode restore: row r of table ti has pending sum acc (dim floats, wire bytes). */
+int ps_shard_sync_restore(struct ps_shard *sh, uint32_t ti, uint32_t r, const uint8_t *acc);
+
+/* Write-ahead log (ps_wal.c). */
+/*
+ * Appends request v (type stored as `type`: PUSH_PULL is logged as PUSH, its reply is not
+ * needed to replay it) to h's segment. No-op without a log or while replaying. 0, or
+ * -errno when no segment could take it (the request must then be refused unapplied).
+ */
+int ps_wal_append(struct ps_handler *h, const struct tl_msg_view *v, uint8_t type);
+void ps_wal_close(struct ps_wal *w);
+/* Deletes segment files of generations below gen (covered by a renamed checkpoint). */
+int ps_wal_drop_before(struct ps_server *s, uint64_t gen);
+/* Replays segments of generation >= gen; sets wal_gen/wal_order above what it found. */
+int ps_wal_replay(struct ps_handler *h, uint64_t gen, struct ps_recover_stats *st, char *err,
+		  size_t errlen);
+/* Highest generation among the segment files, or -1 when there are none; -errno. */
+int ps_wal_scan(struct ps_server *s, int64_t *max_gen, int64_t *min_gen);
+/* ps_handle for one log record: no logging, reply into rep. */
+int ps_handle_replay(struct ps_handler *h, const struct tl_msg_view *req, struct ps_reply *rep);
 
 #endif /* WHARF_PS_PVT_H */

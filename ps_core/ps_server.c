@@ -16,7 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <rte_hash_crc.h>
 #include <rte_pause.h>
 #include <rte_ring.h>
 
@@ -133,6 +136,58 @@ static int create_rings(struct ps_server *s)
 	return 0;
 }
 
+/* CRC of what a log record's meaning depends on: ids, kinds, dims, optimizers, rows. */
+static uint32_t layout_crc(const struct ps_server *s)
+{
+	uint32_t crc = 0xffffffffu, i;
+	uint8_t b[24];
+
+	for (i = 0; i < s->cfg.n_tables; i++) {
+		const struct ps_table_config *t = &s->tcfg[i];
+		tl_st32(b, t->id);
+		tl_st32(b + 4, t->kind);
+		tl_st32(b + 8, t->dim);
+		tl_st32(b + 12, t->optim);
+		tl_st64(b + 16, t->kind == PS_TABLE_DENSE ? t->dense_rows : 0);
+		crc = rte_hash_crc(b, sizeof(b), crc);
+	}
+	return crc;
+}
+
+/* Copies the log's paths (the caller's strings) and makes sure the directory exists. */
+static int setup_wal(struct ps_server *s, const struct ps_server_config *c, char *err,
+		     size_t errlen)
+{
+	struct stat st;
+
+	s->cfg.wal_dir = NULL;
+	s->cfg.ckpt_path = NULL;
+	s->layout_crc = layout_crc(s);
+	s->wal_seg = c->wal_segment_bytes ? (size_t)c->wal_segment_bytes : (size_t)64 << 20;
+	if (c->ckpt_path && !(s->ckpt_path = strdup(c->ckpt_path)))
+		return -ENOMEM;
+	s->cfg.ckpt_path = s->ckpt_path;
+	if (!c->wal_dir)
+		return 0;
+	if (s->wal_seg < 4096 || s->wal_seg > ((size_t)1 << 40)) {
+		ps_errf(err, errlen, "log segment size %zu outside 4 KiB..1 TiB", s->wal_seg);
+		return -EINVAL;
+	}
+	if (!(s->wal_dir = strdup(c->wal_dir)))
+		return -ENOMEM;
+	s->cfg.wal_dir = s->wal_dir;
+	if (mkdir(s->wal_dir, 0755) < 0 && errno != EEXIST) {
+		int rc = -errno;
+		ps_errf(err, errlen, "log directory %s: %s", s->wal_dir, strerror(-rc));
+		return rc;
+	}
+	if (stat(s->wal_dir, &st) < 0 || !S_ISDIR(st.st_mode) || access(s->wal_dir, W_OK | X_OK) < 0) {
+		ps_errf(err, errlen, "log directory %s: not a writable directory", s->wal_dir);
+		return -ENOTDIR;
+	}
+	return 0;
+}
+
 int ps_server_create(const struct ps_server_config *cfg, struct ps_server **out,
 		     char *err, size_t errlen)
 {
@@ -164,6 +219,8 @@ int ps_server_create(const struct ps_server_config *cfg, struct ps_server **out,
 	for (i = 0; i < cfg->n_tables; i++)
 		if (s->tcfg[i].dim > s->max_dim)
 			s->max_dim = s->tcfg[i].dim;
+	if ((rc = setup_wal(s, cfg, err, errlen)) < 0)
+		goto out_free;
 	if ((rc = create_rings(s)) < 0)
 		goto out_destroy;
 	for (i = 0; i < cfg->n_shards; i++) {
@@ -178,6 +235,7 @@ out_nomem:
 	rc = -ENOMEM;
 out_destroy:
 	ps_errf(err, errlen, "server create: %s", strerror(-rc));
+out_free:
 	ps_server_destroy(s);
 	return rc;
 }
@@ -202,6 +260,8 @@ void ps_server_destroy(struct ps_server *s)
 	free(s->handlers);
 	free(s->bar_seen);
 	free(s->tcfg);
+	free(s->wal_dir);
+	free(s->ckpt_path);
 	free(s);
 }
 
@@ -217,6 +277,7 @@ int ps_handler_create(struct ps_server *s, uint32_t slot, struct ps_handler **ou
 		return -ENOMEM;
 	h->s = s;
 	h->slot = slot;
+	h->wal.fd = -1;
 	h->keys = malloc((size_t)s->max_keys * sizeof(*h->keys));
 	h->idx = malloc((size_t)s->max_keys * sizeof(*h->idx));
 	h->cnt = calloc(ns + 1, sizeof(*h->cnt));
@@ -237,6 +298,7 @@ void ps_handler_destroy(struct ps_handler *h)
 		return;
 	if (h->s->handlers[h->slot] == h)
 		h->s->handlers[h->slot] = NULL;
+	ps_wal_close(&h->wal); /* the records stay in the page cache: nothing is lost here */
 	free(h->keys);
 	free(h->idx);
 	free(h->cnt);
@@ -349,7 +411,8 @@ void ps_handler_run_op(struct ps_handler *h, uint32_t shard, struct ps_op *op)
 	op->shard = shard;
 	/* Partner: the acquire load after the owner's dequeue in serve_rings. */
 	atomic_store_explicit(&op->done, 0, memory_order_release);
-	if (owner == h->slot) {
+	/* Replay (ps_recover) runs alone: every shard is this thread's for its duration. */
+	if (owner == h->slot || h->replaying) {
 		ps_shard_run(&s->shards[shard], op);
 		atomic_store_explicit(&op->done, 1, memory_order_relaxed);
 		return;

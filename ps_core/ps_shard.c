@@ -115,6 +115,7 @@ void ps_snap_free(struct ps_snap *s)
 	}
 	free(s->t);
 	free(s->last_seq);
+	free(s->bar_seen);
 	free(s);
 }
 
@@ -132,6 +133,15 @@ static int snap_begin(struct ps_shard *sh, struct ps_snap *s)
 	if (!s->last_seq)
 		return -ENOMEM;
 	memcpy(s->last_seq, sh->last_seq, sh->srv->cfg.n_workers * sizeof(*s->last_seq));
+	s->sync_step = sh->sync_step;
+	if (sh->id == 0) {
+		/* Shard 0's owner holds the barrier (ps_barrier_run): its state of the cut too. */
+		s->bar_step = sh->srv->bar_step;
+		s->bar_seen = malloc(sh->srv->cfg.n_workers);
+		if (!s->bar_seen)
+			return -ENOMEM;
+		memcpy(s->bar_seen, sh->srv->bar_seen, sh->srv->cfg.n_workers);
+	}
 	for (t = 0; t < sh->n_tables; t++) {
 		const struct ps_table *tb = &sh->tables[t];
 		struct ps_snap_table *st = &s->t[t];
@@ -203,6 +213,20 @@ static int sync_reserve(struct ps_shard *sh, uint32_t ti, uint32_t n)
 		return -ENOMEM;
 	sh->touched[ti] = p;
 	sh->cap_touched[ti] = cap;
+	return 0;
+}
+
+int ps_shard_sync_restore(struct ps_shard *sh, uint32_t ti, uint32_t r, const uint8_t *acc)
+{
+	struct ps_table *t = &sh->tables[ti];
+	int rc = sync_reserve(sh, ti, 1);
+
+	if (rc < 0)
+		return rc;
+	if (ps_row_meta(t, r)->version == sh->sync_step + 1)
+		return -EEXIST; /* the same row twice */
+	sync_touch(sh, ti, r);
+	memcpy(ps_row_val(t, r) + t->acc_off, acc, t->cfg.dim * sizeof(float));
 	return 0;
 }
 
@@ -536,6 +560,10 @@ void ps_shard_run(struct ps_shard *sh, struct ps_op *op)
 		break;
 	case PS_OP_SNAP_BEGIN:
 		op->status = snap_begin(sh, op->snap);
+		break;
+	case PS_OP_HELLO:
+		op->seq = sh->last_seq[op->worker];
+		op->status = 0;
 		break;
 	case PS_OP_BARRIER:
 	case PS_OP_BARRIER_DONE:

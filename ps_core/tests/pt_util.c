@@ -3,6 +3,8 @@
  * every test binary of ps_core/tests.
  */
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,9 +22,23 @@ struct ps_table_config pt_table(uint32_t id, uint32_t dim, enum ps_optim_kind o)
 	return t;
 }
 
+void pt_wal_paths(const char *dir, uint32_t server, char *wal, char *ckpt, size_t len)
+{
+	snprintf(wal, len, "%s/s%u.wal", dir, server);
+	snprintf(ckpt, len, "%s/s%u.ckpt", dir, server);
+}
+
 int pt_cluster_create(uint32_t n_servers, uint32_t n_shards, enum ps_mode mode, uint32_t n_workers,
 		      const struct ps_table_config *t, uint32_t nt, struct pt_cluster **out)
 {
+	return pt_cluster_create_wal(n_servers, n_shards, mode, n_workers, t, nt, NULL, 0, out);
+}
+
+int pt_cluster_create_wal(uint32_t n_servers, uint32_t n_shards, enum ps_mode mode,
+			  uint32_t n_workers, const struct ps_table_config *t, uint32_t nt,
+			  const char *dir, uint64_t seg, struct pt_cluster **out)
+{
+	char wal[PATH_MAX], ckpt[PATH_MAX];
 	struct pt_cluster *c = calloc(1, sizeof(*c));
 	uint32_t i;
 	int rc = -ENOMEM;
@@ -39,6 +55,12 @@ int pt_cluster_create(uint32_t n_servers, uint32_t n_shards, enum ps_mode mode, 
 			.n_shards = n_shards, .n_lcores = 1, .n_workers = n_workers, .mode = mode,
 			.max_keys = 8192, .tables = t, .n_tables = nt,
 			.allow_save_requests = true /* the test stands for the control plane */ };
+		if (dir) {
+			pt_wal_paths(dir, i, wal, ckpt, sizeof(wal));
+			sc.wal_dir = wal;
+			sc.ckpt_path = ckpt;
+			sc.wal_segment_bytes = seg;
+		}
 		c->msgs[i].buf = malloc(PT_BUF);
 		c->msgs[i].cap = PT_BUF;
 		if (!c->msgs[i].buf)

@@ -7,6 +7,8 @@
 #ifndef WHARF_PT_UTIL_H
 #define WHARF_PT_UTIL_H
 
+#include <stddef.h>
+
 #include "ps_core/ps.h"
 
 #define PT_MAX_SERVERS 4
@@ -27,6 +29,15 @@ struct pt_cluster {
 
 int pt_cluster_create(uint32_t n_servers, uint32_t n_shards, enum ps_mode mode, uint32_t n_workers,
 		      const struct ps_table_config *t, uint32_t nt, struct pt_cluster **out);
+/*
+ * The same with a write-ahead log per server: server i logs into <dir>/s<i>.wal (segments of
+ * seg bytes, 0: default) paired with the checkpoint <dir>/s<i>.ckpt (pt_wal_paths). The
+ * caller runs ps_recover on each server before using it.
+ */
+int pt_cluster_create_wal(uint32_t n_servers, uint32_t n_shards, enum ps_mode mode,
+			  uint32_t n_workers, const struct ps_table_config *t, uint32_t nt,
+			  const char *dir, uint64_t seg, struct pt_cluster **out);
+void pt_wal_paths(const char *dir, uint32_t server, char *wal, char *ckpt, size_t len);
 void pt_cluster_destroy(struct pt_cluster *c);
 /* Sends every non-empty c->msgs[s] to server s and its reply to client `worker`. */
 void pt_deliver(struct pt_cluster *c, uint32_t worker);

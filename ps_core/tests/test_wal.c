@@ -1,0 +1,561 @@
+/*
+ * test_wal.c — durability: the write-ahead log (ps_wal.c) and ps_recover. A server
+ * "crashes" here by being destroyed without a final save (its log segments stay as a
+ * killed process leaves them: complete records in the file) and a new server is built from
+ * the files. Checked: nothing acknowledged after the last checkpoint is lost, replay over a
+ * checkpoint that already holds some records applies them once, a torn last record is
+ * dropped and counted, damaged or foreign logs are refused, segments roll and the ones a
+ * checkpoint covers are deleted, a restarted worker resumes its sequence (PS_T_HELLO), and
+ * sync mode's barrier step and pending sums survive a crash in the middle of a step.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "ps_core/ps_pvt.h"
+#include "ps_core/tests/pt_util.h"
+
+#define SEG (64u << 10)
+#define NKEYS 40
+
+static char dir[128], wal[PATH_MAX], ckpt[PATH_MAX];
+static struct ps_table_config tabs[3];
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(p);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/ps_wal_test_%d", (int)getpid());
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	if (mkdir(dir, 0755) < 0)
+		return -1;
+	pt_wal_paths(dir, 0, wal, ckpt, sizeof(wal));
+	tabs[0] = pt_table(1, 4, PS_OPT_ADAM);
+	tabs[1] = pt_table(2, 2, PS_OPT_ADAGRAD);
+	tabs[1].kind = PS_TABLE_DENSE;
+	tabs[1].dense_rows = 50;
+	tabs[2] = pt_table(3, 1, PS_OPT_SGD); /* a counter: each push of -1 adds exactly 1 */
+	tabs[2].op.lr = 1.0f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	return 0;
+}
+
+static struct pt_cluster *make(enum ps_mode mode, uint32_t workers, uint64_t seg)
+{
+	struct pt_cluster *c;
+
+	assert_int_equal(pt_cluster_create_wal(1, 3, mode, workers, tabs, 3, dir, seg, &c), 0);
+	return c;
+}
+
+/* A crashed server's replacement: recovered from the files; its clients resume sequences. */
+static struct pt_cluster *restart(enum ps_mode mode, uint32_t workers, uint64_t seg,
+				  struct ps_recover_stats *st)
+{
+	struct pt_cluster *c = make(mode, workers, seg);
+	char err[256] = "";
+	uint32_t w;
+	int rc, done;
+
+	rc = ps_recover(c->h[0], ckpt, st, err, sizeof(err));
+	if (rc != 0)
+		fail_msg("recover: %d %s", rc, err);
+	for (w = 0; w < workers; w++) {
+		done = 1;
+		assert_int_equal(ps_client_hello(c->cl[w], pt_done, &done, c->msgs), 0);
+		pt_deliver(c, w);
+		assert_int_equal(done, 0);
+	}
+	return c;
+}
+
+/* `steps` rounds of one sparse and one dense push by worker w (2 log records each). */
+static void fill(struct pt_cluster *c, uint32_t w, uint32_t steps, uint32_t seed)
+{
+	uint64_t keys[NKEYS];
+	float g[NKEYS * 4], dg[100];
+	uint32_t i, s;
+	int st;
+
+	for (i = 0; i < NKEYS; i++)
+		keys[i] = i * 31 + 1 + (i % 3 == 0 ? 0 : w); /* some keys shared by the workers */
+	for (s = 0; s < steps; s++) {
+		for (i = 0; i < NKEYS * 4; i++)
+			g[i] = (float)((i * 7 + s + seed) % 13) - 6.0f;
+		for (i = 0; i < 100; i++)
+			dg[i] = (float)((i + seed) % 5) - 2.0f;
+		assert_int_equal(pt_push(c, w, 1, 4, keys, NKEYS, g), 0);
+		st = 1;
+		assert_int_equal(ps_client_dense_push(c->cl[w], 2, 2, 50, 0, 50, dg, pt_done, &st,
+						      c->msgs), 0);
+		pt_deliver(c, w);
+		assert_int_equal(st, 0);
+	}
+}
+
+struct state {
+	float sp[2][NKEYS * 4], dn[100];
+};
+
+static void pull_all(struct pt_cluster *c, struct state *out)
+{
+	uint64_t keys[NKEYS];
+	uint32_t i, w;
+	int st = 1;
+
+	for (w = 0; w < 2; w++) {
+		for (i = 0; i < NKEYS; i++)
+			keys[i] = i * 31 + 1 + (i % 3 == 0 ? 0 : w);
+		assert_int_equal(pt_pull(c, 0, 1, 4, keys, NKEYS, out->sp[w]), 0);
+	}
+	assert_int_equal(ps_client_dense_pull(c->cl[0], 2, 2, 50, 0, 50, out->dn, pt_done, &st,
+					      c->msgs), 0);
+	pt_deliver(c, 0);
+	assert_int_equal(st, 0);
+}
+
+static void count_push(struct pt_cluster *c, uint32_t w, uint32_t n)
+{
+	uint64_t key = 1000 + w;
+	float g = -1.0f;
+
+	while (n--)
+		assert_int_equal(pt_push(c, w, 3, 1, &key, 1, &g), 0);
+}
+
+static float count_of(struct pt_cluster *c, uint32_t w)
+{
+	uint64_t key = 1000 + w;
+	float v = -1;
+
+	assert_int_equal(pt_pull(c, 0, 3, 1, &key, 1, &v), 0);
+	return v;
+}
+
+static uint32_t count_files(const char *d)
+{
+	DIR *dd = opendir(d);
+	struct dirent *e;
+	uint32_t n = 0;
+
+	assert_non_null(dd);
+	while ((e = readdir(dd)) != NULL)
+		n += strncmp(e->d_name, "wal-", 4) == 0;
+	closedir(dd);
+	return n;
+}
+
+/* ---- crash after a checkpoint: the log holds what came after it */
+
+static void test_wal_crash_after_checkpoint_loses_nothing(void **state)
+{
+	struct ps_recover_stats st;
+	struct state ref, got;
+	struct pt_cluster *a, *b;
+	char err[256];
+	uint64_t rows;
+
+	(void)state;
+	a = restart(PS_MODE_ASYNC, 2, SEG, &st);
+	assert_false(st.ckpt_loaded);
+	assert_int_equal(st.records, 0);
+	fill(a, 0, 3, 1);
+	fill(a, 1, 2, 2);
+	assert_int_equal(ps_save(a->h[0], ckpt, &rows, err, sizeof(err)), 0);
+	fill(a, 0, 2, 3);
+	fill(a, 1, 3, 4);
+	pull_all(a, &ref);
+	pt_cluster_destroy(a); /* killed: no final save */
+
+	b = restart(PS_MODE_ASYNC, 2, SEG, &st);
+	assert_true(st.ckpt_loaded);
+	assert_int_equal(st.records, 2 * (2 + 3)); /* the pushes after the checkpoint only */
+	assert_int_equal(st.applied, st.records);
+	assert_int_equal(st.torn, 0);
+	pull_all(b, &got);
+	assert_memory_equal(&ref, &got, sizeof(ref)); /* values and Adam/Adagrad state, bit for bit */
+	pt_cluster_destroy(b);
+}
+
+static void test_wal_replay_from_empty_without_checkpoint(void **state)
+{
+	struct ps_recover_stats st;
+	struct state ref, got;
+	struct pt_cluster *a, *b;
+
+	(void)state;
+	a = restart(PS_MODE_ASYNC, 2, SEG, &st);
+	fill(a, 0, 2, 5);
+	fill(a, 1, 2, 6);
+	pull_all(a, &ref);
+	pt_cluster_destroy(a);
+	b = restart(PS_MODE_ASYNC, 2, SEG, &st);
+	assert_false(st.ckpt_loaded);
+	assert_int_equal(st.records, 8);
+	pull_all(b, &got);
+	assert_memory_equal(&ref, &got, sizeof(ref));
+	pt_cluster_destroy(b);
+}
+
+/* A save to another path does not cut the log: its records are replayed over it, once. */
+static void test_wal_replay_idempotent_over_checkpoint(void **state)
+{
+	struct ps_recover_stats st;
+	struct state ref, got;
+	struct pt_cluster *a, *b;
+	char err[256], other[PATH_MAX + 8];
+	uint64_t rows;
+
+	(void)state;
+	snprintf(other, sizeof(other), "%s/other.ckpt", dir);
+	a = restart(PS_MODE_ASYNC, 2, SEG, &st);
+	fill(a, 0, 3, 7);
+	assert_int_equal(ps_save(a->h[0], other, &rows, err, sizeof(err)), 0);
+	fill(a, 1, 2, 8);
+	pull_all(a, &ref);
+	pt_cluster_destroy(a);
+	rename(other, ckpt);
+	b = restart(PS_MODE_ASYNC, 2, SEG, &st);
+	assert_true(st.ckpt_loaded);
+	assert_int_equal(st.records, 10);
+	assert_int_equal(st.skipped, 6);  /* worker 0's, already in the checkpoint */
+	assert_int_equal(st.applied, 4);
+	pull_all(b, &got);
+	assert_memory_equal(&ref, &got, sizeof(ref));
+	pt_cluster_destroy(b);
+}
+
+/* ---- damaged logs */
+
+static uint8_t *seg_read(const char *name, size_t *len)
+{
+	char p[PATH_MAX + 64];
+	FILE *f;
+	uint8_t *b;
+
+	snprintf(p, sizeof(p), "%s/%s", wal, name);
+	f = fopen(p, "rb");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	*len = (size_t)ftell(f);
+	fseek(f, 0, SEEK_SET);
+	b = malloc(*len);
+	assert_int_equal(fread(b, 1, *len, f), *len);
+	fclose(f);
+	return b;
+}
+
+static void seg_write(const char *name, const uint8_t *b, size_t len)
+{
+	char p[PATH_MAX + 64];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", wal, name);
+	f = fopen(p, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(b, 1, len, f), len);
+	fclose(f);
+}
+
+/* Offset of record i (0-based) of a segment, and its request length. */
+static size_t rec_at(const uint8_t *b, uint32_t i, uint32_t *len)
+{
+	size_t off = 64;
+
+	while (i--)
+		off += 16 + ((tl_ld32(b + off) + 7u) & ~7u);
+	*len = tl_ld32(b + off);
+	return off;
+}
+
+static const char *SEG0 = "wal-0000000000000000-000-000000.log";
+
+/* The counter table: 10 pushes logged, then the crash happens to the file. */
+static void ten_pushes_then_crash(void)
+{
+	struct ps_recover_stats st;
+	struct pt_cluster *a = restart(PS_MODE_ASYNC, 2, SEG, &st);
+
+	count_push(a, 0, 10);
+	assert_true(count_of(a, 0) == 10.0f);
+	pt_cluster_destroy(a);
+}
+
+static void expect_count_after(uint64_t torn, float value)
+{
+	struct ps_recover_stats st;
+	struct pt_cluster *b = restart(PS_MODE_ASYNC, 2, SEG, &st);
+
+	assert_int_equal(st.torn, torn);
+	assert_int_equal(st.records, (uint64_t)value);
+	assert_true(count_of(b, 0) == value);
+	pt_cluster_destroy(b);
+}
+
+static void test_wal_torn_tail_dropped_and_counted(void **state)
+{
+	uint8_t *b;
+	size_t len, off;
+	uint32_t rl;
+
+	(void)state;
+	/* The last record's payload cut short (as a power loss can leave it). */
+	ten_pushes_then_crash();
+	b = seg_read(SEG0, &len);
+	off = rec_at(b, 9, &rl);
+	memset(b + off + 16 + rl - 8, 0, 8);
+	seg_write(SEG0, b, len);
+	free(b);
+	expect_count_after(1, 9);
+	/* Killed in the middle of an append: the payload is there, its length not yet. */
+	nftw(wal, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	ten_pushes_then_crash();
+	b = seg_read(SEG0, &len);
+	off = rec_at(b, 9, &rl);
+	memset(b + off, 0, 4);
+	seg_write(SEG0, b, len);
+	free(b);
+	expect_count_after(1, 9);
+}
+
+static void expect_refused(int rc, const char *words)
+{
+	struct ps_recover_stats st;
+	struct pt_cluster *c = make(PS_MODE_ASYNC, 2, SEG);
+	char err[512] = "";
+
+	assert_int_equal(ps_recover(c->h[0], ckpt, &st, err, sizeof(err)), rc);
+	if (!strstr(err, words))
+		fail_msg("error \"%s\" does not say \"%s\"", err, words);
+	pt_cluster_destroy(c);
+}
+
+static void test_wal_damaged_log_refused(void **state)
+{
+	uint8_t *b, *orig;
+	size_t len, off;
+	uint32_t rl;
+	struct pt_cluster *a;
+	char err[256];
+	uint64_t rows;
+
+	(void)state;
+	ten_pushes_then_crash();
+	orig = seg_read(SEG0, &len);
+	b = malloc(len);
+	memcpy(b, orig, len);
+	off = rec_at(b, 3, &rl);                   /* a record in the middle: one bit */
+	b[off + 16 + rl / 2] ^= 0x04;
+	seg_write(SEG0, b, len);
+	expect_refused(-EBADMSG, "damaged");
+	memcpy(b, orig, len);
+	b[5] ^= 0x01;                              /* the segment header */
+	seg_write(SEG0, b, len);
+	expect_refused(-EBADMSG, "header");
+	memcpy(b, orig, len);
+	seg_write(SEG0, b, len);
+	tabs[2].dim = 2;                           /* a server with another table layout */
+	expect_refused(-EINVAL, "written by");
+	tabs[2].dim = 1;
+	free(b);
+	free(orig);
+	/* A log cut by a checkpoint that is gone: nothing partial is rebuilt. */
+	nftw(wal, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	a = make(PS_MODE_ASYNC, 2, SEG);
+	count_push(a, 0, 3);
+	assert_int_equal(ps_save(a->h[0], ckpt, &rows, err, sizeof(err)), 0);
+	count_push(a, 0, 3);
+	pt_cluster_destroy(a);
+	unlink(ckpt);
+	expect_refused(-ENOENT, "missing");
+}
+
+/* ---- segments */
+
+static void test_wal_segments_roll_and_checkpoint_deletes_covered(void **state)
+{
+	struct ps_recover_stats st;
+	struct state ref, got;
+	struct pt_cluster *a, *b;
+	char err[256];
+	uint64_t rows;
+
+	(void)state;
+	a = restart(PS_MODE_ASYNC, 2, 4096, &st);  /* ~1.5 KB per fill step: rolls often */
+	fill(a, 0, 6, 9);
+	assert_true(count_files(wal) >= 3);
+	assert_true(ps_server_wal_bytes(a->srv[0]) > 6 * 1400);
+	assert_int_equal(ps_save(a->h[0], ckpt, &rows, err, sizeof(err)), 0);
+	assert_int_equal(count_files(wal), 0);       /* all covered by the checkpoint */
+	assert_int_equal(ps_server_wal_bytes(a->srv[0]), 0);
+	fill(a, 1, 5, 10);
+	assert_true(count_files(wal) >= 2);
+	assert_int_equal(ps_handler_wal_sync(a->h[0]), 0);
+	pull_all(a, &ref);
+	pt_cluster_destroy(a);
+	b = restart(PS_MODE_ASYNC, 2, 4096, &st);
+	assert_int_equal(st.records, 10);
+	assert_true(st.segments >= 2);
+	pull_all(b, &got);
+	assert_memory_equal(&ref, &got, sizeof(ref));
+	pt_cluster_destroy(b);
+}
+
+/* ---- worker sequence resume */
+
+static void test_wal_hello_resumes_sequence_after_worker_restart(void **state)
+{
+	struct ps_client_config cc = { .worker_id = 0, .n_servers = 1, .max_keys = 8192 };
+	struct ps_recover_stats st;
+	struct pt_cluster *a = restart(PS_MODE_ASYNC, 2, SEG, &st);
+	int done = 1;
+
+	(void)state;
+	count_push(a, 0, 5);
+	/* The worker restarts under its old id: numbering from 1 again, its push is taken for
+	 * a resend of one already applied and acknowledged without being applied. */
+	ps_client_destroy(a->cl[0]);
+	assert_int_equal(ps_client_create(&cc, &a->cl[0]), 0);
+	count_push(a, 0, 1);
+	assert_int_equal(tl_ld32(a->rep_buf + TL_MSG_HDR_LEN + 8), 0); /* "duplicate" */
+	assert_true(count_of(a, 0) == 5.0f);
+	/* With the hello first it goes on after the last applied sequence. */
+	ps_client_destroy(a->cl[0]);
+	assert_int_equal(ps_client_create(&cc, &a->cl[0]), 0);
+	assert_int_equal(ps_client_next_seq(a->cl[0]), 1);
+	assert_int_equal(ps_client_hello(a->cl[0], pt_done, &done, a->msgs), 0);
+	pt_deliver(a, 0);
+	assert_int_equal(done, 0);
+	assert_int_equal(ps_client_next_seq(a->cl[0]), 6);
+	count_push(a, 0, 2);
+	assert_true(count_of(a, 0) == 7.0f);
+	/* A worker id the server does not have is refused by name. */
+	ps_client_destroy(a->cl[1]);
+	cc.worker_id = 9;
+	assert_int_equal(ps_client_create(&cc, &a->cl[1]), 0);
+	done = 1;
+	assert_int_equal(ps_client_hello(a->cl[1], pt_done, &done, a->msgs), 0);
+	pt_deliver(a, 1);
+	assert_int_equal(done, -EINVAL);
+	assert_int_equal(tl_ld32(a->rep_buf + TL_MSG_HDR_LEN + 4), PS_ERR_BAD_WORKER);
+	assert_non_null(strstr((const char *)a->rep_buf + TL_MSG_HDR_LEN + 8, "worker 9"));
+	pt_cluster_destroy(a);
+}
+
+/* ---- sync mode */
+
+static void sync_push(struct pt_cluster *c, uint32_t w, uint32_t seed)
+{
+	fill(c, w, 1, seed);
+}
+
+static void barrier(struct pt_cluster *c, uint32_t w, uint64_t step, bool want_done)
+{
+	bool done = false;
+	int st = 1;
+
+	assert_int_equal(ps_client_barrier(c->cl[w], step, &done, pt_done, &st, c->msgs), 0);
+	pt_deliver(c, w);
+	assert_int_equal(st, 0);
+	assert_int_equal(done, want_done);
+}
+
+/*
+ * Step 1 is cut in the middle twice: a checkpoint after worker 0 pushed and reached the
+ * barrier (pending sums and the barrier in the file), then a crash after worker 1 pushed
+ * (its push only in the log). The recovered server finishes the step exactly as a server
+ * that never stopped; so does one restored from the mid-step checkpoint alone.
+ */
+static void test_wal_sync_step_survives_crash_mid_step(void **state)
+{
+	struct ps_recover_stats st;
+	struct state ref, got;
+	struct pt_cluster *r, *a, *b, *c;
+	char err[256];
+	uint64_t rows;
+
+	(void)state;
+	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_SYNC, 2, tabs, 3, &r), 0);
+	a = restart(PS_MODE_SYNC, 2, SEG, &st);
+	for (int k = 0; k < 2; k++) {
+		struct pt_cluster *x = k ? a : r;
+		sync_push(x, 0, 1);
+		sync_push(x, 1, 2);
+		barrier(x, 0, 0, false);
+		barrier(x, 1, 0, true);
+		sync_push(x, 0, 3);
+		barrier(x, 0, 1, false);
+		if (x == a)
+			assert_int_equal(ps_save(a->h[0], ckpt, &rows, err, sizeof(err)), 0);
+		sync_push(x, 1, 4);
+	}
+	barrier(r, 1, 1, true);
+	barrier(r, 0, 1, true);
+	pull_all(r, &ref);
+	pt_cluster_destroy(a); /* killed mid-step */
+
+	b = restart(PS_MODE_SYNC, 2, SEG, &st);
+	assert_int_equal(st.records, 2); /* worker 1's sparse and dense push */
+	barrier(b, 1, 1, true);          /* worker 0's arrival came back from the checkpoint */
+	barrier(b, 0, 1, true);
+	pull_all(b, &got);
+	assert_memory_equal(&ref, &got, sizeof(ref));
+	pt_cluster_destroy(b);
+
+	/* The checkpoint alone (no log): pending sums and barrier of the cut restored. */
+	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_SYNC, 2, tabs, 3, &c), 0);
+	assert_int_equal(ps_load(c->h[0], ckpt, err, sizeof(err)), 0);
+	for (uint32_t w = 0; w < 2; w++) {
+		int done = 1;
+		assert_int_equal(ps_client_hello(c->cl[w], pt_done, &done, c->msgs), 0);
+		pt_deliver(c, w);
+	}
+	sync_push(c, 1, 4);
+	barrier(c, 1, 1, true);
+	pull_all(c, &got);
+	assert_memory_equal(&ref, &got, sizeof(ref));
+	pt_cluster_destroy(c);
+	pt_cluster_destroy(r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_wal_crash_after_checkpoint_loses_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_replay_from_empty_without_checkpoint, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_replay_idempotent_over_checkpoint, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_torn_tail_dropped_and_counted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_damaged_log_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_segments_roll_and_checkpoint_deletes_covered,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_hello_resumes_sequence_after_worker_restart,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_sync_step_survives_crash_mid_step, setup, teardown),
+	};
+
+	return cmocka_run_group_tests_name("wal", tests, NULL, NULL);
+}
