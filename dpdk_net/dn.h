@@ -16,6 +16,13 @@
  * Threads: a struct dn_lcore is owned by exactly one lcore; nothing in it is shared. The
  * port's ARP table has one writer (the lcore owning queue 0, where non-IP frames land) and
  * lock-free readers (see dn_arp.c).
+ *
+ * Software steering (dn_steer.c): a port with one queue and nb_lcores > 1. Lcore 0 receives
+ * every frame, asks hooks.steer which lcore owns each IPv4 TCP/UDP flow and hands the frame
+ * over an SPSC rte_ring; that lcore's loop drains its ring as if it were an Rx queue. The
+ * device's one Tx queue stays lcore 0's: the others hand their frames back over one MP/SC
+ * ring that lcore 0 drains into its own Tx path. Sleeping lcores are woken by an eventfd in
+ * their epoll set when a ring they read gets frames.
  */
 #ifndef WHARF_DN_H
 #define WHARF_DN_H
@@ -56,7 +63,8 @@
 	X(TX_FULL, "tx_full")                  /* the PMD would not take the packet */           \
 	X(TX_TOO_BIG, "tx_too_big")            /* an IPv4 packet above the port MTU (DF set) */  \
 	X(NO_MBUF, "no_mbuf")                  /* mempool empty when building a reply */         \
-	X(NO_ROUTE, "no_route")                /* destination off-link and no gateway */
+	X(NO_ROUTE, "no_route")                /* destination off-link and no gateway */        \
+	X(STEER_FULL, "steer_ring_full")       /* software steering: owner lcore's ring full */
 
 enum dn_drop {
 #define DN_X(n, s) DN_DROP_##n,
@@ -71,6 +79,10 @@ struct dn_stats {
 	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
 	uint64_t arp_requests_out, arp_replies_out, icmp_echo_replies;
 	uint64_t idle_sleeps, intr_wakeups;
+	/* Software steering: frames lcore 0 handed to another lcore (steered_out) or this lcore
+	 * took from its ring (steered_in); frames given to lcore 0 for Tx (tx_handoff) and,
+	 * on lcore 0, frames of other lcores it sent (tx_relayed); eventfd wake-ups it caused. */
+	uint64_t steered_out, steered_in, tx_handoff, tx_relayed, wakes_sent;
 	uint64_t drops[DN_DROP_MAX];
 };
 
@@ -88,6 +100,9 @@ struct dn_config {
 	uint16_t mtu;            /* 0 = 1500; up to the device's max (jumbo: 9000 on virtio) */
 	uint16_t nb_rxd, nb_txd; /* 0 = 1024 each */
 	uint16_t nb_queues;      /* queue pairs = worker lcores using the port; 0 = 1 */
+	uint16_t nb_lcores;      /* lcores using the port; 0 = nb_queues. More lcores than
+				  * queues (then nb_queues must be 1, up to DN_MAX_LCORES):
+				  * software steering over rings, see dn_steer.c */
 	enum dn_idle idle;
 	uint32_t idle_max_sleep_us; /* back-off ceiling in sleep mode; 0 = 500 us */
 	uint32_t idle_spin_us;      /* sleep mode: keep polling this long after the last work
@@ -130,6 +145,24 @@ bool dn_port_link_up(const struct dn_port *port);
 /* RSS key and redirection table as programmed (for steering); NULL/0 when no RSS. */
 const uint8_t *dn_port_rss_key(const struct dn_port *port, uint32_t *key_len);
 const uint16_t *dn_port_reta(const struct dn_port *port, uint32_t *reta_size);
+/* Lcores sharing the port, and whether they share one queue by software steering. */
+uint16_t dn_port_nb_lcores(const struct dn_port *port);
+bool dn_port_sw_steer(const struct dn_port *port);
+
+/* An IPv4 flow as lcore 0 classifies it for software steering (host byte order). */
+struct dn_flow {
+	uint32_t saddr, daddr;   /* the packet's source (the peer) and destination (us) */
+	uint16_t sport, dport;
+	uint8_t proto;           /* IPPROTO_TCP or IPPROTO_UDP */
+};
+
+/*
+ * Reads the flow of a received Ethernet frame (first len bytes at frame) for steering: true
+ * for an unfragmented IPv4 TCP/UDP frame to our_ip whose headers up to the ports are there;
+ * false for anything else (lcore 0 keeps those: ARP, ICMP, malformed frames get its usual
+ * checks and drop counters). Pure; nothing is validated beyond what reading needs.
+ */
+bool dn_steer_flow_parse(const uint8_t *frame, uint32_t len, uint32_t our_ip, struct dn_flow *f);
 
 /* Hooks an upper layer installs on an lcore. */
 struct dn_hooks {
@@ -140,15 +173,31 @@ struct dn_hooks {
 	void (*l4_input)(void *arg, struct dn_lcore *lc, struct rte_mbuf *m);
 	/* Once per loop iteration with the current TSC; returns how much work it did (0 = idle). */
 	unsigned (*poll)(void *arg, struct dn_lcore *lc, uint64_t now_tsc);
+	/*
+	 * Software steering, read on lcore 0 only: the index of the lcore owning flow f (0 keeps
+	 * the frame; an index >= nb_lcores counts as 0). NULL: everything stays on lcore 0. Runs
+	 * once per received TCP/UDP frame: pure, no allocation.
+	 */
+	uint32_t (*steer)(void *arg, const struct dn_flow *f);
 	void *arg;
 };
 
-/* Per-lcore context: created on (and used only by) the lcore owning queue q. */
-int dn_lcore_create(struct dn_port *port, uint16_t queue, const struct dn_hooks *hooks,
+/*
+ * Per-lcore context: created on (and used only by) the lcore it serves. index is the queue
+ * it owns, or with software steering its lcore index 0..nb_lcores-1 (0 owns the device
+ * queue). -EINVAL for an index out of range, -ENOMEM.
+ */
+int dn_lcore_create(struct dn_port *port, uint16_t index, const struct dn_hooks *hooks,
 		    struct dn_lcore **out);
 void dn_lcore_destroy(struct dn_lcore *lc);
 struct dn_port *dn_lcore_port(struct dn_lcore *lc);
 uint16_t dn_lcore_queue(const struct dn_lcore *lc);
+uint16_t dn_lcore_index(const struct dn_lcore *lc);
+/*
+ * Wakes lc if it sleeps in dn_lcore_idle_wait (software steering; a no-op otherwise). Safe
+ * from any thread: for work handed to lc from elsewhere (e.g. Tx completions it must see).
+ */
+void dn_lcore_wake(struct dn_lcore *lc);
 struct rte_mempool *dn_lcore_pool(struct dn_lcore *lc);
 const struct dn_stats *dn_lcore_stats(const struct dn_lcore *lc);
 /* Counts a drop an upper layer decided on (e.g. a bad TCP checksum). */

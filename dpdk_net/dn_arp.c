@@ -5,7 +5,9 @@
  * Out: dn_ip_send -> dn_arp_lookup (hit) | dn_arp_pending_add -> dn_arp_request
  *      dn_loop_once -> dn_arp_pending_run (send what got resolved, retry, give up)
  *
- * The table is written only by the lcore that receives ARP (queue 0) and read by all;
+ * The table is written only by the lcore that receives ARP (queue 0, lcore 0) and read by
+ * all (lcores fed by software steering resolve here too; their requests leave through
+ * lcore 0 and the replies land there);
  * see struct dn_arp_entry for the publication protocol. Entries expire DN_ARP_EXPIRE_MS
  * after they were last confirmed; an expired entry reads as a miss and is asked again.
  */
@@ -172,8 +174,13 @@ void dn_arp_input(struct dn_lcore *lc, struct rte_mbuf *m)
 	sip = rte_be_to_cpu_32(a->arp_data.arp_sip);
 	tip = rte_be_to_cpu_32(a->arp_data.arp_tip);
 	for_us = tip == p->ip;
-	/* RFC 826 merge: refresh a known sender always; create an entry only when it talks to us. */
-	dn_arp_learn(p, sip, &a->arp_data.arp_sha, for_us);
+	/*
+	 * RFC 826 merge: refresh a known sender always; create an entry only when it talks to us.
+	 * The table has one writer, lcore 0 (queue 0, where RSS and software steering leave
+	 * every non-IP frame); an ARP frame elsewhere is still answered, never learnt from.
+	 */
+	if (lc->index == 0)
+		dn_arp_learn(p, sip, &a->arp_data.arp_sha, for_us);
 	if (op == RTE_ARP_OP_REPLY || (sip == tip && sip != 0)) {
 		/* A reply, or someone's gratuitous announcement: learning was the whole job. */
 		rte_pktmbuf_free(m);

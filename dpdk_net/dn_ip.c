@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include <rte_branch_prediction.h>
 #include <rte_cycles.h>
 #include <rte_icmp.h>
 #include <rte_ip.h>
@@ -23,6 +24,10 @@
 
 void dn_tx_flush(struct dn_lcore *lc)
 {
+	if (unlikely(lc->tx_ring != NULL)) {
+		dn_steer_tx_flush(lc); /* not our device queue: lcore 0 sends for us */
+		return;
+	}
 	while (lc->tx_head != lc->tx_tail) {
 		uint32_t at = lc->tx_head & (DN_TXQ_SLOTS - 1);
 		uint32_t n = lc->tx_tail - lc->tx_head;

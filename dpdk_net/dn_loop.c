@@ -9,11 +9,13 @@
  * and sleeps in epoll for at most 1 ms (so upper-layer timers still run), or, on PMDs
  * without Rx interrupts (net_tap), sleeps with an exponential back-off capped at
  * idle_max_sleep_us. Either way a packet is answered within about a millisecond while an
- * idle process costs a few percent of a core at most.
+ * idle process costs a few percent of a core at most. Lcores sharing one queue by software
+ * steering read rings instead and sleep on an eventfd as well (dn_steer.c).
  */
 #include <errno.h>
 #include <time.h>
 
+#include <rte_branch_prediction.h>
 #include <rte_cycles.h>
 #include <rte_epoll.h>
 #include <rte_ethdev.h>
@@ -28,22 +30,27 @@
 unsigned dn_loop_once(struct dn_lcore *lc, uint64_t now)
 {
 	struct rte_mbuf *pkts[DN_BURST];
-	unsigned work;
+	unsigned work, rx;
 	uint16_t n;
 
-	n = rte_eth_rx_burst(lc->port_id, lc->queue, pkts, DN_BURST);
+	if (likely(!lc->steer)) {
+		n = rte_eth_rx_burst(lc->port_id, lc->queue, pkts, DN_BURST);
+		rx = n;
+	} else {
+		n = dn_steer_rx(lc, pkts, &rx); /* frames handed on or relayed count as Rx work */
+	}
+	work = rx;
 	if (n > 0)
 		dn_input_burst(lc, pkts, n);
-	work = n;
 	if (lc->hooks.poll != NULL)
 		work += lc->hooks.poll(lc->hooks.arg, lc, now);
 	if (lc->n_pending > 0 && now >= lc->next_arp_tsc) {
 		dn_arp_pending_run(lc, now);
 		lc->next_arp_tsc = now + rte_get_tsc_hz() / 10000;
 	}
-	if (dn_tx_pending(lc) && (now >= lc->tx_drain_tsc || n == 0))
+	if (dn_tx_pending(lc) && (now >= lc->tx_drain_tsc || rx == 0))
 		dn_tx_flush(lc);
-	if (n == 0 && lc->tx_cleanup_ok && now >= lc->next_cleanup_tsc)
+	if (rx == 0 && lc->tx_cleanup_ok && now >= lc->next_cleanup_tsc)
 		dn_tx_reclaim(lc, now);
 	if (work > 0)
 		lc->last_busy_tsc = now;
@@ -75,6 +82,11 @@ static void sleep_us(uint32_t us)
 void dn_lcore_idle_wait(struct dn_lcore *lc)
 {
 	struct rte_epoll_event ev;
+
+	if (lc->steer) {
+		dn_steer_idle_wait(lc);
+		return;
+	}
 
 	/*
 	 * Adaptive polling: right after traffic the next packet usually follows within tens

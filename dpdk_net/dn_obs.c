@@ -55,6 +55,7 @@ static int obs_stats_cmd(const char *cmd, const char *params, struct rte_tel_dat
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_int(d, "port", lc->port_id);
 	rte_tel_data_add_dict_int(d, "queue", lc->queue);
+	rte_tel_data_add_dict_int(d, "index", lc->index);
 	rte_tel_data_add_dict_u64(d, "rx_pkts", lc->stats.rx_pkts);
 	rte_tel_data_add_dict_u64(d, "rx_bytes", lc->stats.rx_bytes);
 	rte_tel_data_add_dict_u64(d, "tx_pkts", lc->stats.tx_pkts);
@@ -64,6 +65,11 @@ static int obs_stats_cmd(const char *cmd, const char *params, struct rte_tel_dat
 	rte_tel_data_add_dict_u64(d, "icmp_echo_replies", lc->stats.icmp_echo_replies);
 	rte_tel_data_add_dict_u64(d, "idle_sleeps", lc->stats.idle_sleeps);
 	rte_tel_data_add_dict_u64(d, "intr_wakeups", lc->stats.intr_wakeups);
+	rte_tel_data_add_dict_u64(d, "steered_out", lc->stats.steered_out);
+	rte_tel_data_add_dict_u64(d, "steered_in", lc->stats.steered_in);
+	rte_tel_data_add_dict_u64(d, "tx_handoff", lc->stats.tx_handoff);
+	rte_tel_data_add_dict_u64(d, "tx_relayed", lc->stats.tx_relayed);
+	rte_tel_data_add_dict_u64(d, "wakes_sent", lc->stats.wakes_sent);
 	for (int r = 0; r < DN_DROP_MAX; r++) {
 		char name[48];
 		snprintf(name, sizeof(name), "drop_%s", dn_drop_name(r));

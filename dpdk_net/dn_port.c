@@ -7,6 +7,8 @@
  * them in software where not), MTU, Rx interrupts when the idle policy wants to sleep, a
  * mempool per NUMA socket in use sized from the queue depths, and waits for the link.
  * dn_lcore_create then builds the per-lcore context on the lcore that will own a queue.
+ * With more lcores than queues (one queue: virtio-user, net_tap), the lcores share queue 0
+ * by software steering (dn_steer.c), whose rings and eventfds are made here too.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -39,9 +41,9 @@ static int pools_create(struct dn_port *p, char *err, size_t errlen)
 	const struct dn_config *c = &p->cfg;
 	unsigned lcore, per_socket[RTE_MAX_NUMA_NODES] = {0}, q = 0;
 
-	/* Queue q is served by the q-th enabled lcore (main first): count queues per socket. */
+	/* Context i is served by the i-th enabled lcore (main first): count lcores per socket. */
 	RTE_LCORE_FOREACH(lcore) {
-		if (q++ >= p->nb_queues)
+		if (q++ >= p->nb_lcores)
 			break;
 		per_socket[rte_lcore_to_socket_id(lcore)]++;
 	}
@@ -54,7 +56,7 @@ static int pools_create(struct dn_port *p, char *err, size_t errlen)
 		n = c->nb_mbufs;
 		if (n == 0)
 			n = per_socket[s] * (c->nb_rxd + c->nb_txd + 2 * DN_BURST + DN_MBUF_CACHE +
-					     DN_PENDING_MAX) + DN_UPPER_MBUFS;
+					     DN_PENDING_MAX) + DN_UPPER_MBUFS * per_socket[s];
 		/* Jumbo frames carry ~6 standard frames each: fewer buffers hold the same bytes. */
 		if (c->nb_mbufs == 0 && p->data_room > RTE_MBUF_DEFAULT_BUF_SIZE)
 			n = n * RTE_MBUF_DEFAULT_BUF_SIZE / p->data_room + 4096;
@@ -263,6 +265,8 @@ static void config_defaults(struct dn_config *c)
 		c->nb_txd = 1024;
 	if (c->nb_queues == 0)
 		c->nb_queues = 1;
+	if (c->nb_lcores < c->nb_queues)
+		c->nb_lcores = c->nb_queues;
 	if (c->idle_max_sleep_us == 0)
 		c->idle_max_sleep_us = 500;
 	if (c->link_wait_ms == 0)
@@ -296,6 +300,7 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 	config_defaults(&p->cfg);
 	p->port_id = pid;
 	p->nb_queues = p->cfg.nb_queues;
+	p->nb_lcores = p->cfg.nb_lcores;
 	p->ip = cfg->ip;
 	/* One frame per buffer: headroom + the largest frame the MTU allows. */
 	p->data_room = RTE_MBUF_DEFAULT_BUF_SIZE;
@@ -305,10 +310,12 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 	p->netmask = cfg->prefix_len ? ~0u << (32 - cfg->prefix_len) : 0;
 	p->gateway = cfg->gateway;
 	ret = rte_eth_macaddr_get(pid, &p->mac);
+	if (ret == 0 && p->nb_lcores > p->nb_queues)
+		ret = dn_steer_port_init(p, err, errlen);
+	else if (ret != 0)
+		snprintf(err, errlen, "port %u: MAC address: %s", pid, rte_strerror(-ret));
 	if (ret == 0)
 		ret = port_configure(p, err, errlen);
-	else
-		snprintf(err, errlen, "port %u: MAC address: %s", pid, rte_strerror(-ret));
 	if (ret == 0 && !p->cfg.no_l3)
 		link_wait(p);
 	if (ret != 0) {
@@ -325,6 +332,8 @@ void dn_port_destroy(struct dn_port *p)
 		return;
 	rte_eth_dev_stop(p->port_id);
 	rte_eth_dev_close(p->port_id);
+	if (p->nb_lcores > p->nb_queues)
+		dn_steer_port_fini(p);
 	for (unsigned s = 0; s < RTE_MAX_NUMA_NODES; s++)
 		rte_mempool_free(p->pools[s]);
 	rte_free(p);
@@ -337,6 +346,8 @@ uint16_t dn_port_mtu(const struct dn_port *p) { return p->cfg.mtu; }
 bool dn_port_tx_l4_csum(const struct dn_port *p) { return p->tx_l4_csum; }
 bool dn_port_rx_intr(const struct dn_port *p) { return p->rx_intr; }
 bool dn_port_rss(const struct dn_port *p) { return p->rss; }
+uint16_t dn_port_nb_lcores(const struct dn_port *p) { return p->nb_lcores; }
+bool dn_port_sw_steer(const struct dn_port *p) { return p->sw_steer; }
 
 const uint8_t *dn_port_rss_key(const struct dn_port *p, uint32_t *key_len)
 {
@@ -350,12 +361,13 @@ const uint16_t *dn_port_reta(const struct dn_port *p, uint32_t *reta_size)
 	return p->reta_size ? p->reta : NULL;
 }
 
-int dn_lcore_create(struct dn_port *port, uint16_t queue, const struct dn_hooks *hooks,
+int dn_lcore_create(struct dn_port *port, uint16_t index, const struct dn_hooks *hooks,
 		    struct dn_lcore **out)
 {
 	struct dn_lcore *lc;
+	uint16_t queue = port->sw_steer ? 0 : index;
 
-	if (queue >= port->nb_queues)
+	if (index >= port->nb_lcores || queue >= port->nb_queues)
 		return -EINVAL;
 	lc = rte_zmalloc_socket("dn_lcore", sizeof(*lc), RTE_CACHE_LINE_SIZE,
 				(int)rte_socket_id());
@@ -364,14 +376,17 @@ int dn_lcore_create(struct dn_port *port, uint16_t queue, const struct dn_hooks 
 	lc->port = port;
 	lc->port_id = port->port_id;
 	lc->queue = queue;
-	lc->pool = pool_for_queue(port, queue);
+	lc->index = index;
+	lc->pool = pool_for_queue(port, index);
 	lc->tx_drain_cycles = rte_get_tsc_hz() / 1000000 * DN_TX_DRAIN_US;
-	lc->ip_id = (uint16_t)(queue << 12);
+	lc->ip_id = (uint16_t)(index << 12);
 	lc->tx_cleanup_ok = true;
 	lc->idle_spin_cycles = rte_get_tsc_hz() / 1000000 * port->cfg.idle_spin_us;
 	if (hooks != NULL)
 		lc->hooks = *hooks;
-	if (port->rx_intr) {
+	if (port->sw_steer)
+		dn_steer_lcore_init(lc);
+	if (port->rx_intr && index == queue) {
 		/* Registers the queue's event fd on this thread's epoll set (RTE_EPOLL_PER_THREAD). */
 		if (rte_eth_dev_rx_intr_ctl_q(port->port_id, queue, RTE_EPOLL_PER_THREAD,
 					      RTE_INTR_EVENT_ADD, NULL) == 0 &&
@@ -393,11 +408,14 @@ void dn_lcore_destroy(struct dn_lcore *lc)
 		rte_pktmbuf_free(lc->tx[lc->tx_head++ & (DN_TXQ_SLOTS - 1)]);
 	for (unsigned i = 0; i < lc->n_pending; i++)
 		rte_pktmbuf_free(lc->pending[i].m);
+	if (lc->steer)
+		dn_steer_lcore_fini(lc);
 	rte_free(lc);
 }
 
 struct dn_port *dn_lcore_port(struct dn_lcore *lc) { return lc->port; }
 uint16_t dn_lcore_queue(const struct dn_lcore *lc) { return lc->queue; }
+uint16_t dn_lcore_index(const struct dn_lcore *lc) { return lc->index; }
 struct rte_mempool *dn_lcore_pool(struct dn_lcore *lc) { return lc->pool; }
 const struct dn_stats *dn_lcore_stats(const struct dn_lcore *lc) { return &lc->stats; }
 void dn_lcore_count_drop(struct dn_lcore *lc, enum dn_drop why) { lc->stats.drops[why]++; }

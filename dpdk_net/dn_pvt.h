@@ -6,9 +6,11 @@
 
 #include <stdatomic.h>
 
+#include <rte_epoll.h>
 #include <rte_ether.h>
 #include <rte_ethdev.h>
 #include <rte_mempool.h>
+#include <rte_ring.h>
 
 #include "dpdk_net/dn.h"
 
@@ -21,6 +23,21 @@
 #define DN_TXQ_SLOTS 4096          /* software Tx queue per lcore (power of two) */
 #define DN_RSS_KEY_MAX 64
 #define DN_RETA_MAX 512
+#define DN_STEER_RX_RING 4096      /* frames lcore 0 may queue to one other lcore */
+#define DN_STEER_TX_RING 8192      /* frames the other lcores may queue for lcore 0's Tx */
+
+/*
+ * Wake-up of one lcore in software steering, written by its owner (sleeping) and by
+ * whoever hands it work (the producer of a ring it reads). Dekker's pattern: the sleeper
+ * stores sleeping = 1, fences (seq_cst) and looks at its rings once more; the producer
+ * enqueues, fences (seq_cst) and reads sleeping. Either the sleeper sees the frames or the
+ * producer sees the flag and writes the eventfd the sleeper waits on. One cache line each:
+ * producers poll these flags at burst rate.
+ */
+struct dn_wake {
+	_Atomic int sleeping;
+	int efd;
+} __rte_cache_aligned;
 
 /*
  * ARP table: open addressing on the IPv4 address, one writer (the lcore owning queue 0,
@@ -51,6 +68,12 @@ struct dn_port {
 	uint16_t reta[DN_RETA_MAX];
 	uint32_t reta_size;
 	struct rte_mempool *pools[RTE_MAX_NUMA_NODES];
+	/* Software steering (nb_lcores > nb_queues == 1); rings and eventfds made at create. */
+	uint16_t nb_lcores;
+	bool sw_steer;
+	struct rte_ring *steer_rx[DN_MAX_LCORES]; /* lcore 0 -> lcore i (SP/SC); [0] unused */
+	struct rte_ring *steer_tx;                /* lcores 1.. -> lcore 0's Tx (MP/SC) */
+	struct dn_wake wake[DN_MAX_LCORES];
 	struct dn_arp_entry arp[DN_ARP_SLOTS];
 };
 
@@ -65,7 +88,13 @@ struct dn_lcore {
 	struct rte_mempool *pool;
 	uint16_t port_id;
 	uint16_t queue;
+	uint16_t index;         /* lcore index on the port (== queue without steering) */
 	uint16_t ip_id;
+	bool steer;             /* software steering: see dn_steer.c */
+	struct rte_ring *rx_ring; /* steering, index > 0: frames lcore 0 handed us */
+	struct rte_ring *tx_ring; /* steering, index > 0: our Tx goes to lcore 0 here */
+	bool efd_registered;    /* our eventfd is in this thread's epoll set */
+	struct rte_epoll_event efd_ev;
 	/*
 	 * Software Tx queue in front of the device ring, like a qdisc: a ring that is full for
 	 * a moment (a virtio peer that has not polled yet) delays frames instead of dropping
@@ -112,6 +141,24 @@ int dn_arp_pending_add(struct dn_lcore *lc, struct rte_mbuf *m, uint32_t next_ho
 
 /* dn_loop.c */
 void dn_tx_reclaim(struct dn_lcore *lc, uint64_t now);
+
+/* dn_steer.c */
+int dn_steer_port_init(struct dn_port *p, char *err, size_t errlen);
+void dn_steer_port_fini(struct dn_port *p);
+void dn_steer_lcore_init(struct dn_lcore *lc);
+void dn_steer_lcore_fini(struct dn_lcore *lc);
+/* Rx step of a steered lcore: lcore 0 relays others' Tx, reads the device and hands away
+ * the flows it does not own; others read their ring. Local frames land in pkts; *work
+ * counts everything done (frames relayed and handed away too). */
+uint16_t dn_steer_rx(struct dn_lcore *lc, struct rte_mbuf **pkts, unsigned *work);
+/* Tx flush of a steered lcore other than 0: its software queue into lcore 0's ring. */
+void dn_steer_tx_flush(struct dn_lcore *lc);
+void dn_steer_idle_wait(struct dn_lcore *lc);
+/* Lcore 0: classify a burst; frames for others go to their rings (or are dropped, counted
+ * as STEER_FULL). Returns how many stay, compacted to the front of pkts. */
+uint16_t dn_steer_classify(struct dn_lcore *lc, struct rte_mbuf **pkts, uint16_t n);
+/* Wakes lcore index if it sleeps; true when it wrote its eventfd. Any thread. */
+bool dn_steer_wake(struct dn_port *p, uint16_t index);
 
 /* dn_ip.c */
 void dn_ip_input(struct dn_lcore *lc, struct rte_mbuf *m);

@@ -19,6 +19,16 @@
  *
  * A connection closed locally aborts its TCP connection (RST). Messages whose pieces the
  * PMD still holds in its Tx ring are completed when the ring lets go, never earlier.
+ *
+ * Several lcores on one single-queue port (dpdk_net software steering, DESIGN.md "Flow
+ * steering"): one instance per lcore, each with its own TCP-lite stack. The instance on
+ * lcore 0 installs the classifier (db_steer: tl_steer_sw_owner), so every segment reaches
+ * the lcore that owns its connection; an active open on lcore i takes its local port from
+ * i's slice of the ephemeral range (tl_steer_sw_pick_port), so replies come back to i;
+ * every lcore listens on the same ports and a SYN is served where the tuple hash sends it.
+ * Frames of lcore i leave through lcore 0's Tx queue, so the PMD frees i's attached payload
+ * on lcore 0: the release of the send buffer (not thread-safe, it belongs to i's stack)
+ * crosses back over an MP/SC ring of completions that i drains in its poll hook.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -29,8 +39,10 @@
 #include <rte_ip.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
+#include <rte_lcore.h>
 #include <rte_memory.h>
 #include <rte_random.h>
+#include <rte_ring.h>
 
 #include "dpdk_net/dn.h"
 #include "transport/tl_pvt.h"
@@ -39,6 +51,20 @@
 #define DB_COPY_MAX 512      /* payload pieces up to this size are copied, not attached */
 #define DB_EXT_MBUFS 16383   /* mbufs that carry attached payload, per instance */
 #define DB_BACKED_UP_BYTES (256u << 10) /* queued to a peer that is not taking it */
+/* Local ports of active opens, split into per-lcore slices under software steering. */
+#define DB_PORT_LO 49152u
+#define DB_PORT_HI 65535u
+#define DB_PICK_TRIES 64     /* ports of our slice tried before an active open gives up */
+#define DB_SB_RING 16384     /* completions in flight: above DB_EXT_MBUFS, so never full */
+#define DB_SB_BURST 64
+#define DB_FINI_WAIT_US 200000 /* teardown: longest wait for the PMD to let go of payload */
+
+/* Private area of an attached-payload mbuf: its shared info and whose send buffer it holds. */
+struct db_ext {
+	struct rte_mbuf_ext_shared_info sh;
+	struct db *d;
+	struct tl_tcp_sbuf *sb;
+};
 
 /* One message on its way: completes when every piece the core took is released. */
 struct db_txrec {
@@ -75,6 +101,13 @@ struct db {
 	bool pool_low, pool_critical;
 	uint32_t conn_pieces_max;   /* send descriptors one connection may hold */
 	struct tl_obs *obs;         /* telemetry slot, or NULL */
+	/* Software steering: our lcore index of nl sharing the port, our EAL lcore id, where
+	 * the next port search of our slice starts, and (index > 0) the completion ring. */
+	uint16_t idx, nl;
+	unsigned lcore_id;
+	uint16_t next_port;
+	struct rte_ring *sb_ring;
+	uint64_t sb_remote;         /* send buffers released through the ring */
 	uint64_t conn_pieces_capped;
 	uint32_t withholding;       /* connections with withheld bytes */
 	uint64_t next_pool_check;
@@ -100,10 +133,41 @@ static inline uint64_t db_now(const struct db *d)
 
 /* ---- packets to and from the core ---------------------------------------------------- */
 
+/*
+ * The PMD (or anyone) freed an attached-payload mbuf. On our own lcore the send buffer is
+ * released at once; elsewhere (lcore 0 sent it for us) the release is queued to us.
+ */
 static void db_ext_free(void *addr, void *opaque)
 {
+	struct db_ext *x = opaque;
+	struct db *d = x->d;
+
 	(void)addr;
-	tl_tcp_sbuf_put(opaque);
+	if (d->sb_ring == NULL || rte_lcore_id() == d->lcore_id) {
+		tl_tcp_sbuf_put(x->sb);
+		return;
+	}
+	/* Cannot fail: the ring holds more than there are attached mbufs (DB_EXT_MBUFS). */
+	rte_ring_mp_enqueue(d->sb_ring, x->sb);
+	dn_lcore_wake(d->lc);
+}
+
+/* Releases the send buffers other lcores freed for us (poll hook; teardown). */
+static unsigned db_sb_drain(struct db *d)
+{
+	void *sb[DB_SB_BURST];
+	unsigned n, total = 0;
+
+	if (d->sb_ring == NULL)
+		return 0;
+	do {
+		n = rte_ring_sc_dequeue_burst(d->sb_ring, sb, DB_SB_BURST, NULL);
+		for (unsigned i = 0; i < n; i++)
+			tl_tcp_sbuf_put(sb[i]);
+		total += n;
+	} while (n == DB_SB_BURST);
+	d->sb_remote += total;
+	return total;
 }
 
 /*
@@ -149,17 +213,19 @@ static int db_add_slice(struct db *d, struct rte_mbuf *h, struct rte_mbuf **last
 	rte_iova_t iova = s->len > DB_COPY_MAX ? db_payload_iova(d, s->base, s->len) : RTE_BAD_IOVA;
 
 	if (iova != RTE_BAD_IOVA) {
-		struct rte_mbuf_ext_shared_info *sh;
+		struct db_ext *x;
 
 		m = rte_pktmbuf_alloc(d->ext_pool);
 		if (m == NULL)
 			return -ENOBUFS;
-		sh = rte_mbuf_to_priv(m);
-		sh->free_cb = db_ext_free;
-		sh->fcb_opaque = s->sb;
-		rte_mbuf_ext_refcnt_set(sh, 1);
+		x = rte_mbuf_to_priv(m);
+		x->sh.free_cb = db_ext_free;
+		x->sh.fcb_opaque = x;
+		x->d = d;
+		x->sb = s->sb;
+		rte_mbuf_ext_refcnt_set(&x->sh, 1);
 		tl_tcp_sbuf_get(s->sb);
-		rte_pktmbuf_attach_extbuf(m, (void *)(uintptr_t)s->base, iova, (uint16_t)s->len, sh);
+		rte_pktmbuf_attach_extbuf(m, (void *)(uintptr_t)s->base, iova, (uint16_t)s->len, &x->sh);
 		m->data_len = (uint16_t)s->len;
 		m->pkt_len = s->len;
 	} else {
@@ -263,12 +329,26 @@ static void db_pool_watch(struct db *d, uint64_t now_tsc);
 static unsigned db_timers(void *arg, struct dn_lcore *lc, uint64_t now_tsc)
 {
 	struct db *d = arg;
+	unsigned work;
 
 	(void)lc;
+	/* Completions first: a released buffer may finish a message and free send space. */
+	work = db_sb_drain(d);
 	db_pool_watch(d, now_tsc);
 	tl_obs_publish(d->obs, now_tsc);
 	tl_tcp_timers(d->stack, db_now(d));
-	return 0;
+	return work;
+}
+
+/* Lcore 0's classifier under software steering: the lcore owning a TCP segment's flow. */
+static uint32_t db_steer(void *arg, const struct dn_flow *f)
+{
+	const struct db *d = arg;
+
+	if (f->proto != IPPROTO_TCP)
+		return 0;
+	return tl_steer_sw_owner(f->saddr, f->daddr, f->sport, f->dport, DB_PORT_LO, DB_PORT_HI,
+				 d->nl);
 }
 
 /* ---- messages to pieces -------------------------------------------------------------- */
@@ -531,6 +611,29 @@ static void db_unlisten(struct tl_listener *l)
 	dl->tl = NULL;
 }
 
+/*
+ * Active open under software steering: a local port from our slice of the ephemeral range,
+ * so lcore 0 steers the replies to us. A port our stack still uses for this peer
+ * (-EADDRINUSE) sends us on to the next one of the slice.
+ */
+static int db_connect_steered(struct db *d, struct tl_conn *c, struct tl_tcp_tuple *t)
+{
+	struct db_conn *dc = tl_conn_priv(c);
+	int rc = -EADDRNOTAVAIL;
+
+	for (int i = 0; i < DB_PICK_TRIES; i++) {
+		rc = tl_steer_sw_pick_port(d->idx, d->nl, DB_PORT_LO, DB_PORT_HI, d->next_port, NULL,
+					   NULL, &t->lport);
+		if (rc != 0)
+			return rc;
+		d->next_port = t->lport == DB_PORT_HI ? DB_PORT_LO : (uint16_t)(t->lport + 1u);
+		rc = tl_tcp_connect(d->stack, t, &db_conn_cbs, c, db_now(d), &dc->tc);
+		if (rc != -EADDRINUSE)
+			return rc;
+	}
+	return rc;
+}
+
 static int db_connect(struct tl_conn *c, uint32_t ip, uint16_t port)
 {
 	struct db *d = db_of(c->tl);
@@ -538,6 +641,8 @@ static int db_connect(struct tl_conn *c, uint32_t ip, uint16_t port)
 	struct tl_tcp_tuple t = {.laddr = d->ip, .raddr = ip, .rport = port};
 
 	dc->cur = NULL;
+	if (d->nl > 1)
+		return db_connect_steered(d, c, &t);
 	return tl_tcp_connect(d->stack, &t, &db_conn_cbs, c, db_now(d), &dc->tc);
 }
 
@@ -655,6 +760,47 @@ static void db_cfg_env(struct tl_tcp_cfg *tc)
 	}
 }
 
+/* Our place among the lcores sharing the port; the completion ring when not lcore 0. */
+static int db_steer_init(struct db *d)
+{
+	struct dn_port *port = dn_lcore_port(d->lc);
+	char name[RTE_RING_NAMESIZE];
+
+	d->idx = dn_lcore_index(d->lc);
+	d->nl = dn_port_sw_steer(port) ? dn_port_nb_lcores(port) : 1;
+	d->lcore_id = rte_lcore_id();
+	d->next_port = DB_PORT_LO;
+	if (d->nl <= 1 || d->idx == 0)
+		return 0;
+	snprintf(name, sizeof(name), "tlsb_%p", (void *)d);
+	d->sb_ring = rte_ring_create(name, DB_SB_RING, (int)rte_socket_id(), RING_F_SC_DEQ);
+	return d->sb_ring != NULL ? 0 : -ENOMEM;
+}
+
+/*
+ * Teardown on lcore i > 0: lcore 0 may still hold frames of ours (in the ring to it, in
+ * the PMD's Tx ring) whose payload is our send buffers. Wait, bounded, until every attached
+ * mbuf came back. True when they did; false means they are still out there and the stack
+ * and rings must stay allocated (their release would touch freed memory).
+ */
+static bool db_fini_wait(struct db *d)
+{
+	uint64_t end = rte_rdtsc() + d->hz / 1000000 * DB_FINI_WAIT_US;
+
+	if (d->sb_ring == NULL || d->ext_pool == NULL)
+		return true;
+	for (;;) {
+		if (d->lc != NULL)
+			dn_tx_flush(d->lc);
+		db_sb_drain(d);
+		if (rte_mempool_full(d->ext_pool) && rte_ring_empty(d->sb_ring))
+			return true;
+		if (rte_rdtsc() > end)
+			return false;
+		rte_delay_us_sleep(100);
+	}
+}
+
 static struct tl_tcp_conn *db_conn_tcp(struct tl_conn *c)
 {
 	return ((struct db_conn *)tl_conn_priv(c))->tc;
@@ -680,9 +826,12 @@ static int db_init(struct tl *tl)
 		d->lc = tl->cfg.backend_arg;
 	d->ip = dn_port_ip(dn_lcore_port(d->lc));
 	d->hdr_pool = dn_lcore_pool(d->lc);
+	rc = db_steer_init(d);
+	if (rc != 0)
+		return rc;
 	snprintf(name, sizeof(name), "tlx_%p", (void *)d);
 	d->ext_pool = rte_pktmbuf_pool_create(name, DB_EXT_MBUFS, 256,
-					      RTE_ALIGN(sizeof(struct rte_mbuf_ext_shared_info), 8),
+					      RTE_ALIGN(sizeof(struct db_ext), 8),
 					      0, (int)rte_socket_id());
 	if (d->ext_pool == NULL)
 		return -ENOMEM;
@@ -715,6 +864,7 @@ static int db_init(struct tl *tl)
 	if (tl_obs_create(tl, d->stack, db_conn_tcp, &d->obs) != 0)
 		d->obs = NULL; /* more instances than telemetry slots: counters stay reachable by dump */
 	dn_lcore_set_hooks(d->lc, &(struct dn_hooks){.l4_input = db_l4_input, .poll = db_timers,
+						     .steer = d->nl > 1 && d->idx == 0 ? db_steer : NULL,
 						     .arg = d});
 	return 0;
 }
@@ -752,6 +902,15 @@ static void db_fini(struct tl *tl)
 	tl_obs_destroy(d->obs);
 	if (d->lc != NULL)
 		dn_lcore_set_hooks(d->lc, &(struct dn_hooks){0});
+	if (!db_fini_wait(d)) {
+		/* Leaked on purpose: the PMD still points at our buffers (it frees lazily). */
+		fprintf(stderr, "transport: lcore %u: %u attached mbufs still out at teardown; "
+			"their stack stays allocated\n", d->idx,
+			DB_EXT_MBUFS - rte_mempool_avail_count(d->ext_pool));
+		tl->be = NULL;
+		return;
+	}
+	rte_ring_free(d->sb_ring);
 	tl_tcp_stack_destroy(d->stack);
 	if (d->lc != NULL)
 		dn_tx_flush(d->lc);

@@ -3,7 +3,7 @@
  *
  *   wharf-perf [EAL args] -- --ip A/len (--server | --peer B) --port P [--echo]
  *              [--protocol dpdk|kernel] [--size BYTES] [--mode pingpong|stream]
- *              [--seconds S] [--connections C]
+ *              [--seconds S] [--connections C] [--lcores N] [--count N] [--verify]
  *
  * Server: listens on P and, with --echo, sends every message back from the bytes it
  * arrived in (held, zero copy). Client: opens C connections to B:P and for S seconds
@@ -13,8 +13,11 @@
  * Everything goes through tl.h only, so the same code runs on either protocol; the
  * protocol-specific inputs (EAL args, --ip) are handed over in struct tl_config.
  *
- * Call chain: main -> perf_parse -> perf_server | perf_client -> tl_poll loop ->
- *   callbacks (perf_on_msg / srv_on_msg) -> tl_send.
+ * With --lcores N (protocol dpdk) there is one transport instance per EAL lcore, the
+ * connections spread over them, and the JSON line adds per-lcore counts (perf_lcores.c).
+ *
+ * Call chain: main -> perf_parse -> perf_server_run | perf_client_run -> tl_poll loop ->
+ *   callbacks (perf_on_msg / srv_on_msg) -> tl_send; or perf_run_lcores -> the same per lcore.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -27,54 +30,8 @@
 #include <time.h>
 
 #include "apps/common/wc_config.h"
+#include "apps/perf/perf.h"
 #include "dpdk_net/dn.h"
-#include "transport/tl.h"
-
-#define PERF_TYPE 200 /* a ps_core-range type nobody else interprets */
-#define PERF_MAX_CONNS 1024
-#define PERF_RTT_CAP (1u << 21)
-#define PERF_STREAM_BYTES (4u << 20) /* in flight per connection in stream mode */
-
-enum perf_mode { PERF_PINGPONG, PERF_STREAM };
-
-struct perf_opts {
-	bool server, echo, have_ip, have_peer;
-	bool poll;          /* busy-poll: never sleep in tl_poll */
-	uint32_t mtu;       /* dpdk: port MTU (0 = 1500) */
-	const char *hist;   /* client: write RTT samples (us, one per line) here */
-	uint32_t ip, peer, size, conns;
-	uint8_t prefix;
-	uint16_t port;
-	enum tl_protocol proto;
-	enum perf_mode mode;
-	double seconds;
-	int eal_argc;
-	char **eal_argv;
-};
-
-struct perf;
-
-struct perf_conn {
-	struct perf *p;
-	struct tl_conn *c;
-	uint32_t inflight;
-	int up;        /* 1 connected, -1 failed or closed */
-	int status;
-};
-
-struct perf {
-	const struct perf_opts *o;
-	struct tl *tl;
-	struct perf_conn *pc;
-	uint8_t *payload;
-	uint32_t window;
-	bool running;   /* sends allowed */
-	bool counting;  /* inside the measured interval */
-	uint64_t msgs, bytes, errors, dropped, resets;
-	uint32_t *rtt_ns;
-	uint64_t nrtt;
-	uint64_t rng;
-};
 
 /* How long tl_poll may sleep: not at all when busy-polling (--poll). */
 static int64_t perf_wait(const struct perf *p, int64_t us)
@@ -118,6 +75,11 @@ static void usage(FILE *f)
 		"  --poll         busy-poll (never sleep waiting for packets or events)\n"
 		"  --mtu M        dpdk: port MTU 576..9000 (default 1500; both ends must agree)\n"
 		"  --hist FILE    client: write every RTT sample (microseconds) to FILE\n"
+		"  --lcores N     dpdk: one transport instance per lcore on N EAL lcores (-l 0-1:\n"
+		"                 2); connections spread over them (software steering on a\n"
+		"                 one-queue port); the JSON line adds per-lcore counts\n"
+		"  --count N      client: stop once every connection got N echoes (pingpong)\n"
+		"  --verify       client: check every echo carries the bytes and id that were sent\n"
 		"With --protocol kernel the EAL args and --ip are accepted and ignored: the server\n"
 		"listens on 127.0.0.1 and the client connects to --peer (use 127.0.0.1).\n"
 		"Exit status: 0 done, 1 run-time failure, 2 bad arguments.\n",
@@ -191,6 +153,9 @@ static void parse_opt(struct perf_opts *o, int c, const char *arg)
 	case 'B': o->poll = true; break;
 	case 'M': o->mtu = parse_u32("--mtu", arg, 576, 9000); break;
 	case 'H': o->hist = arg; break;
+	case 'L': o->lcores = parse_u32("--lcores", arg, 1, PERF_MAX_LCORES); break;
+	case 'n': o->count = parse_u32("--count", arg, 1, 1000000000); break;
+	case 'V': o->verify = true; break;
 	default:
 		usage(stderr);
 		exit(2);
@@ -207,7 +172,8 @@ static void perf_parse(int argc, char **argv, struct perf_opts *o)
 		{ "size", required_argument, NULL, 'z' },   { "mode", required_argument, NULL, 'm' },
 		{ "seconds", required_argument, NULL, 't' }, { "connections", required_argument, NULL, 'c' },
 		{ "poll", no_argument, NULL, 'B' },         { "hist", required_argument, NULL, 'H' },
-		{ "mtu", required_argument, NULL, 'M' },
+		{ "mtu", required_argument, NULL, 'M' },    { "lcores", required_argument, NULL, 'L' },
+		{ "count", required_argument, NULL, 'n' },  { "verify", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -217,6 +183,7 @@ static void perf_parse(int argc, char **argv, struct perf_opts *o)
 	o->proto = TL_PROTO_DPDK;
 	o->size = 64;
 	o->conns = 1;
+	o->lcores = 1;
 	o->seconds = 5;
 	o->eal_argv = argv;
 	wc_split_eal(&argc, &argv, &o->eal_argc);
@@ -239,11 +206,16 @@ static void perf_parse(int argc, char **argv, struct perf_opts *o)
 		bad_arg("--ip", "required with --protocol dpdk", "");
 	if (o->server && !have_seconds)
 		o->seconds = 0; /* until signalled */
+	if (o->lcores > 1 && o->proto != TL_PROTO_DPDK)
+		bad_arg("--lcores", "more than one lcore needs --protocol dpdk", "");
+	if ((o->count > 0 || o->verify) && !o->server && o->mode == PERF_STREAM && !o->echo)
+		bad_arg("--count/--verify", "need echoes: pingpong, or stream with --echo", "");
 }
 
 /* ---- shared -------------------------------------------------------------------------- */
 
-static int perf_tl_create(const struct perf_opts *o, struct tl **tl)
+/* backend_arg: the dpdk_net lcore of this instance, or NULL for a standalone one. */
+int perf_tl_create(const struct perf_opts *o, void *backend_arg, struct tl **tl)
 {
 	struct tl_config cfg;
 	const char *why = NULL;
@@ -261,7 +233,8 @@ static int perf_tl_create(const struct perf_opts *o, struct tl **tl)
 	cfg.tx_max_bytes = 1ull << 30;
 	cfg.max_held_msgs = 1u << 20;
 	cfg.rx_max_bufs = 1u << 15;
-	cfg.eal_argc = o->eal_argc;
+	cfg.backend_arg = backend_arg;
+	cfg.eal_argc = backend_arg != NULL ? 0 : o->eal_argc;
 	cfg.eal_argv = o->eal_argv;
 	cfg.local_ip = o->ip;
 	cfg.local_prefix = o->prefix;
@@ -279,12 +252,18 @@ static int perf_tl_create(const struct perf_opts *o, struct tl **tl)
 	return rc;
 }
 
-/* SIGINT/SIGTERM are blocked and polled, so no handler state lives in a static. */
-static bool stop_requested(const sigset_t *set)
+/*
+ * SIGINT/SIGTERM are blocked and polled, so no handler state lives in a static. Only the
+ * instance holding sigs polls them (or --seconds, past t0); it publishes the stop.
+ */
+static bool perf_stopping(struct perf *p, double t0, double seconds)
 {
 	struct timespec zero = { 0, 0 };
 
-	return sigtimedwait(set, NULL, &zero) > 0;
+	if (p->sigs != NULL && (sigtimedwait(p->sigs, NULL, &zero) > 0 ||
+				(seconds > 0 && now_s() - t0 >= seconds)))
+		atomic_store_explicit(p->stop, 1, memory_order_relaxed); /* a flag, orders nothing */
+	return atomic_load_explicit(p->stop, memory_order_relaxed) != 0;
 }
 
 /* ---- server -------------------------------------------------------------------------- */
@@ -328,7 +307,15 @@ static void srv_on_closed(struct tl_conn *c, int reason)
 
 static const struct tl_conn_ops srv_ops = { NULL, srv_on_msg, srv_on_closed };
 
-static int perf_server(struct perf *p, const sigset_t *sigs)
+static void srv_accepted(struct tl_listener *l, struct tl_conn *c)
+{
+	struct perf *p = tl_listener_ctx(l);
+
+	(void)c;
+	p->accepted++;
+}
+
+int perf_server_run(struct perf *p)
 {
 	const struct perf_opts *o = p->o;
 	uint32_t ip = o->proto == TL_PROTO_KERNEL ? 0x7f000001u : o->ip;
@@ -336,7 +323,7 @@ static int perf_server(struct perf *p, const sigset_t *sigs)
 	double t0 = now_s(), next_check = t0;
 	int rc;
 
-	rc = tl_listen(p->tl, ip, o->port, &srv_ops, NULL, p, &l);
+	rc = tl_listen(p->tl, ip, o->port, &srv_ops, srv_accepted, p, &l);
 	if (rc != 0) {
 		fprintf(stderr, "wharf-perf: --port %u: cannot listen: %s\n", o->port, strerror(-rc));
 		return 1;
@@ -351,14 +338,19 @@ static int perf_server(struct perf *p, const sigset_t *sigs)
 		}
 		if (now_s() >= next_check) {
 			next_check = now_s() + 0.1;
-			if (stop_requested(sigs) || (o->seconds > 0 && now_s() - t0 >= o->seconds))
+			if (perf_stopping(p, t0, o->seconds))
 				break;
 		}
 	}
-	printf("{\"role\":\"server\",\"protocol\":\"%s\",\"msgs\":%" PRIu64 ",\"bytes\":%" PRIu64
-	       ",\"echo_dropped\":%" PRIu64 ",\"resets\":%" PRIu64 ",\"errors\":%" PRIu64 "}\n",
-	       tl_protocol_name(o->proto), p->msgs, p->bytes, p->dropped, p->resets, p->errors);
 	return 0;
+}
+
+void perf_server_report(const struct perf *p, const char *extra)
+{
+	printf("{\"role\":\"server\",\"protocol\":\"%s\",\"msgs\":%" PRIu64 ",\"bytes\":%" PRIu64
+	       ",\"echo_dropped\":%" PRIu64 ",\"resets\":%" PRIu64 ",\"errors\":%" PRIu64 "%s}\n",
+	       tl_protocol_name(p->o->proto), p->msgs, p->bytes, p->dropped, p->resets, p->errors,
+	       extra);
 }
 
 /* ---- client -------------------------------------------------------------------------- */
@@ -369,14 +361,14 @@ static void rtt_add(struct perf *p, uint32_t ns)
 {
 	uint64_t j;
 
-	if (p->nrtt < PERF_RTT_CAP) {
+	if (p->nrtt < p->rtt_cap) {
 		p->rtt_ns[p->nrtt++] = ns;
 		return;
 	}
 	/* Reservoir sampling keeps the percentiles fair over long runs. */
 	p->rng = p->rng * 6364136223846793005ull + 1442695040888963407ull;
 	j = (p->rng >> 11) % ++p->nrtt;
-	if (j < PERF_RTT_CAP)
+	if (j < p->rtt_cap)
 		p->rtt_ns[j] = ns;
 }
 
@@ -413,12 +405,32 @@ static void perf_fill(struct perf_conn *pc)
 	struct tl_iov v = { p->payload, p->o->size };
 	struct tl_msg_hdr h = { .type = PERF_TYPE };
 
-	while (p->running && pc->up == 1 && pc->inflight < p->window) {
+	while (p->running && pc->up == 1 && pc->inflight < p->window &&
+	       (p->o->count == 0 || pc->echoed + pc->inflight < p->o->count)) {
 		h.req_id = now_ns(); /* the echo brings it back: RTT without a lookup */
 		if (tl_send(pc->c, &h, &v, p->o->size > 0, cli_done, pc) != 0)
 			break;
+		pc->last_id = h.req_id;
 		pc->inflight++;
 	}
+}
+
+/* --verify: the echo carries the body sent (the shared payload) and, in ping-pong, the id
+ * of the one message in flight. */
+static bool cli_intact(const struct perf_conn *pc, const struct tl_msg_view *m)
+{
+	const struct perf *p = pc->p;
+	uint32_t off = 0;
+
+	if (m->hdr.body_len != p->o->size || (p->o->mode == PERF_PINGPONG && m->hdr.req_id != pc->last_id))
+		return false;
+	for (uint32_t i = 0; i < m->iovcnt; i++) {
+		if (off + m->iov[i].len > p->o->size ||
+		    memcmp(m->iov[i].base, p->payload + off, m->iov[i].len) != 0)
+			return false;
+		off += m->iov[i].len;
+	}
+	return off == p->o->size;
 }
 
 static void cli_on_msg(struct tl_conn *c, const struct tl_msg_view *m)
@@ -431,7 +443,10 @@ static void cli_on_msg(struct tl_conn *c, const struct tl_msg_view *m)
 	}
 	if (pc->p->o->mode == PERF_STREAM && !pc->p->o->echo)
 		return;
+	if (pc->p->o->verify && !cli_intact(pc, m))
+		pc->p->corrupt++;
 	pc->inflight--;
+	pc->echoed++;
 	cli_count(pc->p, m->hdr.req_id);
 	perf_fill(pc);
 }
@@ -470,7 +485,7 @@ static int perf_connect_all(struct perf *p)
 	int rc;
 
 	for (;;) {
-		for (i = 0, up = 0; i < o->conns; i++) {
+		for (i = 0, up = 0; i < p->nconns; i++) {
 			struct perf_conn *pc = &p->pc[i];
 			if (pc->up == 1) {
 				up++;
@@ -481,13 +496,13 @@ static int perf_connect_all(struct perf *p)
 					pc->status = rc;
 			}
 		}
-		if (up == o->conns)
+		if (up == p->nconns)
 			return 0;
 		if (now_s() > deadline)
 			break;
 		tl_poll(p->tl, perf_wait(p, 50000));
 	}
-	for (i = 0; i + 1 < o->conns && p->pc[i].up == 1; i++)
+	for (i = 0; i + 1 < p->nconns && p->pc[i].up == 1; i++)
 		;
 	rc = p->pc[i].status;
 	fprintf(stderr, "wharf-perf: --peer: cannot connect to port %u: %s\n", o->port,
@@ -502,10 +517,10 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void perf_report(struct perf *p, double secs)
+void perf_report(struct perf *p, double secs, const char *extra)
 {
 	const struct perf_opts *o = p->o;
-	uint64_t n = p->nrtt < PERF_RTT_CAP ? p->nrtt : PERF_RTT_CAP;
+	uint64_t n = p->nrtt < p->rtt_cap ? p->nrtt : p->rtt_cap;
 	char p50[32] = "null", p99[32] = "null";
 
 	if (n > 0) {
@@ -525,55 +540,77 @@ static void perf_report(struct perf *p, double secs)
 	}
 	printf("{\"role\":\"client\",\"protocol\":\"%s\",\"mode\":\"%s\",\"size\":%u,"
 	       "\"connections\":%u,\"seconds\":%.3f,\"msgs\":%" PRIu64 ",\"errors\":%" PRIu64
-	       ",\"rtt_p50_us\":%s,\"rtt_p99_us\":%s,\"msgs_per_s\":%.1f,\"gbit_per_s\":%.4f}\n",
+	       ",\"rtt_p50_us\":%s,\"rtt_p99_us\":%s,\"msgs_per_s\":%.1f,\"gbit_per_s\":%.4f%s}\n",
 	       tl_protocol_name(o->proto), o->mode == PERF_PINGPONG ? "pingpong" : "stream", o->size,
 	       o->conns, secs, p->msgs, p->errors, p50, p99, p->msgs / secs,
-	       (double)p->bytes * 8 / secs / 1e9);
+	       (double)p->bytes * 8 / secs / 1e9, extra);
 }
 
 /* Waits (bounded) for replies still in flight so the close is orderly, not a reset. */
-static void perf_drain(struct perf *p)
+void perf_drain(struct perf *p)
 {
 	double deadline = now_s() + 2.0;
 	uint32_t i, busy = 1;
 
 	while (busy > 0 && now_s() < deadline) {
-		for (i = 0, busy = 0; i < p->o->conns; i++)
+		for (i = 0, busy = 0; i < p->nconns; i++)
 			busy += p->pc[i].up == 1 && p->pc[i].inflight > 0;
 		if (busy > 0 && tl_poll(p->tl, perf_wait(p, 10000)) < 0)
 			return;
 	}
 }
 
-static int perf_client(struct perf *p, const sigset_t *sigs)
+/* Allocates the client's state: this instance's connections, payload, RTT samples. */
+static int perf_client_alloc(struct perf *p)
 {
 	const struct perf_opts *o = p->o;
-	double t0, t1, next_check;
-	uint32_t i;
-	int rc;
 
-	p->pc = calloc(o->conns, sizeof(*p->pc));
+	p->pc = calloc(p->nconns ? p->nconns : 1, sizeof(*p->pc));
 	/* Memory the backend can send from without copying (DPDK memory on protocol=dpdk). */
 	p->payload = tl_buf_alloc(p->tl, o->size ? o->size : 1);
-	if (p->payload != NULL)
-		memset(p->payload, 0x5a, o->size);
-	p->rtt_ns = malloc(PERF_RTT_CAP * sizeof(*p->rtt_ns));
+	if (p->rtt_cap == 0)
+		p->rtt_cap = PERF_RTT_CAP;
+	p->rtt_ns = malloc(p->rtt_cap * sizeof(*p->rtt_ns));
 	if (p->pc == NULL || p->payload == NULL || p->rtt_ns == NULL) {
 		fprintf(stderr, "wharf-perf: out of memory\n");
-		return 1;
+		return -ENOMEM;
 	}
-	for (i = 0; i < o->conns; i++)
+	/* A pattern that differs byte to byte, so --verify sees shifted or mixed-up bytes. */
+	for (uint32_t i = 0; i < o->size; i++)
+		p->payload[i] = o->verify ? (uint8_t)(i * 131u + (i >> 8) + 7u) : 0x5a;
+	for (uint32_t i = 0; i < p->nconns; i++)
 		p->pc[i].p = p;
 	p->window = 1;
 	if (o->mode == PERF_STREAM)
 		p->window = (uint32_t)(PERF_STREAM_BYTES / ((uint64_t)o->size + TL_MSG_HDR_LEN)) + 1;
 	if (p->window > 1024)
 		p->window = 1024;
-	if (perf_connect_all(p) != 0)
+	return 0;
+}
+
+/* True once every connection has its --count echoes. */
+static bool perf_counted(const struct perf *p)
+{
+	if (p->o->count == 0)
+		return false;
+	for (uint32_t i = 0; i < p->nconns; i++)
+		if (p->pc[i].echoed < p->o->count)
+			return false;
+	return true;
+}
+
+int perf_client_run(struct perf *p)
+{
+	const struct perf_opts *o = p->o;
+	double t0, t1, next_check;
+	uint32_t i;
+	int rc;
+
+	if (perf_client_alloc(p) != 0 || perf_connect_all(p) != 0)
 		return 1;
 	p->running = p->counting = true;
-	t0 = next_check = now_s();
-	for (i = 0; i < o->conns; i++)
+	t0 = next_check = t1 = now_s();
+	for (i = 0; i < p->nconns; i++)
 		perf_fill(&p->pc[i]);
 	for (;;) {
 		rc = tl_poll(p->tl, perf_wait(p, 100000));
@@ -586,14 +623,44 @@ static int perf_client(struct perf *p, const sigset_t *sigs)
 			break;
 		if (t1 >= next_check) {
 			next_check = t1 + 0.1;
-			if (stop_requested(sigs))
+			if (perf_stopping(p, t0, 0) || perf_counted(p))
 				break;
 		}
 	}
 	p->running = p->counting = false;
-	perf_report(p, t1 - t0);
-	perf_drain(p);
-	return p->errors > 0 ? 1 : 0;
+	p->secs = t1 - t0;
+	if (o->count > 0 && !perf_counted(p)) {
+		p->errors++;
+		fprintf(stderr, "wharf-perf: --count %u: not every connection got its echoes in %.1f s\n",
+			o->count, p->secs);
+	}
+	return 0;
+}
+
+void perf_free(struct perf *p, bool keep_rtt)
+{
+	/* The order of the original teardown: closed callbacks in tl_destroy still use pc. */
+	if (p->tl != NULL)
+		tl_buf_free(p->tl, p->payload);
+	p->payload = NULL;
+	tl_destroy(p->tl);
+	p->tl = NULL;
+	free(p->pc);
+	p->pc = NULL;
+	if (!keep_rtt) {
+		free(p->rtt_ns);
+		p->rtt_ns = NULL;
+	}
+}
+
+/* With --verify, corrupt echoes count as errors and the JSON line says how many. */
+void perf_client_report(struct perf *p)
+{
+	char extra[64];
+
+	p->errors += p->corrupt;
+	snprintf(extra, sizeof(extra), ",\"corrupt\":%" PRIu64, p->corrupt);
+	perf_report(p, p->secs, p->o->verify ? extra : "");
 }
 
 int main(int argc, char **argv)
@@ -601,6 +668,7 @@ int main(int argc, char **argv)
 	struct perf_opts o;
 	struct perf p;
 	sigset_t sigs;
+	_Atomic int stop = 0;
 	int rc;
 
 	perf_parse(argc, argv, &o);
@@ -608,15 +676,28 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	if (o.lcores > 1)
+		return perf_run_lcores(&o, &sigs);
 	memset(&p, 0, sizeof(p));
 	p.o = &o;
 	p.rng = 0x9e3779b97f4a7c15ull;
-	if (perf_tl_create(&o, &p.tl) != 0)
+	p.sigs = &sigs;
+	p.stop = &stop;
+	p.nconns = o.server ? 0 : o.conns;
+	if (perf_tl_create(&o, NULL, &p.tl) != 0)
 		return 1;
-	rc = o.server ? perf_server(&p, &sigs) : perf_client(&p, &sigs);
-	tl_buf_free(p.tl, p.payload);
-	tl_destroy(p.tl);
-	free(p.pc);
-	free(p.rtt_ns);
+	if (o.server) {
+		rc = perf_server_run(&p);
+		if (rc == 0)
+			perf_server_report(&p, "");
+	} else {
+		rc = perf_client_run(&p);
+		if (rc == 0) {
+			perf_client_report(&p);
+			perf_drain(&p);
+			rc = p.errors > 0 ? 1 : 0;
+		}
+	}
+	perf_free(&p, false);
 	return rc;
 }

@@ -1,0 +1,350 @@
+/*
+ * dn_steer.c — software flow steering: N lcores share a port that has one queue.
+ *
+ * Without RSS (virtio-user, net_vhost, net_tap here) the device delivers every frame to
+ * queue 0. Share-nothing still holds: lcore 0 reads the queue and hands each IPv4 TCP/UDP
+ * frame to the lcore that owns its flow (hooks.steer, installed by the upper layer, which
+ * knows how it chose its ports) over an SPSC rte_ring; that lcore runs the frame through
+ * its own eth/ip input and everything above, exactly as if it had read it from a queue.
+ *
+ * Call chain:
+ *   lcore 0:  dn_loop_once -> dn_steer_rx -> relay (steer_tx -> software Tx queue)
+ *             -> rte_eth_rx_burst -> dn_steer_classify -> hooks.steer -> steer_rx[i]
+ *             -> (own frames) dn_input_burst
+ *   lcore i:  dn_loop_once -> dn_steer_rx -> rte_ring_sc_dequeue_burst -> dn_input_burst
+ *             ... dn_ip_send -> dn_tx_enqueue -> dn_tx_flush -> dn_steer_tx_flush
+ *             -> rte_ring_mp_enqueue_burst(steer_tx) -> (lcore 0 relays it)
+ *
+ * Tx: other lcores never call rte_eth_tx_burst on the device's one Tx queue; they hand
+ * frames to lcore 0 over one MP/SC ring. The alternative, one Tx queue per lcore beside
+ * the one Rx queue (virtio-user queues=N), needs the peer to serve N queues too: the
+ * testbed's vswitch and net_tap serve one, and a frame put on a queue nobody polls is
+ * lost. The ring works with every one-queue device and costs lcore 0 one dequeue per burst.
+ *
+ * Sleeping: an idle lcore sleeps in its thread's epoll set, where it registered an eventfd
+ * (lcore 0 also has the queue's Rx interrupt there). Whoever fills a ring it reads wakes
+ * it (struct dn_wake): a syscall per sleep, never per packet.
+ *
+ * ARP: only lcore 0 receives non-TCP/UDP frames, so it stays the ARP table's one writer;
+ * the others resolve through the lock-free reads of dn_arp_lookup and send their requests
+ * through lcore 0 like any frame (dn_arp.c).
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <rte_branch_prediction.h>
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_ip.h>
+#include <rte_lcore.h>
+#include <rte_pause.h>
+
+#include "dpdk_net/dn_pvt.h"
+
+#define DN_STEER_RELAY_BURSTS 4 /* bursts of others' Tx lcore 0 takes per loop turn */
+#define DN_STEER_SLEEP_MS 1     /* longest sleep: upper-layer timers need ~1 ms */
+
+bool dn_steer_flow_parse(const uint8_t *b, uint32_t len, uint32_t our_ip, struct dn_flow *f)
+{
+	const struct rte_ether_hdr *eth = (const struct rte_ether_hdr *)b;
+	const struct rte_ipv4_hdr *ip;
+	uint32_t ihl;
+	const uint8_t *l4;
+
+	if (len < sizeof(*eth) + sizeof(*ip) || eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4))
+		return false;
+	ip = (const struct rte_ipv4_hdr *)(b + sizeof(*eth));
+	ihl = (uint32_t)(ip->version_ihl & 0xf) * 4u;
+	if ((ip->version_ihl >> 4) != 4 || ihl < sizeof(*ip) || len < sizeof(*eth) + ihl + 4u)
+		return false;
+	if (ip->next_proto_id != IPPROTO_TCP && ip->next_proto_id != IPPROTO_UDP)
+		return false;
+	/* A fragment's ports are not where they seem: lcore 0 drops it (IP_FRAG) itself. */
+	if (ip->fragment_offset & rte_cpu_to_be_16(RTE_IPV4_HDR_MF_FLAG | RTE_IPV4_HDR_OFFSET_MASK))
+		return false;
+	if (rte_be_to_cpu_32(ip->dst_addr) != our_ip)
+		return false;
+	l4 = b + sizeof(*eth) + ihl;
+	f->saddr = rte_be_to_cpu_32(ip->src_addr);
+	f->daddr = our_ip;
+	f->sport = (uint16_t)(l4[0] << 8 | l4[1]);
+	f->dport = (uint16_t)(l4[2] << 8 | l4[3]);
+	f->proto = ip->next_proto_id;
+	return true;
+}
+
+/* ---- set-up -------------------------------------------------------------------------- */
+
+int dn_steer_port_init(struct dn_port *p, char *err, size_t errlen)
+{
+	char name[RTE_RING_NAMESIZE];
+	int socket = (int)rte_socket_id();
+
+	for (uint16_t i = 0; i < DN_MAX_LCORES; i++)
+		p->wake[i].efd = -1; /* dn_steer_port_fini closes only what was opened */
+	if (p->nb_lcores > DN_MAX_LCORES || p->nb_queues != 1) {
+		snprintf(err, errlen, "software steering: %u lcores on %u queues (wants 1 queue, "
+			 "at most %d lcores)", p->nb_lcores, p->nb_queues, DN_MAX_LCORES);
+		return -EINVAL;
+	}
+	for (uint16_t i = 0; i < p->nb_lcores; i++) {
+		p->wake[i].efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (p->wake[i].efd < 0) {
+			snprintf(err, errlen, "software steering: eventfd: %s", strerror(errno));
+			return -errno;
+		}
+	}
+	for (uint16_t i = 1; i < p->nb_lcores; i++) {
+		snprintf(name, sizeof(name), "dn_srx_%u_%u", p->port_id, i);
+		p->steer_rx[i] = rte_ring_create(name, DN_STEER_RX_RING, socket,
+						 RING_F_SP_ENQ | RING_F_SC_DEQ);
+		if (p->steer_rx[i] == NULL)
+			goto out_ring;
+	}
+	snprintf(name, sizeof(name), "dn_stx_%u", p->port_id);
+	p->steer_tx = rte_ring_create(name, DN_STEER_TX_RING, socket, RING_F_SC_DEQ);
+	if (p->steer_tx == NULL)
+		goto out_ring;
+	p->sw_steer = true;
+	return 0;
+out_ring:
+	snprintf(err, errlen, "software steering: ring %s: %s", name, rte_strerror(rte_errno));
+	return -ENOMEM;
+}
+
+static void ring_free_all(struct rte_ring *r)
+{
+	struct rte_mbuf *m[DN_BURST];
+	unsigned n;
+
+	if (r == NULL)
+		return;
+	while ((n = rte_ring_dequeue_burst(r, (void **)m, DN_BURST, NULL)) > 0)
+		rte_pktmbuf_free_bulk(m, n);
+	rte_ring_free(r);
+}
+
+/* Called with every lcore stopped: frames still in the rings are freed. */
+void dn_steer_port_fini(struct dn_port *p)
+{
+	for (uint16_t i = 0; i < DN_MAX_LCORES; i++) {
+		ring_free_all(p->steer_rx[i]);
+		p->steer_rx[i] = NULL;
+		if (p->wake[i].efd >= 0)
+			close(p->wake[i].efd);
+		p->wake[i].efd = -1;
+	}
+	ring_free_all(p->steer_tx);
+	p->steer_tx = NULL;
+	p->sw_steer = false;
+}
+
+/* Epoll callback (runs inside rte_epoll_wait): empty the eventfd so it can fire again. */
+static void efd_clear(int fd, void *arg)
+{
+	uint64_t v;
+
+	(void)arg;
+	if (read(fd, &v, sizeof(v)) < 0)
+		return; /* EAGAIN: another wake-up already emptied it */
+}
+
+/* On the lcore itself: its eventfd joins its thread's epoll set (RTE_EPOLL_PER_THREAD). */
+void dn_steer_lcore_init(struct dn_lcore *lc)
+{
+	struct dn_port *p = lc->port;
+
+	lc->steer = true;
+	if (lc->index > 0) {
+		lc->rx_ring = p->steer_rx[lc->index];
+		lc->tx_ring = p->steer_tx;
+		lc->tx_cleanup_ok = false; /* the device queue is lcore 0's */
+	}
+	memset(&lc->efd_ev, 0, sizeof(lc->efd_ev));
+	lc->efd_ev.epdata.event = EPOLLIN;
+	lc->efd_ev.epdata.cb_fun = efd_clear;
+	lc->efd_registered = rte_epoll_ctl(RTE_EPOLL_PER_THREAD, EPOLL_CTL_ADD,
+					   p->wake[lc->index].efd, &lc->efd_ev) == 0;
+}
+
+void dn_steer_lcore_fini(struct dn_lcore *lc)
+{
+	if (lc->efd_registered)
+		rte_epoll_ctl(lc->efd_ev.epfd, EPOLL_CTL_DEL, lc->efd_ev.fd, &lc->efd_ev);
+	lc->efd_registered = false;
+}
+
+/* ---- wake-ups ------------------------------------------------------------------------- */
+
+bool dn_steer_wake(struct dn_port *p, uint16_t index)
+{
+	struct dn_wake *w = &p->wake[index];
+	uint64_t one = 1;
+
+	/* seq_cst: orders our ring enqueue before reading the flag; partner: the fence in
+	 * dn_steer_idle_wait between storing the flag and looking at the rings. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&w->sleeping, memory_order_relaxed) == 0)
+		return false;
+	/* One eventfd write per sleep: whoever clears the flag writes. */
+	if (atomic_exchange_explicit(&w->sleeping, 0, memory_order_relaxed) == 0)
+		return false;
+	/* A failed write means the counter is saturated: the sleeper is due to wake anyway. */
+	return write(w->efd, &one, sizeof(one)) == (ssize_t)sizeof(one);
+}
+
+void dn_lcore_wake(struct dn_lcore *lc)
+{
+	if (lc->steer)
+		(void)dn_steer_wake(lc->port, lc->index);
+}
+
+/* True when a ring this lcore reads (or its device queue) has frames waiting. */
+static bool steer_has_work(struct dn_lcore *lc)
+{
+	if (lc->index > 0)
+		return rte_ring_count(lc->rx_ring) > 0;
+	return rte_ring_count(lc->port->steer_tx) > 0 ||
+	       rte_eth_rx_queue_count(lc->port_id, lc->queue) > 0;
+}
+
+void dn_steer_idle_wait(struct dn_lcore *lc)
+{
+	struct dn_wake *w = &lc->port->wake[lc->index];
+	struct rte_epoll_event ev;
+	bool intr;
+
+	if (rte_rdtsc() - lc->last_busy_tsc < lc->idle_spin_cycles) {
+		rte_pause();
+		return;
+	}
+	intr = lc->intr_registered && rte_eth_dev_rx_intr_enable(lc->port_id, lc->queue) == 0;
+	atomic_store_explicit(&w->sleeping, 1, memory_order_relaxed);
+	/* seq_cst: the flag is visible before we look at the rings; partner: the fence in
+	 * dn_steer_wake after the producer's enqueue. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!steer_has_work(lc)) {
+		if (lc->efd_registered || intr) {
+			if (rte_epoll_wait(RTE_EPOLL_PER_THREAD, &ev, 1, DN_STEER_SLEEP_MS) > 0)
+				lc->stats.intr_wakeups++;
+		} else {
+			/* No epoll set (should not happen): a short bounded sleep instead. */
+			rte_delay_us_sleep(DN_STEER_SLEEP_MS * 100);
+		}
+	}
+	atomic_store_explicit(&w->sleeping, 0, memory_order_relaxed);
+	if (intr)
+		rte_eth_dev_rx_intr_disable(lc->port_id, lc->queue);
+	lc->stats.idle_sleeps++;
+}
+
+/* ---- Rx and Tx -------------------------------------------------------------------------- */
+
+uint16_t dn_steer_classify(struct dn_lcore *lc, struct rte_mbuf **pkts, uint16_t n)
+{
+	struct dn_port *p = lc->port;
+	struct rte_mbuf *to[DN_MAX_LCORES][DN_BURST];
+	uint16_t cnt[DN_MAX_LCORES] = {0}, keep = 0;
+	uint32_t owner_mask = 0;
+	struct dn_flow f;
+
+	if (lc->hooks.steer == NULL)
+		return n;
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+		uint32_t o = 0;
+
+		/* Bursts are at most DN_BURST (the buckets' size); anything past stays here. */
+		if (i < DN_BURST && dn_steer_flow_parse(rte_pktmbuf_mtod(m, const uint8_t *), rte_pktmbuf_data_len(m),
+					p->ip, &f))
+			o = lc->hooks.steer(lc->hooks.arg, &f);
+		if (o == 0 || o >= p->nb_lcores) {
+			pkts[keep++] = m;
+			continue;
+		}
+		to[o][cnt[o]++] = m;
+		owner_mask |= 1u << o;
+	}
+	while (owner_mask != 0) {
+		uint32_t o = (uint32_t)__builtin_ctz(owner_mask);
+		unsigned k = rte_ring_sp_enqueue_burst(p->steer_rx[o], (void **)to[o], cnt[o], NULL);
+
+		owner_mask &= owner_mask - 1;
+		lc->stats.steered_out += k;
+		for (unsigned j = k; j < cnt[o]; j++)
+			dn_drop(lc, to[o][j], DN_DROP_STEER_FULL);
+		if (k > 0 && dn_steer_wake(p, (uint16_t)o))
+			lc->stats.wakes_sent++;
+	}
+	return keep;
+}
+
+/* Lcore 0: takes other lcores' frames into its software Tx queue, as far as it has room. */
+static unsigned steer_relay(struct dn_lcore *lc)
+{
+	struct rte_mbuf *m[DN_BURST];
+	unsigned total = 0;
+
+	for (int b = 0; b < DN_STEER_RELAY_BURSTS; b++) {
+		uint32_t room = DN_TXQ_SLOTS - (lc->tx_tail - lc->tx_head);
+		unsigned n = rte_ring_sc_dequeue_burst(lc->port->steer_tx, (void **)m,
+						       room < DN_BURST ? room : DN_BURST, NULL);
+
+		for (unsigned i = 0; i < n; i++)
+			dn_tx_enqueue(lc, m[i]);
+		total += n;
+		if (n < DN_BURST)
+			break;
+	}
+	lc->stats.tx_relayed += total;
+	/* Their lcore batched them already: waiting for our drain timer would only add delay. */
+	if (total > 0)
+		dn_tx_flush(lc);
+	return total;
+}
+
+uint16_t dn_steer_rx(struct dn_lcore *lc, struct rte_mbuf **pkts, unsigned *work)
+{
+	uint16_t n;
+
+	if (lc->index > 0) {
+		n = (uint16_t)rte_ring_sc_dequeue_burst(lc->rx_ring, (void **)pkts, DN_BURST, NULL);
+		lc->stats.steered_in += n;
+		*work = n;
+		return n;
+	}
+	*work = steer_relay(lc);
+	n = rte_eth_rx_burst(lc->port_id, lc->queue, pkts, DN_BURST);
+	*work += n;
+	return n > 0 ? dn_steer_classify(lc, pkts, n) : 0;
+}
+
+void dn_steer_tx_flush(struct dn_lcore *lc)
+{
+	unsigned total = 0;
+
+	while (lc->tx_head != lc->tx_tail) {
+		uint32_t at = lc->tx_head & (DN_TXQ_SLOTS - 1);
+		uint32_t n = lc->tx_tail - lc->tx_head;
+		unsigned sent;
+
+		if (n > DN_TXQ_SLOTS - at)
+			n = DN_TXQ_SLOTS - at;
+		sent = rte_ring_mp_enqueue_burst(lc->tx_ring, (void **)&lc->tx[at], n, NULL);
+		for (unsigned i = 0; i < sent; i++)
+			lc->stats.tx_bytes += rte_pktmbuf_pkt_len(lc->tx[at + i]);
+		lc->tx_head += sent;
+		total += sent;
+		if (sent < n)
+			break; /* lcore 0 is behind: the rest waits in our queue */
+	}
+	lc->stats.tx_pkts += total;
+	lc->stats.tx_handoff += total;
+	if (total > 0 && dn_steer_wake(lc->port, 0))
+		lc->stats.wakes_sent++;
+}
