@@ -131,6 +131,14 @@ void dn_eal_fini(void);
 /* Configures and starts the port. Reason for a failure in err. */
 int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err, size_t errlen);
 void dn_port_destroy(struct dn_port *port);
+/*
+ * Stops the device before teardown, so its PMD lets go of every frame it still holds (PMDs
+ * such as virtio free sent mbufs only under ring pressure; their zero-copy payload goes back
+ * to its owner now), and frees what the steering rings hold. Call once every lcore of the
+ * port is quiet and before the upper layers free their send buffers; from then on frames
+ * sent are freed, not transmitted. dn_port_destroy still frees the port.
+ */
+void dn_port_stop(struct dn_port *port);
 
 uint16_t dn_port_id(const struct dn_port *port);
 const struct rte_ether_addr *dn_port_mac(const struct dn_port *port);

@@ -24,8 +24,13 @@
 
 void dn_tx_flush(struct dn_lcore *lc)
 {
-	if (unlikely(lc->tx_ring != NULL)) {
-		dn_steer_tx_flush(lc); /* not our device queue: lcore 0 sends for us */
+	if (unlikely(lc->tx_ring != NULL || lc->port->stopped)) {
+		if (!lc->port->stopped) {
+			dn_steer_tx_flush(lc); /* not our device queue: lcore 0 sends for us */
+			return;
+		}
+		while (lc->tx_head != lc->tx_tail) /* dn_port_stop: nothing leaves any more */
+			rte_pktmbuf_free(lc->tx[lc->tx_head++ & (DN_TXQ_SLOTS - 1)]);
 		return;
 	}
 	while (lc->tx_head != lc->tx_tail) {

@@ -326,6 +326,16 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 	return 0;
 }
 
+void dn_port_stop(struct dn_port *p)
+{
+	if (p == NULL || p->stopped)
+		return;
+	p->stopped = true;
+	rte_eth_dev_stop(p->port_id);
+	if (p->sw_steer)
+		dn_steer_port_drain(p);
+}
+
 void dn_port_destroy(struct dn_port *p)
 {
 	if (p == NULL)

@@ -71,6 +71,7 @@ struct dn_port {
 	/* Software steering (nb_lcores > nb_queues == 1); rings and eventfds made at create. */
 	uint16_t nb_lcores;
 	bool sw_steer;
+	bool stopped;                             /* dn_port_stop: Tx frees, never sends */
 	struct rte_ring *steer_rx[DN_MAX_LCORES]; /* lcore 0 -> lcore i (SP/SC); [0] unused */
 	struct rte_ring *steer_tx;                /* lcores 1.. -> lcore 0's Tx (MP/SC) */
 	struct dn_wake wake[DN_MAX_LCORES];
@@ -145,6 +146,8 @@ void dn_tx_reclaim(struct dn_lcore *lc, uint64_t now);
 /* dn_steer.c */
 int dn_steer_port_init(struct dn_port *p, char *err, size_t errlen);
 void dn_steer_port_fini(struct dn_port *p);
+/* Frees the frames in the steering rings, keeping the rings. */
+void dn_steer_port_drain(struct dn_port *p);
 void dn_steer_lcore_init(struct dn_lcore *lc);
 void dn_steer_lcore_fini(struct dn_lcore *lc);
 /* Rx step of a steered lcore: lcore 0 relays others' Tx, reads the device and hands away

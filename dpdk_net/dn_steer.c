@@ -117,7 +117,7 @@ out_ring:
 	return -ENOMEM;
 }
 
-static void ring_free_all(struct rte_ring *r)
+static void ring_drain(struct rte_ring *r)
 {
 	struct rte_mbuf *m[DN_BURST];
 	unsigned n;
@@ -126,7 +126,19 @@ static void ring_free_all(struct rte_ring *r)
 		return;
 	while ((n = rte_ring_dequeue_burst(r, (void **)m, DN_BURST, NULL)) > 0)
 		rte_pktmbuf_free_bulk(m, n);
+}
+
+static void ring_free_all(struct rte_ring *r)
+{
+	ring_drain(r);
 	rte_ring_free(r);
+}
+
+void dn_steer_port_drain(struct dn_port *p)
+{
+	for (uint16_t i = 0; i < DN_MAX_LCORES; i++)
+		ring_drain(p->steer_rx[i]);
+	ring_drain(p->steer_tx);
 }
 
 /* Called with every lcore stopped: frames still in the rings are freed. */

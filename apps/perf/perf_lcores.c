@@ -11,8 +11,8 @@
  * Order matters because lcore 0 carries everyone's frames (it reads the device and sends
  * the others' Tx): every instance exists before traffic starts (a SYN steered to a lcore
  * without a listener would be reset), everyone keeps polling until all finished their
- * traffic, and lcore 0 tears down last, after the others gave back every buffer its PMD
- * held for them.
+ * traffic, and the device is stopped (its PMD lets go of everyone's frames) before any
+ * instance is destroyed.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -33,7 +33,7 @@ struct perf_mc {
 	unsigned nl;
 	_Atomic int stop;
 	/* Phase counters; each only grows. Partners: the acquire loads in mc_wait. */
-	_Atomic unsigned ready, failed, finished, destroyed;
+	_Atomic unsigned ready, failed, finished, quiet, stopped;
 	struct perf run[PERF_MAX_LCORES];      /* run[i] touched by lcore i until it finished */
 	struct dn_stats dstats[PERF_MAX_LCORES]; /* copied by lcore i before its context goes */
 	int rc[PERF_MAX_LCORES];
@@ -100,14 +100,27 @@ static int lc_main(void *arg)
 		perf_drain(p);
 	atomic_fetch_add_explicit(&mc->finished, 1, memory_order_release);
 	mc_wait(mc, p->tl, &mc->finished, mc->nl - atomic_load(&mc->failed));
-	/* Lcore 0 sends for everyone: it goes last. */
-	if (a->idx == 0)
-		mc_wait(mc, p->tl, &mc->destroyed, mc->nl - 1 - atomic_load(&mc->failed));
+	/*
+	 * Teardown. The device is stopped first, with every lcore quiet: its PMD then frees the
+	 * frames it kept (lazily freed Tx, with attached payload of every instance), while every
+	 * instance still exists to take its buffers back. Only then do the instances go.
+	 */
+	dn_tx_flush(lc);
+	atomic_fetch_add_explicit(&mc->quiet, 1, memory_order_release);
+	if (a->idx == 0) {
+		mc_wait(mc, NULL, &mc->quiet, mc->nl - atomic_load(&mc->failed));
+		dn_port_stop(mc->port);
+		dn_tx_flush(lc); /* frees what waited in our queue, others' frames included */
+		atomic_fetch_add_explicit(&mc->stopped, 1, memory_order_release);
+	} else {
+		mc_wait(mc, NULL, &mc->stopped, 1);
+	}
+	/* Sends cancelled by the teardown are not errors of the run: count those before it. */
+	uint64_t errors = p->errors;
 	perf_free(p, true); /* RTT samples kept for the report */
+	p->errors = errors;
 	mc->dstats[a->idx] = *dn_lcore_stats(lc);
 	dn_lcore_destroy(lc);
-	if (a->idx != 0)
-		atomic_fetch_add_explicit(&mc->destroyed, 1, memory_order_release);
 	return 0;
 }
 
