@@ -417,10 +417,20 @@ void tl_out_push(struct tl_tcp_conn *c)
 	}
 }
 
+/*
+ * Resends the segment at snd_una, made only of bytes sent before: [snd_una, snd_max).
+ * The queue may have grown since (a short message went out alone and the app queued more
+ * while its RTO backed off), but bytes past snd_max are new data, for tl_out_push, which
+ * checks the windows and moves snd_max. Sent from here they would leave snd_max behind
+ * what is on the wire: the peer's ACK for them is then "above snd_max" and dropped as
+ * bad_ack, data and all, once snd_una reaches the stale snd_max no RTO runs, and our pure
+ * ACKs (sent at snd_max) fall below what the peer holds, so it drops them too: both ends
+ * stall for good (seen with 100 Linux connections over TAP).
+ */
 void tl_out_retransmit(struct tl_tcp_conn *c)
 {
 	uint32_t data_end = c->snd_una + c->sq_bytes;
-	uint32_t len = min_u32(c->mss, data_end - c->snd_una);
+	uint32_t len = min_u32(c->mss, min_u32(c->sq_bytes, c->snd_max - c->snd_una));
 	uint8_t flags = 0;
 
 	if (!can_send_data(c))

@@ -588,6 +588,25 @@ uint32_t fl_count(const struct fl_link *l, uint32_t since, int from, uint8_t fla
 	return n;
 }
 
+bool fl_seg_ts(const struct fl_seg *g, uint32_t *tsval, uint32_t *tsecr)
+{
+	for (uint32_t i = 20; i + 1 < g->hdr_len;) {
+		if (g->hdr[i] == 1) {
+			i++;
+			continue;
+		}
+		if (g->hdr[i] == 0 || g->hdr[i + 1] < 2 || i + g->hdr[i + 1] > g->hdr_len)
+			return false;
+		if (g->hdr[i] == 8 && g->hdr[i + 1] == 10) {
+			*tsval = be32(g->hdr + i + 2);
+			*tsecr = be32(g->hdr + i + 6);
+			return true;
+		}
+		i += g->hdr[i + 1];
+	}
+	return false;
+}
+
 int fl_test_setup(void **state, uint64_t seed)
 {
 	struct fl_link *l = calloc(1, sizeof(*l));

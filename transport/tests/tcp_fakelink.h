@@ -124,6 +124,8 @@ int fl_inject(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint8
 /* Segments logged since index `since` matching from/flag mask; the last one in *out. */
 uint32_t fl_count(const struct fl_link *l, uint32_t since, int from, uint8_t flags_all,
 		  uint8_t flags_none, struct fl_seg *out);
+/* The timestamp option of a logged segment: true and *tsval, *tsecr set when it has one. */
+bool fl_seg_ts(const struct fl_seg *g, uint32_t *tsval, uint32_t *tsecr);
 /* Deterministic test data. */
 void fl_fill_random(uint8_t *buf, size_t len, uint64_t seed);
 uint64_t fl_rand(struct fl_link *l);

@@ -284,6 +284,105 @@ static void test_tcp_spurious_rto_undone_by_eifel(void **state)
 	assert_true(after.cwnd >= before.cwnd);
 }
 
+struct rto_wait {
+	struct fl_link *l;
+	int node;
+	uint64_t n;               /* until this many timeouts fired on node */
+};
+
+static bool rto_fired(void *arg)
+{
+	struct rto_wait *w = arg;
+	struct tl_tcp_stats st;
+
+	tl_tcp_stack_get_stats(w->l->stack[w->node], &st);
+	return st.rto_fired >= w->n;
+}
+
+/* True when no segment `from` sent carries a sequence number below data it sent before
+ * (probes aside): a pure ACK below what the peer already holds is unacceptable there. */
+static bool acks_never_behind_sent(const struct fl_link *l, int from)
+{
+	bool any = false;
+	uint32_t end = 0;
+
+	for (uint32_t i = 0; i < l->nlog && i < FL_LOG_MAX; i++) {
+		const struct fl_seg *g = &l->log[i];
+		if (g->from != from || (g->flags & TL_TCP_SYN))
+			continue;
+		if (any && g->len == 0 && (int32_t)(g->seq - end) < 0)
+			return false;
+		if (g->len > 0 && (!any || (int32_t)(g->seq + g->len - end) > 0)) {
+			end = g->seq + g->len;
+			any = true;
+		}
+	}
+	return true;
+}
+
+/*
+ * The interop stall with 100 Linux connections over TAP: a short message (40 bytes) is
+ * lost twice; while its RTO backs off, the app queues more. The next timeout used to resend
+ * a full MSS from snd_una, past everything sent before, without moving snd_max. The
+ * peer's ACK for the first retransmission then arrived late (TAP queues reorder):
+ * snd_una caught up with the stale snd_max, so the RTO stopped, and the ACK for the
+ * bigger retransmission was "above snd_max" and dropped as bad_ack, data and all, with
+ * every one after it; our pure ACKs, sent at the stale snd_max, were below what the peer
+ * held, so it dropped ours too. Neither side ever moved again.
+ */
+static void test_tcp_rto_after_queue_grew_then_late_ack_completes(void **state)
+{
+	struct fl_link *l = *state;
+	struct drop_first d = { .from = 0, .min_len = 1, .remaining = 2 };
+	static uint8_t buf[3040];
+	struct xfer x = { .l = l, .want = { 0, sizeof(buf) } };
+	struct rto_wait w = { .l = l, .node = 0, .n = 1 };
+	uint8_t seg[128], opt[12] = { 1, 1, 8, 10 };
+	uint32_t tsval, tsecr, rto1_tsval, una;
+	struct tl_tcp_stats st;
+	struct fl_seg g;
+	struct tl_tcp_tuple t;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	fl_fill_random(buf, sizeof(buf), 21);
+	l->filter = drop_first_filter;
+	l->filter_arg = &d;
+	l->app[0].src = buf;
+	l->app[0].src_len = 40;
+	fl_app_pump(&l->app[0]);
+	assert_int_equal(fl_count(l, 0, 0, 0, 0, &g), 2); /* SYN-ACK, then the 40 bytes */
+	una = g.seq;
+	/* The first retransmission is lost too; then the app queues 3000 bytes more. */
+	assert_true(fl_run_until(l, 100 * MS, rto_fired, &w));
+	assert_int_equal(d.remaining, 0);
+	fl_count(l, 0, 0, TL_TCP_PSH, 0, &g);
+	assert_true(g.dropped && g.seq == una);
+	assert_true(fl_seg_ts(&g, &rto1_tsval, &tsecr));
+	l->app[0].src_len = sizeof(buf);
+	fl_app_pump(&l->app[0]);
+	w.n = 2;
+	assert_true(fl_run_until(l, 100 * MS, rto_fired, &w));
+	/* Second retransmission on the wire; the peer's ACK of the first one arrives now. */
+	assert_true(fl_count(l, 0, 1, 0, 0, &g) > 0);
+	assert_true(fl_seg_ts(&g, &tsval, &tsecr));
+	opt[4] = (uint8_t)(tsval >> 24); opt[5] = (uint8_t)(tsval >> 16);
+	opt[6] = (uint8_t)(tsval >> 8);  opt[7] = (uint8_t)tsval;
+	opt[8] = (uint8_t)(rto1_tsval >> 24); opt[9] = (uint8_t)(rto1_tsval >> 16);
+	opt[10] = (uint8_t)(rto1_tsval >> 8); opt[11] = (uint8_t)rto1_tsval;
+	tl_tcp_conn_tuple(l->app[1].conn, &t);
+	fl_inject(l, 0, seg, fl_build(seg, t.lport, t.rport, g.seq + g.len, una + 40u, TL_TCP_ACK,
+				      g.wnd, opt, sizeof(opt), NULL, 0), 0);
+	assert_true(fl_run_until(l, 1000 * MS, xfer_done, &x));
+	assert_memory_equal(l->app[1].rx, buf, sizeof(buf));
+	fl_run(l, 50 * MS);
+	assert_int_equal(l->app[0].sends_done, l->app[0].sends);
+	assert_int_equal(l->app[0].sends_failed, 0);
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_int_equal(st.drop_bad_ack, 0);
+	assert_true(acks_never_behind_sent(l, 0));
+	l->app[0].src = NULL;
+}
+
 static void test_tcp_ack_lost_data_still_completes(void **state)
 {
 	struct fl_link *l = *state;
@@ -736,6 +835,7 @@ int main(void)
 		T(test_tcp_handshake_ack_lost_recovered_by_data),
 		T(test_tcp_data_lost_rto_retransmits),
 		T(test_tcp_spurious_rto_undone_by_eifel),
+		T(test_tcp_rto_after_queue_grew_then_late_ack_completes),
 		T(test_tcp_ack_lost_data_still_completes),
 		T(test_tcp_fin_lost_retransmitted),
 		T(test_tcp_retrans_limit_resets_and_tells_app),

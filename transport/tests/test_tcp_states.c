@@ -137,23 +137,6 @@ static void test_tcp_fin_overtaking_data_waits_for_it(void **state)
 	}
 }
 
-static uint32_t opt_tsval(const struct fl_seg *g)
-{
-	for (uint32_t i = 20; i + 1 < g->hdr_len;) {
-		if (g->hdr[i] == 1) {
-			i++;
-			continue;
-		}
-		if (g->hdr[i] == 8)
-			return (uint32_t)g->hdr[i + 2] << 24 | (uint32_t)g->hdr[i + 3] << 16 |
-			       (uint32_t)g->hdr[i + 4] << 8 | g->hdr[i + 5];
-		if (g->hdr[i] == 0 || g->hdr[i + 1] < 2)
-			break;
-		i += g->hdr[i + 1];
-	}
-	return 0;
-}
-
 static void test_tcp_paws_drops_old_timestamp(void **state)
 {
 	struct fl_link *l = *state;
@@ -162,14 +145,14 @@ static void test_tcp_paws_drops_old_timestamp(void **state)
 	struct tl_tcp_stats st;
 	struct fl_seg g;
 	struct view v;
-	uint32_t ts;
+	uint32_t ts, ecr;
 
 	assert_int_equal(fl_open_pair(l), 0);
 	fl_run(l, 50 * MS);
 	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, sizeof(buf), NULL, NULL, l->now), 0);
 	fl_run(l, 5 * MS);
 	assert_true(fl_count(l, 0, 1, 0, 0, &g) > 0);
-	ts = opt_tsval(&g);
+	assert_true(fl_seg_ts(&g, &ts, &ecr));
 	assert_true(ts > 1000);
 	server_view(l, &v);
 	l->filter = drop_all;
