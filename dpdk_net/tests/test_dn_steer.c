@@ -1,0 +1,322 @@
+/*
+ * test_dn_steer.c — software flow steering (dn_steer.c): two lcore contexts sharing one
+ * net_ring port (one queue, Tx looped back to Rx) in an in-memory EAL, driven from one
+ * thread. The flow parser is pure and runs on raw bytes; the rest checks where frames go:
+ * TCP to the owner's ring and through its input, ARP and ICMP kept on lcore 0, ring-full
+ * drops counted, lcore 1's Tx sent by lcore 0, and a sleeping lcore's eventfd written
+ * exactly when it sleeps. Every test ends with the mempool full again.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <rte_ethdev.h>
+
+#include "dn_testlib.h"
+
+struct st_env {
+	struct dn_port *port;
+	struct dn_lcore *lc[2];
+	struct rte_mempool *pool;
+	unsigned l4_in[2];  /* IPv4 packets each lcore's l4 hook got */
+	uint16_t l4_dport[2];
+};
+
+static struct st_env g_st;
+
+/* Owner by destination port parity: odd ports belong to lcore 1. */
+static uint32_t st_steer(void *arg, const struct dn_flow *f)
+{
+	(void)arg;
+	return f->proto == IPPROTO_TCP ? f->dport & 1u : 0;
+}
+
+static void st_l4(void *arg, struct dn_lcore *lc, struct rte_mbuf *m)
+{
+	struct st_env *e = arg;
+	unsigned i = dn_lcore_index(lc);
+	const uint8_t *l4 = rte_pktmbuf_mtod_offset(m, const uint8_t *, m->l3_len);
+
+	e->l4_in[i]++;
+	e->l4_dport[i] = (uint16_t)(l4[2] << 8 | l4[3]);
+	rte_pktmbuf_free(m);
+}
+
+static int group_setup(void **state)
+{
+	char err[256];
+	struct dn_config cfg = {.port_id = DN_PORT_AUTO, .ip = DT_OUR_IP, .prefix_len = 24,
+				.idle = DN_IDLE_SLEEP, .nb_mbufs = 8191, .nb_rxd = 256,
+				.nb_txd = 256, .nb_lcores = 2};
+	int rc;
+
+	(void)state;
+	rc = dn_port_create(&cfg, &g_st.port, err, sizeof(err));
+	if (rc != 0) {
+		fprintf(stderr, "port: %s\n", err);
+		return rc;
+	}
+	for (uint16_t i = 0; i < 2 && rc == 0; i++)
+		rc = dn_lcore_create(g_st.port, i, NULL, &g_st.lc[i]);
+	if (rc == 0)
+		g_st.pool = dn_lcore_pool(g_st.lc[0]);
+	return rc;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	dn_lcore_destroy(g_st.lc[1]);
+	dn_lcore_destroy(g_st.lc[0]);
+	dn_port_destroy(g_st.port);
+	return 0;
+}
+
+static int setup(void **state)
+{
+	*state = &g_st;
+	for (int i = 0; i < 2; i++) {
+		memset(&g_st.lc[i]->stats, 0, sizeof(g_st.lc[i]->stats));
+		dn_lcore_set_hooks(g_st.lc[i], &(struct dn_hooks){.l4_input = st_l4,
+			.steer = i == 0 ? st_steer : NULL, .arg = &g_st});
+		g_st.l4_in[i] = 0;
+	}
+	return 0;
+}
+
+/* Everything handed around comes back: rings, software queues and the device drained. */
+static int teardown(void **state)
+{
+	struct st_env *e = *state;
+	struct rte_mbuf *m[32];
+	uint16_t n;
+
+	for (int round = 0; round < 4; round++) {
+		dn_loop_once(e->lc[1], rte_rdtsc());
+		dn_tx_flush(e->lc[1]);
+		dn_loop_once(e->lc[0], rte_rdtsc());
+		dn_tx_flush(e->lc[0]);
+		while ((n = rte_eth_rx_burst(dn_port_id(e->port), 0, m, 32)) > 0)
+			rte_pktmbuf_free_bulk(m, n);
+	}
+	if (!rte_mempool_full(e->pool)) {
+		fprintf(stderr, "mempool not full at teardown: an mbuf leaked\n");
+		return -1;
+	}
+	return 0;
+}
+
+static const struct rte_ether_addr *our_mac(struct st_env *e) { return dn_port_mac(e->port); }
+
+static struct rte_mbuf *st_frame(struct st_env *e, const uint8_t *b, uint16_t len)
+{
+	struct rte_mbuf *m = rte_pktmbuf_alloc(e->pool);
+
+	assert_non_null(m);
+	memcpy(rte_pktmbuf_append(m, len), b, len);
+	return m;
+}
+
+/* A TCP segment (20-byte header, no payload) from the peer to dport. */
+static uint16_t st_tcp(struct st_env *e, uint8_t *b, uint16_t sport, uint16_t dport)
+{
+	uint8_t tcp[20] = {0};
+
+	tcp[0] = (uint8_t)(sport >> 8);
+	tcp[1] = (uint8_t)sport;
+	tcp[2] = (uint8_t)(dport >> 8);
+	tcp[3] = (uint8_t)dport;
+	tcp[12] = 5 << 4;
+	tcp[13] = 0x10;
+	return dt_build_ipv4(b, our_mac(e), IPPROTO_TCP, DT_PEER_IP, DT_OUR_IP, tcp, sizeof(tcp));
+}
+
+static void test_dn_steer_flow_parse_reads_tcp_and_udp(void **state)
+{
+	struct st_env *e = *state;
+	uint8_t b[256];
+	struct dn_flow f;
+	uint16_t len = st_tcp(e, b, 40000, 5001);
+
+	assert_true(dn_steer_flow_parse(b, len, DT_OUR_IP, &f));
+	assert_int_equal(f.saddr, DT_PEER_IP);
+	assert_int_equal(f.daddr, DT_OUR_IP);
+	assert_int_equal(f.sport, 40000);
+	assert_int_equal(f.dport, 5001);
+	assert_int_equal(f.proto, IPPROTO_TCP);
+	dt_ip(b)->next_proto_id = IPPROTO_UDP;
+	assert_true(dn_steer_flow_parse(b, len, DT_OUR_IP, &f));
+	assert_int_equal(f.proto, IPPROTO_UDP);
+}
+
+static void test_dn_steer_flow_parse_refuses_the_rest(void **state)
+{
+	struct st_env *e = *state;
+	uint8_t b[256];
+	struct dn_flow f;
+	uint16_t len = st_tcp(e, b, 40000, 5001);
+
+	/* Headers cut before the ports; a header length below 20; not for us; a fragment. */
+	assert_false(dn_steer_flow_parse(b, 14 + 20 + 3, DT_OUR_IP, &f));
+	assert_false(dn_steer_flow_parse(b, 10, DT_OUR_IP, &f));
+	assert_false(dn_steer_flow_parse(b, len, DT_OUR_IP + 1, &f));
+	dt_ip(b)->version_ihl = 0x44;
+	assert_false(dn_steer_flow_parse(b, len, DT_OUR_IP, &f));
+	dt_ip(b)->version_ihl = 0x45;
+	dt_ip(b)->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_MF_FLAG);
+	assert_false(dn_steer_flow_parse(b, len, DT_OUR_IP, &f));
+	dt_ip(b)->fragment_offset = 0;
+	dt_ip(b)->version_ihl = 0x65; /* IPv6 version nibble with an IPv4 ethertype */
+	assert_false(dn_steer_flow_parse(b, len, DT_OUR_IP, &f));
+	len = dt_build_echo(b, our_mac(e), RTE_IP_ICMP_ECHO_REQUEST, 8);
+	assert_false(dn_steer_flow_parse(b, len, DT_OUR_IP, &f));
+	len = dt_build_arp(b, our_mac(e), RTE_ARP_OP_REQUEST, DT_PEER_IP, DT_OUR_IP);
+	assert_false(dn_steer_flow_parse(b, len, DT_OUR_IP, &f));
+}
+
+static void test_dn_steer_tcp_reaches_owner_lcore(void **state)
+{
+	struct st_env *e = *state;
+	struct rte_mbuf *pkts[DN_BURST];
+	uint8_t b[256];
+	uint16_t n = 0, kept;
+
+	for (uint16_t i = 0; i < 10; i++)
+		pkts[n++] = st_frame(e, b, st_tcp(e, b, 40000, (uint16_t)(6000 + i)));
+	kept = dn_steer_classify(e->lc[0], pkts, n);
+	assert_int_equal(kept, 5);
+	for (uint16_t i = 0; i < kept; i++)
+		assert_int_equal(rte_pktmbuf_mtod(pkts[i], uint8_t *)[14 + 20 + 3] & 1, 0);
+	dn_input_burst(e->lc[0], pkts, kept);
+	assert_int_equal(e->l4_in[0], 5);
+	assert_int_equal(e->lc[0]->stats.steered_out, 5);
+	/* Lcore 1 finds them in its ring and runs them through its own input. */
+	assert_int_equal(dn_loop_once(e->lc[1], rte_rdtsc()) > 0, 1);
+	assert_int_equal(e->l4_in[1], 5);
+	assert_int_equal(e->l4_dport[1] & 1, 1);
+	assert_int_equal(e->lc[1]->stats.steered_in, 5);
+	assert_int_equal(e->lc[1]->stats.rx_pkts, 5);
+}
+
+static void test_dn_steer_arp_and_icmp_stay_on_lcore0(void **state)
+{
+	struct st_env *e = *state;
+	struct rte_mbuf *pkts[2];
+	uint8_t b[256];
+
+	pkts[0] = st_frame(e, b, dt_build_arp(b, our_mac(e), RTE_ARP_OP_REQUEST, DT_PEER_IP,
+					       DT_OUR_IP));
+	pkts[1] = st_frame(e, b, dt_build_echo(b, our_mac(e), RTE_IP_ICMP_ECHO_REQUEST, 8));
+	assert_int_equal(dn_steer_classify(e->lc[0], pkts, 2), 2);
+	dn_input_burst(e->lc[0], pkts, 2);
+	assert_int_equal(e->lc[0]->stats.arp_replies_out, 1);
+	assert_int_equal(e->lc[0]->stats.icmp_echo_replies, 1);
+	assert_int_equal(e->lc[0]->stats.steered_out, 0);
+	/* The sender was learnt by lcore 0, the one writer, and lcore 1 reads it. */
+	struct rte_ether_addr mac;
+	assert_int_equal(dn_arp_lookup(e->port, DT_PEER_IP, &mac), 0);
+	assert_true(rte_is_same_ether_addr(&mac, &dt_peer_mac));
+}
+
+static void test_dn_steer_ring_full_drops_counted(void **state)
+{
+	struct st_env *e = *state;
+	struct rte_mbuf *pkts[DN_BURST];
+	uint8_t b[256];
+	uint16_t len = st_tcp(e, b, 40000, 6001);
+	unsigned bursts = DN_STEER_RX_RING / DN_BURST + 1;
+
+	/* Lcore 1 never drains: the ring takes DN_STEER_RX_RING - 1, the rest are dropped. */
+	for (unsigned k = 0; k < bursts; k++) {
+		for (uint16_t i = 0; i < DN_BURST; i++)
+			pkts[i] = st_frame(e, b, len);
+		assert_int_equal(dn_steer_classify(e->lc[0], pkts, DN_BURST), 0);
+	}
+	assert_int_equal(e->lc[0]->stats.steered_out, DN_STEER_RX_RING - 1);
+	assert_int_equal(e->lc[0]->stats.drops[DN_DROP_STEER_FULL],
+			 bursts * DN_BURST - (DN_STEER_RX_RING - 1));
+	assert_string_equal(dn_drop_name(DN_DROP_STEER_FULL), "steer_ring_full");
+	while (dn_loop_once(e->lc[1], rte_rdtsc()) > 0)
+		;
+	assert_int_equal(e->l4_in[1], DN_STEER_RX_RING - 1);
+}
+
+static void test_dn_steer_tx_of_lcore1_leaves_through_lcore0(void **state)
+{
+	struct st_env *e = *state;
+	struct rte_eth_stats before, after;
+	uint8_t b[256];
+
+	rte_eth_stats_get(dn_port_id(e->port), &before);
+	dn_tx_enqueue(e->lc[1], st_frame(e, b, st_tcp(e, b, 6001, 40000)));
+	dn_tx_flush(e->lc[1]);
+	rte_eth_stats_get(dn_port_id(e->port), &after);
+	assert_int_equal(after.opackets, before.opackets); /* lcore 1 never touches the device */
+	assert_int_equal(e->lc[1]->stats.tx_handoff, 1);
+	assert_false(dn_tx_pending(e->lc[1]));
+	dn_loop_once(e->lc[0], rte_rdtsc());
+	rte_eth_stats_get(dn_port_id(e->port), &after);
+	assert_int_equal(after.opackets, before.opackets + 1);
+	assert_int_equal(e->lc[0]->stats.tx_relayed, 1);
+}
+
+static void test_dn_steer_wake_only_when_sleeping(void **state)
+{
+	struct st_env *e = *state;
+	struct rte_mbuf *m;
+	uint8_t b[256];
+	uint64_t v = 0;
+	int efd = e->port->wake[1].efd;
+
+	/* Awake: no eventfd write. */
+	m = st_frame(e, b, st_tcp(e, b, 40000, 6001));
+	dn_steer_classify(e->lc[0], &m, 1);
+	assert_int_equal(e->lc[0]->stats.wakes_sent, 0);
+	assert_int_equal(read(efd, &v, sizeof(v)), -1);
+	assert_int_equal(errno, EAGAIN);
+	/* Asleep: one write, the flag cleared, and a second frame writes nothing more. */
+	atomic_store(&e->port->wake[1].sleeping, 1);
+	for (int i = 0; i < 2; i++) {
+		m = st_frame(e, b, st_tcp(e, b, 40000, 6001));
+		dn_steer_classify(e->lc[0], &m, 1);
+	}
+	assert_int_equal(e->lc[0]->stats.wakes_sent, 1);
+	assert_int_equal(atomic_load(&e->port->wake[1].sleeping), 0);
+	assert_int_equal(read(efd, &v, sizeof(v)), (int)sizeof(v));
+	assert_int_equal(v, 1);
+	/* Lcore 1 with frames waiting does not sleep: idle_wait comes straight back. */
+	uint64_t t0 = rte_rdtsc();
+	dn_lcore_idle_wait(e->lc[1]);
+	assert_true(rte_rdtsc() - t0 < rte_get_tsc_hz() / 2);
+	assert_int_equal(e->lc[1]->stats.intr_wakeups, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_dn_steer_flow_parse_reads_tcp_and_udp, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dn_steer_flow_parse_refuses_the_rest, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dn_steer_tcp_reaches_owner_lcore, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dn_steer_arp_and_icmp_stay_on_lcore0, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dn_steer_ring_full_drops_counted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dn_steer_tx_of_lcore1_leaves_through_lcore0, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_dn_steer_wake_only_when_sleeping, setup, teardown),
+	};
+
+	if (dt_eal_init() < 0) {
+		fprintf(stderr, "EAL init failed\n");
+		return 1;
+	}
+	int rc = cmocka_run_group_tests_name("dpdk_net software steering", tests, group_setup,
+					     group_teardown);
+	dn_eal_fini();
+	dt_eal_remove_runtime_dir();
+	return rc;
+}
