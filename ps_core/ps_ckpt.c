@@ -661,9 +661,14 @@ int ps_recover(struct ps_handler *h, const char *ckpt, struct ps_recover_stats *
 		return rc;
 	} else if (min_gen > 0) {
 		/* The log was cut by a checkpoint, and that checkpoint is not there. */
-		ps_errf(err, errlen, "checkpoint %s is missing, but the log in %s starts after a "
-			"checkpoint cut (generation %lld): refusing to rebuild a partial state",
-			ckpt ? ckpt : "(none given)", s->wal_dir, (long long)min_gen);
+		if (ckpt)
+			ps_errf(err, errlen, "checkpoint %s is missing, but the log in %s starts after "
+				"a checkpoint cut (generation %lld): refusing to rebuild a partial "
+				"state", ckpt, s->wal_dir, (long long)min_gen);
+		else
+			ps_errf(err, errlen, "the log in %s starts after a checkpoint cut (generation "
+				"%lld): recover with that checkpoint (--restore), or remove the "
+				"directory to start empty", s->wal_dir, (long long)min_gen);
 		return -ENOENT;
 	}
 	if (!s->wal_dir)

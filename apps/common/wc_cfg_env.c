@@ -197,6 +197,30 @@ static int knob_enums(char *const envp[], struct wc_cluster *c, char *err, size_
 	return rc;
 }
 
+/* WHARF_WAL_DIR, WHARF_CKPT_INTERVAL_S, WHARF_WAL_MAX_MB, WHARF_WAL_SYNC_MS. */
+static int knob_durability(char *const envp[], struct wc_cluster *c, char *err, size_t errlen)
+{
+	const char *v = wc_env_get(envp, "WHARF_WAL_DIR");
+	int rc = 0;
+
+	if (v != NULL) {
+		if (v[0] == '\0' || strlen(v) >= WC_PATH_LEN)
+			return wc_errf(err, errlen, -EINVAL, "WHARF_WAL_DIR: expected a path of 1..%u "
+				       "bytes or none", WC_PATH_LEN - 1);
+		snprintf(c->wal_dir, sizeof(c->wal_dir), "%s", v);
+		wc_mark(c, WC_F_WAL_DIR);
+	}
+	rc = knob_uint(envp, "WHARF_CKPT_INTERVAL_S", 0, 86400, &c->ckpt_interval_s, c,
+		       WC_F_CKPT_INTERVAL, err, errlen);
+	if (rc == 0)
+		rc = knob_uint(envp, "WHARF_WAL_MAX_MB", 1, 1u << 20, &c->wal_max_mb, c,
+			       WC_F_WAL_MAX_MB, err, errlen);
+	if (rc == 0)
+		rc = knob_uint(envp, "WHARF_WAL_SYNC_MS", 0, 60000, &c->wal_sync_ms, c,
+			       WC_F_WAL_SYNC_MS, err, errlen);
+	return rc;
+}
+
 int wc_cfg_env_knobs(char *const envp[], struct wc_cluster *out, char *err, size_t errlen)
 {
 	struct wc_cluster *c = malloc(sizeof(*c));
@@ -230,6 +254,8 @@ int wc_cfg_env_knobs(char *const envp[], struct wc_cluster *out, char *err, size
 	if (rc == 0)
 		rc = knob_uint(envp, "WHARF_WAIT_TIMEOUT_S", 1, 86400, &c->wait_timeout_s, c,
 			       WC_F_WAIT_TIMEOUT, err, errlen);
+	if (rc == 0)
+		rc = knob_durability(envp, c, err, errlen);
 	if (rc == 0)
 		rc = knob_enums(envp, c, err, errlen);
 	if (rc == 0)

@@ -14,7 +14,9 @@
  *     "fuse": {"max_bytes": 8192, "max_msgs": 64, "flush_us": 20},
  *     "mode": "sync"|"async"|"geo", "geo_k": 10, "wait_timeout_s": 60, "retry_interval_s": 3,
  *     "net": {"ps": {"core_number": 8, "enable_polling": false, "disable_pin_cores": true},
- *             "worker": {...}} }
+ *             "worker": {...}},
+ *     "durability": {"wal_dir": "path"|"none", "ckpt_interval_s": 300, "wal_max_mb": 1024,
+ *                    "wal_sync_ms": 1000} }
  */
 #include <errno.h>
 #include <stdio.h>
@@ -277,6 +279,38 @@ static int fuse_section(json_t *fz, const char *src, struct wc_cluster *out, cha
 	return rc;
 }
 
+static int durability_section(json_t *d, const char *src, struct wc_cluster *out, char *err,
+			      size_t errlen)
+{
+	static const char *const keys[] = { "wal_dir", "ckpt_interval_s", "wal_max_mb",
+					    "wal_sync_ms", NULL };
+	const char *s = NULL;
+	int rc;
+
+	if (!json_is_object(d))
+		return wc_errf(err, errlen, -EINVAL, "%s: durability: expected an object", src);
+	rc = wc_json_known_keys(d, keys, src, "durability", err, errlen);
+	if (rc == 0)
+		rc = get_str(d, "wal_dir", src, &s, err, errlen);
+	if (rc == 0 && s != NULL) {
+		if (s[0] == '\0' || strlen(s) >= WC_PATH_LEN)
+			return wc_errf(err, errlen, -EINVAL, "%s: durability.wal_dir: expected a path "
+				       "of 1..%u bytes or \"none\"", src, WC_PATH_LEN - 1);
+		snprintf(out->wal_dir, sizeof(out->wal_dir), "%s", s);
+		wc_mark(out, WC_F_WAL_DIR);
+	}
+	if (rc == 0)
+		rc = get_uint(d, "ckpt_interval_s", src, "durability.", 0, 86400, &out->ckpt_interval_s,
+			      out, WC_F_CKPT_INTERVAL, err, errlen);
+	if (rc == 0)
+		rc = get_uint(d, "wal_max_mb", src, "durability.", 1, 1u << 20, &out->wal_max_mb, out,
+			      WC_F_WAL_MAX_MB, err, errlen);
+	if (rc == 0)
+		rc = get_uint(d, "wal_sync_ms", src, "durability.", 0, 60000, &out->wal_sync_ms, out,
+			      WC_F_WAL_SYNC_MS, err, errlen);
+	return rc;
+}
+
 static int strings_section(json_t *root, const char *src, struct wc_cluster *out, char *err,
 			   size_t errlen)
 {
@@ -321,7 +355,8 @@ static int file_root(json_t *root, const char *src, struct wc_cluster *out, char
 {
 	static const char *const keys[] = {
 		"cluster", "task", "num_workers", "data_addr", "endpoint_map", "protocol",
-		"tensor_fuse", "fuse", "mode", "geo_k", "wait_timeout_s", "retry_interval_s", "net", NULL,
+		"tensor_fuse", "fuse", "mode", "geo_k", "wait_timeout_s", "retry_interval_s", "net",
+		"durability", NULL,
 	};
 	json_t *v;
 	int rc;
@@ -353,6 +388,9 @@ static int file_root(json_t *root, const char *src, struct wc_cluster *out, char
 	v = json_object_get(root, "net");
 	if (rc == 0 && v != NULL)
 		rc = net_section(v, src, out, err, errlen);
+	v = json_object_get(root, "durability");
+	if (rc == 0 && v != NULL)
+		rc = durability_section(v, src, out, err, errlen);
 	return rc;
 }
 

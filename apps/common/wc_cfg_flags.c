@@ -19,7 +19,7 @@ enum {
 	OPT_ROLE = 256, OPT_TASK, OPT_PS, OPT_WORKERS, OPT_NUM_WORKERS, OPT_DATA, OPT_EPMAP,
 	OPT_PROTO, OPT_FUSE, OPT_FUSE_BYTES, OPT_FUSE_MSGS, OPT_FUSE_US, OPT_MODE, OPT_GEO_K,
 	OPT_WAIT, OPT_RETRY, OPT_PS_CORES, OPT_WK_CORES, OPT_PS_POLL, OPT_WK_POLL, OPT_PS_NOPIN,
-	OPT_WK_NOPIN, OPT_CONFIG,
+	OPT_WK_NOPIN, OPT_WAL_DIR, OPT_CKPT_INTERVAL, OPT_WAL_MAX_MB, OPT_WAL_SYNC_MS, OPT_CONFIG,
 };
 
 static const struct option wc_opts[] = {
@@ -45,6 +45,10 @@ static const struct option wc_opts[] = {
 	{ "worker-polling", optional_argument, NULL, OPT_WK_POLL },
 	{ "ps-disable-pin", optional_argument, NULL, OPT_PS_NOPIN },
 	{ "worker-disable-pin", optional_argument, NULL, OPT_WK_NOPIN },
+	{ "wal-dir", required_argument, NULL, OPT_WAL_DIR },
+	{ "ckpt-interval", required_argument, NULL, OPT_CKPT_INTERVAL },
+	{ "wal-max-mb", required_argument, NULL, OPT_WAL_MAX_MB },
+	{ "wal-sync-ms", required_argument, NULL, OPT_WAL_SYNC_MS },
 	{ "config", required_argument, NULL, OPT_CONFIG },
 	{ "help", no_argument, NULL, 'h' },
 };
@@ -77,6 +81,10 @@ const char *wc_flags_usage(void)
 	"  --worker-polling[=BOOL]   worker lcores busy-poll (default false)\n"
 	"  --ps-disable-pin[=BOOL]   do not pin PS lcores (default true)\n"
 	"  --worker-disable-pin[=BOOL] do not pin worker lcores (default true)\n"
+	"  --wal-dir DIR|none        PS write-ahead log (default <ckpt>.wal when --ckpt is given)\n"
+	"  --ckpt-interval S         PS periodic checkpoint to --ckpt every S s (default 300; 0 off)\n"
+	"  --wal-max-mb N            PS: checkpoint also when the log passes N MiB (default 1024)\n"
+	"  --wal-sync-ms N           PS: msync the log every N ms (default 1000; 0 off)\n"
 	"  --config FILE             JSON cluster file (lowest precedence)\n"
 	"  -h, --help                this text\n"
 	"booleans: True/False/true/false/1/0\n";
@@ -131,6 +139,14 @@ static int set_opt_net(struct wc_cluster *c, int id, const char *a, char *err, s
 		return wc_parse_uint(a, 1, 86400, &c->wait_timeout_s, "--wait-timeout", err, el);
 	case OPT_RETRY:
 		return wc_parse_uint(a, 1, 3600, &c->retry_interval_s, "--retry-interval", err, el);
+	case OPT_WAL_DIR:
+		return set_path(a, c->wal_dir, "--wal-dir", err, el);
+	case OPT_CKPT_INTERVAL:
+		return wc_parse_uint(a, 0, 86400, &c->ckpt_interval_s, "--ckpt-interval", err, el);
+	case OPT_WAL_MAX_MB:
+		return wc_parse_uint(a, 1, 1u << 20, &c->wal_max_mb, "--wal-max-mb", err, el);
+	case OPT_WAL_SYNC_MS:
+		return wc_parse_uint(a, 0, 60000, &c->wal_sync_ms, "--wal-sync-ms", err, el);
 	default:
 		return -ENOENT;
 	}
@@ -171,7 +187,8 @@ static const uint8_t opt_field[] = {
 	WC_F_EPMAP, WC_F_PROTOCOL, WC_F_TENSOR_FUSE, WC_F_FUSE_MAX_BYTES, WC_F_FUSE_MAX_MSGS,
 	WC_F_FUSE_FLUSH_US, WC_F_MODE, WC_F_GEO_K, WC_F_WAIT_TIMEOUT, WC_F_RETRY_INTERVAL,
 	WC_F_PS_CORES, WC_F_WORKER_CORES, WC_F_PS_POLLING, WC_F_WORKER_POLLING, WC_F_PS_DISABLE_PIN,
-	WC_F_WORKER_DISABLE_PIN, WC_F_CONFIG_PATH,
+	WC_F_WORKER_DISABLE_PIN, WC_F_WAL_DIR, WC_F_CKPT_INTERVAL, WC_F_WAL_MAX_MB, WC_F_WAL_SYNC_MS,
+	WC_F_CONFIG_PATH,
 };
 _Static_assert(sizeof(opt_field) == OPT_CONFIG - OPT_ROLE + 1, "one field per option");
 

@@ -293,6 +293,9 @@ void wc_cluster_init(struct wc_cluster *c)
 	c->geo_k = WC_DEF_GEO_K;
 	c->wait_timeout_s = WC_DEF_WAIT_TIMEOUT_S;
 	c->retry_interval_s = WC_DEF_RETRY_INTERVAL_S;
+	c->ckpt_interval_s = WC_DEF_CKPT_INTERVAL_S;
+	c->wal_max_mb = WC_DEF_WAL_MAX_MB;
+	c->wal_sync_ms = WC_DEF_WAL_SYNC_MS;
 	/* DeepRec: "not pinned by default", polling off by default. */
 	c->ps_net.disable_pin_cores = true;
 	c->worker_net.disable_pin_cores = true;
@@ -314,6 +317,8 @@ static void merge_lists(struct wc_cluster *d, const struct wc_cluster *s)
 	}
 	if (wc_has(s, WC_F_EPMAP))
 		memcpy(d->endpoint_map, s->endpoint_map, sizeof(d->endpoint_map));
+	if (wc_has(s, WC_F_WAL_DIR))
+		memcpy(d->wal_dir, s->wal_dir, sizeof(d->wal_dir));
 	if (wc_has(s, WC_F_CONFIG_PATH))
 		memcpy(d->config_path, s->config_path, sizeof(d->config_path));
 }
@@ -342,6 +347,9 @@ void wc_cluster_merge(struct wc_cluster *d, const struct wc_cluster *s, enum wc_
 	WC_COPY(WC_F_WORKER_POLLING, worker_net.enable_polling);
 	WC_COPY(WC_F_PS_DISABLE_PIN, ps_net.disable_pin_cores);
 	WC_COPY(WC_F_WORKER_DISABLE_PIN, worker_net.disable_pin_cores);
+	WC_COPY(WC_F_CKPT_INTERVAL, ckpt_interval_s);
+	WC_COPY(WC_F_WAL_MAX_MB, wal_max_mb);
+	WC_COPY(WC_F_WAL_SYNC_MS, wal_sync_ms);
 #undef WC_COPY
 	merge_lists(d, s);
 	for (f = 0; f < WC_F_COUNT; f++)

@@ -43,6 +43,10 @@
  * | --worker-polling / net.worker.enable_polling / WORKER_ENABLE_POLLING | false           | same for workers
  * | --ps-disable-pin / net.ps.disable_pin_cores / PS_DISABLE_PIN_CORES | true (DeepRec: no pinning) | do not pin PS network lcores
  * | --worker-disable-pin / net.worker.disable_pin_cores / WORKER_DISABLE_PIN_CORES | true | same for workers
+ * | --wal-dir / durability.wal_dir / WHARF_WAL_DIR                  | <ckpt>.wal (PS with --ckpt), else none | PS write-ahead log directory; "none" turns the log off (then a SIGKILL loses what was acknowledged after the last checkpoint)
+ * | --ckpt-interval / durability.ckpt_interval_s / WHARF_CKPT_INTERVAL_S | 300            | PS: seconds between periodic checkpoints to --ckpt (0: only at shutdown and on request; 0..86400)
+ * | --wal-max-mb / durability.wal_max_mb / WHARF_WAL_MAX_MB         | 1024                 | PS: also checkpoint when the log since the last one passes this many MiB (1..1048576)
+ * | --wal-sync-ms / durability.wal_sync_ms / WHARF_WAL_SYNC_MS      | 1000                 | PS: msync the log this often, bounding what a machine crash can take (0: only checkpoints do; 0..60000). A process crash loses nothing either way
  * | --config / - / -                                                | none                 | the JSON cluster file
  *
  * Booleans accept True/False/true/false/1/0 everywhere (JSON also true/false literals).
@@ -70,6 +74,9 @@
 #define WC_DEF_RETRY_INTERVAL_S 3u
 #define WC_DEF_PS_CORE_CAP 8u
 #define WC_DEF_WORKER_CORE_CAP 2u
+#define WC_DEF_CKPT_INTERVAL_S 300u
+#define WC_DEF_WAL_MAX_MB 1024u
+#define WC_DEF_WAL_SYNC_MS 1000u
 
 enum wc_role { WC_ROLE_UNSET = 0, WC_ROLE_PS, WC_ROLE_WORKER };
 enum wc_protocol { WC_PROTO_DPDK = 0, WC_PROTO_KERNEL };
@@ -110,6 +117,10 @@ enum wc_field {
 	WC_F_WORKER_POLLING,
 	WC_F_PS_DISABLE_PIN,
 	WC_F_WORKER_DISABLE_PIN,
+	WC_F_WAL_DIR,
+	WC_F_CKPT_INTERVAL,
+	WC_F_WAL_MAX_MB,
+	WC_F_WAL_SYNC_MS,
 	WC_F_CONFIG_PATH,
 	WC_F_COUNT
 };
@@ -153,6 +164,10 @@ struct wc_cluster {
 
 	struct wc_net_knobs ps_net;
 	struct wc_net_knobs worker_net;
+
+	/* PS durability (see the table): "" = the default, "none" = no log */
+	char wal_dir[WC_PATH_LEN];
+	unsigned ckpt_interval_s, wal_max_mb, wal_sync_ms;
 
 	char endpoint_map[WC_PATH_LEN]; /* file path after finalize ("" = none found) */
 	char config_path[WC_PATH_LEN];

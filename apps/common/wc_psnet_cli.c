@@ -3,6 +3,9 @@
  * not ready, wait 3 sec to retry..." line per retry), opens one data connection per server,
  * drives ps_core's client through struct ps_client_io, routes replies to ps_client_on_reply,
  * and after a server restart reconnects and resends every unacknowledged push exactly once.
+ * Before the first push and after every reconnect it says hello (PS_T_HELLO): the client's
+ * numbering continues after the last sequence any server applied from this worker id, so a
+ * worker restarted under its old id is not taken for a resend of its previous life.
  *
  * Call chain: trainer -> ps_client_*_wait | wc_psnet_call_* -> cli_send -> fz_conn_send;
  *   cli_poll -> wc_psnet_poll -> fz_net_poll -> wn_on_msg -> wn_cli_on_msg -> ps_client_on_reply.
@@ -184,6 +187,27 @@ static int wait_servers(struct wc_psnet *n, char *err, size_t errlen)
 	}
 }
 
+/*
+ * Every server up, then the hello round trip. A server lost again meanwhile: wait again
+ * (bounded by the same wait_timeout_s per round, at most a few rounds).
+ */
+static int connect_and_hello(struct wc_psnet *n, char *err, size_t errlen)
+{
+	int rc = 0, i;
+
+	for (i = 0; i < 5; i++) {
+		if ((rc = wait_servers(n, err, errlen)) != 0)
+			return rc;
+		rc = ps_client_hello_wait(n->pc, &n->io);
+		if (rc == 0)
+			return 0;
+		if (rc != -ECONNRESET && rc != -ENOTCONN && rc != -ETIMEDOUT)
+			break;
+	}
+	return wn_errf(err, errlen, rc, "asking the servers for this worker's last applied "
+		       "sequence: %s", strerror(-rc));
+}
+
 int wc_psnet_connect(struct wc_psnet *n, struct ps_client *pc, char *err, size_t errlen)
 {
 	uint32_t s;
@@ -207,7 +231,7 @@ int wc_psnet_connect(struct wc_psnet *n, struct ps_client *pc, char *err, size_t
 		n->msgs[s].cap = n->buf_size;
 		n->msgs[s].len = 0;
 	}
-	return wait_servers(n, err, errlen);
+	return connect_and_hello(n, err, errlen);
 }
 
 const struct ps_client_io *wc_psnet_io(struct wc_psnet *n) { return &n->io; }
@@ -236,7 +260,7 @@ int wc_psnet_recover(struct wc_psnet *n, char *err, size_t errlen)
 
 	for (s = 0; s < n->cl->n_ps; s++)
 		was_down[s] = !server_up(n, s);
-	rc = wait_servers(n, err, errlen);
+	rc = connect_and_hello(n, err, errlen);
 	if (rc != 0)
 		return rc;
 	for (s = 0; s < n->cl->n_ps; s++) {

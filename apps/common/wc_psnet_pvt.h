@@ -66,6 +66,10 @@ struct wc_psnet {
 	const struct ps_server_config *scfg;
 	char ckpt[WC_PATH_LEN];
 	uint64_t srv_reqs, srv_errors, srv_dropped, srv_inflight, ctl_reqs;
+	/* durability: periodic checkpoints (timer, log size) and log msync, in the serve loop */
+	bool wal_on;
+	uint64_t ckpt_every_us, next_ckpt_us, wal_max_bytes, next_walchk_us;
+	uint64_t sync_every_us, next_sync_us, ckpts, ckpt_errors;
 
 	/* worker */
 	struct ps_client *pc;

@@ -3,9 +3,15 @@
  * the server role (Paddle's "the same binary is server or worker" example).
  *
  * Call chain: psd/train main -> wc_psnet_run_server -> ps_server_create, ps_handler_create,
- *   [ps_load] -> wc_psnet_create -> wc_psnet_serve -> wc_psnet_serve_loop -> teardown.
+ *   ps_recover (with the log) | [ps_load] -> wc_psnet_create -> wc_psnet_serve ->
+ *   wc_psnet_serve_loop -> teardown.
+ *
+ * The write-ahead log is on whenever there is a checkpoint path (in <ckpt>.wal unless
+ * --wal-dir names another directory or "none"): then a restart recovers the checkpoint
+ * (--restore) plus the log after it, and a server that never checkpointed replays its log.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +20,25 @@
 enum ps_mode wc_ps_mode(enum wc_mode m)
 {
 	return m == WC_MODE_SYNC ? PS_MODE_SYNC : m == WC_MODE_GEO ? PS_MODE_GEO : PS_MODE_ASYNC;
+}
+
+/* Checkpoint (when restoring) + the log after it; one line saying what came back. */
+static int recover(struct ps_handler *h, const char *name, const char *restore, const char *wal,
+		   char *err, size_t errlen)
+{
+	struct ps_recover_stats st;
+	int rc = ps_recover(h, restore, &st, err, errlen);
+
+	if (rc != 0)
+		return rc;
+	fprintf(stderr, "%s: restored from %s%s; log %s: %u segment%s, %" PRIu64 " records "
+		"replayed (%" PRIu64 " applied, %" PRIu64 " already in the checkpoint), %" PRIu64
+		" torn tail record%s dropped, %" PRIu64 " covered segment%s skipped\n", name,
+		st.ckpt_loaded ? restore : "empty tables", restore && !st.ckpt_loaded ?
+		" (no checkpoint file yet)" : "", wal, st.segments, st.segments == 1 ? "" : "s",
+		st.records, st.applied, st.skipped, st.torn, st.torn == 1 ? "" : "s", st.covered,
+		st.covered == 1 ? "" : "s");
+	return 0;
 }
 
 int wc_psnet_run_server(const struct wc_cluster *cl, const struct wc_model_tables *mt,
@@ -27,7 +52,18 @@ int wc_psnet_run_server(const struct wc_cluster *cl, const struct wc_model_table
 	struct wc_psnet *n = NULL;
 	int rc;
 
+	char wal[WC_PATH_LEN + 8] = "";
+
+	if (strcmp(cl->wal_dir, "none") != 0 && cl->wal_dir[0] != '\0')
+		snprintf(wal, sizeof(wal), "%s", cl->wal_dir);
+	else if (cl->wal_dir[0] == '\0' && ckpt != NULL)
+		snprintf(wal, sizeof(wal), "%s.wal", ckpt);
+	if (wal[0] != '\0' && ckpt == NULL)
+		return wn_errf(err, errlen, -EINVAL, "the write-ahead log (--wal-dir %s) needs a "
+			       "checkpoint path (--ckpt) that bounds it", wal);
 	memset(&sc, 0, sizeof(sc));
+	sc.wal_dir = wal[0] != '\0' ? wal : NULL;
+	sc.ckpt_path = ckpt;
 	sc.server_id = cl->task_index;
 	sc.n_servers = cl->n_ps;
 	sc.n_shards = 1;  /* one handler per process today: one shard, no ring hops */
@@ -43,10 +79,12 @@ int wc_psnet_run_server(const struct wc_cluster *cl, const struct wc_model_table
 		wn_errf(err, errlen, rc, "ps handler: %s", strerror(-rc));
 		goto out_ps;
 	}
-	if (restore != NULL && (rc = ps_load(h, restore, err, errlen)) != 0)
-		goto out_h;
-	if (restore != NULL)
+	if (sc.wal_dir != NULL)
+		rc = recover(h, name, restore, wal, err, errlen);
+	else if (restore != NULL && (rc = ps_load(h, restore, err, errlen)) == 0)
 		fprintf(stderr, "%s: restored from %s\n", name, restore);
+	if (rc != 0)
+		goto out_h;
 	if ((rc = wc_psnet_create(&np, &n, err, errlen)) != 0)
 		goto out_h;
 	if ((rc = wc_psnet_serve(n, ps, h, &sc, ckpt, err, errlen)) != 0)

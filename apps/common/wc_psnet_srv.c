@@ -4,6 +4,10 @@
  * pooled buffer that stays lent to the transport until the send completes (zero copy, no
  * allocation once the pool is warm). Shutdown drains before it checkpoints, so every push
  * is either acknowledged and saved, or neither (its client resends it to the next server).
+ * With the write-ahead log on (ps_core logs every push before its reply), the serve loop
+ * also checkpoints to --ckpt every ckpt_interval_s and whenever the log passes wal_max_mb
+ * (each such save deletes the log it covers: the log stays bounded), and msyncs the log
+ * every wal_sync_ms.
  *
  * Call chain: wc_psnet_serve_loop -> wc_psnet_poll -> fz_net_poll -> wn_on_msg (wc_psnet.c)
  *   -> wn_srv_handle -> ps_handle -> wn_send_buf -> fz_conn_send -> ... -> wn_buf_done.
@@ -36,6 +40,12 @@ int wc_psnet_serve(struct wc_psnet *n, struct ps_server *ps, struct ps_handler *
 	n->h = h;
 	n->scfg = cfg;
 	snprintf(n->ckpt, sizeof(n->ckpt), "%s", ckpt_path ? ckpt_path : "");
+	n->wal_on = cfg->wal_dir != NULL;
+	n->ckpt_every_us = (uint64_t)cl->ckpt_interval_s * 1000000u;
+	n->next_ckpt_us = wn_now_us() + n->ckpt_every_us;
+	n->wal_max_bytes = (uint64_t)cl->wal_max_mb << 20;
+	n->sync_every_us = (uint64_t)cl->wal_sync_ms * 1000u;
+	n->next_sync_us = wn_now_us() + n->sync_every_us;
 	rc = fz_net_listen(n->fz, ip, data->port, &n->fzc, &wn_conn_ops, wn_on_accept, n, &n->data_l);
 	if (rc != 0) {
 		n->h = NULL;
@@ -113,6 +123,9 @@ void wn_srv_status(struct wc_psnet *n, char *out, size_t len, size_t *off)
 	OUT("server requests %" PRIu64 "  errors %" PRIu64 "  dropped_while_draining %" PRIu64
 	    "  replies_in_flight %" PRIu64 "  control %" PRIu64 "\n", n->srv_reqs, n->srv_errors,
 	    n->srv_dropped, n->srv_inflight, n->ctl_reqs);
+	OUT("durability  log %s  log_bytes %" PRIu64 "  checkpoints %" PRIu64 "  failed %" PRIu64
+	    "\n", n->wal_on ? n->scfg->wal_dir : "off", n->wal_on ? ps_server_wal_bytes(n->ps) : 0,
+	    n->ckpts, n->ckpt_errors);
 	for (i = 0; n->scfg != NULL && i < n->scfg->n_tables; i++) {
 		const struct ps_table_config *t = &n->scfg->tables[i];
 		memset(&st, 0, sizeof(st));
@@ -163,6 +176,43 @@ static int drain_and_save(struct wc_psnet *n)
 	return rc;
 }
 
+/* A checkpoint to --ckpt on the timer or when the log has grown past wal_max_mb. */
+static void periodic_duties(struct wc_psnet *n)
+{
+	uint64_t now = wn_now_us(), rows = 0, logged = 0;
+	const char *why = NULL;
+	char err[256];
+	int rc;
+
+	if (n->wal_on && n->sync_every_us && now >= n->next_sync_us) {
+		n->next_sync_us = now + n->sync_every_us;
+		if ((rc = ps_handler_wal_sync(n->h)) != 0)
+			fprintf(stderr, "%s: log msync: %s\n", n->name, strerror(-rc));
+	}
+	if (n->ckpt[0] == '\0')
+		return;
+	if (n->ckpt_every_us && now >= n->next_ckpt_us)
+		why = "periodic";
+	if (!why && n->wal_on && now >= n->next_walchk_us) {
+		n->next_walchk_us = now + 100000;
+		logged = ps_server_wal_bytes(n->ps);
+		if (logged > n->wal_max_bytes)
+			why = "log size";
+	}
+	if (!why)
+		return;
+	rc = ps_save(n->h, n->ckpt, &rows, err, sizeof(err));
+	n->next_ckpt_us = wn_now_us() + n->ckpt_every_us;
+	if (rc != 0) {
+		n->ckpt_errors++;
+		fprintf(stderr, "%s: %s checkpoint %s: %s\n", n->name, why, n->ckpt, err);
+		return;
+	}
+	n->ckpts++;
+	fprintf(stderr, "%s: %s checkpoint %s: %" PRIu64 " rows%s\n", n->name, why, n->ckpt, rows,
+		n->wal_on ? "; the log before it deleted" : "");
+}
+
 int wc_psnet_serve_loop(struct wc_psnet *n, const sigset_t *sigs)
 {
 	uint64_t reqs = 0, next_log = wn_now_us() + 10000000u;
@@ -174,6 +224,7 @@ int wc_psnet_serve_loop(struct wc_psnet *n, const sigset_t *sigs)
 			fprintf(stderr, "%s: poll: %s\n", n->name, strerror(-rc));
 			return rc;
 		}
+		periodic_duties(n);
 		if (wc_psnet_signalled(n, sigs)) {
 			fprintf(stderr, "%s: signal: shutting down\n", n->name);
 			break;

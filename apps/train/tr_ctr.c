@@ -398,14 +398,16 @@ out:
 
 /*
  * The exactly-once ledger: push a gradient of -1 to this worker's key count_pushes times on a
- * table with SGD lr 1 and zero init, so the value must end at exactly count_pushes however
- * often the servers restarted in between (floats are exact up to 2^24).
+ * table with SGD lr 1 and zero init, so the value must grow by exactly count_pushes however
+ * often the servers restarted in between (floats are exact up to 2^24). The value at the
+ * start counts the pushes of earlier processes under the same worker id (a restart under
+ * the old id); only one process uses an id at a time, so nothing else moves it.
  */
 int tr_count_run(struct tr_net *t)
 {
 	const struct tr_opts *o = t->o;
 	uint64_t key = 1000u + t->cl->task_index;
-	float g = -1.0f, v = 0;
+	float g = -1.0f, v = 0, v0 = 0;
 	uint32_t i;
 	int rc = 0;
 	struct ctr c;
@@ -413,6 +415,7 @@ int tr_count_run(struct tr_net *t)
 	memset(&c, 0, sizeof(c));
 	c.t = t;
 	c.dim = 1;
+	rc = ctr_pull(&c, &key, 1, &v0, NULL);
 	for (i = 0; i < o->count_pushes && rc == 0; i++) {
 		rc = ctr_push(&c, &key, 1, &g, NULL);
 		if (o->count_delay_us)
@@ -422,9 +425,10 @@ int tr_count_run(struct tr_net *t)
 		rc = ctr_pull(&c, &key, 1, &v, NULL);
 	if (rc != 0)
 		return rc;
+	v -= v0;
 	printf("{\"role\":\"worker\",\"id\":%u,\"model\":\"count\",\"pushes\":%u,\"value\":%.0f,"
-	       "\"exactly_once\":%s}\n", t->cl->task_index, o->count_pushes, (double)v,
-	       v == (float)o->count_pushes ? "true" : "false");
+	       "\"start\":%.0f,\"exactly_once\":%s}\n", t->cl->task_index, o->count_pushes,
+	       (double)v, (double)v0, v == (float)o->count_pushes ? "true" : "false");
 	fflush(stdout);
 	return v == (float)o->count_pushes ? 0 : -EPROTO;
 }

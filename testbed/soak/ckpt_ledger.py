@@ -62,8 +62,8 @@ def read_ckpt(path):
     if total != body or crc != crc32c(b[:body]):
         raise CkptError(f"{path}: trailer or CRC32C does not match (damaged file)")
     version, n_tables, _srv, _nsrv, _mode, _z = struct.unpack_from("<6I", b, 8)
-    if version != 1:
-        raise CkptError(f"{path}: version {version}, expected 1")
+    if version not in (1, 2):
+        raise CkptError(f"{path}: version {version}, expected 1 or 2")
     off = 32
     tables = []
     for _ in range(n_tables):
@@ -88,7 +88,9 @@ def read_ckpt(path):
         raise CkptError(f"{path}: no sequence section")
     n_shards, n_workers = struct.unpack_from("<II", b, off)
     off += 8
-    if off + 8 * n_shards * n_workers != body:
+    # version 2 goes on with the durable section (log generation, barrier, sync sums)
+    end = off + 8 * n_shards * n_workers
+    if end > body or (version == 1 and end != body):
         raise CkptError(f"{path}: sequence section size does not match the file")
     seqs = {}
     for s in range(n_shards):

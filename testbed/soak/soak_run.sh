@@ -10,21 +10,25 @@
 #   3. the servers' state is read from outside (wharf-ctl save + soak/ckpt_ledger.py) and
 #      every worker's ledger must hold: value == highest applied sequence (lost 0, doubled 0).
 # Then once, at the end, the crash case: a PS checkpoint is taken (wharf-ctl save), traffic
-# goes on, the PS is killed with SIGKILL and restarted from that checkpoint; the final state
-# must again satisfy the ledger. Last, each worker that ran to the end must have read back
-# value == its pushes. Counts (pushes, applied, resent, lost, doubled, switch impairments) are
+# goes on, the PS is killed with SIGKILL and restarted from that checkpoint plus its
+# write-ahead log (every push it acknowledged is in the log: ps_core/ps_wal.c); the final
+# state must again satisfy the ledger, and the pushes acknowledged between the checkpoint and
+# the kill must all be there (the log's replay count is printed). Last, each worker that ran
+# to the end must have read back value == its pushes. Counts (pushes, applied, resent, lost, doubled, switch impairments) are
 # printed as "soak:" lines and one JSON line; exit 0 only when every check held.
 #
-# Worker identity: ps_client numbers a process's pushes from 1 (ps_client.c next_seq = 1) and
-# the API has no way to start elsewhere, while a shard drops (and acknowledges) any push whose
-# sequence is <= the last one it applied for that worker id. A worker restarted under its old
-# id would have its first last_seq pushes acknowledged and never applied. So replacements take
-# a fresh id here; SOAK_SAME_ID=1 adds a final phase that restarts a worker under its old id
-# and reports how many of its acknowledged pushes were not applied (not a pass/fail check).
+# Worker identity: a shard drops (and acknowledges) any push whose sequence is <= the last
+# one it applied for that worker id, so a worker restarted under its old id must not number
+# from 1 again: the client asks every server for its last applied sequence (PS_T_HELLO) and
+# goes on after it. Replacements in the cycles take a fresh id; SOAK_SAME_ID=1 adds a final
+# phase that restarts a worker under its old id and checks that all its pushes were applied
+# (pass/fail).
 #
 # Knobs (env): SOAK_PS 1|2, SOAK_CYCLES, SOAK_PUSHES (per worker process), SOAK_DELAY_US,
 # SOAK_PHASE_S (seconds of traffic between faults), SOAK_LOSS/DUP/REORDER/CORRUPT, SOAK_SEED,
-# SOAK_SKIP_CRASH=1 (leave out the SIGKILL-of-a-PS phase), SOAK_BASE_PORT (control ports).
+# SOAK_SKIP_CRASH=1 (leave out the SIGKILL-of-a-PS phase), SOAK_BASE_PORT (control ports),
+# SOAK_CKPT_INTERVAL (the servers' periodic checkpoint, s; default 2, so the log is cut and
+# deleted several times during the run).
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
 SOAK_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -56,7 +60,7 @@ for w in $(seq 0 $((NSLOT - 1))); do
 	WL="$WL${WL:+,}127.0.0.1:$((BASE + 20 + w))"
 done
 CL="--ps $PSL --workers $WL --endpoint-map $MAP --protocol dpdk --mode async"
-CL="$CL --retry-interval 1 --wait-timeout 60"
+CL="$CL --retry-interval 1 --wait-timeout 60 --ckpt-interval ${SOAK_CKPT_INTERVAL:-2}"
 
 declare -A PS_GEN=() SLOT_OF=()   # PS_GEN[s]: restarts of server s; SLOT_OF[name]: worker id
 ps_name() { echo "ps$1g${PS_GEN[$1]}"; }
@@ -172,8 +176,11 @@ if [ -z "${SOAK_SKIP_CRASH:-}" ]; then
 	sleep "$PHASE"
 	running "$A" && running "$B" || soak_bad "a worker finished before the crash (raise SOAK_PUSHES)"
 	kill -KILL "${TB_PIDS[$old]}"; wait "${TB_PIDS[$old]}" 2>/dev/null; unset "TB_PIDS[$old]"
-	soak "crash: $old killed with SIGKILL $PHASE s after its last checkpoint"
+	soak "crash: $old killed with SIGKILL $PHASE s after the checkpoint above (and <= ${SOAK_CKPT_INTERVAL:-2} s after its last periodic one)"
 	ps_start "$s" restore
+	new=$(ps_name "$s")
+	soak "crash: $(grep -m1 'restored from' "$TB_DIR/$new.log" | sed 's/^wharf-psd: //')"
+	grep -q "records replayed" "$TB_DIR/$new.log" || soak_bad "$new did not replay its write-ahead log"
 	wait_reconnect "$A" "$B"
 fi
 
@@ -207,17 +214,23 @@ if [ -z "${SOAK_SKIP_CRASH:-}" ]; then
 	# Which sequences went: the checkpoint is consistent (value == last_seq at its cut), the
 	# server applied everything above it that arrived after the restart; the gap between is
 	# what the crashed server acknowledged and no client ever sent again.
-	python3 - "$base" "$final" <<'EOF' >&2
+	python3 - "$base" "$final" <<'EOF' >&2 || soak_bad "crash: acknowledged pushes were lost"
 import json, sys
 b, f = json.loads(sys.argv[1])["workers"], json.loads(sys.argv[2])["workers"]
+lost = 0
 for w, e in sorted(b.items(), key=lambda x: int(x[0])):
     fin = f.get(w, e)
-    after = fin["value"] - e["value"]            # applied by the restarted server
+    after = fin["value"] - e["value"]            # applied since the saved checkpoint
     gap_hi = fin["last_seq"] - after             # last sequence before the resumed ones
     if gap_hi > e["last_seq"]:
+        lost += gap_hi - e["last_seq"]
         print(f"soak: crash: worker id {w}: checkpoint cut at seq {e['last_seq']}, resumed at "
               f"seq {gap_hi + 1}; seqs {e['last_seq'] + 1}..{gap_hi} ({gap_hi - e['last_seq']}) "
-              f"were acknowledged by the killed server and never resent")
+              f"were acknowledged by the killed server and never applied again")
+    else:
+        print(f"soak: crash: worker id {w}: every sequence after the checkpoint's {e['last_seq']} "
+              f"is applied ({after} since it), none lost")
+sys.exit(1 if lost else 0)
 EOF
 fi
 WARGS=()
@@ -236,14 +249,17 @@ if [ -n "${SOAK_SAME_ID:-}" ]; then
 	w_start wsame "$id" "$PUSHES"
 	for _ in $(seq 1 $((2 * PUSHES * (DELAY + 3000) / 1000000 + 60))); do running wsame || break; sleep 1; done
 	after=$(snapshot sameid1)
-	python3 - "$id" "$PUSHES" "$before" "$after" <<'EOF' >&2
+	python3 - "$id" "$PUSHES" "$before" "$after" <<'EOF' >&2 || soak_bad "same id: a restarted worker's pushes were dropped as duplicates"
 import json, sys
 w, n = sys.argv[1], int(sys.argv[2]); b, a = json.loads(sys.argv[3]), json.loads(sys.argv[4])
 applied = a["workers"][w]["value"] - b["workers"][w]["value"]
-print(f"soak: [same id, not a pass/fail check] worker id {w} restarted under its old id: "
-      f"{n} pushes acknowledged, {applied} applied, {n - applied} acknowledged as duplicates "
-      f"and never applied (the server's last sequence for the id was {b['workers'][w]['last_seq']})")
+print(f"soak: [same id] worker id {w} restarted under its old id (the server's last sequence "
+      f"for it was {b['workers'][w]['last_seq']}): {n} pushes acknowledged, {applied} applied, "
+      f"{n - applied} dropped as duplicates")
+sys.exit(0 if applied == n else 1)
 EOF
+	grep -q '"exactly_once":true' "$TB_DIR/wsame.out" 2>/dev/null ||
+		soak_bad "same id: worker wsame read back $(tb_json "$TB_DIR/wsame.out" value) of $PUSHES"
 	rm -f "$TB_DIR/ledger.sameid0" "$TB_DIR/ledger.sameid1"
 fi
 
