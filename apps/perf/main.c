@@ -447,6 +447,7 @@ static void cli_on_msg(struct tl_conn *c, const struct tl_msg_view *m)
 		pc->p->corrupt++;
 	pc->inflight--;
 	pc->echoed++;
+	pc->p->finished += pc->echoed == pc->p->o->count;
 	cli_count(pc->p, m->hdr.req_id);
 	perf_fill(pc);
 }
@@ -591,12 +592,7 @@ static int perf_client_alloc(struct perf *p)
 /* True once every connection has its --count echoes. */
 static bool perf_counted(const struct perf *p)
 {
-	if (p->o->count == 0)
-		return false;
-	for (uint32_t i = 0; i < p->nconns; i++)
-		if (p->pc[i].echoed < p->o->count)
-			return false;
-	return true;
+	return p->o->count > 0 && p->finished == p->nconns;
 }
 
 int perf_client_run(struct perf *p)
@@ -619,11 +615,11 @@ int perf_client_run(struct perf *p)
 			return 1;
 		}
 		t1 = now_s();
-		if (t1 - t0 >= o->seconds)
+		if (t1 - t0 >= o->seconds || perf_counted(p))
 			break;
 		if (t1 >= next_check) {
 			next_check = t1 + 0.1;
-			if (perf_stopping(p, t0, 0) || perf_counted(p))
+			if (perf_stopping(p, t0, 0))
 				break;
 		}
 	}

@@ -56,6 +56,7 @@ struct perf {
 	struct tl *tl;
 	struct perf_conn *pc;
 	uint32_t nconns;    /* client connections of this instance */
+	uint32_t finished;  /* connections that got their --count echoes */
 	uint8_t *payload;
 	uint32_t window;
 	bool running;   /* sends allowed */
