@@ -43,7 +43,7 @@
  * | --worker-polling / net.worker.enable_polling / WORKER_ENABLE_POLLING | false           | same for workers
  * | --ps-disable-pin / net.ps.disable_pin_cores / PS_DISABLE_PIN_CORES | true (DeepRec: no pinning) | do not pin PS network lcores
  * | --worker-disable-pin / net.worker.disable_pin_cores / WORKER_DISABLE_PIN_CORES | true | same for workers
- * | --wal-dir / durability.wal_dir / WHARF_WAL_DIR                  | <ckpt>.wal (PS with --ckpt), else none | PS write-ahead log directory; "none" turns the log off (then a SIGKILL loses what was acknowledged after the last checkpoint)
+ * | --wal-dir / durability.wal_dir / WHARF_WAL_DIR                  | <ckpt>.wal (PS with --ckpt), else none | PS write-ahead log directory (without --ckpt, its checkpoint is DIR/checkpoint and a restart recovers from it); "none" turns the log off (then a SIGKILL loses what was acknowledged after the last checkpoint)
  * | --ckpt-interval / durability.ckpt_interval_s / WHARF_CKPT_INTERVAL_S | 300            | PS: seconds between periodic checkpoints to --ckpt (0: only at shutdown and on request; 0..86400)
  * | --wal-max-mb / durability.wal_max_mb / WHARF_WAL_MAX_MB         | 1024                 | PS: also checkpoint when the log since the last one passes this many MiB (1..1048576)
  * | --wal-sync-ms / durability.wal_sync_ms / WHARF_WAL_SYNC_MS      | 1000                 | PS: msync the log this often, bounding what a machine crash can take (0: only checkpoints do; 0..60000). A process crash loses nothing either way

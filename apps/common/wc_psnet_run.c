@@ -9,11 +9,13 @@
  * The write-ahead log is on whenever there is a checkpoint path (in <ckpt>.wal unless
  * --wal-dir names another directory or "none"): then a restart recovers the checkpoint
  * (--restore) plus the log after it, and a server that never checkpointed replays its log.
+ * --wal-dir without --ckpt keeps its checkpoint in DIR/checkpoint and recovers from it.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "apps/common/wc_psnet_pvt.h"
 
@@ -52,15 +54,19 @@ int wc_psnet_run_server(const struct wc_cluster *cl, const struct wc_model_table
 	struct wc_psnet *n = NULL;
 	int rc;
 
-	char wal[WC_PATH_LEN + 8] = "";
+	char wal[WC_PATH_LEN + 8] = "", own_ckpt[WC_PATH_LEN + 16];
 
 	if (strcmp(cl->wal_dir, "none") != 0 && cl->wal_dir[0] != '\0')
 		snprintf(wal, sizeof(wal), "%s", cl->wal_dir);
 	else if (cl->wal_dir[0] == '\0' && ckpt != NULL)
 		snprintf(wal, sizeof(wal), "%s.wal", ckpt);
-	if (wal[0] != '\0' && ckpt == NULL)
-		return wn_errf(err, errlen, -EINVAL, "the write-ahead log (--wal-dir %s) needs a "
-			       "checkpoint path (--ckpt) that bounds it", wal);
+	if (wal[0] != '\0' && ckpt == NULL) {
+		/* A log alone: the checkpoints that bound it live beside its segments. */
+		snprintf(own_ckpt, sizeof(own_ckpt), "%s/checkpoint", wal);
+		ckpt = own_ckpt;
+		if (restore == NULL && access(own_ckpt, F_OK) == 0)
+			restore = own_ckpt;
+	}
 	memset(&sc, 0, sizeof(sc));
 	sc.wal_dir = wal[0] != '\0' ? wal : NULL;
 	sc.ckpt_path = ckpt;
