@@ -2,10 +2,11 @@
 # The long fault soak (make soak; minutes, bounded): 2 PS, 2 running "count" workers over
 # wharf-vswitch with seeded loss, duplication, reordering and corruption; SOAK_CYCLES rounds of
 # PS SIGTERM+restore (alternating servers) and worker SIGTERM/SIGKILL (replaced under fresh
-# ids), then a PS SIGKILL+restore from its last checkpoint, and the same-id worker restart
-# measured. Ledger checked from outside after every fault. Driver: testbed/soak/soak_run.sh.
+# ids), then a PS SIGKILL+restore from its last checkpoint plus its write-ahead log, and a
+# worker restarted under its old id. Ledger checked from outside after every fault. Driver: testbed/soak/soak_run.sh.
 # Every knob is an environment variable (see soak_run.sh); the defaults below take ~5 min
-# (bounded by SOAK_TIMEOUT, 900 s). Like the short one it fails today in the SIGKILL phase.
+# (bounded by SOAK_TIMEOUT, 900 s). The SIGKILL phase and the same-id restart are pass/fail
+# checks (the PS write-ahead log and the workers' PS_T_HELLO make them hold).
 set -u
 export SOAK_PS=${SOAK_PS:-2} SOAK_CYCLES=${SOAK_CYCLES:-5} SOAK_PUSHES=${SOAK_PUSHES:-20000}
 export SOAK_DELAY_US=${SOAK_DELAY_US:-1000} SOAK_PHASE_S=${SOAK_PHASE_S:-6}

@@ -45,8 +45,10 @@ static const char psd_usage[] =
 	"  --hidden H      MLP hidden units (default 128)\n"
 	"  --fm-k K        FM factor size (default 4)\n"
 	"  --max-keys N    largest sparse request in keys (default 6656 = 256 x 26)\n"
-	"  --ckpt PATH     checkpoint written at shutdown (and by `wharf-ctl ... save`)\n"
-	"  --restore PATH  start from this checkpoint\n";
+	"  --ckpt PATH     checkpoint written at shutdown, every --ckpt-interval s and by\n"
+	"                  `wharf-ctl ... save`; pushes between checkpoints go to the\n"
+	"                  write-ahead log PATH.wal (see --wal-dir) before they are acknowledged\n"
+	"  --restore PATH  start from this checkpoint (plus the log after it)\n";
 
 static int psd_on_opt(void *ctx, int val, const char *arg, char *err, size_t errlen)
 {

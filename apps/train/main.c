@@ -64,8 +64,8 @@ static const char tr_usage[] =
 	"  --count-delay-us U count: pause between pushes (default 2000)\n"
 	"  --seed S           data order and CTR sampling seed (default 1)\n"
 	"  --data-dir DIR     Fashion-MNIST IDX files (default " WC_FMNIST_DIR ")\n"
-	"  --ckpt PATH        server role: checkpoint written at shutdown\n"
-	"  --restore PATH     server role: start from this checkpoint\n";
+	"  --ckpt PATH        server role: checkpoint (shutdown, periodic; log in PATH.wal)\n"
+	"  --restore PATH     server role: start from this checkpoint plus the log after it\n";
 
 static int tr_on_opt(void *ctx, int val, const char *arg, char *err, size_t errlen)
 {
