@@ -237,6 +237,8 @@ void dn_tx_enqueue(struct dn_lcore *lc, struct rte_mbuf *m);
 void dn_tx_flush(struct dn_lcore *lc);
 /* True while frames wait in the lcore's software Tx queue. */
 bool dn_tx_pending(const struct dn_lcore *lc);
+/* Asks the PMD to free the mbufs of frames it has sent (most free lazily); now = rte_rdtsc(). */
+void dn_tx_reclaim(struct dn_lcore *lc, uint64_t now);
 
 /*
  * TCP/UDP checksum, in software, of the L4 data starting l4_off bytes into m (any chain),

@@ -141,7 +141,6 @@ void dn_arp_pending_run(struct dn_lcore *lc, uint64_t now);
 int dn_arp_pending_add(struct dn_lcore *lc, struct rte_mbuf *m, uint32_t next_hop);
 
 /* dn_loop.c */
-void dn_tx_reclaim(struct dn_lcore *lc, uint64_t now);
 
 /* dn_steer.c */
 int dn_steer_port_init(struct dn_port *p, char *err, size_t errlen);

@@ -785,16 +785,28 @@ static int db_steer_init(struct db *d)
  */
 static bool db_fini_wait(struct db *d)
 {
-	uint64_t end = rte_rdtsc() + d->hz / 1000000 * DB_FINI_WAIT_US;
+	uint64_t start = rte_rdtsc(), per_us = d->hz / 1000000;
+	uint64_t end = start + per_us * DB_FINI_WAIT_US, stop_at = start + per_us * DB_FINI_WAIT_US / 4;
 
-	if (d->sb_ring == NULL || d->ext_pool == NULL)
+	if (d->ext_pool == NULL)
 		return true;
 	for (;;) {
-		if (d->lc != NULL)
+		if (d->lc != NULL) {
 			dn_tx_flush(d->lc);
-		db_sb_drain(d);
-		if (rte_mempool_full(d->ext_pool) && rte_ring_empty(d->sb_ring))
+			/* virtio frees sent mbufs lazily: ask for them (and their payload) now. */
+			dn_tx_reclaim(d->lc, rte_rdtsc());
+		}
+		if (d->sb_ring != NULL)
+			db_sb_drain(d);
+		if (rte_mempool_full(d->ext_pool) && (d->sb_ring == NULL || rte_ring_empty(d->sb_ring)))
 			return true;
+		/*
+		 * A standalone instance owns its port: once the peer had a moment to take the
+		 * last frames, stopping the device makes the PMD free every mbuf it holds, sent
+		 * or not, while the stack they point into still exists.
+		 */
+		if (d->port != NULL && rte_rdtsc() > stop_at)
+			dn_port_stop(d->port);
 		if (rte_rdtsc() > end)
 			return false;
 		rte_delay_us_sleep(100);
