@@ -395,6 +395,7 @@ void wc_psnet_destroy(struct wc_psnet *n)
 
 	if (n == NULL)
 		return;
+	wc_psobs_destroy(n->obs);
 	fz_unlisten(n->data_l);
 	fz_unlisten(n->ctl_l);
 	/* Closing runs every closed callback, which frees the connections. */
@@ -423,6 +424,8 @@ int wc_psnet_poll(struct wc_psnet *n)
 	for (c = n->conns; c != NULL; c = c->next)
 		if (c->backlog && c->fc)
 			flush_backlog(c);
+	if (n->obs != NULL)
+		wc_psobs_publish(n->obs, n, wn_now_us(), 0);
 	if (n->ctl_fz != n->fz) {
 		now = wn_now_us();
 		if (now >= n->next_ctl_us) {

@@ -6,6 +6,7 @@
 #define WHARF_WC_PSNET_PVT_H
 
 #include "apps/common/wc_psnet.h"
+#include "apps/common/wc_psobs.h"
 #include "fuse/fz.h"
 #include "transport/tl.h"
 
@@ -66,6 +67,7 @@ struct wc_psnet {
 	const struct ps_server_config *scfg;
 	char ckpt[WC_PATH_LEN];
 	uint64_t srv_reqs, srv_errors, srv_dropped, srv_inflight, ctl_reqs;
+	struct wc_psobs *obs;              /* telemetry slot (the /wharf/ps commands); NULL when taken */
 	/* durability: periodic checkpoints (timer, log size) and log msync, in the serve loop */
 	bool wal_on;
 	uint64_t ckpt_every_us, next_ckpt_us, wal_max_bytes, next_walchk_us;

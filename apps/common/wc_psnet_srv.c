@@ -39,6 +39,8 @@ int wc_psnet_serve(struct wc_psnet *n, struct ps_server *ps, struct ps_handler *
 	n->ps = ps;
 	n->h = h;
 	n->scfg = cfg;
+	if (n->obs == NULL && (rc = wc_psobs_create(ps, cfg, &n->obs)) != 0)
+		fprintf(stderr, "%s: no PS telemetry (/wharf/ps): %s\n", n->name, strerror(-rc));
 	snprintf(n->ckpt, sizeof(n->ckpt), "%s", ckpt_path ? ckpt_path : "");
 	n->wal_on = cfg->wal_dir != NULL;
 	n->ckpt_every_us = (uint64_t)cl->ckpt_interval_s * 1000000u;
@@ -97,6 +99,7 @@ void wn_srv_handle(struct wn_conn *c, const struct tl_msg_view *m)
 	rc = ps_handle(n->h, m, &rep);
 	c->reqs++;
 	n->srv_reqs++;
+	wc_psobs_count(n->obs, m->hdr.type, m->hdr.table_id, m->hdr.key_count, rc);
 	if (rc < 0) {
 		n->srv_errors++;
 		c->errors++;

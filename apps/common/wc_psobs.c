@@ -39,7 +39,7 @@ struct psobs_conn {
 };
 
 struct psobs_snap {
-	uint64_t requests, errors, dropped, inflight, control, barriers, saves, unknown;
+	uint64_t requests, errors, dropped, inflight, control, barriers, saves, hellos, unknown;
 	uint32_t server_id, n_servers, mode, n_tables, n_shards, nconns, shown;
 	struct psobs_table t[WC_PSOBS_TABLES];
 	struct ps_shard_stats sh[WC_PSOBS_SHARDS];
@@ -54,7 +54,7 @@ struct wc_psobs {
 	uint64_t next_us;
 	/* Live op counters, written by the serving thread only; copied at publish. */
 	struct psobs_table live[WC_PSOBS_TABLES];
-	uint64_t barriers, saves, unknown;
+	uint64_t barriers, saves, hellos, unknown;
 	struct psobs_snap snap;
 };
 
@@ -118,7 +118,7 @@ static int fill_server(const struct psobs_snap *s, long long p, struct rte_tel_d
 	DICT_U64(d, s, server_id); DICT_U64(d, s, n_servers); DICT_U64(d, s, mode);
 	DICT_U64(d, s, requests); DICT_U64(d, s, errors); DICT_U64(d, s, dropped);
 	DICT_U64(d, s, inflight); DICT_U64(d, s, control); DICT_U64(d, s, barriers);
-	DICT_U64(d, s, saves); DICT_U64(d, s, unknown); DICT_U64(d, s, n_tables);
+	DICT_U64(d, s, saves); DICT_U64(d, s, hellos); DICT_U64(d, s, unknown); DICT_U64(d, s, n_tables);
 	DICT_U64(d, s, n_shards); DICT_U64(d, s, nconns);
 	return 0;
 }
@@ -248,7 +248,7 @@ int wc_psobs_create(struct ps_server *ps, const struct ps_server_config *cfg,
 	o->ps = ps;
 	o->cfg = cfg;
 	o->next_us = 0;
-	o->barriers = o->saves = o->unknown = 0;
+	o->barriers = o->saves = o->hellos = o->unknown = 0;
 	memset(o->live, 0, sizeof(o->live));
 	for (uint32_t i = 0; i < cfg->n_tables; i++) {
 		o->live[i].id = cfg->tables[i].id;
@@ -279,9 +279,10 @@ void wc_psobs_count(struct wc_psobs *o, uint32_t type, uint32_t table_id, uint32
 
 	if (o == NULL)
 		return;
-	if (type == PS_T_BARRIER || type == PS_T_SAVE) {
+	if (type == PS_T_BARRIER || type == PS_T_SAVE || type == PS_T_HELLO) {
 		o->barriers += type == PS_T_BARRIER;
 		o->saves += type == PS_T_SAVE;
+		o->hellos += type == PS_T_HELLO;
 		return;
 	}
 	t = psobs_table(o, table_id);
@@ -318,6 +319,7 @@ static void psobs_fill(struct wc_psobs *o, const struct wc_psnet *n, struct psob
 	s->control = n->ctl_reqs;
 	s->barriers = o->barriers;
 	s->saves = o->saves;
+	s->hellos = o->hellos;
 	s->unknown = o->unknown;
 	s->server_id = o->cfg->server_id;
 	s->n_servers = o->cfg->n_servers;
