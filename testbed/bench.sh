@@ -8,6 +8,7 @@
 #   pmd        raw PMD packet rate over a direct virtio-user <-> vhost-user pair (wharf-pktgen)
 #   transport  wharf-perf over the same direct pair (TCP-lite, busy-polling) vs. the kernel
 #              socket backend over loopback: 64 B ping-pong RTT, 64 B message rate, 1 MiB stream
+#              (MTU 1500 and 9000)
 #   fuse       wharf-fuse-bench: fusion on vs off, DPDK (direct pair, polling) and kernel
 #   shard      wharf-shard-bench: in-process sparse push/pull keys/s per lcore
 #   ps, train  PS pull/push keys/s (1 and 2 workers) and end-to-end training samples/s,
@@ -47,16 +48,16 @@ part_pmd() {
 	wait "${TB_PIDS[pgrx]}"; unset "TB_PIDS[pgrx]"
 }
 
-# perf_dpdk NAME CLIENT_ARGS...   (server: echo, busy-polling)
+# perf_dpdk NAME CLIENT_ARGS...   (server: echo, busy-polling; PERF_MTU sets both ends' MTU)
 perf_dpdk() {
-	local name=$1; shift
+	local name=$1 mtu=${PERF_MTU:+--mtu $PERF_MTU}; shift
 	rm -f "$TB_DIR/pair.sock"
 	"$TB_BUILD/wharf-perf" $(pair_eal "s$name" server) -- --ip 198.18.3.2/24 --server \
-		--port 7000 --echo --poll --seconds $((SECS + 20)) >/dev/null 2>"$TB_DIR/s$name.log" &
+		--port 7000 --echo --poll --seconds $((SECS + 20)) $mtu >/dev/null 2>"$TB_DIR/s$name.log" &
 	TB_PIDS[srv]=$!
 	sleep 1
 	timeout $((SECS + 30)) "$TB_BUILD/wharf-perf" $(pair_eal "c$name" client) -- \
-		--ip 198.18.3.1/24 --peer 198.18.3.2 --port 7000 --poll --seconds "$SECS" "$@" \
+		--ip 198.18.3.1/24 --peer 198.18.3.2 --port 7000 --poll --seconds "$SECS" $mtu "$@" \
 		>"$OUT/$name.json" 2>"$TB_DIR/c$name.log" || tb_log "$name: client failed"
 	tb_stop srv
 }
@@ -79,6 +80,9 @@ part_transport() {
 	perf_dpdk dpdk_rate --size 64 --mode stream
 	perf_kernel kernel_rate --size 64 --mode stream
 	perf_dpdk dpdk_stream --size 1048576 --mode stream
+	# The same with 9000-byte frames (a datacenter PS network's jumbo MTU); the kernel side
+	# is loopback, whose MTU is 64 KiB.
+	PERF_MTU=9000 perf_dpdk dpdk_stream_jumbo --size 1048576 --mode stream
 	perf_kernel kernel_stream --size 1048576 --mode stream
 }
 

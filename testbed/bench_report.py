@@ -42,7 +42,7 @@ def ratio(a, b):
 
 
 parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "dpdk_pingpong", "kernel_pingpong", "dpdk_rate",
-                              "kernel_rate", "dpdk_stream", "kernel_stream", "fuse", "fuse_kernel", "shard",
+                              "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream", "fuse", "fuse_kernel", "shard",
                               "ps", "train")}
 notes = {n: "missing or failed" for n, v in parts.items() if v is None or "missing" in v or "failed" in v}
 
@@ -57,6 +57,8 @@ headline = {
                                              get(parts["kernel_rate"], "msgs_per_s")),
     "stream_ratio_dpdk_over_kernel": ratio(get(parts["dpdk_stream"], "gbit_per_s"),
                                            get(parts["kernel_stream"], "gbit_per_s")),
+    "stream_ratio_dpdk_jumbo_over_kernel": ratio(get(parts["dpdk_stream_jumbo"], "gbit_per_s"),
+                                                 get(parts["kernel_stream"], "gbit_per_s")),
     "raw_pmd_mpps": get(parts["pmd_rx"], "mpps"),
     "dpdk_64b_msg_rate_over_raw_pmd_pps": ratio(get(parts["dpdk_rate"], "msgs_per_s"),
                                                 (get(parts["pmd_rx"], "mpps") or 0) * 1e6),
@@ -93,7 +95,8 @@ for k, v in headline.items():
     rows.append(f"| {k} | {v if v is not None else 'n/a'} | {t[0] + ' ' + str(t[1]) if t else ''} | "
                 f"{'' if m is None else ('yes' if m else 'NO')} |")
 rows += ["", "| run | rtt p50 us | rtt p99 us | msgs/s | Gbit/s |", "|---|---|---|---|---|"]
-for n in ("dpdk_pingpong", "kernel_pingpong", "dpdk_rate", "kernel_rate", "dpdk_stream", "kernel_stream"):
+for n in ("dpdk_pingpong", "kernel_pingpong", "dpdk_rate", "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo",
+          "kernel_stream"):
     p = parts[n] or {}
     rows.append(f"| {n} | {p.get('rtt_p50_us')} | {p.get('rtt_p99_us')} | {p.get('msgs_per_s')} | "
                 f"{p.get('gbit_per_s')} |")

@@ -26,6 +26,9 @@ tb_run cli 0 $((SECS + 5)) xfer --ip 198.18.0.1/24 --peer 198.18.0.2 --port 7200
 crc=$?
 # The server exits by itself once --count arrived (or at its --seconds); give it a moment.
 for _ in $(seq 1 50); do kill -0 "${TB_PIDS[srv]}" 2>/dev/null || break; sleep 0.1; done
+# Its own exit status too: a teardown that frees what the PMD still holds dies here (139).
+src=0
+if ! kill -0 "${TB_PIDS[srv]}" 2>/dev/null; then wait "${TB_PIDS[srv]}"; src=$?; unset "TB_PIDS[srv]"; fi
 tb_stop srv
 tb_stop switch
 echo "client:  $(grep '^{' "$TB_DIR/cli.out" | tail -n 1)"
@@ -39,6 +42,7 @@ done
 ok=$(grep '^{' "$TB_DIR/srv.out" | tail -n 1 | grep -o '"ok":[a-z]*' | cut -d: -f2)
 got=$(tb_json "$TB_DIR/srv.out" ok_msgs)
 [ "$crc" -eq 0 ] || tb_fail "client exited $crc (see its JSON line and log above)"
+[ "$src" -lt 128 ] || tb_fail "server died with signal $((src - 128)) after its run"
 [ "$ok" = true ] && [ "$got" = "$COUNT" ] \
 	|| tb_fail "receiver verdict: ok=$ok, $got of $COUNT messages exactly once, in order, intact"
 tb_pass "$COUNT messages (1 B..$MAX B) exactly once, in order, intact through loss/reorder/dup/corrupt"
