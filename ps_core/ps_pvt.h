@@ -278,6 +278,7 @@ struct ps_wal {
 	uint8_t *map;
 	size_t size, off;        /* mapping size; next record's offset */
 	size_t synced;           /* records before this offset were msynced */
+	size_t populated;        /* pages below this offset are mapped writable (prefaulted) */
 	uint64_t gen;            /* checkpoint generation of the open segment */
 	uint32_t part;           /* segment number within (gen, slot) */
 	_Atomic uint64_t bytes;  /* appended since the last primary cut (owner stores only) */

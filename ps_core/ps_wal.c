@@ -44,6 +44,13 @@
 #define WAL_REC 16u
 #define WAL_ALIGN8(x) (((x) + 7u) & ~(size_t)7u)
 #define WAL_NAME_LEN 48
+/*
+ * Prefault step: a first write to each page of a fresh segment is a page fault (allocate,
+ * zero, map), about 18 of them for a 72 KB push — on a paravirtualised guest they doubled
+ * the push time. One MADV_POPULATE_WRITE per 2 MiB ahead of the writer does the same work
+ * in one kernel entry: a syscall per 2 MiB of log, not per request.
+ */
+#define WAL_PREFAULT (2u << 20)
 
 struct wal_file {
 	uint64_t gen;
@@ -142,6 +149,7 @@ static int wal_roll(struct ps_handler *h, size_t need)
 	w->size = size;
 	w->off = WAL_SEG_HDR;
 	w->synced = 0;
+	w->populated = 0;
 	w->gen = gen;
 	w->part = part;
 	return 0;
@@ -149,6 +157,22 @@ out_unlink:
 	close(fd);
 	unlink(path);
 	return -rc;
+}
+
+/* Maps writable the pages up to `upto` plus one prefault step (best effort: on a kernel
+ * without MADV_POPULATE_WRITE the writes fault the pages in themselves). */
+static void wal_prefault(struct ps_wal *w, size_t upto)
+{
+	size_t from = w->populated & ~(size_t)4095, to = (upto + WAL_PREFAULT + 4095) & ~(size_t)4095;
+
+	if (to > w->size)
+		to = w->size;
+	if (to <= from)
+		return;
+#ifdef MADV_POPULATE_WRITE
+	(void)madvise(w->map + from, to - from, MADV_POPULATE_WRITE);
+#endif
+	w->populated = to;
 }
 
 int ps_wal_append(struct ps_handler *h, const struct tl_msg_view *v, uint8_t type)
@@ -168,6 +192,8 @@ int ps_wal_append(struct ps_handler *h, const struct tl_msg_view *v, uint8_t typ
 			w->gen != atomic_load_explicit(&s->wal_gen, memory_order_relaxed)) &&
 	    (rc = wal_roll(h, need)) < 0)
 		return rc;
+	if (PS_UNLIKELY(w->off + need > w->populated))
+		wal_prefault(w, w->off + need);
 	r = w->map + w->off;
 	hd.type = type;
 	tl_msg_hdr_encode(r + WAL_REC, &hd);
