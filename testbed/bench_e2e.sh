@@ -15,7 +15,7 @@
 # Every process is non-polling (the machine has 2 cores for switch, PS and 2 workers), as in
 # the demo. A run that fails is recorded as null with its reason under "notes"; the file is
 # written anyway. About 100 s with the defaults on 2 shared cores (PS ~50 s, train ~45 s).
-# Knobs: BENCH_PS_SECONDS (BENCH_SECONDS or 3, per phase), BENCH_PS_BATCH (1000), BENCH_TRAIN_LIMIT (60000
+# Knobs: BENCH_MTU (DPDK data-plane MTU, 1500), BENCH_PS_SECONDS (BENCH_SECONDS or 3, per phase), BENCH_PS_BATCH (1000), BENCH_TRAIN_LIMIT (60000
 # images), BENCH_TRAIN_EPOCHS (2), BENCH_E2E_PARTS ("ps train"), BENCH_E2E_BUDGET (330 s:
 # a run that would start past it is skipped and recorded as such). PS_ENABLE_POLLING and
 # WORKER_ENABLE_POLLING pass through to every node (spinning needs a core per process).
@@ -44,6 +44,8 @@ cluster() { # PROTO BASEPORT NWORKERS
 		printf '127.0.0.1:%s=10.77.0.%s:5555\n' "$((base + i))" "$((i + 1))" >>"$map"
 	done
 	CL="--ps 127.0.0.1:$base --workers $ws --endpoint-map $map --protocol $proto --wait-timeout 40 --retry-interval 1"
+	# The DPDK data-plane MTU (BENCH_MTU=9000: jumbo frames; the kernel side is loopback, 64 KiB).
+	[ "$proto" = dpdk ] && CL="$CL --mtu ${BENCH_MTU:-1500}"
 }
 
 # Starts the nodes of one job: NAME PROTO CMD PS_ARGS -- WORKER_ARGS; the PS on port 0, worker

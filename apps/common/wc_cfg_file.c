@@ -13,6 +13,7 @@
  *     "protocol": "dpdk"|"kernel", "tensor_fuse": false,
  *     "fuse": {"max_bytes": 8192, "max_msgs": 64, "flush_us": 20},
  *     "mode": "sync"|"async"|"geo", "geo_k": 10, "wait_timeout_s": 60, "retry_interval_s": 3,
+ *     "mtu": 1500,
  *     "net": {"ps": {"core_number": 8, "enable_polling": false, "disable_pin_cores": true},
  *             "worker": {...}},
  *     "durability": {"wal_dir": "path"|"none", "ckpt_interval_s": 300, "wal_max_mb": 1024,
@@ -355,7 +356,7 @@ static int file_root(json_t *root, const char *src, struct wc_cluster *out, char
 {
 	static const char *const keys[] = {
 		"cluster", "task", "num_workers", "data_addr", "endpoint_map", "protocol",
-		"tensor_fuse", "fuse", "mode", "geo_k", "wait_timeout_s", "retry_interval_s", "net",
+		"tensor_fuse", "fuse", "mode", "geo_k", "wait_timeout_s", "retry_interval_s", "net", "mtu",
 		"durability", NULL,
 	};
 	json_t *v;
@@ -376,6 +377,8 @@ static int file_root(json_t *root, const char *src, struct wc_cluster *out, char
 			      err, errlen);
 	if (rc == 0)
 		rc = get_uint(root, "geo_k", src, "", 1, 100000, &out->geo_k, out, WC_F_GEO_K, err, errlen);
+	if (rc == 0)
+		rc = get_uint(root, "mtu", src, "", 576, 9000, &out->mtu, out, WC_F_MTU, err, errlen);
 	if (rc == 0)
 		rc = get_uint(root, "wait_timeout_s", src, "", 1, 86400, &out->wait_timeout_s, out,
 			      WC_F_WAIT_TIMEOUT, err, errlen);

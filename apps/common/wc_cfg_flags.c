@@ -19,7 +19,7 @@ enum {
 	OPT_ROLE = 256, OPT_TASK, OPT_PS, OPT_WORKERS, OPT_NUM_WORKERS, OPT_DATA, OPT_EPMAP,
 	OPT_PROTO, OPT_FUSE, OPT_FUSE_BYTES, OPT_FUSE_MSGS, OPT_FUSE_US, OPT_MODE, OPT_GEO_K,
 	OPT_WAIT, OPT_RETRY, OPT_PS_CORES, OPT_WK_CORES, OPT_PS_POLL, OPT_WK_POLL, OPT_PS_NOPIN,
-	OPT_WK_NOPIN, OPT_WAL_DIR, OPT_CKPT_INTERVAL, OPT_WAL_MAX_MB, OPT_WAL_SYNC_MS, OPT_CONFIG,
+	OPT_WK_NOPIN, OPT_WAL_DIR, OPT_CKPT_INTERVAL, OPT_WAL_MAX_MB, OPT_WAL_SYNC_MS, OPT_MTU, OPT_CONFIG,
 };
 
 static const struct option wc_opts[] = {
@@ -49,6 +49,7 @@ static const struct option wc_opts[] = {
 	{ "ckpt-interval", required_argument, NULL, OPT_CKPT_INTERVAL },
 	{ "wal-max-mb", required_argument, NULL, OPT_WAL_MAX_MB },
 	{ "wal-sync-ms", required_argument, NULL, OPT_WAL_SYNC_MS },
+	{ "mtu", required_argument, NULL, OPT_MTU },
 	{ "config", required_argument, NULL, OPT_CONFIG },
 	{ "help", no_argument, NULL, 'h' },
 };
@@ -85,6 +86,7 @@ const char *wc_flags_usage(void)
 	"  --ckpt-interval S         PS periodic checkpoint to --ckpt every S s (default 300; 0 off)\n"
 	"  --wal-max-mb N            PS: checkpoint also when the log passes N MiB (default 1024)\n"
 	"  --wal-sync-ms N           PS: msync the log every N ms (default 1000; 0 off)\n"
+	"  --mtu M                   dpdk data port MTU 576..9000 (default 1500; all nodes alike)\n"
 	"  --config FILE             JSON cluster file (lowest precedence)\n"
 	"  -h, --help                this text\n"
 	"booleans: True/False/true/false/1/0\n";
@@ -147,6 +149,8 @@ static int set_opt_net(struct wc_cluster *c, int id, const char *a, char *err, s
 		return wc_parse_uint(a, 1, 1u << 20, &c->wal_max_mb, "--wal-max-mb", err, el);
 	case OPT_WAL_SYNC_MS:
 		return wc_parse_uint(a, 0, 60000, &c->wal_sync_ms, "--wal-sync-ms", err, el);
+	case OPT_MTU:
+		return wc_parse_uint(a, 576, 9000, &c->mtu, "--mtu", err, el);
 	default:
 		return -ENOENT;
 	}
@@ -188,7 +192,7 @@ static const uint8_t opt_field[] = {
 	WC_F_FUSE_FLUSH_US, WC_F_MODE, WC_F_GEO_K, WC_F_WAIT_TIMEOUT, WC_F_RETRY_INTERVAL,
 	WC_F_PS_CORES, WC_F_WORKER_CORES, WC_F_PS_POLLING, WC_F_WORKER_POLLING, WC_F_PS_DISABLE_PIN,
 	WC_F_WORKER_DISABLE_PIN, WC_F_WAL_DIR, WC_F_CKPT_INTERVAL, WC_F_WAL_MAX_MB, WC_F_WAL_SYNC_MS,
-	WC_F_CONFIG_PATH,
+	WC_F_MTU, WC_F_CONFIG_PATH,
 };
 _Static_assert(sizeof(opt_field) == OPT_CONFIG - OPT_ROLE + 1, "one field per option");
 

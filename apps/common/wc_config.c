@@ -294,6 +294,7 @@ void wc_cluster_init(struct wc_cluster *c)
 	c->wait_timeout_s = WC_DEF_WAIT_TIMEOUT_S;
 	c->retry_interval_s = WC_DEF_RETRY_INTERVAL_S;
 	c->ckpt_interval_s = WC_DEF_CKPT_INTERVAL_S;
+	c->mtu = WC_DEF_MTU;
 	c->wal_max_mb = WC_DEF_WAL_MAX_MB;
 	c->wal_sync_ms = WC_DEF_WAL_SYNC_MS;
 	/* DeepRec: "not pinned by default", polling off by default. */
@@ -348,6 +349,7 @@ void wc_cluster_merge(struct wc_cluster *d, const struct wc_cluster *s, enum wc_
 	WC_COPY(WC_F_PS_DISABLE_PIN, ps_net.disable_pin_cores);
 	WC_COPY(WC_F_WORKER_DISABLE_PIN, worker_net.disable_pin_cores);
 	WC_COPY(WC_F_CKPT_INTERVAL, ckpt_interval_s);
+	WC_COPY(WC_F_MTU, mtu);
 	WC_COPY(WC_F_WAL_MAX_MB, wal_max_mb);
 	WC_COPY(WC_F_WAL_SYNC_MS, wal_sync_ms);
 #undef WC_COPY

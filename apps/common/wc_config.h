@@ -47,6 +47,7 @@
  * | --ckpt-interval / durability.ckpt_interval_s / WHARF_CKPT_INTERVAL_S | 300            | PS: seconds between periodic checkpoints to --ckpt (0: only at shutdown and on request; 0..86400)
  * | --wal-max-mb / durability.wal_max_mb / WHARF_WAL_MAX_MB         | 1024                 | PS: also checkpoint when the log since the last one passes this many MiB (1..1048576)
  * | --wal-sync-ms / durability.wal_sync_ms / WHARF_WAL_SYNC_MS      | 1000                 | PS: msync the log this often, bounding what a machine crash can take (0: only checkpoints do; 0..60000). A process crash loses nothing either way
+ * | --mtu / mtu / WHARF_MTU                                          | 1500                 | protocol=dpdk: the data port's MTU (576..9000; every node of a cluster must agree: jumbo 9000 is what a PS network wants, fewer segments per tensor)
  * | --config / - / -                                                | none                 | the JSON cluster file
  *
  * Booleans accept True/False/true/false/1/0 everywhere (JSON also true/false literals).
@@ -77,6 +78,7 @@
 #define WC_DEF_CKPT_INTERVAL_S 300u
 #define WC_DEF_WAL_MAX_MB 1024u
 #define WC_DEF_WAL_SYNC_MS 1000u
+#define WC_DEF_MTU 1500u
 
 enum wc_role { WC_ROLE_UNSET = 0, WC_ROLE_PS, WC_ROLE_WORKER };
 enum wc_protocol { WC_PROTO_DPDK = 0, WC_PROTO_KERNEL };
@@ -121,6 +123,7 @@ enum wc_field {
 	WC_F_CKPT_INTERVAL,
 	WC_F_WAL_MAX_MB,
 	WC_F_WAL_SYNC_MS,
+	WC_F_MTU,
 	WC_F_CONFIG_PATH,
 	WC_F_COUNT
 };
@@ -168,6 +171,8 @@ struct wc_cluster {
 	/* PS durability (see the table): "" = the default, "none" = no log */
 	char wal_dir[WC_PATH_LEN];
 	unsigned ckpt_interval_s, wal_max_mb, wal_sync_ms;
+
+	unsigned mtu;                   /* protocol=dpdk data port MTU */
 
 	char endpoint_map[WC_PATH_LEN]; /* file path after finalize ("" = none found) */
 	char config_path[WC_PATH_LEN];

@@ -277,6 +277,7 @@ static int make_tl(const struct wc_psnet_params *p, enum tl_protocol proto, stru
 		if (rc != 0)
 			return rc;
 		cfg.local_prefix = 24;
+		cfg.mtu = (uint16_t)cl->mtu;
 	}
 	rc = tl_create(&cfg, out);
 	if (rc == -EINVAL && tl_config_check(&cfg, &why) != 0)

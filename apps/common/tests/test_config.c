@@ -361,6 +361,39 @@ static void test_config_file_full_schema(void **state)
 	assert_int_equal(f->c.origin[WC_F_MODE], WC_SRC_FILE);
 }
 
+/* The dpdk data port MTU: every source, its default, its range named in the error. */
+static void test_config_mtu_sources_default_and_range(void **state)
+{
+	struct fx *f = *state;
+	char *none[] = { NULL };
+	char *env[] = { "WHARF_MTU=4000", NULL };
+	char *env_bad[] = { "WHARF_MTU=9001", NULL };
+	const char *base[] = { "t", "--role=ps", "--ps=a:1", "--num-workers=1", "--protocol=kernel" };
+	const char *flag[] = { "t", "--role=ps", "--ps=a:1", "--num-workers=1", "--protocol=kernel",
+			       "--mtu=9000" };
+	const char *flag_bad[] = { "t", "--role=ps", "--ps=a:1", "--num-workers=1",
+				   "--protocol=kernel", "--mtu", "575" };
+	const char *jpath = write_file(f, "m.json", "{\"mtu\": 20000}\n");
+	char arg[300];
+	const char *file_bad[] = { "t", "--role=ps", "--ps=a:1", "--num-workers=1",
+				   "--protocol=kernel", arg };
+
+	assert_int_equal(load(f, none, 5, base), 0);
+	assert_int_equal(f->c.mtu, 1500);
+	assert_int_equal(load(f, env, 5, base), 0);
+	assert_int_equal(f->c.mtu, 4000);
+	assert_int_equal(f->c.origin[WC_F_MTU], WC_SRC_ENV_KNOBS);
+	assert_int_equal(load(f, env, 6, flag), 0);
+	assert_int_equal(f->c.mtu, 9000); /* the flag beats the variable */
+	assert_int_equal(load(f, env_bad, 5, base), -EINVAL);
+	assert_non_null(strstr(f->err, "WHARF_MTU"));
+	assert_int_equal(load(f, none, 7, flag_bad), -EINVAL);
+	assert_non_null(strstr(f->err, "--mtu"));
+	snprintf(arg, sizeof(arg), "--config=%s", jpath);
+	assert_int_equal(load(f, none, 6, file_bad), -EINVAL);
+	assert_non_null(strstr(f->err, "mtu"));
+}
+
 static void test_config_file_syntax_error_names_line_and_column(void **state)
 {
 	struct fx *f = *state;
@@ -603,6 +636,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_config_paddle_trainer_and_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_knobs_env_bools_and_numbers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_file_full_schema, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_mtu_sources_default_and_range, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_file_syntax_error_names_line_and_column, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_precedence_flags_tf_paddle_env_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_epmap_parse_and_errors, setup, teardown),
