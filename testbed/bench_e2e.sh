@@ -45,7 +45,7 @@ cluster() { # PROTO BASEPORT NWORKERS
 	done
 	CL="--ps 127.0.0.1:$base --workers $ws --endpoint-map $map --protocol $proto --wait-timeout 40 --retry-interval 1"
 	# The DPDK data-plane MTU (BENCH_MTU=9000: jumbo frames; the kernel side is loopback, 64 KiB).
-	[ "$proto" = dpdk ] && CL="$CL --mtu ${BENCH_MTU:-1500}"
+	if [ "$proto" = dpdk ]; then CL="$CL --mtu ${BENCH_MTU:-1500}"; fi
 }
 
 # Starts the nodes of one job: NAME PROTO CMD PS_ARGS -- WORKER_ARGS; the PS on port 0, worker
