@@ -2,6 +2,8 @@
  * tl_cc.c — TCP-lite RTT estimation (RFC 6298) and congestion control: NewReno
  * (RFC 5681 slow start / congestion avoidance with byte counting, RFC 6582 fast
  * recovery) with a DCTCP reaction to ECN echoes (RFC 8257) when ECN was negotiated.
+ * With SACK, recovery resends the holes the scoreboard shows, one per ACK, instead of
+ * one hole per round trip (RFC 6675, lite: NewReno's window arithmetic is kept).
  *
  * Call chain: tl_in.c (ACK processing) -> tl_cc_on_ack / tl_cc_on_dupack;
  * tl_timer.c (RTO) -> tl_cc_on_rto. Output consults c->cwnd through tl_out_push.
@@ -90,6 +92,17 @@ static void dctcp_on_ack(struct tl_tcp_conn *c, uint32_t acked, bool ece)
 	}
 }
 
+/* In recovery: the next segment to resend. With SACK information, the first hole not yet
+ * resent (nothing when every hole has been); without, NewReno's segment at snd_una. */
+static void recovery_rexmit(struct tl_tcp_conn *c)
+{
+	if (c->sack_ok && (c->nsacked || TL_SEQ_GT(c->rxt_next, c->snd_una))) {
+		tl_out_sack_rexmit(c);
+		return;
+	}
+	c->rxt_next = c->snd_una + tl_out_retransmit(c);
+}
+
 void tl_cc_on_ack(struct tl_tcp_conn *c, uint32_t acked, bool ece)
 {
 	if (c->ecn_ok)
@@ -107,7 +120,7 @@ void tl_cc_on_ack(struct tl_tcp_conn *c, uint32_t acked, bool ece)
 		if (acked >= c->mss)
 			c->cwnd += c->mss;
 		c->stack->st.fast_retrans++;
-		tl_out_retransmit(c);
+		recovery_rexmit(c);
 		return;
 	}
 	c->dupacks = 0;
@@ -128,7 +141,11 @@ void tl_cc_on_dupack(struct tl_tcp_conn *c)
 {
 	c->dupacks++;
 	if (c->in_recovery) {
-		c->cwnd += c->mss; /* each dupack: one more segment left the network */
+		/* Each dupack: one more segment left the network. A hole the scoreboard shows
+		 * takes its place; else the window inflates for new data. */
+		if (c->sack_ok && c->nsacked && tl_out_sack_rexmit(c))
+			return;
+		c->cwnd += c->mss;
 		tl_out_push(c);
 		return;
 	}
@@ -141,7 +158,14 @@ void tl_cc_on_dupack(struct tl_tcp_conn *c)
 	c->in_recovery = true;
 	c->stack->st.fast_retrans++;
 	c->rtt_start = 0;
-	tl_out_retransmit(c);
+	c->rxt_next = c->snd_una;
+	recovery_rexmit(c);
+	/*
+	 * The timer still runs from the last new ACK, before the dupacks; the resent head's
+	 * ACK takes a round trip from now. With a steady RTT the RTO is barely above it and
+	 * would fire in every recovery (Linux also rearms when it resends the head).
+	 */
+	tl_timer_rto_restart(c);
 	tl_out_push(c);
 }
 
@@ -153,4 +177,6 @@ void tl_cc_on_rto(struct tl_tcp_conn *c)
 	c->in_recovery = false;
 	c->dupacks = 0;
 	c->bytes_acked_ca = 0;
+	c->nsacked = 0;           /* RFC 2018 8: the receiver may have discarded them */
+	c->rxt_next = c->snd_una;
 }

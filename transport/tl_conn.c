@@ -43,6 +43,7 @@ void tl_tcp_cfg_default(struct tl_tcp_cfg *cfg)
 	cfg->timestamps = true;
 	cfg->ts_tick_ns = 1000;
 	cfg->wscale = true;
+	cfg->sack = true;
 }
 
 static int cfg_check(const struct tl_tcp_cfg *c)
@@ -624,6 +625,7 @@ void tl_tcp_conn_get_stats(const struct tl_tcp_conn *c, struct tl_tcp_conn_stats
 	o->ecn = c->ecn_ok;
 	o->ts = c->ts_ok;
 	o->ws = c->ws_ok;
+	o->sack = c->sack_ok;
 }
 
 void tl_tcp_stack_get_stats(const struct tl_tcp_stack *s, struct tl_tcp_stats *out)

@@ -2,7 +2,8 @@
  * tl_in.c — TCP-lite input: validates a received segment, finds its connection or
  * listener, and runs the RFC 9293 3.10.7 "segment arrives" steps with RFC 5961
  * protections (exact-sequence RST, challenge ACKs, ACK range check), RFC 7323
- * options and PAWS, the out-of-order queue and in-order delivery to the receiver.
+ * options and PAWS, RFC 2018 SACK blocks into the sender's scoreboard, the out-of-order
+ * queue and in-order delivery to the receiver.
  *
  * Call chain: backend -> tl_tcp_input -> seg_parse -> listen_input | syn_sent_input |
  * sync_input -> ack_input (tl_cc.c) / data_input -> cbs.recv; then tl_out_push and the
@@ -20,10 +21,12 @@
 struct seg {
 	uint32_t seq, ack, len, wnd;
 	uint8_t flags;
-	bool has_mss, has_ws, has_ts;
+	bool has_mss, has_ws, has_ts, has_sack_ok;
 	uint16_t mss;
 	uint8_t ws;
 	uint32_t tsval, tsecr;
+	uint32_t nsack;                /* SACK blocks (RFC 2018): at most 4 fit the options */
+	struct tl_sack_range sack[4];
 	const uint8_t *data;
 };
 
@@ -67,6 +70,18 @@ static int parse_opts(const uint8_t *o, uint32_t n, struct seg *g)
 			g->has_ts = true;
 			g->tsval = ld_be32(o + i + 2);
 			g->tsecr = ld_be32(o + i + 6);
+		} else if (kind == 4) {
+			if (len != 2)
+				return -EBADMSG;
+			g->has_sack_ok = true;
+		} else if (kind == 5) {
+			if (len < 10 || (len - 2u) % 8u != 0 || g->nsack)
+				return -EBADMSG;
+			for (uint32_t b = 0; b < (len - 2u) / 8u; b++) {
+				g->sack[b].start = ld_be32(o + i + 2 + 8 * b);
+				g->sack[b].end = ld_be32(o + i + 6 + 8 * b);
+			}
+			g->nsack = (len - 2u) / 8u;
 		}
 		i += len;
 	}
@@ -116,6 +131,7 @@ static void take_syn_opts(struct tl_tcp_conn *c, const struct seg *g)
 	c->snd_wscale = c->ws_ok ? (uint8_t)min_u32(g->ws, TL_MAX_WSCALE) : 0;
 	c->rcv_wscale = c->ws_ok ? c->stack->rcv_wscale : 0;
 	c->ts_ok = cfg->timestamps && g->has_ts;
+	c->sack_ok = cfg->sack && g->has_sack_ok;
 	if (c->ts_ok)
 		c->ts_recent = g->tsval;
 	/*
@@ -422,6 +438,64 @@ static void new_ack(struct tl_tcp_conn *c, const struct seg *g)
 		fin_acked(c);
 }
 
+/* Merges [start, end) into the scoreboard (sorted, disjoint). When full, the highest
+ * range goes: forgetting a SACK costs at most a needless retransmission. */
+static void sack_add(struct tl_tcp_conn *c, uint32_t start, uint32_t end)
+{
+	struct tl_sack_range *r = c->sacked;
+	uint32_t i = 0, j;
+
+	while (i < c->nsacked && TL_SEQ_LT(r[i].end, start))
+		i++;
+	for (j = i; j < c->nsacked && TL_SEQ_LEQ(r[j].start, end); j++) {
+		if (TL_SEQ_LT(r[j].start, start))
+			start = r[j].start;
+		if (TL_SEQ_GT(r[j].end, end))
+			end = r[j].end;
+	}
+	if (j == i) {
+		if (c->nsacked == TL_SACK_SB) {
+			if (i == c->nsacked)
+				return;
+			c->nsacked--;
+		}
+		memmove(&r[i + 1], &r[i], (c->nsacked - i) * sizeof(r[0]));
+		c->nsacked++;
+	} else if (j > i + 1) {
+		memmove(&r[i + 1], &r[j], (c->nsacked - j) * sizeof(r[0]));
+		c->nsacked -= j - i - 1;
+	}
+	r[i].start = start;
+	r[i].end = end;
+}
+
+/*
+ * Brings the scoreboard up to this ACK before it is acted on (dupack and partial-ACK
+ * retransmissions read it): ranges the cumulative ACK covers go, and the segment's
+ * blocks come in. A block is only believed inside (ack, snd_max]: one at or below the
+ * ACK is a D-SACK or stale (RFC 2883), one past snd_max is not ours to trust.
+ */
+static void sack_input(struct tl_tcp_conn *c, const struct seg *g)
+{
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < c->nsacked; i++) {
+		if (TL_SEQ_LEQ(c->sacked[i].end, g->ack))
+			continue;
+		c->sacked[k] = c->sacked[i];
+		if (TL_SEQ_LT(c->sacked[k].start, g->ack))
+			c->sacked[k].start = g->ack;
+		k++;
+	}
+	c->nsacked = k;
+	for (uint32_t b = 0; b < g->nsack; b++) {
+		const struct tl_sack_range *r = &g->sack[b];
+		if (TL_SEQ_LT(r->start, r->end) && TL_SEQ_GT(r->start, g->ack) &&
+		    TL_SEQ_LEQ(r->end, c->snd_max))
+			sack_add(c, r->start, r->end);
+	}
+}
+
 /* Returns false when the segment must go no further. */
 static bool ack_input(struct tl_tcp_conn *c, const struct seg *g)
 {
@@ -434,6 +508,8 @@ static bool ack_input(struct tl_tcp_conn *c, const struct seg *g)
 		tl_out_challenge_ack(c);
 		return false;
 	}
+	if (c->sack_ok && (c->nsacked || g->nsack) && TL_SEQ_GEQ(g->ack, c->snd_una))
+		sack_input(c, g);
 	if (TL_SEQ_GT(g->ack, c->snd_una)) {
 		new_ack(c, g);
 		if (c->dead)
@@ -529,6 +605,7 @@ static void ooo_insert(struct tl_tcp_conn *c, const struct seg *g, uint32_t seq,
 		s->ops.pkt_release(s->ops_ctx, c->ooo[c->ooo_n].pkt);
 		s->st.drop_ooo_full++;
 	}
+	c->sack_recent = seq;
 	memmove(&c->ooo[i + 1], &c->ooo[i], (c->ooo_n - i) * sizeof(c->ooo[0]));
 	s->ops.pkt_hold(s->ops_ctx, pkt);
 	c->ooo[i] = (struct tl_ooo){ .seq = seq, .len = len, .data = data, .pkt = pkt, .fin = fin };

@@ -1,7 +1,9 @@
 /*
- * tl_out.c — TCP-lite output: builds TCP headers and options, slices the zero-copy send
- * queue into segments, and hands them to the backend through ops.emit. Also the
- * software checksum for the fake link and backends without offload.
+ * tl_out.c — TCP-lite output: builds TCP headers and options (SACK blocks from the
+ * out-of-order queue among them), slices the zero-copy send queue into segments, resends
+ * (at snd_una, or the holes of the SACK scoreboard) and hands segments to the backend
+ * through ops.emit. Also the software checksum for the fake link and backends without
+ * offload.
  *
  * Call chain: tl_tcp_send / tl_in.c (ACK clocking) / tl_timer.c (RTO, probes, delayed
  * ACK) -> tl_out_push / tl_out_ack / tl_out_retransmit -> emit_seg -> ops.emit.
@@ -20,6 +22,8 @@
 #define TCPOPT_NOP    1
 #define TCPOPT_MSS    2
 #define TCPOPT_WS     3
+#define TCPOPT_SACK_OK 4
+#define TCPOPT_SACK   5
 #define TCPOPT_TS     8
 
 static void be16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
@@ -135,6 +139,60 @@ static uint32_t put_ts(struct tl_tcp_conn *c, uint8_t *o)
 	return 12;
 }
 
+/*
+ * SACK blocks for what the out-of-order queue holds (RFC 2018 4): the range holding the
+ * segment that arrived last first, then the highest others, as many as fit in room.
+ * Ranges are the queue's entries merged where they touch (a FIN counts as a byte).
+ */
+static uint32_t put_sack(const struct tl_tcp_conn *c, uint8_t *o, uint32_t room)
+{
+	struct tl_sack_range first = { 0, 0 }, top[3], cur;
+	uint32_t ntop = 0, max = room >= 12u ? (room - 4u) / 8u : 0, n = 0;
+	bool have_first = false;
+
+	if (room < 12u)
+		return 0;
+	if (max > 4)
+		max = 4;
+	for (uint32_t i = 0; i < c->ooo_n;) {
+		cur.start = c->ooo[i].seq;
+		cur.end = c->ooo[i].seq + c->ooo[i].len + c->ooo[i].fin;
+		for (i++; i < c->ooo_n && TL_SEQ_LEQ(c->ooo[i].seq, cur.end); i++)
+			if (TL_SEQ_GT(c->ooo[i].seq + c->ooo[i].len + c->ooo[i].fin, cur.end))
+				cur.end = c->ooo[i].seq + c->ooo[i].len + c->ooo[i].fin;
+		if (!have_first && TL_SEQ_GEQ(c->sack_recent, cur.start) &&
+		    TL_SEQ_LT(c->sack_recent, cur.end)) {
+			first = cur;
+			have_first = true;
+			continue;
+		}
+		/* Ascending walk: keep the last three, the highest. */
+		if (ntop == 3) {
+			memmove(&top[0], &top[1], 2 * sizeof(top[0]));
+			ntop = 2;
+		}
+		top[ntop++] = cur;
+	}
+	o[0] = TCPOPT_NOP;
+	o[1] = TCPOPT_NOP;
+	o[2] = TCPOPT_SACK;
+	if (have_first && n < max) {
+		be32(o + 4, first.start);
+		be32(o + 8, first.end);
+		n++;
+	}
+	while (ntop > 0 && n < max) {
+		ntop--;
+		be32(o + 4 + 8 * n, top[ntop].start);
+		be32(o + 8 + 8 * n, top[ntop].end);
+		n++;
+	}
+	if (n == 0)
+		return 0;
+	o[3] = (uint8_t)(2u + 8u * n);
+	return 4u + 8u * n;
+}
+
 static void put_hdr(struct tl_tcp_conn *c, struct tl_tcp_tx *tx, uint32_t seq, uint8_t flags,
 		    uint32_t opt_len, uint16_t wnd)
 {
@@ -210,13 +268,25 @@ static uint32_t emit_seg(struct tl_tcp_conn *c, uint32_t seq, uint32_t len, uint
 {
 	struct tl_tcp_stack *s = c->stack;
 	struct tl_tcp_tx tx;
-	uint32_t opt = 0, wnd;
+	uint32_t opt = 0, wnd, want = len;
 
 	if (c->ts_ok)
 		opt = put_ts(c, tx.hdr + 20);
+	if (c->sack_ok && c->ooo_n) {
+		uint32_t sack = put_sack(c, tx.hdr + 20 + opt, TL_TCP_HDR_MAX - 20u - opt);
+		/* c->mss leaves room for the timestamp option only: SACK blocks take theirs
+		 * from the payload, or the segment outgrows the MTU (RFC 6691). */
+		opt += sack;
+		len = min_u32(len, c->mss - sack);
+	}
 	len = len ? fill_slices(c, &tx, seq, len) : 0;
 	if (!len)
 		tx.nslices = 0;
+	/* Cut short (SACK room, or the slice array ran out): the FIN goes after the last
+	 * byte, in a later segment. Callers read the FIN as sent only if seq + len ends
+	 * the data. */
+	if (len < want)
+		flags &= (uint8_t)~TL_TCP_FIN;
 	if (c->ecn_ok && c->ce_state)
 		flags |= TL_TCP_ECE;
 	if (c->cwr_pending && len) {
@@ -257,6 +327,12 @@ void tl_out_syn(struct tl_tcp_conn *c, bool ack)
 	}
 	if (ack ? c->ts_ok : s->cfg.timestamps)
 		opt += put_ts(c, o + opt);
+	if (ack ? c->sack_ok : s->cfg.sack) {
+		o[opt++] = TCPOPT_NOP;
+		o[opt++] = TCPOPT_NOP;
+		o[opt++] = TCPOPT_SACK_OK;
+		o[opt++] = 2;
+	}
 	if (ack) {
 		flags |= TL_TCP_ACK;
 		if (c->ecn_ok)
@@ -399,15 +475,14 @@ void tl_out_push(struct tl_tcp_conn *c)
 		if (len)
 			flags |= TL_TCP_PSH;
 		len = emit_seg(c, seq, len, flags);
-		if (flags & TL_TCP_FIN) {
+		if ((flags & TL_TCP_FIN) && seq + len == data_end) {
 			c->fin_sent = true;
 			c->snd_nxt = seq + len + 1u;
-		} else {
-			c->snd_nxt = seq + len;
-		}
-		note_sent(c, len);
-		if (flags & TL_TCP_FIN)
+			note_sent(c, len);
 			break;
+		}
+		c->snd_nxt = seq + len;
+		note_sent(c, len);
 	}
 	/* Zero window with data waiting: probe until it opens. Whatever is in flight sits
 	 * past the peer's right edge and is discarded there, so it is no loss (no RTO, no
@@ -436,27 +511,64 @@ void tl_out_push(struct tl_tcp_conn *c)
  * ACKs (sent at snd_max) fall below what the peer holds, so it drops them too: both ends
  * stall for good (seen with 100 Linux connections over TAP).
  */
-void tl_out_retransmit(struct tl_tcp_conn *c)
+uint32_t tl_out_retransmit(struct tl_tcp_conn *c)
 {
 	uint32_t data_end = c->snd_una + c->sq_bytes;
 	uint32_t len = min_u32(c->mss, min_u32(c->sq_bytes, c->snd_max - c->snd_una));
 	uint8_t flags = 0;
 
 	if (!can_send_data(c))
-		return;
+		return 0;
 	if (c->fin_sent && TL_SEQ_GT(c->snd_una, data_end))
-		return;
+		return 0;
 	if (len == 0 && !c->fin_sent)
-		return;
+		return 0;
 	if (c->fin_sent && c->snd_una + len == data_end)
 		flags = TL_TCP_FIN;
 	len = emit_seg(c, c->snd_una, len, flags | (len ? TL_TCP_PSH : 0));
 	c->retrans++;
 	c->stack->st.retrans++;
 	if (c->snd_nxt == c->snd_una)
-		c->snd_nxt = c->snd_una + len + ((flags & TL_TCP_FIN) ? 1u : 0u);
+		c->snd_nxt = c->snd_una + len + ((flags & TL_TCP_FIN) && c->snd_una + len == data_end);
 	if (c->rto_at == 0)
 		tl_timer_rto_restart(c);
+	return len;
+}
+
+/*
+ * Recovery with SACK (RFC 6675 NextSeg, lite): resends up to an MSS of the first hole at
+ * or after rxt_next that lies below a SACKed range, i.e. bytes the peer lacks while it
+ * holds later ones. A hole lies below snd_max, so it is bytes sent before and never the
+ * FIN. Returns true when a segment went out.
+ */
+bool tl_out_sack_rexmit(struct tl_tcp_conn *c)
+{
+	uint32_t seq = TL_SEQ_LT(c->rxt_next, c->snd_una) ? c->snd_una : c->rxt_next;
+
+	if (!can_send_data(c))
+		return false;
+	for (uint32_t i = 0; i < c->nsacked; i++) {
+		const struct tl_sack_range *r = &c->sacked[i];
+		uint32_t len;
+
+		if (TL_SEQ_GEQ(seq, r->start)) {
+			if (TL_SEQ_LT(seq, r->end))
+				seq = r->end;
+			continue;
+		}
+		len = min_u32(min_u32(c->mss, r->start - seq), c->snd_una + c->sq_bytes - seq);
+		len = len ? emit_seg(c, seq, len, TL_TCP_PSH) : 0;
+		if (len == 0)
+			return false;
+		c->rxt_next = seq + len;
+		c->retrans++;
+		c->stack->st.retrans++;
+		c->stack->st.sack_rexmits++;
+		if (c->rto_at == 0)
+			tl_timer_rto_restart(c);
+		return true;
+	}
+	return false;
 }
 
 void tl_out_probe(struct tl_tcp_conn *c)

@@ -149,6 +149,8 @@ struct tl_tcp_cfg {
 				  * refused by the peer's PAWS; 1 ms ticks push that to 24 days
 				  * at the price of coarse RTT samples */
 	bool wscale;             /* RFC 7323 window scaling */
+	bool sack;               /* RFC 2018 selective acknowledgments: offer/accept, report the
+				  * out-of-order queue, resend the holes the peer reports */
 };
 
 /* Per-stack counters (plain integers: one lcore writes them; telemetry reads a copy). */
@@ -167,6 +169,7 @@ struct tl_tcp_stats {
 	uint64_t drop_emit;       /* ops.emit failed */
 	uint64_t ce_marks;
 	uint64_t conns_opened, conns_reset, conns_timedout;
+	uint64_t sack_rexmits;    /* holes resent in recovery from the SACK scoreboard */
 };
 
 struct tl_tcp_conn_stats {
@@ -175,7 +178,7 @@ struct tl_tcp_conn_stats {
 	uint32_t cwnd, ssthresh, snd_wnd, rcv_wnd;
 	uint32_t dctcp_alpha;     /* fraction of CE-marked bytes, in 1/1024 */
 	uint8_t state;            /* enum tl_tcp_state */
-	bool ecn, ts, ws;
+	bool ecn, ts, ws, sack;
 };
 
 enum tl_tcp_state {

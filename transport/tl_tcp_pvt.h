@@ -67,6 +67,15 @@ struct tl_ooo {
 	bool fin;
 };
 
+/* ---- SACK scoreboard ----------------------------------------------------------- */
+
+#define TL_SACK_SB 8u                  /* SACKed ranges a sender remembers per connection */
+
+/* [start, end) in sequence space. */
+struct tl_sack_range {
+	uint32_t start, end;
+};
+
 /* ---- connection -------------------------------------------------------------- */
 
 struct tl_tcp_conn {
@@ -79,7 +88,7 @@ struct tl_tcp_conn {
 	bool fin_queued;               /* app closed: FIN after the send queue */
 	bool fin_sent;
 	bool fin_rcvd;
-	bool ts_ok, ws_ok, ecn_ok;
+	bool ts_ok, ws_ok, ecn_ok, sack_ok;
 	bool ack_now;
 	bool ce_state;                 /* DCTCP receiver: last data segment was CE */
 	bool in_recovery;
@@ -114,6 +123,17 @@ struct tl_tcp_conn {
 	uint32_t unacked_segs;         /* received since our last ACK */
 	struct tl_ooo *ooo;            /* cfg.ooo_max entries, sorted by seq */
 	uint32_t ooo_n;
+	uint32_t sack_recent;          /* seq of the segment queued out of order last: its
+					* block goes first (RFC 2018 4) */
+
+	/*
+	 * Sender's SACK scoreboard: what the peer reported holding above snd_una, sorted,
+	 * disjoint, within (snd_una, snd_max]. Cleared on RTO (RFC 2018 8: the receiver may
+	 * renege). In recovery, holes below rxt_next have been resent already.
+	 */
+	struct tl_sack_range sacked[TL_SACK_SB];
+	uint32_t nsacked;
+	uint32_t rxt_next;
 
 	/* timestamps */
 	uint32_t ts_recent, ts_last_ack_sent;
@@ -195,7 +215,8 @@ uint32_t tl_conn_rcv_space(const struct tl_tcp_conn *c);
 void tl_out_syn(struct tl_tcp_conn *c, bool ack);
 void tl_out_ack(struct tl_tcp_conn *c);
 void tl_out_push(struct tl_tcp_conn *c);
-void tl_out_retransmit(struct tl_tcp_conn *c);   /* the segment at snd_una */
+uint32_t tl_out_retransmit(struct tl_tcp_conn *c); /* the segment at snd_una; bytes resent */
+bool tl_out_sack_rexmit(struct tl_tcp_conn *c);  /* the next unresent hole, if any */
 void tl_out_probe(struct tl_tcp_conn *c);
 void tl_out_rst_for(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, uint32_t seq, uint32_t ack,
 		    uint8_t flags);

@@ -607,6 +607,30 @@ bool fl_seg_ts(const struct fl_seg *g, uint32_t *tsval, uint32_t *tsecr)
 	return false;
 }
 
+uint32_t fl_seg_sack(const struct fl_seg *g, uint32_t blocks[4][2])
+{
+	for (uint32_t i = 20; i + 1 < g->hdr_len;) {
+		uint32_t n;
+
+		if (g->hdr[i] == 1) {
+			i++;
+			continue;
+		}
+		if (g->hdr[i] == 0 || g->hdr[i + 1] < 2 || i + g->hdr[i + 1] > g->hdr_len)
+			return 0;
+		if (g->hdr[i] == 5) {
+			n = (g->hdr[i + 1] - 2u) / 8u;
+			for (uint32_t b = 0; b < n && b < 4; b++) {
+				blocks[b][0] = be32(g->hdr + i + 2 + 8 * b);
+				blocks[b][1] = be32(g->hdr + i + 6 + 8 * b);
+			}
+			return n < 4 ? n : 4;
+		}
+		i += g->hdr[i + 1];
+	}
+	return 0;
+}
+
 int fl_test_setup(void **state, uint64_t seed)
 {
 	struct fl_link *l = calloc(1, sizeof(*l));

@@ -126,6 +126,8 @@ uint32_t fl_count(const struct fl_link *l, uint32_t since, int from, uint8_t fla
 		  uint8_t flags_none, struct fl_seg *out);
 /* The timestamp option of a logged segment: true and *tsval, *tsecr set when it has one. */
 bool fl_seg_ts(const struct fl_seg *g, uint32_t *tsval, uint32_t *tsecr);
+/* The SACK blocks of a logged segment into blocks[i][0..1] (start, end); returns how many. */
+uint32_t fl_seg_sack(const struct fl_seg *g, uint32_t blocks[4][2]);
 /* Deterministic test data. */
 void fl_fill_random(uint8_t *buf, size_t len, uint64_t seed);
 uint64_t fl_rand(struct fl_link *l);

@@ -432,6 +432,32 @@ static bool drop_all(void *arg, const struct fl_seg *g)
 	return true;
 }
 
+/*
+ * More pieces than one segment can slice (TL_TCP_TX_SLICES), then close, all under cork:
+ * the segment that runs out of slices must not carry the FIN meant for the last byte.
+ */
+static void test_tcp_fin_after_more_pieces_than_slices(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[100];
+	struct tl_tcp_conn *c;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	c = l->app[1].conn;
+	fl_fill_random(buf, sizeof(buf), 12);
+	tl_tcp_cork(c, true, l->now);
+	for (uint32_t i = 0; i < sizeof(buf); i++)
+		assert_int_equal(tl_tcp_send(c, buf + i, 1, NULL, NULL, l->now), 0);
+	assert_int_equal(tl_tcp_close(c, l->now), 0);
+	tl_tcp_cork(c, false, l->now);
+	fl_run(l, 20 * MS);
+	assert_int_equal(l->app[0].rx_len, sizeof(buf));
+	assert_memory_equal(l->app[0].rx, buf, sizeof(buf));
+	assert_int_equal(l->app[0].eof, 1);
+	tl_tcp_close(l->app[0].conn, l->now);
+	fl_run(l, 50 * MS);
+}
+
 static void test_tcp_retrans_limit_resets_and_tells_app(void **state)
 {
 	struct fl_link *l = *state;
@@ -838,6 +864,7 @@ int main(void)
 		T(test_tcp_rto_after_queue_grew_then_late_ack_completes),
 		T(test_tcp_ack_lost_data_still_completes),
 		T(test_tcp_fin_lost_retransmitted),
+		T(test_tcp_fin_after_more_pieces_than_slices),
 		T(test_tcp_retrans_limit_resets_and_tells_app),
 		T(test_tcp_rto_backs_off_exponentially),
 		T(test_tcp_connect_refused),

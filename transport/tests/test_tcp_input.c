@@ -175,8 +175,13 @@ static void test_tcp_newreno_partial_acks_repair_several_losses(void **state)
 {
 	struct fl_link *l = *state;
 	struct drop_nth d = { .which = { 30, 34, 38, 0 } };
+	struct tl_tcp_cfg cfg;
 	struct tl_tcp_stats st;
 
+	fl_fini(l);
+	fl_cfg(&cfg);
+	cfg.sack = false; /* NewReno alone (test_tcp_sack.c has the same losses with SACK) */
+	assert_int_equal(fl_init(l, &cfg, NULL, 11), 0);
 	assert_int_equal(fl_open_pair(l), 0);
 	l->filter = drop_nth_filter;
 	l->filter_arg = &d;
