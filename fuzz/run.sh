@@ -19,7 +19,7 @@
 set -u
 cd "$(dirname "$0")/.."
 
-ALL_TARGETS=(fuse frame tcp ps config dn_input)
+ALL_TARGETS=(fuse frame tcp ps wal config dn_input)
 CC=${FUZZ_CC:-clang}
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 SMOKE_SECONDS=${FUZZ_SMOKE_SECONDS:-3}
@@ -56,7 +56,7 @@ layers_of() {
 	case "$1" in
 	fuse) echo fuse ;;
 	frame|tcp) echo transport ;;
-	ps) echo ps_core ;;
+	ps|wal) echo ps_core ;;
 	config) echo apps/common ;;
 	dn_input) echo dpdk_net ;;
 	esac
