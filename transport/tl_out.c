@@ -484,18 +484,26 @@ void tl_out_push(struct tl_tcp_conn *c)
 		c->snd_nxt = seq + len;
 		note_sent(c, len);
 	}
-	/* Zero window with data waiting: probe until it opens. Whatever is in flight sits
-	 * past the peer's right edge and is discarded there, so it is no loss (no RTO, no
-	 * cwnd cut): it goes again once the window opens. */
-	if (c->snd_wnd == 0 && TL_SEQ_LT(c->snd_una, data_end)) {
-		c->snd_nxt = c->snd_una;
-		c->rto_at = 0;
+	/*
+	 * Data waiting that the peer's window keeps back: probe until it opens. Zero window:
+	 * whatever is in flight sits past the peer's right edge and is discarded there, so it
+	 * is no loss (no RTO, no cwnd cut): it goes again once the window opens. A window
+	 * open but too small to be worth a segment, with nothing in flight (cwnd is never
+	 * below an MSS then), is the same wait: no ACK is coming and no RTO runs, so a lost
+	 * window update would stall the connection for good without the probe.
+	 */
+	if ((c->snd_wnd == 0 && TL_SEQ_LT(c->snd_una, data_end)) ||
+	    (c->snd_una == c->snd_max && TL_SEQ_LT(c->snd_nxt, data_end))) {
+		if (c->snd_wnd == 0) {
+			c->snd_nxt = c->snd_una;
+			c->rto_at = 0;
+		}
 		if (c->persist_at == 0) {
 			c->persist_backoff = 0;
 			c->persist_at = c->stack->now + c->rto_ns;
 		}
 		tl_timer_update(c);
-	} else if (c->persist_at && c->snd_wnd) {
+	} else if (c->persist_at) {
 		c->persist_at = 0;
 		tl_timer_update(c);
 	}
