@@ -471,22 +471,20 @@ static void sack_add(struct tl_tcp_conn *c, uint32_t start, uint32_t end)
 
 /*
  * Brings the scoreboard up to this ACK before it is acted on (dupack and partial-ACK
- * retransmissions read it): ranges the cumulative ACK covers go, and the segment's
- * blocks come in. A block is only believed inside (ack, snd_max]: one at or below the
- * ACK is a D-SACK or stale (RFC 2883), one past snd_max is not ours to trust.
+ * retransmissions read it): ranges the cumulative ACK reaches go, and the segment's
+ * blocks come in. A range the ACK reaches but does not cover was reneged: a receiver
+ * holding it would have acknowledged past it (its out-of-order queue was full and gave
+ * it up), so it goes too and its bytes count as holes again rather than wait for an
+ * RTO. A block is only believed inside (ack, snd_max]: one at or below the ACK is a
+ * D-SACK or stale (RFC 2883), one past snd_max is not ours to trust.
  */
 static void sack_input(struct tl_tcp_conn *c, const struct seg *g)
 {
 	uint32_t k = 0;
 
-	for (uint32_t i = 0; i < c->nsacked; i++) {
-		if (TL_SEQ_LEQ(c->sacked[i].end, g->ack))
-			continue;
-		c->sacked[k] = c->sacked[i];
-		if (TL_SEQ_LT(c->sacked[k].start, g->ack))
-			c->sacked[k].start = g->ack;
-		k++;
-	}
+	for (uint32_t i = 0; i < c->nsacked; i++)
+		if (TL_SEQ_GT(c->sacked[i].start, g->ack))
+			c->sacked[k++] = c->sacked[i];
 	c->nsacked = k;
 	for (uint32_t b = 0; b < g->nsack; b++) {
 		const struct tl_sack_range *r = &g->sack[b];

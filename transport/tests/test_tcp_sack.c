@@ -342,6 +342,14 @@ static bool rx_done(void *arg)
 	return w->l->app[0].rx_len >= w->n;
 }
 
+static void put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
 /* Feeds node 1 an ACK from node 0 (as in v) carrying opt. */
 static int forge(struct fl_link *l, const struct view *v, const uint8_t *opt, uint32_t optlen)
 {
@@ -351,12 +359,62 @@ static int forge(struct fl_link *l, const struct view *v, const uint8_t *opt, ui
 					     v->wnd, opt, optlen, NULL, 0), 0);
 }
 
-static void put32(uint8_t *p, uint32_t v)
+/* One SACK block [start, end) as an option (12 bytes). */
+static uint32_t sack_opt(uint8_t *opt, uint32_t start, uint32_t end)
 {
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
+	opt[0] = opt[1] = 1;
+	opt[2] = 5;
+	opt[3] = 10;
+	put32(opt + 4, start);
+	put32(opt + 8, end);
+	return 12;
+}
+
+static bool drop_data_from_1(void *arg, const struct fl_seg *g)
+{
+	(void)arg;
+	return g->from == 1 && g->len > 0;
+}
+
+/*
+ * The receiver gives up data it SACKed (its out-of-order queue was full): the partial
+ * ACK stops at the start of that range. The sender must take it as a hole again and
+ * resend it at once, not skip it as SACKed and wait for the RTO.
+ */
+static void test_tcp_sack_reneged_range_resent(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[100 + 10 * SEG];
+	struct want w = { .l = l, .n = 100 };
+	uint8_t opt[12];
+	uint32_t base, mark;
+	struct view v;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	fl_fill_random(buf, sizeof(buf), 11);
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, 100, NULL, NULL, l->now), 0);
+	assert_true(fl_run_until(l, 10 * MS, rx_done, &w));
+	fl_run(l, 5 * MS);
+	server_view(l, &v);
+	base = v.ack;
+	/* Ten segments that never arrive; the peer's answers are forged below, at once. */
+	l->filter = drop_data_from_1;
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf + 100, 10 * SEG, NULL, NULL, l->now), 0);
+	sack_opt(opt, base + 3 * SEG, base + 5 * SEG);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(forge(l, &v, opt, 12), 0);
+	/* Recovery: the hole below the SACKed range went first. */
+	assert_true(fl_count(l, 0, 1, 0, 0, NULL) > 0);
+	assert_int_equal(l->log[(l->nlog - 1) % FL_LOG_MAX].seq, base);
+	/* Partial ACK up to the SACKed range, which the receiver no longer reports. */
+	mark = l->nlog;
+	v.ack = base + 3 * SEG;
+	assert_int_equal(forge(l, &v, NULL, 0), 0);
+	assert_int_equal(fl_count(l, mark, 1, 0, 0, NULL), 1);
+	assert_int_equal(l->log[mark % FL_LOG_MAX].seq, base + 3 * SEG);
+	assert_int_equal(l->log[mark % FL_LOG_MAX].len, SEG);
+	/* The forged ACKs covered bytes node 0 never got: the stream cannot complete, and
+	 * teardown checks that nothing leaked. */
 }
 
 /*
@@ -448,6 +506,7 @@ int main(void)
 		T(test_tcp_sack_blocks_take_room_from_payload),
 		T(test_tcp_sack_recovery_across_wraparound),
 		T(test_tcp_sack_bad_options_dropped_lying_blocks_ignored),
+		T(test_tcp_sack_reneged_range_resent),
 	};
 
 	return cmocka_run_group_tests_name("tcp_sack", tests, NULL, NULL);
