@@ -58,6 +58,7 @@ struct tl_config {
 	uint32_t local_ip;      /* host byte order */
 	uint8_t local_prefix;
 	uint16_t mtu;           /* standalone dpdk port MTU; 0 = 1500 (TCP MSS = MTU - 40) */
+	uint32_t nb_mbufs;      /* standalone dpdk port mempool size; 0 = sized by dpdk_net */
 };
 
 void tl_config_default(struct tl_config *cfg);
@@ -178,6 +179,9 @@ struct tl_stats {
 	uint64_t rejected;             /* unknown version/type answered with TL_TYPE_ERROR */
 	uint64_t refused_streams;      /* connections closed for a malformed stream or a limit */
 	uint64_t refused_conns;        /* accepts refused at max_conns */
+	uint64_t refused_conns_nomem;  /* accepts refused while the mempool runs low (dpdk) */
+	uint64_t rx_dropped_nomem;     /* data segments dropped for the peer to resend while the
+					* mempool ran critically low (dpdk) */
 	uint64_t err_replies_dropped;  /* error replies that found the tx queue full */
 };
 void tl_stats_get(const struct tl *tl, struct tl_stats *out);

@@ -31,6 +31,7 @@
  * crosses back over an MP/SC ring of completions that i drains in its poll hook.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,7 @@
 #define DB_COPY_MAX 512      /* payload pieces up to this size are copied, not attached */
 #define DB_EXT_MBUFS 16383   /* mbufs that carry attached payload, per instance */
 #define DB_BACKED_UP_BYTES (256u << 10) /* queued to a peer that is not taking it */
+#define DB_MAX_HOGS 64u                 /* backed-up connections whose data a low pool drops */
 /* Local ports of active opens, split into per-lcore slices under software steering. */
 #define DB_PORT_LO 49152u
 #define DB_PORT_HI 65535u
@@ -97,8 +99,13 @@ struct db {
 	 * its Rx ring: deaf to everyone. Below a quarter of the pool free, delivered bytes no
 	 * longer reopen the TCP window of connections whose replies are backed up (below an
 	 * eighth, of any connection); above half free, the withheld windows reopen.
+	 * Windows already offered can still be filled, so below an eighth free the data
+	 * segments of the backed-up connections ("hogs", listed by db_pool_watch) are dropped
+	 * on arrival, and below a thirty-second those of every connection (db_drop_data_nomem).
 	 */
-	bool pool_low, pool_critical;
+	bool pool_low, pool_critical, pool_severe;
+	uint32_t n_hogs;
+	struct tl_tcp_tuple hogs[DB_MAX_HOGS];
 	uint32_t conn_pieces_max;   /* send descriptors one connection may hold */
 	struct tl_obs *obs;         /* telemetry slot, or NULL */
 	/* Software steering: our lcore index of nl sharing the port, our EAL lcore id, where
@@ -287,6 +294,33 @@ static void db_chunk_hold(void *ref) { rte_mbuf_refcnt_update(ref, 1); }
 static void db_chunk_release(void *ref) { rte_pktmbuf_free(ref); }
 static const struct tl_chunk_ops db_chunk_ops = { db_chunk_hold, db_chunk_release };
 
+/*
+ * Mempool critically low (db_pool_watch): a segment carrying data for a backed-up
+ * connection — one whose replies its peer is not taking, so what it receives stays in
+ * mbufs — is dropped before TCP sees it, unacknowledged, for the peer to send again; below
+ * a thirty-second of the pool free, every connection's data is. Without this, peers that
+ * fill the windows they were offered while the application cannot drain them (an echo to
+ * a peer that never reads) take every mbuf: the Rx ring cannot refill and the port goes
+ * deaf, even to the RSTs and ACKs that would free them. Segments without data (ACKs, RSTs,
+ * FINs, window updates) and SYNs always go in. The whole segment goes, not only its
+ * payload: a data segment cut down to its header would read as a duplicate ACK.
+ */
+static bool db_drop_data_nomem(struct db *d, uint32_t saddr, const uint8_t *tcp, uint32_t tcp_len)
+{
+	uint32_t doff = (uint32_t)(tcp[12] >> 4) * 4u, i;
+	uint16_t sport = (uint16_t)(tcp[0] << 8 | tcp[1]), dport = (uint16_t)(tcp[2] << 8 | tcp[3]);
+
+	if (tcp_len < 20 || doff < 20 || doff >= tcp_len || (tcp[13] & 0x02))
+		return false;
+	for (i = 0; !d->pool_severe && i < d->n_hogs; i++)
+		if (d->hogs[i].raddr == saddr && d->hogs[i].rport == sport && d->hogs[i].lport == dport)
+			break;
+	if (!d->pool_severe && i == d->n_hogs)
+		return false;
+	d->tl->st.rx_dropped_nomem++;
+	return true;
+}
+
 static void db_l4_input(void *arg, struct dn_lcore *lc, struct rte_mbuf *m)
 {
 	struct db *d = arg;
@@ -318,6 +352,11 @@ static void db_l4_input(void *arg, struct dn_lcore *lc, struct rte_mbuf *m)
 	rx.daddr = rte_be_to_cpu_32(ip->dst_addr);
 	rx.tcp = (const uint8_t *)ip + ihl;
 	rx.tcp_len = (uint32_t)(tot - ihl);
+	if (__builtin_expect(d->pool_critical, 0) &&
+	    db_drop_data_nomem(d, rx.saddr, rx.tcp, rx.tcp_len)) {
+		rte_pktmbuf_free(m);
+		return;
+	}
 	rx.ecn = ip->type_of_service & 3;
 	rx.pkt = m;
 	tl_tcp_input(d->stack, &rx, db_now(d));
@@ -513,6 +552,16 @@ static void db_pool_watch(struct db *d, uint64_t now_tsc)
 	else if (d->pool_low && avail > size / 2)
 		d->pool_low = false;
 	d->pool_critical = avail < size / 8;
+	d->pool_severe = avail < size / 32;
+	d->n_hogs = 0;
+	for (struct tl_link *e = d->tl->conns.next; d->pool_critical && e != &d->tl->conns &&
+	     d->n_hogs < DB_MAX_HOGS; e = e->next) {
+		struct tl_conn *c = tl_container_of(e, struct tl_conn, link);
+		struct db_conn *dc = tl_conn_priv(c);
+
+		if (dc->tc != NULL && c->tx_bytes >= DB_BACKED_UP_BYTES)
+			tl_tcp_conn_tuple(dc->tc, &d->hogs[d->n_hogs++]);
+	}
 	if (d->pool_low || d->withholding == 0)
 		return;
 	for (struct tl_link *e = d->tl->conns.next; e != &d->tl->conns; e = e->next) {
@@ -572,12 +621,28 @@ static const struct tl_tcp_cbs db_conn_cbs = {
 	.connected = db_connected, .recv = db_recv, .sent = db_sent, .closed = db_closed,
 };
 
+/*
+ * A completed passive open. Refused (the peer gets a RST) at max_conns, and while the
+ * mempool is critically low (below an eighth free, see db_pool_watch): every mbuf then
+ * serves the connections that exist, and a newcomer would only take more of what they need.
+ */
 static int db_accept(void *arg, struct tl_tcp_conn *tc)
 {
 	struct tl_listener *l = arg;
-	struct tl_conn *c = tl_up_new(l->tl, l->ops, l->ctx);
+	struct tl *tl = l->tl;
+	struct db *d = db_of(tl);
+	struct tl_conn *c;
 	struct db_conn *dc;
 
+	if (tl->nconns >= tl->cfg.max_conns) {
+		tl->st.refused_conns++;
+		return -EMFILE;
+	}
+	if (d->pool_critical) {
+		tl->st.refused_conns_nomem++;
+		return -ENOBUFS;
+	}
+	c = tl_up_new(tl, l->ops, l->ctx);
 	if (c == NULL)
 		return -ENOMEM;
 	dc = tl_conn_priv(c);
@@ -712,7 +777,7 @@ static int db_standalone(struct db *d, const struct tl_config *cfg)
 	char err[256];
 	struct dn_config dc = {.port_id = DN_PORT_AUTO, .ip = cfg->local_ip,
 			       .prefix_len = cfg->local_prefix, .idle = DN_IDLE_SLEEP,
-			       .mtu = cfg->mtu};
+			       .mtu = cfg->mtu, .nb_mbufs = cfg->nb_mbufs};
 	int rc;
 
 	if (cfg->eal_argc > 0) {
@@ -896,6 +961,10 @@ static void db_dump_stats(const struct db *d)
 		s.seg_in, s.seg_out, s.bytes_in, s.bytes_out, s.retrans, s.fast_retrans, s.rto_fired,
 		s.spurious_rto, s.probes, s.ooo_queued, s.dup_segs, s.dup_acks, s.drop_malformed, s.drop_no_conn,
 		s.drop_window, s.drop_bad_ack, s.drop_backlog, s.drop_ooo_full, s.drop_emit);
+	fprintf(stderr, "tl: refused_conns %" PRIu64 " refused_conns_nomem %" PRIu64
+		" rx_dropped_nomem %" PRIu64 " refused_streams %" PRIu64 " rejected %" PRIu64 "\n",
+		d->tl->st.refused_conns, d->tl->st.refused_conns_nomem, d->tl->st.rx_dropped_nomem,
+		d->tl->st.refused_streams, d->tl->st.rejected);
 	const struct dn_stats *ds = dn_lcore_stats(d->lc);
 	fprintf(stderr, "dn: rx %lu tx %lu", ds->rx_pkts, ds->tx_pkts);
 	for (int i = 0; i < DN_DROP_MAX; i++)

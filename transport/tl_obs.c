@@ -3,7 +3,7 @@
  * stack counters and a table of its connections, readable with dpdk-telemetry.py:
  *
  *   /wharf/tl/instances        indexes of live instances
- *   /wharf/tl/stats,<i>        stack counters of instance i
+ *   /wharf/tl/stats,<i>        stack counters of instance i, with its message and refusal counts
  *   /wharf/tl/conns,<i>        one line per connection (up to TL_OBS_CONNS)
  *
  * Call chain: tl_be_dpdk.c's poll hook -> tl_obs_publish (at most every 100 ms, on the
@@ -39,6 +39,7 @@ struct obs_conn {
 
 struct obs_snap {
 	struct tl_tcp_stats st;
+	struct tl_stats ts;
 	uint32_t nconns, shown;
 	struct obs_conn c[TL_OBS_CONNS];
 };
@@ -125,6 +126,12 @@ static int obs_stats_cmd(const char *cmd, const char *params, struct rte_tel_dat
 		OBS_U64(conns_timedout);
 #undef OBS_U64
 		rte_tel_data_add_dict_u64(d, "connections", s->nconns);
+		rte_tel_data_add_dict_u64(d, "msgs_in", s->ts.msgs_in);
+		rte_tel_data_add_dict_u64(d, "msgs_out", s->ts.msgs_out);
+		rte_tel_data_add_dict_u64(d, "refused_conns", s->ts.refused_conns);
+		rte_tel_data_add_dict_u64(d, "refused_conns_nomem", s->ts.refused_conns_nomem);
+		rte_tel_data_add_dict_u64(d, "rx_dropped_nomem", s->ts.rx_dropped_nomem);
+		rte_tel_data_add_dict_u64(d, "refused_streams", s->ts.refused_streams);
 	}
 	free(s);
 	return rc;
@@ -201,6 +208,7 @@ void tl_obs_publish(struct tl_obs *o, uint64_t now_tsc)
 	/* release: the odd sequence is visible before any byte of the new snapshot. */
 	atomic_thread_fence(memory_order_release);
 	tl_tcp_stack_get_stats(o->stack, &o->snap.st);
+	tl_stats_get(o->tl, &o->snap.ts);
 	for (struct tl_link *e = o->tl->conns.next; e != &o->tl->conns; e = e->next) {
 		struct tl_tcp_conn *tc = o->conn_tcp(tl_container_of(e, struct tl_conn, link));
 

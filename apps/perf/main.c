@@ -74,6 +74,8 @@ static void usage(FILE *f)
 		"  --connections  client connections, 1..%d (default 1)\n"
 		"  --poll         busy-poll (never sleep waiting for packets or events)\n"
 		"  --mtu M        dpdk: port MTU 576..9000 (default 1500; both ends must agree)\n"
+		"  --max-conns N  connections this instance accepts; more are refused (default 1024)\n"
+		"  --nb-mbufs N   dpdk: the port's mempool size (default: sized by dpdk_net)\n"
 		"  --hist FILE    client: write every RTT sample (microseconds) to FILE\n"
 		"  --lcores N     dpdk: one transport instance per lcore on N EAL lcores (-l 0-1:\n"
 		"                 2); connections spread over them (software steering on a\n"
@@ -152,6 +154,8 @@ static void parse_opt(struct perf_opts *o, int c, const char *arg)
 	case 'c': o->conns = parse_u32("--connections", arg, 1, PERF_MAX_CONNS); break;
 	case 'B': o->poll = true; break;
 	case 'M': o->mtu = parse_u32("--mtu", arg, 576, 9000); break;
+	case 'X': o->max_conns = parse_u32("--max-conns", arg, 1, 1u << 20); break;
+	case 'N': o->nb_mbufs = parse_u32("--nb-mbufs", arg, 1024, 1u << 24); break;
 	case 'H': o->hist = arg; break;
 	case 'L': o->lcores = parse_u32("--lcores", arg, 1, PERF_MAX_LCORES); break;
 	case 'n': o->count = parse_u32("--count", arg, 1, 1000000000); break;
@@ -174,6 +178,7 @@ static void perf_parse(int argc, char **argv, struct perf_opts *o)
 		{ "poll", no_argument, NULL, 'B' },         { "hist", required_argument, NULL, 'H' },
 		{ "mtu", required_argument, NULL, 'M' },    { "lcores", required_argument, NULL, 'L' },
 		{ "count", required_argument, NULL, 'n' },  { "verify", no_argument, NULL, 'V' },
+		{ "max-conns", required_argument, NULL, 'X' }, { "nb-mbufs", required_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -239,6 +244,9 @@ int perf_tl_create(const struct perf_opts *o, void *backend_arg, struct tl **tl)
 	cfg.local_ip = o->ip;
 	cfg.local_prefix = o->prefix;
 	cfg.mtu = (uint16_t)o->mtu;
+	cfg.nb_mbufs = o->nb_mbufs;
+	if (o->max_conns != 0)
+		cfg.max_conns = o->max_conns;
 	rc = tl_create(&cfg, tl);
 	if (rc == -EINVAL && tl_config_check(&cfg, &why) != 0)
 		fprintf(stderr, "wharf-perf: transport config: %s\n", why);

@@ -25,6 +25,8 @@ struct perf_opts {
 	bool poll;          /* busy-poll: never sleep in tl_poll */
 	bool verify;        /* client: every echo must carry the bytes and request id sent */
 	uint32_t mtu;       /* dpdk: port MTU (0 = 1500) */
+	uint32_t max_conns; /* 0: the transport's default */
+	uint32_t nb_mbufs;  /* dpdk: port mempool size, 0: dpdk_net's sizing */
 	const char *hist;   /* client: write RTT samples (us, one per line) here */
 	uint32_t ip, peer, size, conns;
 	uint32_t lcores;    /* dpdk: transport instances, one per EAL lcore (1 = standalone) */

@@ -20,6 +20,9 @@ kind of hostile traffic on the TAP, and prints what it sent and what the node an
                              1 and 0), zero-window peers (Linux socket not reading; scapy
                              peer holding its window at 0) and a peer that never reads,
                              each in turn, next to the live connection (--parts).
+  hostile.py limits ...      connections past the node's --max-conns are refused; never-
+                             reading peers exhaust its (small) mempool and new connections
+                             are refused meanwhile; the live connection keeps echoing.
   hostile.py check --expect FILE --log NODE_LOG
       compares the counters the node printed at exit (WHARF_TL_STATS=1) with what the
       phase sent; prints the table; exit 1 when a counter shows less than was sent.
@@ -531,6 +534,92 @@ def peer_never_reads(c, a, rss0, rss1):
                      "never_readers": len(nrs), "never_reader_bytes_in": got_in})
 
 
+def probes(a, n, nbytes, seed, timeout):
+    """n connections opened together, each echoing nbytes; returns (ok, refused, conns).
+    A refused one is reset by the node right after the handshake (or never connects)."""
+    conns, ok, refused = [], 0, 0
+    for i in range(n):
+        try:
+            conns.append(Live(a.wh, a.port, nbytes, seed + i))
+        except OSError:
+            refused += 1
+    for lv in conns:
+        lv.start()
+        lv.allow(len(lv.out))
+    for lv in conns:
+        if lv.wait_echoed(timeout) and lv.report()["intact"]:
+            ok += 1
+        else:
+            refused += 1
+    return ok, refused, conns
+
+
+def phase_limits(a):
+    """The node runs with --max-conns M and a small mempool (--nb-mbufs): connections past
+    M are refused and counted; never-reading peers drive the mempool low, and while it is
+    critically low new connections are refused and the backed-up peers' data segments are
+    dropped, both counted; the node keeps answering, the live connection keeps echoing, and
+    new connections work again once the load is gone."""
+    c = Ctx(a)
+    c.advance(64 << 10, "before the limits")
+    # 1. the connection cap: the live connection holds one of the max_conns slots.
+    extra = a.max_conns + 4
+    ok, refused, conns = probes(a, extra, 4096, 101, 5)
+    want_ok = a.max_conns - 1
+    c.row("%d connections next to the live one, cap %d" % (extra, a.max_conns), extra,
+          "%d echoed, %d refused" % (ok, refused))
+    if ok != want_ok or refused != extra - want_ok:
+        c.fail.append("connection cap %d: %d echoed and %d refused of %d, expected %d and %d" % (
+            a.max_conns, ok, refused, extra, want_ok, extra - want_ok))
+    c.expect_at_least("refused_conns", extra - want_ok, "connections past max_conns")
+    for lv in conns:
+        lv.finish()
+    c.advance(32 << 10, "after the capped connections")
+    time.sleep(1)  # their closes reach the node
+    ok1, secs, det = new_conn_ok(a, 10)
+    c.row("a new connection once they closed", 1, "ok" if ok1 else "FAILED")
+    if not ok1:
+        c.fail.append("a new connection after the capped ones closed failed: %s" % det)
+    # 2. mempool exhaustion: never-readers hold the node's buffers.
+    nrs = [Live(a.wh, a.port, 32 << 20, 23 + i, rcvbuf=1, read=False) for i in range(a.never_readers)]
+    for nr in nrs:
+        nr.start()
+        nr.allow(len(nr.out))
+    time.sleep(3)
+    ok2, refused2, conns2 = 0, 0, []
+    for i in range(5):
+        o, r, cs = probes(a, 2, 4096, 201 + 2 * i, 3)
+        ok2, refused2, conns2 = ok2 + o, refused2 + r, conns2 + cs
+        if r > 0:
+            break
+        time.sleep(1)
+    # The live connection is not backed up: its data still goes in (the never-readers'
+    # is dropped for them to resend) and it keeps echoing.
+    live_ok = c.advance(16 << 10, "while never-readers hold the mempool", 8)
+    got_in = sum(nr.report()["bytes_sent"] for nr in nrs)
+    c.row("%d never-readers (%d B in), then new connections" % (len(nrs), got_in),
+          ok2 + refused2, "%d echoed, %d refused; live conn %s" % (
+              ok2, refused2, "echoing" if live_ok else "STALLED"))
+    if refused2 == 0:
+        c.fail.append("no new connection was refused while never-readers held the mempool")
+    else:
+        c.expect_at_least("refused_conns_nomem", 1, "connections while the mempool was low")
+        c.expect_at_least("rx_dropped_nomem", 1, "data segments while the mempool was low")
+    for lv in conns2:
+        lv.finish()
+    for nr in nrs:
+        nr.finish()     # Linux resets them: the node frees what they held
+    time.sleep(2)
+    ok3, secs, det = new_conn_ok(a, 10)
+    c.row("a new connection after the never-readers left", 1, "ok" if ok3 else "FAILED")
+    if not ok3:
+        c.fail.append("a new connection after the mempool recovered failed: %s" % det)
+    c.advance(32 << 10, "after the never-readers left")
+    return c.finish({"cap": {"max_conns": a.max_conns, "echoed": ok, "refused": refused},
+                     "mempool": {"never_readers": len(nrs), "bytes_in": got_in,
+                                 "echoed": ok2, "refused": refused2}})
+
+
 def phase_check(a):
     with open(a.expect) as f:
         exp = json.load(f)["expect"]
@@ -559,7 +648,8 @@ def phase_check(a):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("phase", choices=["malformed", "window", "blind", "synflood", "peers", "check"])
+    p.add_argument("phase", choices=["malformed", "window", "blind", "synflood", "peers", "limits",
+                                     "check"])
     p.add_argument("--iface")
     p.add_argument("--lnx")
     p.add_argument("--wh")
@@ -569,7 +659,8 @@ def main():
     p.add_argument("--node-pid", type=int, default=0)
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--parts", default="tiny,zero,rawmss,rawzero,never", help="peers: which peers (comma list)")
-    p.add_argument("--never-readers", type=int, default=1, help="peers: how many never read")
+    p.add_argument("--never-readers", type=int, default=1, help="peers, limits: how many never read")
+    p.add_argument("--max-conns", type=int, default=8, help="limits: the node's --max-conns")
     p.add_argument("--only", help="malformed: variants whose names start with these (comma list)")
     p.add_argument("--syns", type=int, default=100000)
     p.add_argument("--rate", type=float, default=8000, help="SYNs per second")
@@ -585,7 +676,7 @@ def main():
     if a.syns < 1 or a.syns > 200000 or a.reps < 1 or a.reps > 100 or a.rate <= 0:
         p.error("--syns 1..200000, --reps 1..100, --rate > 0")
     return {"malformed": phase_malformed, "window": phase_window, "blind": phase_blind,
-            "synflood": phase_synflood, "peers": phase_peers}[a.phase](a)
+            "synflood": phase_synflood, "peers": phase_peers, "limits": phase_limits}[a.phase](a)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 # after testbed/cluster/tb.sh.
 #
 #   hs_up NET PORT        persistent TAP (own name), Linux at NET.1/24, a wharf echo server
-#                         (wharf-perf --server --echo, WHARF_TL_STATS=1) at NET.2 on it
+#                         (wharf-perf --server --echo, WHARF_TL_STATS=1, plus HS_NODE_ARGS) at
+#                         NET.2 on it
 #   hs_run PHASE [args..] testbed/hostile/hostile.py PHASE against that node (bounded)
 #   hs_mem LABEL          node RSS (/proc) and DPDK heap/ethdev counters (telemetry), printed
 #   hs_down               SIGTERM the node (it prints its counters), check it exited by itself
@@ -35,7 +36,7 @@ hs_up() { # NET PORT
 	WHARF_TL_STATS=1 "$TB_BUILD/wharf-perf" -l 0 --file-prefix "$HS_PREFIX" --no-pci \
 		$(tb_mem_args) --log-level='*:warning' --log-level=pmd.net.tap:error \
 		--vdev=net_tap0,iface="$HS_IF" -- --ip "$HS_WH/24" --port "$HS_PORT" --server --echo \
-		--seconds "$HS_NODE_SECS" >"$TB_DIR/node.out" 2>"$TB_DIR/node.log" &
+		--seconds "$HS_NODE_SECS" ${HS_NODE_ARGS:-} >"$TB_DIR/node.out" 2>"$TB_DIR/node.log" &
 	TB_PIDS[node]=$!
 	HS_PID=$!
 	tb_wait_log "$TB_DIR/node.log" "server on port" 20 || { cat "$TB_DIR/node.log"; tb_fail "wharf node did not come up"; }

@@ -338,11 +338,13 @@ def read_rss(pid):
 
 _TL_RE = re.compile(r"^tl_tcp: (.*)$", re.M)
 _DN_RE = re.compile(r"^dn: (.*)$", re.M)
+_TLAPI_RE = re.compile(r"^tl: (.*)$", re.M)
 
 
 def parse_node_stats(text):
     """The counters a wharf node prints at exit with WHARF_TL_STATS=1 (tl_be_dpdk.c):
        tl_tcp: seg in/out A/B ... drops: malformed N no_conn N ...
+       tl: refused_conns N refused_conns_nomem N ...
        dn: rx N tx N reason=N ..."""
     st = {}
     m = _TL_RE.search(text)
@@ -355,6 +357,10 @@ def parse_node_stats(text):
             st.setdefault(k, int(v))
         for k, v in re.findall(r"([a-z_]+) (\d+)", drops):
             st["drop_" + k] = int(v)
+    m = _TLAPI_RE.search(text)
+    if m:
+        for k, v in re.findall(r"([a-z_]+) (\d+)", m.group(1)):
+            st[k] = int(v)
     m = _DN_RE.search(text)
     if m:
         s = m.group(1)
