@@ -1,7 +1,7 @@
 /*
  * test_tcp_input.c — TCP-lite receive-side behaviour and hostile input on a fake link:
- * fast retransmit across sequence wraparound, zero window and probes, reordering,
- * duplicates and overlaps, RST in and out of window, challenge ACKs, malformed
+ * fast retransmit across sequence wraparound, zero (or too small) windows and probes,
+ * reordering, duplicates and overlaps, RST in and out of window, challenge ACKs, malformed
  * headers, segments far outside the window, the SYN backlog bound, ECN/DCTCP, and a
  * long transfer over a lossy, reordering, duplicating, corrupting link.
  * Every test ends with fl_fini reporting no leaked packet, frame or send buffer.
