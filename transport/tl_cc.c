@@ -137,6 +137,22 @@ void tl_cc_on_ack(struct tl_tcp_conn *c, uint32_t acked, bool ece)
 		c->cwnd = TL_CWND_MAX;
 }
 
+/*
+ * RFC 6675 IsLost(snd_una), lite: more than two segments' worth SACKed above it. An ACK
+ * that covers several segments (delayed, coalesced by GRO) stands for several dupacks,
+ * so the third may never come; the scoreboard counts what the receiver holds instead.
+ */
+static bool sack_says_lost(const struct tl_tcp_conn *c)
+{
+	uint32_t bytes = 0;
+
+	if (!c->sack_ok)
+		return false;
+	for (uint32_t i = 0; i < c->nsacked; i++)
+		bytes += c->sacked[i].end - c->sacked[i].start;
+	return bytes > 2u * c->mss;
+}
+
 void tl_cc_on_dupack(struct tl_tcp_conn *c)
 {
 	c->dupacks++;
@@ -150,7 +166,8 @@ void tl_cc_on_dupack(struct tl_tcp_conn *c)
 		return;
 	}
 	/* RFC 6582 4.1: only a loss after the last recovery point starts a new recovery. */
-	if (c->dupacks != 3 || TL_SEQ_LEQ(c->snd_una, c->recover))
+	if ((c->dupacks != 3 && !(c->dupacks < 3 && sack_says_lost(c))) ||
+	    TL_SEQ_LEQ(c->snd_una, c->recover))
 		return;
 	c->ssthresh = max_u32(tl_cc_flight(c) / 2u, 2u * c->mss);
 	c->cwnd = c->ssthresh + 3u * c->mss;
