@@ -9,10 +9,8 @@
  * Call chain: tl_be_dpdk.c's poll hook -> tl_obs_publish (at most every 100 ms, on the
  * instance's lcore) -> snapshot into its slot; telemetry thread -> obs_*_cmd -> copy out.
  *
- * The lcore never waits for the telemetry thread and vice versa: each slot is a seqlock.
- * The writer makes the sequence odd (relaxed) and fences (release) before writing the
- * snapshot, then publishes the even sequence (release); a reader loads it (acquire), copies,
- * fences (acquire), and re-loads it: an odd or changed sequence means a torn copy, retried.
+ * The lcore never waits for the telemetry thread and vice versa: each slot is a seqlock
+ * (tl_seqlock.h).
  * Slots are static storage because DPDK 22.11 telemetry handlers take no argument and can
  * never be unregistered: a slot outlives its instance, marked free.
  */
@@ -27,6 +25,7 @@
 #include <rte_telemetry.h>
 
 #include "transport/tl_pvt.h"
+#include "transport/tl_seqlock.h"
 #include "transport/tl_tcp.h"
 
 #define TL_OBS_SLOTS 16
@@ -65,20 +64,7 @@ static int obs_read(long i, struct obs_snap *out)
 	if (i < 0 || i >= TL_OBS_SLOTS)
 		return -EINVAL;
 	o = &obs_slots[i];
-	for (int tries = 0; tries < 1000; tries++) {
-		/* acquire: pairs with the release store that ends tl_obs_publish. */
-		uint32_t s1 = atomic_load_explicit(&o->seq, memory_order_acquire);
-
-		if (!atomic_load_explicit(&o->in_use, memory_order_relaxed))
-			return -ENOENT;
-		if (s1 & 1)
-			continue;
-		memcpy(out, &o->snap, sizeof(*out));
-		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&o->seq, memory_order_relaxed) == s1)
-			return 0;
-	}
-	return -EAGAIN;
+	return tl_seq_read(&o->seq, &o->in_use, out, &o->snap, sizeof(*out));
 }
 
 static long obs_index(const char *params)
@@ -203,10 +189,7 @@ void tl_obs_publish(struct tl_obs *o, uint64_t now_tsc)
 	if (o == NULL || now_tsc < o->next_tsc)
 		return;
 	o->next_tsc = now_tsc + rte_get_tsc_hz() / 10;
-	seq = atomic_load_explicit(&o->seq, memory_order_relaxed);
-	atomic_store_explicit(&o->seq, seq + 1, memory_order_relaxed);
-	/* release: the odd sequence is visible before any byte of the new snapshot. */
-	atomic_thread_fence(memory_order_release);
+	seq = tl_seq_write_begin(&o->seq);
 	tl_tcp_stack_get_stats(o->stack, &o->snap.st);
 	tl_stats_get(o->tl, &o->snap.ts);
 	for (struct tl_link *e = o->tl->conns.next; e != &o->tl->conns; e = e->next) {
@@ -221,8 +204,7 @@ void tl_obs_publish(struct tl_obs *o, uint64_t now_tsc)
 	}
 	o->snap.nconns = n;
 	o->snap.shown = shown;
-	/* release: pairs with the reader's acquire load in obs_read. */
-	atomic_store_explicit(&o->seq, seq + 2, memory_order_release);
+	tl_seq_write_end(&o->seq, seq);
 }
 
 void tl_obs_destroy(struct tl_obs *o)

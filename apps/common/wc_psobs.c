@@ -6,10 +6,7 @@
  * thread -> ps_*_cmd -> psobs_read -> copy out.
  *
  * The serving thread never waits for the telemetry thread and vice versa: the slot is a
- * seqlock, as in transport/tl_obs.c. The writer makes the sequence odd (relaxed) and fences
- * (release) before writing the snapshot, then publishes the even sequence (release); a
- * reader loads it (acquire), copies, fences (acquire) and re-loads it: an odd or changed
- * sequence means a torn copy, retried. Table row counts are read by the serving thread,
+ * seqlock (transport/tl_seqlock.h). Table row counts are read by the serving thread,
  * which owns every shard while the node runs one handler (wc_psnet_run.c); with more handler
  * lcores they would have to be published by each owner.
  */
@@ -24,6 +21,7 @@
 
 #include "apps/common/wc_psnet_pvt.h"
 #include "apps/common/wc_psobs.h"
+#include "transport/tl_seqlock.h"
 
 struct psobs_table {
 	uint32_t id, kind, dim;
@@ -65,20 +63,7 @@ static int psobs_read(struct psobs_snap *out)
 {
 	struct wc_psobs *o = &psobs_slot;
 
-	for (int tries = 0; tries < 1000; tries++) {
-		/* acquire: pairs with the release store that ends wc_psobs_publish. */
-		uint32_t s1 = atomic_load_explicit(&o->seq, memory_order_acquire);
-
-		if (!atomic_load_explicit(&o->in_use, memory_order_relaxed))
-			return -ENOENT;
-		if (s1 == 0 || (s1 & 1))
-			continue;
-		memcpy(out, &o->snap, sizeof(*out));
-		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&o->seq, memory_order_relaxed) == s1)
-			return 0;
-	}
-	return -EAGAIN;
+	return tl_seq_read(&o->seq, &o->in_use, out, &o->snap, sizeof(*out));
 }
 
 /* The parameter as an unsigned number, or -1 when missing or not a number. */
@@ -355,11 +340,7 @@ void wc_psobs_publish(struct wc_psobs *o, const struct wc_psnet *n, uint64_t now
 	if (o == NULL || (!force && now_us < o->next_us))
 		return;
 	o->next_us = now_us + 100000u;
-	seq = atomic_load_explicit(&o->seq, memory_order_relaxed);
-	atomic_store_explicit(&o->seq, seq + 1, memory_order_relaxed);
-	/* release: the odd sequence is visible before any byte of the new snapshot. */
-	atomic_thread_fence(memory_order_release);
+	seq = tl_seq_write_begin(&o->seq);
 	psobs_fill(o, n, &o->snap);
-	/* release: pairs with the reader's acquire load in psobs_read. */
-	atomic_store_explicit(&o->seq, seq + 2, memory_order_release);
+	tl_seq_write_end(&o->seq, seq);
 }
