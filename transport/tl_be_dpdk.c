@@ -809,10 +809,14 @@ static int db_standalone(struct db *d, const struct tl_config *cfg)
  */
 static void db_cfg_env(struct tl_tcp_cfg *tc)
 {
-	const char *v = getenv("WHARF_TCP_RTO_MIN_US");
+	const char *v = getenv("WHARF_TCP_SACK");
 	char *end;
 	unsigned long us;
 
+	/* WHARF_TCP_SACK=0: neither offer nor accept SACK (for comparisons and peers' bugs). */
+	if (v != NULL && strcmp(v, "0") == 0)
+		tc->sack = false;
+	v = getenv("WHARF_TCP_RTO_MIN_US");
 	if (v == NULL || *v == '\0')
 		return;
 	us = strtoul(v, &end, 10);
@@ -956,10 +960,12 @@ static void db_dump_stats(const struct db *d)
 		return;
 	tl_tcp_stack_get_stats(d->stack, &s);
 	fprintf(stderr, "tl_tcp: seg in/out %lu/%lu bytes in/out %lu/%lu retrans %lu fast %lu rto %lu "
-		"spurious %lu probes %lu ooo %lu dup_segs %lu dup_acks %lu drops: malformed %lu no_conn %lu window %lu "
+		"spurious %lu probes %lu ooo %lu dup_segs %lu dup_acks %lu sack_rexmits %lu drops: malformed %lu "
+		"no_conn %lu window %lu "
 		"bad_ack %lu backlog %lu ooo_full %lu emit %lu\n",
 		s.seg_in, s.seg_out, s.bytes_in, s.bytes_out, s.retrans, s.fast_retrans, s.rto_fired,
-		s.spurious_rto, s.probes, s.ooo_queued, s.dup_segs, s.dup_acks, s.drop_malformed, s.drop_no_conn,
+		s.spurious_rto, s.probes, s.ooo_queued, s.dup_segs, s.dup_acks, s.sack_rexmits, s.drop_malformed,
+		s.drop_no_conn,
 		s.drop_window, s.drop_bad_ack, s.drop_backlog, s.drop_ooo_full, s.drop_emit);
 	fprintf(stderr, "tl: refused_conns %" PRIu64 " refused_conns_nomem %" PRIu64
 		" rx_dropped_nomem %" PRIu64 " refused_streams %" PRIu64 " rejected %" PRIu64 "\n",

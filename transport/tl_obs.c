@@ -105,6 +105,7 @@ static int obs_stats_cmd(const char *cmd, const char *params, struct rte_tel_dat
 		OBS_U64(seg_in); OBS_U64(seg_out); OBS_U64(bytes_in); OBS_U64(bytes_out);
 		OBS_U64(retrans); OBS_U64(fast_retrans); OBS_U64(rto_fired); OBS_U64(spurious_rto);
 		OBS_U64(probes); OBS_U64(ooo_queued); OBS_U64(dup_segs); OBS_U64(dup_acks);
+		OBS_U64(sack_rexmits);
 		OBS_U64(challenge_acks); OBS_U64(rst_in); OBS_U64(rst_out);
 		OBS_U64(drop_malformed); OBS_U64(drop_no_conn); OBS_U64(drop_window);
 		OBS_U64(drop_bad_ack); OBS_U64(drop_backlog); OBS_U64(drop_ooo_full);
@@ -141,10 +142,11 @@ static int obs_conns_cmd(const char *cmd, const char *params, struct rte_tel_dat
 			/* Telemetry names allow only letters, digits and _-/.: the peer goes in the value. */
 			snprintf(name, sizeof(name), "conn%u", k);
 			snprintf(v, sizeof(v), "peer=%u.%u.%u.%u:%u lport=%u state=%u seg_in=%" PRIu64
-				 " seg_out=%" PRIu64 " retrans=%" PRIu64 " srtt_us=%u rto_us=%u cwnd=%u",
-				 c->t.raddr >> 24, (c->t.raddr >> 16) & 255, (c->t.raddr >> 8) & 255,
-				 c->t.raddr & 255, c->t.rport, c->t.lport, c->s.state, c->s.seg_in,
-				 c->s.seg_out, c->s.retrans, c->s.srtt_us, c->s.rto_us, c->s.cwnd);
+				 " seg_out=%" PRIu64 " retrans=%" PRIu64 " srtt_us=%u rto_us=%u cwnd=%u"
+				 " sack=%d", c->t.raddr >> 24, (c->t.raddr >> 16) & 255,
+				 (c->t.raddr >> 8) & 255, c->t.raddr & 255, c->t.rport, c->t.lport,
+				 c->s.state, c->s.seg_in, c->s.seg_out, c->s.retrans, c->s.srtt_us,
+				 c->s.rto_us, c->s.cwnd, c->s.sack);
 			rte_tel_data_add_dict_string(d, name, v);
 		}
 	}

@@ -38,6 +38,9 @@ struct perf_opts {
 	double seconds;
 	int eal_argc;
 	char **eal_argv;
+	/* The clock (perf_clock_init): TSC ticks from tsc0, ns per tick. Read-only after. */
+	uint64_t tsc0;
+	double ns_per_tick;
 };
 
 struct perf;
@@ -78,6 +81,9 @@ struct perf {
 };
 
 int perf_tl_create(const struct perf_opts *o, void *backend_arg, struct tl **tl);
+/* The measurement clock (TSC, calibrated in main): ns and seconds since the start. */
+uint64_t perf_now_ns(const struct perf_opts *o);
+double perf_now_s(const struct perf_opts *o);
 /* Server loop until stopped; no report. 0 or 1. */
 int perf_server_run(struct perf *p);
 void perf_server_report(const struct perf *p, const char *extra);
