@@ -266,12 +266,12 @@ static int wal_list(const struct ps_server *s, struct wal_file **out, uint32_t *
 		return -errno;
 	while ((e = readdir(d)) != NULL) {
 		struct wal_file w;
+		size_t len = strlen(e->d_name);
 		int used = 0;
 		if (sscanf(e->d_name, "wal-%16" SCNx64 "-%3u-%6u.log%n", &w.gen, &w.slot, &w.part,
-			   &used) != 3 || used == 0 || e->d_name[used] != '\0' ||
-		    strlen(e->d_name) >= WAL_NAME_LEN)
+			   &used) != 3 || used == 0 || e->d_name[used] != '\0' || len >= WAL_NAME_LEN)
 			continue;
-		snprintf(w.name, sizeof(w.name), "%s", e->d_name);
+		memcpy(w.name, e->d_name, len + 1); /* length checked just above */
 		if (n == cap) {
 			cap = cap ? 2 * cap : 16;
 			p = realloc(f, cap * sizeof(*f));

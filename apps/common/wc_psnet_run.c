@@ -55,14 +55,22 @@ int wc_psnet_run_server(const struct wc_cluster *cl, const struct wc_model_table
 	int rc;
 
 	char wal[WC_PATH_LEN + 8] = "", own_ckpt[WC_PATH_LEN + 16];
+	int len = 0;
 
 	if (strcmp(cl->wal_dir, "none") != 0 && cl->wal_dir[0] != '\0')
-		snprintf(wal, sizeof(wal), "%s", cl->wal_dir);
+		len = snprintf(wal, sizeof(wal), "%s", cl->wal_dir);
 	else if (cl->wal_dir[0] == '\0' && ckpt != NULL)
-		snprintf(wal, sizeof(wal), "%s.wal", ckpt);
+		len = snprintf(wal, sizeof(wal), "%s.wal", ckpt);
+	/* A path cut short would put the log somewhere nobody asked for: refuse it. */
+	if (len < 0 || (size_t)len >= sizeof(wal) - sizeof("/checkpoint"))
+		return wn_errf(err, errlen, -ENAMETOOLONG, "write-ahead log directory %s%s: longer "
+			       "than %zu bytes", cl->wal_dir[0] != '\0' ? cl->wal_dir : ckpt,
+			       cl->wal_dir[0] != '\0' ? "" : ".wal",
+			       sizeof(wal) - sizeof("/checkpoint") - 1);
 	if (wal[0] != '\0' && ckpt == NULL) {
 		/* A log alone: the checkpoints that bound it live beside its segments. */
-		snprintf(own_ckpt, sizeof(own_ckpt), "%s/checkpoint", wal);
+		memcpy(own_ckpt, wal, (size_t)len);
+		memcpy(own_ckpt + len, "/checkpoint", sizeof("/checkpoint"));
 		ckpt = own_ckpt;
 		if (restore == NULL && access(own_ckpt, F_OK) == 0)
 			restore = own_ckpt;
