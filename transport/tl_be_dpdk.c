@@ -856,14 +856,20 @@ static bool db_fini_wait(struct db *d)
 {
 	uint64_t start = rte_rdtsc(), per_us = d->hz / 1000000;
 	uint64_t end = start + per_us * DB_FINI_WAIT_US, stop_at = start + per_us * DB_FINI_WAIT_US / 4;
+	bool stopped = false;
 
 	if (d->ext_pool == NULL)
 		return true;
 	for (;;) {
-		if (d->lc != NULL) {
+		/*
+		 * virtio frees sent mbufs lazily: ask for them (and their payload) now. Only the
+		 * lcore that owns the device queue (lcore 0 under software steering) reclaims,
+		 * and nobody touches the port once it is stopped.
+		 */
+		if (d->lc != NULL && !stopped) {
 			dn_tx_flush(d->lc);
-			/* virtio frees sent mbufs lazily: ask for them (and their payload) now. */
-			dn_tx_reclaim(d->lc, rte_rdtsc());
+			if (d->idx == 0)
+				dn_tx_reclaim(d->lc, rte_rdtsc());
 		}
 		if (d->sb_ring != NULL)
 			db_sb_drain(d);
@@ -874,8 +880,10 @@ static bool db_fini_wait(struct db *d)
 		 * last frames, stopping the device makes the PMD free every mbuf it holds, sent
 		 * or not, while the stack they point into still exists.
 		 */
-		if (d->port != NULL && rte_rdtsc() > stop_at)
+		if (d->port != NULL && !stopped && rte_rdtsc() > stop_at) {
 			dn_port_stop(d->port);
+			stopped = true;
+		}
 		if (rte_rdtsc() > end)
 			return false;
 		rte_delay_us_sleep(100);
