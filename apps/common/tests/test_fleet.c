@@ -3,7 +3,9 @@
  * flags, refusals (bad role, a call for the other role), a worker giving up on a server that
  * never comes, and a real pull/push round trip over protocol=kernel on 127.0.0.1: a server
  * fleet runs in a thread, a worker fleet in the test thread, both configured only through an
- * environment array as Paddle's launcher would set it.
+ * environment array as Paddle's launcher would set it; and a raw peer that pipelines 3000
+ * pulls without reading: the server's pending replies stay within its buffer cap (the rest
+ * refused with errors), every reply well formed and unique, and the server still serves.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -14,8 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <cmocka.h>
+
+#include "transport/tl_wire.h"
 
 #include "apps/common/wc_fleet.h"
 
@@ -274,6 +282,137 @@ static void test_fleet_pull_push_round_trip_kernel(void **state)
 	wc_fleet_destroy(srv);
 }
 
+/*
+ * A peer that pipelines FLOOD_REQS pulls and reads nothing for a while (its receive buffer
+ * at the minimum): the server's replies back up, its reply buffers (WN_POOL_MAX) run out,
+ * and it answers with PS_T_ERROR / -ENOBUFS or holds requests unanswered rather than
+ * growing. Then the peer reads: every reply is well formed, each pull answered at most
+ * once, and a real worker still gets its round trip — bounded, no crash, no hang.
+ */
+#define FLOOD_REQS 3000u
+
+static int flood_connect(unsigned port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 4096;
+
+	assert_true(fd >= 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &one, sizeof(one));
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	for (int i = 0; i < 100; i++) {
+		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+			return fd;
+		usleep(50000);
+	}
+	fail_msg("cannot connect to the server on port %u", port);
+	return -1;
+}
+
+/* Reads replies for up to ms; counts them by kind in n[0] ok, n[1] errors. */
+static void flood_read(int fd, uint8_t *seen, unsigned n[2], int ms)
+{
+	static uint8_t buf[1 << 16];
+	size_t have = 0;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	while (poll(&p, 1, ms) > 0) {
+		ssize_t r = read(fd, buf + have, sizeof(buf) - have);
+		size_t off = 0;
+
+		if (r <= 0)
+			break;
+		have += (size_t)r;
+		while (have - off >= TL_MSG_HDR_LEN) {
+			struct tl_msg_hdr h;
+
+			assert_int_equal(tl_msg_hdr_decode(buf + off, 1u << 20, &h), 0);
+			if (have - off < TL_MSG_HDR_LEN + h.body_len)
+				break;
+			assert_true(h.req_id < FLOOD_REQS);
+			assert_int_equal(seen[h.req_id], 0); /* answered at most once */
+			seen[h.req_id] = 1;
+			if (h.type == PS_T_PULL_R) {
+				assert_int_equal(h.body_len, DIM * 4);
+				n[0]++;
+			} else {
+				assert_true(h.type == PS_T_ERROR || h.type == TL_TYPE_ERROR);
+				n[1]++;
+			}
+			off += TL_MSG_HDR_LEN + h.body_len;
+		}
+		memmove(buf, buf + off, have - off);
+		have -= off;
+	}
+}
+
+static void test_fleet_server_bounded_under_pipelined_flood(void **state)
+{
+	struct fx *f = *state;
+	struct wc_model_tables mt;
+	struct wc_fleet *srv = NULL, *wk = NULL;
+	struct srv_arg a = { NULL, -1 };
+	const struct ps_client_io *io = NULL;
+	struct ps_client *pc;
+	static uint8_t req[FLOOD_REQS * (TL_MSG_HDR_LEN + 8)];
+	static uint8_t seen[FLOOD_REQS];
+	unsigned n[2] = { 0, 0 };
+	uint64_t key = 42;
+	float vals[DIM];
+	pthread_t th;
+	size_t off = 0;
+	int fd;
+
+	tables(&mt);
+	paddle_env(f, "PSERVER", 10);
+	assert_int_equal(fleet_from_env(f, &srv), 0);
+	assert_int_equal(wc_fleet_init_server(srv, &mt), 0);
+	a.fl = srv;
+	assert_int_equal(pthread_create(&th, NULL, server_main, &a), 0);
+
+	fd = flood_connect(f->port);
+	for (uint32_t i = 0; i < FLOOD_REQS; i++) {
+		struct tl_msg_hdr h = { .type = PS_T_PULL, .aux = PS_ELEM_F32, .body_len = 8,
+					.req_id = i, .key_count = 1, .dim = DIM };
+
+		tl_msg_hdr_encode(req + off, &h);
+		tl_st64(req + off + TL_MSG_HDR_LEN, key + i);
+		off += TL_MSG_HDR_LEN + 8;
+	}
+	/* Non-blocking: what the server does not read stays in our send buffer. */
+	for (size_t w = 0; w < off;) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		ssize_t r;
+
+		if (poll(&p, 1, 2000) <= 0)
+			break;
+		r = send(fd, req + w, off - w, MSG_DONTWAIT);
+		if (r <= 0)
+			break;
+		w += (size_t)r;
+	}
+	sleep(1); /* the server runs into its limits while we read nothing */
+	flood_read(fd, seen, n, 1500);
+	print_message("flood: %u pulls pipelined: %u answered, %u refused with an error, %u "
+		      "unanswered\n", FLOOD_REQS, n[0], n[1], FLOOD_REQS - n[0] - n[1]);
+	assert_true(n[0] > 0);
+	assert_true(n[0] + n[1] <= FLOOD_REQS);
+	close(fd);
+
+	/* The server is still there for a real worker. */
+	paddle_env(f, "TRAINER", 10);
+	assert_int_equal(fleet_from_env(f, &wk), 0);
+	assert_int_equal(wc_fleet_init_worker(wk, &mt), 0);
+	pc = wc_fleet_client(wk, &io);
+	assert_non_null(pc);
+	assert_int_equal(ps_client_pull_wait(pc, io, 0, DIM, &key, 1, vals), 0);
+	wc_fleet_stop_worker(wk);
+	assert_int_equal(wc_fleet_stop_servers(wk, 2000), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(a.rc, 0);
+	wc_fleet_destroy(wk);
+	wc_fleet_destroy(srv);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -286,6 +425,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fleet_worker_gives_up_without_server, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_fleet_pull_push_round_trip_kernel, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_fleet_server_bounded_under_pipelined_flood, setup,
 						teardown),
 	};
 
