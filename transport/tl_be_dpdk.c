@@ -307,11 +307,16 @@ static const struct tl_chunk_ops db_chunk_ops = { db_chunk_hold, db_chunk_releas
  */
 static bool db_drop_data_nomem(struct db *d, uint32_t saddr, const uint8_t *tcp, uint32_t tcp_len)
 {
-	uint32_t doff = (uint32_t)(tcp[12] >> 4) * 4u, i;
-	uint16_t sport = (uint16_t)(tcp[0] << 8 | tcp[1]), dport = (uint16_t)(tcp[2] << 8 | tcp[3]);
+	uint32_t doff, i;
+	uint16_t sport, dport;
 
-	if (tcp_len < 20 || doff < 20 || doff >= tcp_len || (tcp[13] & 0x02))
+	if (tcp_len < 20)
+		return false; /* TCP-lite refuses it as malformed */
+	doff = (uint32_t)(tcp[12] >> 4) * 4u;
+	if (doff < 20 || doff >= tcp_len || (tcp[13] & 0x02))
 		return false;
+	sport = (uint16_t)(tcp[0] << 8 | tcp[1]);
+	dport = (uint16_t)(tcp[2] << 8 | tcp[3]);
 	for (i = 0; !d->pool_severe && i < d->n_hogs; i++)
 		if (d->hogs[i].raddr == saddr && d->hogs[i].rport == sport && d->hogs[i].lport == dport)
 			break;
