@@ -307,8 +307,9 @@ static const struct tl_chunk_ops db_chunk_ops = { db_chunk_hold, db_chunk_releas
  */
 static bool db_drop_data_nomem(struct db *d, uint32_t saddr, const uint8_t *tcp, uint32_t tcp_len)
 {
-	uint32_t doff, i;
+	uint32_t doff;
 	uint16_t sport, dport;
+	bool drop;
 
 	if (tcp_len < 20)
 		return false; /* TCP-lite refuses it as malformed */
@@ -317,10 +318,11 @@ static bool db_drop_data_nomem(struct db *d, uint32_t saddr, const uint8_t *tcp,
 		return false;
 	sport = (uint16_t)(tcp[0] << 8 | tcp[1]);
 	dport = (uint16_t)(tcp[2] << 8 | tcp[3]);
-	for (i = 0; !d->pool_severe && i < d->n_hogs; i++)
-		if (d->hogs[i].raddr == saddr && d->hogs[i].rport == sport && d->hogs[i].lport == dport)
-			break;
-	if (!d->pool_severe && i == d->n_hogs)
+	drop = d->pool_severe;
+	for (uint32_t i = 0; !drop && i < d->n_hogs; i++)
+		drop = d->hogs[i].raddr == saddr && d->hogs[i].rport == sport &&
+		       d->hogs[i].lport == dport;
+	if (!drop)
 		return false;
 	d->tl->st.rx_dropped_nomem++;
 	return true;
@@ -639,17 +641,15 @@ static int db_accept(void *arg, struct tl_tcp_conn *tc)
 	struct tl_conn *c;
 	struct db_conn *dc;
 
-	if (tl->nconns >= tl->cfg.max_conns) {
-		tl->st.refused_conns++;
-		return -EMFILE;
-	}
 	if (d->pool_critical) {
 		tl->st.refused_conns_nomem++;
 		return -ENOBUFS;
 	}
-	c = tl_up_new(tl, l->ops, l->ctx);
-	if (c == NULL)
-		return -ENOMEM;
+	c = tl_up_new(tl, l->ops, l->ctx); /* NULL at max_conns, as in the kernel backend */
+	if (c == NULL) {
+		tl->st.refused_conns++;
+		return -EMFILE;
+	}
 	dc = tl_conn_priv(c);
 	dc->tc = tc;
 	dc->cur = NULL;
@@ -852,10 +852,11 @@ static int db_steer_init(struct db *d)
 }
 
 /*
- * Teardown on lcore i > 0: lcore 0 may still hold frames of ours (in the ring to it, in
- * the PMD's Tx ring) whose payload is our send buffers. Wait, bounded, until every attached
- * mbuf came back. True when they did; false means they are still out there and the stack
- * and rings must stay allocated (their release would touch freed memory).
+ * Teardown: the PMD may still hold frames of ours (lazily freed in its Tx ring; under
+ * software steering also in the ring to lcore 0) whose payload is our send buffers. Wait,
+ * bounded, until every attached mbuf came back. True when they did; false means they are
+ * still out there and the stack and rings must stay allocated (their release would touch
+ * freed memory).
  */
 static bool db_fini_wait(struct db *d)
 {
@@ -876,8 +877,7 @@ static bool db_fini_wait(struct db *d)
 			if (d->idx == 0)
 				dn_tx_reclaim(d->lc, rte_rdtsc());
 		}
-		if (d->sb_ring != NULL)
-			db_sb_drain(d);
+		db_sb_drain(d);
 		if (rte_mempool_full(d->ext_pool) && (d->sb_ring == NULL || rte_ring_empty(d->sb_ring)))
 			return true;
 		/*
