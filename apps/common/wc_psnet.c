@@ -425,14 +425,14 @@ int wc_psnet_poll(struct wc_psnet *n)
 	for (c = n->conns; c != NULL; c = c->next)
 		if (c->backlog && c->fc)
 			flush_backlog(c);
+	if (n->obs == NULL && n->ctl_fz == n->fz)
+		return rc;
+	now = wn_now_us(); /* one clock read for both timers below */
 	if (n->obs != NULL)
-		wc_psobs_publish(n->obs, n, wn_now_us(), 0);
-	if (n->ctl_fz != n->fz) {
-		now = wn_now_us();
-		if (now >= n->next_ctl_us) {
-			n->next_ctl_us = now + 2000;
-			fz_net_poll(n->ctl_fz, 0);
-		}
+		wc_psobs_publish(n->obs, n, now, 0);
+	if (n->ctl_fz != n->fz && now >= n->next_ctl_us) {
+		n->next_ctl_us = now + 2000;
+		fz_net_poll(n->ctl_fz, 0);
 	}
 	return rc;
 }
