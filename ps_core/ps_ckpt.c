@@ -185,18 +185,15 @@ static void write_durable(struct ck_out *o, struct ps_server *s, struct ps_snap 
 	}
 }
 
+/* fsync of the directory holding path (the rename into it must survive a power loss). */
 static int fsync_dir(const char *path)
 {
 	char *dup = strdup(path);
-	int fd, rc = 0;
+	int rc;
 
 	if (!dup)
 		return -ENOMEM;
-	fd = open(dirname(dup), O_RDONLY | O_DIRECTORY);
-	if (fd < 0 || fsync(fd) < 0)
-		rc = -errno;
-	if (fd >= 0)
-		close(fd);
+	rc = ps_fsync_dir(dirname(dup));
 	free(dup);
 	return rc;
 }

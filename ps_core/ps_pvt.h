@@ -338,6 +338,8 @@ int ps_wal_replay(struct ps_handler *h, uint64_t gen, struct ps_recover_stats *s
 		  size_t errlen);
 /* Highest generation among the segment files, or -1 when there are none; -errno. */
 int ps_wal_scan(struct ps_server *s, int64_t *max_gen, int64_t *min_gen);
+/* fsync of directory dir, so a file created or renamed in it survives a power loss. 0, -errno. */
+int ps_fsync_dir(const char *dir);
 /* ps_handle for one log record: no logging, reply into rep. */
 int ps_handle_replay(struct ps_handler *h, const struct tl_msg_view *req, struct ps_reply *rep);
 

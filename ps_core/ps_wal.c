@@ -90,7 +90,7 @@ void ps_wal_close(struct ps_wal *w)
 	w->fd = -1;
 }
 
-static int open_dir_fsync(const char *dir)
+int ps_fsync_dir(const char *dir)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
 
@@ -135,7 +135,7 @@ static int wal_roll(struct ps_handler *h, size_t need)
 	}
 	seg_header(s, h->slot, gen, part, m);
 	/* The file's existence and header must outlive a power loss before records go in. */
-	if (msync(m, WAL_SEG_HDR, MS_SYNC) < 0 || open_dir_fsync(s->wal_dir) < 0) {
+	if (msync(m, WAL_SEG_HDR, MS_SYNC) < 0 || ps_fsync_dir(s->wal_dir) < 0) {
 		rc = errno ? errno : EIO;
 		munmap(m, size);
 		goto out_unlink;
