@@ -76,19 +76,23 @@ static void wf_once(void)
 	FH_CHECK(wf_reply != NULL);
 }
 
-/* Runs one encoded request through the handler; returns ps_handle's status. */
-static int wf_handle(struct ps_handler *h, const uint8_t *msg, uint32_t len)
+/* Runs one encoded request through the handler (reply in wf_reply, its length in
+ * *rep_len); returns ps_handle's status. */
+static int wf_handle(struct ps_handler *h, const uint8_t *msg, uint32_t len, uint32_t *rep_len)
 {
 	struct ps_reply rep = {.buf = wf_reply, .cap = WF_REPLY_CAP};
 	struct tl_iov iov;
 	struct tl_msg_view v;
+	int rc;
 
 	FH_CHECK(tl_msg_hdr_decode(msg, UINT32_MAX, &v.hdr) == 0);
 	iov.base = msg + TL_MSG_HDR_LEN;
 	iov.len = len - TL_MSG_HDR_LEN;
 	v.iov = &iov;
 	v.iovcnt = iov.len > 0;
-	return ps_handle(h, &v, &rep);
+	rc = ps_handle(h, &v, &rep);
+	*rep_len = rep.len;
+	return rc;
 }
 
 /* Values of keys[0..n) in table WF_SPARSE as server h sees them, into out. */
@@ -97,18 +101,11 @@ static void wf_pull(struct ps_handler *h, struct ps_client *c, const uint64_t *k
 {
 	uint8_t buf[4096];
 	struct ps_msgbuf mb = {.buf = buf, .cap = sizeof(buf)};
-	struct ps_reply rep = {.buf = wf_reply, .cap = WF_REPLY_CAP};
-	struct tl_iov iov;
-	struct tl_msg_view v;
+	uint32_t rep_len;
 
 	FH_CHECK(ps_client_pull(c, WF_SPARSE, WF_DIM, keys, n, out, NULL, NULL, &mb) == 0);
-	FH_CHECK(tl_msg_hdr_decode(buf, UINT32_MAX, &v.hdr) == 0);
-	iov.base = buf + TL_MSG_HDR_LEN;
-	iov.len = mb.len - TL_MSG_HDR_LEN;
-	v.iov = &iov;
-	v.iovcnt = 1;
-	FH_CHECK(ps_handle(h, &v, &rep) == 0);
-	FH_CHECK(rep.len == TL_MSG_HDR_LEN + n * WF_DIM * 4u);
+	FH_CHECK(wf_handle(h, buf, mb.len, &rep_len) == 0);
+	FH_CHECK(rep_len == TL_MSG_HDR_LEN + n * WF_DIM * 4u);
 	memcpy(out, wf_reply + TL_MSG_HDR_LEN, (size_t)n * WF_DIM * 4u);
 }
 
@@ -246,6 +243,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint64_t *k = &keys[n_keys];
 		float g[WF_MAX_KEYS * WF_DIM];
 		struct ps_msgbuf mb = {.buf = buf, .cap = sizeof(buf)};
+		uint32_t rep_len;
 
 		for (uint32_t j = 0; j < nk; j++)
 			k[j] = fh_u8(&in) % 32u;
@@ -253,7 +251,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			g[j] = (float)(int8_t)fh_u8(&in) / 16.0f;
 		if (ps_client_push(c[w], WF_SPARSE, WF_DIM, k, nk, g, NULL, NULL, &mb) != 0)
 			break;
-		accepted += wf_handle(h, buf, mb.len) == 0;
+		accepted += wf_handle(h, buf, mb.len, &rep_len) == 0;
 		n_keys += nk;
 		if (i == cut_at % (n_push + 1u) && (sel & 8u)) {
 			uint64_t rows;
