@@ -245,6 +245,11 @@ void dn_tx_reclaim(struct dn_lcore *lc, uint64_t now);
  * with ip's pseudo header; the value to store (for UDP a 0 result is sent as 0xffff).
  */
 uint16_t dn_l4_cksum_sw(const struct rte_mbuf *m, const struct rte_ipv4_hdr *ip, uint32_t l4_off);
+/* Ones'-complement sum of len bytes folded to 16 bits (what rte_raw_cksum returns, faster). */
+uint16_t dn_raw_cksum(const void *buf, size_t len);
+/* True when the TCP/UDP segment at l4 (l4_len bytes, contiguous) sums correctly with ip's
+ * pseudo header (whose total length must cover it). */
+bool dn_l4_cksum_ok(const struct rte_ipv4_hdr *ip, const void *l4, uint32_t l4_len);
 
 /* Sends an ICMP echo request (id, seq, payload_len bytes of pattern). */
 int dn_icmp_echo_send(struct dn_lcore *lc, uint32_t dst_ip, uint16_t id, uint16_t seq,

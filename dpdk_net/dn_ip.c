@@ -244,6 +244,54 @@ void dn_input_burst(struct dn_lcore *lc, struct rte_mbuf **pkts, uint16_t n)
 }
 
 /*
+ * Ones'-complement sum of len bytes, folded to 16 bits, in the same (native) byte order as
+ * rte_raw_cksum. DPDK 22.11's adds 16 bits at a time; this adds each 64-bit load's two
+ * 32-bit halves into 64-bit accumulators (a 32-bit word is congruent to the sum of its two
+ * 16-bit halves modulo 0xffff), four loads per round: about 4x fewer operations per byte,
+ * and the checksum was the biggest single cost of a full-sized segment.
+ */
+uint16_t dn_raw_cksum(const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, w0, w1, w2, w3;
+	uint32_t w;
+	uint16_t h = 0;
+
+	for (; len >= 32; p += 32, len -= 32) {
+		memcpy(&w0, p, 8);
+		memcpy(&w1, p + 8, 8);
+		memcpy(&w2, p + 16, 8);
+		memcpy(&w3, p + 24, 8);
+		s0 += (w0 & 0xffffffffu) + (w0 >> 32);
+		s1 += (w1 & 0xffffffffu) + (w1 >> 32);
+		s2 += (w2 & 0xffffffffu) + (w2 >> 32);
+		s3 += (w3 & 0xffffffffu) + (w3 >> 32);
+	}
+	for (; len >= 4; p += 4, len -= 4) {
+		memcpy(&w, p, 4);
+		s0 += w;
+	}
+	if (len >= 2) {
+		memcpy(&h, p, 2);
+		s1 += h;
+		p += 2;
+		len -= 2;
+	}
+	if (len == 1) { /* the odd byte is the first of a 16-bit word, zero-padded */
+		h = 0;
+		memcpy(&h, p, 1);
+		s2 += h;
+	}
+	s0 += s1 + s2 + s3; /* each term < 2^34 per 16 GiB: no overflow for any frame */
+	s0 = (s0 & 0xffffffffu) + (s0 >> 32);
+	s0 = (s0 & 0xffffffffu) + (s0 >> 32);
+	s0 = (s0 & 0xffff) + (s0 >> 16);
+	s0 = (s0 & 0xffff) + (s0 >> 16);
+	s0 = (s0 & 0xffff) + (s0 >> 16);
+	return (uint16_t)s0;
+}
+
+/*
  * The TCP/UDP checksum over an mbuf chain in software. Written here rather than taken from
  * rte_ipv4_udptcp_cksum_mbuf: in DPDK 22.11 its helper truncates a segment's partial sum
  * to 16 bits before byte-swapping it for a segment that starts at an odd offset, so chains
@@ -268,7 +316,7 @@ uint16_t dn_l4_cksum_sw(const struct rte_mbuf *m, const struct rte_ipv4_hdr *ip,
 		n -= off;
 		if (n > l4_len - done)
 			n = l4_len - done;
-		part = __rte_raw_cksum_reduce(__rte_raw_cksum(rte_pktmbuf_mtod_offset(s, const void *, off), n, 0));
+		part = dn_raw_cksum(rte_pktmbuf_mtod_offset(s, const void *, off), n);
 		if (done & 1)
 			part = (uint16_t)(part << 8 | part >> 8);
 		sum += part;
@@ -277,6 +325,15 @@ uint16_t dn_l4_cksum_sw(const struct rte_mbuf *m, const struct rte_ipv4_hdr *ip,
 	sum = (sum & 0xffff) + (sum >> 16);
 	sum = (sum & 0xffff) + (sum >> 16);
 	return (uint16_t)~sum;
+}
+
+bool dn_l4_cksum_ok(const struct rte_ipv4_hdr *ip, const void *l4, uint32_t l4_len)
+{
+	uint32_t sum = (uint32_t)rte_ipv4_phdr_cksum(ip, 0) + dn_raw_cksum(l4, l4_len);
+
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum == 0xffff;
 }
 
 /* Fills the L4 checksum: the device does it from the pseudo-header sum, or we do it here. */
@@ -329,24 +386,27 @@ int dn_ip_send(struct dn_lcore *lc, struct rte_mbuf *m, uint32_t dst_ip, uint8_t
 		dn_drop(lc, m, DN_DROP_NO_MBUF);
 		return -ENOSPC;
 	}
-	memset(ip, 0, sizeof(*ip));
-	ip->version_ihl = RTE_IPV4_VHL_DEF;
-	ip->type_of_service = (flags & DN_TX_ECT0) ? 0x02 : 0;
-	ip->total_length = rte_cpu_to_be_16((uint16_t)(l4_len + sizeof(*ip)));
-	ip->packet_id = rte_cpu_to_be_16(lc->ip_id++);
-	ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
-	ip->time_to_live = DN_TTL;
-	ip->next_proto_id = proto;
-	ip->src_addr = rte_cpu_to_be_32(p->ip);
-	ip->dst_addr = rte_cpu_to_be_32(dst_ip);
+	/* Built on the stack and copied once: summing the header back out of the mbuf right
+	 * after writing it field by field stalled on store forwarding (~8% of a stream). */
+	struct rte_ipv4_hdr h = {
+		.version_ihl = RTE_IPV4_VHL_DEF,
+		.type_of_service = (flags & DN_TX_ECT0) ? 0x02 : 0,
+		.total_length = rte_cpu_to_be_16((uint16_t)(l4_len + sizeof(*ip))),
+		.packet_id = rte_cpu_to_be_16(lc->ip_id++),
+		.fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG),
+		.time_to_live = DN_TTL,
+		.next_proto_id = proto,
+		.src_addr = rte_cpu_to_be_32(p->ip),
+		.dst_addr = rte_cpu_to_be_32(dst_ip),
+	};
 	m->l2_len = sizeof(struct rte_ether_hdr);
 	m->l3_len = sizeof(*ip);
 	m->ol_flags &= ~(RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_L4_MASK | RTE_MBUF_F_TX_IPV4);
-	if (p->tx_ip_csum) {
+	if (p->tx_ip_csum)
 		m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
-	} else {
-		ip->hdr_checksum = rte_ipv4_cksum(ip);
-	}
+	else
+		h.hdr_checksum = (uint16_t)~dn_raw_cksum(&h, sizeof(h));
+	memcpy(ip, &h, sizeof(h));
 	if (flags & DN_TX_L4_CSUM)
 		l4_csum(lc, m, ip, proto);
 	if (dn_arp_lookup(p, next_hop, &mac) != 0)

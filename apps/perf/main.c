@@ -434,9 +434,13 @@ static void perf_fill(struct perf_conn *pc)
 	struct tl_iov v = { p->payload, p->o->size };
 	struct tl_msg_hdr h = { .type = PERF_TYPE };
 
+	/* The echo brings the send time back: RTT without a lookup. A stream without echoes
+	 * measures no RTT, and skips the clock read per message. */
+	bool stamp = p->o->mode == PERF_PINGPONG || p->o->echo;
+
 	while (p->running && pc->up == 1 && pc->inflight < p->window &&
 	       (p->o->count == 0 || pc->echoed + pc->inflight < p->o->count)) {
-		h.req_id = perf_now_ns(p->o); /* the echo brings it back: RTT without a lookup */
+		h.req_id = stamp ? perf_now_ns(p->o) : 0;
 		if (tl_send(pc->c, &h, &v, p->o->size > 0, cli_done, pc) != 0)
 			break;
 		pc->last_id = h.req_id;

@@ -13,6 +13,12 @@
  * reproduces the same fates run after run. Each port has its own generator seeded from
  * (seed, port). Draw order per frame: loss, corrupt, duplicate, reorder.
  *
+ * Checksums: a node sends TCP with its checksum partial (virtio NEEDS_CSUM); the frame
+ * arrives here marked L4_CKSUM_NONE and leaves marked for the Tx offload, so the egress
+ * vhost port hands it on partial and the receiving node trusts it, as between VMs on one
+ * host. A frame about to be corrupted gets its checksum completed first: the damage is
+ * done on the wire, to a frame that carries its sum, and the receiver must catch it.
+ *
  * Idle policy: sleeps on the vhost queues' Rx interrupts (or backs off) unless --poll.
  * On SIGINT/SIGTERM or after --seconds it prints its per-port counters as one JSON line.
  */
@@ -58,6 +64,7 @@ struct vs_delayed {
 
 struct vs_port {
 	uint16_t port_id;
+	struct dn_port *dp;
 	uint64_t rng;               /* xorshift64* state, seeded from (seed, port) */
 	struct rte_mbuf *held;      /* a frame kept back to be sent after the next one */
 	uint64_t held_since;
@@ -214,14 +221,53 @@ static bool is_ipv4(const struct rte_mbuf *m)
 	       eth->ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
 }
 
+/* The IPv4 header of a TCP frame whose checksum its sender left partial, else NULL. */
+static struct rte_ipv4_hdr *partial_tcp(struct rte_mbuf *m)
+{
+	struct rte_ipv4_hdr *ip;
+	uint32_t ihl;
+
+	if ((m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) != RTE_MBUF_F_RX_L4_CKSUM_NONE ||
+	    rte_pktmbuf_data_len(m) < sizeof(struct rte_ether_hdr) + sizeof(*ip))
+		return NULL;
+	ip = rte_pktmbuf_mtod_offset(m, struct rte_ipv4_hdr *, sizeof(struct rte_ether_hdr));
+	ihl = (ip->version_ihl & 0xfu) * 4u;
+	if (ip->next_proto_id != IPPROTO_TCP || ihl < sizeof(*ip) ||
+	    rte_pktmbuf_data_len(m) < sizeof(struct rte_ether_hdr) + ihl + 20u)
+		return NULL;
+	return ip;
+}
+
+/* Completes a partial TCP checksum in software (before the frame is damaged). */
+static void cksum_complete(struct rte_mbuf *m)
+{
+	struct rte_ipv4_hdr *ip = partial_tcp(m);
+	uint32_t l4_off = (uint32_t)sizeof(struct rte_ether_hdr) + (ip->version_ihl & 0xfu) * 4u;
+	uint16_t *field = rte_pktmbuf_mtod_offset(m, uint16_t *, l4_off + 16);
+
+	*field = 0;
+	*field = dn_l4_cksum_sw(m, ip, l4_off);
+	m->ol_flags &= ~(RTE_MBUF_F_RX_L4_CKSUM_MASK | RTE_MBUF_F_TX_L4_MASK | RTE_MBUF_F_TX_IPV4);
+}
+
 static void egress(struct vs *vs, struct vs_port *p, struct rte_mbuf *m, uint64_t now)
 {
 	const struct vs_opts *o = &vs->o;
 	struct rte_mbuf *dup = NULL;
+	struct rte_ipv4_hdr *ip;
 
 	if (!is_ipv4(m)) {
 		port_out(vs, p, m, now);
 		return;
+	}
+	ip = partial_tcp(m);
+	if (ip != NULL) {
+		/* Pass the offload on: the egress port marks the frame partial for its node. */
+		m->l2_len = sizeof(struct rte_ether_hdr);
+		m->l3_len = (ip->version_ihl & 0xfu) * 4u;
+		m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_TCP_CKSUM;
+		if (!dn_port_tx_l4_csum(p->dp))
+			cksum_complete(m);
 	}
 	if (rng_next(&p->rng) < o->loss) {
 		rte_pktmbuf_free(m);
@@ -233,6 +279,9 @@ static void egress(struct vs *vs, struct vs_port *p, struct rte_mbuf *m, uint64_
 		uint32_t span = rte_pktmbuf_data_len(m) - (uint32_t)sizeof(struct rte_ether_hdr);
 		uint32_t bit = (uint32_t)(rng_next(&p->rng) * span * 8);
 		uint8_t *b = rte_pktmbuf_mtod_offset(m, uint8_t *, sizeof(struct rte_ether_hdr));
+
+		if (partial_tcp(m) != NULL)
+			cksum_complete(m);
 
 		b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
 		p->c.corrupted++;
@@ -506,6 +555,7 @@ static int ports_up(struct vs *vs, char *err, size_t errlen)
 		if (rc != 0)
 			return rc;
 		vs->port[i].port_id = pid;
+		vs->port[i].dp = dp;
 		vs->port[i].pool = dn_lcore_pool(lc);
 		vs->port[i].rng = seed_mix(vs->o.seed, i);
 		vs->port[i].dl = calloc(VS_DELAY_SLOTS, sizeof(struct vs_delayed));
