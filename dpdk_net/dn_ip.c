@@ -386,13 +386,23 @@ int dn_ip_send(struct dn_lcore *lc, struct rte_mbuf *m, uint32_t dst_ip, uint8_t
 		dn_drop(lc, m, DN_DROP_NO_MBUF);
 		return -ENOSPC;
 	}
-	/* Built on the stack and copied once: summing the header back out of the mbuf right
-	 * after writing it field by field stalled on store forwarding (~8% of a stream). */
+	/*
+	 * The header checksum is summed from the field values (host order, 16-bit words), not
+	 * read back from memory: loading the header right after writing it field by field
+	 * stalled on store forwarding (~8% of a stream).
+	 */
+	uint8_t tos = (flags & DN_TX_ECT0) ? 0x02 : 0;
+	uint16_t tot = (uint16_t)(l4_len + sizeof(*ip)), id = lc->ip_id++;
+	uint32_t sum = (uint32_t)(RTE_IPV4_VHL_DEF << 8 | tos) + tot + id + RTE_IPV4_HDR_DF_FLAG +
+		       (uint32_t)(DN_TTL << 8 | proto) + (p->ip >> 16) + (p->ip & 0xffff) +
+		       (dst_ip >> 16) + (dst_ip & 0xffff);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
 	struct rte_ipv4_hdr h = {
 		.version_ihl = RTE_IPV4_VHL_DEF,
-		.type_of_service = (flags & DN_TX_ECT0) ? 0x02 : 0,
-		.total_length = rte_cpu_to_be_16((uint16_t)(l4_len + sizeof(*ip))),
-		.packet_id = rte_cpu_to_be_16(lc->ip_id++),
+		.type_of_service = tos,
+		.total_length = rte_cpu_to_be_16(tot),
+		.packet_id = rte_cpu_to_be_16(id),
 		.fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG),
 		.time_to_live = DN_TTL,
 		.next_proto_id = proto,
@@ -405,7 +415,7 @@ int dn_ip_send(struct dn_lcore *lc, struct rte_mbuf *m, uint32_t dst_ip, uint8_t
 	if (p->tx_ip_csum)
 		m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
 	else
-		h.hdr_checksum = (uint16_t)~dn_raw_cksum(&h, sizeof(h));
+		h.hdr_checksum = rte_cpu_to_be_16((uint16_t)~sum);
 	memcpy(ip, &h, sizeof(h));
 	if (flags & DN_TX_L4_CSUM)
 		l4_csum(lc, m, ip, proto);

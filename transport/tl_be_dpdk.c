@@ -5,8 +5,11 @@
  * In:  tl_poll -> db_poll -> dn_loop_once -> rx_burst -> eth/ip -> db_l4_input
  *      -> tl_tcp_input -> cbs.recv -> tl_conn_input (framing, zero copy: the framer holds
  *      the mbufs) ; dn_loop_once -> hooks.poll -> tl_tcp_timers
- * Out: tl_poll -> tl_flush_dirty -> db_flush -> tl_tcp_send (each iov piece referenced,
- *      not copied) -> ops.emit -> db_emit -> header mbuf + payload mbufs attached to the
+ * Out: tl_poll -> tl_flush_dirty -> db_flush -> db_queue: a small message (up to
+ *      DB_SMALL_MSG bytes with its header) is copied into the connection's arena and
+ *      completed at once; the arena bytes go to the core as one piece (db_arena_push) ahead
+ *      of the next large message; a large message's iov pieces are referenced, not copied
+ *      -> tl_tcp_send -> ops.emit -> db_emit -> header mbuf + payload mbufs attached to the
  *      caller's memory as external buffers -> dn_ip_send -> tx_burst.
  *      ACK -> the core drops its reference; the PMD frees the mbuf -> shinfo free_cb ->
  *      tl_tcp_sbuf_put -> piece done -> db_piece_done -> tl_tx_done when a message's last
@@ -50,6 +53,14 @@
 #include "transport/tl_tcp.h"
 
 #define DB_COPY_MAX 512      /* payload pieces up to this size are copied, not attached */
+/*
+ * Messages up to this size (header included) are copied into a per-connection arena and
+ * completed when copied, as a kernel socket completes a write: tracking each as zero-copy
+ * pieces (a descriptor, a completion, a slice per segment for header and body apiece) cost
+ * more than the copy. The arena is handed to the core as one piece per flush.
+ */
+#define DB_SMALL_MSG 512u
+#define DB_ARENA_BYTES (64u << 10)
 #define DB_EXT_MBUFS 16383   /* mbufs that carry attached payload, per instance */
 #define DB_BACKED_UP_BYTES (256u << 10) /* queued to a peer that is not taking it */
 #define DB_MAX_HOGS 64u                 /* backed-up connections whose data a low pool drops */
@@ -119,6 +130,8 @@ struct db {
 	uint64_t conn_pieces_capped;
 	uint32_t withholding;       /* connections with withheld bytes */
 	uint64_t next_pool_check;
+	struct db_arena *arena_free, *arena_all;
+	uint64_t arena_msgs;        /* small messages sent by copy */
 };
 
 struct db_conn {
@@ -126,6 +139,21 @@ struct db_conn {
 	uint32_t withheld;          /* bytes delivered while mbufs ran short: window kept shut */
 	uint32_t pieces;            /* pieces handed to the core and not yet released */
 	struct db_txrec *cur;       /* the message being handed to the core, if partial */
+	struct db_arena *arena;     /* where small messages are copied, or NULL */
+};
+
+/* A block of copied small messages, in DPDK memory (its pieces are attached like any
+ * payload). Referenced by the connection writing into it and by each piece of it the core
+ * holds; back on the instance's free list when unreferenced. */
+struct db_arena {
+	struct db_arena *next_free;
+	struct db_arena *next_all;
+	struct db *d;
+	uint32_t refs;
+	uint32_t used;              /* bytes copied in */
+	uint32_t pushed;            /* bytes handed to the core */
+	bool rte;                   /* from rte_malloc (else malloc) */
+	uint8_t data[DB_ARENA_BYTES];
 };
 
 struct db_listener {
@@ -451,8 +479,83 @@ static void db_piece_done(void *arg, int status)
 		db_rec_finish(r);
 }
 
-/* Hands queued messages to the core until it refuses more (-ENOBUFS: cbs.sent resumes). */
-static void db_queue(struct db *d, struct tl_conn *c, struct db_conn *dc, uint64_t now)
+static void db_arena_unref(struct db_arena *a)
+{
+	if (--a->refs == 0) {
+		a->next_free = a->d->arena_free;
+		a->d->arena_free = a;
+	}
+}
+
+static void db_arena_done(void *arg, int status)
+{
+	(void)status;
+	db_arena_unref(arg);
+}
+
+/* Hands the arena bytes not yet given to the core to it (as far as it takes them). */
+static int db_arena_push(struct db_conn *dc, uint64_t now)
+{
+	struct db_arena *a = dc->arena;
+	uint32_t n;
+	int rc;
+
+	if (a == NULL || a->pushed == a->used)
+		return 0;
+	n = RTE_MIN(a->used - a->pushed, tl_tcp_send_space(dc->tc));
+	if (n == 0)
+		return -ENOBUFS;
+	rc = tl_tcp_send(dc->tc, a->data + a->pushed, n, db_arena_done, a, now);
+	if (rc != 0)
+		return rc;
+	a->refs++;
+	a->pushed += n;
+	return a->pushed == a->used ? 0 : -ENOBUFS;
+}
+
+/* Where len more bytes go in the connection's arena (a fresh block when it is full). */
+static uint8_t *db_arena_room(struct db *d, struct db_conn *dc, uint32_t len, uint64_t now)
+{
+	struct db_arena *a = dc->arena;
+
+	if (a != NULL && DB_ARENA_BYTES - a->used >= len)
+		return a->data + a->used;
+	if (a != NULL) {
+		if (db_arena_push(dc, now) != 0)
+			return NULL;
+		db_arena_unref(a);
+		dc->arena = NULL;
+	}
+	a = d->arena_free;
+	if (a != NULL) {
+		d->arena_free = a->next_free;
+	} else {
+		bool rte = true;
+		a = rte_malloc_socket("wharf_arena", sizeof(*a), RTE_CACHE_LINE_SIZE,
+				      (int)rte_socket_id());
+		if (a == NULL) {
+			rte = false;
+			a = malloc(sizeof(*a));
+		}
+		if (a == NULL)
+			return NULL;
+		a->d = d;
+		a->rte = rte;
+		a->next_all = d->arena_all;
+		d->arena_all = a;
+	}
+	a->refs = 1;
+	a->used = a->pushed = 0;
+	dc->arena = a;
+	return a->data;
+}
+
+/*
+ * Hands queued messages to the core until it refuses more (-ENOBUFS: cbs.sent resumes).
+ * Small messages are copied and moved to *copied, for the caller to complete.
+ */
+static void db_queue(struct db *d, struct tl_conn *c, struct db_conn *dc, uint64_t now,
+		     struct tl_link *copied)
 {
 	struct tl_link *e;
 
@@ -464,6 +567,21 @@ static void db_queue(struct db *d, struct tl_conn *c, struct db_conn *dc, uint64
 		e = e->next; /* tx may complete and leave the queue below */
 		if (tx->off == tx->len)
 			continue;
+		if (tx->off == 0 && tx->len <= DB_SMALL_MSG) {
+			uint8_t *p = db_arena_room(d, dc, (uint32_t)tx->len, now);
+			if (p == NULL)
+				return;
+			for (uint32_t i = 0; i < tx->iovcnt; p += tx->iov[i].len, i++)
+				memcpy(p, tx->iov[i].base, tx->iov[i].len);
+			dc->arena->used += (uint32_t)tx->len;
+			tx->off = tx->len;
+			tl_list_del(&tx->link);
+			tl_list_add_tail(copied, &tx->link);
+			d->arena_msgs++;
+			continue;
+		}
+		if (db_arena_push(dc, now) != 0)
+			return; /* what was copied before this message leaves first */
 		r = tx->off == 0 ? db_rec_get(d) : dc->cur;
 		if (r == NULL)
 			return; /* records run out: a sent callback brings us back */
@@ -501,6 +619,7 @@ static void db_queue(struct db *d, struct tl_conn *c, struct db_conn *dc, uint64
 		if (r->pending == 0)
 			db_rec_finish(r);
 	}
+	db_arena_push(dc, now);
 }
 
 /*
@@ -514,12 +633,18 @@ static void db_flush(struct tl_conn *c)
 	struct db_conn *dc = tl_conn_priv(c);
 	struct tl_tcp_conn *tc = dc->tc;
 	uint64_t now = db_now(d);
+	struct tl_link copied;
 
 	if (tc == NULL)
 		return;
+	tl_list_init(&copied);
 	tl_tcp_cork(tc, true, now);
-	db_queue(d, c, dc, now);
+	db_queue(d, c, dc, now, &copied);
 	tl_tcp_cork(tc, false, now);
+	/* Copied messages are done with the caller's memory: complete them (their callbacks
+	 * may send again, which only queues). */
+	while (!tl_list_empty(&copied))
+		tl_up_tx_done(c, tl_container_of(copied.next, struct tl_tx, link), 0);
 }
 
 /* ---- TCP callbacks ------------------------------------------------------------------- */
@@ -663,6 +788,7 @@ static int db_accept(void *arg, struct tl_tcp_conn *tc)
 	dc = tl_conn_priv(c);
 	dc->tc = tc;
 	dc->cur = NULL;
+	dc->arena = NULL;
 	tl_tcp_conn_set_cbs(tc, &db_conn_cbs, c);
 	tl_up_accepted(l, c);
 	return 0;
@@ -721,6 +847,7 @@ static int db_connect(struct tl_conn *c, uint32_t ip, uint16_t port)
 	struct tl_tcp_tuple t = {.laddr = d->ip, .raddr = ip, .rport = port};
 
 	dc->cur = NULL;
+	dc->arena = NULL;
 	if (d->nl > 1)
 		return db_connect_steered(d, c, &t);
 	return tl_tcp_connect(d->stack, &t, &db_conn_cbs, c, db_now(d), &dc->tc);
@@ -767,6 +894,10 @@ static void db_shutdown(struct tl_conn *c)
 		dc->tc = NULL;
 		tl_tcp_conn_set_cbs(tc, &(struct tl_tcp_cbs){0}, NULL);
 		tl_tcp_abort(tc);
+	}
+	if (dc->arena != NULL) { /* its pieces in the core hold their own references */
+		db_arena_unref(dc->arena);
+		dc->arena = NULL;
 	}
 }
 
@@ -992,9 +1123,10 @@ static void db_dump_stats(const struct db *d)
 		s.drop_no_conn,
 		s.drop_window, s.drop_bad_ack, s.drop_backlog, s.drop_ooo_full, s.drop_emit);
 	fprintf(stderr, "tl: refused_conns %" PRIu64 " refused_conns_nomem %" PRIu64
-		" rx_dropped_nomem %" PRIu64 " refused_streams %" PRIu64 " rejected %" PRIu64 "\n",
+		" rx_dropped_nomem %" PRIu64 " refused_streams %" PRIu64 " rejected %" PRIu64
+		" copied_msgs %" PRIu64 "\n",
 		d->tl->st.refused_conns, d->tl->st.refused_conns_nomem, d->tl->st.rx_dropped_nomem,
-		d->tl->st.refused_streams, d->tl->st.rejected);
+		d->tl->st.refused_streams, d->tl->st.rejected, d->arena_msgs);
 	const struct dn_stats *ds = dn_lcore_stats(d->lc);
 	fprintf(stderr, "dn: rx %lu tx %lu", ds->rx_pkts, ds->tx_pkts);
 	for (int i = 0; i < DN_DROP_MAX; i++)
@@ -1031,6 +1163,14 @@ static void db_fini(struct tl *tl)
 	}
 	rte_mempool_free(d->ext_pool);
 	free(d->recs);
+	while (d->arena_all != NULL) { /* the stack is gone: nothing references them */
+		struct db_arena *a = d->arena_all;
+		d->arena_all = a->next_all;
+		if (a->rte)
+			rte_free(a);
+		else
+			free(a);
+	}
 	if (d->own_eal)
 		dn_eal_fini();
 	free(d);
