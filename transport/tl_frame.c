@@ -9,7 +9,11 @@
  * chunks), checks it with tl_msg_hdr_decode against max_body before trusting a single
  * body byte, then describes the body as views straight into the chunks: one view when
  * the body lies in one chunk, several when it spans chunks, each holding its chunk's
- * reference until the message is released. Bytes contiguous with the previous view in
+ * reference until the message is released. References are taken lazily: the backend's
+ * chunk lives until tl_fr_push returns, so a message delivered within the push that
+ * brought its bytes (most small ones) takes none; its views are held only if the
+ * receiver keeps it (tl_msg_hold) or it is still incomplete when the push returns (two
+ * atomic refcount updates per small message saved). Bytes contiguous with the previous view in
  * the same chunk extend that view (the kernel backend appends reads into one buffer),
  * so a slow trickle does not multiply views.
  *
@@ -40,11 +44,17 @@ int tl_fr_pool_create(const struct tl_chunk_ops *ops, uint32_t max_msgs, struct 
 
 static void fr_release_segs(struct tl_fr_pool *p, struct tl_msg *m)
 {
-	uint32_t i;
-
-	for (i = 0; i < m->view.iovcnt; i++)
+	for (uint32_t i = 0; i < m->nheld; i++)
 		p->ops->release(m->ref[i]);
 	m->view.iovcnt = 0;
+	m->nheld = 0;
+}
+
+/* Takes the chunk references the message's views do not hold yet. */
+static void fr_hold_refs(struct tl_msg *m)
+{
+	for (; m->nheld < m->view.iovcnt; m->nheld++)
+		m->pool->ops->hold(m->ref[m->nheld]);
 }
 
 void tl_fr_pool_destroy(struct tl_fr_pool *p)
@@ -83,6 +93,7 @@ static struct tl_msg *fr_get(struct tl_fr_pool *p)
 	p->in_use++;
 	m->next = NULL;
 	m->view.iovcnt = 0;
+	m->nheld = 0;
 	m->view.iov = m->seg;
 	m->users = 0;
 	return m;
@@ -106,6 +117,7 @@ struct tl_msg *tl_msg_hold(const struct tl_msg_view *v)
 	struct tl_msg *m = tl_container_of(v, struct tl_msg, view);
 
 	m->users++;
+	fr_hold_refs(m);
 	return m;
 }
 
@@ -251,7 +263,6 @@ static int fr_body(struct tl_framer *f, const uint8_t **pp, uint32_t *lenp, void
 			return fr_refuse(f, -E2BIG, "message spans more pieces than max_msg_segs");
 		if (k == m->cap && fr_grow(m, f->max_segs) != 0)
 			return fr_refuse(f, -ENOBUFS, "out of memory for message views");
-		f->pool->ops->hold(ref);
 		m->seg[k].base = *pp;
 		m->seg[k].len = n;
 		m->ref[k] = ref;
@@ -266,7 +277,7 @@ static int fr_body(struct tl_framer *f, const uint8_t **pp, uint32_t *lenp, void
 int tl_fr_push(struct tl_framer *f, const uint8_t *p, uint32_t len, void *ref,
 	       const struct tl_fr_sink *sink, void *arg)
 {
-	int rc;
+	int rc = 0;
 
 	if (f->dead)
 		return f->dead;
@@ -283,7 +294,9 @@ int tl_fr_push(struct tl_framer *f, const uint8_t *p, uint32_t len, void *ref,
 		else
 			rc = fr_header(f, &p, &len, sink, arg);
 		if (rc != 0)
-			return rc;
+			break;
 	}
-	return 0;
+	if (f->cur != NULL) /* the rest comes in later chunks: keep this one's bytes */
+		fr_hold_refs(f->cur);
+	return rc;
 }

@@ -91,8 +91,9 @@ struct tl_msg {
 	struct tl_msg *next;   /* free list */
 	struct tl_msg *all;    /* every record of the pool, for destroy */
 	struct tl_iov *seg;    /* capacity cap; view.iov points here */
-	void **ref;            /* ref[i] held once for seg[i] */
+	void **ref;            /* ref[i]: seg[i]'s chunk, held once when i < nheld */
 	uint32_t cap;
+	uint32_t nheld;        /* leading segs whose chunk references are held */
 	uint32_t users;        /* framer during delivery + holds */
 };
 
