@@ -373,7 +373,8 @@ static struct tl_tx *tl_tx_get(struct tl *tl, uint32_t iovcnt)
 	struct tl_tx *tx;
 
 	if (!tl_list_empty(&tl->tx_free)) {
-		tx = tl_container_of(tl->tx_free.next, struct tl_tx, link);
+		/* The most recently freed (tl_up_tx_done adds at the tail): still in cache. */
+		tx = tl_container_of(tl->tx_free.prev, struct tl_tx, link);
 		tl_list_del(&tx->link);
 	} else {
 		tx = calloc(1, sizeof(*tx));
