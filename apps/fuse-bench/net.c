@@ -36,6 +36,7 @@
 
 #include "apps/fuse-bench/fb.h"
 #include "fuse/fz.h"
+#include "apps/common/wc_args.h"
 #include "apps/common/wc_config.h"
 #include "transport/tl.h"
 
@@ -145,26 +146,20 @@ static void fb_usage(FILE *f)
 		"With --protocol kernel, EAL args and --ip are ignored; use 127.0.0.1.\n");
 }
 
+/* The refusal line every wharf tool shares (apps/common/wc_args.h); fb_net_main exits 2. */
 static int fb_bad(const char *flag, const char *what, const char *got)
 {
-	fprintf(stderr, "wharf-fuse-bench: %s: %s, got '%s'\n", flag, what, got ? got : "");
-	return -EINVAL;
+	return wc_arg_bad("wharf-fuse-bench", flag, what, got);
 }
 
 static int fb_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 {
-	char *end;
-	unsigned long long v;
+	uint64_t v;
+	int rc = wc_arg_u64("wharf-fuse-bench", flag, s, 10, lo, hi, &v);
 
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
-		char what[64];
-		snprintf(what, sizeof(what), "expected an integer %u..%u", lo, hi);
-		return fb_bad(flag, what, s);
-	}
-	*out = (uint32_t)v;
-	return 0;
+	if (rc == 0)
+		*out = (uint32_t)v;
+	return rc;
 }
 
 static int fb_ip_prefix(struct fb_opts *o, const char *s)

@@ -31,9 +31,9 @@
 
 #include <rte_cycles.h>
 
+#include "apps/common/wc_args.h"
 #include "apps/common/wc_config.h"
 #include "apps/perf/perf.h"
-#include "dpdk_net/dn.h"
 
 /* How long tl_poll may sleep: not at all when busy-polling (--poll). */
 static int64_t perf_wait(const struct perf *p, int64_t us)
@@ -109,39 +109,24 @@ static void usage(FILE *f)
 		PERF_MAX_CONNS);
 }
 
-static void bad_arg(const char *flag, const char *what, const char *got)
+/* The refusal line and exit status every wharf tool shares (apps/common/wc_args.h). */
+static _Noreturn void bad_arg(const char *flag, const char *what, const char *got)
 {
-	fprintf(stderr, "wharf-perf: %s: %s, got '%s'\n", flag, what, got ? got : "");
-	exit(2);
+	wc_bad_arg("wharf-perf", flag, what, got);
 }
 
 static uint32_t parse_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi)
 {
-	char *end;
-	unsigned long long v;
-	char what[96];
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
-		snprintf(what, sizeof(what), "expected an integer %u..%u", lo, hi);
-		bad_arg(flag, what, s);
-	}
-	return (uint32_t)v;
-}
-
-/* dpdk_net's address parser, shared by every wharf tool that takes --ip. */
-static void parse_ip_prefix(struct perf_opts *o, const char *s)
-{
-	if (strchr(s, '/') == NULL || dn_parse_ipv4(s, &o->ip, &o->prefix) != 0 || o->prefix == 0)
-		bad_arg("--ip", "expected A.B.C.D/LEN with a dotted IPv4 address and LEN 1..32", s);
-	o->have_ip = true;
+	return (uint32_t)wc_parse_u64("wharf-perf", flag, s, 10, lo, hi);
 }
 
 static void parse_opt(struct perf_opts *o, int c, const char *arg)
 {
 	switch (c) {
-	case 'i': parse_ip_prefix(o, arg); break;
+	case 'i':
+		wc_parse_ip_prefix("wharf-perf", "--ip", arg, &o->ip, &o->prefix);
+		o->have_ip = true;
+		break;
 	case 's': o->server = true; break;
 	case 'P':
 		if (tl_ip_parse(arg, &o->peer) != 0)
@@ -163,15 +148,7 @@ static void parse_opt(struct perf_opts *o, int c, const char *arg)
 		else
 			bad_arg("--mode", "expected pingpong or stream", arg);
 		break;
-	case 't': {
-		char *end;
-		errno = 0;
-		o->seconds = strtod(arg, &end);
-		if (errno != 0 || end == arg || *end != '\0' || !(o->seconds > 0) ||
-		    o->seconds > 86400)
-			bad_arg("--seconds", "expected a number of seconds in (0, 86400]", arg);
-		break;
-	}
+	case 't': o->seconds = wc_parse_seconds("wharf-perf", "--seconds", arg); break;
 	case 'c': o->conns = parse_u32("--connections", arg, 1, PERF_MAX_CONNS); break;
 	case 'B': o->poll = true; break;
 	case 'M': o->mtu = parse_u32("--mtu", arg, 576, 9000); break;

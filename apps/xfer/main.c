@@ -27,8 +27,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "apps/common/wc_args.h"
 #include "apps/common/wc_config.h"
-#include "dpdk_net/dn.h"
 #include "apps/xfer/xf.h"
 
 static void usage(FILE *f)
@@ -59,48 +59,25 @@ static void usage(FILE *f)
 		"2 bad arguments.\n");
 }
 
-static void bad_arg(const char *flag, const char *what, const char *got)
+/* The refusal line and exit status every wharf tool shares (apps/common/wc_args.h). */
+static _Noreturn void bad_arg(const char *flag, const char *what, const char *got)
 {
-	fprintf(stderr, "wharf-xfer: %s: %s, got '%s'\n", flag, what, got ? got : "");
-	exit(2);
+	wc_bad_arg("wharf-xfer", flag, what, got);
 }
 
+/* Base 0: seeds are often written in hex (0x...). */
 static uint64_t parse_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi)
 {
-	char *end, what[96];
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < lo || v > hi) {
-		snprintf(what, sizeof(what), "expected an integer %" PRIu64 "..%" PRIu64, lo, hi);
-		bad_arg(flag, what, s);
-	}
-	return v;
-}
-
-/* dpdk_net's address parser, shared by every wharf tool that takes --ip. */
-static void parse_ip_prefix(struct xf_opts *o, const char *s)
-{
-	if (strchr(s, '/') == NULL || dn_parse_ipv4(s, &o->ip, &o->prefix) != 0 || o->prefix == 0)
-		bad_arg("--ip", "expected A.B.C.D/LEN with a dotted IPv4 address and LEN 1..32", s);
-	o->have_ip = true;
-}
-
-static void parse_seconds(struct xf_opts *o, const char *arg)
-{
-	char *end;
-
-	errno = 0;
-	o->seconds = strtod(arg, &end);
-	if (errno != 0 || end == arg || *end != '\0' || !(o->seconds > 0) || o->seconds > 86400)
-		bad_arg("--seconds", "expected a number of seconds in (0, 86400]", arg);
+	return wc_parse_u64("wharf-xfer", flag, s, 0, lo, hi);
 }
 
 static void parse_opt(struct xf_opts *o, int c, const char *arg)
 {
 	switch (c) {
-	case 'i': parse_ip_prefix(o, arg); break;
+	case 'i':
+		wc_parse_ip_prefix("wharf-xfer", "--ip", arg, &o->ip, &o->prefix);
+		o->have_ip = true;
+		break;
 	case 's': o->server = true; break;
 	case 'e': o->echo = true; break;
 	case 'v':
@@ -130,7 +107,7 @@ static void parse_opt(struct xf_opts *o, int c, const char *arg)
 	case 'f': o->send_file = arg; break;
 	case 'g': o->recv_file = arg; break;
 	case 'c': o->conns = (uint32_t)parse_u64("--connections", arg, 1, XF_MAX_CONNS); break;
-	case 't': parse_seconds(o, arg); break;
+	case 't': o->seconds = wc_parse_seconds("wharf-xfer", "--seconds", arg); break;
 	default:
 		usage(stderr);
 		exit(2);
