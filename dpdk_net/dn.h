@@ -146,6 +146,11 @@ uint32_t dn_port_ip(const struct dn_port *port);
 uint16_t dn_port_mtu(const struct dn_port *port);
 /* True when the device computes TCP checksums on Tx (else dpdk_net does it in software). */
 bool dn_port_tx_l4_csum(const struct dn_port *port);
+/*
+ * The most TCP payload one frame may carry when the device segments TCP itself (TSO; on the
+ * virtio pair a segmented frame crosses whole and arrives as one LRO frame), else 0.
+ */
+uint32_t dn_port_tso_max(const struct dn_port *port);
 /* True when Rx interrupts work for the port's queues, i.e. DN_IDLE_SLEEP really sleeps in epoll. */
 bool dn_port_rx_intr(const struct dn_port *port);
 bool dn_port_rss(const struct dn_port *port);
@@ -221,6 +226,9 @@ void dn_input_burst(struct dn_lcore *lc, struct rte_mbuf **pkts, uint16_t n);
 /* Send flags for dn_ip_send. */
 #define DN_TX_L4_CSUM (1u << 0) /* fill the TCP/UDP checksum (offload or software) */
 #define DN_TX_ECT0    (1u << 1) /* mark ECN-capable transport, ECT(0) (RFC 3168) */
+/* TCP segmentation offload: m->l4_len and m->tso_segsz set by the caller, the frame may
+ * exceed the MTU (up to an IPv4 total length of 65535); needs dn_port_tso_max() > 0. */
+#define DN_TX_TSO     (1u << 2)
 
 /*
  * Sends an IPv4 packet. m->data_off points at the L4 header; there must be headroom for

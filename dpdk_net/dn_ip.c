@@ -349,7 +349,7 @@ static void l4_csum(struct dn_lcore *lc, struct rte_mbuf *m, struct rte_ipv4_hdr
 		field = rte_pktmbuf_mtod_offset(m, uint16_t *, l4_off + 6);
 	else
 		return;
-	if (lc->port->tx_l4_csum && proto == IPPROTO_TCP) {
+	if ((lc->port->tx_l4_csum || (m->ol_flags & RTE_MBUF_F_TX_TCP_SEG)) && proto == IPPROTO_TCP) {
 		m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_TCP_CKSUM;
 		*field = rte_ipv4_phdr_cksum(ip, m->ol_flags);
 		return;
@@ -376,7 +376,11 @@ int dn_ip_send(struct dn_lcore *lc, struct rte_mbuf *m, uint32_t dst_ip, uint8_t
 		}
 		next_hop = p->gateway;
 	}
-	if (l4_len + sizeof(*ip) > p->cfg.mtu) {
+	if ((flags & DN_TX_TSO) && (!p->tso || proto != IPPROTO_TCP || l4_len + sizeof(*ip) > 65535u)) {
+		dn_drop(lc, m, DN_DROP_TX_TOO_BIG);
+		return -EMSGSIZE;
+	}
+	if (l4_len + sizeof(*ip) > p->cfg.mtu && !(flags & DN_TX_TSO)) {
 		/* DF is always set and we never fragment: the device would refuse it for good. */
 		dn_drop(lc, m, DN_DROP_TX_TOO_BIG);
 		return -EMSGSIZE;
@@ -411,7 +415,10 @@ int dn_ip_send(struct dn_lcore *lc, struct rte_mbuf *m, uint32_t dst_ip, uint8_t
 	};
 	m->l2_len = sizeof(struct rte_ether_hdr);
 	m->l3_len = sizeof(*ip);
-	m->ol_flags &= ~(RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_L4_MASK | RTE_MBUF_F_TX_IPV4);
+	m->ol_flags &= ~(RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_L4_MASK | RTE_MBUF_F_TX_IPV4 |
+			 RTE_MBUF_F_TX_TCP_SEG);
+	if (flags & DN_TX_TSO) /* before l4_csum: the pseudo-header sum then leaves the length out */
+		m->ol_flags |= RTE_MBUF_F_TX_TCP_SEG;
 	if (p->tx_ip_csum)
 		m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
 	else

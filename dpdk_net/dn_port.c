@@ -106,12 +106,36 @@ static void conf_build(struct dn_port *p, const struct rte_eth_dev_info *di,
 	 * for odd-length pieces; dn_l4_cksum_sw is ours.
 	 */
 	const struct rte_bus *bus = di->device != NULL ? rte_dev_bus(di->device) : NULL;
-	bool virtio = di->driver_name != NULL && (strcmp(di->driver_name, "net_virtio_user") == 0 ||
-						  strcmp(di->driver_name, "net_vhost") == 0);
+	bool vhost = di->driver_name != NULL && strcmp(di->driver_name, "net_vhost") == 0;
+	bool virtio = vhost ||
+		      (di->driver_name != NULL && strcmp(di->driver_name, "net_virtio_user") == 0);
 	if (!virtio && (bus == NULL || strcmp(rte_bus_name(bus), "pci") != 0))
 		want_tx &= ~(uint64_t)RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
+	/*
+	 * TSO on virtio-user (offered when the vhost side has tso=1), with LRO on Rx so large
+	 * frames come in too: a segmented frame crosses the pair whole. A single-queue device
+	 * only: software steering hands frames between lcores as they are.
+	 */
+	const char *tso_env = getenv("WHARF_TSO"); /* WHARF_TSO=0 turns it off */
+	if (virtio && p->nb_queues == 1 && p->nb_lcores <= 1 &&
+	    (di->tx_offload_capa & RTE_ETH_TX_OFFLOAD_TCP_TSO) &&
+	    (di->rx_offload_capa & RTE_ETH_RX_OFFLOAD_TCP_LRO) &&
+	    (tso_env == NULL || strcmp(tso_env, "0") != 0)) {
+		want_tx |= RTE_ETH_TX_OFFLOAD_TCP_TSO;
+		want_rx |= RTE_ETH_RX_OFFLOAD_TCP_LRO;
+	}
 	conf->rxmode.offloads = di->rx_offload_capa & want_rx;
 	conf->txmode.offloads = di->tx_offload_capa & want_tx;
+	p->tso = (conf->txmode.offloads & RTE_ETH_TX_OFFLOAD_TCP_TSO) &&
+		 (conf->txmode.offloads & RTE_ETH_TX_OFFLOAD_TCP_CKSUM);
+	/*
+	 * Large frames come in: a TSO peer's arrive whole (on net_vhost with tso=1 too, which
+	 * says so nowhere in its capabilities: every vhost endpoint, never the switch's ports).
+	 * Buffers as for 9000-byte frames, so one holds ~6 MSS: the per-buffer costs (a copy
+	 * target, a TCP-lite input) would otherwise stay those of MTU 1500.
+	 */
+	if ((p->tso || (vhost && !p->cfg.no_l3)) && p->data_room < DN_TSO_DATA_ROOM)
+		p->data_room = DN_TSO_DATA_ROOM;
 	p->rx_ip_csum = conf->rxmode.offloads & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
 	p->rx_l4_csum = conf->rxmode.offloads & RTE_ETH_RX_OFFLOAD_TCP_CKSUM;
 	p->tx_ip_csum = conf->txmode.offloads & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM;
@@ -239,6 +263,13 @@ static int port_configure(struct dn_port *p, char *err, size_t errlen)
 		int socket = mp->socket_id;
 
 		txc.offloads = conf.txmode.offloads;
+		/*
+		 * With TSO a zero-copy send is a few large frames, and virtio frees sent mbufs
+		 * (releasing the payload they carry) only when fewer than tx_free_thresh ring
+		 * entries are left, and has no tx_done_cleanup: free at every burst instead.
+		 */
+		if (p->tso)
+			txc.tx_free_thresh = (uint16_t)(nb_txd - 4u);
 		ret = rte_eth_rx_queue_setup(p->port_id, q, nb_rxd, socket, NULL, mp);
 		if (ret == 0)
 			ret = rte_eth_tx_queue_setup(p->port_id, q, nb_txd, socket, &txc);
@@ -358,6 +389,7 @@ const struct rte_ether_addr *dn_port_mac(const struct dn_port *p) { return &p->m
 uint32_t dn_port_ip(const struct dn_port *p) { return p->ip; }
 uint16_t dn_port_mtu(const struct dn_port *p) { return p->cfg.mtu; }
 bool dn_port_tx_l4_csum(const struct dn_port *p) { return p->tx_l4_csum; }
+uint32_t dn_port_tso_max(const struct dn_port *p) { return p->tso ? DN_TSO_MAX : 0; }
 bool dn_port_rx_intr(const struct dn_port *p) { return p->rx_intr; }
 bool dn_port_rss(const struct dn_port *p) { return p->rss; }
 uint16_t dn_port_nb_lcores(const struct dn_port *p) { return p->nb_lcores; }

@@ -21,6 +21,8 @@
 #define DN_PENDING_MAX 64          /* packets waiting for ARP, per lcore */
 #define DN_TX_DRAIN_US 50          /* longest a buffered Tx frame waits for company */
 #define DN_TXQ_SLOTS 4096          /* software Tx queue per lcore (power of two) */
+#define DN_TSO_MAX 65000           /* TCP payload of one TSO frame: IPv4 total length <= 65535 */
+#define DN_TSO_DATA_ROOM (RTE_PKTMBUF_HEADROOM + 9216)
 #define DN_RSS_KEY_MAX 64
 #define DN_RETA_MAX 512
 #define DN_STEER_RX_RING 4096      /* frames lcore 0 may queue to one other lcore */
@@ -61,6 +63,7 @@ struct dn_port {
 	uint32_t ip, netmask, gateway; /* host order */
 	struct dn_config cfg;
 	bool tx_ip_csum, tx_l4_csum, rx_ip_csum, rx_l4_csum, multi_seg;
+	bool tso;               /* the device cuts TCP segments (TSO) and takes large frames in */
 	bool rx_intr;
 	bool rss;
 	uint8_t rss_key[DN_RSS_KEY_MAX];

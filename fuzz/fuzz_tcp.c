@@ -253,7 +253,7 @@ struct tcp_seg {
 static void tcp_deliver(struct tcp_ctx *cx, const uint8_t *b, uint32_t tcp_len, uint8_t ecn)
 {
 	struct tcp_pkt *p = malloc(sizeof(*p) + tcp_len);
-	struct tl_tcp_rx rx;
+	struct tl_tcp_rx rx = {0};
 
 	if (p == NULL)
 		return;

@@ -31,7 +31,7 @@ pair_eal() { # NAME ROLE
 	local a="--file-prefix wharf-$TB_ID-$1 --no-pci $(tb_mem_args) --log-level=*:warning"
 	a="$a --log-level=lib.vhost.config:error"
 	if [ "$2" = server ]; then
-		echo "-l 1 $a --vdev=net_vhost0,iface=$TB_DIR/pair.sock,queues=1"
+		echo "-l 1 $a --vdev=net_vhost0,iface=$TB_DIR/pair.sock,queues=1,tso=1"
 	else
 		echo "-l 0 $a --vdev=virtio_user0,path=$TB_DIR/pair.sock,queues=1,queue_size=1024"
 	fi

@@ -272,15 +272,23 @@ static int db_add_slice(struct db *d, struct rte_mbuf *h, struct rte_mbuf **last
 		m->data_len = (uint16_t)s->len;
 		m->pkt_len = s->len;
 	} else {
-		m = rte_pktmbuf_alloc(d->hdr_pool);
-		if (m == NULL)
-			return -ENOBUFS;
-		dst = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)s->len);
-		if (dst == NULL) {
-			rte_pktmbuf_free(m);
-			return -EMSGSIZE;
+		/* Copied, over as many buffers as it takes (a TSO segment's piece can be 64 KiB). */
+		for (uint32_t done = 0; done < s->len;) {
+			uint16_t n;
+
+			m = rte_pktmbuf_alloc(d->hdr_pool);
+			if (m == NULL)
+				return -ENOBUFS;
+			n = (uint16_t)RTE_MIN(s->len - done, (uint32_t)rte_pktmbuf_tailroom(m));
+			memcpy(rte_pktmbuf_append(m, n), s->base + done, n);
+			if (rte_pktmbuf_chain(h, m) != 0) {
+				rte_pktmbuf_free(m);
+				return -EMSGSIZE;
+			}
+			*last = m;
+			done += n;
 		}
-		memcpy(dst, s->base, s->len);
+		return 0;
 	}
 	if (rte_pktmbuf_chain(h, m) != 0) {
 		rte_pktmbuf_free(m);
@@ -308,16 +316,31 @@ static int db_emit(void *ctx, const struct tl_tcp_tx *tx)
 		return rc;
 	}
 	d->work++;
+	if (tx->tso_segsz != 0) { /* a segment of several MSS: the device cuts it */
+		h->l4_len = tx->hdr_len;
+		h->tso_segsz = tx->tso_segsz;
+	}
 	rc = dn_ip_send(d->lc, h, tx->daddr, IPPROTO_TCP,
-			DN_TX_L4_CSUM | (tx->ecn == TL_ECN_ECT0 ? DN_TX_ECT0 : 0));
+			DN_TX_L4_CSUM | (tx->ecn == TL_ECN_ECT0 ? DN_TX_ECT0 : 0) |
+				(tx->tso_segsz != 0 ? DN_TX_TSO : 0));
 	/* Queued behind ARP counts as sent: the core retransmits if it never leaves. */
 	return rc == -EAGAIN ? 0 : rc;
+}
+
+/*
+ * A reference on a received frame. rte_pktmbuf_free drops one reference from every buffer
+ * of a chain (an LRO frame), so a hold takes one on every buffer too.
+ */
+static void db_mbuf_hold(struct rte_mbuf *m)
+{
+	for (; m != NULL; m = m->next)
+		rte_mbuf_refcnt_update(m, 1);
 }
 
 static void db_pkt_hold(void *ctx, void *pkt)
 {
 	(void)ctx;
-	rte_mbuf_refcnt_update(pkt, 1);
+	db_mbuf_hold(pkt);
 }
 
 static void db_pkt_release(void *ctx, void *pkt)
@@ -326,7 +349,7 @@ static void db_pkt_release(void *ctx, void *pkt)
 	rte_pktmbuf_free(pkt);
 }
 
-static void db_chunk_hold(void *ref) { rte_mbuf_refcnt_update(ref, 1); }
+static void db_chunk_hold(void *ref) { db_mbuf_hold(ref); }
 static void db_chunk_release(void *ref) { rte_pktmbuf_free(ref); }
 static const struct tl_chunk_ops db_chunk_ops = { db_chunk_hold, db_chunk_release };
 
@@ -364,13 +387,61 @@ static bool db_drop_data_nomem(struct db *d, uint32_t saddr, const uint8_t *tcp,
 	return true;
 }
 
+/*
+ * A TCP frame in a chain of buffers (an LRO/TSO frame of up to 64 KiB over the virtio pair):
+ * fed to TCP-lite one buffer's payload at a time, each as a segment of its own with the
+ * frame's header (sequence number advanced; FIN and PSH on the last piece only). Every
+ * piece references the head mbuf, which keeps the whole chain. False: not splittable (SYN or
+ * RST, a header not in the first buffer), for the caller to linearize.
+ */
+static bool db_input_chain(struct db *d, struct rte_mbuf *m, struct tl_tcp_rx *rx)
+{
+	const uint8_t *tcp = rx->tcp;
+	uint32_t doff, off, left, seq;
+	uint8_t hdr[TL_TCP_HDR_MAX], flags;
+	uint64_t now = db_now(d);
+
+	if (rx->tcp_len < 20 ||
+	    (uint32_t)(tcp - rte_pktmbuf_mtod(m, const uint8_t *)) + 20u > rte_pktmbuf_data_len(m))
+		return false;
+	doff = (uint32_t)(tcp[12] >> 4) * 4u;
+	off = (uint32_t)(tcp - rte_pktmbuf_mtod(m, const uint8_t *)) + doff;
+	if (doff < 20 || doff > sizeof(hdr) || doff > rx->tcp_len || off > rte_pktmbuf_data_len(m) ||
+	    (tcp[13] & (TL_TCP_SYN | TL_TCP_RST)))
+		return false;
+	memcpy(hdr, tcp, doff);
+	flags = tcp[13];
+	seq = (uint32_t)tcp[4] << 24 | (uint32_t)tcp[5] << 16 | (uint32_t)tcp[6] << 8 | tcp[7];
+	left = rx->tcp_len - doff;
+	rx->tcp = hdr;
+	rx->tcp_len = doff;
+	for (const struct rte_mbuf *s = m; s != NULL && left > 0; s = s->next, off = 0) {
+		uint32_t n = RTE_MIN((uint32_t)rte_pktmbuf_data_len(s) - RTE_MIN(off, rte_pktmbuf_data_len(s)), left);
+		if (n == 0)
+			continue;
+		left -= n;
+		hdr[4] = (uint8_t)(seq >> 24);
+		hdr[5] = (uint8_t)(seq >> 16);
+		hdr[6] = (uint8_t)(seq >> 8);
+		hdr[7] = (uint8_t)seq;
+		hdr[13] = left > 0 ? (uint8_t)(flags & ~(TL_TCP_FIN | TL_TCP_PSH)) : flags;
+		rx->payload = rte_pktmbuf_mtod_offset(s, const uint8_t *, off);
+		rx->payload_len = n;
+		rx->more = left > 0;
+		tl_tcp_input(d->stack, rx, now);
+		seq += n;
+	}
+	return true;
+}
+
 static void db_l4_input(void *arg, struct dn_lcore *lc, struct rte_mbuf *m)
 {
 	struct db *d = arg;
 	struct rte_ipv4_hdr *ip = rte_pktmbuf_mtod(m, struct rte_ipv4_hdr *);
 	uint64_t ck = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
 	uint16_t ihl = m->l3_len, tot = rte_be_to_cpu_16(ip->total_length);
-	struct tl_tcp_rx rx;
+	struct tl_tcp_rx rx = {0};
+	bool chain = m->nb_segs > 1;
 
 	d->work++;
 	if (ip->next_proto_id != IPPROTO_TCP) {
@@ -378,17 +449,12 @@ static void db_l4_input(void *arg, struct dn_lcore *lc, struct rte_mbuf *m)
 		rte_pktmbuf_free(m);
 		return;
 	}
-	/* TCP-lite wants header and payload contiguous; frames above one mbuf are linearized. */
-	if (m->nb_segs > 1 && rte_pktmbuf_linearize(m) != 0) {
-		dn_lcore_count_drop(lc, DN_DROP_NO_MBUF);
-		rte_pktmbuf_free(m);
-		return;
-	}
 	/* GOOD: the device verified it; NONE: not computed but the data is intact (a virtio
 	 * peer's partial checksum); UNKNOWN: ours to verify. */
 	if (ck == RTE_MBUF_F_RX_L4_CKSUM_BAD ||
 	    (ck == RTE_MBUF_F_RX_L4_CKSUM_UNKNOWN && tot > ihl &&
-	     !dn_l4_cksum_ok(ip, (const uint8_t *)ip + ihl, (uint32_t)(tot - ihl)))) {
+	     (chain ? dn_l4_cksum_sw(m, ip, ihl) != 0
+		    : !dn_l4_cksum_ok(ip, (const uint8_t *)ip + ihl, (uint32_t)(tot - ihl))))) {
 		dn_lcore_count_drop(lc, DN_DROP_L4_CKSUM);
 		rte_pktmbuf_free(m);
 		return;
@@ -397,14 +463,27 @@ static void db_l4_input(void *arg, struct dn_lcore *lc, struct rte_mbuf *m)
 	rx.daddr = rte_be_to_cpu_32(ip->dst_addr);
 	rx.tcp = (const uint8_t *)ip + ihl;
 	rx.tcp_len = (uint32_t)(tot - ihl);
+	rx.ecn = ip->type_of_service & 3;
+	rx.pkt = m;
 	if (__builtin_expect(d->pool_critical, 0) &&
-	    db_drop_data_nomem(d, rx.saddr, rx.tcp, rx.tcp_len)) {
+	    (rte_pktmbuf_data_len(m) < ihl + 20u ||
+	     db_drop_data_nomem(d, rx.saddr, rx.tcp, rx.tcp_len))) {
 		rte_pktmbuf_free(m);
 		return;
 	}
-	rx.ecn = ip->type_of_service & 3;
-	rx.pkt = m;
-	tl_tcp_input(d->stack, &rx, db_now(d));
+	if (chain && !db_input_chain(d, m, &rx)) {
+		/* A frame TCP-lite cannot take piecewise: made contiguous, if it fits a buffer. */
+		if (rte_pktmbuf_linearize(m) != 0) {
+			dn_lcore_count_drop(lc, DN_DROP_NO_MBUF);
+			rte_pktmbuf_free(m);
+			return;
+		}
+		ip = rte_pktmbuf_mtod(m, struct rte_ipv4_hdr *);
+		rx.tcp = (const uint8_t *)ip + ihl;
+		chain = false;
+	}
+	if (!chain)
+		tl_tcp_input(d->stack, &rx, db_now(d));
 	rte_pktmbuf_free(m); /* our reference; the core and the framer hold their own */
 }
 
@@ -1081,6 +1160,9 @@ static int db_init(struct tl *tl)
 	tc.mss = (uint16_t)(dn_port_mtu(dn_lcore_port(d->lc)) - 40u);
 	tc.rcv_buf = 1u << 20;
 	tc.ooo_max = tc.rcv_buf / (tc.mss - 12u) + 1u;
+	/* The device cuts segments (virtio-user TSO): new data leaves in frames of up to 64 KiB,
+	 * as over the kernel's loopback, and arrives as one LRO frame (db_input_chain). */
+	tc.tso_max = dn_port_tso_max(dn_lcore_port(d->lc));
 	db_cfg_env(&tc);
 	tc.max_conns = tl->cfg.max_conns * 2 + 16; /* TIME_WAIT and embryonic ones too */
 	tc.iss_secret = rte_rand();

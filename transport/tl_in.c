@@ -116,8 +116,13 @@ static int seg_parse(const struct tl_tcp_rx *rx, struct seg *g)
 	g->ack = ld_be32(h + 8);
 	g->flags = f;
 	g->wnd = ld_be16(h + 14);
-	g->data = h + doff;
-	g->len = rx->tcp_len - doff;
+	if (rx->payload != NULL) {
+		g->data = rx->payload;
+		g->len = rx->payload_len;
+	} else {
+		g->data = h + doff;
+		g->len = rx->tcp_len - doff;
+	}
 	return 0;
 }
 
@@ -683,7 +688,8 @@ static int sync_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const s
 	if (c->dead)
 		return 0;
 	if (c->ack_now) {
-		tl_out_ack(c);
+		if (!rx->more)
+			tl_out_ack(c);
 	} else if (c->unacked_segs && c->delack_at == 0) {
 		c->delack_at = s->now + s->cfg.delack_ns;
 		tl_timer_update(c);

@@ -296,6 +296,9 @@ static uint32_t emit_seg(struct tl_tcp_conn *c, uint32_t seq, uint32_t len, uint
 	wnd = tl_out_rcv_wnd(c) >> c->rcv_wscale;
 	put_hdr(c, &tx, seq, flags | TL_TCP_ACK, opt, (uint16_t)min_u32(wnd, 0xffff));
 	tx.payload_len = len;
+	/* SACK blocks take room from every cut segment's payload: such a segment is never
+	 * above the MSS (see above), so the device's cut size is the MSS itself. */
+	tx.tso_segsz = len > c->mss ? (uint16_t)c->mss : 0;
 	tx.ecn = (c->ecn_ok && len) ? TL_ECN_ECT0 : TL_ECN_NOT_ECT;
 	do_emit(s, &tx);
 	c->seg_out++;
@@ -345,6 +348,7 @@ void tl_out_syn(struct tl_tcp_conn *c, bool ack)
 	put_hdr(c, &tx, c->iss, flags, opt, (uint16_t)min_u32(tl_conn_rcv_space(c), 0xffff));
 	tx.nslices = 0;
 	tx.payload_len = 0;
+	tx.tso_segsz = 0;
 	tx.ecn = TL_ECN_NOT_ECT;
 	do_emit(s, &tx);
 	c->seg_out++;
@@ -393,6 +397,7 @@ void tl_out_rst(struct tl_tcp_conn *c)
 	put_hdr(c, &tx, c->snd_nxt, TL_TCP_RST | TL_TCP_ACK, 0, 0);
 	tx.nslices = 0;
 	tx.payload_len = 0;
+	tx.tso_segsz = 0;
 	tx.ecn = TL_ECN_NOT_ECT;
 	c->stack->st.rst_out++;
 	do_emit(c->stack, &tx);
@@ -416,6 +421,7 @@ void tl_out_rst_for(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, uint32_t
 	tx.hdr_len = 20;
 	tx.nslices = 0;
 	tx.payload_len = 0;
+	tx.tso_segsz = 0;
 	tx.ecn = TL_ECN_NOT_ECT;
 	s->st.rst_out++;
 	do_emit(s, &tx);
@@ -432,7 +438,15 @@ static bool can_send_data(const struct tl_tcp_conn *c)
  * segment goes out only when it empties the queue or is half the peer's largest window. */
 static bool worth_sending(const struct tl_tcp_conn *c, uint32_t len, uint32_t avail)
 {
-	return len == c->mss || len == avail || len >= c->max_snd_wnd / 2u;
+	return len >= c->mss || len == avail || len >= c->max_snd_wnd / 2u;
+}
+
+/* The most payload one new segment carries: the MSS, or whole MSS multiples with TSO. */
+static uint32_t seg_max(const struct tl_tcp_conn *c)
+{
+	uint32_t t = c->stack->cfg.tso_max;
+
+	return t > c->mss ? t - t % c->mss : c->mss;
 }
 
 static void note_sent(struct tl_tcp_conn *c, uint32_t len)
@@ -462,7 +476,7 @@ void tl_out_push(struct tl_tcp_conn *c)
 	for (;;) {
 		uint32_t wnd = min_u32(c->cwnd, c->snd_wnd), inflight = c->snd_nxt - c->snd_una;
 		uint32_t avail = TL_SEQ_LT(c->snd_nxt, data_end) ? data_end - c->snd_nxt : 0;
-		uint32_t len = min_u32(min_u32(avail, c->mss), wnd > inflight ? wnd - inflight : 0);
+		uint32_t len = min_u32(min_u32(avail, seg_max(c)), wnd > inflight ? wnd - inflight : 0);
 		uint32_t seq = c->snd_nxt;
 		uint8_t flags = 0;
 

@@ -59,6 +59,12 @@ struct tl_tcp_rx {
 	uint32_t saddr, daddr;   /* IPv4, host byte order */
 	const uint8_t *tcp;      /* TCP header, options and payload, contiguous */
 	uint32_t tcp_len;        /* IP total length minus the IP header */
+	/* If non-NULL: the payload lies here (a piece of a large frame split across buffers)
+	 * and tcp_len covers the header and options only. */
+	const uint8_t *payload;
+	uint32_t payload_len;
+	bool more;               /* more pieces of the same frame follow: the ACK that is due
+				  * waits for the last one (one ACK per large frame, as GRO) */
 	uint8_t ecn;             /* TL_ECN_* from the IP header */
 	void *pkt;               /* opaque packet handle, see ops.pkt_hold */
 };
@@ -80,6 +86,8 @@ struct tl_tcp_tx {
 	uint8_t hdr_len;
 	uint16_t nslices;
 	uint32_t payload_len;
+	uint16_t tso_segsz;      /* nonzero: payload_len exceeds the MSS, the device cuts
+				  * segments of this much payload (cfg.tso_max) */
 	uint8_t hdr[TL_TCP_HDR_MAX];
 	struct tl_tcp_slice slice[TL_TCP_TX_SLICES];
 };
@@ -151,6 +159,9 @@ struct tl_tcp_cfg {
 	bool wscale;             /* RFC 7323 window scaling */
 	bool sack;               /* RFC 2018 selective acknowledgments: offer/accept, report the
 				  * out-of-order queue, resend the holes the peer reports */
+	uint32_t tso_max;        /* 0: every segment fits the MSS. Else the device segments (TSO):
+				  * new data leaves in segments of up to this much payload, whole
+				  * MSS multiples (retransmissions and probes stay MSS-sized) */
 };
 
 /* Per-stack counters (plain integers: one lcore writes them; telemetry reads a copy). */

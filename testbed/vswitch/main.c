@@ -509,7 +509,7 @@ static char **eal_argv(int argc, char **argv, int dashdash, const struct vs_opts
 		nv[k++] = argv[i];
 	for (unsigned i = 0; i < o->ports; i++) {
 		char *s = NULL;
-		if (asprintf(&s, "--vdev=net_vhost%u,iface=%s/port%u.sock,queues=1", i, o->sock_dir, i) < 0)
+		if (asprintf(&s, "--vdev=net_vhost%u,iface=%s/port%u.sock,queues=1,tso=1", i, o->sock_dir, i) < 0)
 			return NULL;
 		nv[k++] = s;
 	}

@@ -551,7 +551,7 @@ uint32_t fl_build(uint8_t *buf, uint16_t sport, uint16_t dport, uint32_t seq, ui
 int fl_inject(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint8_t ecn)
 {
 	struct fl_frame *f = malloc(sizeof(*f) + len);
-	struct tl_tcp_rx rx;
+	struct tl_tcp_rx rx = {0};
 	int rc;
 
 	if (!f)

@@ -95,7 +95,7 @@ static void test_tcp_cksum_split_slices_same_value(void **state)
 static void test_tcp_cksum_verifies_and_catches_bit_flip(void **state)
 {
 	struct pkt *p = calloc(1, sizeof(*p));
-	struct tl_tcp_rx rx;
+	struct tl_tcp_rx rx = {0};
 	uint16_t ck;
 
 	(void)state;
