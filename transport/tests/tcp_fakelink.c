@@ -205,6 +205,8 @@ static int emit(void *ctx, const struct tl_tcp_tx *tx)
 	l->frames_live++;
 	l->frames_emitted++;
 	log_seg(l, a->node, f, tx->hdr_len, &seg);
+	seg.tso_segsz = tx->tso_segsz;
+	l->log[(l->nlog - 1) % FL_LOG_MAX].tso_segsz = tx->tso_segsz;
 	if ((l->filter && l->filter(l->filter_arg, &seg)) || chance(l, l->loss_ppm)) {
 		l->log[(l->nlog - 1) % FL_LOG_MAX].dropped = true;
 		l->frames_dropped++;
@@ -565,6 +567,40 @@ int fl_inject(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint8
 	rx = (struct tl_tcp_rx){ .saddr = l->addr[!to], .daddr = l->addr[to], .tcp = f->bytes,
 				 .tcp_len = len, .ecn = ecn, .pkt = f };
 	rc = tl_tcp_input(l->stack[to], &rx, l->now);
+	frame_unref(f);
+	return rc;
+}
+
+int fl_inject_pieces(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint32_t pieces)
+{
+	struct fl_frame *f = malloc(sizeof(*f) + len);
+	uint32_t doff = (uint32_t)(seg[12] >> 4) * 4u, plen = len - doff, part = plen / pieces;
+	uint32_t seq = (uint32_t)seg[4] << 24 | (uint32_t)seg[5] << 16 | (uint32_t)seg[6] << 8 | seg[7];
+	uint8_t hdr[TL_TCP_HDR_MAX];
+	int rc = 0;
+
+	if (!f || doff > sizeof(hdr) || doff > len)
+		return -ENOMEM;
+	memset(f, 0, sizeof(*f));
+	f->link = l;
+	f->refs = 1;
+	f->len = len;
+	memcpy(f->bytes, seg, len);
+	memcpy(hdr, seg, doff);
+	l->frames_live++;
+	for (uint32_t i = 0, off = 0; i < pieces; i++) {
+		uint32_t n = i + 1 == pieces ? plen - off : part;
+		struct tl_tcp_rx rx = { .saddr = l->addr[!to], .daddr = l->addr[to], .tcp = hdr,
+					.tcp_len = doff, .payload = f->bytes + doff + off,
+					.payload_len = n, .more = i + 1 < pieces, .pkt = f };
+		uint32_t s = seq + off;
+		hdr[4] = (uint8_t)(s >> 24);
+		hdr[5] = (uint8_t)(s >> 16);
+		hdr[6] = (uint8_t)(s >> 8);
+		hdr[7] = (uint8_t)s;
+		rc = tl_tcp_input(l->stack[to], &rx, l->now);
+		off += n;
+	}
 	frame_unref(f);
 	return rc;
 }

@@ -21,6 +21,7 @@
 struct fl_seg {
 	int from;                 /* node index 0 or 1 */
 	uint8_t flags, ecn, hdr_len;
+	uint16_t tso_segsz;       /* the emitted segment's device cut size (0: fits the MSS) */
 	uint32_t seq, ack, len;
 	uint16_t wnd;
 	uint8_t hdr[TL_TCP_HDR_MAX];
@@ -120,6 +121,10 @@ uint32_t fl_build(uint8_t *buf, uint16_t sport, uint16_t dport, uint32_t seq, ui
 		  const uint8_t *payload, uint32_t plen);
 /* Feeds a hand-made segment from node `from`'s address to node `to`. Returns input's rc. */
 int fl_inject(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint8_t ecn);
+/* Hands a segment (fl_build) to node `to` as a backend hands a frame held in several
+ * buffers: its payload in `pieces` parts of equal size, each with the header (sequence
+ * advanced) and rx.more set on all but the last. Returns the last tl_tcp_input result. */
+int fl_inject_pieces(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint32_t pieces);
 
 /* Segments logged since index `since` matching from/flag mask; the last one in *out. */
 uint32_t fl_count(const struct fl_link *l, uint32_t since, int from, uint8_t flags_all,

@@ -663,6 +663,87 @@ static void test_tcp_random_lossy_link_transfer_intact(void **state)
 	}
 }
 
+/*
+ * A frame held in several buffers (an LRO frame of the virtio pair) is handed over a buffer
+ * at a time with rx.more: the data arrives intact and in order, and the frame gets one ACK
+ * covering all of it, not one per two pieces.
+ */
+static void test_tcp_frame_in_pieces_acked_once(void **state)
+{
+	struct fl_link *l = *state;
+	uint8_t seg[4096], data[4000];
+	struct fl_seg g;
+	struct view v;
+	uint32_t mark;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	server_view(l, &v);
+	fl_fill_random(data, sizeof(data), 5);
+	mark = l->nlog;
+	assert_int_equal(fl_inject_pieces(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt,
+							     v.snd_nxt, TL_TCP_ACK, 1000, NULL, 0,
+							     data, sizeof(data)), 8), 0);
+	assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
+	assert_int_equal(g.ack, v.rcv_nxt + sizeof(data));
+	assert_int_equal(l->app[0].rx_len, sizeof(data));
+	assert_memory_equal(l->app[0].rx, data, sizeof(data));
+	fl_run(l, 100 * MS); /* (a window update may follow as the application reads) */
+	assert_int_equal(l->holds, l->releases);
+}
+
+static bool got_all(void *arg)
+{
+	const struct fl_link *l = arg;
+
+	return l->app[0].rx_len == l->app[1].src_len;
+}
+
+/*
+ * With tso_max set, new data leaves in segments above the MSS (up to tso_max), each
+ * telling the device to cut at the MSS; the stream arrives intact (the fake link, like
+ * the virtio pair, carries a segment whole). A lossy run repairs with MSS-sized resends.
+ */
+static void test_tcp_tso_segments_above_mss(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_cfg a, b;
+	static uint8_t src[300000];
+	uint32_t big = 0, mss = 0;
+
+	fl_fini(l);
+	fl_cfg(&a);
+	b = a;
+	b.tso_max = 64000;
+	for (int lossy = 0; lossy < 2; lossy++) {
+		assert_int_equal(fl_init(l, &a, &b, 21 + (uint64_t)lossy), 0);
+		l->loss_ppm = lossy ? 20000 : 0;
+		assert_int_equal(fl_open_pair(l), 0);
+		fl_fill_random(src, sizeof(src), 9);
+		l->app[0].auto_recved = true;
+		l->app[1].src = src;
+		l->app[1].src_len = sizeof(src);
+		l->app[1].src_off = 0;
+		fl_app_pump(&l->app[1]);
+		assert_true(fl_run_until(l, 5000 * MS, got_all, l));
+		assert_memory_equal(l->app[0].rx, src, sizeof(src));
+		for (uint32_t i = l->nlog > FL_LOG_MAX ? l->nlog - FL_LOG_MAX : 0; i < l->nlog; i++) {
+			const struct fl_seg *g = &l->log[i % FL_LOG_MAX];
+			if (g->from != 1 || g->len == 0)
+				continue;
+			if (g->tso_segsz) {
+				mss = g->tso_segsz;
+				assert_true(g->len > mss);
+				assert_true(g->len <= 64000);
+				big++;
+			}
+		}
+		assert_true(big > 0);
+		l->app[1].src = NULL;
+		if (!lossy)
+			fl_fini(l);
+	}
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -689,6 +770,8 @@ int main(void)
 		T(test_tcp_syn_backlog_bounded),
 		T(test_tcp_ecn_ce_marks_cut_cwnd_dctcp),
 		T(test_tcp_random_lossy_link_transfer_intact),
+		T(test_tcp_frame_in_pieces_acked_once),
+		T(test_tcp_tso_segments_above_mss),
 	};
 
 	return cmocka_run_group_tests_name("tcp_input", tests, NULL, NULL);
