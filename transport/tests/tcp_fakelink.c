@@ -550,20 +550,30 @@ uint32_t fl_build(uint8_t *buf, uint16_t sport, uint16_t dport, uint32_t seq, ui
 	return hl + plen;
 }
 
-int fl_inject(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint8_t ecn)
+/* A frame holding a copy of seg, as if it came off the link (one reference, counted live). */
+static struct fl_frame *frame_of(struct fl_link *l, const uint8_t *seg, uint32_t len)
 {
 	struct fl_frame *f = malloc(sizeof(*f) + len);
-	struct tl_tcp_rx rx = {0};
-	int rc;
 
 	if (!f)
-		return -ENOMEM;
+		return NULL;
 	memset(f, 0, sizeof(*f));
 	f->link = l;
 	f->refs = 1;
 	f->len = len;
 	memcpy(f->bytes, seg, len);
 	l->frames_live++;
+	return f;
+}
+
+int fl_inject(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint8_t ecn)
+{
+	struct fl_frame *f = frame_of(l, seg, len);
+	struct tl_tcp_rx rx;
+	int rc;
+
+	if (!f)
+		return -ENOMEM;
 	rx = (struct tl_tcp_rx){ .saddr = l->addr[!to], .daddr = l->addr[to], .tcp = f->bytes,
 				 .tcp_len = len, .ecn = ecn, .pkt = f };
 	rc = tl_tcp_input(l->stack[to], &rx, l->now);
@@ -573,21 +583,20 @@ int fl_inject(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint8
 
 int fl_inject_pieces(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint32_t pieces)
 {
-	struct fl_frame *f = malloc(sizeof(*f) + len);
-	uint32_t doff = (uint32_t)(seg[12] >> 4) * 4u, plen = len - doff, part = plen / pieces;
+	uint32_t doff = (uint32_t)(seg[12] >> 4) * 4u, plen, part;
 	uint32_t seq = (uint32_t)seg[4] << 24 | (uint32_t)seg[5] << 16 | (uint32_t)seg[6] << 8 | seg[7];
 	uint8_t hdr[TL_TCP_HDR_MAX];
+	struct fl_frame *f;
 	int rc = 0;
 
-	if (!f || doff > sizeof(hdr) || doff > len)
+	if (doff > sizeof(hdr) || doff > len || pieces == 0)
+		return -EINVAL;
+	f = frame_of(l, seg, len);
+	if (!f)
 		return -ENOMEM;
-	memset(f, 0, sizeof(*f));
-	f->link = l;
-	f->refs = 1;
-	f->len = len;
-	memcpy(f->bytes, seg, len);
+	plen = len - doff;
+	part = plen / pieces;
 	memcpy(hdr, seg, doff);
-	l->frames_live++;
 	for (uint32_t i = 0, off = 0; i < pieces; i++) {
 		uint32_t n = i + 1 == pieces ? plen - off : part;
 		struct tl_tcp_rx rx = { .saddr = l->addr[!to], .daddr = l->addr[to], .tcp = hdr,
