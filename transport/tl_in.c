@@ -687,10 +687,11 @@ static int sync_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const s
 	tl_out_push(c);
 	if (c->dead)
 		return 0;
-	if (c->ack_now) {
-		if (!rx->more)
-			tl_out_ack(c);
-	} else if (c->unacked_segs && c->delack_at == 0) {
+	if (c->ack_now && !rx->more) {
+		tl_out_ack(c);
+	} else if ((c->ack_now || c->unacked_segs) && c->delack_at == 0) {
+		/* (A due ACK held for the frame's last piece still has the timer behind it, in
+		 * case that piece is refused before it gets here.) */
 		c->delack_at = s->now + s->cfg.delack_ns;
 		tl_timer_update(c);
 	}
