@@ -247,10 +247,45 @@ struct tcp_seg {
 };
 
 /*
- * Hands tcp_len bytes at b to the stack as a received packet. A segment whose checksum
- * does not verify is dropped here, as the backend does before tl_tcp_input.
+ * The segment as the dpdk backend hands over a frame held in several buffers (an LRO frame):
+ * `pieces` parts of its payload, each behind a copy of the header with the sequence number
+ * advanced, FIN and PSH on the last only, rx.more on all but the last. Not for SYN or RST
+ * (the backend linearizes those).
  */
-static void tcp_deliver(struct tcp_ctx *cx, const uint8_t *b, uint32_t tcp_len, uint8_t ecn)
+static void tcp_deliver_pieces(struct tcp_ctx *cx, struct tl_tcp_rx *rx, uint32_t pieces)
+{
+	const uint8_t *t = rx->tcp;
+	uint32_t doff = (uint32_t)(t[12] >> 4) * 4u, plen, off = 0;
+	uint32_t seq = tcp_be32(t + 4);
+	uint8_t hdr[TL_TCP_HDR_MAX], flags = t[13];
+
+	if (doff < 20 || doff > rx->tcp_len || (flags & (TL_TCP_SYN | TL_TCP_RST))) {
+		(void)tl_tcp_input(cx->s, rx, cx->now);
+		return;
+	}
+	plen = rx->tcp_len - doff;
+	memcpy(hdr, t, doff);
+	rx->tcp = hdr;
+	rx->tcp_len = doff;
+	for (uint32_t i = 0; i < pieces; i++) {
+		uint32_t n = i + 1 == pieces ? plen - off : plen / pieces;
+		tcp_st_be32(hdr + 4, seq + off);
+		hdr[13] = i + 1 < pieces ? (uint8_t)(flags & ~(TL_TCP_FIN | TL_TCP_PSH)) : flags;
+		rx->payload = t + doff + off;
+		rx->payload_len = n;
+		rx->more = i + 1 < pieces;
+		(void)tl_tcp_input(cx->s, rx, cx->now);
+		off += n;
+	}
+}
+
+/*
+ * Hands tcp_len bytes at b to the stack as a received packet (in `pieces` parts when above
+ * 1). A segment whose checksum does not verify is dropped here, as the backend does before
+ * tl_tcp_input.
+ */
+static void tcp_deliver(struct tcp_ctx *cx, const uint8_t *b, uint32_t tcp_len, uint8_t ecn,
+			uint32_t pieces)
 {
 	struct tcp_pkt *p = malloc(sizeof(*p) + tcp_len);
 	struct tl_tcp_rx rx = {0};
@@ -264,8 +299,12 @@ static void tcp_deliver(struct tcp_ctx *cx, const uint8_t *b, uint32_t tcp_len, 
 	cx->pkts_live++;
 	rx = (struct tl_tcp_rx){.saddr = TCP_RADDR, .daddr = TCP_LADDR, .tcp = p->bytes,
 				.tcp_len = tcp_len, .ecn = ecn, .pkt = p};
-	if (tl_tcp_rx_cksum_ok(&rx))
-		(void)tl_tcp_input(cx->s, &rx, cx->now);
+	if (tl_tcp_rx_cksum_ok(&rx)) {
+		if (pieces > 1 && tcp_len >= 20)
+			tcp_deliver_pieces(cx, &rx, pieces);
+		else
+			(void)tl_tcp_input(cx->s, &rx, cx->now);
+	}
 	tcp_pkt_put(p);
 }
 
@@ -318,7 +357,7 @@ static void tcp_peer_send(struct tcp_ctx *cx, const struct tcp_seg *g)
 		b[16] = (uint8_t)(g->cksum >> 8);
 		b[17] = (uint8_t)g->cksum;
 	}
-	tcp_deliver(cx, b, hl + plen, g->ecn);
+	tcp_deliver(cx, b, hl + plen, g->ecn, 1);
 }
 
 /* A well-behaved peer segment: in sequence, acknowledging everything the stack sent. */
@@ -452,7 +491,8 @@ static void tcp_rec_segment(struct tcp_ctx *cx, struct fh_in *in)
 		cx->peer_nxt = g.seq + g.plen + !!(g.flags & TL_TCP_SYN) + !!(g.flags & TL_TCP_FIN);
 }
 
-/* Raw bytes as a whole TCP segment (header fully fuzzed), valid checksum or not. */
+/* Raw bytes as a whole TCP segment (header fully fuzzed), valid checksum or not, handed
+ * over whole or in 2..8 pieces (ctl bits 1-3) as the backend hands over an LRO frame. */
 static void tcp_rec_raw(struct tcp_ctx *cx, struct fh_in *in)
 {
 	uint8_t ctl = fh_u8(in), b[2048];
@@ -463,7 +503,7 @@ static void tcp_rec_raw(struct tcp_ctx *cx, struct fh_in *in)
 	memcpy(b, p, got);
 	if ((ctl & 1) && got >= 18)
 		tcp_put_cksum(b, (uint32_t)got);
-	tcp_deliver(cx, b, (uint32_t)got, ctl >> 6);
+	tcp_deliver(cx, b, (uint32_t)got, ctl >> 6, ((ctl >> 1) & 7u) + 1u);
 }
 
 static void tcp_rec_app(struct tcp_ctx *cx, struct fh_in *in)
