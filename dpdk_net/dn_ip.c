@@ -282,7 +282,7 @@ uint16_t dn_raw_cksum(const void *buf, size_t len)
 		memcpy(&h, p, 1);
 		s2 += h;
 	}
-	s0 += s1 + s2 + s3; /* each term < 2^34 per 16 GiB: no overflow for any frame */
+	s0 += s1 + s2 + s3; /* each grows < 2^33 per 32 bytes: no overflow below 2^35 bytes */
 	s0 = (s0 & 0xffffffffu) + (s0 >> 32);
 	s0 = (s0 & 0xffffffffu) + (s0 >> 32);
 	s0 = (s0 & 0xffff) + (s0 >> 16);
