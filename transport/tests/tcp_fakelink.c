@@ -633,7 +633,7 @@ uint32_t fl_count(const struct fl_link *l, uint32_t since, int from, uint8_t fla
 	return n;
 }
 
-bool fl_seg_ts(const struct fl_seg *g, uint32_t *tsval, uint32_t *tsecr)
+const uint8_t *fl_seg_opt(const struct fl_seg *g, uint8_t kind)
 {
 	for (uint32_t i = 20; i + 1 < g->hdr_len;) {
 		if (g->hdr[i] == 1) {
@@ -641,39 +641,51 @@ bool fl_seg_ts(const struct fl_seg *g, uint32_t *tsval, uint32_t *tsecr)
 			continue;
 		}
 		if (g->hdr[i] == 0 || g->hdr[i + 1] < 2 || i + g->hdr[i + 1] > g->hdr_len)
-			return false;
-		if (g->hdr[i] == 8 && g->hdr[i + 1] == 10) {
-			*tsval = be32(g->hdr + i + 2);
-			*tsecr = be32(g->hdr + i + 6);
-			return true;
-		}
+			return NULL;
+		if (g->hdr[i] == kind)
+			return g->hdr + i;
 		i += g->hdr[i + 1];
 	}
-	return false;
+	return NULL;
+}
+
+bool fl_seg_ts(const struct fl_seg *g, uint32_t *tsval, uint32_t *tsecr)
+{
+	const uint8_t *o = fl_seg_opt(g, 8);
+
+	if (o == NULL || o[1] != 10)
+		return false;
+	*tsval = be32(o + 2);
+	*tsecr = be32(o + 6);
+	return true;
 }
 
 uint32_t fl_seg_sack(const struct fl_seg *g, uint32_t blocks[4][2])
 {
-	for (uint32_t i = 20; i + 1 < g->hdr_len;) {
-		uint32_t n;
+	const uint8_t *o = fl_seg_opt(g, 5);
+	uint32_t n;
 
-		if (g->hdr[i] == 1) {
-			i++;
-			continue;
-		}
-		if (g->hdr[i] == 0 || g->hdr[i + 1] < 2 || i + g->hdr[i + 1] > g->hdr_len)
-			return 0;
-		if (g->hdr[i] == 5) {
-			n = (g->hdr[i + 1] - 2u) / 8u;
-			for (uint32_t b = 0; b < n && b < 4; b++) {
-				blocks[b][0] = be32(g->hdr + i + 2 + 8 * b);
-				blocks[b][1] = be32(g->hdr + i + 6 + 8 * b);
-			}
-			return n < 4 ? n : 4;
-		}
-		i += g->hdr[i + 1];
+	if (o == NULL)
+		return 0;
+	n = (o[1] - 2u) / 8u;
+	for (uint32_t b = 0; b < n && b < 4; b++) {
+		blocks[b][0] = be32(o + 2 + 8 * b);
+		blocks[b][1] = be32(o + 6 + 8 * b);
 	}
-	return 0;
+	return n < 4 ? n : 4;
+}
+
+bool fl_drop_nth_filter(void *arg, const struct fl_seg *g)
+{
+	struct fl_drop_nth *d = arg;
+
+	if (g->from != 1 || g->len == 0)
+		return false;
+	d->seen++;
+	for (int i = 0; i < 4; i++)
+		if (d->which[i] == d->seen)
+			return true;
+	return false;
 }
 
 int fl_test_setup(void **state, uint64_t seed)

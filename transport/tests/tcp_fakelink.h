@@ -130,9 +130,19 @@ int fl_inject_pieces(struct fl_link *l, int to, const uint8_t *seg, uint32_t len
 uint32_t fl_count(const struct fl_link *l, uint32_t since, int from, uint8_t flags_all,
 		  uint8_t flags_none, struct fl_seg *out);
 /* The timestamp option of a logged segment: true and *tsval, *tsecr set when it has one. */
+/* The option of this kind in g's header (pointing at its kind byte), or NULL. */
+const uint8_t *fl_seg_opt(const struct fl_seg *g, uint8_t kind);
 bool fl_seg_ts(const struct fl_seg *g, uint32_t *tsval, uint32_t *tsecr);
 /* The SACK blocks of a logged segment into blocks[i][0..1] (start, end); returns how many. */
 uint32_t fl_seg_sack(const struct fl_seg *g, uint32_t blocks[4][2]);
+
+/* An fl_filter_fn (arg: struct fl_drop_nth) that drops node 1's data segments by their
+ * order of transmission: the which[] -th (1-based; 0 = unused). */
+struct fl_drop_nth {
+	uint32_t seen;
+	uint32_t which[4];
+};
+bool fl_drop_nth_filter(void *arg, const struct fl_seg *g);
 /* Deterministic test data. */
 void fl_fill_random(uint8_t *buf, size_t len, uint64_t seed);
 uint64_t fl_rand(struct fl_link *l);

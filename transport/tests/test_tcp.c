@@ -28,18 +28,7 @@ static int teardown(void **state)
 
 static bool has_opt(const struct fl_seg *g, uint8_t kind)
 {
-	for (uint32_t i = 20; i < g->hdr_len;) {
-		if (g->hdr[i] == 0)
-			break;
-		if (g->hdr[i] == 1) {
-			i++;
-			continue;
-		}
-		if (g->hdr[i] == kind)
-			return true;
-		i += g->hdr[i + 1];
-	}
-	return false;
+	return fl_seg_opt(g, kind) != NULL;
 }
 
 struct xfer {

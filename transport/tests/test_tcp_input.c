@@ -152,29 +152,10 @@ static void test_tcp_rto_across_wraparound(void **state)
 	assert_int_equal(st.rto_fired, 1);
 }
 
-struct drop_nth {
-	uint32_t seen;
-	uint32_t which[4];
-};
-
-/* Drops the listed data segments (by order of first transmission) from node 1. */
-static bool drop_nth_filter(void *arg, const struct fl_seg *g)
-{
-	struct drop_nth *d = arg;
-
-	if (g->from != 1 || g->len == 0)
-		return false;
-	d->seen++;
-	for (int i = 0; i < 4; i++)
-		if (d->which[i] == d->seen)
-			return true;
-	return false;
-}
-
 static void test_tcp_newreno_partial_acks_repair_several_losses(void **state)
 {
 	struct fl_link *l = *state;
-	struct drop_nth d = { .which = { 30, 34, 38, 0 } };
+	struct fl_drop_nth d = { .which = { 30, 34, 38, 0 } };
 	struct tl_tcp_cfg cfg;
 	struct tl_tcp_stats st;
 
@@ -183,7 +164,7 @@ static void test_tcp_newreno_partial_acks_repair_several_losses(void **state)
 	cfg.sack = false; /* NewReno alone (test_tcp_sack.c has the same losses with SACK) */
 	assert_int_equal(fl_init(l, &cfg, NULL, 11), 0);
 	assert_int_equal(fl_open_pair(l), 0);
-	l->filter = drop_nth_filter;
+	l->filter = fl_drop_nth_filter;
 	l->filter_arg = &d;
 	transfer(l, 0, 200000, 2000 * MS, 31);
 	tl_tcp_stack_get_stats(l->stack[1], &st);

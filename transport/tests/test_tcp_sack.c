@@ -30,18 +30,7 @@ static int teardown(void **state)
 
 static bool has_opt(const struct fl_seg *g, uint8_t kind)
 {
-	for (uint32_t i = 20; i < g->hdr_len;) {
-		if (g->hdr[i] == 0)
-			break;
-		if (g->hdr[i] == 1) {
-			i++;
-			continue;
-		}
-		if (g->hdr[i] == kind)
-			return true;
-		i += g->hdr[i + 1];
-	}
-	return false;
+	return fl_seg_opt(g, kind) != NULL;
 }
 
 static void relink(struct fl_link *l, bool sack_a, bool sack_b, uint64_t seed)
@@ -82,25 +71,6 @@ static uint64_t send_1_to_0(struct fl_link *l, uint8_t *buf, size_t n, uint64_t 
 	assert_int_equal(l->app[1].sends_failed, 0);
 	l->app[1].src = NULL;
 	return took;
-}
-
-struct drop_nth {
-	uint32_t seen;
-	uint32_t which[4];
-};
-
-/* Drops the listed data segments (by order of transmission) from node 1. */
-static bool drop_nth_filter(void *arg, const struct fl_seg *g)
-{
-	struct drop_nth *d = arg;
-
-	if (g->from != 1 || g->len == 0)
-		return false;
-	d->seen++;
-	for (int i = 0; i < 4; i++)
-		if (d->which[i] == d->seen)
-			return true;
-	return false;
 }
 
 static void test_tcp_sack_negotiated_only_when_both_offer(void **state)
@@ -148,7 +118,7 @@ static void test_tcp_sack_negotiated_only_when_both_offer(void **state)
 static void test_tcp_sack_blocks_report_out_of_order_data(void **state)
 {
 	struct fl_link *l = *state;
-	struct drop_nth d = { .which = { 2, 5, 0, 0 } };
+	struct fl_drop_nth d = { .which = { 2, 5, 0, 0 } };
 	static uint8_t buf[8 * SEG];
 	uint32_t b[4][2], base, found = 0;
 	struct tl_tcp_stats st;
@@ -158,7 +128,7 @@ static void test_tcp_sack_blocks_report_out_of_order_data(void **state)
 	assert_int_equal(fl_count(l, 0, 1, TL_TCP_SYN, TL_TCP_ACK, &g), 1);
 	base = g.seq + 1u;
 	l->delay_ns = 500000; /* retransmissions land well after the first flight */
-	l->filter = drop_nth_filter;
+	l->filter = fl_drop_nth_filter;
 	l->filter_arg = &d;
 	send_1_to_0(l, buf, sizeof(buf), 5);
 	for (uint32_t i = 0; i < l->nlog; i++) {
@@ -189,15 +159,15 @@ static void test_tcp_sack_repairs_several_losses_in_one_round_trip(void **state)
 {
 	struct fl_link *l = *state;
 	static uint8_t buf[100 * SEG];
-	struct drop_nth d;
+	struct fl_drop_nth d;
 	struct tl_tcp_stats st;
 	uint64_t t_sack, t_newreno;
 
 	relink(l, false, false, 44);
 	l->delay_ns = 1 * MS; /* before the handshake: its RTT sample sets the RTO */
 	assert_int_equal(fl_open_pair(l), 0);
-	d = (struct drop_nth){ .which = { 30, 34, 38, 0 } };
-	l->filter = drop_nth_filter;
+	d = (struct fl_drop_nth){ .which = { 30, 34, 38, 0 } };
+	l->filter = fl_drop_nth_filter;
 	l->filter_arg = &d;
 	t_newreno = send_1_to_0(l, buf, sizeof(buf), 6);
 	tl_tcp_stack_get_stats(l->stack[1], &st);
@@ -208,8 +178,8 @@ static void test_tcp_sack_repairs_several_losses_in_one_round_trip(void **state)
 	relink(l, true, true, 44);
 	l->delay_ns = 1 * MS; /* before the handshake: its RTT sample sets the RTO */
 	assert_int_equal(fl_open_pair(l), 0);
-	d = (struct drop_nth){ .which = { 30, 34, 38, 0 } };
-	l->filter = drop_nth_filter;
+	d = (struct fl_drop_nth){ .which = { 30, 34, 38, 0 } };
+	l->filter = fl_drop_nth_filter;
 	l->filter_arg = &d;
 	t_sack = send_1_to_0(l, buf, sizeof(buf), 6);
 	tl_tcp_stack_get_stats(l->stack[1], &st);
@@ -238,14 +208,14 @@ static void test_tcp_sack_blocks_take_room_from_payload(void **state)
 {
 	struct fl_link *l = *state;
 	static uint8_t a[200 * SEG + 7], b[200 * SEG];
-	struct drop_nth d = { .which = { 20, 25, 60, 90 } };
+	struct fl_drop_nth d = { .which = { 20, 25, 60, 90 } };
 	uint32_t blk[4][2], with_sack = 0;
 
 	l->delay_ns = 200000;
 	assert_int_equal(fl_open_pair(l), 0);
 	fl_fill_random(a, sizeof(a), 9);
 	fl_fill_random(b, sizeof(b), 10);
-	l->filter = drop_nth_filter;
+	l->filter = fl_drop_nth_filter;
 	l->filter_arg = &d;
 	l->app[0].src = a;
 	l->app[0].src_len = sizeof(a);
