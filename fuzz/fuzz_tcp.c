@@ -248,35 +248,28 @@ struct tcp_seg {
 
 /*
  * The segment as the dpdk backend hands over a frame held in several buffers (an LRO frame):
- * `pieces` parts of its payload, each behind a copy of the header with the sequence number
- * advanced, FIN and PSH on the last only, rx.more on all but the last. Not for SYN or RST
- * (the backend linearizes those).
+ * its payload in `pieces` parts (tl_tcp_input_pieces). What that refuses (a SYN or RST, a
+ * header that is not whole) goes in whole, as the backend linearizes it.
  */
 static void tcp_deliver_pieces(struct tcp_ctx *cx, struct tl_tcp_rx *rx, uint32_t pieces)
 {
 	const uint8_t *t = rx->tcp;
 	uint32_t doff = (uint32_t)(t[12] >> 4) * 4u, plen, off = 0;
-	uint32_t seq = tcp_be32(t + 4);
-	uint8_t hdr[TL_TCP_HDR_MAX], flags = t[13];
+	struct tl_tcp_piece p[8];
+	struct tl_tcp_rx h = *rx;
 
-	if (doff < 20 || doff > rx->tcp_len || (flags & (TL_TCP_SYN | TL_TCP_RST))) {
-		(void)tl_tcp_input(cx->s, rx, cx->now);
-		return;
+	if (doff <= rx->tcp_len) {
+		plen = rx->tcp_len - doff;
+		for (uint32_t i = 0; i < pieces; i++) {
+			uint32_t n = i + 1 == pieces ? plen - off : plen / pieces;
+			p[i] = (struct tl_tcp_piece){t + doff + off, n};
+			off += n;
+		}
+		h.tcp_len = doff;
+		if (tl_tcp_input_pieces(cx->s, &h, p, pieces, cx->now) != -EINVAL)
+			return;
 	}
-	plen = rx->tcp_len - doff;
-	memcpy(hdr, t, doff);
-	rx->tcp = hdr;
-	rx->tcp_len = doff;
-	for (uint32_t i = 0; i < pieces; i++) {
-		uint32_t n = i + 1 == pieces ? plen - off : plen / pieces;
-		tcp_st_be32(hdr + 4, seq + off);
-		hdr[13] = i + 1 < pieces ? (uint8_t)(flags & ~(TL_TCP_FIN | TL_TCP_PSH)) : flags;
-		rx->payload = t + doff + off;
-		rx->payload_len = n;
-		rx->more = i + 1 < pieces;
-		(void)tl_tcp_input(cx->s, rx, cx->now);
-		off += n;
-	}
+	(void)tl_tcp_input(cx->s, rx, cx->now);
 }
 
 /*

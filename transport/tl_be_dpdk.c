@@ -387,51 +387,38 @@ static bool db_drop_data_nomem(struct db *d, uint32_t saddr, const uint8_t *tcp,
 	return true;
 }
 
+#define DB_CHAIN_PIECES 64 /* buffers of a chained frame fed piecewise (64 KiB in 2 KiB ones: 33) */
+
 /*
  * A TCP frame in a chain of buffers (an LRO/TSO frame of up to 64 KiB over the virtio pair):
- * fed to TCP-lite one buffer's payload at a time, each as a segment of its own with the
- * frame's header (sequence number advanced; FIN and PSH on the last piece only). Every
- * piece references the head mbuf, which keeps the whole chain. False: not splittable (SYN or
- * RST, a header not in the first buffer), for the caller to linearize.
+ * its payload goes to TCP-lite a buffer at a time (tl_tcp_input_pieces), every piece under
+ * the head mbuf's reference, which keeps the whole chain. False: not fed piecewise (a SYN
+ * or RST, a header not in the first buffer, too many buffers), for the caller to linearize.
  */
 static bool db_input_chain(struct db *d, struct rte_mbuf *m, struct tl_tcp_rx *rx)
 {
+	struct tl_tcp_piece p[DB_CHAIN_PIECES];
 	const uint8_t *tcp = rx->tcp;
-	uint32_t doff, off, left, seq;
-	uint8_t hdr[TL_TCP_HDR_MAX], flags;
-	uint64_t now = db_now(d);
+	uint32_t hoff = (uint32_t)(tcp - rte_pktmbuf_mtod(m, const uint8_t *));
+	uint32_t doff, off, left, n = 0;
+	struct tl_tcp_rx h = *rx;
 
-	if (rx->tcp_len < 20 ||
-	    (uint32_t)(tcp - rte_pktmbuf_mtod(m, const uint8_t *)) + 20u > rte_pktmbuf_data_len(m))
+	if (rx->tcp_len < 20 || hoff + 20u > rte_pktmbuf_data_len(m) || m->nb_segs > DB_CHAIN_PIECES)
 		return false;
 	doff = (uint32_t)(tcp[12] >> 4) * 4u;
-	off = (uint32_t)(tcp - rte_pktmbuf_mtod(m, const uint8_t *)) + doff;
-	if (doff < 20 || doff > sizeof(hdr) || doff > rx->tcp_len || off > rte_pktmbuf_data_len(m) ||
-	    (tcp[13] & (TL_TCP_SYN | TL_TCP_RST)))
+	off = hoff + doff;
+	if (doff > rx->tcp_len || off > rte_pktmbuf_data_len(m))
 		return false;
-	memcpy(hdr, tcp, doff);
-	flags = tcp[13];
-	seq = (uint32_t)tcp[4] << 24 | (uint32_t)tcp[5] << 16 | (uint32_t)tcp[6] << 8 | tcp[7];
 	left = rx->tcp_len - doff;
-	rx->tcp = hdr;
-	rx->tcp_len = doff;
 	for (const struct rte_mbuf *s = m; s != NULL && left > 0; s = s->next, off = 0) {
-		uint32_t n = RTE_MIN((uint32_t)rte_pktmbuf_data_len(s) - RTE_MIN(off, rte_pktmbuf_data_len(s)), left);
-		if (n == 0)
+		uint32_t len = RTE_MIN((uint32_t)rte_pktmbuf_data_len(s) - RTE_MIN(off, rte_pktmbuf_data_len(s)), left);
+		if (len == 0)
 			continue;
-		left -= n;
-		hdr[4] = (uint8_t)(seq >> 24);
-		hdr[5] = (uint8_t)(seq >> 16);
-		hdr[6] = (uint8_t)(seq >> 8);
-		hdr[7] = (uint8_t)seq;
-		hdr[13] = left > 0 ? (uint8_t)(flags & ~(TL_TCP_FIN | TL_TCP_PSH)) : flags;
-		rx->payload = rte_pktmbuf_mtod_offset(s, const uint8_t *, off);
-		rx->payload_len = n;
-		rx->more = left > 0;
-		tl_tcp_input(d->stack, rx, now);
-		seq += n;
+		p[n++] = (struct tl_tcp_piece){rte_pktmbuf_mtod_offset(s, const uint8_t *, off), len};
+		left -= len;
 	}
-	return true;
+	h.tcp_len = doff;
+	return tl_tcp_input_pieces(d->stack, &h, p, n, db_now(d)) != -EINVAL;
 }
 
 static void db_l4_input(void *arg, struct dn_lcore *lc, struct rte_mbuf *m)

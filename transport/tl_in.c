@@ -708,6 +708,41 @@ static bool time_wait_reusable(const struct tl_tcp_conn *c, const struct seg *g)
 	return TL_SEQ_GT(g->seq, c->rcv_nxt);
 }
 
+int tl_tcp_input_pieces(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx,
+			const struct tl_tcp_piece *p, uint32_t n, uint64_t now)
+{
+	uint8_t hdr[TL_TCP_HDR_MAX], flags;
+	struct tl_tcp_rx r;
+	uint32_t seq;
+	int rc = 0;
+
+	if (!rx || !rx->tcp || rx->tcp_len < 20 || rx->tcp_len > sizeof(hdr) || n == 0 ||
+	    (uint32_t)(rx->tcp[12] >> 4) * 4u != rx->tcp_len ||
+	    (rx->tcp[13] & (TL_TCP_SYN | TL_TCP_RST)))
+		return -EINVAL;
+	memcpy(hdr, rx->tcp, rx->tcp_len);
+	flags = hdr[13];
+	seq = ld_be32(hdr + 4);
+	r = *rx;
+	r.tcp = hdr;
+	for (uint32_t i = 0; i < n; seq += p[i].len, i++) {
+		bool last = i + 1 == n;
+
+		if (p[i].len == 0 && !last)
+			continue;
+		hdr[4] = (uint8_t)(seq >> 24);
+		hdr[5] = (uint8_t)(seq >> 16);
+		hdr[6] = (uint8_t)(seq >> 8);
+		hdr[7] = (uint8_t)seq;
+		hdr[13] = last ? flags : (uint8_t)(flags & ~(TL_TCP_FIN | TL_TCP_PSH));
+		r.payload = p[i].data;
+		r.payload_len = p[i].len;
+		r.more = !last;
+		rc = tl_tcp_input(s, &r, now);
+	}
+	return rc;
+}
+
 int tl_tcp_input(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, uint64_t now)
 {
 	struct tl_tcp_conn *c;

@@ -59,12 +59,11 @@ struct tl_tcp_rx {
 	uint32_t saddr, daddr;   /* IPv4, host byte order */
 	const uint8_t *tcp;      /* TCP header, options and payload, contiguous */
 	uint32_t tcp_len;        /* IP total length minus the IP header */
-	/* If non-NULL: the payload lies here (a piece of a large frame split across buffers)
-	 * and tcp_len covers the header and options only. */
+	/* Set by tl_tcp_input_pieces (NULL / false otherwise): the payload lies here, tcp_len
+	 * covering the header only, and more pieces of the same frame follow. */
 	const uint8_t *payload;
 	uint32_t payload_len;
-	bool more;               /* more pieces of the same frame follow: the ACK that is due
-				  * waits for the last one (one ACK per large frame, as GRO) */
+	bool more;
 	uint8_t ecn;             /* TL_ECN_* from the IP header */
 	void *pkt;               /* opaque packet handle, see ops.pkt_hold */
 };
@@ -219,6 +218,23 @@ void tl_tcp_stack_destroy(struct tl_tcp_stack *s);
  * bytes readable at rx->tcp (the IP layer checks total length against the frame).
  */
 int tl_tcp_input(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, uint64_t now);
+
+/* A part of a received segment's payload (tl_tcp_input_pieces). */
+struct tl_tcp_piece {
+	const uint8_t *data;
+	uint32_t len;
+};
+/*
+ * A segment whose payload lies in several buffers (an LRO frame in a chain): rx->tcp and
+ * rx->tcp_len cover the header and options only, p[0..n) the payload in order, all under
+ * the one rx->pkt reference. Each piece goes in as a segment of its own (sequence number
+ * advanced; FIN and PSH on the last only), and an ACK that falls due waits for the last
+ * piece: one ACK per frame, as GRO gives Linux. Returns -EINVAL, taking nothing, for a SYN
+ * or RST, an empty list or a header that is not whole (the caller makes the frame
+ * contiguous instead); else what tl_tcp_input returned for the last piece.
+ */
+int tl_tcp_input_pieces(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx,
+			const struct tl_tcp_piece *p, uint32_t n, uint64_t now);
 
 /* Runs expired timers. Call every loop iteration (cheap when nothing is due). */
 void tl_tcp_timers(struct tl_tcp_stack *s, uint64_t now);

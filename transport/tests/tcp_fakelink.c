@@ -583,33 +583,25 @@ int fl_inject(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint8
 
 int fl_inject_pieces(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint32_t pieces)
 {
-	uint32_t doff = (uint32_t)(seg[12] >> 4) * 4u, plen, part;
-	uint32_t seq = (uint32_t)seg[4] << 24 | (uint32_t)seg[5] << 16 | (uint32_t)seg[6] << 8 | seg[7];
-	uint8_t hdr[TL_TCP_HDR_MAX];
+	uint32_t doff = (uint32_t)(seg[12] >> 4) * 4u, off = 0;
+	struct tl_tcp_piece p[16];
 	struct fl_frame *f;
-	int rc = 0;
+	struct tl_tcp_rx rx;
+	int rc;
 
-	if (doff > sizeof(hdr) || doff > len || pieces == 0)
+	if (doff > len || pieces == 0 || pieces > 16)
 		return -EINVAL;
 	f = frame_of(l, seg, len);
 	if (!f)
 		return -ENOMEM;
-	plen = len - doff;
-	part = plen / pieces;
-	memcpy(hdr, seg, doff);
-	for (uint32_t i = 0, off = 0; i < pieces; i++) {
-		uint32_t n = i + 1 == pieces ? plen - off : part;
-		struct tl_tcp_rx rx = { .saddr = l->addr[!to], .daddr = l->addr[to], .tcp = hdr,
-					.tcp_len = doff, .payload = f->bytes + doff + off,
-					.payload_len = n, .more = i + 1 < pieces, .pkt = f };
-		uint32_t s = seq + off;
-		hdr[4] = (uint8_t)(s >> 24);
-		hdr[5] = (uint8_t)(s >> 16);
-		hdr[6] = (uint8_t)(s >> 8);
-		hdr[7] = (uint8_t)s;
-		rc = tl_tcp_input(l->stack[to], &rx, l->now);
+	for (uint32_t i = 0; i < pieces; i++) {
+		uint32_t n = i + 1 == pieces ? len - doff - off : (len - doff) / pieces;
+		p[i] = (struct tl_tcp_piece){ f->bytes + doff + off, n };
 		off += n;
 	}
+	rx = (struct tl_tcp_rx){ .saddr = l->addr[!to], .daddr = l->addr[to], .tcp = f->bytes,
+				 .tcp_len = doff, .pkt = f };
+	rc = tl_tcp_input_pieces(l->stack[to], &rx, p, pieces, l->now);
 	frame_unref(f);
 	return rc;
 }
