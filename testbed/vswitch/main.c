@@ -238,10 +238,9 @@ static struct rte_ipv4_hdr *partial_tcp(struct rte_mbuf *m)
 	return ip;
 }
 
-/* Completes a partial TCP checksum in software (before the frame is damaged). */
-static void cksum_complete(struct rte_mbuf *m)
+/* Completes the partial TCP checksum of m (ip: partial_tcp's) in software. */
+static void cksum_complete(struct rte_mbuf *m, const struct rte_ipv4_hdr *ip)
 {
-	struct rte_ipv4_hdr *ip = partial_tcp(m);
 	uint32_t l4_off = (uint32_t)sizeof(struct rte_ether_hdr) + (ip->version_ihl & 0xfu) * 4u;
 	uint16_t *field = rte_pktmbuf_mtod_offset(m, uint16_t *, l4_off + 16);
 
@@ -267,7 +266,7 @@ static void egress(struct vs *vs, struct vs_port *p, struct rte_mbuf *m, uint64_
 		m->l3_len = (ip->version_ihl & 0xfu) * 4u;
 		m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_TCP_CKSUM;
 		if (!dn_port_tx_l4_csum(p->dp))
-			cksum_complete(m);
+			cksum_complete(m, ip);
 	}
 	if (rng_next(&p->rng) < o->loss) {
 		rte_pktmbuf_free(m);
@@ -280,8 +279,8 @@ static void egress(struct vs *vs, struct vs_port *p, struct rte_mbuf *m, uint64_
 		uint32_t bit = (uint32_t)(rng_next(&p->rng) * span * 8);
 		uint8_t *b = rte_pktmbuf_mtod_offset(m, uint8_t *, sizeof(struct rte_ether_hdr));
 
-		if (partial_tcp(m) != NULL)
-			cksum_complete(m);
+		if (ip != NULL && (m->ol_flags & RTE_MBUF_F_TX_TCP_CKSUM))
+			cksum_complete(m, ip); /* still partial: the damage goes on a summed frame */
 
 		b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
 		p->c.corrupted++;
