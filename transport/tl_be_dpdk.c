@@ -3,7 +3,8 @@
  * (tl_tcp.h) to one dpdk_net lcore (dn.h).
  *
  * In:  tl_poll -> db_poll -> dn_loop_once -> rx_burst -> eth/ip -> db_l4_input
- *      -> tl_tcp_input -> cbs.recv -> tl_conn_input (framing, zero copy: the framer holds
+ *      -> tl_tcp_input (a frame in a chain of buffers: db_input_chain ->
+ *      tl_tcp_input_pieces) -> cbs.recv -> tl_conn_input (framing, zero copy: the framer holds
  *      the mbufs) ; dn_loop_once -> hooks.poll -> tl_tcp_timers
  * Out: tl_poll -> tl_flush_dirty -> db_flush -> db_queue: a small message (up to
  *      DB_SMALL_MSG bytes with its header) is copied into the connection's arena and
