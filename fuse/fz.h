@@ -132,6 +132,13 @@ struct fz_peer_ops {
 	 */
 	bool (*wire_busy)(void *arg);
 	void *arg;
+	/*
+	 * Optional: storage for the frame bodies, in memory the output side sends without
+	 * copying (tl_buf_alloc). NULL: the C heap (64-byte aligned). mem_free gets what
+	 * mem_alloc returned, once, from fz_peer_destroy.
+	 */
+	void *(*mem_alloc)(void *arg, size_t size);
+	void (*mem_free)(void *arg, void *p);
 };
 
 enum fz_flush_reason {

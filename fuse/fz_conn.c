@@ -371,10 +371,22 @@ static const struct tl_conn_ops fz_tl_ops = { fz_tl_connected, fz_tl_msg, fz_tl_
 
 /* ---- opening ------------------------------------------------------------------------- */
 
+/* Frame bodies in the transport's own memory, so a fused frame leaves without a copy. */
+static void *fz_conn_mem_alloc(void *arg, size_t size)
+{
+	return tl_buf_alloc(((struct fz_conn *)arg)->net->tl, size);
+}
+
+static void fz_conn_mem_free(void *arg, void *p)
+{
+	tl_buf_free(((struct fz_conn *)arg)->net->tl, p);
+}
+
 static int fz_conn_new(struct fz_net *net, const struct fz_config *cfg,
 		       const struct fz_conn_ops *ops, void *ctx, struct fz_conn **out)
 {
-	struct fz_peer_ops pops = { fz_conn_output, fz_conn_wire_busy, NULL };
+	struct fz_peer_ops pops = { fz_conn_output, fz_conn_wire_busy, NULL,
+				    fz_conn_mem_alloc, fz_conn_mem_free };
 	struct fz_conn *fc;
 	int rc;
 

@@ -78,13 +78,23 @@ uint32_t fz_sub_hdr_put(uint8_t *p, const struct tl_msg_hdr *h, uint64_t prev_re
 	return n;
 }
 
+static void fz_mem_free(struct fz_peer *peer)
+{
+	if (peer->mem && peer->ops.mem_free)
+		peer->ops.mem_free(peer->ops.arg, peer->mem);
+	else
+		free(peer->mem);
+}
+
 int fz_peer_create(const struct fz_config *cfg, const struct fz_peer_ops *ops,
 		   struct fz_peer **out)
 {
 	struct fz_peer *peer;
+	size_t size;
 	uint32_t i;
 
-	if (!cfg || !ops || !ops->output || !ops->wire_busy || !out)
+	if (!cfg || !ops || !ops->output || !ops->wire_busy || !out ||
+	    !ops->mem_alloc != !ops->mem_free)
 		return -EINVAL;
 	if (fz_config_validate(cfg, NULL, 0) != 0)
 		return -EINVAL;
@@ -92,13 +102,13 @@ int fz_peer_create(const struct fz_config *cfg, const struct fz_peer_ops *ops,
 	if (!peer)
 		return -ENOMEM;
 	peer->free = calloc(cfg->fuse_frames, sizeof(peer->free[0]));
-	/* One block, cache-line aligned, so every frame body starts on a line. */
-	peer->mem = aligned_alloc(64, (size_t)cfg->fuse_frames *
-				  ((cfg->fuse_max_bytes + 63u) & ~63u));
-	if (!peer->free || !peer->mem)
-		goto out_free_peer;
 	peer->cfg = *cfg;
 	peer->ops = *ops;
+	/* One block, cache-line aligned, so every frame body starts on a line. */
+	size = (size_t)cfg->fuse_frames * ((cfg->fuse_max_bytes + 63u) & ~63u);
+	peer->mem = ops->mem_alloc ? ops->mem_alloc(ops->arg, size) : aligned_alloc(64, size);
+	if (!peer->free || !peer->mem)
+		goto out_free_peer;
 	for (i = 0; i < cfg->fuse_frames; i++) {
 		struct fz_frame *f = &peer->frames[i];
 		f->peer = peer;
@@ -109,7 +119,7 @@ int fz_peer_create(const struct fz_config *cfg, const struct fz_peer_ops *ops,
 	return 0;
 
 out_free_peer:
-	free(peer->mem);
+	fz_mem_free(peer);
 	free(peer->free);
 	free(peer);
 	return -ENOMEM;
@@ -119,7 +129,7 @@ void fz_peer_destroy(struct fz_peer *peer)
 {
 	if (!peer)
 		return;
-	free(peer->mem);
+	fz_mem_free(peer);
 	free(peer->free);
 	free(peer);
 }
@@ -222,6 +232,7 @@ static void fz_frame_open(struct fz_peer *peer, uint64_t req_id, uint64_t now_us
 	f->prev_req_id = req_id;
 	f->opened_us = now_us;
 	peer->open = f;
+	tl_prefetch_w_open(f->buf, f->buf + peer->cfg.fuse_max_bytes);
 }
 
 /* Copies msg into the open frame; the caller checked that sub_len bytes fit. */
@@ -231,6 +242,7 @@ static void fz_frame_append(struct fz_frame *f, const struct fz_msg *msg,
 	uint8_t *p = f->buf + f->len;
 	uint32_t i;
 
+	tl_prefetch_w_ahead(p, f->buf + f->peer->cfg.fuse_max_bytes);
 	memcpy(p, sub_hdr, sub_hdr_len);
 	p += sub_hdr_len;
 	for (i = 0; i < msg->iovcnt; i++) {

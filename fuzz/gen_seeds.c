@@ -88,7 +88,7 @@ static bool gs_busy(void *arg) { (void)arg; return true; }
 static void gs_fuse(struct gs_buf *o)
 {
 	struct gs_frames fr = {0};
-	struct fz_peer_ops ops = {gs_fz_output, gs_busy, &fr};
+	struct fz_peer_ops ops = { .output = gs_fz_output, .wire_busy = gs_busy, .arg = &fr };
 	struct fz_config cfg;
 	struct fz_peer *p;
 	uint8_t body[300];

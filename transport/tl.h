@@ -154,6 +154,16 @@ typedef void (*tl_send_done_fn)(void *arg, int status);
 int tl_send(struct tl_conn *c, const struct tl_msg_hdr *h, const struct tl_iov *iov,
 	    uint32_t iovcnt, tl_send_done_fn done, void *arg);
 /*
+ * Sends a small message whose body (at most TL_SEND_COPY_MAX bytes, else -EMSGSIZE) is
+ * copied before this returns: nothing stays referenced and there is no completion. For
+ * replies built on the stack and echoes of received bytes: it spares the caller a hold
+ * on the received message (tl_msg_hold) and a completion per message. Other errors as
+ * tl_send.
+ */
+#define TL_SEND_COPY_MAX 128u
+int tl_send_copy(struct tl_conn *c, const struct tl_msg_hdr *h, const struct tl_iov *iov,
+		 uint32_t iovcnt);
+/*
  * Sends a TL_TYPE_ERROR reply to req_id: body u32 code (positive errno) then text,
  * copied (at most TL_ERR_TEXT_MAX bytes of it). For upper layers answering a type they
  * do not know; transport itself answers unknown versions and transport types so.

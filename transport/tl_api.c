@@ -441,10 +441,28 @@ static int tl_send_check(struct tl_conn *c, const struct tl_msg_hdr *h, const st
 	return 0;
 }
 
+/* Queues tx (its body iovs from index 1 already set, iovcnt counting the header). */
+static void tl_tx_queue(struct tl_conn *c, struct tl_tx *tx, const struct tl_msg_hdr *h,
+			uint64_t body, tl_send_done_fn done, void *arg)
+{
+	tl_msg_hdr_encode(tx->hdr, h);
+	tl_st32(tx->hdr + 8, (uint32_t)body);
+	tx->iov[0].base = tx->hdr;
+	tx->iov[0].len = TL_MSG_HDR_LEN;
+	tx->len = body + TL_MSG_HDR_LEN;
+	tx->off = 0;
+	tx->done = done;
+	tx->arg = arg;
+	tl_list_add_tail(&c->txq, &tx->link);
+	c->tx_msgs++;
+	c->tx_bytes += tx->len;
+	if (!tl_linked(&c->dirty))
+		tl_list_add_tail(&c->tl->dirty, &c->dirty);
+}
+
 int tl_send(struct tl_conn *c, const struct tl_msg_hdr *h, const struct tl_iov *iov,
 	    uint32_t iovcnt, tl_send_done_fn done, void *arg)
 {
-	struct tl_msg_hdr wh = *h;
 	struct tl_tx *tx;
 	uint64_t body;
 	uint32_t i, k = 1;
@@ -456,46 +474,53 @@ int tl_send(struct tl_conn *c, const struct tl_msg_hdr *h, const struct tl_iov *
 	tx = tl_tx_get(c->tl, iovcnt + 1);
 	if (tx == NULL)
 		return -ENOMEM;
-	wh.body_len = (uint32_t)body;
-	tl_msg_hdr_encode(tx->hdr, &wh);
-	tx->iov[0].base = tx->hdr;
-	tx->iov[0].len = TL_MSG_HDR_LEN;
 	for (i = 0; i < iovcnt; i++)
 		if (iov[i].len > 0)
 			tx->iov[k++] = iov[i];
 	tx->iovcnt = k;
-	tx->len = body + TL_MSG_HDR_LEN;
-	tx->off = 0;
-	tx->done = done;
-	tx->arg = arg;
-	tl_list_add_tail(&c->txq, &tx->link);
-	c->tx_msgs++;
-	c->tx_bytes += tx->len;
-	if (!tl_linked(&c->dirty))
-		tl_list_add_tail(&c->tl->dirty, &c->dirty);
+	tl_tx_queue(c, tx, h, body, done, arg);
 	return 0;
 }
+
+int tl_send_copy(struct tl_conn *c, const struct tl_msg_hdr *h, const struct tl_iov *iov,
+		 uint32_t iovcnt)
+{
+	struct tl_tx *tx;
+	uint64_t body;
+	uint8_t *p;
+	uint32_t i;
+	int rc;
+
+	rc = tl_send_check(c, h, iov, iovcnt, &body);
+	if (rc != 0)
+		return rc;
+	if (body > TL_SEND_COPY_MAX)
+		return -EMSGSIZE;
+	tx = tl_tx_get(c->tl, 2);
+	if (tx == NULL)
+		return -ENOMEM;
+	for (i = 0, p = tx->inl; i < iovcnt; p += iov[i].len, i++)
+		memcpy(p, iov[i].base, iov[i].len);
+	tx->iov[1].base = tx->inl;
+	tx->iov[1].len = (uint32_t)body;
+	tx->iovcnt = body > 0 ? 2 : 1;
+	tl_tx_queue(c, tx, h, body, NULL, NULL);
+	return 0;
+}
+
+_Static_assert(4 + TL_ERR_TEXT_MAX <= TL_SEND_COPY_MAX, "an error reply fits tl_send_copy");
 
 int tl_send_error(struct tl_conn *c, uint64_t req_id, int code, const char *text)
 {
 	struct tl_msg_hdr h = { .type = TL_TYPE_ERROR, .req_id = req_id };
 	uint8_t body[4 + TL_ERR_TEXT_MAX];
 	struct tl_iov v = { body, 4 };
-	struct tl_tx *tx;
 	size_t n = text != NULL ? strnlen(text, TL_ERR_TEXT_MAX) : 0;
-	int rc;
 
 	tl_st32(body, (uint32_t)(code < 0 ? -code : code));
 	memcpy(body + 4, text, n);
 	v.len += (uint32_t)n;
-	rc = tl_send(c, &h, &v, 1, NULL, NULL);
-	if (rc != 0)
-		return rc;
-	/* The body must outlive this call: move it into the tx's own storage. */
-	tx = tl_container_of(c->txq.prev, struct tl_tx, link);
-	memcpy(tx->inl, body, v.len);
-	tx->iov[1].base = tx->inl;
-	return 0;
+	return tl_send_copy(c, &h, &v, 1);
 }
 
 /* ---- receiving --------------------------------------------------------------------- */

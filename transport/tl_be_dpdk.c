@@ -614,6 +614,7 @@ static uint8_t *db_arena_room(struct db *d, struct db_conn *dc, uint32_t len, ui
 	a->refs = 1;
 	a->used = a->pushed = 0;
 	dc->arena = a;
+	tl_prefetch_w_open(a->data, a->data + DB_ARENA_BYTES);
 	return a->data;
 }
 
@@ -638,6 +639,7 @@ static void db_queue(struct db *d, struct tl_conn *c, struct db_conn *dc, uint64
 			uint8_t *p = db_arena_room(d, dc, (uint32_t)tx->len, now);
 			if (p == NULL)
 				return;
+			tl_prefetch_w_ahead(p, dc->arena->data + DB_ARENA_BYTES);
 			for (uint32_t i = 0; i < tx->iovcnt; p += tx->iov[i].len, i++)
 				memcpy(p, tx->iov[i].base, tx->iov[i].len);
 			dc->arena->used += (uint32_t)tx->len;

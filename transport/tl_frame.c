@@ -274,14 +274,20 @@ static int fr_body(struct tl_framer *f, const uint8_t **pp, uint32_t *lenp, void
 	return f->remain == 0 ? fr_deliver(f, sink, arg) : 0;
 }
 
+#define TL_FR_AHEAD 1024u
+
 int tl_fr_push(struct tl_framer *f, const uint8_t *p, uint32_t len, void *ref,
 	       const struct tl_fr_sink *sink, void *arg)
 {
+	const uint8_t *end = p + len, *pf = p;
 	int rc = 0;
 
 	if (f->dead)
 		return f->dead;
 	while (len > 0) {
+		/* Keep the next TL_FR_AHEAD bytes on their way: another core wrote them. */
+		for (; pf < end && pf < p + TL_FR_AHEAD; pf += 64)
+			__builtin_prefetch(pf);
 		if (f->skip > 0) {
 			uint32_t n = f->skip < len ? (uint32_t)f->skip : len;
 			f->skip -= n;

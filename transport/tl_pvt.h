@@ -161,7 +161,7 @@ struct tl_tx {
 	tl_send_done_fn done;
 	void *arg;
 	uint8_t hdr[TL_MSG_HDR_LEN];
-	uint8_t inl[4 + TL_ERR_TEXT_MAX]; /* body of transport-made error replies */
+	uint8_t inl[TL_SEND_COPY_MAX]; /* the body of tl_send_copy (error replies too) */
 	struct tl_iov iov_inl[TL_TX_IOV_INLINE];
 };
 

@@ -149,7 +149,7 @@ static int bench_run(const struct fz_config *cfg, const uint32_t *sizes, const u
 		     uint32_t steps, struct bench_result *res)
 {
 	struct bench_wire *w = calloc(1, sizeof(*w));
-	struct fz_peer_ops ops = { bench_output, bench_busy, w };
+	struct fz_peer_ops ops = { .output = bench_output, .wire_busy = bench_busy, .arg = w };
 	struct fz_peer *peer = NULL;
 	uint64_t req = 1, t0, t1;
 	uint32_t s, i;

@@ -289,7 +289,13 @@ static void srv_on_msg(struct tl_conn *c, const struct tl_msg_view *m)
 	p->bytes += m->hdr.body_len + TL_MSG_HDR_LEN;
 	if (!p->o->echo)
 		return;
-	/* Echo from the bytes as they arrived: hold them until the send completes. */
+	/* A small message is copied out at once; a larger one is echoed from the bytes as
+	 * they arrived, held until the send completes. */
+	if (m->hdr.body_len <= TL_SEND_COPY_MAX) {
+		if (tl_send_copy(c, &m->hdr, m->iov, m->iovcnt) != 0)
+			p->dropped++;
+		return;
+	}
 	held = tl_msg_hold(m);
 	if (tl_send(c, &m->hdr, m->iov, m->iovcnt, srv_echo_done, held) != 0) {
 		tl_msg_release(held);

@@ -61,6 +61,7 @@ static bool fzt_busy(void *arg)
 
 void fzt_wire_ops(struct fzt_wire *w, struct fz_peer_ops *ops)
 {
+	memset(ops, 0, sizeof(*ops));   /* frame storage from the heap unless a test says */
 	ops->output = fzt_output;
 	ops->wire_busy = fzt_busy;
 	ops->arg = w;

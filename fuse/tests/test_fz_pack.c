@@ -604,6 +604,73 @@ static void test_fz_pack_stats_bytes_saved(void **state)
 	assert_int_equal(st->subs_hist[3], 1);  /* 8-15 */
 }
 
+/* Frame storage from the output side's allocator: asked for once, given back once. */
+static struct pk_mem {
+	void *arg;
+	uint8_t *block;
+	size_t size;
+	int allocs, frees;
+} pk_mem;
+
+static void *pk_mem_alloc(void *arg, size_t size)
+{
+	assert_ptr_equal(arg, pk_mem.arg);   /* the hooks get ops.arg, as output does */
+	pk_mem.allocs++;
+	pk_mem.size = size;
+	pk_mem.block = malloc(size);
+	return pk_mem.block;
+}
+
+static void pk_mem_free(void *arg, void *p)
+{
+	assert_ptr_equal(arg, pk_mem.arg);
+	assert_ptr_equal(p, pk_mem.block);
+	pk_mem.frees++;
+	free(p);
+}
+
+static void test_fz_pack_frame_memory_from_output_side(void **state)
+{
+	struct pk *p = *state;
+	struct fz_peer_ops ops;
+	struct fz_peer *peer;
+	struct tl_iov iov;
+	struct fz_msg m;
+	uint32_t i;
+
+	memset(&pk_mem, 0, sizeof(pk_mem));
+	pk_mem.arg = &p->w;
+	fzt_wire_ops(&p->w, &ops);
+	/* One hook without the other is refused: the block must go back where it came from. */
+	ops.mem_alloc = pk_mem_alloc;
+	assert_int_equal(fz_peer_create(&p->cfg, &ops, &peer), -EINVAL);
+	ops.mem_alloc = NULL;
+	ops.mem_free = pk_mem_free;
+	assert_int_equal(fz_peer_create(&p->cfg, &ops, &peer), -EINVAL);
+	assert_int_equal(pk_mem.allocs, 0);
+
+	ops.mem_alloc = pk_mem_alloc;
+	assert_int_equal(fz_peer_create(&p->cfg, &ops, &peer), 0);
+	assert_int_equal(pk_mem.allocs, 1);
+	assert_true(pk_mem.size >= (size_t)p->cfg.fuse_frames * p->cfg.fuse_max_bytes);
+	p->w.busy = true;
+	for (i = 0; i < 20; i++) {
+		m = pk_msg(p, i, i * 64u, 40, &iov);
+		assert_int_equal(fz_peer_send(peer, &m, 0), 0);
+	}
+	assert_int_equal(fz_peer_flush(peer, 0), 0);
+	/* One fused frame, its body in the block the allocator gave. */
+	assert_int_equal(p->w.n, 1);
+	assert_int_equal(p->w.recs[0].hdr.type, FZ_TYPE_FRAME);
+	assert_int_equal(p->w.recs[0].hdr.key_count, 20);
+	assert_true(p->w.recs[0].first_base >= pk_mem.block &&
+		    p->w.recs[0].first_base + p->w.recs[0].hdr.body_len <= pk_mem.block + pk_mem.size);
+	fzt_wire_complete_all(&p->w);
+	assert_int_equal(fz_peer_in_flight(peer), 0);
+	fz_peer_destroy(peer);
+	assert_int_equal(pk_mem.frees, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -622,6 +689,7 @@ int main(void)
 		T(test_fz_pack_output_failure_changes_nothing),
 		T(test_fz_pack_bad_message_refused),
 		T(test_fz_pack_stats_bytes_saved),
+		T(test_fz_pack_frame_memory_from_output_side),
 #undef T
 	};
 	return cmocka_run_group_tests_name("fz_pack", tests, NULL, NULL);

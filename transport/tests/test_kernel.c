@@ -28,6 +28,7 @@ struct kfx {
 	struct tl_listener *l;
 	uint16_t port;
 	int echo;                 /* server echoes each message back (zero copy) */
+	int echo_copy;            /* ... by tl_send_copy when it fits, holding nothing */
 	int srv_hold;             /* server keeps messages instead */
 	int srv_close_on_msg;     /* server closes the connection from its msg callback */
 	struct tl_msg *held[8];
@@ -76,6 +77,10 @@ static void srv_msg(struct tl_conn *c, const struct tl_msg_view *m)
 	}
 	if (!fx->echo)
 		return;
+	if (fx->echo_copy && m->hdr.body_len <= TL_SEND_COPY_MAX) {
+		assert_int_equal(tl_send_copy(c, &m->hdr, m->iov, m->iovcnt), 0);
+		return;
+	}
 	/* Zero-copy echo: keep the received bytes and send them from where they lie. */
 	h = tl_msg_hold(m);
 	if (tl_send(c, &m->hdr, m->iov, m->iovcnt, echo_done, h) != 0)
@@ -525,6 +530,41 @@ static void test_kernel_tx_pending_counts_until_done(void **state)
 	POLL_UNTIL(fx, fx->cli_msgs == 2);
 }
 
+/*
+ * tl_send_copy: the body is the caller's again on return (scribbled over here before the
+ * first poll), nothing completes, and above TL_SEND_COPY_MAX it refuses. The server
+ * echoes by copy too, from a view it does not hold: sizes 0..TL_SEND_COPY_MAX.
+ */
+static void test_kernel_send_copy(void **state)
+{
+	struct kfx *fx = *state;
+	struct tl_msg_hdr h = { .type = 40 };
+	uint8_t body[TL_SEND_COPY_MAX + 1];
+	struct tl_iov v[2];
+	uint32_t len, i, half;
+
+	fx->echo_copy = 1;
+	connect_pair(fx);
+	for (len = 0; len <= TL_SEND_COPY_MAX; len++) {
+		for (i = 0; i < len; i++)
+			body[i] = patb(len, i);
+		half = len / 3;
+		v[0] = (struct tl_iov){ body, half };
+		v[1] = (struct tl_iov){ body + half, len - half };
+		h.req_id = len;
+		assert_int_equal(tl_send_copy(fx->cli, &h, v, 2), 0);
+		assert_int_equal(tl_conn_tx_pending(fx->cli), TL_MSG_HDR_LEN + len);
+		memset(body, 0xa5, sizeof(body));
+		POLL_UNTIL(fx, fx->cli_msgs == len + 1);
+	}
+	assert_int_equal(fx->cli_bad, 0);
+	assert_int_equal(fx->done_ok + fx->done_err, 0);
+	assert_int_equal(fx->nheld, 0);
+	v[0] = (struct tl_iov){ body, TL_SEND_COPY_MAX + 1 };
+	assert_int_equal(tl_send_copy(fx->cli, &h, v, 1), -EMSGSIZE);
+	assert_int_equal(tl_conn_tx_pending(fx->cli), 0);
+}
+
 static void test_kernel_max_conns_refused(void **state)
 {
 	struct kfx *fx = *state;
@@ -609,6 +649,7 @@ int main(void)
 		T(test_kernel_close_from_callback_stops_delivery),
 		TS(test_kernel_send_limits),
 		TS(test_kernel_tx_pending_counts_until_done),
+		T(test_kernel_send_copy),
 		TS(test_kernel_max_conns_refused),
 		T(test_kernel_hold_past_callback),
 		cmocka_unit_test(test_kernel_config_checked),
