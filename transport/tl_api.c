@@ -496,6 +496,15 @@ int tl_send_copy(struct tl_conn *c, const struct tl_msg_hdr *h, const struct tl_
 		return rc;
 	if (body > TL_SEND_COPY_MAX)
 		return -EMSGSIZE;
+	if (c->tl->be_ops->send_copy != NULL && tl_list_empty(&c->txq)) {
+		if (c->tl->be_ops->send_copy(c, h, (uint32_t)body, iov, iovcnt) == 0) {
+			c->tl->st.msgs_out++;
+			c->tl->st.bytes_out += body + TL_MSG_HDR_LEN;
+			if (!tl_linked(&c->dirty))
+				tl_list_add_tail(&c->tl->dirty, &c->dirty);
+			return 0;
+		}
+	}
 	tx = tl_tx_get(c->tl, 2);
 	if (tx == NULL)
 		return -ENOMEM;

@@ -619,6 +619,45 @@ static uint8_t *db_arena_room(struct db *d, struct db_conn *dc, uint32_t len, ui
 }
 
 /*
+ * tl_send_copy with nothing queued ahead: header and body straight into the arena, as
+ * db_queue would copy them at the flush, without a tx record or a completion. A full
+ * arena goes to the core first with the core corked, so that only queues it (this may run
+ * inside the connection's own input); the flush this send is marked for uncorks. When the
+ * core cannot take it all, the message queues as usual.
+ */
+static int db_send_copy(struct tl_conn *c, const struct tl_msg_hdr *h, uint32_t body_len,
+			const struct tl_iov *iov, uint32_t iovcnt)
+{
+	struct db *d = db_of(c->tl);
+	struct db_conn *dc = tl_conn_priv(c);
+	uint32_t len = TL_MSG_HDR_LEN + body_len;
+	struct db_arena *a = dc->arena;
+	uint8_t *p;
+
+	if (dc->tc == NULL)
+		return -ENOTCONN;
+	if (a != NULL && DB_ARENA_BYTES - a->used >= len) {
+		p = a->data + a->used;
+	} else {
+		if (a != NULL)
+			tl_tcp_cork(dc->tc, true, 0);
+		p = db_arena_room(d, dc, len, 0);
+	}
+	if (p == NULL)
+		return -ENOBUFS;
+	a = dc->arena;
+	tl_prefetch_w_ahead(p, a->data + DB_ARENA_BYTES);
+	tl_msg_hdr_encode(p, h);
+	tl_st32(p + 8, body_len);
+	p += TL_MSG_HDR_LEN;
+	for (uint32_t i = 0; i < iovcnt; p += iov[i].len, i++)
+		memcpy(p, iov[i].base, iov[i].len);
+	a->used += len;
+	d->arena_msgs++;
+	return 0;
+}
+
+/*
  * Hands queued messages to the core until it refuses more (-ENOBUFS: cbs.sent resumes).
  * Small messages are copied and moved to *copied, for the caller to complete.
  */
@@ -790,9 +829,14 @@ static void db_sent(void *arg, struct tl_tcp_conn *tc, uint32_t acked)
 {
 	struct tl_conn *c = arg;
 
+	struct db_arena *a = ((struct db_conn *)tl_conn_priv(c))->arena;
+
 	(void)tc;
 	(void)acked;
-	if (!tl_list_empty(&c->txq) && !tl_linked(&c->dirty))
+	/* Resume what the core refused: queued messages, or arena bytes not yet handed over
+	 * (copied messages are complete and off the queue, so the queue alone can be empty). */
+	if ((!tl_list_empty(&c->txq) || (a != NULL && a->pushed < a->used)) &&
+	    !tl_linked(&c->dirty))
 		tl_list_add_tail(&c->tl->dirty, &c->dirty);
 }
 
@@ -1273,6 +1317,7 @@ const struct tl_backend_ops tl_be_dpdk_ops = {
 	.flush = db_flush,
 	.shutdown = db_shutdown,
 	.poll = db_poll,
+	.send_copy = db_send_copy,
 	.buf_alloc = db_buf_alloc,
 	.buf_free = db_buf_free,
 };

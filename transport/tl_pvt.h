@@ -217,6 +217,14 @@ struct tl_backend_ops {
 	void (*flush)(struct tl_conn *c);
 	void (*shutdown)(struct tl_conn *c);
 	int (*poll)(struct tl *tl, int64_t timeout_us);
+	/*
+	 * Optional: copies a small message (header h but body_len, the sum of iov) straight
+	 * into the backend's send buffer, for tl_send_copy when nothing is queued ahead of it
+	 * on c. 0: taken (marked dirty by the caller); else not, and the caller queues it as
+	 * usual. Never transmits from inside the call.
+	 */
+	int (*send_copy)(struct tl_conn *c, const struct tl_msg_hdr *h, uint32_t body_len,
+			 const struct tl_iov *iov, uint32_t iovcnt);
 	/* Optional: memory the backend sends without copying (NULL: the C heap is fine). */
 	void *(*buf_alloc)(struct tl *tl, size_t size);
 	void (*buf_free)(struct tl *tl, void *p);

@@ -5,10 +5,12 @@
  *              [--protocol dpdk|kernel] [--size BYTES] [--mode pingpong|stream]
  *              [--seconds S] [--connections C] [--lcores N] [--count N] [--verify]
  *
- * Server: listens on P and, with --echo, sends every message back from the bytes it
- * arrived in (held, zero copy). Client: opens C connections to B:P and for S seconds
- * runs ping-pong (one message in flight per connection) or stream (a window of
- * messages in flight per connection), then prints one JSON line last:
+ * Server: listens on P and, with --echo, sends every message back: up to TL_SEND_COPY_MAX
+ * bytes copied (tl_send_copy), larger ones from the bytes they arrived in (held, zero
+ * copy). Client: opens C connections to B:P and for S seconds runs ping-pong (one message
+ * in flight per connection) or stream (a window of messages in flight per connection;
+ * without --echo, messages up to TL_SEND_COPY_MAX are copied as sent and counted then,
+ * larger ones counted as their sends complete), then prints one JSON line last:
  *   {"role":"client",...,"rtt_p50_us":x,"rtt_p99_us":y,"msgs_per_s":m,"gbit_per_s":g}
  * Everything goes through tl.h only, so the same code runs on either protocol; the
  * protocol-specific inputs (EAL args, --ip) are handed over in struct tl_config.
@@ -416,6 +418,21 @@ static void perf_fill(struct perf_conn *pc)
 	struct perf *p = pc->p;
 	struct tl_iov v = { p->payload, p->o->size };
 	struct tl_msg_hdr h = { .type = PERF_TYPE };
+	uint32_t n;
+
+	/*
+	 * A stream of small messages nobody echoes is written as a socket is: each copied as
+	 * it is sent, with nothing to complete, and counted then; the transport's send limits
+	 * (-ENOBUFS) pace it, and every poll round tops it up (at most a window per round).
+	 */
+	if (p->copy) {
+		for (n = 0; n < p->window && p->running && pc->up == 1; n++) {
+			if (tl_send_copy(pc->c, &h, &v, p->o->size > 0) != 0)
+				break;
+			cli_count(p, 0);
+		}
+		return;
+	}
 
 	/* The echo brings the send time back: RTT without a lookup. A stream without echoes
 	 * measures no RTT, and skips the clock read per message. */
@@ -602,6 +619,7 @@ static int perf_client_alloc(struct perf *p)
 		p->window = (uint32_t)(PERF_STREAM_BYTES / ((uint64_t)o->size + TL_MSG_HDR_LEN)) + 1;
 	if (p->window > 1024)
 		p->window = 1024;
+	p->copy = o->mode == PERF_STREAM && !o->echo && o->size <= TL_SEND_COPY_MAX;
 	return 0;
 }
 
@@ -633,6 +651,8 @@ int perf_client_run(struct perf *p)
 		t1 = perf_now_s(p->o);
 		if (t1 - t0 >= o->seconds || perf_counted(p))
 			break;
+		for (i = 0; p->copy && i < p->nconns; i++)
+			perf_fill(&p->pc[i]);
 		if (t1 >= next_check) {
 			next_check = t1 + 0.1;
 			if (perf_stopping(p, t0, 0))

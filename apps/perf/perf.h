@@ -64,6 +64,7 @@ struct perf {
 	uint32_t finished;  /* connections that got their --count echoes */
 	uint8_t *payload;
 	uint32_t window;
+	bool copy;      /* stream without echoes of small messages: tl_send_copy, counted sent */
 	bool running;   /* sends allowed */
 	bool counting;  /* inside the measured interval */
 	uint64_t msgs, bytes, errors, dropped, resets, corrupt, accepted;
