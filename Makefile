@@ -11,7 +11,9 @@ PKGS    := libdpdk numa cmocka jansson
 BUILD   := build
 
 DPDK_CFLAGS := $(shell pkg-config --cflags libdpdk 2>/dev/null)
-DPDK_LIBS   := $(shell pkg-config --libs libdpdk 2>/dev/null)
+# libdpdk.pc leaves the drivers out (EAL loads them as plugins); dn_port asks net_vhost
+# for a port's vhost device (rte_eth_vhost_get_vid_from_port_id), so that one is linked.
+DPDK_LIBS   := $(shell pkg-config --libs libdpdk 2>/dev/null) -lrte_net_vhost
 
 WARN    := -Wall -Wextra -Werror
 OPT     ?= -O2 -g

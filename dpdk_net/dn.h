@@ -151,6 +151,14 @@ bool dn_port_tx_l4_csum(const struct dn_port *port);
  * virtio pair a segmented frame crosses whole and arrives as one LRO frame), else 0.
  */
 uint32_t dn_port_tso_max(const struct dn_port *port);
+/*
+ * A net_vhost endpoint learns TSO from its guest: on while the attached virtio driver
+ * negotiated GUEST_TSO4 and GUEST_CSUM (it takes a segmentation request as virtio GSO),
+ * off otherwise or with none attached. Re-reads that (cheap) and returns true when
+ * dn_port_tso_max changed; a no-op false for every other port. Called by the lcore that
+ * sends on the port.
+ */
+bool dn_port_tso_refresh(struct dn_port *port);
 /* True when Rx interrupts work for the port's queues, i.e. DN_IDLE_SLEEP really sleeps in epoll. */
 bool dn_port_rx_intr(const struct dn_port *port);
 bool dn_port_rss(const struct dn_port *port);

@@ -14,9 +14,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <linux/virtio_net.h>
 #include <rte_bus.h>
 #include <rte_cycles.h>
 #include <rte_dev.h>
+#include <rte_eth_vhost.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
@@ -128,6 +130,16 @@ static void conf_build(struct dn_port *p, const struct rte_eth_dev_info *di,
 	conf->txmode.offloads = di->tx_offload_capa & want_tx;
 	p->tso = (conf->txmode.offloads & RTE_ETH_TX_OFFLOAD_TCP_TSO) &&
 		 (conf->txmode.offloads & RTE_ETH_TX_OFFLOAD_TCP_CKSUM);
+	/*
+	 * net_vhost (22.11) lists no TSO among its Tx capabilities, yet its enqueue hands a
+	 * segmentation request to the guest as virtio GSO, which a guest that negotiated
+	 * GUEST_TSO4 takes whole (virtio-user with LRO): an endpoint (not the switch's ports)
+	 * uses that while its guest says so, from dn_port_tso_refresh. Large frames then go
+	 * both ways on the pair, not MSS-sized ones back from the vhost side.
+	 */
+	p->vhost_tso = vhost && !p->cfg.no_l3 && p->nb_queues == 1 && p->nb_lcores <= 1 &&
+		       (conf->txmode.offloads & RTE_ETH_TX_OFFLOAD_TCP_CKSUM) &&
+		       (tso_env == NULL || strcmp(tso_env, "0") != 0);
 	/*
 	 * Large frames come in: a TSO peer's arrive whole (on net_vhost with tso=1 too, which
 	 * says so nowhere in its capabilities: every vhost endpoint, never the switch's ports).
@@ -390,6 +402,21 @@ uint32_t dn_port_ip(const struct dn_port *p) { return p->ip; }
 uint16_t dn_port_mtu(const struct dn_port *p) { return p->cfg.mtu; }
 bool dn_port_tx_l4_csum(const struct dn_port *p) { return p->tx_l4_csum; }
 uint32_t dn_port_tso_max(const struct dn_port *p) { return p->tso ? DN_TSO_MAX : 0; }
+
+bool dn_port_tso_refresh(struct dn_port *p)
+{
+	const uint64_t need = 1ull << VIRTIO_NET_F_GUEST_TSO4 | 1ull << VIRTIO_NET_F_GUEST_CSUM;
+	uint64_t features = 0;
+	bool was = p->tso;
+	int vid;
+
+	if (!p->vhost_tso)
+		return false;
+	vid = rte_eth_vhost_get_vid_from_port_id(p->port_id);
+	p->tso = vid >= 0 && rte_vhost_get_negotiated_features(vid, &features) == 0 &&
+		 (features & need) == need;
+	return p->tso != was;
+}
 bool dn_port_rx_intr(const struct dn_port *p) { return p->rx_intr; }
 bool dn_port_rss(const struct dn_port *p) { return p->rss; }
 uint16_t dn_port_nb_lcores(const struct dn_port *p) { return p->nb_lcores; }

@@ -64,6 +64,7 @@ struct dn_port {
 	struct dn_config cfg;
 	bool tx_ip_csum, tx_l4_csum, rx_ip_csum, rx_l4_csum, multi_seg;
 	bool tso;               /* the device cuts TCP segments (TSO) and takes large frames in */
+	bool vhost_tso;         /* a net_vhost endpoint: tso follows its guest (dn_port_tso_refresh) */
 	bool rx_intr;
 	bool rss;
 	uint8_t rss_key[DN_RSS_KEY_MAX];

@@ -41,7 +41,7 @@ if ! command -v "$CC" >/dev/null; then
 	echo "run.sh: $CC not found (install clang, or set FUZZ_CC)" >&2; exit 2
 fi
 DPDK_CFLAGS=$(pkg-config --cflags libdpdk)
-DPDK_LIBS=$(pkg-config --libs libdpdk)
+DPDK_LIBS="$(pkg-config --libs libdpdk) -lrte_net_vhost" # as the Makefile: dn_port asks net_vhost
 BASE_FLAGS="-std=c11 -D_GNU_SOURCE -DALLOW_EXPERIMENTAL_API -I. $DPDK_CFLAGS -g -O1"
 SAN="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 # The harnesses are ours: warnings are errors. Layer sources keep their gcc -Werror in the

@@ -131,6 +131,7 @@ struct db {
 	uint64_t conn_pieces_capped;
 	uint32_t withholding;       /* connections with withheld bytes */
 	uint64_t next_pool_check;
+	uint64_t next_tso_check;    /* a vhost endpoint's TSO follows its guest: re-read 1/ms */
 	struct db_arena *arena_free, *arena_all;
 	uint64_t arena_msgs;        /* small messages sent by copy */
 };
@@ -486,6 +487,12 @@ static unsigned db_timers(void *arg, struct dn_lcore *lc, uint64_t now_tsc)
 	/* Completions first: a released buffer may finish a message and free send space. */
 	work = db_sb_drain(d);
 	db_pool_watch(d, now_tsc);
+	if (now_tsc >= d->next_tso_check) {
+		struct dn_port *port = dn_lcore_port(d->lc);
+		d->next_tso_check = now_tsc + d->hz / 1000;
+		if (dn_port_tso_refresh(port))
+			tl_tcp_stack_set_tso_max(d->stack, dn_port_tso_max(port));
+	}
 	tl_obs_publish(d->obs, now_tsc);
 	tl_tcp_timers(d->stack, db_now(d));
 	return work;

@@ -71,6 +71,11 @@ static uint32_t *bucket_of(struct tl_tcp_stack *s, const struct tl_tcp_tuple *t)
 	return &s->buckets[tuple_hash(t->laddr, t->lport, t->raddr, t->rport) & (s->nbuckets - 1)];
 }
 
+void tl_tcp_stack_set_tso_max(struct tl_tcp_stack *s, uint32_t tso_max)
+{
+	s->cfg.tso_max = tso_max;
+}
+
 int tl_tcp_stack_create(const struct tl_tcp_cfg *cfg, const struct tl_tcp_ops *ops, void *ops_ctx,
 			uint64_t now, struct tl_tcp_stack **out)
 {
