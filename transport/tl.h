@@ -158,7 +158,9 @@ int tl_send(struct tl_conn *c, const struct tl_msg_hdr *h, const struct tl_iov *
  * copied before this returns: nothing stays referenced and there is no completion. For
  * replies built on the stack and echoes of received bytes: it spares the caller a hold
  * on the received message (tl_msg_hold) and a completion per message. Other errors as
- * tl_send.
+ * tl_send. On dpdk, with nothing queued ahead on c, the message goes straight into the
+ * connection's send buffer and is not counted by tl_conn_tx_pending; otherwise it is
+ * queued (and counted) like any other.
  */
 #define TL_SEND_COPY_MAX 128u
 int tl_send_copy(struct tl_conn *c, const struct tl_msg_hdr *h, const struct tl_iov *iov,
