@@ -835,7 +835,6 @@ static void db_pool_watch(struct db *d, uint64_t now_tsc)
 static void db_sent(void *arg, struct tl_tcp_conn *tc, uint32_t acked)
 {
 	struct tl_conn *c = arg;
-
 	struct db_arena *a = ((struct db_conn *)tl_conn_priv(c))->arena;
 
 	(void)tc;

@@ -26,7 +26,21 @@ declare -A TB_PIDS=()
 
 tb_log() { printf '[tb %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
+# The fixed loopback ports of tests, demo and bench (47000-48999: control endpoints, kernel
+# data ports) are taken out of the kernel's ephemeral range, so that no connection made
+# meanwhile (a client's source port) holds one a node is about to listen on: seen once as
+# "cannot listen: Address already in use". Best effort: needs root, as hugepages do.
+TB_PORTS=47000-48999
+tb_reserve_ports() {
+	local f=/proc/sys/net/ipv4/ip_local_reserved_ports cur
+	[ -w "$f" ] || return 0
+	cur=$(cat "$f" 2>/dev/null)
+	case ",$cur," in *",$TB_PORTS,"*) return 0 ;; esac
+	echo "${cur:+$cur,}$TB_PORTS" >"$f" 2>/dev/null || true
+}
+
 tb_init() {
+	tb_reserve_ports
 	TB_ID=${TB_ID:-$$}
 	TB_DIR=$(mktemp -d "/tmp/wharf-tb-$TB_ID.XXXX")
 	TB_MEM=${1:-${WHARF_MEM:-$("$TB_ROOT/testbed/hugepages.sh")}}
