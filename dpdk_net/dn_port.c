@@ -119,10 +119,11 @@ static void conf_build(struct dn_port *p, const struct rte_eth_dev_info *di,
 	 * only: software steering hands frames between lcores as they are.
 	 */
 	const char *tso_env = getenv("WHARF_TSO"); /* WHARF_TSO=0 turns it off */
-	if (virtio && p->nb_queues == 1 && p->nb_lcores <= 1 &&
-	    (di->tx_offload_capa & RTE_ETH_TX_OFFLOAD_TCP_TSO) &&
-	    (di->rx_offload_capa & RTE_ETH_RX_OFFLOAD_TCP_LRO) &&
-	    (tso_env == NULL || strcmp(tso_env, "0") != 0)) {
+	bool tso_ok = p->nb_queues == 1 && p->nb_lcores <= 1 &&
+		      (tso_env == NULL || strcmp(tso_env, "0") != 0);
+	bool vhost_endpoint = vhost && !p->cfg.no_l3;
+	if (virtio && tso_ok && (di->tx_offload_capa & RTE_ETH_TX_OFFLOAD_TCP_TSO) &&
+	    (di->rx_offload_capa & RTE_ETH_RX_OFFLOAD_TCP_LRO)) {
 		want_tx |= RTE_ETH_TX_OFFLOAD_TCP_TSO;
 		want_rx |= RTE_ETH_RX_OFFLOAD_TCP_LRO;
 	}
@@ -137,16 +138,15 @@ static void conf_build(struct dn_port *p, const struct rte_eth_dev_info *di,
 	 * uses that while its guest says so, from dn_port_tso_refresh. Large frames then go
 	 * both ways on the pair, not MSS-sized ones back from the vhost side.
 	 */
-	p->vhost_tso = vhost && !p->cfg.no_l3 && p->nb_queues == 1 && p->nb_lcores <= 1 &&
-		       (conf->txmode.offloads & RTE_ETH_TX_OFFLOAD_TCP_CKSUM) &&
-		       (tso_env == NULL || strcmp(tso_env, "0") != 0);
+	p->vhost_tso = vhost_endpoint && tso_ok &&
+		       (conf->txmode.offloads & RTE_ETH_TX_OFFLOAD_TCP_CKSUM);
 	/*
 	 * Large frames come in: a TSO peer's arrive whole (on net_vhost with tso=1 too, which
 	 * says so nowhere in its capabilities: every vhost endpoint, never the switch's ports).
 	 * Buffers as for 9000-byte frames, so one holds ~6 MSS: the per-buffer costs (a copy
 	 * target, a TCP-lite input) would otherwise stay those of MTU 1500.
 	 */
-	if ((p->tso || (vhost && !p->cfg.no_l3)) && p->data_room < DN_TSO_DATA_ROOM)
+	if ((p->tso || vhost_endpoint) && p->data_room < DN_TSO_DATA_ROOM)
 		p->data_room = DN_TSO_DATA_ROOM;
 	p->rx_ip_csum = conf->rxmode.offloads & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
 	p->rx_l4_csum = conf->rxmode.offloads & RTE_ETH_RX_OFFLOAD_TCP_CKSUM;

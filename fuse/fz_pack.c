@@ -240,15 +240,10 @@ static void fz_frame_append(struct fz_frame *f, const struct fz_msg *msg,
 			    const uint8_t *sub_hdr, uint32_t sub_hdr_len)
 {
 	uint8_t *p = f->buf + f->len;
-	uint32_t i;
 
 	tl_prefetch_w_ahead(p, f->buf + f->peer->cfg.fuse_max_bytes);
 	memcpy(p, sub_hdr, sub_hdr_len);
-	p += sub_hdr_len;
-	for (i = 0; i < msg->iovcnt; i++) {
-		memcpy(p, msg->iov[i].base, msg->iov[i].len);
-		p += msg->iov[i].len;
-	}
+	tl_iov_gather(p + sub_hdr_len, msg->iov, msg->iovcnt);
 	f->len += sub_hdr_len + msg->hdr.body_len;
 	f->sub_hdr_bytes += sub_hdr_len;
 	f->count++;

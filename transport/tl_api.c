@@ -456,8 +456,7 @@ static void tl_tx_queue(struct tl_conn *c, struct tl_tx *tx, const struct tl_msg
 	tl_list_add_tail(&c->txq, &tx->link);
 	c->tx_msgs++;
 	c->tx_bytes += tx->len;
-	if (!tl_linked(&c->dirty))
-		tl_list_add_tail(&c->tl->dirty, &c->dirty);
+	tl_conn_mark_dirty(c);
 }
 
 int tl_send(struct tl_conn *c, const struct tl_msg_hdr *h, const struct tl_iov *iov,
@@ -487,8 +486,6 @@ int tl_send_copy(struct tl_conn *c, const struct tl_msg_hdr *h, const struct tl_
 {
 	struct tl_tx *tx;
 	uint64_t body;
-	uint8_t *p;
-	uint32_t i;
 	int rc;
 
 	rc = tl_send_check(c, h, iov, iovcnt, &body);
@@ -500,16 +497,14 @@ int tl_send_copy(struct tl_conn *c, const struct tl_msg_hdr *h, const struct tl_
 		if (c->tl->be_ops->send_copy(c, h, (uint32_t)body, iov, iovcnt) == 0) {
 			c->tl->st.msgs_out++;
 			c->tl->st.bytes_out += body + TL_MSG_HDR_LEN;
-			if (!tl_linked(&c->dirty))
-				tl_list_add_tail(&c->tl->dirty, &c->dirty);
+			tl_conn_mark_dirty(c);
 			return 0;
 		}
 	}
 	tx = tl_tx_get(c->tl, 2);
 	if (tx == NULL)
 		return -ENOMEM;
-	for (i = 0, p = tx->inl; i < iovcnt; p += iov[i].len, i++)
-		memcpy(p, iov[i].base, iov[i].len);
+	tl_iov_gather(tx->inl, iov, iovcnt);
 	tx->iov[1].base = tx->inl;
 	tx->iov[1].len = (uint32_t)body;
 	tx->iovcnt = body > 0 ? 2 : 1;

@@ -544,8 +544,8 @@ static void db_piece_done(void *arg, int status)
 		struct tl_conn *c = r->c;
 		/* A connection held back by its descriptor cap goes on once pieces come back. */
 		if (((struct db_conn *)tl_conn_priv(c))->pieces-- == r->d->conn_pieces_max &&
-		    c->state == TL_CS_OPEN && !tl_list_empty(&c->txq) && !tl_linked(&c->dirty))
-			tl_list_add_tail(&c->tl->dirty, &c->dirty);
+		    c->state == TL_CS_OPEN && !tl_list_empty(&c->txq))
+			tl_conn_mark_dirty(c);
 	}
 	if (status != 0 && r->status == 0)
 		r->status = status;
@@ -643,22 +643,16 @@ static int db_send_copy(struct tl_conn *c, const struct tl_msg_hdr *h, uint32_t 
 
 	if (dc->tc == NULL)
 		return -ENOTCONN;
-	if (a != NULL && DB_ARENA_BYTES - a->used >= len) {
-		p = a->data + a->used;
-	} else {
-		if (a != NULL)
-			tl_tcp_cork(dc->tc, true, 0);
-		p = db_arena_room(d, dc, len, 0);
-	}
+	if (a != NULL && DB_ARENA_BYTES - a->used < len)
+		tl_tcp_cork(dc->tc, true, 0); /* the full arena is pushed: queue it, no more */
+	p = db_arena_room(d, dc, len, 0);
 	if (p == NULL)
 		return -ENOBUFS;
 	a = dc->arena;
 	tl_prefetch_w_ahead(p, a->data + DB_ARENA_BYTES);
 	tl_msg_hdr_encode(p, h);
 	tl_st32(p + 8, body_len);
-	p += TL_MSG_HDR_LEN;
-	for (uint32_t i = 0; i < iovcnt; p += iov[i].len, i++)
-		memcpy(p, iov[i].base, iov[i].len);
+	tl_iov_gather(p + TL_MSG_HDR_LEN, iov, iovcnt);
 	a->used += len;
 	d->arena_msgs++;
 	return 0;
@@ -686,8 +680,7 @@ static void db_queue(struct db *d, struct tl_conn *c, struct db_conn *dc, uint64
 			if (p == NULL)
 				return;
 			tl_prefetch_w_ahead(p, dc->arena->data + DB_ARENA_BYTES);
-			for (uint32_t i = 0; i < tx->iovcnt; p += tx->iov[i].len, i++)
-				memcpy(p, tx->iov[i].base, tx->iov[i].len);
+			tl_iov_gather(p, tx->iov, tx->iovcnt);
 			dc->arena->used += (uint32_t)tx->len;
 			tx->off = tx->len;
 			tl_list_del(&tx->link);
@@ -841,9 +834,8 @@ static void db_sent(void *arg, struct tl_tcp_conn *tc, uint32_t acked)
 	(void)acked;
 	/* Resume what the core refused: queued messages, or arena bytes not yet handed over
 	 * (copied messages are complete and off the queue, so the queue alone can be empty). */
-	if ((!tl_list_empty(&c->txq) || (a != NULL && a->pushed < a->used)) &&
-	    !tl_linked(&c->dirty))
-		tl_list_add_tail(&c->tl->dirty, &c->dirty);
+	if (!tl_list_empty(&c->txq) || (a != NULL && a->pushed < a->used))
+		tl_conn_mark_dirty(c);
 }
 
 static const char *db_reason_text(int reason)

@@ -257,6 +257,13 @@ struct tl {
 	struct tl_stats st;
 };
 
+/* Puts c on its instance's flush list (once): its queue or its backend has bytes to send. */
+static inline void tl_conn_mark_dirty(struct tl_conn *c)
+{
+	if (!tl_linked(&c->dirty))
+		tl_list_add_tail(&c->tl->dirty, &c->dirty);
+}
+
 /* Backend -> neutral calls (tl_api.c). */
 struct tl_conn *tl_up_new(struct tl *tl, const struct tl_conn_ops *ops, void *ctx);
 /* Frees a tl_up_new connection the backend could not set up: no callbacks run. */

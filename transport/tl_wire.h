@@ -184,6 +184,16 @@ struct tl_iov {
 	uint32_t len;
 };
 
+/* Copies the pieces one after another to dst; returns the end of what it wrote. */
+static inline uint8_t *tl_iov_gather(uint8_t *dst, const struct tl_iov *iov, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		memcpy(dst, iov[i].base, iov[i].len);
+		dst += iov[i].len;
+	}
+	return dst;
+}
+
 /*
  * A received message: its decoded header and its body as a list of views. The views
  * stay valid until the callback that handed the message up returns, unless the
