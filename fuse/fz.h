@@ -52,6 +52,7 @@
 #define FZ_DEFAULT_MAX_DELAY_US    50u     /* well under one PS step; above one RTT */
 #define FZ_DEFAULT_MAX_MSGS        1024u   /* sub-messages per frame; bytes bind first at 64 B */
 #define FZ_DEFAULT_FRAMES          8u      /* frame buffers per peer, in flight or open */
+#define FZ_RAMP_START              4096u   /* first frame of a burst (fz_pack.c, the ramp) */
 #define FZ_MIN_MAX_BYTES           256u
 #define FZ_MAX_MAX_BYTES           (16u << 20)
 #define FZ_MAX_MAX_DELAY_US        1000000u
@@ -139,6 +140,12 @@ struct fz_peer_ops {
 	 */
 	void *(*mem_alloc)(void *arg, size_t size);
 	void (*mem_free)(void *arg, void *p);
+	/*
+	 * Optional: a message was copied into a frame, so its caller's memory is free; the
+	 * packer hands its done (non-NULL) here instead of calling done(done_arg, 0) from
+	 * inside fz_peer_send (fz_conn queues it for the next poll).
+	 */
+	void (*copied)(void *arg, fz_done_fn done, void *done_arg);
 };
 
 enum fz_flush_reason {

@@ -16,12 +16,8 @@
  * until it covers the largest burst between two polls, then stays: no allocation per
  * message in steady state.
  *
- * How a fused completion is told from an alone one without per-message storage: the
- * message goes down with a trampoline as its done and the caller's done/arg parked on
- * the connection for the length of the call. The packer either calls the trampoline
- * synchronously (fused: queue the parked pair) or hands it to output (alone: output
- * swaps the parked pair back in before tl_send, so the transport calls the caller's own
- * done). Frames carry the packer's own done and pass through untouched.
+ * The packer hands such a completion to ops.copied (fz_conn_copied), which queues it;
+ * a message sent alone keeps its own done, which the transport calls.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -57,8 +53,7 @@ struct fz_conn {
 	bool up;                     /* connected (or accepted) and not closing */
 	bool closing;                /* fz_conn_close or fz_net_destroy asked */
 	bool flush_owed;             /* an explicit flush met a full queue: poll retries */
-	fz_done_fn parked_done;      /* the caller's done during fz_conn_send */
-	void *parked_arg;
+	uint32_t push_min;           /* a message alone above this is pushed (as frames are) */
 	uint64_t refusals_sent, refusals_dropped, deferred_done;
 };
 
@@ -214,29 +209,30 @@ int fz_net_poll(struct fz_net *net, int64_t timeout_us)
 
 /* ---- the packer's output side -------------------------------------------------------- */
 
-/* Synchronous completion of a fused message: queue the caller's done for the next poll. */
-static void fz_conn_fused_done(void *arg, int status)
+/* A message copied into a frame: its completion waits for the next poll. */
+static void fz_conn_copied(void *arg, fz_done_fn done, void *done_arg)
 {
 	struct fz_conn *fc = arg;
 	struct fz_net *net = fc->net;
 
 	/* fz_conn_send reserved this slot before calling the packer. */
-	net->owed[net->n_owed++] = (struct fz_owed){ fc->parked_done, fc->parked_arg, status };
+	net->owed[net->n_owed++] = (struct fz_owed){ done, done_arg, 0 };
 	fc->deferred_done++;
 }
 
 static int fz_conn_output(void *arg, const struct fz_out *out)
 {
 	struct fz_conn *fc = arg;
-	fz_done_fn done = out->done;
-	void *done_arg = out->done_arg;
+	int rc;
 
-	/* The message being sent goes alone: the transport completes the caller directly. */
-	if (done == fz_conn_fused_done) {
-		done = fc->parked_done;
-		done_arg = fc->parked_arg;
-	}
-	return tl_send(fc->c, &out->hdr, out->iov, out->iovcnt, done, done_arg);
+	rc = tl_send(fc->c, &out->hdr, out->iov, out->iovcnt, out->done, out->done_arg);
+	/*
+	 * A frame (full, or closed by a flush) or a message above the threshold is worth
+	 * starting now: the peer copies and unpacks it while the caller packs the next.
+	 */
+	if (rc == 0 && (out->hdr.type == FZ_TYPE_FRAME || out->hdr.body_len > fc->push_min))
+		(void)tl_conn_push(fc->c);
+	return rc;
 }
 
 static bool fz_conn_wire_busy(void *arg)
@@ -248,7 +244,6 @@ static bool fz_conn_wire_busy(void *arg)
 
 int fz_conn_send(struct fz_conn *fc, const struct fz_msg *msg)
 {
-	struct fz_msg m;
 	int rc;
 
 	if (!fc || !msg)
@@ -258,20 +253,12 @@ int fz_conn_send(struct fz_conn *fc, const struct fz_msg *msg)
 	rc = fz_owed_reserve(fc->net);
 	if (rc)
 		return rc;
-	m = *msg;
-	fc->parked_done = msg->done;
-	fc->parked_arg = msg->done_arg;
-	m.done = msg->done ? fz_conn_fused_done : NULL;
-	m.done_arg = fc;
 	/*
 	 * The clock of the last poll, not a fresh read: a frame opened now is stamped at
 	 * most one loop round early, so it leaves at most fuse_max_delay_us after it
 	 * opened (sooner, never later), and a step of many sends costs no clock reads.
 	 */
-	rc = fz_peer_send(fc->peer, &m, fc->net->now_us);
-	fc->parked_done = NULL;
-	fc->parked_arg = NULL;
-	return rc;
+	return fz_peer_send(fc->peer, msg, fc->net->now_us);
 }
 
 int fz_conn_flush(struct fz_conn *fc)
@@ -385,8 +372,9 @@ static void fz_conn_mem_free(void *arg, void *p)
 static int fz_conn_new(struct fz_net *net, const struct fz_config *cfg,
 		       const struct fz_conn_ops *ops, void *ctx, struct fz_conn **out)
 {
-	struct fz_peer_ops pops = { fz_conn_output, fz_conn_wire_busy, NULL,
-				    fz_conn_mem_alloc, fz_conn_mem_free };
+	struct fz_peer_ops pops = { .output = fz_conn_output, .wire_busy = fz_conn_wire_busy,
+				    .mem_alloc = fz_conn_mem_alloc, .mem_free = fz_conn_mem_free,
+				    .copied = fz_conn_copied };
 	struct fz_conn *fc;
 	int rc;
 
@@ -399,6 +387,7 @@ static int fz_conn_new(struct fz_net *net, const struct fz_config *cfg,
 	fc->net = net;
 	fc->ops = ops;
 	fc->ctx = ctx;
+	fc->push_min = cfg->fuse_threshold_bytes;
 	rc = fz_peer_create(cfg, &pops, &fc->peer);
 	if (rc == 0)
 		rc = fz_rx_create(&fc->rx);

@@ -40,6 +40,7 @@ struct fz_peer {
 	struct fz_config cfg;
 	struct fz_peer_ops ops;
 	struct fz_frame *open;    /* accumulating, not yet handed to output; NULL if none */
+	uint32_t cap;             /* body bytes the next frame may hold (the ramp, below) */
 	struct fz_frame **free;   /* stack of idle frames */
 	uint32_t n_free;
 	uint32_t in_flight;
@@ -78,6 +79,19 @@ uint32_t fz_sub_hdr_put(uint8_t *p, const struct tl_msg_hdr *h, uint64_t prev_re
 	return n;
 }
 
+/*
+ * The ramp: the first frame of a burst holds FZ_RAMP_START bytes and each frame that
+ * leaves full lets the next hold twice as much, up to fuse_max_bytes. A frame goes to
+ * the wire (ops.output, which pushes) as soon as it is closed, so the peer copies and
+ * unpacks the first small frames while the rest of the burst is packed, rather than
+ * waiting for one large frame; a long burst still moves in frames of fuse_max_bytes.
+ * Any other flush (explicit, timer, idle: the burst ended) starts the ramp again.
+ */
+static uint32_t fz_ramp_start(const struct fz_config *cfg)
+{
+	return cfg->fuse_max_bytes < FZ_RAMP_START ? cfg->fuse_max_bytes : FZ_RAMP_START;
+}
+
 static void fz_mem_free(struct fz_peer *peer)
 {
 	if (peer->mem && peer->ops.mem_free)
@@ -104,6 +118,7 @@ int fz_peer_create(const struct fz_config *cfg, const struct fz_peer_ops *ops,
 	peer->free = calloc(cfg->fuse_frames, sizeof(peer->free[0]));
 	peer->cfg = *cfg;
 	peer->ops = *ops;
+	peer->cap = fz_ramp_start(cfg);
 	/* One block, cache-line aligned, so every frame body starts on a line. */
 	size = (size_t)cfg->fuse_frames * ((cfg->fuse_max_bytes + 63u) & ~63u);
 	peer->mem = ops->mem_alloc ? ops->mem_alloc(ops->arg, size) : aligned_alloc(64, size);
@@ -198,6 +213,11 @@ static int fz_flush_open(struct fz_peer *peer, enum fz_flush_reason why)
 	peer->stats.bytes_saved += (int64_t)TL_MSG_HDR_LEN * (count - 1) - hdr_bytes;
 	peer->stats.subs_hist[fz_hist_bucket(count)]++;
 	peer->stats.flush[why]++;
+	if (why != FZ_FLUSH_FULL)
+		peer->cap = fz_ramp_start(&peer->cfg);
+	else if (peer->cap < peer->cfg.fuse_max_bytes)
+		peer->cap = peer->cap > peer->cfg.fuse_max_bytes / 2 ? peer->cfg.fuse_max_bytes
+								       : peer->cap * 2;
 	return 0;
 }
 
@@ -232,7 +252,7 @@ static void fz_frame_open(struct fz_peer *peer, uint64_t req_id, uint64_t now_us
 	f->prev_req_id = req_id;
 	f->opened_us = now_us;
 	peer->open = f;
-	tl_prefetch_w_open(f->buf, f->buf + peer->cfg.fuse_max_bytes);
+	tl_prefetch_w_open(f->buf, f->buf + peer->cap);
 }
 
 /* Copies msg into the open frame; the caller checked that sub_len bytes fit. */
@@ -241,7 +261,7 @@ static void fz_frame_append(struct fz_frame *f, const struct fz_msg *msg,
 {
 	uint8_t *p = f->buf + f->len;
 
-	tl_prefetch_w_ahead(p, f->buf + f->peer->cfg.fuse_max_bytes);
+	tl_prefetch_w_ahead(p, f->buf + f->peer->cap);
 	memcpy(p, sub_hdr, sub_hdr_len);
 	tl_iov_gather(p + sub_hdr_len, msg->iov, msg->iovcnt);
 	f->len += sub_hdr_len + msg->hdr.body_len;
@@ -285,7 +305,7 @@ int fz_peer_send(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us
 	f = peer->open;
 	if (f) {
 		sub_hdr_len = fz_sub_hdr_put(sub_hdr, &msg->hdr, f->prev_req_id);
-		if (f->len + sub_hdr_len + msg->hdr.body_len > peer->cfg.fuse_max_bytes ||
+		if (f->len + sub_hdr_len + msg->hdr.body_len > peer->cap ||
 		    f->count == peer->cfg.fuse_max_msgs) {
 			rc = fz_flush_open(peer, FZ_FLUSH_FULL);
 			if (rc)
@@ -308,7 +328,9 @@ int fz_peer_send(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us
 	fz_frame_append(f, msg, sub_hdr, sub_hdr_len);
 	peer->stats.msgs++;
 	peer->stats.msgs_fused++;
-	if (msg->done)
+	if (msg->done && peer->ops.copied)
+		peer->ops.copied(peer->ops.arg, msg->done, msg->done_arg);
+	else if (msg->done)
 		msg->done(msg->done_arg, 0);
 	/* The message is accepted; a flush that fails here is retried by fz_peer_poll. */
 	if (!busy)

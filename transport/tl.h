@@ -166,6 +166,14 @@ int tl_send(struct tl_conn *c, const struct tl_msg_hdr *h, const struct tl_iov *
 int tl_send_copy(struct tl_conn *c, const struct tl_msg_hdr *h, const struct tl_iov *iov,
 		 uint32_t iovcnt);
 /*
+ * Starts what is queued on c toward the wire now instead of at the next tl_poll: for a
+ * sender with more to build, so the peer works on the first part while it does (fuse
+ * pushes each full frame). Runs no callback: sends it finishes complete from the next
+ * tl_poll, and a failure it meets closes c from there. Called from inside a callback
+ * it does nothing (the round flushes c at its end). 0, or -ENOTCONN if c is closing.
+ */
+int tl_conn_push(struct tl_conn *c);
+/*
  * Sends a TL_TYPE_ERROR reply to req_id: body u32 code (positive errno) then text,
  * copied (at most TL_ERR_TEXT_MAX bytes of it). For upper layers answering a type they
  * do not know; transport itself answers unknown versions and transport types so.

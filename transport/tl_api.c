@@ -204,6 +204,7 @@ struct tl_conn *tl_up_new(struct tl *tl, const struct tl_conn_ops *ops, void *ct
 	c->state = TL_CS_CONNECTING;
 	tl_list_init(&c->dirty);
 	tl_list_init(&c->txq);
+	tl_list_init(&c->txdone);
 	tl_fr_init(&c->fr, tl->msgs, tl->cfg.max_body, tl->cfg.max_msg_segs);
 	tl_list_add_tail(&tl->conns, &c->link);
 	tl->nconns++;
@@ -276,9 +277,19 @@ int tl_close(struct tl_conn *c)
 	return 0;
 }
 
+/* Completes what tl_conn_push finished on c, in the order it finished. */
+static void tl_txdone_run(struct tl_conn *c)
+{
+	while (!tl_list_empty(&c->txdone)) {
+		struct tl_tx *tx = tl_container_of(c->txdone.next, struct tl_tx, link);
+		tl_up_tx_done(c, tx, tx->status);
+	}
+}
+
 static void tl_reap_one(struct tl *tl, struct tl_conn *c)
 {
 	tl_list_del(&c->link);
+	tl_txdone_run(c);
 	while (!tl_list_empty(&c->txq)) {
 		struct tl_tx *tx = tl_container_of(c->txq.next, struct tl_tx, link);
 		tl_up_tx_done(c, tx, c->reason == -ECONNABORTED || c->reason == 0 ? -ECANCELED
@@ -404,6 +415,11 @@ void tl_up_tx_done(struct tl_conn *c, struct tl_tx *tx, int status)
 	struct tl *tl = c->tl;
 
 	tl_list_del(&tx->link);
+	if (tl->pushing) {
+		tx->status = status;
+		tl_list_add_tail(&c->txdone, &tx->link);
+		return;
+	}
 	c->tx_msgs--;
 	c->tx_bytes -= tx->len;
 	if (status == 0) {
@@ -584,19 +600,39 @@ static void tl_flush_dirty(struct tl *tl)
 	while (!tl_list_empty(&pass)) {
 		struct tl_conn *c = tl_container_of(pass.next, struct tl_conn, dirty);
 		tl_list_del(&c->dirty);
+		tl_txdone_run(c);
 		if (c->state == TL_CS_OPEN)
 			tl->be_ops->flush(c);
 	}
+}
+
+int tl_conn_push(struct tl_conn *c)
+{
+	struct tl *tl = c->tl;
+
+	if (c->state != TL_CS_OPEN)
+		return -ENOTCONN;
+	/* Nothing queued, or called from a callback: the round's own flush takes c. */
+	if (tl->in_poll || !tl_linked(&c->dirty))
+		return 0;
+	tl->pushing = true;
+	tl->be_ops->flush(c);
+	tl->pushing = false;
+	if (tl->be_ops->kick != NULL)
+		tl->be_ops->kick(tl);
+	return 0;
 }
 
 int tl_poll(struct tl *tl, int64_t timeout_us)
 {
 	int n;
 
+	tl->in_poll = true;
 	tl_flush_dirty(tl);
 	n = tl->be_ops->poll(tl, tl_list_empty(&tl->zombies) && tl_list_empty(&tl->dirty)
 					 ? timeout_us : 0);
 	tl_flush_dirty(tl);
 	tl_reap(tl);
+	tl->in_poll = false;
 	return n;
 }

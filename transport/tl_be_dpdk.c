@@ -1012,6 +1012,12 @@ static void db_shutdown(struct tl_conn *c)
 	}
 }
 
+/* tl_conn_push: what the flush put on the lcore's software Tx queue goes to the device. */
+static void db_kick(struct tl *tl)
+{
+	dn_tx_flush(db_of(tl)->lc);
+}
+
 static int db_poll(struct tl *tl, int64_t timeout_us)
 {
 	struct db *d = db_of(tl);
@@ -1315,6 +1321,7 @@ const struct tl_backend_ops tl_be_dpdk_ops = {
 	.flush = db_flush,
 	.shutdown = db_shutdown,
 	.poll = db_poll,
+	.kick = db_kick,
 	.send_copy = db_send_copy,
 	.buf_alloc = db_buf_alloc,
 	.buf_free = db_buf_free,

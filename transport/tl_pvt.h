@@ -18,8 +18,10 @@
  *   flush            move c->txq's bytes toward the wire, starting at each tx's off;
  *                    call tl_up_tx_done(c, tx, 0) when the backend no longer needs a tx's
  *                    memory (kernel: written; dpdk: ACKed — ext-buf mbufs released).
- *                    Called from tl_poll for connections on tl->dirty. It must not
- *                    complete a tx before all its bytes are out of caller memory.
+ *                    Called from tl_poll for connections on tl->dirty, and from
+ *                    tl_conn_push (inside an application call: tl_up_tx_done then
+ *                    only defers). It must not complete a tx before all its bytes are
+ *                    out of caller memory.
  *   shutdown         close the endpoint of c now (no callbacks, no more events for c);
  *                    called once, when c starts closing. Pending txs stay on c->txq:
  *                    tl_api.c cancels them afterwards. Release c's receive buffers.
@@ -160,6 +162,7 @@ struct tl_tx {
 	uint64_t off;               /* bytes the backend has taken from memory */
 	tl_send_done_fn done;
 	void *arg;
+	int status;                 /* on conn->txdone: what done will be told */
 	uint8_t hdr[TL_MSG_HDR_LEN];
 	uint8_t inl[TL_SEND_COPY_MAX]; /* the body of tl_send_copy (error replies too) */
 	struct tl_iov iov_inl[TL_TX_IOV_INLINE];
@@ -178,6 +181,7 @@ struct tl_conn {
 	int reason;
 	const char *why;
 	struct tl_link txq;
+	struct tl_link txdone;      /* finished inside tl_conn_push: completed at the next round */
 	uint32_t tx_msgs;
 	uint64_t tx_bytes;
 	struct tl_framer fr;
@@ -218,6 +222,11 @@ struct tl_backend_ops {
 	void (*shutdown)(struct tl_conn *c);
 	int (*poll)(struct tl *tl, int64_t timeout_us);
 	/*
+	 * Optional: hands frames the flushes queued in the backend to the device now (dpdk:
+	 * the lcore's software Tx queue), for tl_conn_push. NULL: flush already writes.
+	 */
+	void (*kick)(struct tl *tl);
+	/*
 	 * Optional: copies a small message (header h but body_len, the sum of iov) straight
 	 * into the backend's send buffer, for tl_send_copy when nothing is queued ahead of it
 	 * on c. 0: taken (marked dirty by the caller); else not, and the caller queues it as
@@ -254,6 +263,8 @@ struct tl {
 	struct tl_link conns, zombies, dirty, listeners, dead_listeners;
 	struct tl_link tx_free;
 	uint32_t nconns;
+	bool in_poll;               /* inside tl_poll (callbacks included): tl_conn_push waits */
+	bool pushing;               /* inside tl_conn_push: tl_up_tx_done defers to txdone */
 	struct tl_stats st;
 };
 
@@ -273,7 +284,8 @@ void tl_up_connected(struct tl_conn *c, int status);
 int tl_up_input(struct tl_conn *c, const uint8_t *p, uint32_t len, void *ref);
 void tl_up_eof(struct tl_conn *c);
 void tl_up_fail(struct tl_conn *c, int reason, const char *why);
-/* Unlinks tx from c->txq, runs its done, recycles it. */
+/* Unlinks tx from c->txq, runs its done, recycles it (inside tl_conn_push: moves it to
+ * c->txdone, for the next tl_poll to complete). */
 void tl_up_tx_done(struct tl_conn *c, struct tl_tx *tx, int status);
 
 #endif /* WHARF_TL_PVT_H */

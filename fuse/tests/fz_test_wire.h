@@ -58,7 +58,7 @@ int fzt_unpack_rec(struct fz_rx *rx, const struct fzt_rec *rec, uint32_t piece,
 
 /* A byte builder for frames made by hand. */
 struct fzt_buf {
-	uint8_t b[4096];
+	uint8_t b[16384];
 	uint32_t n;
 };
 void fzt_u8(struct fzt_buf *b, uint8_t v);

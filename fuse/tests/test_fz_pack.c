@@ -371,6 +371,42 @@ static void test_fz_pack_flush_when_full(void **state)
 	assert_int_equal(st->flush[FZ_FLUSH_EXPLICIT], 1);
 }
 
+/*
+ * The ramp: while the wire stays busy, the first frame of a burst holds at most
+ * FZ_RAMP_START bytes and each full one lets the next hold twice as much, up to
+ * fuse_max_bytes; after an explicit flush the next burst starts small again.
+ */
+static void test_fz_pack_frames_ramp_up_then_restart(void **state)
+{
+	struct pk *p = *state;
+	uint32_t i, cap = FZ_RAMP_START, sent = 0;
+
+	p->cfg.fuse_max_bytes = 32768;
+	p->cfg.fuse_max_msgs = 4096;
+	pk_create(p);
+	p->w.busy = true;
+	while (p->w.n < 6) {
+		assert_int_equal(pk_send(p, sent % 4096u, 64, 0), 0);
+		sent++;
+		fzt_wire_complete_all(&p->w);
+	}
+	for (i = 0; i < 6; i++) {
+		uint32_t len = p->w.recs[i].hdr.body_len;
+		assert_true(len <= cap);
+		assert_true(len + 64 + 8 > cap);  /* full: the next message did not fit */
+		cap = cap * 2 > p->cfg.fuse_max_bytes ? p->cfg.fuse_max_bytes : cap * 2;
+	}
+	assert_int_equal(p->w.recs[3].hdr.body_len > 16384, 1);  /* it reached the maximum */
+	assert_int_equal(fz_peer_flush(p->peer, 0), 0);
+	fzt_wire_complete_all(&p->w);
+	for (i = p->w.n; p->w.n == i;) {
+		assert_int_equal(pk_send(p, sent % 4096u, 64, 0), 0);
+		sent++;
+		fzt_wire_complete_all(&p->w);
+	}
+	assert_true(p->w.recs[p->w.n - 1].hdr.body_len <= FZ_RAMP_START);
+}
+
 static void test_fz_pack_flush_at_max_msgs(void **state)
 {
 	struct pk *p = *state;
@@ -681,6 +717,7 @@ int main(void)
 		T(test_fz_pack_delay_bounded_random_fake_clock),
 		T(test_fz_pack_large_alone_zero_copy_in_order),
 		T(test_fz_pack_flush_when_full),
+		T(test_fz_pack_frames_ramp_up_then_restart),
 		T(test_fz_pack_flush_at_max_msgs),
 		T(test_fz_pack_flush_explicit),
 		T(test_fz_pack_timer_bounds_delay_fake_clock),

@@ -425,6 +425,78 @@ static void test_fz_unpack_error_body_for_sender(void **state)
 			    "fuse: count larger than the frame can hold (sub-message 0, offset 0)");
 }
 
+/*
+ * A frame of more sub-messages than the first pass keeps for the second (1024): every
+ * one arrives in order with its own header, also past that point and with headers
+ * straddling pieces; one bad sub-message before or past that point refuses the whole.
+ */
+#define MANY_SUBS 1500u
+
+static void many_subs(struct fzt_buf *b, uint32_t bad_at)
+{
+	uint32_t i;
+
+	b->n = 0;
+	for (i = 0; i < MANY_SUBS; i++) {
+		fzt_u8(b, 40);
+		fzt_u8(b, i == bad_at ? 0x80 : FZ_P_KEY_COUNT);  /* 0x80: a reserved bit */
+		fzt_varint(b, 1);
+		fzt_varint(b, i + 1);
+		fzt_u8(b, (uint8_t)(i * 7u));
+	}
+}
+
+static int many_run(struct up *u, struct tl_iov *iov)
+{
+	uint32_t off = 0, n = 0;
+
+	/* Pieces of 61 bytes: sub-headers and bodies fall across piece boundaries. */
+	for (off = 0; off < u->b.n; off += 61, n++) {
+		iov[n].base = u->b.b + off;
+		iov[n].len = u->b.n - off < 61 ? u->b.n - off : 61;
+	}
+	memset(&u->v, 0, sizeof(u->v));
+	u->v.hdr.magic = TL_MSG_MAGIC;
+	u->v.hdr.version = TL_MSG_VERSION;
+	u->v.hdr.type = FZ_TYPE_FRAME;
+	u->v.hdr.body_len = u->b.n;
+	u->v.hdr.key_count = MANY_SUBS;
+	u->v.hdr.req_id = 9;
+	u->v.iov = iov;
+	u->v.iovcnt = n;
+	return fz_unpack(u->rx, &u->v, fzt_sink_deliver, &u->sink, &u->err);
+}
+
+static void test_fz_unpack_more_subs_than_the_memo(void **state)
+{
+	struct up *u = *state;
+	struct tl_iov iov[FZ_RX_MAX_IOV];
+	uint32_t i;
+
+	many_subs(&u->b, UINT32_MAX);
+	assert_true(u->b.n / 61 + 1 <= FZ_RX_MAX_IOV);
+	assert_int_equal(many_run(u, iov), 0);
+	assert_int_equal(u->sink.n, MANY_SUBS);
+	for (i = 0; i < MANY_SUBS; i++) {
+		assert_int_equal(u->sink.got[i].hdr.type, 40);
+		assert_int_equal(u->sink.got[i].hdr.key_count, i + 1);
+		assert_int_equal(u->sink.got[i].hdr.req_id, 9);
+		assert_int_equal(u->sink.got[i].hdr.body_len, 1);
+		assert_int_equal(u->sink.got[i].body[0], (uint8_t)(i * 7u));
+	}
+	fzt_sink_fini(&u->sink);
+	memset(&u->sink, 0, sizeof(u->sink));
+	/* A bad sub-message inside the memo, then past it: refused whole, nothing delivered. */
+	many_subs(&u->b, 10);
+	assert_int_equal(many_run(u, iov), -EBADMSG);
+	assert_int_equal(u->err.sub_index, 10);
+	many_subs(&u->b, 1300);
+	assert_int_equal(many_run(u, iov), -EBADMSG);
+	assert_int_equal(u->err.sub_index, 1300);
+	assert_int_equal(u->sink.n, 0);
+	assert_int_equal(fz_rx_stats(u->rx)->subs, MANY_SUBS);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -444,6 +516,7 @@ int main(void)
 		T(test_fz_unpack_rejects_too_many_pieces),
 		T(test_fz_unpack_corrupted_frames_all_or_nothing),
 		T(test_fz_unpack_error_body_for_sender),
+		T(test_fz_unpack_more_subs_than_the_memo),
 #undef T
 	};
 	return cmocka_run_group_tests_name("fz_unpack", tests, NULL, NULL);

@@ -565,6 +565,56 @@ static void test_kernel_send_copy(void **state)
 	assert_int_equal(tl_conn_tx_pending(fx->cli), 0);
 }
 
+/*
+ * tl_conn_push: the queued bytes reach the peer (a plain socket, read without polling
+ * the instance) before any tl_poll, and their completion waits for the next tl_poll.
+ */
+static void test_kernel_push_writes_before_poll(void **state)
+{
+	struct kfx *fx = *state;
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct timeval tv = { .tv_sec = 5 };
+	socklen_t sl = sizeof(sa);
+	uint8_t buf[TL_MSG_HDR_LEN + 5000];
+	size_t got = 0;
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
+	uint32_t i;
+
+	assert_true(lfd >= 0);
+	sa.sin_addr.s_addr = htonl(LO);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(lfd, 1), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &sl), 0);
+	assert_int_equal(tl_connect(fx->tl, LO, ntohs(sa.sin_port), &cli_ops, fx, &fx->cli), 0);
+	POLL_UNTIL(fx, fx->cli_connected == 1);
+	fd = accept(lfd, NULL, NULL);
+	assert_true(fd >= 0);
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	assert_int_equal(tl_conn_push(fx->cli), 0);  /* nothing queued: nothing to do */
+	assert_int_equal(send_req(fx, 7, 5000, 0), 0);
+	assert_int_equal(tl_conn_push(fx->cli), 0);
+	while (got < sizeof(buf)) {
+		ssize_t r = recv(fd, buf + got, sizeof(buf) - got, 0);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	assert_int_equal(got, sizeof(buf));
+	assert_int_equal(tl_ld64(buf + 16), 7);              /* req_id */
+	for (i = 0; i < 5000; i++)
+		assert_int_equal(buf[TL_MSG_HDR_LEN + i], patb(7, i));
+	assert_int_equal(fx->done_ok, 0);                     /* not inside the call */
+	assert_int_equal(tl_conn_tx_pending(fx->cli), sizeof(buf));
+	assert_true(tl_poll(fx->tl, 0) >= 0);
+	assert_int_equal(fx->done_ok, 1);
+	assert_int_equal(tl_conn_tx_pending(fx->cli), 0);
+	assert_int_equal(tl_close(fx->cli), 0);
+	assert_int_equal(tl_conn_push(fx->cli), -ENOTCONN);
+	POLL_UNTIL(fx, fx->cli_closed == 1);
+	close(fd);
+	close(lfd);
+}
+
 static void test_kernel_max_conns_refused(void **state)
 {
 	struct kfx *fx = *state;
@@ -650,6 +700,7 @@ int main(void)
 		TS(test_kernel_send_limits),
 		TS(test_kernel_tx_pending_counts_until_done),
 		T(test_kernel_send_copy),
+		T(test_kernel_push_writes_before_poll),
 		TS(test_kernel_max_conns_refused),
 		T(test_kernel_hold_past_callback),
 		cmocka_unit_test(test_kernel_config_checked),
