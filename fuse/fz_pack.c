@@ -215,9 +215,9 @@ static int fz_flush_open(struct fz_peer *peer, enum fz_flush_reason why)
 	peer->stats.flush[why]++;
 	if (why != FZ_FLUSH_FULL)
 		peer->cap = fz_ramp_start(&peer->cfg);
-	else if (peer->cap < peer->cfg.fuse_max_bytes)
-		peer->cap = peer->cap > peer->cfg.fuse_max_bytes / 2 ? peer->cfg.fuse_max_bytes
-								       : peer->cap * 2;
+	else  /* cap <= FZ_MAX_MAX_BYTES (16 MiB): doubling cannot wrap */
+		peer->cap = peer->cap * 2 < peer->cfg.fuse_max_bytes ? peer->cap * 2
+								     : peer->cfg.fuse_max_bytes;
 	return 0;
 }
 

@@ -9,9 +9,9 @@
  * up is refused before any of it is applied), the second builds each sub-message's view
  * and delivers it. The first pass keeps what it parsed of the first FZ_RX_MEMO
  * sub-messages (header, body position) for the second, which parses only past that:
- * parsing was half of a receiver's time on a step of 1000 small tensors. The frame may arrive in pieces (a
- * chain of segments); a cursor walks them, and a sub-message that straddles pieces gets
- * a view of several iovs, still without a copy.
+ * parsing was half of a receiver's time on a step of 1000 small tensors. The frame may
+ * arrive in pieces (a chain of segments); a cursor walks them, and a sub-message that
+ * straddles pieces gets a view of several iovs, still without a copy.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -326,13 +326,13 @@ int fz_unpack(struct fz_rx *rx, const struct tl_msg_view *msg, fz_deliver_fn del
 	c = (struct fz_cur){ msg->iov, 0, 0, 0, msg->hdr.body_len };
 	prev = msg->hdr.req_id;
 	for (k = 0; k < count; k++) {
-		struct fz_memo *mo = &rx->memo[k < FZ_RX_MEMO ? k : 0];
-		struct tl_msg_hdr *h = k < FZ_RX_MEMO ? &mo->hdr : &sub.hdr;
+		struct fz_memo *mo = k < FZ_RX_MEMO ? &rx->memo[k] : NULL;
+		struct tl_msg_hdr *h = mo ? &mo->hdr : &sub.hdr;
 
 		why = fz_sub_parse(&c, &prev, h);
 		if (why)
 			return fz_refuse(rx, err, why, k, c.pos);
-		if (k < FZ_RX_MEMO) {
+		if (mo) {
 			mo->i = c.i;
 			mo->o = c.o;
 			mo->pos = c.pos;

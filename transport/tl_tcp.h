@@ -202,17 +202,17 @@ void tl_tcp_cfg_default(struct tl_tcp_cfg *cfg);
 
 /* Creates a stack. ops and cfg are copied. Returns 0, -EINVAL (bad config), -ENOMEM.
  * cbs pointers handed to listen/connect/set_cbs are kept, not copied: keep them alive. */
+int tl_tcp_stack_create(const struct tl_tcp_cfg *cfg, const struct tl_tcp_ops *ops, void *ops_ctx,
+			uint64_t now, struct tl_tcp_stack **out);
+/* Aborts every connection (closed(-ECONNABORTED), no RST sent) and frees. The backend
+ * must have put every tl_tcp_sbuf reference it took first. NULL is a no-op. */
+void tl_tcp_stack_destroy(struct tl_tcp_stack *s);
 /*
  * Changes cfg.tso_max for the segments built from now on (a device's segmentation can
  * come and go: a vhost endpoint follows its guest). Resends and probes are MSS-sized
  * anyway; 0 turns TSO off.
  */
 void tl_tcp_stack_set_tso_max(struct tl_tcp_stack *s, uint32_t tso_max);
-int tl_tcp_stack_create(const struct tl_tcp_cfg *cfg, const struct tl_tcp_ops *ops, void *ops_ctx,
-			uint64_t now, struct tl_tcp_stack **out);
-/* Aborts every connection (closed(-ECONNABORTED), no RST sent) and frees. The backend
- * must have put every tl_tcp_sbuf reference it took first. NULL is a no-op. */
-void tl_tcp_stack_destroy(struct tl_tcp_stack *s);
 
 /*
  * Feeds one received segment. The segment is validated (lengths, data offset, options,
