@@ -9,7 +9,8 @@
 #   transport  wharf-perf over the same direct pair (TCP-lite, busy-polling) vs. the kernel
 #              socket backend over loopback: 64 B ping-pong RTT, 64 B message rate, 1 MiB stream
 #              (MTU 1500 and 9000)
-#   fuse       wharf-fuse-bench: fusion on vs off, DPDK (direct pair, polling) and kernel
+#   fuse       wharf-fuse-bench: fusion on vs off, DPDK (direct pair, polling) and kernel;
+#              and wharf-pktgen --step: the raw PMD's floor under a fused step's bytes
 #   shard      wharf-shard-bench: in-process sparse push/pull keys/s per lcore
 #   ps, train  PS pull/push keys/s (1 and 2 workers) and end-to-end training samples/s,
 #              DPDK vs kernel, fusion on vs off (testbed/bench_e2e.sh)
@@ -126,6 +127,22 @@ part_fuse() {
 		2>"$TB_DIR/fzcli.log" | grep '^{' | tail -n 1 >"$OUT/fuse.json"
 	[ -s "$OUT/fuse.json" ] || echo '{"failed":"DPDK fuse-bench run gave no result"}' >"$OUT/fuse.json"
 	tb_stop fzsrv
+	# The raw PMD's floor under the same step: the fused 64 B step's bytes on the wire, written
+	# into 9000-byte frames (the pair's most favourable framing), each frame sent once
+	# written, one frame back per step; no protocol. Its steps/s over the unfused step's is
+	# the most any fusion could give on this link.
+	local bytes
+	bytes=$(/usr/bin/python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["step_1000x64B"]["on"]["tx_bytes_per_step"]))' \
+		"$OUT/fuse.json" 2>/dev/null) || bytes=70587
+	rm -f "$TB_DIR/pair.sock"
+	"$TB_BUILD/wharf-pktgen" $(pair_eal pgsrx server) -- --rx --step "$bytes" --mtu 9000 \
+		--seconds "$SECS" >/dev/null 2>"$TB_DIR/pgsrx.log" &
+	TB_PIDS[pgsrx]=$!
+	sleep 1
+	timeout 60 "$TB_BUILD/wharf-pktgen" $(pair_eal pgstx client) -- --tx --step "$bytes" \
+		--mtu 9000 --seconds "$SECS" >"$OUT/fuse_pmd_step.json" 2>"$TB_DIR/pgstx.log" \
+		|| echo '{"failed":"wharf-pktgen --step gave no result"}' >"$OUT/fuse_pmd_step.json"
+	wait "${TB_PIDS[pgsrx]}"; unset "TB_PIDS[pgsrx]"
 }
 want fuse && { tb_log "fuse"; part_fuse; }
 want shard && { tb_log "shard"; part_tool shard shard-bench ${BENCH_SHARD_ARGS:-}; }

@@ -42,7 +42,7 @@ def ratio(a, b):
 
 
 parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "dpdk_pingpong", "kernel_pingpong", "dpdk_rate",
-                              "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream", "fuse", "fuse_kernel", "shard",
+                              "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream", "fuse", "fuse_kernel", "fuse_pmd_step", "shard",
                               "ps", "train")}
 notes = {n: "missing or failed" for n, v in parts.items() if v is None or "missing" in v or "failed" in v}
 
@@ -65,6 +65,12 @@ headline = {
     "fuse_steps_ratio_on_over_off": fuse.get("fuse_steps_ratio_on_over_off"),
     "fuse_lone_latency_ratio_on_over_off": fuse.get("fuse_lone_latency_ratio_on_over_off"),
     "fuse_steps_ratio_on_over_off_kernel": get(parts["fuse_kernel"], "fuse_steps_ratio_on_over_off"),
+    # The same step's bytes with no protocol at all (wharf-pktgen --step) over the unfused
+    # step: the most any fusion could give on this link. And how near the fused step is to it.
+    "fuse_steps_ceiling_raw_pmd_over_off": ratio(get(parts["fuse_pmd_step"], "steps_per_s"),
+                                                 get(fuse, "step_1000x64B", "off", "steps_per_s")),
+    "fuse_steps_on_over_raw_pmd": ratio(get(fuse, "step_1000x64B", "on", "steps_per_s"),
+                                        get(parts["fuse_pmd_step"], "steps_per_s")),
     "shard_key_updates_per_s_dim16_sgd": get(shard, "headline", "ps_dim16_sgd_push_key_updates_per_s_per_lcore"),
     "ps_keys_per_s_ratio_dpdk_over_kernel": get(parts["ps"], "ps_keys_per_s_ratio_dpdk_over_kernel"),
     "train_samples_ratio_dpdk_over_kernel": get(parts["train"], "train_samples_ratio_dpdk_over_kernel"),

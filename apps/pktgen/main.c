@@ -3,11 +3,20 @@
  * measured against: no ARP, no IP, no TCP, just bursts of pre-built frames.
  *
  *   wharf-pktgen [EAL args] -- (--tx | --rx) [--seconds S] [--size BYTES]
+ *                                [--step BYTES [--mtu M]]
  *
  * --tx sends bursts of 32 frames of --size bytes (default 64, a UDP datagram to a
  * broadcast MAC) as fast as the device takes them for S seconds; --rx counts what arrives
  * until S seconds pass after the first frame (or a signal). Each prints one JSON line:
  *   {"role":"rx","pkts":N,"bytes":B,"seconds":s,"mpps":x,"gbit_per_s":y}
+ *
+ * --step BYTES (on both sides) measures the floor under a synchronous step instead: the
+ * sender writes BYTES of payload into frames of --size bytes (default the MTU's largest),
+ * sends them, and waits for one frame back, which the receiver sends once that much payload
+ * has arrived; then the next step. That is a step's bytes written once, moved by the PMD and
+ * acknowledged, with no protocol at all. The sender prints
+ *   {"role":"tx","mode":"step","step_bytes":B,"frames_per_step":f,"steps":N,
+ *    "seconds":s,"steps_per_s":x,"us_per_step":y}
  */
 #include <errno.h>
 #include <getopt.h>
@@ -27,8 +36,14 @@
 struct pg_opts {
 	bool tx;
 	double seconds;
-	uint32_t size;
+	uint32_t size;       /* 0: 64, or in step mode the largest frame the MTU allows */
+	uint32_t step;       /* payload bytes per step; 0 = rate mode */
+	uint16_t mtu;        /* 0 = 1500 */
 };
+
+#define PG_HDR (sizeof(struct rte_ether_hdr) + sizeof(struct rte_ipv4_hdr) + \
+		sizeof(struct rte_udp_hdr))
+#define PG_MAX_FRAME (9000 + RTE_ETHER_HDR_LEN)
 
 static volatile int g_stop;
 
@@ -43,11 +58,13 @@ static int parse(int argc, char **argv, struct pg_opts *o)
 	static const struct option lo[] = {
 		{"tx", no_argument, 0, 't'}, {"rx", no_argument, 0, 'r'},
 		{"seconds", required_argument, 0, 's'}, {"size", required_argument, 0, 'z'},
+		{"step", required_argument, 0, 'p'}, {"mtu", required_argument, 0, 'm'},
 		{0, 0, 0, 0}};
 	int c, roles = 0;
+	unsigned long v;
 	char *end;
 
-	*o = (struct pg_opts){.seconds = 3, .size = 64};
+	*o = (struct pg_opts){.seconds = 3};
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
@@ -60,21 +77,47 @@ static int parse(int argc, char **argv, struct pg_opts *o)
 				return -EINVAL;
 			}
 			break;
-		case 'z': {
-			unsigned long v = strtoul(optarg, &end, 10);
-			if (*end != '\0' || v < 60 || v > 1514) {
-				fprintf(stderr, "wharf-pktgen: --size: expected 60..1514, got '%s'\n", optarg);
+		case 'z':
+			v = strtoul(optarg, &end, 10);
+			if (*end != '\0' || v < 60 || v > PG_MAX_FRAME) {
+				fprintf(stderr, "wharf-pktgen: --size: expected 60..%u, got '%s'\n",
+					(unsigned)PG_MAX_FRAME, optarg);
 				return -EINVAL;
 			}
 			o->size = (uint32_t)v;
 			break;
-		}
+		case 'p':
+			v = strtoul(optarg, &end, 10);
+			if (*end != '\0' || v < 1 || v > (1u << 26)) {
+				fprintf(stderr, "wharf-pktgen: --step: expected 1..%u bytes, got '%s'\n",
+					1u << 26, optarg);
+				return -EINVAL;
+			}
+			o->step = (uint32_t)v;
+			break;
+		case 'm':
+			v = strtoul(optarg, &end, 10);
+			if (*end != '\0' || v < 576 || v > 9000) {
+				fprintf(stderr, "wharf-pktgen: --mtu: expected 576..9000, got '%s'\n", optarg);
+				return -EINVAL;
+			}
+			o->mtu = (uint16_t)v;
+			break;
 		default:
 			return -EINVAL;
 		}
 	}
-	if (roles != 1) {
-		fprintf(stderr, "wharf-pktgen: give exactly one of --tx, --rx\n");
+	if (roles != 1 || optind != argc) {
+		fprintf(stderr, "wharf-pktgen: give exactly one of --tx, --rx%s%s\n",
+			optind != argc ? "; unexpected argument " : "", optind != argc ? argv[optind] : "");
+		return -EINVAL;
+	}
+	uint32_t max = (o->mtu ? o->mtu : RTE_ETHER_MTU) + RTE_ETHER_HDR_LEN;
+	if (o->size == 0)
+		o->size = o->step ? max : 64;
+	if (o->size > max || (o->step && o->size <= PG_HDR)) {
+		fprintf(stderr, "wharf-pktgen: --size %u: expected %u..%u with this MTU\n", o->size,
+			o->step ? (unsigned)PG_HDR + 1 : 60u, max);
 		return -EINVAL;
 	}
 	return 0;
@@ -102,6 +145,19 @@ static void frame_template(uint8_t *b, uint32_t size, const struct rte_ether_add
 	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(size - sizeof(*eth) - sizeof(*ip)));
 }
 
+/* Sets the template's lengths (and the IP checksum) for a frame of size bytes. */
+static void frame_lengths(uint8_t *b, uint32_t size)
+{
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(b + sizeof(struct rte_ether_hdr));
+	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
+
+	ip->total_length = rte_cpu_to_be_16((uint16_t)(size - sizeof(struct rte_ether_hdr)));
+	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(size - sizeof(struct rte_ether_hdr) -
+						     sizeof(*ip)));
+	ip->hdr_checksum = 0;
+	ip->hdr_checksum = rte_ipv4_cksum(ip);
+}
+
 static void report(const char *role, uint64_t pkts, uint64_t bytes, double secs)
 {
 	printf("{\"role\":\"%s\",\"pkts\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"seconds\":%.3f,"
@@ -114,7 +170,7 @@ static void run_tx(uint16_t port, struct rte_mempool *mp, const struct pg_opts *
 {
 	struct rte_mbuf *b[DN_BURST];
 	struct rte_ether_addr mac;
-	uint8_t tmpl[1514];
+	uint8_t tmpl[PG_MAX_FRAME];
 	uint64_t hz = rte_get_tsc_hz(), t0 = rte_rdtsc(), end = t0 + (uint64_t)(o->seconds * (double)hz);
 	uint64_t pkts = 0;
 
@@ -162,13 +218,151 @@ static void run_rx(uint16_t port, const struct pg_opts *o)
 	report("rx", pkts, bytes, t0 ? (double)(last - t0) / (double)hz : 0);
 }
 
+/* Sends n frames, retrying what the device did not take yet; false on a stop request. */
+static bool tx_all(uint16_t port, struct rte_mbuf **b, uint32_t n)
+{
+	uint32_t sent = 0;
+
+	while (sent < n && !g_stop)
+		sent += rte_eth_tx_burst(port, 0, b + sent, (uint16_t)RTE_MIN(n - sent, 512u));
+	if (sent < n)
+		rte_pktmbuf_free_bulk(b + sent, n - sent);
+	return sent == n;
+}
+
+/*
+ * Step mode, sender: each step writes o->step bytes of payload (from a pattern, as a packer
+ * copies tensors) into fresh frames, sends them and waits for the receiver's one frame.
+ */
+static int run_tx_step(uint16_t port, struct rte_mempool *mp, const struct pg_opts *o)
+{
+	uint32_t room = o->size - (uint32_t)PG_HDR, nf = (o->step + room - 1) / room;
+	uint64_t hz = rte_get_tsc_hz(), t0, end, steps = 0, wait_max = hz;
+	struct rte_mbuf **b, *in[DN_BURST];
+	struct rte_ether_addr mac;
+	uint8_t tmpl[PG_MAX_FRAME], *pat;
+	int rc = 0;
+
+	b = malloc(nf * sizeof(*b));
+	pat = malloc(o->step);
+	if (b == NULL || pat == NULL) {
+		fprintf(stderr, "wharf-pktgen: out of memory for a step of %u bytes\n", o->step);
+		free(b);
+		free(pat);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < o->step; i++)
+		pat[i] = (uint8_t)(i * 131u + 7u);
+	rte_eth_macaddr_get(port, &mac);
+	frame_template(tmpl, o->size, &mac);
+	t0 = rte_rdtsc();
+	end = t0 + (uint64_t)(o->seconds * (double)hz);
+	while (!g_stop && rte_rdtsc() < end) {
+		uint32_t off = 0;
+
+		if (rte_pktmbuf_alloc_bulk(mp, b, nf) != 0) {
+			fprintf(stderr, "wharf-pktgen: mbuf pool empty (%u frames per step)\n", nf);
+			rc = -ENOMEM;
+			break;
+		}
+		for (uint32_t i = 0; i < nf; i++) {
+			uint32_t len = RTE_MIN(room, o->step - off);
+			uint8_t *d = (uint8_t *)rte_pktmbuf_append(b[i], (uint16_t)(PG_HDR + len));
+
+			if (len != room || i == 0)
+				frame_lengths(tmpl, (uint32_t)PG_HDR + len);
+			memcpy(d, tmpl, PG_HDR);
+			rte_memcpy(d + PG_HDR, pat + off, len);
+			off += len;
+			/* Each frame leaves once written: the peer copies while we write. */
+			if (!tx_all(port, b + i, 1)) {
+				rte_pktmbuf_free_bulk(b + i + 1, nf - i - 1);
+				break;
+			}
+		}
+		if (g_stop)
+			break;
+		/* The acknowledgement: one frame back. */
+		uint64_t t1 = rte_rdtsc();
+		uint16_t n = 0;
+
+		while (!g_stop && (n = rte_eth_rx_burst(port, 0, in, DN_BURST)) == 0)
+			if (rte_rdtsc() - t1 > wait_max)
+				break;
+		if (n == 0) {
+			if (!g_stop) {
+				fprintf(stderr, "wharf-pktgen: no acknowledgement of step %" PRIu64
+					" within 1 s\n", steps + 1);
+				rc = -ETIMEDOUT;
+			}
+			break;
+		}
+		rte_pktmbuf_free_bulk(in, n);
+		steps++;
+	}
+	double secs = (double)(rte_rdtsc() - t0) / (double)hz;
+
+	printf("{\"role\":\"tx\",\"mode\":\"step\",\"step_bytes\":%u,\"frame_bytes\":%u,"
+	       "\"frames_per_step\":%u,\"steps\":%" PRIu64 ",\"seconds\":%.3f,"
+	       "\"steps_per_s\":%.1f,\"us_per_step\":%.3f}\n", o->step, o->size, nf, steps, secs,
+	       secs > 0 ? (double)steps / secs : 0, steps ? secs * 1e6 / (double)steps : 0);
+	fflush(stdout);
+	free(b);
+	free(pat);
+	return rc;
+}
+
+/* Step mode, receiver: one frame back for every o->step bytes of payload that arrive. */
+static int run_rx_step(uint16_t port, struct rte_mempool *mp, const struct pg_opts *o)
+{
+	uint64_t hz = rte_get_tsc_hz(), last = 0, got = 0, steps = 0;
+	uint64_t give_up = rte_rdtsc() + (uint64_t)((o->seconds + 30) * (double)hz);
+	struct rte_mbuf *b[DN_BURST], *ack;
+	struct rte_ether_addr mac;
+	uint8_t tmpl[64];
+
+	rte_eth_macaddr_get(port, &mac);
+	frame_template(tmpl, sizeof(tmpl), &mac);
+	while (!g_stop) {
+		uint16_t n = rte_eth_rx_burst(port, 0, b, DN_BURST);
+		uint64_t now = rte_rdtsc();
+
+		if (n == 0) {
+			if (last != 0 ? now - last > hz / 10 : now > give_up)
+				break;
+			continue;
+		}
+		last = now;
+		for (uint16_t i = 0; i < n; i++)
+			if (rte_pktmbuf_pkt_len(b[i]) > PG_HDR)
+				got += rte_pktmbuf_pkt_len(b[i]) - PG_HDR;
+		rte_pktmbuf_free_bulk(b, n);
+		while (got >= o->step) {
+			got -= o->step;
+			ack = rte_pktmbuf_alloc(mp);
+			if (ack == NULL) {
+				fprintf(stderr, "wharf-pktgen: mbuf pool empty\n");
+				return -ENOMEM;
+			}
+			memcpy(rte_pktmbuf_append(ack, sizeof(tmpl)), tmpl, sizeof(tmpl));
+			if (!tx_all(port, &ack, 1))
+				return 0;
+			steps++;
+		}
+	}
+	printf("{\"role\":\"rx\",\"mode\":\"step\",\"step_bytes\":%u,\"steps\":%" PRIu64
+	       ",\"left_bytes\":%" PRIu64 "}\n", o->step, steps, got);
+	fflush(stdout);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char err[256];
 	struct pg_opts o;
 	struct dn_port *port;
 	struct dn_lcore *lc;
-	int n;
+	int n, rc = 0;
 
 	n = dn_eal_init(argc, argv, err, sizeof(err));
 	if (n < 0) {
@@ -183,7 +377,7 @@ int main(int argc, char **argv)
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	struct dn_config cfg = {.port_id = DN_PORT_AUTO, .no_l3 = true, .promiscuous = true,
-				.idle = DN_IDLE_POLL};
+				.idle = DN_IDLE_POLL, .mtu = o.mtu};
 	if (dn_port_create(&cfg, &port, err, sizeof(err)) != 0 ||
 	    dn_lcore_create(port, 0, NULL, &lc) != 0) {
 		fprintf(stderr, "wharf-pktgen: %s\n", err);
@@ -194,12 +388,17 @@ int main(int argc, char **argv)
 		/* The receiver's link may come up a moment after ours. */
 		for (int i = 0; i < 300 && !dn_port_link_up(port); i++)
 			rte_delay_ms(10);
-		run_tx(dn_port_id(port), dn_lcore_pool(lc), &o);
+		if (o.step)
+			rc = run_tx_step(dn_port_id(port), dn_lcore_pool(lc), &o);
+		else
+			run_tx(dn_port_id(port), dn_lcore_pool(lc), &o);
+	} else if (o.step) {
+		rc = run_rx_step(dn_port_id(port), dn_lcore_pool(lc), &o);
 	} else {
 		run_rx(dn_port_id(port), &o);
 	}
 	dn_lcore_destroy(lc);
 	dn_port_destroy(port);
 	dn_eal_fini();
-	return 0;
+	return rc ? 1 : 0;
 }
