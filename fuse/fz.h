@@ -135,8 +135,9 @@ struct fz_peer_ops {
 	void *arg;
 	/*
 	 * Optional: storage for the frame bodies, in memory the output side sends without
-	 * copying (tl_buf_alloc). NULL: the C heap (64-byte aligned). mem_free gets what
-	 * mem_alloc returned, once, from fz_peer_destroy.
+	 * copying (tl_buf_alloc), 64-byte aligned (else fz_peer_create refuses it: frames
+	 * are written in whole lines). NULL: the C heap. mem_free gets what mem_alloc
+	 * returned, once, from fz_peer_destroy.
 	 */
 	void *(*mem_alloc)(void *arg, size_t size);
 	void (*mem_free)(void *arg, void *p);

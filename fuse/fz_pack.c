@@ -24,6 +24,8 @@
 #include "fuse/fz.h"
 #include "fuse/fz_pvt.h"
 
+_Static_assert(FZ_SUB_HDR_MAX <= TL_LW_ROOM, "a sub-header is written at the line writer's cursor");
+
 struct fz_frame {
 	struct fz_peer *peer;
 	uint8_t *buf;             /* fuse_max_bytes of packer storage */
@@ -40,6 +42,7 @@ struct fz_peer {
 	struct fz_config cfg;
 	struct fz_peer_ops ops;
 	struct fz_frame *open;    /* accumulating, not yet handed to output; NULL if none */
+	struct tl_lw lw;          /* the open frame's writer (tl_wire.h: streamed lines) */
 	uint32_t cap;             /* body bytes the next frame may hold (the ramp, below) */
 	struct fz_frame **free;   /* stack of idle frames */
 	uint32_t n_free;
@@ -124,6 +127,12 @@ int fz_peer_create(const struct fz_config *cfg, const struct fz_peer_ops *ops,
 	peer->mem = ops->mem_alloc ? ops->mem_alloc(ops->arg, size) : aligned_alloc(64, size);
 	if (!peer->free || !peer->mem)
 		goto out_free_peer;
+	if ((uintptr_t)peer->mem & 63u) {   /* the line writer streams whole, aligned lines */
+		fz_mem_free(peer);
+		free(peer->free);
+		free(peer);
+		return -EINVAL;
+	}
 	for (i = 0; i < cfg->fuse_frames; i++) {
 		struct fz_frame *f = &peer->frames[i];
 		f->peer = peer;
@@ -183,6 +192,7 @@ static int fz_flush_open(struct fz_peer *peer, enum fz_flush_reason why)
 
 	if (!f)
 		return 0;
+	tl_lw_finish(&peer->lw);
 	count = f->count;
 	hdr_bytes = f->sub_hdr_bytes;
 	memset(&out, 0, sizeof(out));
@@ -252,18 +262,19 @@ static void fz_frame_open(struct fz_peer *peer, uint64_t req_id, uint64_t now_us
 	f->prev_req_id = req_id;
 	f->opened_us = now_us;
 	peer->open = f;
-	tl_prefetch_w_open(f->buf, f->buf + peer->cap);
+	tl_lw_open(&peer->lw, f->buf);
 }
 
-/* Copies msg into the open frame; the caller checked that sub_len bytes fit. */
-static void fz_frame_append(struct fz_frame *f, const struct fz_msg *msg,
-			    const uint8_t *sub_hdr, uint32_t sub_hdr_len)
+/*
+ * Appends msg to the open frame: its sub-header (sub_hdr_len bytes, already at the
+ * writer's cursor), then its body. The caller checked that both fit.
+ */
+static void fz_frame_append(struct fz_peer *peer, struct fz_frame *f, const struct fz_msg *msg,
+			    uint32_t sub_hdr_len)
 {
-	uint8_t *p = f->buf + f->len;
-
-	tl_prefetch_w_ahead(p, f->buf + f->peer->cap);
-	memcpy(p, sub_hdr, sub_hdr_len);
-	tl_iov_gather(p + sub_hdr_len, msg->iov, msg->iovcnt);
+	tl_lw_commit(&peer->lw, sub_hdr_len);
+	for (uint32_t i = 0; i < msg->iovcnt; i++)
+		tl_lw_put(&peer->lw, msg->iov[i].base, msg->iov[i].len);
 	f->len += sub_hdr_len + msg->hdr.body_len;
 	f->sub_hdr_bytes += sub_hdr_len;
 	f->count++;
@@ -289,7 +300,6 @@ static int fz_msg_check(const struct fz_msg *msg)
 
 int fz_peer_send(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us)
 {
-	uint8_t sub_hdr[FZ_SUB_HDR_MAX];
 	uint32_t sub_hdr_len;
 	struct fz_frame *f;
 	bool busy;
@@ -304,7 +314,8 @@ int fz_peer_send(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us
 	busy = peer->ops.wire_busy(peer->ops.arg);
 	f = peer->open;
 	if (f) {
-		sub_hdr_len = fz_sub_hdr_put(sub_hdr, &msg->hdr, f->prev_req_id);
+		/* Written at the writer's cursor: room for TL_LW_ROOM >= FZ_SUB_HDR_MAX. */
+		sub_hdr_len = fz_sub_hdr_put(tl_lw_cursor(&peer->lw), &msg->hdr, f->prev_req_id);
 		if (f->len + sub_hdr_len + msg->hdr.body_len > peer->cap ||
 		    f->count == peer->cfg.fuse_max_msgs) {
 			rc = fz_flush_open(peer, FZ_FLUSH_FULL);
@@ -323,9 +334,9 @@ int fz_peer_send(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us
 		}
 		fz_frame_open(peer, msg->hdr.req_id, now_us);
 		f = peer->open;
-		sub_hdr_len = fz_sub_hdr_put(sub_hdr, &msg->hdr, f->prev_req_id);
+		sub_hdr_len = fz_sub_hdr_put(tl_lw_cursor(&peer->lw), &msg->hdr, f->prev_req_id);
 	}
-	fz_frame_append(f, msg, sub_hdr, sub_hdr_len);
+	fz_frame_append(peer, f, msg, sub_hdr_len);
 	peer->stats.msgs++;
 	peer->stats.msgs_fused++;
 	if (msg->done && peer->ops.copied)

@@ -14,6 +14,7 @@
  * straddles pieces gets a view of several iovs, still without a copy.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +85,7 @@ static void fz_cur_peek(const struct fz_cur *c, uint8_t *dst, uint32_t n)
 }
 
 /* Advances n bytes; the caller checked n <= end - pos. */
-static void fz_cur_skip(struct fz_cur *c, uint32_t n)
+static inline void fz_cur_skip(struct fz_cur *c, uint32_t n)
 {
 	c->pos += n;
 	while (n > 0) {
@@ -171,12 +172,58 @@ static const struct fz_field fz_fields[] = {
 };
 _Static_assert(FZ_P_DIM == 1u << 5 && FZ_P_FLAGS == 1u, "fz_fields is in bit order");
 
+/* Field k (fz_fields order) of a short sub-header: the byte after the length and the
+ * fields before it that are present, or 0 when absent. No branch, no memory. */
+static inline uint32_t fz_short_field(uint64_t w, uint8_t present, unsigned k)
+{
+	unsigned at = 8 * (1 + (unsigned)__builtin_popcount(present & ((1u << k) - 1)));
+
+	return (present >> k & 1) ? (uint32_t)(w >> at) & 0xff : 0;
+}
+
+/*
+ * The usual sub-header, read without a loop per byte: every field present is one byte
+ * (under 128), so the length and the fields are the 1 + popcount(present) bytes after
+ * the first two. False when that does not hold, or anything is wrong: the general parser
+ * below then decides (and names what is wrong).
+ */
+static inline bool fz_sub_hdr_get_short(const uint8_t *p, uint32_t avail, uint64_t prev_req,
+					struct tl_msg_hdr *h, uint32_t *used)
+{
+	const uint64_t hi = 0x8080808080808080ull, lo = 0x0101010101010101ull;
+	uint64_t w, keep, opt;
+	uint32_t nf;
+	uint8_t present;
+
+	if (avail < 10 || p[0] == 0 || fz_type_is_fuse(p[0]) || (p[1] & FZ_P_RESERVED))
+		return false;
+	present = p[1];
+	nf = 1 + (uint32_t)__builtin_popcount(present);      /* 1..7 bytes */
+	keep = (1ull << (8 * nf)) - 1;
+	w = tl_ld64(p + 2) & keep;
+	if (w & hi)
+		return false;                                 /* a field longer than a byte */
+	opt = (w >> 8) | ~(keep >> 8);                        /* absent bytes read as 0xff */
+	if ((opt - lo) & ~opt & hi)
+		return false;                                 /* a field present but zero */
+	*h = (struct tl_msg_hdr){ .magic = TL_MSG_MAGIC, .version = TL_MSG_VERSION, .type = p[0],
+				  .flags = (uint16_t)fz_short_field(w, present, 0),
+				  .aux = (uint16_t)fz_short_field(w, present, 1),
+				  .body_len = (uint32_t)(w & 0xff),
+				  .table_id = fz_short_field(w, present, 2),
+				  .req_id = prev_req + fz_unzigzag(fz_short_field(w, present, 3)),
+				  .key_count = fz_short_field(w, present, 4),
+				  .dim = fz_short_field(w, present, 5) };
+	*used = 2 + nf;
+	return true;
+}
+
 /*
  * Parses the sub-header at p[0..avail) into h (absent fields zero); *used gets its length.
  * avail is what is left of the body, capped at FZ_SUB_HDR_MAX (no valid header is
  * longer). Returns NULL, or the reason it does not add up.
  */
-static const char *fz_sub_hdr_get(const uint8_t *p, uint32_t avail, uint64_t *prev_req,
+static inline const char *fz_sub_hdr_get(const uint8_t *p, uint32_t avail, uint64_t *prev_req,
 				  struct tl_msg_hdr *h, uint32_t *used)
 {
 	const char *overrun = avail < FZ_SUB_HDR_MAX ? "truncated sub-header"
@@ -187,6 +234,8 @@ static const char *fz_sub_hdr_get(const uint8_t *p, uint32_t avail, uint64_t *pr
 	size_t k;
 	int rc;
 
+	if (fz_sub_hdr_get_short(p, avail, *prev_req, h, used))
+		return NULL;
 	if (avail < 2)
 		return "truncated sub-header";
 	if (p[0] == 0)
@@ -227,7 +276,7 @@ static const char *fz_sub_hdr_get(const uint8_t *p, uint32_t avail, uint64_t *pr
  * Parses one sub-header at c and checks that its body fits. Returns NULL, or the reason
  * it does not add up. On success c sits at the body and *prev_req is this req_id.
  */
-static const char *fz_sub_parse(struct fz_cur *c, uint64_t *prev_req, struct tl_msg_hdr *h)
+static inline const char *fz_sub_parse(struct fz_cur *c, uint64_t *prev_req, struct tl_msg_hdr *h)
 {
 	uint8_t scratch[FZ_SUB_HDR_MAX];
 	const uint8_t *p;

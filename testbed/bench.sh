@@ -134,14 +134,24 @@ part_fuse() {
 	local bytes
 	bytes=$(/usr/bin/python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["step_1000x64B"]["on"]["tx_bytes_per_step"]))' \
 		"$OUT/fuse.json" 2>/dev/null) || bytes=70587
+	pmd_step "$bytes" fuse_pmd_step
+	# The same bytes appended 71 at a time (a 64 B tensor and its 7-byte sub-header), as
+	# the packer does: with fuse's line writer, and with memcpy (which must take back each
+	# recycled line from the peer's core before writing it).
+	pmd_step "$bytes" fuse_pmd_step_pieces --piece 71
+	pmd_step "$bytes" fuse_pmd_step_pieces_plain --piece 71 --plain
+}
+
+pmd_step() { # BYTES NAME [pktgen --tx args]
+	local bytes=$1 name=$2; shift 2
 	rm -f "$TB_DIR/pair.sock"
 	"$TB_BUILD/wharf-pktgen" $(pair_eal pgsrx server) -- --rx --step "$bytes" --mtu 9000 \
 		--seconds "$SECS" >/dev/null 2>"$TB_DIR/pgsrx.log" &
 	TB_PIDS[pgsrx]=$!
 	sleep 1
 	timeout 60 "$TB_BUILD/wharf-pktgen" $(pair_eal pgstx client) -- --tx --step "$bytes" \
-		--mtu 9000 --seconds "$SECS" >"$OUT/fuse_pmd_step.json" 2>"$TB_DIR/pgstx.log" \
-		|| echo '{"failed":"wharf-pktgen --step gave no result"}' >"$OUT/fuse_pmd_step.json"
+		--mtu 9000 --seconds "$SECS" "$@" >"$OUT/$name.json" 2>"$TB_DIR/pgstx.log" \
+		|| echo '{"failed":"wharf-pktgen --step gave no result"}' >"$OUT/$name.json"
 	wait "${TB_PIDS[pgsrx]}"; unset "TB_PIDS[pgsrx]"
 }
 want fuse && { tb_log "fuse"; part_fuse; }

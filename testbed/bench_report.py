@@ -42,7 +42,7 @@ def ratio(a, b):
 
 
 parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "dpdk_pingpong", "kernel_pingpong", "dpdk_rate",
-                              "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream", "fuse", "fuse_kernel", "fuse_pmd_step", "shard",
+                              "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream", "fuse", "fuse_kernel", "fuse_pmd_step", "fuse_pmd_step_pieces", "fuse_pmd_step_pieces_plain", "shard",
                               "ps", "train")}
 notes = {n: "missing or failed" for n, v in parts.items() if v is None or "missing" in v or "failed" in v}
 
@@ -71,6 +71,10 @@ headline = {
                                                  get(fuse, "step_1000x64B", "off", "steps_per_s")),
     "fuse_steps_on_over_raw_pmd": ratio(get(fuse, "step_1000x64B", "on", "steps_per_s"),
                                         get(parts["fuse_pmd_step"], "steps_per_s")),
+    # That step written 71 B at a time, as the packer does: the line writer over memcpy.
+    "raw_pmd_step_71b_pieces_lines_over_memcpy": ratio(
+        get(parts["fuse_pmd_step_pieces"], "steps_per_s"),
+        get(parts["fuse_pmd_step_pieces_plain"], "steps_per_s")),
     "shard_key_updates_per_s_dim16_sgd": get(shard, "headline", "ps_dim16_sgd_push_key_updates_per_s_per_lcore"),
     "ps_keys_per_s_ratio_dpdk_over_kernel": get(parts["ps"], "ps_keys_per_s_ratio_dpdk_over_kernel"),
     "train_samples_ratio_dpdk_over_kernel": get(parts["train"], "train_samples_ratio_dpdk_over_kernel"),

@@ -3,7 +3,7 @@
  * measured against: no ARP, no IP, no TCP, just bursts of pre-built frames.
  *
  *   wharf-pktgen [EAL args] -- (--tx | --rx) [--seconds S] [--size BYTES]
- *                                [--step BYTES [--mtu M]]
+ *                                [--step BYTES [--mtu M] [--piece N] [--plain]]
  *
  * --tx sends bursts of 32 frames of --size bytes (default 64, a UDP datagram to a
  * broadcast MAC) as fast as the device takes them for S seconds; --rx counts what arrives
@@ -12,11 +12,15 @@
  *
  * --step BYTES (on both sides) measures the floor under a synchronous step instead: the
  * sender writes BYTES of payload into frames of --size bytes (default the MTU's largest),
- * sends them, and waits for one frame back, which the receiver sends once that much payload
- * has arrived; then the next step. That is a step's bytes written once, moved by the PMD and
- * acknowledged, with no protocol at all. The sender prints
- *   {"role":"tx","mode":"step","step_bytes":B,"frames_per_step":f,"steps":N,
- *    "seconds":s,"steps_per_s":x,"us_per_step":y}
+ * sending each as soon as it is written, and waits for one frame back, which the receiver
+ * sends once that much payload has arrived; then the next step. That is a step's bytes
+ * written once, moved by the PMD and acknowledged, with no protocol at all. Frames are
+ * written with the line writer fuse packs with (tl_wire.h: non-temporal stores of whole
+ * lines), the payload in one piece or, with --piece N, N bytes at a time as a packer
+ * appends small tensors; --plain writes with memcpy instead. The sender prints
+ *   {"role":"tx","mode":"step","step_bytes":B,"frame_bytes":F,"frames_per_step":f,
+ *    "writer":"lines"|"plain","steps":N,"seconds":s,"steps_per_s":x,"us_per_step":y,
+ *    "write_us_per_step":w}
  */
 #include <errno.h>
 #include <getopt.h>
@@ -32,6 +36,7 @@
 #include <rte_udp.h>
 
 #include "dpdk_net/dn.h"
+#include "transport/tl_wire.h"
 
 struct pg_opts {
 	bool tx;
@@ -39,6 +44,8 @@ struct pg_opts {
 	uint32_t size;       /* 0: 64, or in step mode the largest frame the MTU allows */
 	uint32_t step;       /* payload bytes per step; 0 = rate mode */
 	uint16_t mtu;        /* 0 = 1500 */
+	bool plain;          /* step mode: memcpy, not the line writer */
+	uint32_t piece;      /* step mode: payload written in pieces of this many bytes; 0 = whole */
 };
 
 #define PG_HDR (sizeof(struct rte_ether_hdr) + sizeof(struct rte_ipv4_hdr) + \
@@ -59,6 +66,7 @@ static int parse(int argc, char **argv, struct pg_opts *o)
 		{"tx", no_argument, 0, 't'}, {"rx", no_argument, 0, 'r'},
 		{"seconds", required_argument, 0, 's'}, {"size", required_argument, 0, 'z'},
 		{"step", required_argument, 0, 'p'}, {"mtu", required_argument, 0, 'm'},
+		{"plain", no_argument, 0, 'P'}, {"piece", required_argument, 0, 'c'},
 		{0, 0, 0, 0}};
 	int c, roles = 0;
 	unsigned long v;
@@ -94,6 +102,18 @@ static int parse(int argc, char **argv, struct pg_opts *o)
 				return -EINVAL;
 			}
 			o->step = (uint32_t)v;
+			break;
+		case 'P':
+			o->plain = true;
+			break;
+		case 'c':
+			v = strtoul(optarg, &end, 10);
+			if (*end != '\0' || v < 1 || v > PG_MAX_FRAME) {
+				fprintf(stderr, "wharf-pktgen: --piece: expected 1..%u bytes, got '%s'\n",
+					(unsigned)PG_MAX_FRAME, optarg);
+				return -EINVAL;
+			}
+			o->piece = (uint32_t)v;
 			break;
 		case 'm':
 			v = strtoul(optarg, &end, 10);
@@ -230,26 +250,47 @@ static bool tx_all(uint16_t port, struct rte_mbuf **b, uint32_t n)
 	return sent == n;
 }
 
+/* Writes one frame of a step: the header, then len bytes of payload. */
+static void step_frame(uint8_t *d, const uint8_t *hdr, const uint8_t *payload, uint32_t len,
+		       const struct pg_opts *o, struct tl_lw *w)
+{
+	uint32_t piece = o->piece ? o->piece : len;
+
+	if (o->plain) {
+		memcpy(d, hdr, PG_HDR);
+		for (uint32_t at = 0; at < len; at += piece)
+			memcpy(d + PG_HDR + at, payload + at, RTE_MIN(piece, len - at));
+		return;
+	}
+	tl_lw_open(w, d);
+	tl_lw_put(w, hdr, PG_HDR);
+	for (uint32_t at = 0; at < len; at += piece)
+		tl_lw_put(w, payload + at, RTE_MIN(piece, len - at));
+	tl_lw_finish(w);
+}
+
 /*
  * Step mode, sender: each step writes o->step bytes of payload (from a pattern, as a packer
- * copies tensors) into fresh frames, sends them and waits for the receiver's one frame.
+ * copies tensors) into fresh frames, each sent once written, and waits for the receiver's
+ * one frame.
  */
 static int run_tx_step(uint16_t port, struct rte_mempool *mp, const struct pg_opts *o)
 {
 	uint32_t room = o->size - (uint32_t)PG_HDR, nf = (o->step + room - 1) / room;
-	uint64_t hz = rte_get_tsc_hz(), t0, end, steps = 0, wait_max = hz;
+	uint64_t hz = rte_get_tsc_hz(), t0, end, steps = 0, write = 0;
 	struct rte_mbuf **b, *in[DN_BURST];
 	struct rte_ether_addr mac;
 	uint8_t tmpl[PG_MAX_FRAME], *pat;
+	struct tl_lw *w;
 	int rc = 0;
 
 	b = malloc(nf * sizeof(*b));
 	pat = malloc(o->step);
-	if (b == NULL || pat == NULL) {
+	w = malloc(sizeof(*w));
+	if (b == NULL || pat == NULL || w == NULL) {
 		fprintf(stderr, "wharf-pktgen: out of memory for a step of %u bytes\n", o->step);
-		free(b);
-		free(pat);
-		return -ENOMEM;
+		rc = -ENOMEM;
+		goto out;
 	}
 	for (uint32_t i = 0; i < o->step; i++)
 		pat[i] = (uint8_t)(i * 131u + 7u);
@@ -258,36 +299,36 @@ static int run_tx_step(uint16_t port, struct rte_mempool *mp, const struct pg_op
 	t0 = rte_rdtsc();
 	end = t0 + (uint64_t)(o->seconds * (double)hz);
 	while (!g_stop && rte_rdtsc() < end) {
-		uint32_t off = 0;
+		uint64_t tw = rte_rdtsc(), sent_at;
+		uint32_t off = 0, i;
+		uint16_t n = 0;
 
 		if (rte_pktmbuf_alloc_bulk(mp, b, nf) != 0) {
 			fprintf(stderr, "wharf-pktgen: mbuf pool empty (%u frames per step)\n", nf);
 			rc = -ENOMEM;
 			break;
 		}
-		for (uint32_t i = 0; i < nf; i++) {
+		for (i = 0; i < nf; i++) {
 			uint32_t len = RTE_MIN(room, o->step - off);
 			uint8_t *d = (uint8_t *)rte_pktmbuf_append(b[i], (uint16_t)(PG_HDR + len));
 
 			if (len != room || i == 0)
 				frame_lengths(tmpl, (uint32_t)PG_HDR + len);
-			memcpy(d, tmpl, PG_HDR);
-			rte_memcpy(d + PG_HDR, pat + off, len);
+			step_frame(d, tmpl, pat + off, len, o, w);
 			off += len;
 			/* Each frame leaves once written: the peer copies while we write. */
-			if (!tx_all(port, b + i, 1)) {
-				rte_pktmbuf_free_bulk(b + i + 1, nf - i - 1);
+			if (!tx_all(port, b + i, 1))
 				break;
-			}
 		}
-		if (g_stop)
+		if (i < nf) {
+			rte_pktmbuf_free_bulk(b + i + 1, nf - i - 1);
 			break;
+		}
+		sent_at = rte_rdtsc();
+		write += sent_at - tw;
 		/* The acknowledgement: one frame back. */
-		uint64_t t1 = rte_rdtsc();
-		uint16_t n = 0;
-
 		while (!g_stop && (n = rte_eth_rx_burst(port, 0, in, DN_BURST)) == 0)
-			if (rte_rdtsc() - t1 > wait_max)
+			if (rte_rdtsc() - sent_at > hz)
 				break;
 		if (n == 0) {
 			if (!g_stop) {
@@ -303,12 +344,16 @@ static int run_tx_step(uint16_t port, struct rte_mempool *mp, const struct pg_op
 	double secs = (double)(rte_rdtsc() - t0) / (double)hz;
 
 	printf("{\"role\":\"tx\",\"mode\":\"step\",\"step_bytes\":%u,\"frame_bytes\":%u,"
-	       "\"frames_per_step\":%u,\"steps\":%" PRIu64 ",\"seconds\":%.3f,"
-	       "\"steps_per_s\":%.1f,\"us_per_step\":%.3f}\n", o->step, o->size, nf, steps, secs,
-	       secs > 0 ? (double)steps / secs : 0, steps ? secs * 1e6 / (double)steps : 0);
+	       "\"frames_per_step\":%u,\"writer\":\"%s\",\"steps\":%" PRIu64 ",\"seconds\":%.3f,"
+	       "\"steps_per_s\":%.1f,\"us_per_step\":%.3f,\"write_us_per_step\":%.3f}\n",
+	       o->step, o->size, nf, o->plain ? "plain" : "lines", steps, secs,
+	       secs > 0 ? (double)steps / secs : 0, steps ? secs * 1e6 / (double)steps : 0,
+	       steps ? (double)write / (double)hz * 1e6 / (double)steps : 0);
 	fflush(stdout);
+out:
 	free(b);
 	free(pat);
+	free(w);
 	return rc;
 }
 

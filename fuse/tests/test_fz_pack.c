@@ -645,6 +645,7 @@ static struct pk_mem {
 	void *arg;
 	uint8_t *block;
 	size_t size;
+	size_t skew;        /* hand out block + skew (a block off its 64-byte line) */
 	int allocs, frees;
 } pk_mem;
 
@@ -653,16 +654,16 @@ static void *pk_mem_alloc(void *arg, size_t size)
 	assert_ptr_equal(arg, pk_mem.arg);   /* the hooks get ops.arg, as output does */
 	pk_mem.allocs++;
 	pk_mem.size = size;
-	pk_mem.block = malloc(size);
-	return pk_mem.block;
+	pk_mem.block = aligned_alloc(64, (size + pk_mem.skew + 63) & ~(size_t)63);
+	return pk_mem.block + pk_mem.skew;
 }
 
 static void pk_mem_free(void *arg, void *p)
 {
 	assert_ptr_equal(arg, pk_mem.arg);
-	assert_ptr_equal(p, pk_mem.block);
+	assert_ptr_equal(p, pk_mem.block + pk_mem.skew);
 	pk_mem.frees++;
-	free(p);
+	free(pk_mem.block);
 }
 
 static void test_fz_pack_frame_memory_from_output_side(void **state)
@@ -684,8 +685,16 @@ static void test_fz_pack_frame_memory_from_output_side(void **state)
 	ops.mem_free = pk_mem_free;
 	assert_int_equal(fz_peer_create(&p->cfg, &ops, &peer), -EINVAL);
 	assert_int_equal(pk_mem.allocs, 0);
-
+	/* A block off its cache line is refused (frames are written in whole, aligned lines),
+	 * and given back. */
 	ops.mem_alloc = pk_mem_alloc;
+	pk_mem.skew = 16;
+	assert_int_equal(fz_peer_create(&p->cfg, &ops, &peer), -EINVAL);
+	assert_int_equal(pk_mem.allocs, 1);
+	assert_int_equal(pk_mem.frees, 1);
+	pk_mem.skew = 0;
+	pk_mem.allocs = pk_mem.frees = 0;
+
 	assert_int_equal(fz_peer_create(&p->cfg, &ops, &peer), 0);
 	assert_int_equal(pk_mem.allocs, 1);
 	assert_true(pk_mem.size >= (size_t)p->cfg.fuse_frames * p->cfg.fuse_max_bytes);

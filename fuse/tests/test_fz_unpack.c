@@ -497,6 +497,75 @@ static void test_fz_unpack_more_subs_than_the_memo(void **state)
 	assert_int_equal(fz_rx_stats(u->rx)->subs, MANY_SUBS);
 }
 
+/* A field value of every encoded width: absent (0), one byte, two bytes, its widest. */
+static uint64_t field_of_width(unsigned *seed, uint64_t max)
+{
+	uint32_t r = (uint32_t)rand_r(seed);
+
+	switch (r % 4) {
+	case 0: return 0;
+	case 1: return 1 + (r >> 2) % 127;
+	case 2: return 128 + (r >> 2) % 16256;
+	default: return max - (r >> 2) % 3;
+	}
+}
+
+/*
+ * Sub-headers whose fields are one byte each take a shorter path through the parser than
+ * the rest: a frame mixing both (and body lengths of one and two bytes, and a last
+ * sub-message too short for the short path's 8-byte read) delivers every header exactly
+ * as it was packed.
+ */
+static void test_fz_unpack_short_and_long_headers_agree(void **state)
+{
+	struct up *u = *state;
+	struct tl_msg_hdr want[120];
+	uint8_t sh[FZ_SUB_HDR_MAX];
+	unsigned seed = 7;
+	uint64_t prev = 1000;
+	uint32_t i, k, n = 120;
+
+	for (i = 0; i < n; i++) {
+		struct tl_msg_hdr *h = &want[i];
+		uint32_t r = (uint32_t)rand_r(&seed);
+
+		memset(h, 0, sizeof(*h));
+		h->magic = TL_MSG_MAGIC;
+		h->version = TL_MSG_VERSION;
+		h->type = (uint8_t)(1 + r % 150);
+		if (h->type >= TL_TYPE_FUSE_MIN && h->type <= TL_TYPE_FUSE_MAX)
+			h->type = 40;
+		h->flags = (uint16_t)field_of_width(&seed, UINT16_MAX);
+		h->aux = (uint16_t)field_of_width(&seed, UINT16_MAX);
+		h->table_id = (uint32_t)field_of_width(&seed, UINT32_MAX);
+		h->key_count = (uint32_t)field_of_width(&seed, UINT32_MAX);
+		h->dim = (uint32_t)field_of_width(&seed, UINT32_MAX);
+		/* req_id: the same, a step of +-1..63, or a long jump */
+		h->req_id = r % 3 == 0 ? prev : r % 3 == 1 ? prev + 1 + (r >> 8) % 63 - 32
+							   : prev + ((uint64_t)r << 20);
+		h->body_len = (r >> 4) % 2 ? (r >> 5) % 20 : 130 + (r >> 5) % 8;
+		if (i == n - 1) {  /* 4 bytes in all, at the frame's end */
+			h->flags = h->aux = 0;
+			h->table_id = h->key_count = h->dim = h->body_len = 0;
+			h->req_id = prev + 1;
+		}
+		k = fz_sub_hdr_put(sh, h, prev);
+		fzt_bytes(&u->b, sh, k);
+		for (k = 0; k < h->body_len; k++)
+			fzt_u8(&u->b, (uint8_t)(i + k));
+		prev = h->req_id;
+	}
+	fzt_frame_view(&u->v, &u->iov, &u->b, n);
+	u->v.hdr.req_id = 1000;
+	assert_int_equal(fz_unpack(u->rx, &u->v, record_base, u, &u->err), 0);
+	assert_int_equal(u->sink.n, n);
+	for (i = 0; i < n; i++) {
+		assert_memory_equal(&u->sink.got[i].hdr, &want[i], sizeof(want[i]));
+		for (k = 0; k < want[i].body_len; k++)
+			assert_int_equal(u->sink.got[i].body[k], (uint8_t)(i + k));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -517,6 +586,7 @@ int main(void)
 		T(test_fz_unpack_corrupted_frames_all_or_nothing),
 		T(test_fz_unpack_error_body_for_sender),
 		T(test_fz_unpack_more_subs_than_the_memo),
+		T(test_fz_unpack_short_and_long_headers_agree),
 #undef T
 	};
 	return cmocka_run_group_tests_name("fz_unpack", tests, NULL, NULL);
