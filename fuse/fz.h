@@ -196,6 +196,14 @@ void fz_peer_destroy(struct fz_peer *peer);
  * and the body is still the caller's. A frame flushed before the failure stays flushed.
  */
 int fz_peer_send(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us);
+/*
+ * Sends msgs[0..n) in order, each by fz_peer_send's rules, as one call: the wire's state
+ * is read once and again only after something went to output, so a step's tensors pack
+ * in a tight loop. *taken gets how many were accepted. Returns 0 when all were, else the
+ * first failure's -errno (that message and the ones after it were not taken).
+ */
+int fz_peer_send_many(struct fz_peer *peer, const struct fz_msg *msgs, uint32_t n,
+		      uint64_t now_us, uint32_t *taken);
 
 /* Hands the open frame (if any) to output now: end of step. 0 or the output's -errno. */
 int fz_peer_flush(struct fz_peer *peer, uint64_t now_us);
@@ -359,6 +367,13 @@ int fz_net_connect(struct fz_net *net, uint32_t ip, uint16_t port, const struct 
  * transport's send queue is full: poll and retry), -ENOMEM.
  */
 int fz_conn_send(struct fz_conn *fc, const struct fz_msg *msg);
+/*
+ * fz_conn_send for msgs[0..n) in order, in one call (fz_peer_send_many). *taken gets
+ * how many were accepted (each done runs exactly once from a later fz_net_poll); on
+ * -errno, msgs[*taken] and the rest were not (-ENOBUFS: poll and send the rest).
+ */
+int fz_conn_send_many(struct fz_conn *fc, const struct fz_msg *msgs, uint32_t n,
+		      uint32_t *taken);
 /*
  * End of a step: the open frame goes to the transport now. -ENOBUFS when its send queue
  * is full; the frame then stays open and fz_net_poll retries it. 0 with nothing open.

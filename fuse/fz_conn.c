@@ -93,13 +93,18 @@ int fz_net_create(struct tl *tl, struct fz_net **out)
 }
 
 /* Room for one more owed completion, made before a send so a send never half-fails. */
-static int fz_owed_reserve(struct fz_net *net)
+/* Room for n more owed completions. */
+static int fz_owed_reserve(struct fz_net *net, uint32_t n)
 {
-	uint32_t cap = net->cap_owed ? net->cap_owed * 2 : 256;
+	uint32_t cap = net->cap_owed ? net->cap_owed : 256;
 	struct fz_owed *o;
 
-	if (net->n_owed < net->cap_owed)
+	if (n <= net->cap_owed - net->n_owed)
 		return 0;
+	if (n > UINT32_MAX / 2 - net->n_owed)
+		return -ENOMEM;
+	while (cap - net->n_owed < n)
+		cap *= 2;
 	o = realloc(net->owed, (size_t)cap * sizeof(*o));
 	if (!o)
 		return -ENOMEM;
@@ -250,7 +255,7 @@ int fz_conn_send(struct fz_conn *fc, const struct fz_msg *msg)
 		return -EINVAL;
 	if (!fc->up)
 		return -ENOTCONN;
-	rc = fz_owed_reserve(fc->net);
+	rc = fz_owed_reserve(fc->net, 1);
 	if (rc)
 		return rc;
 	/*
@@ -259,6 +264,23 @@ int fz_conn_send(struct fz_conn *fc, const struct fz_msg *msg)
 	 * opened (sooner, never later), and a step of many sends costs no clock reads.
 	 */
 	return fz_peer_send(fc->peer, msg, fc->net->now_us);
+}
+
+int fz_conn_send_many(struct fz_conn *fc, const struct fz_msg *msgs, uint32_t n,
+		      uint32_t *taken)
+{
+	int rc;
+
+	if (taken)
+		*taken = 0;
+	if (!fc || !taken || (n && !msgs))
+		return -EINVAL;
+	if (!fc->up)
+		return -ENOTCONN;
+	rc = fz_owed_reserve(fc->net, n);
+	if (rc)
+		return rc;
+	return fz_peer_send_many(fc->peer, msgs, n, fc->net->now_us, taken);
 }
 
 int fz_conn_flush(struct fz_conn *fc)

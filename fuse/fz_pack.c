@@ -18,6 +18,7 @@
  * flight a small message simply goes alone (never blocks, never allocates).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -298,20 +299,27 @@ static int fz_msg_check(const struct fz_msg *msg)
 	return sum == msg->hdr.body_len ? 0 : -EINVAL;
 }
 
-int fz_peer_send(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us)
+/*
+ * One message of fz_peer_send_many. *busy is the wire's state as last read; it is read
+ * again after anything went to output. Within one call nothing completes (completions
+ * arrive in the caller's poll), so a busy wire stays busy and need not be asked again.
+ */
+static int fz_peer_send_one(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us,
+			    bool *busy)
 {
 	uint32_t sub_hdr_len;
 	struct fz_frame *f;
-	bool busy;
 	int rc;
 
-	if (!peer || !msg || fz_msg_check(msg) != 0)
+	if (fz_msg_check(msg) != 0)
 		return -EINVAL;
 	if (!peer->cfg.tensor_fuse || msg->hdr.body_len > peer->cfg.fuse_threshold_bytes) {
 		rc = fz_flush_open(peer, FZ_FLUSH_LARGE);
-		return rc ? rc : fz_send_alone(peer, msg);
+		if (rc == 0)
+			rc = fz_send_alone(peer, msg);
+		*busy = peer->ops.wire_busy(peer->ops.arg);
+		return rc;
 	}
-	busy = peer->ops.wire_busy(peer->ops.arg);
 	f = peer->open;
 	if (f) {
 		/* Written at the writer's cursor: room for TL_LW_ROOM >= FZ_SUB_HDR_MAX. */
@@ -321,15 +329,15 @@ int fz_peer_send(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us
 			rc = fz_flush_open(peer, FZ_FLUSH_FULL);
 			if (rc)
 				return rc;
+			*busy = peer->ops.wire_busy(peer->ops.arg);
 			f = NULL;
 		}
 	}
 	if (!f) {
-		if (!busy)
-			return fz_send_alone(peer, msg);
-		if (peer->n_free == 0) {
+		if (!*busy || peer->n_free == 0) {
 			rc = fz_send_alone(peer, msg);
-			peer->stats.alone_no_frame += rc == 0;
+			peer->stats.alone_no_frame += rc == 0 && *busy;
+			*busy = peer->ops.wire_busy(peer->ops.arg);
 			return rc;
 		}
 		fz_frame_open(peer, msg->hdr.req_id, now_us);
@@ -344,11 +352,41 @@ int fz_peer_send(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us
 	else if (msg->done)
 		msg->done(msg->done_arg, 0);
 	/* The message is accepted; a flush that fails here is retried by fz_peer_poll. */
-	if (!busy)
-		(void)fz_flush_open(peer, FZ_FLUSH_IDLE);
-	else if (now_us - f->opened_us >= peer->cfg.fuse_max_delay_us)
+	if (now_us - f->opened_us >= peer->cfg.fuse_max_delay_us) {
 		(void)fz_flush_open(peer, FZ_FLUSH_TIMER);
+		*busy = peer->ops.wire_busy(peer->ops.arg);
+	}
 	return 0;
+}
+
+int fz_peer_send_many(struct fz_peer *peer, const struct fz_msg *msgs, uint32_t n,
+		      uint64_t now_us, uint32_t *taken)
+{
+	uint32_t k = 0;
+	bool busy;
+	int rc = 0;
+
+	if (taken)
+		*taken = 0;
+	if (!peer || !taken || (n && !msgs))
+		return -EINVAL;
+	busy = peer->ops.wire_busy(peer->ops.arg);
+	for (; k < n && rc == 0; k++)
+		rc = fz_peer_send_one(peer, &msgs[k], now_us, &busy);
+	*taken = rc ? k - 1 : k;
+	/* Autocorking: with the wire idle nothing is held back. */
+	if (rc == 0 && peer->open && !busy)
+		(void)fz_flush_open(peer, FZ_FLUSH_IDLE);
+	return rc;
+}
+
+int fz_peer_send(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us)
+{
+	uint32_t taken;
+
+	if (!msg)
+		return -EINVAL;
+	return fz_peer_send_many(peer, msg, 1, now_us, &taken);
 }
 
 int fz_peer_flush(struct fz_peer *peer, uint64_t now_us)

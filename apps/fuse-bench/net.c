@@ -79,6 +79,8 @@ struct fb {
 	struct fz_net *net;
 	struct fb_link link[2];     /* [0] off, [1] on */
 	uint8_t *pat;
+	struct fz_msg step_msgs[FB_TENSORS]; /* a step's sends, built before the call */
+	struct tl_iov step_iov[FB_TENSORS];
 	uint64_t done_ok, errors;
 	bool running;               /* a close now is a failure, not our teardown */
 };
@@ -554,48 +556,49 @@ static void fb_count_done(void *arg, int status)
 		b->errors++;
 }
 
-/* Sends one message, polling while the send queue is full. */
-static int fb_send(struct fb *b, struct fb_link *k, const struct fz_msg *m)
+/* Sends n messages in order (one call), polling while the send queue is full. */
+static int fb_send(struct fb *b, struct fb_link *k, const struct fz_msg *m, uint32_t n)
 {
+	uint32_t taken;
 	int rc;
 
-	while ((rc = fz_conn_send(k->fc, m)) == -ENOBUFS)
+	while ((rc = fz_conn_send_many(k->fc, m, n, &taken)) == -ENOBUFS) {
+		m += taken;
+		n -= taken;
 		if (fz_net_poll(b->net, 0) < 0 || k->up != 1)
 			return -ECONNRESET;
+	}
 	return rc;
 }
 
-/* One step: every tensor, the marker, a flush, then the server's acknowledgement. */
+/*
+ * One step: every tensor (handed down in one call, as a training step's sends are), the
+ * marker, a flush, then the server's acknowledgement.
+ */
 static int fb_step(struct fb *b, struct fb_link *k, const uint32_t *sizes, uint32_t n,
 		   uint64_t step)
 {
-	struct tl_iov iov;
-	struct fz_msg m;
+	struct fz_msg *ms = b->step_msgs, m;
+	struct tl_iov *iov = b->step_iov;
 	uint32_t i;
 	int rc;
 
-	memset(&m, 0, sizeof(m));
-	m.iov = &iov;
-	m.iovcnt = 1;
-	m.done = fb_count_done;
-	m.done_arg = b;
-	m.hdr.type = FB_T_TENSOR;
-	m.hdr.key_count = 1;
+	/* The fields a step changes (the rest were set once, in fb_net_main). */
 	for (i = 0; i < n; i++) {
-		m.hdr.req_id = k->next_req;
-		m.hdr.body_len = m.hdr.table_id = iov.len = sizes[i];
-		m.hdr.dim = sizes[i] / 4;
-		iov.base = fb_body(b, k->next_req);
-		rc = fb_send(b, k, &m);
-		if (rc)
-			return rc;
-		k->next_req++;
+		ms[i].hdr.req_id = k->next_req + i;
+		ms[i].hdr.body_len = ms[i].hdr.table_id = iov[i].len = sizes[i];
+		ms[i].hdr.dim = sizes[i] / 4;
+		iov[i].base = fb_body(b, k->next_req + i);
 	}
+	rc = fb_send(b, k, ms, n);
+	if (rc)
+		return rc;
+	k->next_req += n;
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = FB_T_STEP;
 	m.hdr.req_id = step;
 	m.hdr.key_count = (uint32_t)(k->next_req - 1);
-	rc = fb_send(b, k, &m);
+	rc = fb_send(b, k, &m, 1);
 	if (rc)
 		return rc;
 	rc = fz_conn_flush(k->fc);
@@ -695,7 +698,7 @@ static int fb_echo_once(struct fb *b, struct fb_link *k, uint64_t seq, double *r
 	m.iov = &iov;
 	m.iovcnt = 1;
 	t0 = now_s();
-	rc = fb_send(b, k, &m);
+	rc = fb_send(b, k, &m, 1);
 	if (rc == 0)
 		rc = fb_poll_until(b, k, &k->echoed, seq);
 	*rtt_us = (now_s() - t0) * 1e6;
@@ -886,6 +889,10 @@ int fb_net_main(int argc, char **argv)
 	b.o = &o;
 	b.link[0] = (struct fb_link){ .b = &b, .name = "fusion off", .next_req = 1 };
 	b.link[1] = (struct fb_link){ .b = &b, .name = "fusion on", .next_req = 1 };
+	for (uint32_t i = 0; i < FB_TENSORS; i++)
+		b.step_msgs[i] = (struct fz_msg){ .hdr = { .type = FB_T_TENSOR, .key_count = 1 },
+						  .iov = &b.step_iov[i], .iovcnt = 1,
+						  .done = fb_count_done, .done_arg = &b };
 	if (fb_pat_create(&b) != 0 || fb_tl_create(&b) != 0) {
 		free(b.pat);
 		tl_destroy(b.tl);

@@ -203,11 +203,10 @@ static void connect_pair(struct fxt *fx)
 	fz_conn_set_ctx(fx->srv, fx);
 }
 
-static int send_req(struct fxt *fx, uint64_t req, uint32_t len)
+/* The message send_req sends, its body lent in two pieces v[0..1]. */
+static struct fz_msg req_msg(struct fxt *fx, uint64_t req, uint32_t len, struct tl_iov *v)
 {
-	struct tl_iov v[2];
 	struct fz_msg m;
-	int rc;
 
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = FXT_TYPE;
@@ -215,7 +214,6 @@ static int send_req(struct fxt *fx, uint64_t req, uint32_t len)
 	m.hdr.body_len = len;
 	m.hdr.table_id = len;
 	m.hdr.key_count = 1;
-	/* Two pieces: fusion gathers them, the alone path passes both down. */
 	v[0].base = body_of(fx, req);
 	v[0].len = len / 3;
 	v[1].base = v[0].base + v[0].len;
@@ -224,6 +222,40 @@ static int send_req(struct fxt *fx, uint64_t req, uint32_t len)
 	m.iovcnt = 2;
 	m.done = send_done;
 	m.done_arg = fx;
+	return m;
+}
+
+/* n messages from req on in one fz_conn_send_many call, polling while the queue is full. */
+static void send_reqs_many(struct fxt *fx, uint64_t req, const uint32_t *lens, uint32_t n)
+{
+	struct fz_msg ms[200];
+	struct tl_iov v[200][2];
+	uint32_t i, at = 0, taken;
+	int rc;
+
+	assert_true(n <= 200);
+	for (i = 0; i < n; i++)
+		ms[i] = req_msg(fx, req + i, lens[i], v[i]);
+	for (;;) {
+		fx->in_send = 1;
+		rc = fz_conn_send_many(fx->cli, ms + at, n - at, &taken);
+		fx->in_send = 0;
+		at += taken;
+		if (rc != -ENOBUFS)
+			break;
+		assert_true(fz_net_poll(fx->net, 1000) >= 0);
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(at, n);
+}
+
+static int send_req(struct fxt *fx, uint64_t req, uint32_t len)
+{
+	struct tl_iov v[2];
+	/* Two pieces: fusion gathers them, the alone path passes both down. */
+	struct fz_msg m = req_msg(fx, req, len, v);
+	int rc;
+
 	fx->in_send = 1;
 	rc = fz_conn_send(fx->cli, &m);
 	fx->in_send = 0;
@@ -240,13 +272,22 @@ static void test_fz_conn_mixed_stream_round_trip(void **state)
 
 	connect_pair(fx);
 	for (step = 0; step < 40; step++) {
+		uint32_t lens[200];
+
 		for (i = 0; i < 200; i++) {
 			uint32_t r = (uint32_t)rand_r(&seed);
 			/* 1 in 25 large (alone, zero copy), the rest 1 B..threshold. */
-			uint32_t len = r % 25 == 0 ? 2049 + (r >> 8) % (FXT_PAT - 2049)
-						   : 1 + (r >> 8) % fx->cfg.fuse_threshold_bytes;
+			lens[i] = r % 25 == 0 ? 2049 + (r >> 8) % (FXT_PAT - 2049)
+					      : 1 + (r >> 8) % fx->cfg.fuse_threshold_bytes;
+		}
+		/* Odd steps hand all 200 down in one fz_conn_send_many call. */
+		if (step % 2) {
+			send_reqs_many(fx, req, lens, 200);
+			req += 200;
+		}
+		for (i = 0; i < 200 && step % 2 == 0; i++) {
 			int rc;
-			while ((rc = send_req(fx, req, len)) == -ENOBUFS)
+			while ((rc = send_req(fx, req, lens[i])) == -ENOBUFS)
 				assert_true(fz_net_poll(fx->net, 1000) >= 0);
 			assert_int_equal(rc, 0);
 			req++;
@@ -399,6 +440,12 @@ static void test_fz_conn_bad_arguments_refused(void **state)
 	memset(&m, 0, sizeof(m));
 	m.hdr.type = FZ_TYPE_FRAME;   /* fuse's own type is not the caller's to send */
 	assert_int_equal(fz_conn_send(fx->cli, &m), -EINVAL);
+	uint32_t taken = 7;
+	assert_int_equal(fz_conn_send_many(fx->cli, &m, 1, &taken), -EINVAL);
+	assert_int_equal(taken, 0);
+	assert_int_equal(fz_conn_send_many(fx->cli, NULL, 1, &taken), -EINVAL);
+	assert_int_equal(fz_conn_send_many(fx->cli, &m, 1, NULL), -EINVAL);
+	assert_int_equal(fz_conn_send_many(NULL, &m, 1, &taken), -EINVAL);
 	assert_int_equal(fz_net_create(NULL, &fx->net), -EINVAL);
 	fz_net_destroy(NULL);
 	fz_unlisten(NULL);

@@ -619,6 +619,58 @@ static void test_fz_pack_bad_message_refused(void **state)
 	assert_int_equal(fz_peer_deadline(p->peer), UINT64_MAX);
 }
 
+/*
+ * fz_peer_send_many: a step's messages in one call pack as one at a time would (large ones
+ * alone, in order), and a bad message stops the call there: the ones before it taken (and
+ * completed), it and the rest not.
+ */
+static void test_fz_pack_send_many(void **state)
+{
+	struct pk *p = *state;
+	struct fz_msg ms[120];
+	struct tl_iov iov[120];
+	struct fzt_sink sink;
+	struct fz_rx_error err;
+	struct fz_rx *rx;
+	uint32_t i, k, taken = 99;
+
+	memset(&sink, 0, sizeof(sink));
+	p->cfg.fuse_frames = 16;             /* none goes alone for want of a frame */
+	pk_create(p);
+	p->w.busy = true;
+	for (i = 0; i < 120; i++)
+		ms[i] = pk_msg(p, i, i * 97u, i % 40 == 7 ? 900 : 1 + i % 150, &iov[i]);
+	assert_int_equal(fz_peer_send_many(p->peer, ms, 60, 0, &taken), 0);
+	assert_int_equal(taken, 60);
+	ms[70].hdr.body_len++;               /* not its iov's length */
+	assert_int_equal(fz_peer_send_many(p->peer, ms + 60, 60, 0, &taken), -EINVAL);
+	assert_int_equal(taken, 10);
+	assert_int_equal(fz_peer_flush(p->peer, 0), 0);
+	fzt_wire_complete_all(&p->w);
+	for (i = 0; i < 120; i++)
+		assert_int_equal(p->done[i], i < 70 ? 1 : 0);
+	assert_int_equal(fz_peer_stats(p->peer)->msgs, 70);
+	assert_int_equal(fz_peer_stats(p->peer)->msgs_alone, 2);   /* #7 and #47 */
+	assert_int_equal(fz_rx_create(&rx), 0);
+	for (k = 0; k < p->w.n; k++)
+		assert_int_equal(fzt_unpack_rec(rx, &p->w.recs[k], 0, &sink, &err), 0);
+	assert_int_equal(sink.n, 70);
+	for (i = 0; i < 70; i++) {
+		ms[i].hdr.magic = TL_MSG_MAGIC;
+		ms[i].hdr.version = TL_MSG_VERSION;
+		assert_hdr_equal(&sink.got[i].hdr, &ms[i].hdr);
+		assert_memory_equal(sink.got[i].body, iov[i].base, iov[i].len);
+	}
+	/* Arguments. */
+	assert_int_equal(fz_peer_send_many(p->peer, NULL, 1, 0, &taken), -EINVAL);
+	assert_int_equal(fz_peer_send_many(p->peer, ms, 1, 0, NULL), -EINVAL);
+	assert_int_equal(fz_peer_send_many(NULL, ms, 1, 0, &taken), -EINVAL);
+	assert_int_equal(fz_peer_send_many(p->peer, ms, 0, 0, &taken), 0);
+	assert_int_equal(taken, 0);
+	fz_rx_destroy(rx);
+	fzt_sink_fini(&sink);
+}
+
 static void test_fz_pack_stats_bytes_saved(void **state)
 {
 	struct pk *p = *state;
@@ -735,6 +787,7 @@ int main(void)
 		T(test_fz_pack_output_failure_changes_nothing),
 		T(test_fz_pack_bad_message_refused),
 		T(test_fz_pack_stats_bytes_saved),
+		T(test_fz_pack_send_many),
 		T(test_fz_pack_frame_memory_from_output_side),
 #undef T
 	};
