@@ -35,6 +35,7 @@
 #include <rte_ip.h>
 #include <rte_udp.h>
 
+#include "apps/common/wc_args.h"
 #include "dpdk_net/dn.h"
 #include "transport/tl_wire.h"
 
@@ -60,6 +61,16 @@ static void on_signal(int sig)
 	g_stop = 1;
 }
 
+static int pg_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+	uint64_t v;
+	int rc = wc_arg_u64("wharf-pktgen", flag, s, 10, lo, hi, &v);
+
+	if (rc == 0)
+		*out = (uint32_t)v;
+	return rc;
+}
+
 static int parse(int argc, char **argv, struct pg_opts *o)
 {
 	static const struct option lo[] = {
@@ -69,7 +80,7 @@ static int parse(int argc, char **argv, struct pg_opts *o)
 		{"plain", no_argument, 0, 'P'}, {"piece", required_argument, 0, 'c'},
 		{0, 0, 0, 0}};
 	int c, roles = 0;
-	unsigned long v;
+	uint32_t v;
 	char *end;
 
 	*o = (struct pg_opts){.seconds = 3};
@@ -86,41 +97,23 @@ static int parse(int argc, char **argv, struct pg_opts *o)
 			}
 			break;
 		case 'z':
-			v = strtoul(optarg, &end, 10);
-			if (*end != '\0' || v < 60 || v > PG_MAX_FRAME) {
-				fprintf(stderr, "wharf-pktgen: --size: expected 60..%u, got '%s'\n",
-					(unsigned)PG_MAX_FRAME, optarg);
+			if (pg_u32("--size", optarg, 60, PG_MAX_FRAME, &o->size) != 0)
 				return -EINVAL;
-			}
-			o->size = (uint32_t)v;
 			break;
 		case 'p':
-			v = strtoul(optarg, &end, 10);
-			if (*end != '\0' || v < 1 || v > (1u << 26)) {
-				fprintf(stderr, "wharf-pktgen: --step: expected 1..%u bytes, got '%s'\n",
-					1u << 26, optarg);
+			if (pg_u32("--step", optarg, 1, 1u << 26, &o->step) != 0)
 				return -EINVAL;
-			}
-			o->step = (uint32_t)v;
 			break;
 		case 'P':
 			o->plain = true;
 			break;
 		case 'c':
-			v = strtoul(optarg, &end, 10);
-			if (*end != '\0' || v < 1 || v > PG_MAX_FRAME) {
-				fprintf(stderr, "wharf-pktgen: --piece: expected 1..%u bytes, got '%s'\n",
-					(unsigned)PG_MAX_FRAME, optarg);
+			if (pg_u32("--piece", optarg, 1, PG_MAX_FRAME, &o->piece) != 0)
 				return -EINVAL;
-			}
-			o->piece = (uint32_t)v;
 			break;
 		case 'm':
-			v = strtoul(optarg, &end, 10);
-			if (*end != '\0' || v < 576 || v > 9000) {
-				fprintf(stderr, "wharf-pktgen: --mtu: expected 576..9000, got '%s'\n", optarg);
+			if (pg_u32("--mtu", optarg, 576, 9000, &v) != 0)
 				return -EINVAL;
-			}
 			o->mtu = (uint16_t)v;
 			break;
 		default:
