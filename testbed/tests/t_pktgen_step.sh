@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # wharf-pktgen --step, the raw PMD floor that make bench sets beside fusion: over the bench's
-# direct virtio-user <-> vhost-user pair, one second of steps of 70,000 B in 9000-byte
+# direct virtio-user <-> vhost-user pair, half a second of steps of 70,000 B in 9000-byte
 # frames, the same written 71 B at a time by fuse's line writer and by memcpy (--piece 71
 # [--plain]), and of 100,003 B in 1514-byte frames (a short last frame). Shown: the sender
 # counted as many acknowledged steps as the receiver sent, none of a step's bytes was left
@@ -15,12 +15,12 @@ run_step() {
 	local tag=$1 bytes=$2 mtu=$3 sock=$TB_DIR/pg-$1.sock; shift 3
 	"$TB_BUILD/wharf-pktgen" $(tb_eal "pgr$tag" | sed -E "s/^-l [0-9]+/-l $(tb_core 1)/") \
 		--vdev=net_vhost0,iface=$sock,queues=1 -- --rx --step "$bytes" --mtu "$mtu" \
-		--seconds 1 >"$TB_DIR/pgr$tag.out" 2>"$TB_DIR/pgr$tag.log" &
+		--seconds 0.5 >"$TB_DIR/pgr$tag.out" 2>"$TB_DIR/pgr$tag.log" &
 	TB_PIDS[pgr$tag]=$!
-	sleep 1
+	for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
 	timeout --kill-after=5 30 "$TB_BUILD/wharf-pktgen" $(tb_eal "pgt$tag") \
 		--vdev=virtio_user0,path=$sock,queues=1,queue_size=1024 -- --tx --step "$bytes" \
-		--mtu "$mtu" --seconds 1 "$@" >"$TB_DIR/pgt$tag.out" 2>"$TB_DIR/pgt$tag.log" \
+		--mtu "$mtu" --seconds 0.5 "$@" >"$TB_DIR/pgt$tag.out" 2>"$TB_DIR/pgt$tag.log" \
 		|| { tail -n 5 "$TB_DIR/pgt$tag.log" >&2; tb_fail "$tag: sender failed"; }
 	timeout 30 tail --pid="${TB_PIDS[pgr$tag]}" -f /dev/null
 	unset "TB_PIDS[pgr$tag]"
