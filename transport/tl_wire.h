@@ -119,15 +119,16 @@ static inline void tl_prefetch_w_ahead(const uint8_t *p, const uint8_t *end)
  * fetching the lines it overwrites. Whole 64-byte lines leave with non-temporal stores,
  * which take a line without reading it or waiting for the other core to give it up.
  * Appending small pieces with memcpy, each store first takes its recycled line back from
- * the peer's core, here in another L3 complex: a 70 KB step written 71 B at a time took
+ * the peer's core, here in another L3 complex: writing a 70 KB step 71 B at a time took
  * 24.9 us with memcpy and 8.6 us with this writer (wharf-pktgen --step --piece 71, with
- * and without --plain). One large memcpy does not pay it (glibc copies large blocks with
- * rep movsb, which also writes whole lines): 4.7 us.
+ * and without --plain: write_us_per_step). One large memcpy does not pay it (glibc copies
+ * large blocks with rep movsb, which also writes whole lines): 4.7 us.
  *
  * Bytes are first copied into `ring` (this core's L1), at their offset in the buffer
  * modulo TL_LW_RING. A line is streamed out only once TL_LW_LAG more bytes were written
  * after it: reading it back at once would find it still in the store buffer, written in
- * pieces, and wait for the pieces to retire (that stall cost more than the copy).
+ * pieces, and wait for the pieces to retire (streamed at once, the loads of those lines
+ * took 43% of the packer's samples; with the lag its profile is flat).
  *
  * tl_lw_open on a 64-aligned destination; tl_lw_put (or write at most TL_LW_ROOM bytes at
  * tl_lw_cursor, then tl_lw_commit) any number of times; tl_lw_finish before anything else
