@@ -92,8 +92,7 @@ int fz_net_create(struct tl *tl, struct fz_net **out)
 	return 0;
 }
 
-/* Room for one more owed completion, made before a send so a send never half-fails. */
-/* Room for n more owed completions. */
+/* Room for n more owed completions, made before a send so a send never half-fails. */
 static int fz_owed_reserve(struct fz_net *net, uint32_t n)
 {
 	uint32_t cap = net->cap_owed ? net->cap_owed : 256;
@@ -249,21 +248,9 @@ static bool fz_conn_wire_busy(void *arg)
 
 int fz_conn_send(struct fz_conn *fc, const struct fz_msg *msg)
 {
-	int rc;
+	uint32_t taken;
 
-	if (!fc || !msg)
-		return -EINVAL;
-	if (!fc->up)
-		return -ENOTCONN;
-	rc = fz_owed_reserve(fc->net, 1);
-	if (rc)
-		return rc;
-	/*
-	 * The clock of the last poll, not a fresh read: a frame opened now is stamped at
-	 * most one loop round early, so it leaves at most fuse_max_delay_us after it
-	 * opened (sooner, never later), and a step of many sends costs no clock reads.
-	 */
-	return fz_peer_send(fc->peer, msg, fc->net->now_us);
+	return fz_conn_send_many(fc, msg, 1, &taken);
 }
 
 int fz_conn_send_many(struct fz_conn *fc, const struct fz_msg *msgs, uint32_t n,
@@ -280,6 +267,11 @@ int fz_conn_send_many(struct fz_conn *fc, const struct fz_msg *msgs, uint32_t n,
 	rc = fz_owed_reserve(fc->net, n);
 	if (rc)
 		return rc;
+	/*
+	 * The clock of the last poll, not a fresh read: a frame opened now is stamped at
+	 * most one loop round early, so it leaves at most fuse_max_delay_us after it
+	 * opened (sooner, never later), and a step of many sends costs no clock reads.
+	 */
 	return fz_peer_send_many(fc->peer, msgs, n, fc->net->now_us, taken);
 }
 

@@ -126,12 +126,12 @@ int fz_peer_create(const struct fz_config *cfg, const struct fz_peer_ops *ops,
 	/* One block, cache-line aligned, so every frame body starts on a line. */
 	size = (size_t)cfg->fuse_frames * ((cfg->fuse_max_bytes + 63u) & ~63u);
 	peer->mem = ops->mem_alloc ? ops->mem_alloc(ops->arg, size) : aligned_alloc(64, size);
-	if (!peer->free || !peer->mem)
-		goto out_free_peer;
+	if (!peer->free || !peer->mem) {
+		fz_peer_destroy(peer);
+		return -ENOMEM;
+	}
 	if ((uintptr_t)peer->mem & 63u) {   /* the line writer streams whole, aligned lines */
-		fz_mem_free(peer);
-		free(peer->free);
-		free(peer);
+		fz_peer_destroy(peer);
 		return -EINVAL;
 	}
 	for (i = 0; i < cfg->fuse_frames; i++) {
@@ -142,12 +142,6 @@ int fz_peer_create(const struct fz_config *cfg, const struct fz_peer_ops *ops,
 	}
 	*out = peer;
 	return 0;
-
-out_free_peer:
-	fz_mem_free(peer);
-	free(peer->free);
-	free(peer);
-	return -ENOMEM;
 }
 
 void fz_peer_destroy(struct fz_peer *peer)
@@ -299,13 +293,9 @@ static int fz_msg_check(const struct fz_msg *msg)
 	return sum == msg->hdr.body_len ? 0 : -EINVAL;
 }
 
-/*
- * One message of fz_peer_send_many. *busy is the wire's state as last read; it is read
- * again after anything went to output. Within one call nothing completes (completions
- * arrive in the caller's poll), so a busy wire stays busy and need not be asked again.
- */
+/* One message of fz_peer_send_many; busy is the wire's state as last read. */
 static int fz_peer_send_one(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us,
-			    bool *busy)
+			    bool busy)
 {
 	uint32_t sub_hdr_len;
 	struct fz_frame *f;
@@ -315,10 +305,7 @@ static int fz_peer_send_one(struct fz_peer *peer, const struct fz_msg *msg, uint
 		return -EINVAL;
 	if (!peer->cfg.tensor_fuse || msg->hdr.body_len > peer->cfg.fuse_threshold_bytes) {
 		rc = fz_flush_open(peer, FZ_FLUSH_LARGE);
-		if (rc == 0)
-			rc = fz_send_alone(peer, msg);
-		*busy = peer->ops.wire_busy(peer->ops.arg);
-		return rc;
+		return rc ? rc : fz_send_alone(peer, msg);
 	}
 	f = peer->open;
 	if (f) {
@@ -329,15 +316,14 @@ static int fz_peer_send_one(struct fz_peer *peer, const struct fz_msg *msg, uint
 			rc = fz_flush_open(peer, FZ_FLUSH_FULL);
 			if (rc)
 				return rc;
-			*busy = peer->ops.wire_busy(peer->ops.arg);
+			busy = peer->ops.wire_busy(peer->ops.arg);  /* the frame just went out */
 			f = NULL;
 		}
 	}
 	if (!f) {
-		if (!*busy || peer->n_free == 0) {
+		if (!busy || peer->n_free == 0) {
 			rc = fz_send_alone(peer, msg);
-			peer->stats.alone_no_frame += rc == 0 && *busy;
-			*busy = peer->ops.wire_busy(peer->ops.arg);
+			peer->stats.alone_no_frame += rc == 0 && busy;
 			return rc;
 		}
 		fz_frame_open(peer, msg->hdr.req_id, now_us);
@@ -352,17 +338,22 @@ static int fz_peer_send_one(struct fz_peer *peer, const struct fz_msg *msg, uint
 	else if (msg->done)
 		msg->done(msg->done_arg, 0);
 	/* The message is accepted; a flush that fails here is retried by fz_peer_poll. */
-	if (now_us - f->opened_us >= peer->cfg.fuse_max_delay_us) {
+	if (now_us - f->opened_us >= peer->cfg.fuse_max_delay_us)
 		(void)fz_flush_open(peer, FZ_FLUSH_TIMER);
-		*busy = peer->ops.wire_busy(peer->ops.arg);
-	}
 	return 0;
+}
+
+/* Messages and frames handed to output so far. */
+static uint64_t fz_outputs(const struct fz_peer *peer)
+{
+	return peer->stats.frames + peer->stats.msgs_alone;
 }
 
 int fz_peer_send_many(struct fz_peer *peer, const struct fz_msg *msgs, uint32_t n,
 		      uint64_t now_us, uint32_t *taken)
 {
-	uint32_t k = 0;
+	uint32_t k;
+	uint64_t outs;
 	bool busy;
 	int rc = 0;
 
@@ -370,10 +361,23 @@ int fz_peer_send_many(struct fz_peer *peer, const struct fz_msg *msgs, uint32_t 
 		*taken = 0;
 	if (!peer || !taken || (n && !msgs))
 		return -EINVAL;
+	/*
+	 * The wire's state is asked again only after something went to output: within one
+	 * call nothing completes (completions arrive in the caller's poll), so otherwise it
+	 * cannot have changed.
+	 */
 	busy = peer->ops.wire_busy(peer->ops.arg);
-	for (; k < n && rc == 0; k++)
-		rc = fz_peer_send_one(peer, &msgs[k], now_us, &busy);
-	*taken = rc ? k - 1 : k;
+	outs = fz_outputs(peer);
+	for (k = 0; k < n; k++) {
+		rc = fz_peer_send_one(peer, &msgs[k], now_us, busy);
+		if (rc)
+			break;
+		if (fz_outputs(peer) != outs) {
+			busy = peer->ops.wire_busy(peer->ops.arg);
+			outs = fz_outputs(peer);
+		}
+	}
+	*taken = k;
 	/* Autocorking: with the wire idle nothing is held back. */
 	if (rc == 0 && peer->open && !busy)
 		(void)fz_flush_open(peer, FZ_FLUSH_IDLE);
@@ -384,8 +388,6 @@ int fz_peer_send(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us
 {
 	uint32_t taken;
 
-	if (!msg)
-		return -EINVAL;
 	return fz_peer_send_many(peer, msg, 1, now_us, &taken);
 }
 

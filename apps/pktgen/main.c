@@ -20,7 +20,7 @@
  * appends small tensors; --plain writes with memcpy instead. The sender prints
  *   {"role":"tx","mode":"step","step_bytes":B,"frame_bytes":F,"frames_per_step":f,
  *    "writer":"lines"|"plain","steps":N,"seconds":s,"steps_per_s":x,"us_per_step":y,
- *    "write_us_per_step":w}
+ *    "write_us_per_step":w}   (w: writing the frames and handing each to the device)
  */
 #include <errno.h>
 #include <getopt.h>
@@ -136,28 +136,6 @@ static int parse(int argc, char **argv, struct pg_opts *o)
 	return 0;
 }
 
-static void frame_template(uint8_t *b, uint32_t size, const struct rte_ether_addr *src)
-{
-	struct rte_ether_hdr *eth = (struct rte_ether_hdr *)b;
-	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
-	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
-
-	memset(b, 0, size);
-	memset(&eth->dst_addr, 0xff, RTE_ETHER_ADDR_LEN);
-	eth->src_addr = *src;
-	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
-	ip->version_ihl = RTE_IPV4_VHL_DEF;
-	ip->total_length = rte_cpu_to_be_16((uint16_t)(size - sizeof(*eth)));
-	ip->time_to_live = 64;
-	ip->next_proto_id = IPPROTO_UDP;
-	ip->src_addr = rte_cpu_to_be_32(0xC6120901); /* 198.18.9.1 */
-	ip->dst_addr = rte_cpu_to_be_32(0xC6120902);
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
-	udp->src_port = rte_cpu_to_be_16(9);
-	udp->dst_port = rte_cpu_to_be_16(9);
-	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(size - sizeof(*eth) - sizeof(*ip)));
-}
-
 /* Sets the template's lengths (and the IP checksum) for a frame of size bytes. */
 static void frame_lengths(uint8_t *b, uint32_t size)
 {
@@ -169,6 +147,26 @@ static void frame_lengths(uint8_t *b, uint32_t size)
 						     sizeof(*ip)));
 	ip->hdr_checksum = 0;
 	ip->hdr_checksum = rte_ipv4_cksum(ip);
+}
+
+static void frame_template(uint8_t *b, uint32_t size, const struct rte_ether_addr *src)
+{
+	struct rte_ether_hdr *eth = (struct rte_ether_hdr *)b;
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
+	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
+
+	memset(b, 0, size);
+	memset(&eth->dst_addr, 0xff, RTE_ETHER_ADDR_LEN);
+	eth->src_addr = *src;
+	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+	ip->version_ihl = RTE_IPV4_VHL_DEF;
+	ip->time_to_live = 64;
+	ip->next_proto_id = IPPROTO_UDP;
+	ip->src_addr = rte_cpu_to_be_32(0xC6120901); /* 198.18.9.1 */
+	ip->dst_addr = rte_cpu_to_be_32(0xC6120902);
+	udp->src_port = rte_cpu_to_be_16(9);
+	udp->dst_port = rte_cpu_to_be_16(9);
+	frame_lengths(b, size);
 }
 
 static void report(const char *role, uint64_t pkts, uint64_t bytes, double secs)
