@@ -6,12 +6,13 @@
  * handler or client reply path). A non-fused message passes straight through.
  *
  * Two passes over the frame: the first parses and checks (so a frame that does not add
- * up is refused before any of it is applied), the second builds each sub-message's view
- * and delivers it. The first pass keeps what it parsed of the first FZ_RX_MEMO
- * sub-messages (header, body position) for the second, which parses only past that:
- * parsing was half of a receiver's time on a step of 1000 small tensors. The frame may
- * arrive in pieces (a chain of segments); a cursor walks them, and a sub-message that
- * straddles pieces gets a view of several iovs, still without a copy.
+ * up is refused before any of it is applied) and, for the first FZ_RX_VIEWS sub-messages,
+ * builds the very views the second hands up, so the second only delivers (past
+ * FZ_RX_VIEWS it parses again, one sub-message at a time). The frame may arrive in pieces
+ * (a chain of segments); a cursor walks them, and a sub-message that straddles pieces gets
+ * a view of several iovs, still without a copy. The usual sub-message (every header field
+ * one byte, header and body inside the current piece) takes a short path: one 8-byte
+ * load for the header, one iov, no per-byte loop.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -22,18 +23,15 @@
 #include "fuse/fz.h"
 #include "fuse/fz_pvt.h"
 
-/* What the first pass learnt of a sub-message: its header and where its body starts. */
-struct fz_memo {
-	struct tl_msg_hdr hdr;
-	uint32_t i, o, pos;   /* a struct fz_cur at the body */
-};
-
-#define FZ_RX_MEMO 1024u  /* sub-messages per frame the second pass need not parse again */
+#define FZ_RX_VIEWS 1024u  /* sub-messages per frame whose views the first pass keeps */
 
 struct fz_rx {
 	struct fz_rx_stats stats;
-	struct tl_iov scratch[FZ_RX_MAX_IOV]; /* the current sub-message's view */
-	struct fz_memo memo[FZ_RX_MEMO];
+	struct tl_msg_view views[FZ_RX_VIEWS];
+	/* The views' pieces: each body takes one per piece it touches, so a frame of at
+	 * most FZ_RX_MAX_IOV pieces needs at most one per view plus one per boundary. */
+	struct tl_iov iovs[FZ_RX_VIEWS + FZ_RX_MAX_IOV];
+	struct tl_iov scratch[FZ_RX_MAX_IOV]; /* a sub-message past the views */
 };
 
 /* A read position in a body given as pieces. */
@@ -345,14 +343,51 @@ static int fz_refuse(struct fz_rx *rx, struct fz_rx_error *err, const char *why,
 	return -EBADMSG;
 }
 
+/*
+ * The short path of the first pass: the sub-message at c when its header is short
+ * (fz_sub_hdr_get_short) and it lies, header and body, inside the current piece. Fills v
+ * (one iov, at iov) and moves c past it. False, with nothing changed, for anything else:
+ * the general path then parses it (and names what is wrong).
+ */
+static inline bool fz_sub_fast(struct fz_cur *c, uint64_t prev_req, struct tl_msg_view *v,
+			       struct tl_iov *iov)
+{
+	const struct tl_iov *piece = &c->iov[c->i];
+	uint32_t left = c->end - c->pos, used, len;
+	const uint8_t *p;
+
+	/* Within the frame, and within this piece (which may hold bytes past the frame). */
+	if (left < 10 || piece->len - c->o < 10)
+		return false;
+	if (left > piece->len - c->o)
+		left = piece->len - c->o;
+	p = piece->base + c->o;
+	if (!fz_sub_hdr_get_short(p, left, prev_req, &v->hdr, &used))
+		return false;
+	len = v->hdr.body_len;
+	if (len > left - used)
+		return false;
+	iov->base = p + used;
+	iov->len = len;
+	v->iov = iov;
+	v->iovcnt = len != 0;
+	c->pos += used + len;
+	c->o += used + len;
+	if (c->o == piece->len) {   /* as fz_cur_skip leaves it: at the next piece */
+		c->i++;
+		c->o = 0;
+	}
+	return true;
+}
+
 int fz_unpack(struct fz_rx *rx, const struct tl_msg_view *msg, fz_deliver_fn deliver,
 	      void *arg, struct fz_rx_error *err)
 {
 	struct tl_msg_view sub;
-	struct fz_cur c;
+	struct fz_cur c, rest;
 	const char *why;
-	uint64_t prev;
-	uint32_t k, count;
+	uint64_t prev, rest_prev;
+	uint32_t k, count, nv, niov = 0;
 
 	if (!rx || !msg || !deliver)
 		return -EINVAL;
@@ -371,45 +406,47 @@ int fz_unpack(struct fz_rx *rx, const struct tl_msg_view *msg, fz_deliver_fn del
 	if (why)
 		return fz_refuse(rx, err, why, 0, 0);
 	count = msg->hdr.key_count;
+	nv = count < FZ_RX_VIEWS ? count : FZ_RX_VIEWS;
 
+	/* First pass: check everything; build the views of the first nv. */
 	c = (struct fz_cur){ msg->iov, 0, 0, 0, msg->hdr.body_len };
 	prev = msg->hdr.req_id;
-	for (k = 0; k < count; k++) {
-		struct fz_memo *mo = k < FZ_RX_MEMO ? &rx->memo[k] : NULL;
-		struct tl_msg_hdr *h = mo ? &mo->hdr : &sub.hdr;
+	for (k = 0; k < nv; k++) {
+		struct tl_msg_view *v = &rx->views[k];
 
-		why = fz_sub_parse(&c, &prev, h);
+		if (fz_sub_fast(&c, prev, v, &rx->iovs[niov])) {
+			prev = v->hdr.req_id;
+			niov += v->iovcnt;
+			continue;
+		}
+		why = fz_sub_parse(&c, &prev, &v->hdr);
 		if (why)
 			return fz_refuse(rx, err, why, k, c.pos);
-		if (mo) {
-			mo->i = c.i;
-			mo->o = c.o;
-			mo->pos = c.pos;
-		}
-		fz_cur_skip(&c, h->body_len);
+		v->iov = &rx->iovs[niov];
+		v->iovcnt = fz_cur_views(&c, v->hdr.body_len, &rx->iovs[niov]);
+		niov += v->iovcnt;
+		fz_cur_skip(&c, v->hdr.body_len);
+	}
+	rest = c;
+	rest_prev = prev;
+	for (; k < count; k++) {
+		why = fz_sub_parse(&c, &prev, &sub.hdr);
+		if (why)
+			return fz_refuse(rx, err, why, k, c.pos);
+		fz_cur_skip(&c, sub.hdr.body_len);
 	}
 	if (c.pos != c.end)
 		return fz_refuse(rx, err, "trailing bytes after the last sub-message", k, c.pos);
 
 	/* Valid as a whole: the second pass cannot fail. */
+	for (k = 0; k < nv; k++)
+		deliver(arg, &rx->views[k], msg);
+	/* Past the views (a frame of more than FZ_RX_VIEWS): parse again from there. */
 	sub.iov = rx->scratch;
-	for (k = 0; k < count && k < FZ_RX_MEMO; k++) {
-		const struct fz_memo *mo = &rx->memo[k];
-
-		c = (struct fz_cur){ msg->iov, mo->i, mo->o, mo->pos, msg->hdr.body_len };
-		sub.hdr = mo->hdr;
-		sub.iovcnt = fz_cur_views(&c, sub.hdr.body_len, rx->scratch);
-		deliver(arg, &sub, msg);
-	}
-	/* Past the memo (a frame of more than FZ_RX_MEMO): parse again from where it ends. */
-	if (k < count) {
-		fz_cur_skip(&c, sub.hdr.body_len);
-		prev = sub.hdr.req_id;
-	}
 	for (; k < count; k++) {
-		(void)fz_sub_parse(&c, &prev, &sub.hdr);
-		sub.iovcnt = fz_cur_views(&c, sub.hdr.body_len, rx->scratch);
-		fz_cur_skip(&c, sub.hdr.body_len);
+		(void)fz_sub_parse(&rest, &rest_prev, &sub.hdr);
+		sub.iovcnt = fz_cur_views(&rest, sub.hdr.body_len, rx->scratch);
+		fz_cur_skip(&rest, sub.hdr.body_len);
 		deliver(arg, &sub, msg);
 	}
 	rx->stats.frames++;

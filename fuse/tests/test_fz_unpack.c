@@ -467,7 +467,7 @@ static int many_run(struct up *u, struct tl_iov *iov)
 	return fz_unpack(u->rx, &u->v, fzt_sink_deliver, &u->sink, &u->err);
 }
 
-static void test_fz_unpack_more_subs_than_the_memo(void **state)
+static void test_fz_unpack_more_subs_than_the_views(void **state)
 {
 	struct up *u = *state;
 	struct tl_iov iov[FZ_RX_MAX_IOV];
@@ -486,7 +486,7 @@ static void test_fz_unpack_more_subs_than_the_memo(void **state)
 	}
 	fzt_sink_fini(&u->sink);
 	memset(&u->sink, 0, sizeof(u->sink));
-	/* A bad sub-message inside the memo, then past it: refused whole, nothing delivered. */
+	/* A bad sub-message among the views, then past them: refused whole, nothing delivered. */
 	many_subs(&u->b, 10);
 	assert_int_equal(many_run(u, iov), -EBADMSG);
 	assert_int_equal(u->err.sub_index, 10);
@@ -511,23 +511,23 @@ static uint64_t field_of_width(unsigned *seed, uint64_t max)
 }
 
 /*
- * Sub-headers whose fields are one byte each take a shorter path through the parser than
- * the rest: a frame mixing both (and body lengths of one and two bytes, and a last
- * sub-message too short for the short path's 8-byte read) delivers every header exactly
- * as it was packed.
+ * Builds a frame of n sub-messages into u->b with random headers (want gets them): each
+ * field absent, one byte, two bytes or its widest; with mostly_short, three in four
+ * sub-messages have only one-byte fields, as small tensors do. Body byte k of
+ * sub-message i is i + k. The last sub-message is 4 bytes in all, at the frame's end.
  */
-static void test_fz_unpack_short_and_long_headers_agree(void **state)
+static void mixed_frame(struct up *u, struct tl_msg_hdr *want, uint32_t n, unsigned *seed,
+			bool mostly_short)
 {
-	struct up *u = *state;
-	struct tl_msg_hdr want[120];
 	uint8_t sh[FZ_SUB_HDR_MAX];
-	unsigned seed = 7;
 	uint64_t prev = 1000;
-	uint32_t i, k, n = 120;
+	uint32_t i, k;
 
+	u->b.n = 0;
 	for (i = 0; i < n; i++) {
 		struct tl_msg_hdr *h = &want[i];
-		uint32_t r = (uint32_t)rand_r(&seed);
+		uint32_t r = (uint32_t)rand_r(seed);
+		bool one_byte = mostly_short && r % 4 != 0;
 
 		memset(h, 0, sizeof(*h));
 		h->magic = TL_MSG_MAGIC;
@@ -535,16 +535,24 @@ static void test_fz_unpack_short_and_long_headers_agree(void **state)
 		h->type = (uint8_t)(1 + r % 150);
 		if (h->type >= TL_TYPE_FUSE_MIN && h->type <= TL_TYPE_FUSE_MAX)
 			h->type = 40;
-		h->flags = (uint16_t)field_of_width(&seed, UINT16_MAX);
-		h->aux = (uint16_t)field_of_width(&seed, UINT16_MAX);
-		h->table_id = (uint32_t)field_of_width(&seed, UINT32_MAX);
-		h->key_count = (uint32_t)field_of_width(&seed, UINT32_MAX);
-		h->dim = (uint32_t)field_of_width(&seed, UINT32_MAX);
+		h->flags = (uint16_t)field_of_width(seed, one_byte ? 127 : UINT16_MAX);
+		h->aux = (uint16_t)field_of_width(seed, one_byte ? 127 : UINT16_MAX);
+		h->table_id = (uint32_t)field_of_width(seed, one_byte ? 127 : UINT32_MAX);
+		h->key_count = (uint32_t)field_of_width(seed, one_byte ? 127 : UINT32_MAX);
+		h->dim = (uint32_t)field_of_width(seed, one_byte ? 127 : UINT32_MAX);
+		if (one_byte) {
+			h->flags &= 127;
+			h->aux &= 127;
+			h->table_id &= 127;
+			h->key_count &= 127;
+			h->dim &= 127;
+		}
 		/* req_id: the same, a step of +-1..63, or a long jump */
 		h->req_id = r % 3 == 0 ? prev : r % 3 == 1 ? prev + 1 + (r >> 8) % 63 - 32
 							   : prev + ((uint64_t)r << 20);
-		h->body_len = (r >> 4) % 2 ? (r >> 5) % 20 : 130 + (r >> 5) % 8;
-		if (i == n - 1) {  /* 4 bytes in all, at the frame's end */
+		h->body_len = (r >> 4) % 2 ? (r >> 5) % 20 : one_byte ? 20 + (r >> 5) % 100
+								      : 130 + (r >> 5) % 8;
+		if (i == n - 1) {
 			h->flags = h->aux = 0;
 			h->table_id = h->key_count = h->dim = h->body_len = 0;
 			h->req_id = prev + 1;
@@ -555,14 +563,64 @@ static void test_fz_unpack_short_and_long_headers_agree(void **state)
 			fzt_u8(&u->b, (uint8_t)(i + k));
 		prev = h->req_id;
 	}
+}
+
+/* Unpacks u->b (n sub-messages) as the pieces given and checks it against want. */
+static void unpack_matches(struct up *u, const struct tl_msg_hdr *want, uint32_t n,
+			   const struct tl_iov *pieces, uint32_t np)
+{
+	uint32_t i, k;
+
+	fzt_sink_fini(&u->sink);
+	memset(&u->sink, 0, sizeof(u->sink));
 	fzt_frame_view(&u->v, &u->iov, &u->b, n);
 	u->v.hdr.req_id = 1000;
-	assert_int_equal(fz_unpack(u->rx, &u->v, record_base, u, &u->err), 0);
+	if (pieces) {
+		u->v.iov = pieces;
+		u->v.iovcnt = np;
+	}
+	/* fzt_sink_deliver checks that every view lies inside the pieces. */
+	assert_int_equal(fz_unpack(u->rx, &u->v, fzt_sink_deliver, &u->sink, &u->err), 0);
 	assert_int_equal(u->sink.n, n);
 	for (i = 0; i < n; i++) {
 		assert_memory_equal(&u->sink.got[i].hdr, &want[i], sizeof(want[i]));
 		for (k = 0; k < want[i].body_len; k++)
 			assert_int_equal(u->sink.got[i].body[k], (uint8_t)(i + k));
+	}
+}
+
+/*
+ * Sub-headers whose fields are one byte each, inside one piece, take a shorter path
+ * through the parser than the rest: frames mixing both (body lengths of one and two
+ * bytes, a last sub-message too short for the short path's 8-byte read) deliver every
+ * header and byte exactly as packed, in one piece and cut into pieces of 1 to 79 bytes
+ * (so sub-messages lie inside a piece, straddle two, or start one).
+ */
+static void test_fz_unpack_short_and_long_headers_agree(void **state)
+{
+	struct up *u = *state;
+	struct tl_msg_hdr want[120];
+	struct tl_iov pieces[FZ_RX_MAX_IOV];
+	unsigned seed = 7, round;
+	uint32_t n = 120;
+
+	mixed_frame(u, want, n, &seed, false);
+	unpack_matches(u, want, n, NULL, 0);
+	for (round = 0; round < 16; round++) {
+		uint32_t off = 0, np = 0;
+
+		mixed_frame(u, want, n, &seed, round % 4 != 0);
+		if (round % 2)
+			unpack_matches(u, want, n, NULL, 0);
+		while (off < u->b.n) {
+			uint32_t r = (uint32_t)rand_r(&seed);
+			uint32_t len = r % 3 == 0 ? 1 + (r >> 2) % 12 : 20 + (r >> 2) % 60;
+			pieces[np].base = u->b.b + off;
+			pieces[np].len = u->b.n - off < len ? u->b.n - off : len;
+			off += pieces[np++].len;
+			assert_true(np <= FZ_RX_MAX_IOV);
+		}
+		unpack_matches(u, want, n, pieces, np);
 	}
 }
 
@@ -585,7 +643,7 @@ int main(void)
 		T(test_fz_unpack_rejects_too_many_pieces),
 		T(test_fz_unpack_corrupted_frames_all_or_nothing),
 		T(test_fz_unpack_error_body_for_sender),
-		T(test_fz_unpack_more_subs_than_the_memo),
+		T(test_fz_unpack_more_subs_than_the_views),
 		T(test_fz_unpack_short_and_long_headers_agree),
 #undef T
 	};
