@@ -193,12 +193,40 @@ static void wn_on_connected(struct fz_conn *fc, int status)
 	}
 }
 
+/* Adds fc's fuse counters to sum (the node's totals outlive its connections). */
+static void wn_fz_add(struct fz_conn_stats *sum, const struct fz_conn *fc)
+{
+	struct fz_conn_stats st;
+	uint32_t i;
+
+	fz_conn_stats_get(fc, &st);
+	sum->tx.msgs += st.tx.msgs;
+	sum->tx.msgs_fused += st.tx.msgs_fused;
+	sum->tx.msgs_alone += st.tx.msgs_alone;
+	sum->tx.alone_no_frame += st.tx.alone_no_frame;
+	sum->tx.frames += st.tx.frames;
+	sum->tx.frames_saved += st.tx.frames_saved;
+	sum->tx.bytes_saved += st.tx.bytes_saved;
+	for (i = 0; i < FZ_HIST_BUCKETS; i++)
+		sum->tx.subs_hist[i] += st.tx.subs_hist[i];
+	for (i = 0; i < FZ_FLUSH_REASONS; i++)
+		sum->tx.flush[i] += st.tx.flush[i];
+	sum->rx.msgs += st.rx.msgs;
+	sum->rx.frames += st.rx.frames;
+	sum->rx.subs += st.rx.subs;
+	sum->rx.refused += st.rx.refused;
+	sum->refusals_sent += st.refusals_sent;
+	sum->refusals_dropped += st.refusals_dropped;
+	sum->deferred_done += st.deferred_done;
+}
+
 static void wn_on_closed(struct fz_conn *fc, int reason)
 {
 	struct wn_conn *c = fz_conn_ctx(fc);
 
 	if (c == NULL)
 		return;
+	wn_fz_add(&c->n->fz_gone, fc);
 	c->fc = NULL;
 	c->up = -1;
 	c->reason = reason;
@@ -455,9 +483,11 @@ bool wc_psnet_signalled(struct wc_psnet *n, const sigset_t *sigs)
 
 static void ctl_status(struct wc_psnet *n, char *out, size_t len)
 {
+	struct fz_conn_stats fz = n->fz_gone;
 	struct tl_stats ts;
 	struct wn_conn *c;
 	size_t off = 0;
+	uint32_t i;
 
 #define OUT(...) do { if (off < len) off += (size_t)snprintf(out + off, len - off, __VA_ARGS__); } while (0)
 	tl_stats_get(n->tl, &ts);
@@ -475,6 +505,21 @@ static void ctl_status(struct wc_psnet *n, char *out, size_t len)
 		OUT("client requests %" PRIu64 "  replies %" PRIu64 "  reconnects %" PRIu64
 		    "  resent %" PRIu64 "\n", n->cst.requests, n->cst.replies, n->cst.reconnects,
 		    n->cst.resent);
+	for (c = n->conns; c != NULL; c = c->next)
+		if (c->fc)
+			wn_fz_add(&fz, c->fc);
+	/* Fusion over the node's life (closed connections included); fz.h says what each is. */
+	OUT("fuse   frames_out %" PRIu64 "  subs_out %" PRIu64 "  alone %" PRIu64 "  bytes_saved %"
+	    PRId64 "  frames_in %" PRIu64 "  subs_in %" PRIu64 "  refused %" PRIu64 "\n",
+	    fz.tx.frames, fz.tx.msgs_fused, fz.tx.msgs_alone, fz.tx.bytes_saved, fz.rx.frames,
+	    fz.rx.subs, fz.rx.refused);
+	OUT("fuse   flush full %" PRIu64 " explicit %" PRIu64 " timer %" PRIu64 " idle %" PRIu64
+	    " large %" PRIu64 "  subs_per_frame", fz.tx.flush[FZ_FLUSH_FULL],
+	    fz.tx.flush[FZ_FLUSH_EXPLICIT], fz.tx.flush[FZ_FLUSH_TIMER], fz.tx.flush[FZ_FLUSH_IDLE],
+	    fz.tx.flush[FZ_FLUSH_LARGE]);
+	for (i = 0; i < FZ_HIST_BUCKETS; i++)
+		OUT(" %s%u:%" PRIu64, i + 1 == FZ_HIST_BUCKETS ? ">=" : "", 1u << i, fz.tx.subs_hist[i]);
+	OUT("\n");
 	for (c = n->conns; c != NULL; c = c->next)
 		OUT("conn   %u %s  msgs_in %" PRIu64 "  msgs_out %" PRIu64 "  errors %" PRIu64
 		    "  bytes_in %" PRIu64 "  bytes_out %" PRIu64 "  tx_pending %" PRIu64 "\n", c->id,

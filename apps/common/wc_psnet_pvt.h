@@ -59,6 +59,7 @@ struct wc_psnet {
 	uint32_t pool_total, pool_free;
 	struct wn_conn *conns;
 	uint32_t next_conn_id;
+	struct fz_conn_stats fz_gone;     /* fuse counters of the connections already closed */
 	uint64_t t0_us, next_ctl_us, next_sig_us;
 
 	/* server */

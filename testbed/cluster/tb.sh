@@ -159,6 +159,8 @@ tb_train_job() { # WAIT NAME MODE KEY MIN MODEL-ARGS...
 		kill -0 "${TB_PIDS[w0-$name]}" 2>/dev/null || kill -0 "${TB_PIDS[w1-$name]}" 2>/dev/null || break
 		sleep 1
 	done
+	# TB_STATUS_OUT: where to keep the PS's `wharf-ctl status` as the job ends (its counters).
+	[ -n "${TB_STATUS_OUT:-}" ] && "$TB_BUILD/wharf-ctl" "$TB_TRAIN_CTL" status >"$TB_STATUS_OUT" 2>&1
 	"$TB_BUILD/wharf-ctl" "$TB_TRAIN_CTL" shutdown >/dev/null
 	for n in w0-$name w1-$name ps-$name switch; do tb_stop "$n"; done
 	for i in 0 1; do
