@@ -16,9 +16,8 @@ job sync sync test_accuracy 0.76 $D
 TB_STATUS_OUT=$TB_DIR/async-status.txt job async async test_accuracy 0.72 $D --tensor-fuse=true
 grep -q "tensor_fuse on" "$TB_DIR/async-status.txt" || { cat "$TB_DIR/async-status.txt" >&2; tb_fail "async: the PS did not run with tensor_fuse on"; }
 fz=$(grep -m1 "^fuse   frames_out" "$TB_DIR/async-status.txt")
-fin=$(echo "$fz" | sed -E 's/.*frames_in ([0-9]+).*/\1/')
-sin=$(echo "$fz" | sed -E 's/.*subs_in ([0-9]+).*/\1/')
-ref=$(echo "$fz" | sed -E 's/.*refused ([0-9]+).*/\1/')
+fz_count() { echo "$fz" | sed -E "s/.* $1 ([0-9]+).*/\\1/"; }  # the number after a counter's name
+fin=$(fz_count frames_in) sin=$(fz_count subs_in) ref=$(fz_count refused)
 [ -n "$fz" ] && [ "$fin" -gt 0 ] && [ "$sin" -ge "$fin" ] && [ "$ref" = 0 ] || { cat "$TB_DIR/async-status.txt" >&2; tb_fail "async: fused frames at the PS: '$fz'"; }
 tb_pass "async with tensor_fuse on: the PS unpacked $fin fused frames ($sin sub-messages), refused none"
 job geo geo test_accuracy 0.72 $D --geo-k 4
