@@ -54,6 +54,7 @@ struct fz_conn {
 	bool closing;                /* fz_conn_close or fz_net_destroy asked */
 	bool flush_owed;             /* an explicit flush met a full queue: poll retries */
 	uint32_t push_min;           /* a message alone above this is pushed (as frames are) */
+	bool fuse;                   /* tensor_fuse on: frames may open */
 	uint64_t refusals_sent, refusals_dropped, deferred_done;
 };
 
@@ -246,6 +247,23 @@ static bool fz_conn_wire_busy(void *arg)
 	return tl_conn_tx_pending(fc->c) > 0;
 }
 
+/*
+ * The clock a send hands the packer. A frame this call opens is stamped with it, so it is
+ * read afresh when one may open (fusion on, no frame open, the wire busy): since the last
+ * poll the application may have computed, or tl_poll slept, for any time, and a frame
+ * stamped before that would count it as held time and leave at once, on a timer it never
+ * waited for. Otherwise the last poll's reading: a step of sends into an open frame, or
+ * a lone message on an idle wire, costs no clock read.
+ */
+static uint64_t fz_conn_now(struct fz_conn *fc)
+{
+	struct fz_net *net = fc->net;
+
+	if (fc->fuse && fz_peer_deadline(fc->peer) == UINT64_MAX && fz_conn_wire_busy(fc))
+		net->now_us = fz_clock_us();
+	return net->now_us;
+}
+
 int fz_conn_send(struct fz_conn *fc, const struct fz_msg *msg)
 {
 	uint32_t taken;
@@ -267,12 +285,7 @@ int fz_conn_send_many(struct fz_conn *fc, const struct fz_msg *msgs, uint32_t n,
 	rc = fz_owed_reserve(fc->net, n);
 	if (rc)
 		return rc;
-	/*
-	 * The clock of the last poll, not a fresh read: a frame opened now is stamped at
-	 * most one loop round early, so it leaves at most fuse_max_delay_us after it
-	 * opened (sooner, never later), and a step of many sends costs no clock reads.
-	 */
-	return fz_peer_send_many(fc->peer, msgs, n, fc->net->now_us, taken);
+	return fz_peer_send_many(fc->peer, msgs, n, fz_conn_now(fc), taken);
 }
 
 int fz_conn_flush(struct fz_conn *fc)
@@ -402,6 +415,7 @@ static int fz_conn_new(struct fz_net *net, const struct fz_config *cfg,
 	fc->ops = ops;
 	fc->ctx = ctx;
 	fc->push_min = cfg->fuse_threshold_bytes;
+	fc->fuse = cfg->tensor_fuse;
 	rc = fz_peer_create(cfg, &pops, &fc->peer);
 	if (rc == 0)
 		rc = fz_rx_create(&fc->rx);

@@ -443,16 +443,35 @@ void wc_psnet_destroy(struct wc_psnet *n)
 	free(n);
 }
 
+/*
+ * The end of a batch, on every connection: replies that found the send queue full go
+ * first, then the open fused frame. Called before the round (a worker's requests, issued
+ * since the last one, must not wait out fuse_flush_us while it sleeps for the replies)
+ * and after it (a PS's replies to everything this round received). So fusion packs what
+ * one round produces, and the timer only bounds what a round leaves behind when the send
+ * queue was full (fz_net_poll retries that flush).
+ */
+static void flush_round(struct wc_psnet *n)
+{
+	struct wn_conn *c;
+
+	for (c = n->conns; c != NULL; c = c->next) {
+		if (c->fc == NULL || c->up != 1)
+			continue;
+		if (c->backlog)
+			flush_backlog(c);
+		(void)fz_conn_flush(c->fc);
+	}
+}
+
 int wc_psnet_poll(struct wc_psnet *n)
 {
 	uint64_t now;
-	struct wn_conn *c;
 	int rc;
 
+	flush_round(n);
 	rc = fz_net_poll(n->fz, n->polling ? 0 : 1000);
-	for (c = n->conns; c != NULL; c = c->next)
-		if (c->backlog && c->fc)
-			flush_backlog(c);
+	flush_round(n);
 	if (n->obs == NULL && n->ctl_fz == n->fz)
 		return rc;
 	now = wn_now_us(); /* one clock read for both timers below */

@@ -7,7 +7,8 @@
  * copy) arrives complete and in order; a malformed fused frame is refused whole with an
  * error reply while the connection lives on; a lone message on an idle connection is not
  * held back; a fused message's completion runs from the next poll, never inside the send;
- * an open frame leaves by itself (timer or idle wire) without an explicit flush.
+ * an open frame leaves by itself (timer or idle wire) without an explicit flush, its
+ * hold counted from when it opened.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -393,6 +394,33 @@ static void test_fz_conn_open_frame_leaves_without_flush(void **state)
 	assert_int_equal(fx->srv_bad, 0);
 }
 
+/*
+ * A frame's hold counts from when it opened, not from the last poll: an application that
+ * computed for longer than fuse_max_delay_us since then, and now sends, must not see its
+ * frame leave at once on a timer that counted the computing.
+ */
+static void test_fz_conn_frame_held_from_its_opening(void **state)
+{
+	struct fxt *fx = *state;
+	struct timespec nap = { 0, 150 * 1000000 };  /* three times the delay below */
+	struct fz_conn_stats cs;
+
+	fx->cfg.fuse_max_delay_us = 50000;
+	connect_pair(fx);
+	assert_int_equal(nanosleep(&nap, NULL), 0);
+	/* The first goes alone and keeps the wire busy; the second opens a frame. */
+	assert_int_equal(send_req(fx, 0, 64), 0);
+	assert_int_equal(send_req(fx, 1, 64), 0);
+	fz_conn_stats_get(fx->cli, &cs);
+	assert_int_equal(cs.tx.msgs_fused, 1);
+	/* The poll writes the first; the frame leaves because the wire went idle. */
+	POLL_UNTIL(fx, fx->srv_got == 2);
+	fz_conn_stats_get(fx->cli, &cs);
+	assert_int_equal(cs.tx.flush[FZ_FLUSH_TIMER], 0);
+	assert_int_equal(cs.tx.flush[FZ_FLUSH_IDLE], 1);
+	assert_int_equal(fx->srv_bad, 0);
+}
+
 static void test_fz_conn_fused_done_runs_from_poll(void **state)
 {
 	struct fxt *fx = *state;
@@ -460,6 +488,7 @@ int main(void)
 		T(test_fz_conn_malformed_frame_refused_with_error),
 		T(test_fz_conn_lone_message_not_delayed),
 		T(test_fz_conn_open_frame_leaves_without_flush),
+		T(test_fz_conn_frame_held_from_its_opening),
 		T(test_fz_conn_fused_done_runs_from_poll),
 		T(test_fz_conn_send_refused_when_closing),
 		T(test_fz_conn_bad_arguments_refused),
