@@ -109,8 +109,10 @@ struct fz_msg {
 
 /*
  * What the packer hands to the output side: a header to encode and a body to send by
- * reference. Either a fused frame (hdr.type FZ_TYPE_FRAME, body in packer storage) or
- * one message alone (the caller's hdr, iov and done, untouched: zero copy).
+ * reference. Either a fused frame (hdr.type FZ_TYPE_FRAME, body in packer storage), or
+ * one message alone (the caller's hdr, iov and done, untouched: zero copy), or a frame
+ * that closed holding one message, sent as that message (its hdr, its body in packer
+ * storage, the frame's done).
  */
 struct fz_out {
 	struct tl_msg_hdr hdr;
@@ -158,7 +160,8 @@ enum fz_flush_reason {
 	FZ_FLUSH_REASONS
 };
 
-#define FZ_HIST_BUCKETS 8  /* sub-messages per frame: 1, 2-3, 4-7, .., 64-127, >=128 */
+#define FZ_HIST_BUCKETS 8  /* sub-messages per frame: 1 (stays 0: frames_single), 2-3, 4-7,
+			    * .., 64-127, >=128 */
 
 struct fz_tx_stats {
 	uint64_t msgs;                 /* accepted by fz_peer_send */
@@ -166,6 +169,8 @@ struct fz_tx_stats {
 	uint64_t msgs_alone;           /* passed through whole */
 	uint64_t alone_no_frame;       /* of msgs_alone: small, but every frame buffer was busy */
 	uint64_t frames;               /* fused frames handed to output */
+	uint64_t frames_single;        /* frames that closed holding one message, which left
+					* as that message (its header, no sub-header) */
 	uint64_t frames_saved;         /* messages on the wire avoided: sum of (N - 1) */
 	int64_t bytes_saved;           /* header bytes avoided: sum of (32 N - 32 - sub headers) */
 	uint64_t subs_hist[FZ_HIST_BUCKETS];

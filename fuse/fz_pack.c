@@ -13,7 +13,9 @@
  *     a lone message back on an idle connection).
  *   - otherwise it is copied into the open frame; the frame goes out when the next
  *     message would not fit or it holds fuse_max_msgs, on fz_peer_flush, when fuse_max_delay_us has passed since it
- *     opened, or as soon as the wire is seen idle.
+ *     opened, or as soon as the wire is seen idle. A frame that closes holding one
+ *     message leaves as that message (its own header, no sub-header): never more bytes
+ *     on the wire, or more work at the peer, than without fusion.
  * Frame buffers are allocated once in fz_peer_create and recycled; when all are in
  * flight a small message simply goes alone (never blocks, never allocates).
  */
@@ -37,6 +39,8 @@ struct fz_frame {
 	uint64_t base_req_id;     /* first sub-message's req_id, the frame header's */
 	uint64_t prev_req_id;     /* last sub-message's req_id, for the delta chain */
 	uint64_t opened_us;
+	struct tl_msg_hdr first;  /* the first sub-message's header, and the length of its */
+	uint32_t first_sub_hdr;   /* sub-header: a frame of one leaves as that message */
 };
 
 struct fz_peer {
@@ -191,16 +195,24 @@ static int fz_flush_open(struct fz_peer *peer, enum fz_flush_reason why)
 	count = f->count;
 	hdr_bytes = f->sub_hdr_bytes;
 	memset(&out, 0, sizeof(out));
+	if (count == 1) {
+		/* A frame of one would only add its sub-header: send the message itself,
+		 * its body where the frame holds it. */
+		out.hdr = f->first;
+		f->iov.base = f->buf + f->first_sub_hdr;
+		f->iov.len = f->len - f->first_sub_hdr;
+	} else {
+		out.hdr.type = FZ_TYPE_FRAME;
+		out.hdr.body_len = f->len;
+		out.hdr.req_id = f->base_req_id;
+		out.hdr.key_count = count;
+		f->iov.base = f->buf;
+		f->iov.len = f->len;
+	}
 	out.hdr.magic = TL_MSG_MAGIC;
 	out.hdr.version = TL_MSG_VERSION;
-	out.hdr.type = FZ_TYPE_FRAME;
-	out.hdr.body_len = f->len;
-	out.hdr.req_id = f->base_req_id;
-	out.hdr.key_count = count;
-	f->iov.base = f->buf;
-	f->iov.len = f->len;
 	out.iov = &f->iov;
-	out.iovcnt = 1;
+	out.iovcnt = f->iov.len > 0;
 	out.done = fz_frame_done;
 	out.done_arg = f;
 	/* Commit before the call: an output side that finishes synchronously calls
@@ -213,10 +225,14 @@ static int fz_flush_open(struct fz_peer *peer, enum fz_flush_reason why)
 		peer->open = f;
 		return rc;
 	}
-	peer->stats.frames++;
-	peer->stats.frames_saved += count - 1;
-	peer->stats.bytes_saved += (int64_t)TL_MSG_HDR_LEN * (count - 1) - hdr_bytes;
-	peer->stats.subs_hist[fz_hist_bucket(count)]++;
+	if (count == 1) {
+		peer->stats.frames_single++;
+	} else {
+		peer->stats.frames++;
+		peer->stats.frames_saved += count - 1;
+		peer->stats.bytes_saved += (int64_t)TL_MSG_HDR_LEN * (count - 1) - hdr_bytes;
+		peer->stats.subs_hist[fz_hist_bucket(count)]++;
+	}
 	peer->stats.flush[why]++;
 	if (why != FZ_FLUSH_FULL)
 		peer->cap = fz_ramp_start(&peer->cfg);
@@ -267,6 +283,10 @@ static void fz_frame_open(struct fz_peer *peer, uint64_t req_id, uint64_t now_us
 static void fz_frame_append(struct fz_peer *peer, struct fz_frame *f, const struct fz_msg *msg,
 			    uint32_t sub_hdr_len)
 {
+	if (f->count == 0) {
+		f->first = msg->hdr;
+		f->first_sub_hdr = sub_hdr_len;
+	}
 	tl_lw_commit(&peer->lw, sub_hdr_len);
 	for (uint32_t i = 0; i < msg->iovcnt; i++)
 		tl_lw_put(&peer->lw, msg->iov[i].base, msg->iov[i].len);
@@ -346,7 +366,7 @@ static int fz_peer_send_one(struct fz_peer *peer, const struct fz_msg *msg, uint
 /* Messages and frames handed to output so far. */
 static uint64_t fz_outputs(const struct fz_peer *peer)
 {
-	return peer->stats.frames + peer->stats.msgs_alone;
+	return peer->stats.frames + peer->stats.frames_single + peer->stats.msgs_alone;
 }
 
 int fz_peer_send_many(struct fz_peer *peer, const struct fz_msg *msgs, uint32_t n,

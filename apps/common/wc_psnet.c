@@ -205,6 +205,7 @@ static void wn_fz_add(struct fz_conn_stats *sum, const struct fz_conn *fc)
 	sum->tx.msgs_alone += st.tx.msgs_alone;
 	sum->tx.alone_no_frame += st.tx.alone_no_frame;
 	sum->tx.frames += st.tx.frames;
+	sum->tx.frames_single += st.tx.frames_single;
 	sum->tx.frames_saved += st.tx.frames_saved;
 	sum->tx.bytes_saved += st.tx.bytes_saved;
 	for (i = 0; i < FZ_HIST_BUCKETS; i++)
@@ -528,10 +529,10 @@ static void ctl_status(struct wc_psnet *n, char *out, size_t len)
 		if (c->fc)
 			wn_fz_add(&fz, c->fc);
 	/* Fusion over the node's life (closed connections included); fz.h says what each is. */
-	OUT("fuse   frames_out %" PRIu64 "  subs_out %" PRIu64 "  alone %" PRIu64 "  bytes_saved %"
-	    PRId64 "  frames_in %" PRIu64 "  subs_in %" PRIu64 "  refused %" PRIu64 "\n",
-	    fz.tx.frames, fz.tx.msgs_fused, fz.tx.msgs_alone, fz.tx.bytes_saved, fz.rx.frames,
-	    fz.rx.subs, fz.rx.refused);
+	OUT("fuse   frames_out %" PRIu64 "  single %" PRIu64 "  subs_out %" PRIu64 "  alone %" PRIu64
+	    "  bytes_saved %" PRId64 "  frames_in %" PRIu64 "  subs_in %" PRIu64 "  refused %" PRIu64
+	    "\n", fz.tx.frames, fz.tx.frames_single, fz.tx.msgs_fused, fz.tx.msgs_alone,
+	    fz.tx.bytes_saved, fz.rx.frames, fz.rx.subs, fz.rx.refused);
 	OUT("fuse   flush full %" PRIu64 " explicit %" PRIu64 " timer %" PRIu64 " idle %" PRIu64
 	    " large %" PRIu64 "  subs_per_frame", fz.tx.flush[FZ_FLUSH_FULL],
 	    fz.tx.flush[FZ_FLUSH_EXPLICIT], fz.tx.flush[FZ_FLUSH_TIMER], fz.tx.flush[FZ_FLUSH_IDLE],

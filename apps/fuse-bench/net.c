@@ -639,7 +639,7 @@ static void fb_wire(const struct fb_link *k, uint64_t *frames, uint64_t *bytes)
 	struct tl_stats ts;
 
 	fz_conn_stats_get(k->fc, &st);
-	*frames = st.tx.msgs_alone + st.tx.frames;
+	*frames = st.tx.msgs_alone + st.tx.frames + st.tx.frames_single;
 	tl_stats_get(tl_conn_tl(fz_conn_tl(k->fc)), &ts);
 	*bytes = ts.bytes_out;
 }

@@ -535,9 +535,62 @@ static void test_fz_pack_frames_exhausted_go_alone(void **state)
 	fzt_wire_complete_all(&p->w);
 	assert_int_equal(fz_peer_in_flight(p->peer), 0);
 	assert_int_equal(pk_send(p, 3, 16, 0), 0);
+	assert_int_equal(pk_send(p, 4, 16, 0), 0);
 	assert_int_equal(p->w.n, 3);  /* fused again, frame open */
 	assert_int_equal(fz_peer_flush(p->peer, 0), 0);
 	assert_int_equal(p->w.recs[3].hdr.type, FZ_TYPE_FRAME);
+}
+
+/*
+ * A frame that closes holding one message leaves as that message: its own header, its
+ * body from the frame (not the caller's memory, already given back), no sub-header; the
+ * frame buffer is in flight until the output side completes it.
+ */
+static void test_fz_pack_frame_of_one_leaves_as_its_message(void **state)
+{
+	struct pk *p = *state;
+	const struct fz_tx_stats *st;
+	struct tl_iov iov;
+	struct fz_msg m;
+	struct fz_rx *rx;
+	struct fzt_sink sink = { 0 };
+	struct fz_rx_error err;
+	uint32_t len;
+
+	pk_create(p);
+	p->w.busy = true;
+	for (len = 0; len <= 200; len += 100) {  /* empty, middling, at the threshold */
+		uint32_t idx = len / 100, k = p->w.n;
+		m = pk_msg(p, idx, 100 + len, len, &iov);
+		m.hdr.flags = 5;
+		m.hdr.aux = 300;
+		assert_int_equal(fz_peer_send(p->peer, &m, 0), 0);
+		assert_int_equal(p->done[idx], 1);   /* copied: the caller's memory is free */
+		assert_int_equal(fz_peer_flush(p->peer, 0), 0);
+		assert_int_equal(p->w.n, k + 1);
+		assert_hdr_equal(&p->w.recs[k].hdr, &m.hdr);
+		assert_true(len == 0 || p->w.recs[k].first_base != iov.base);
+		if (len)
+			assert_memory_equal(p->w.recs[k].body, iov.base, len);
+		assert_int_equal(fz_peer_in_flight(p->peer), idx + 1);
+	}
+	st = fz_peer_stats(p->peer);
+	assert_int_equal(st->frames, 0);
+	assert_int_equal(st->frames_single, 3);
+	assert_int_equal(st->msgs_fused, 3);
+	assert_int_equal(st->bytes_saved, 0);
+	assert_int_equal(st->flush[FZ_FLUSH_EXPLICIT], 3);
+	/* The peer sees plain messages. */
+	assert_int_equal(fz_rx_create(&rx), 0);
+	for (len = 0; len < 3; len++)
+		assert_int_equal(fzt_unpack_rec(rx, &p->w.recs[len], 0, &sink, &err), 0);
+	assert_int_equal(fz_rx_stats(rx)->msgs, 3);
+	assert_int_equal(fz_rx_stats(rx)->frames, 0);
+	assert_int_equal(sink.n, 3);
+	fz_rx_destroy(rx);
+	fzt_sink_fini(&sink);
+	fzt_wire_complete_all(&p->w);
+	assert_int_equal(fz_peer_in_flight(p->peer), 0);
 }
 
 static void test_fz_pack_output_failure_changes_nothing(void **state)
@@ -784,6 +837,7 @@ int main(void)
 		T(test_fz_pack_timer_bounds_delay_fake_clock),
 		T(test_fz_pack_autocork_idle_wire_not_held),
 		T(test_fz_pack_frames_exhausted_go_alone),
+		T(test_fz_pack_frame_of_one_leaves_as_its_message),
 		T(test_fz_pack_output_failure_changes_nothing),
 		T(test_fz_pack_bad_message_refused),
 		T(test_fz_pack_stats_bytes_saved),
