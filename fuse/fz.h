@@ -301,8 +301,9 @@ int fz_rx_error_body(const struct fz_rx_error *err, int code, uint8_t *buf, size
  *   - after connected(fc, <0) or closed(fc, ...) returns, fc is freed.
  * Autocorking: a small message on a connection with nothing pending (tl_conn_tx_pending
  * == 0) goes out at once; while the wire is busy small messages are fused, and the open
- * frame leaves when full, on fz_conn_flush, when fuse_max_delay_us has passed, or when
- * fz_net_poll sees the wire idle. So fusion adds at most fuse_max_delay_us to a message,
+ * frame leaves when full, on fz_conn_flush, when fuse_max_delay_us has passed since the
+ * send that opened it, or when fz_net_poll sees the wire idle; a frame that closes holding
+ * one message leaves as that message. So fusion adds at most fuse_max_delay_us to a message,
  * and nothing to a lone one.
  * The transport must be configured with max_msg_segs <= FZ_RX_MAX_IOV, or a fused frame
  * arriving in more pieces than that is refused (-E2BIG) like a malformed one.
