@@ -86,7 +86,7 @@ unit: all
 # The unit tests again, built with AddressSanitizer and UndefinedBehaviorSanitizer.
 SAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 unit-san:
-	@$(MAKE) --no-print-directory BUILD=build/san OPT="$(SAN_CFLAGS)" build-tests
+	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build/san OPT="$(SAN_CFLAGS)" build-tests
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$(CURDIR)/testbed/lsan.supp \
 		UBSAN_OPTIONS=print_stacktrace=1 testbed/run_tests.sh unit $(patsubst $(BUILD)/%,build/san/%,$(TESTS))
 
@@ -95,13 +95,19 @@ build-tests: $(TESTS)
 integ: all
 	@testbed/run_tests.sh integ $(sort $(wildcard testbed/tests/t_*.sh))
 
-test: deps all
+# The two commands (and bench) install first, then build in a fresh make: its pkg-config
+# flags are read after deps put libdpdk-dev there, and it compiles on every core.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+test: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@testbed/test_all.sh "$(TESTS)" $(sort $(wildcard testbed/tests/t_*.sh))
 
-demo: deps all
+demo: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@testbed/demo.sh
 
-bench: deps all
+bench: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@testbed/bench.sh
 
 # Every model (softmax, MLP, CTR LR and FM) in sync, async and GEO to its accuracy mark.
