@@ -36,11 +36,11 @@ struct fz_frame {
 	uint32_t len;             /* body bytes written */
 	uint32_t count;           /* sub-messages */
 	uint32_t sub_hdr_bytes;   /* of len, bytes spent on sub-headers */
-	uint64_t base_req_id;     /* first sub-message's req_id, the frame header's */
 	uint64_t prev_req_id;     /* last sub-message's req_id, for the delta chain */
 	uint64_t opened_us;
-	struct tl_msg_hdr first;  /* the first sub-message's header, and the length of its */
-	uint32_t first_sub_hdr;   /* sub-header: a frame of one leaves as that message */
+	struct tl_msg_hdr first;  /* the first sub-message's header: its req_id is the frame's;
+				   * a frame of one leaves as that message (body after
+				   * sub_hdr_bytes) */
 };
 
 struct fz_peer {
@@ -199,12 +199,12 @@ static int fz_flush_open(struct fz_peer *peer, enum fz_flush_reason why)
 		/* A frame of one would only add its sub-header: send the message itself,
 		 * its body where the frame holds it. */
 		out.hdr = f->first;
-		f->iov.base = f->buf + f->first_sub_hdr;
-		f->iov.len = f->len - f->first_sub_hdr;
+		f->iov.base = f->buf + hdr_bytes;
+		f->iov.len = f->len - hdr_bytes;
 	} else {
 		out.hdr.type = FZ_TYPE_FRAME;
 		out.hdr.body_len = f->len;
-		out.hdr.req_id = f->base_req_id;
+		out.hdr.req_id = f->first.req_id;
 		out.hdr.key_count = count;
 		f->iov.base = f->buf;
 		f->iov.len = f->len;
@@ -262,15 +262,16 @@ static int fz_send_alone(struct fz_peer *peer, const struct fz_msg *msg)
 	return 0;
 }
 
-static void fz_frame_open(struct fz_peer *peer, uint64_t req_id, uint64_t now_us)
+/* Opens a frame for msg, its first sub-message (appended next). */
+static void fz_frame_open(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us)
 {
 	struct fz_frame *f = peer->free[--peer->n_free];
 
 	f->len = 0;
 	f->count = 0;
 	f->sub_hdr_bytes = 0;
-	f->base_req_id = req_id;
-	f->prev_req_id = req_id;
+	f->first = msg->hdr;
+	f->prev_req_id = msg->hdr.req_id;
 	f->opened_us = now_us;
 	peer->open = f;
 	tl_lw_open(&peer->lw, f->buf);
@@ -283,10 +284,6 @@ static void fz_frame_open(struct fz_peer *peer, uint64_t req_id, uint64_t now_us
 static void fz_frame_append(struct fz_peer *peer, struct fz_frame *f, const struct fz_msg *msg,
 			    uint32_t sub_hdr_len)
 {
-	if (f->count == 0) {
-		f->first = msg->hdr;
-		f->first_sub_hdr = sub_hdr_len;
-	}
 	tl_lw_commit(&peer->lw, sub_hdr_len);
 	for (uint32_t i = 0; i < msg->iovcnt; i++)
 		tl_lw_put(&peer->lw, msg->iov[i].base, msg->iov[i].len);
@@ -346,7 +343,7 @@ static int fz_peer_send_one(struct fz_peer *peer, const struct fz_msg *msg, uint
 			peer->stats.alone_no_frame += rc == 0 && busy;
 			return rc;
 		}
-		fz_frame_open(peer, msg->hdr.req_id, now_us);
+		fz_frame_open(peer, msg, now_us);
 		f = peer->open;
 		sub_hdr_len = fz_sub_hdr_put(tl_lw_cursor(&peer->lw), &msg->hdr, f->prev_req_id);
 	}
