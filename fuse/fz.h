@@ -392,5 +392,7 @@ void *fz_conn_ctx(const struct fz_conn *fc);
 /* The transport connection underneath (for tl_conn_why, tl_conn_tx_pending, ...). */
 struct tl_conn *fz_conn_tl(const struct fz_conn *fc);
 void fz_conn_stats_get(const struct fz_conn *fc, struct fz_conn_stats *out);
+/* Adds every counter of st to sum (a node's totals over connections, closed ones too). */
+void fz_conn_stats_add(struct fz_conn_stats *sum, const struct fz_conn_stats *st);
 
 #endif /* WHARF_FZ_H */

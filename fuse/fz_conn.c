@@ -323,6 +323,31 @@ void fz_conn_stats_get(const struct fz_conn *fc, struct fz_conn_stats *out)
 	out->deferred_done = fc->deferred_done;
 }
 
+void fz_conn_stats_add(struct fz_conn_stats *sum, const struct fz_conn_stats *st)
+{
+	uint32_t i;
+
+	sum->tx.msgs += st->tx.msgs;
+	sum->tx.msgs_fused += st->tx.msgs_fused;
+	sum->tx.msgs_alone += st->tx.msgs_alone;
+	sum->tx.alone_no_frame += st->tx.alone_no_frame;
+	sum->tx.frames += st->tx.frames;
+	sum->tx.frames_single += st->tx.frames_single;
+	sum->tx.frames_saved += st->tx.frames_saved;
+	sum->tx.bytes_saved += st->tx.bytes_saved;
+	for (i = 0; i < FZ_HIST_BUCKETS; i++)
+		sum->tx.subs_hist[i] += st->tx.subs_hist[i];
+	for (i = 0; i < FZ_FLUSH_REASONS; i++)
+		sum->tx.flush[i] += st->tx.flush[i];
+	sum->rx.msgs += st->rx.msgs;
+	sum->rx.frames += st->rx.frames;
+	sum->rx.subs += st->rx.subs;
+	sum->rx.refused += st->rx.refused;
+	sum->refusals_sent += st->refusals_sent;
+	sum->refusals_dropped += st->refusals_dropped;
+	sum->deferred_done += st->deferred_done;
+}
+
 /* ---- transport callbacks ------------------------------------------------------------- */
 
 static void fz_conn_deliver(void *arg, const struct tl_msg_view *m,

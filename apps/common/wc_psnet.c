@@ -197,28 +197,9 @@ static void wn_on_connected(struct fz_conn *fc, int status)
 static void wn_fz_add(struct fz_conn_stats *sum, const struct fz_conn *fc)
 {
 	struct fz_conn_stats st;
-	uint32_t i;
 
 	fz_conn_stats_get(fc, &st);
-	sum->tx.msgs += st.tx.msgs;
-	sum->tx.msgs_fused += st.tx.msgs_fused;
-	sum->tx.msgs_alone += st.tx.msgs_alone;
-	sum->tx.alone_no_frame += st.tx.alone_no_frame;
-	sum->tx.frames += st.tx.frames;
-	sum->tx.frames_single += st.tx.frames_single;
-	sum->tx.frames_saved += st.tx.frames_saved;
-	sum->tx.bytes_saved += st.tx.bytes_saved;
-	for (i = 0; i < FZ_HIST_BUCKETS; i++)
-		sum->tx.subs_hist[i] += st.tx.subs_hist[i];
-	for (i = 0; i < FZ_FLUSH_REASONS; i++)
-		sum->tx.flush[i] += st.tx.flush[i];
-	sum->rx.msgs += st.rx.msgs;
-	sum->rx.frames += st.rx.frames;
-	sum->rx.subs += st.rx.subs;
-	sum->rx.refused += st.rx.refused;
-	sum->refusals_sent += st.refusals_sent;
-	sum->refusals_dropped += st.refusals_dropped;
-	sum->deferred_done += st.deferred_done;
+	fz_conn_stats_add(sum, &st);
 }
 
 static void wn_on_closed(struct fz_conn *fc, int reason)

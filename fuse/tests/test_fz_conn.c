@@ -422,6 +422,18 @@ static void test_fz_conn_frame_held_from_its_opening(void **state)
 	assert_int_equal(fx->srv_bad, 0);
 }
 
+/* Every counter is summed: one left out would stay at zero in the sum. */
+static void test_fz_conn_stats_add_sums_every_counter(void **state)
+{
+	struct fz_conn_stats one, sum;
+
+	(void)state;
+	memset(&one, 0x01, sizeof(one));
+	memset(&sum, 0, sizeof(sum));
+	fz_conn_stats_add(&sum, &one);
+	assert_memory_equal(&sum, &one, sizeof(one));
+}
+
 static void test_fz_conn_fused_done_runs_from_poll(void **state)
 {
 	struct fxt *fx = *state;
@@ -493,6 +505,7 @@ int main(void)
 		T(test_fz_conn_fused_done_runs_from_poll),
 		T(test_fz_conn_send_refused_when_closing),
 		T(test_fz_conn_bad_arguments_refused),
+		cmocka_unit_test(test_fz_conn_stats_add_sums_every_counter),
 	};
 
 	return cmocka_run_group_tests_name("fz_conn", tests, NULL, NULL);
