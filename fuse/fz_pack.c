@@ -43,6 +43,21 @@ struct fz_frame {
 				   * sub_hdr_bytes) */
 };
 
+/*
+ * The last sub-header written: what it was made of (the header's bytes but its req_id,
+ * and the req_id step) and, from its first repeat on, its bytes as built in registers
+ * (len 0: not built yet; FZ_REP_LONG: longer than 16 bytes). A step's tensors of one
+ * shape repeat it byte for byte, and a repeat is stored whole.
+ */
+#define FZ_REP_LONG UINT32_MAX
+struct fz_sub_rep {
+	uint64_t key[3];
+	uint64_t delta;
+	struct fz_word word;
+	uint32_t len;
+	bool valid;
+};
+
 struct fz_peer {
 	struct fz_config cfg;
 	struct fz_peer_ops ops;
@@ -53,6 +68,7 @@ struct fz_peer {
 	uint32_t n_free;
 	uint32_t in_flight;
 	struct fz_tx_stats stats;
+	struct fz_sub_rep rep;    /* the last sub-header written, for repeats */
 	uint8_t *mem;             /* all frame bodies, one allocation */
 	struct fz_frame frames[];
 };
@@ -85,6 +101,45 @@ uint32_t fz_sub_hdr_put(uint8_t *p, const struct tl_msg_hdr *h, uint64_t prev_re
 	if (h->dim)
 		n += fz_varint_put(p + n, h->dim);
 	return n;
+}
+
+/* A header's bytes but its req_id (16..23), as three words. */
+static inline void fz_hdr_key(const struct tl_msg_hdr *h, uint64_t key[3])
+{
+	const uint8_t *b = (const uint8_t *)h;
+
+	key[0] = tl_ld64(b);
+	key[1] = tl_ld64(b + 8);
+	key[2] = tl_ld64(b + 24);
+}
+
+/*
+ * fz_sub_hdr_put, with no encoding when h repeats the last sub-header (the same fields,
+ * the same req_id step): two 8-byte stores of the bytes built at its first repeat (the
+ * bytes past its length are written over by what follows).
+ */
+static inline uint32_t fz_sub_hdr_put_rep(struct fz_sub_rep *r, uint8_t *p,
+					  const struct tl_msg_hdr *h, uint64_t prev_req_id)
+{
+	uint64_t delta = h->req_id - prev_req_id, key[3];
+
+	fz_hdr_key(h, key);
+	if (!r->valid || key[0] != r->key[0] || key[1] != r->key[1] || key[2] != r->key[2] ||
+	    delta != r->delta) {
+		*r = (struct fz_sub_rep){ .key = { key[0], key[1], key[2] }, .delta = delta,
+					  .valid = true };
+		return fz_sub_hdr_put(p, h, prev_req_id);
+	}
+	if (r->len == 0) {
+		r->len = fz_sub_hdr_word(h, prev_req_id, &r->word);
+		if (r->len == 0)
+			r->len = FZ_REP_LONG;
+	}
+	if (r->len == FZ_REP_LONG)
+		return fz_sub_hdr_put(p, h, prev_req_id);
+	tl_st64(p, r->word.lo);
+	tl_st64(p + 8, r->word.hi);
+	return r->len;
 }
 
 /*
@@ -327,7 +382,8 @@ static int fz_peer_send_one(struct fz_peer *peer, const struct fz_msg *msg, uint
 	f = peer->open;
 	if (f) {
 		/* Written at the writer's cursor: room for TL_LW_ROOM >= FZ_SUB_HDR_MAX. */
-		sub_hdr_len = fz_sub_hdr_put(tl_lw_cursor(&peer->lw), &msg->hdr, f->prev_req_id);
+		sub_hdr_len = fz_sub_hdr_put_rep(&peer->rep, tl_lw_cursor(&peer->lw), &msg->hdr,
+						 f->prev_req_id);
 		if (f->len + sub_hdr_len + msg->hdr.body_len > peer->cap ||
 		    f->count == peer->cfg.fuse_max_msgs) {
 			rc = fz_flush_open(peer, FZ_FLUSH_FULL);
@@ -345,7 +401,8 @@ static int fz_peer_send_one(struct fz_peer *peer, const struct fz_msg *msg, uint
 		}
 		fz_frame_open(peer, msg, now_us);
 		f = peer->open;
-		sub_hdr_len = fz_sub_hdr_put(tl_lw_cursor(&peer->lw), &msg->hdr, f->prev_req_id);
+		sub_hdr_len = fz_sub_hdr_put_rep(&peer->rep, tl_lw_cursor(&peer->lw), &msg->hdr,
+						 f->prev_req_id);
 	}
 	fz_frame_append(peer, f, msg, sub_hdr_len);
 	peer->stats.msgs++;

@@ -6,6 +6,7 @@
 #ifndef WHARF_FZ_PVT_H
 #define WHARF_FZ_PVT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "fuse/fz.h"
@@ -61,6 +62,61 @@ static inline uint32_t fz_varint_len(uint64_t v)
 		v >>= 7;
 		n++;
 	}
+	return n;
+}
+
+/* Bytes of a sub-header built in registers, little-endian: lo holds bytes 0..7. */
+struct fz_word {
+	uint64_t lo, hi;
+};
+
+/* Appends v as LEB128 to *w at byte *n; false if it would pass 16 bytes. */
+static inline bool fz_varint_word(struct fz_word *w, uint32_t *n, uint64_t v)
+{
+	do {
+		uint64_t b = v & 0x7f;
+
+		v >>= 7;
+		b |= v ? 0x80u : 0;
+		if (*n < 8)
+			w->lo |= b << (8 * *n);
+		else if (*n < 16)
+			w->hi |= b << (8 * (*n - 8));
+		else
+			return false;
+		(*n)++;
+	} while (v);
+	return true;
+}
+
+/*
+ * The sub-header of h (as fz_sub_hdr_put writes it) built in registers, and its length;
+ * 0 when it is longer than 16 bytes. Stored from registers, a sub-header is not read
+ * back byte by byte (which stalls on store forwarding).
+ */
+static inline uint32_t fz_sub_hdr_word(const struct tl_msg_hdr *h, uint64_t prev_req_id,
+				       struct fz_word *w)
+{
+	uint64_t delta = fz_zigzag(h->req_id - prev_req_id);
+	uint32_t n = 2;
+	uint8_t present = 0;
+
+	present |= h->flags ? FZ_P_FLAGS : 0;
+	present |= h->aux ? FZ_P_AUX : 0;
+	present |= h->table_id ? FZ_P_TABLE_ID : 0;
+	present |= delta ? FZ_P_REQ_DELTA : 0;
+	present |= h->key_count ? FZ_P_KEY_COUNT : 0;
+	present |= h->dim ? FZ_P_DIM : 0;
+	w->lo = (uint64_t)h->type | (uint64_t)present << 8;
+	w->hi = 0;
+	if (!fz_varint_word(w, &n, h->body_len) ||
+	    (h->flags && !fz_varint_word(w, &n, h->flags)) ||
+	    (h->aux && !fz_varint_word(w, &n, h->aux)) ||
+	    (h->table_id && !fz_varint_word(w, &n, h->table_id)) ||
+	    (delta && !fz_varint_word(w, &n, delta)) ||
+	    (h->key_count && !fz_varint_word(w, &n, h->key_count)) ||
+	    (h->dim && !fz_varint_word(w, &n, h->dim)))
+		return 0;
 	return n;
 }
 

@@ -344,17 +344,32 @@ static int fz_refuse(struct fz_rx *rx, struct fz_rx_error *err, const char *why,
 }
 
 /*
+ * The last short sub-header parsed (used 0: none yet), as its bytes: a step's tensors of
+ * one shape repeat their sub-header byte for byte, and equal bytes parse to equal fields
+ * and the same req_id step, so a repeat is taken with one compare.
+ */
+struct fz_rep {
+	uint64_t word;                 /* its bytes, as read with the bytes after them */
+	uint32_t shift;                /* 64 - 8 * used: drops those bytes from a compare */
+	uint32_t used;
+	uint64_t step;
+	const struct tl_msg_hdr *src;  /* its fields, in the view it was parsed into, until */
+	struct tl_msg_hdr hdr;         /* the first repeat copies them here */
+};
+
+/*
  * The short path of the first pass: the sub-message at c when its header is short
  * (fz_sub_hdr_get_short) and it lies, header and body, inside the current piece. Fills v
  * (one iov, at iov) and moves c past it. False, with nothing changed, for anything else:
  * the general path then parses it (and names what is wrong).
  */
 static inline bool fz_sub_fast(struct fz_cur *c, uint64_t prev_req, struct tl_msg_view *v,
-			       struct tl_iov *iov)
+			       struct tl_iov *iov, struct fz_rep *rep)
 {
 	const struct tl_iov *piece = &c->iov[c->i];
 	uint32_t left = c->end - c->pos, used, len;
 	const uint8_t *p;
+	uint64_t w;
 
 	/* Within the frame, and within this piece (which may hold bytes past the frame). */
 	if (left < 10 || piece->len - c->o < 10)
@@ -362,8 +377,29 @@ static inline bool fz_sub_fast(struct fz_cur *c, uint64_t prev_req, struct tl_ms
 	if (left > piece->len - c->o)
 		left = piece->len - c->o;
 	p = piece->base + c->o;
-	if (!fz_sub_hdr_get_short(p, left, prev_req, &v->hdr, &used))
-		return false;
+	w = tl_ld64(p);
+	if (rep->used && ((w ^ rep->word) << rep->shift) == 0) {
+		/* The same bytes as the sub-header before: the same fields, the same step. */
+		if (rep->src) {
+			/* Copied once per run of repeats, not read back from the view before
+			 * it (which a repeat just wrote: a stall on store forwarding). */
+			rep->hdr = *rep->src;
+			rep->src = NULL;
+		}
+		v->hdr = rep->hdr;
+		v->hdr.req_id = prev_req + rep->step;
+		used = rep->used;
+	} else {
+		if (!fz_sub_hdr_get_short(p, left, prev_req, &v->hdr, &used))
+			return false;
+		if (used <= 8) {
+			rep->word = w;
+			rep->shift = 64 - 8 * used;
+			rep->used = used;
+			rep->src = &v->hdr;
+			rep->step = v->hdr.req_id - prev_req;
+		}
+	}
 	len = v->hdr.body_len;
 	if (len > left - used)
 		return false;
@@ -384,6 +420,7 @@ int fz_unpack(struct fz_rx *rx, const struct tl_msg_view *msg, fz_deliver_fn del
 	      void *arg, struct fz_rx_error *err)
 {
 	struct tl_msg_view sub;
+	struct fz_rep rep = { .used = 0 };
 	struct fz_cur c, rest;
 	const char *why;
 	uint64_t prev, rest_prev;
@@ -414,7 +451,7 @@ int fz_unpack(struct fz_rx *rx, const struct tl_msg_view *msg, fz_deliver_fn del
 	for (k = 0; k < nv; k++) {
 		struct tl_msg_view *v = &rx->views[k];
 
-		if (fz_sub_fast(&c, prev, v, &rx->iovs[niov])) {
+		if (fz_sub_fast(&c, prev, v, &rx->iovs[niov], &rep)) {
 			prev = v->hdr.req_id;
 			niov += v->iovcnt;
 			continue;

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "fuse/fz.h"
+#include "fuse/fz_pvt.h"
 #include "fz_test_wire.h"
 
 struct pk {
@@ -745,6 +746,137 @@ static void test_fz_pack_stats_bytes_saved(void **state)
 	assert_int_equal(st->subs_hist[3], 1);  /* 8-15 */
 }
 
+/*
+ * The packer stores a sub-header that repeats the last one (same fields, same req_id
+ * step) with one write of the bytes it kept. Runs of one shape (req_id stepping by 1, 2
+ * or 3), each broken by a message that differs in one field only, each field in turn, by
+ * the smallest change: every header and body comes out of the real unpacker as sent, and
+ * the frames hold the sub-headers a fresh encoding would (their byte count matches).
+ */
+static void test_fz_pack_repeated_sub_headers(void **state)
+{
+	struct pk *p = *state;
+	struct fz_msg ms[80];
+	struct tl_iov iov[80];
+	struct fzt_sink sink;
+	struct fz_rx_error err;
+	struct fz_rx *rx;
+	uint8_t sh[FZ_SUB_HDR_MAX];
+	uint64_t req = 1000, prev = 0;
+	uint32_t i, k, n = 0, field, r, taken, hdr_bytes, frames = 0;
+
+	memset(&sink, 0, sizeof(sink));
+	p->cfg.fuse_frames = 16;
+	p->cfg.fuse_max_bytes = 8192;
+	pk_create(p);
+	p->w.busy = true;
+	for (field = 0; field <= 10; field++) {
+		uint64_t step = 1 + field % 3;
+
+		for (r = 0; r <= 5; r++, n++) {
+			ms[n] = pk_msg(p, n, n * 7u, 64, &iov[n]);
+			ms[n].hdr.table_id = 64;
+			ms[n].hdr.key_count = 0;
+			ms[n].hdr.dim = 16;
+			ms[n].hdr.req_id = req += step;
+			if (r < 5)
+				continue;
+			switch (field) {          /* the sixth differs in one field */
+			case 0: ms[n].hdr.type = 41; break;
+			case 1: ms[n].hdr.flags = 1; break;
+			case 2: ms[n].hdr.aux = 1; break;
+			case 3: ms[n].hdr.body_len = iov[n].len = 63; break;
+			case 4: ms[n].hdr.table_id = 65; break;
+			case 5: ms[n].hdr.req_id = ++req; break;
+			case 6: ms[n].hdr.req_id = --req; break;
+			case 7: ms[n].hdr.key_count = 1; break;
+			case 8: ms[n].hdr.dim = 17; break;
+			case 9: ms[n].hdr.dim = 128; break;
+			default: ms[n].hdr.body_len = iov[n].len = 0; break;
+			}
+		}
+	}
+	assert_int_equal(fz_peer_send_many(p->peer, ms, n, 0, &taken), 0);
+	assert_int_equal(taken, n);
+	assert_int_equal(fz_peer_flush(p->peer, 0), 0);
+	fzt_wire_complete_all(&p->w);
+	assert_int_equal(fz_peer_stats(p->peer)->msgs_fused, n);
+	assert_int_equal(fz_rx_create(&rx), 0);
+	for (k = 0, i = 0; k < p->w.n; k++) {
+		const struct fzt_rec *rec = &p->w.recs[k];
+		uint32_t count = rec->hdr.type == FZ_TYPE_FRAME ? rec->hdr.key_count : 1;
+
+		assert_int_equal(fzt_unpack_rec(rx, rec, k % 2 ? 0 : 333, &sink, &err), 0);
+		if (rec->hdr.type != FZ_TYPE_FRAME) {
+			i++;
+			continue;
+		}
+		/* A fresh encoding of the same sub-headers takes as many bytes. */
+		for (hdr_bytes = 0, r = 0; r < count; r++, i++) {
+			prev = r == 0 ? ms[i].hdr.req_id : ms[i - 1].hdr.req_id;
+			hdr_bytes += fz_sub_hdr_put(sh, &ms[i].hdr, prev) + ms[i].hdr.body_len;
+		}
+		assert_int_equal(rec->hdr.body_len, hdr_bytes);
+		frames++;
+	}
+	assert_int_equal(i, n);
+	assert_true(frames >= 2);
+	assert_int_equal(sink.n, n);
+	for (i = 0; i < n; i++) {
+		ms[i].hdr.magic = TL_MSG_MAGIC;
+		ms[i].hdr.version = TL_MSG_VERSION;
+		assert_hdr_equal(&sink.got[i].hdr, &ms[i].hdr);
+		assert_memory_equal(sink.got[i].body, iov[i].base, iov[i].len);
+	}
+	fz_rx_destroy(rx);
+	fzt_sink_fini(&sink);
+}
+
+/*
+ * The packer builds sub-headers of up to 16 bytes in registers (fz_sub_hdr_word): for
+ * random headers, fields of every width and req_id steps either way, it gives the bytes
+ * fz_sub_hdr_put writes whenever they fit 16, and says 0 exactly when they do not.
+ */
+static void test_fz_pack_sub_hdr_word_matches_put(void **state)
+{
+	uint8_t put[FZ_SUB_HDR_MAX], word[16];
+	uint64_t req = 1, prev;
+	uint32_t i, n, k, fits = 0;
+	struct fz_word w;
+
+	(void)state;
+	srand(11);
+	for (i = 0; i < 200000; i++) {
+		struct tl_msg_hdr h;
+
+		prev = req;
+		rand_hdr(&h, &req);
+		h.body_len = (uint32_t)rand() >> (rand() % 32);
+		if (h.type >= TL_TYPE_FUSE_MIN && h.type <= TL_TYPE_FUSE_MAX)
+			h.type = 40;
+		if (i % 3 == 0) {               /* mostly short fields, as small tensors have */
+			h.flags &= 0x7f;
+			h.aux &= 0x7f;
+			h.table_id &= 0x7f;
+			h.key_count &= 0xff;
+			h.dim &= 0xff;
+			h.body_len &= 0x3ff;
+		}
+		k = fz_sub_hdr_put(put, &h, prev);
+		n = fz_sub_hdr_word(&h, prev, &w);
+		if (k > 16) {
+			assert_int_equal(n, 0);
+			continue;
+		}
+		assert_int_equal(n, k);
+		for (k = 0; k < 16; k++)
+			word[k] = (uint8_t)((k < 8 ? w.lo : w.hi) >> (8 * (k % 8)));
+		assert_memory_equal(word, put, n);
+		fits++;
+	}
+	assert_true(fits > 20000 && fits < 180000);   /* both kinds were met */
+}
+
 /* Frame storage from the output side's allocator: asked for once, given back once. */
 static struct pk_mem {
 	void *arg;
@@ -842,6 +974,8 @@ int main(void)
 		T(test_fz_pack_bad_message_refused),
 		T(test_fz_pack_stats_bytes_saved),
 		T(test_fz_pack_send_many),
+		T(test_fz_pack_repeated_sub_headers),
+		T(test_fz_pack_sub_hdr_word_matches_put),
 		T(test_fz_pack_frame_memory_from_output_side),
 #undef T
 	};

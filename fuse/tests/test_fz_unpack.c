@@ -624,6 +624,99 @@ static void test_fz_unpack_short_and_long_headers_agree(void **state)
 	}
 }
 
+/*
+ * Appends sub-message i with header h (its req_id from prev) and body bytes i + k; the
+ * header is recorded in want[i].
+ */
+static void rep_sub(struct up *u, struct tl_msg_hdr *want, uint32_t i, const struct tl_msg_hdr *h,
+		    uint64_t *prev)
+{
+	uint8_t sh[FZ_SUB_HDR_MAX];
+	uint32_t k = fz_sub_hdr_put(sh, h, *prev);
+
+	fzt_bytes(&u->b, sh, k);
+	for (k = 0; k < h->body_len; k++)
+		fzt_u8(&u->b, (uint8_t)(i + k));
+	want[i] = *h;
+	*prev = h->req_id;
+}
+
+/*
+ * A step's tensors of one shape repeat their sub-header byte for byte, and the unpacker
+ * takes a repeat without parsing it. Runs of one header (req_id stepping by 1, 2 or 3)
+ * broken by a header that differs from it in one field only, each field in turn, by the
+ * smallest change (one more or less, or one byte longer): every header is delivered as
+ * packed, in one piece and in pieces. A repeat whose body runs past the frame's end is
+ * still refused as a whole.
+ */
+static void test_fz_unpack_repeated_sub_headers(void **state)
+{
+	struct up *u = *state;
+	struct tl_msg_hdr want[200], base, h;
+	struct tl_iov pieces[FZ_RX_MAX_IOV];
+	uint64_t prev = 1000;
+	uint32_t n = 0, field, r, off, np;
+
+	memset(&base, 0, sizeof(base));
+	base.magic = TL_MSG_MAGIC;
+	base.version = TL_MSG_VERSION;
+	base.type = 40;
+	base.body_len = 64;
+	base.table_id = 64;
+	base.dim = 16;
+	u->b.n = 0;
+	for (field = 0; field <= 10; field++) {
+		uint64_t step = 1 + field % 3;     /* runs of req_id steps of 1, 2 and 3 */
+
+		for (r = 0; r < 5; r++) {
+			h = base;
+			h.req_id = prev + step;
+			rep_sub(u, want, n++, &h, &prev);
+		}
+		h = base;
+		h.req_id = prev + step;
+		switch (field) {
+		case 0: h.type = 41; break;
+		case 1: h.flags = 1; break;
+		case 2: h.aux = 1; break;
+		case 3: h.body_len = 63; break;
+		case 4: h.table_id = 65; break;
+		case 5: h.req_id = prev + step + 1; break;
+		case 6: h.req_id = prev + step - 1; break;
+		case 7: h.key_count = 1; break;
+		case 8: h.dim = 17; break;
+		case 9: h.dim = 128; break;         /* one byte longer */
+		default: h.body_len = 0; break;
+		}
+		rep_sub(u, want, n++, &h, &prev);
+	}
+	unpack_matches(u, want, n, NULL, 0);
+	for (np = 0, off = 0; off < u->b.n; np++) {
+		uint32_t len = np % 3 == 0 ? 9 : 70 + np % 13;
+		pieces[np].base = u->b.b + off;
+		pieces[np].len = u->b.n - off < len ? u->b.n - off : len;
+		off += pieces[np].len;
+		assert_true(np < FZ_RX_MAX_IOV);
+	}
+	unpack_matches(u, want, n, pieces, np);
+
+	/* Three repeats, the last one's body cut short by the frame's end. */
+	fzt_sink_fini(&u->sink);
+	memset(&u->sink, 0, sizeof(u->sink));
+	u->b.n = 0;
+	prev = 1000;
+	for (r = 0; r < 3; r++) {
+		h = base;
+		h.req_id = prev + 1;
+		rep_sub(u, want, r, &h, &prev);
+	}
+	u->b.n -= 1;
+	assert_int_equal(up_run(u, 3), -EBADMSG);
+	assert_int_equal(u->sink.n, 0);
+	assert_non_null(strstr(u->err.reason, "past the end"));
+	assert_int_equal(u->err.sub_index, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -645,6 +738,7 @@ int main(void)
 		T(test_fz_unpack_error_body_for_sender),
 		T(test_fz_unpack_more_subs_than_the_views),
 		T(test_fz_unpack_short_and_long_headers_agree),
+		T(test_fz_unpack_repeated_sub_headers),
 #undef T
 	};
 	return cmocka_run_group_tests_name("fz_unpack", tests, NULL, NULL);
