@@ -76,17 +76,10 @@ struct fz_peer {
 uint32_t fz_sub_hdr_put(uint8_t *p, const struct tl_msg_hdr *h, uint64_t prev_req_id)
 {
 	uint64_t delta = fz_zigzag(h->req_id - prev_req_id);
-	uint8_t present = 0;
 	uint32_t n = 2;
 
-	present |= h->flags ? FZ_P_FLAGS : 0;
-	present |= h->aux ? FZ_P_AUX : 0;
-	present |= h->table_id ? FZ_P_TABLE_ID : 0;
-	present |= delta ? FZ_P_REQ_DELTA : 0;
-	present |= h->key_count ? FZ_P_KEY_COUNT : 0;
-	present |= h->dim ? FZ_P_DIM : 0;
 	p[0] = h->type;
-	p[1] = present;
+	p[1] = fz_sub_present(h, delta);
 	n += fz_varint_put(p + n, h->body_len);
 	if (h->flags)
 		n += fz_varint_put(p + n, h->flags);

@@ -65,6 +65,20 @@ static inline uint32_t fz_varint_len(uint64_t v)
 	return n;
 }
 
+/* A sub-header's "present" byte: a bit for each non-zero field (delta zigzagged). */
+static inline uint8_t fz_sub_present(const struct tl_msg_hdr *h, uint64_t delta)
+{
+	uint8_t present = 0;
+
+	present |= h->flags ? FZ_P_FLAGS : 0;
+	present |= h->aux ? FZ_P_AUX : 0;
+	present |= h->table_id ? FZ_P_TABLE_ID : 0;
+	present |= delta ? FZ_P_REQ_DELTA : 0;
+	present |= h->key_count ? FZ_P_KEY_COUNT : 0;
+	present |= h->dim ? FZ_P_DIM : 0;
+	return present;
+}
+
 /* Bytes of a sub-header built in registers, little-endian: lo holds bytes 0..7. */
 struct fz_word {
 	uint64_t lo, hi;
@@ -99,15 +113,8 @@ static inline uint32_t fz_sub_hdr_word(const struct tl_msg_hdr *h, uint64_t prev
 {
 	uint64_t delta = fz_zigzag(h->req_id - prev_req_id);
 	uint32_t n = 2;
-	uint8_t present = 0;
 
-	present |= h->flags ? FZ_P_FLAGS : 0;
-	present |= h->aux ? FZ_P_AUX : 0;
-	present |= h->table_id ? FZ_P_TABLE_ID : 0;
-	present |= delta ? FZ_P_REQ_DELTA : 0;
-	present |= h->key_count ? FZ_P_KEY_COUNT : 0;
-	present |= h->dim ? FZ_P_DIM : 0;
-	w->lo = (uint64_t)h->type | (uint64_t)present << 8;
+	w->lo = (uint64_t)h->type | (uint64_t)fz_sub_present(h, delta) << 8;
 	w->hi = 0;
 	if (!fz_varint_word(w, &n, h->body_len) ||
 	    (h->flags && !fz_varint_word(w, &n, h->flags)) ||

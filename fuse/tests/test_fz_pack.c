@@ -748,7 +748,7 @@ static void test_fz_pack_stats_bytes_saved(void **state)
 
 /*
  * The packer stores a sub-header that repeats the last one (same fields, same req_id
- * step) with one write of the bytes it kept. Runs of one shape (req_id stepping by 1, 2
+ * step) as the bytes it built at the first repeat, with no encoding. Runs of one shape (req_id stepping by 1, 2
  * or 3), each broken by a message that differs in one field only, each field in turn, by
  * the smallest change: every header and body comes out of the real unpacker as sent, and
  * the frames hold the sub-headers a fresh encoding would (their byte count matches).
