@@ -12,8 +12,9 @@
 #   fuse       wharf-fuse-bench: fusion on vs off, DPDK (direct pair, polling) and kernel;
 #              and wharf-pktgen --step: the raw PMD's floor under a fused step's bytes
 #   shard      wharf-shard-bench: in-process sparse push/pull keys/s per lcore
-#   ps, train  PS pull/push keys/s (1 and 2 workers) and end-to-end training samples/s,
-#              DPDK vs kernel, fusion on vs off (testbed/bench_e2e.sh)
+#   e2e        PS pull/push keys/s (1 and 2 workers via the switch; 1 worker on a direct
+#              pair, sleeping and polling) and end-to-end training samples/s, DPDK vs
+#              kernel, fusion on vs off (testbed/bench_e2e.sh)
 # BENCH_SECONDS (default 3) sets the length of each timed run. BENCH_PARTS (default all:
 # "pmd transport fuse shard e2e") reruns only some parts; the others' last results stay in
 # build/bench and go into the report again.
@@ -156,7 +157,7 @@ pmd_step() { # BYTES NAME [pktgen --tx args]
 }
 want fuse && { tb_log "fuse"; part_fuse; }
 want shard && { tb_log "shard"; part_tool shard shard-bench ${BENCH_SHARD_ARGS:-}; }
-want e2e && { tb_log "ps and train"; "$TB_ROOT/testbed/bench_e2e.sh" "$OUT" || tb_log "bench_e2e failed"; }
+want e2e && { tb_log "ps, ps_direct and train"; "$TB_ROOT/testbed/bench_e2e.sh" "$OUT" || tb_log "bench_e2e failed"; }
 
 /usr/bin/python3 "$TB_ROOT/testbed/bench_report.py" "$OUT" || exit 1
 if command -v gnuplot >/dev/null && [ -s "$OUT/dpdk_rtt.txt" ] && [ -s "$OUT/kernel_rtt.txt" ]; then

@@ -7,16 +7,23 @@
 #                       and 2 workers, DPDK (switch, virtio-user) vs kernel (loopback). Top
 #                       level: ps_keys_per_s_ratio_dpdk_over_kernel = geometric mean of the
 #                       four dpdk/kernel keys/s ratios (pull and push, 1 and 2 workers).
+#   OUT_DIR/ps_direct.json  the same PS bench with no switch, as on NIC hosts where each node
+#                       has the wire to itself: 1 PS on net_vhost0 (core 1), 1 worker on
+#                       virtio_user0 attached to it (core 0), both sleeping and both polling
+#                       ({PS,WORKER}_ENABLE_POLLING=True; the kernel backend then spins in
+#                       epoll_wait(0)), DPDK vs kernel with the same pinning. Top level:
+#                       ps_direct_keys_per_s_ratio_dpdk_over_kernel_{sleeping,polling} =
+#                       geometric mean of the pull and push dpdk/kernel keys/s ratios.
 #   OUT_DIR/train.json  wharf-train: a short Fashion-MNIST MLP sync run, 1 PS + 2 workers, as
 #                       testbed/demo.sh runs it, DPDK vs kernel and --tensor-fuse off vs on.
 #                       Top level: train_samples_ratio_dpdk_over_kernel (fusion off) and
 #                       train_samples_ratio_fuse_on_over_off (DPDK), plus the other pairings.
 #
-# Every process is non-polling (the machine has 2 cores for switch, PS and 2 workers), as in
-# the demo. A run that fails is recorded as null with its reason under "notes"; the file is
+# Every process is non-polling in ps and train (the machine has 2 cores for switch, PS and 2
+# workers), as in the demo. A run that fails is recorded as null with its reason under "notes"; the file is
 # written anyway. About 100 s with the defaults on 2 shared cores (PS ~50 s, train ~45 s).
 # Knobs: BENCH_MTU (DPDK data-plane MTU, 1500), BENCH_PS_SECONDS (BENCH_SECONDS or 3, per phase), BENCH_PS_BATCH (1000), BENCH_TRAIN_LIMIT (60000
-# images), BENCH_TRAIN_EPOCHS (2), BENCH_E2E_PARTS ("ps train"), BENCH_E2E_BUDGET (330 s:
+# images), BENCH_TRAIN_EPOCHS (2), BENCH_E2E_PARTS ("ps ps_direct train"), BENCH_E2E_BUDGET (330 s:
 # a run that would start past it is skipped and recorded as such). PS_ENABLE_POLLING and
 # WORKER_ENABLE_POLLING pass through to every node (spinning needs a core per process).
 set -u
@@ -28,7 +35,7 @@ PS_SECS=${BENCH_PS_SECONDS:-${BENCH_SECONDS:-3}}
 PS_BATCH=${BENCH_PS_BATCH:-1000}
 TR_LIMIT=${BENCH_TRAIN_LIMIT:-60000}
 TR_EPOCHS=${BENCH_TRAIN_EPOCHS:-2}
-PARTS=${BENCH_E2E_PARTS:-ps train}
+PARTS=${BENCH_E2E_PARTS:-ps ps_direct train}
 BUDGET=${BENCH_E2E_BUDGET:-330}
 tb_init
 RES=$TB_DIR/results
@@ -109,6 +116,52 @@ part_ps() {
 	done
 }
 
+# 1 PS + 1 worker over a direct virtio-user/vhost pair (no switch), sleeping then polling.
+# Each node has a core of its own (-l 1 and -l 0), for the kernel runs as well.
+part_ps_direct() {
+	local proto poll base=48300 start name left eal
+	for poll in False True; do
+		for proto in dpdk kernel; do
+			name=pd-$proto-$poll
+			left=$((BUDGET - SECONDS))
+			if [ "$left" -lt 30 ]; then
+				tb_log "$name: skipped, the time budget (${BUDGET} s) is spent"
+				echo "{\"failed\":\"skipped: bench_e2e time budget of ${BUDGET} s spent\"}" \
+					>"$RES/$name-w0.json"
+				continue
+			fi
+			tb_log "ps_direct: $proto, polling $poll"
+			cluster "$proto" "$base" 1
+			rm -f "$TB_DIR/direct.sock"
+			eal="--no-pci $(tb_mem_args) --log-level=*:warning --log-level=lib.vhost.config:error"
+			start=$(( $(date +%s) + 6 ))
+			PS_ENABLE_POLLING=$poll WORKER_ENABLE_POLLING=$poll "$TB_BUILD/wharf-ps-bench" \
+				-l 1 --file-prefix "wharf-$TB_ID-$name-ps" $eal \
+				--vdev="net_vhost0,iface=$TB_DIR/direct.sock,queues=1,tso=1" -- $CL --role ps \
+				--mode async --batch "$PS_BATCH" >"$TB_DIR/$name-ps.out" 2>"$TB_DIR/$name-ps.log" &
+			TB_PIDS[$name-ps]=$!
+			tb_wait_log "$TB_DIR/$name-ps.log" "serving|listening|ready" 10 || sleep 1
+			PS_ENABLE_POLLING=$poll WORKER_ENABLE_POLLING=$poll timeout --kill-after=5 \
+				$((2 * PS_SECS + 40)) "$TB_BUILD/wharf-ps-bench" -l 0 \
+				--file-prefix "wharf-$TB_ID-$name-w0" $eal \
+				--vdev="virtio_user0,path=$TB_DIR/direct.sock,queues=1,queue_size=1024,mac=02:00:00:00:00:02" \
+				-- $CL --role worker --task-index 0 --mode async --batch "$PS_BATCH" \
+				--seconds "$PS_SECS" --start-at "$start" \
+				>"$TB_DIR/$name-w0.out" 2>"$TB_DIR/$name-w0.log"
+			"$TB_BUILD/wharf-ctl" "127.0.0.1:$base" shutdown >/dev/null 2>&1
+			tb_stop "$name-ps"
+			grep '^{' "$TB_DIR/$name-w0.out" 2>/dev/null | tail -n 1 >"$RES/$name-w0.json"
+			if [ ! -s "$RES/$name-w0.json" ]; then
+				tb_log "$name: the worker gave no result; last lines of its log:"
+				tail -n 5 "$TB_DIR/$name-w0.log" >&2
+				echo "{\"failed\":\"$(tail -n 1 "$TB_DIR/$name-w0.log" 2>/dev/null | tr -d '"\\' | cut -c1-200)\"}" \
+					>"$RES/$name-w0.json"
+			fi
+			base=$((base + 10))
+		done
+	done
+}
+
 part_train() {
 	local proto fuse base=48200
 	for fuse in false true; do
@@ -184,6 +237,38 @@ if "ps" in parts:
     with open(os.path.join(out, "ps.json"), "w") as f:
         f.write(json.dumps(ps) + "\n")
     print("ps.json:", json.dumps({k: v for k, v in ps.items() if k != "runs"}))
+
+if "ps_direct" in parts:
+    pd = {"bench": "ps_direct_e2e", "dim": 16, "batch": int(batch), "key_space": 10000000,
+          "zipf_s": 1.1, "seconds_per_phase": int(secs), "servers": 1, "workers": 1,
+          "mode": "async",
+          "note": "1 PS on net_vhost0 (core 1) and 1 worker on virtio_user0 (core 0), no switch; "
+                  "kernel: the same two processes over loopback with the same cores; polling: "
+                  "PS_ENABLE_POLLING and WORKER_ENABLE_POLLING True on both backends",
+          "runs": {}}
+    for poll, mode in (("False", "sleeping"), ("True", "polling")):
+        for proto in ("dpdk", "kernel"):
+            r = run(f"pd-{proto}-{poll}", 1)
+            if r["ok"]:
+                w = r["workers"][0]
+                for op in ("pull", "push"):
+                    for k in ("keys_per_s", "p50_us", "p99_us"):
+                        r[f"{op}_{k}"] = w[f"{op}_{k}"]
+            pd["runs"][f"{proto}_{mode}"] = r
+        rs = []
+        for op in ("pull", "push"):
+            d, k = pd["runs"][f"dpdk_{mode}"], pd["runs"][f"kernel_{mode}"]
+            q = ratio(d.get(f"{op}_keys_per_s"), k.get(f"{op}_keys_per_s"))
+            pd[f"{op}_keys_per_s_ratio_dpdk_over_kernel_{mode}"] = q
+            pd[f"{op}_p50_ratio_dpdk_over_kernel_{mode}"] = ratio(d.get(f"{op}_p50_us"), k.get(f"{op}_p50_us"))
+            rs.append(q)
+        ok = [q for q in rs if q]
+        pd[f"ps_direct_keys_per_s_ratio_dpdk_over_kernel_{mode}"] = (
+            round(math.exp(sum(math.log(q) for q in ok) / len(ok)), 4) if len(ok) == len(rs) else None)
+    pd["notes"] = {k: v for k, v in notes.items() if k.startswith("pd-")}
+    with open(os.path.join(out, "ps_direct.json"), "w") as f:
+        f.write(json.dumps(pd) + "\n")
+    print("ps_direct.json:", json.dumps({k: v for k, v in pd.items() if k != "runs"}))
 
 if "train" in parts:
     tr = {"bench": "train_e2e", "model": "mlp", "mode": "sync", "servers": 1, "workers": 2,

@@ -43,7 +43,7 @@ def ratio(a, b):
 
 parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "dpdk_pingpong", "kernel_pingpong", "dpdk_rate",
                               "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream", "fuse", "fuse_kernel", "fuse_pmd_step", "fuse_pmd_step_pieces", "fuse_pmd_step_pieces_plain", "shard",
-                              "ps", "train")}
+                              "ps", "ps_direct", "train")}
 notes = {n: "missing or failed" for n, v in parts.items() if v is None or "missing" in v or "failed" in v}
 
 fuse = parts["fuse"] or {}
@@ -83,6 +83,11 @@ headline = {
         get(parts["fuse_pmd_step_pieces_plain"], "steps_per_s")),
     "shard_key_updates_per_s_dim16_sgd": get(shard, "headline", "ps_dim16_sgd_push_key_updates_per_s_per_lcore"),
     "ps_keys_per_s_ratio_dpdk_over_kernel": get(parts["ps"], "ps_keys_per_s_ratio_dpdk_over_kernel"),
+    # 1 PS + 1 worker without the switch (each node a core, as on NIC hosts).
+    "ps_direct_keys_per_s_ratio_dpdk_over_kernel_sleeping": get(
+        parts["ps_direct"], "ps_direct_keys_per_s_ratio_dpdk_over_kernel_sleeping"),
+    "ps_direct_keys_per_s_ratio_dpdk_over_kernel_polling": get(
+        parts["ps_direct"], "ps_direct_keys_per_s_ratio_dpdk_over_kernel_polling"),
     "train_samples_ratio_dpdk_over_kernel": get(parts["train"], "train_samples_ratio_dpdk_over_kernel"),
     "train_samples_ratio_fuse_on_over_off": get(parts["train"], "train_samples_ratio_fuse_on_over_off"),
 }
