@@ -18,18 +18,19 @@ all)
 *) echo "usage: $0 unit|integ|all ..." >&2; exit 2 ;;
 esac
 
-passed=0; failed=0; failures=()
+passed=0; failed=0; failures=(); times=()
 filter=${WHARF_TEST_FILTER:-}
 logdir=build/test-logs; mkdir -p "$logdir"
 
 run_one() { # kind path timeout
-	local kind=$1 t=$2 to=$3 name log rc
+	local kind=$1 t=$2 to=$3 name log rc t0=$SECONDS
 	name=$(basename "$t")
 	[ -n "$filter" ] && [[ "$t" != *"$filter"* ]] && return
 	log="$logdir/$name.log"
 	printf '== %s %s\n' "$kind" "$t"
 	timeout --kill-after=10 "$to" "$t" >"$log" 2>&1
 	rc=$?
+	times+=("$((SECONDS - t0)) $name")
 	# cmocka's own summary lines (and the test names) go to the console.
 	grep -E '^\[ *(RUN|OK|PASSED|FAILED|SKIPPED|  ERROR) *\]|^\[==========\]|^ok |^not ok |^(PASS|FAIL)' "$log" | tail -n 60
 	if [ $rc -eq 0 ]; then
@@ -43,6 +44,10 @@ run_one() { # kind path timeout
 for t in "${units[@]}"; do run_one unit "$t" "${UNIT_TIMEOUT:-120}"; done
 for t in "${integs[@]}"; do run_one integ "$t" "${INTEG_TIMEOUT:-240}"; done
 
+# The slowest, to keep the whole run within CI's budget (make test: 10 minutes).
+if [ ${#times[@]} -gt 0 ]; then
+	echo "slowest (s):"; printf '%s\n' "${times[@]}" | sort -rn | head -n 8 | sed 's/^/  /'
+fi
 if [ ${#failures[@]} -gt 0 ]; then
 	echo "failed:"; printf '  %s\n' "${failures[@]}"
 fi
