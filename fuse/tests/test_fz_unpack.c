@@ -646,8 +646,9 @@ static void rep_sub(struct up *u, struct tl_msg_hdr *want, uint32_t i, const str
  * takes a repeat without parsing it. Runs of one header (req_id stepping by 1, 2 or 3)
  * broken by a header that differs from it in one field only, each field in turn, by the
  * smallest change (one more or less, or one byte longer): every header is delivered as
- * packed, in one piece and in pieces. A repeat whose body runs past the frame's end is
- * still refused as a whole.
+ * packed, in one piece and in pieces. A repeat after a header the short path does not take
+ * is the first one's. A repeat whose body runs past the frame's end is still refused as a
+ * whole.
  */
 static void test_fz_unpack_repeated_sub_headers(void **state)
 {
@@ -699,6 +700,24 @@ static void test_fz_unpack_repeated_sub_headers(void **state)
 		assert_true(np < FZ_RX_MAX_IOV);
 	}
 	unpack_matches(u, want, n, pieces, np);
+
+	/* A short header seen once, a long one (parsed the general way), then the short one
+	 * repeated: the repeats take the first one's fields, not the long one's. */
+	fzt_sink_fini(&u->sink);
+	memset(&u->sink, 0, sizeof(u->sink));
+	u->b.n = 0;
+	prev = 1000;
+	for (r = 0; r < 4; r++) {
+		h = base;
+		h.req_id = prev + 1;
+		if (r == 1) {
+			h.type = 42;
+			h.table_id = 70000; /* three bytes: the general parser */
+			h.dim = 0;
+		}
+		rep_sub(u, want, r, &h, &prev);
+	}
+	unpack_matches(u, want, 4, NULL, 0);
 
 	/* Three repeats, the last one's body cut short by the frame's end. */
 	fzt_sink_fini(&u->sink);
