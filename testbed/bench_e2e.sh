@@ -55,6 +55,17 @@ cluster() { # PROTO BASEPORT NWORKERS
 	if [ "$proto" = dpdk ]; then CL="$CL --mtu ${BENCH_MTU:-1500}"; fi
 }
 
+# A worker's last JSON line into RES/NODE.json; without one, its log's last line as the reason.
+result() { # NODE
+	local node=$1
+	grep '^{' "$TB_DIR/$node.out" 2>/dev/null | tail -n 1 >"$RES/$node.json"
+	[ -s "$RES/$node.json" ] && return 0
+	tb_log "$node gave no result; last lines of its log:"
+	tail -n 5 "$TB_DIR/$node.log" >&2
+	echo "{\"failed\":\"$(tail -n 1 "$TB_DIR/$node.log" 2>/dev/null | tr -d '"\\' | cut -c1-200)\"}" \
+		>"$RES/$node.json"
+}
+
 # Starts the nodes of one job: NAME PROTO CMD PS_ARGS -- WORKER_ARGS; the PS on port 0, worker
 # i on port i+1 (a switch with nw+1 ports when dpdk). Waits for the workers (bounded).
 job() { # NAME PROTO BASEPORT NWORKERS TIMEOUT CMD PS_ARGS... -- WORKER_ARGS...
@@ -88,13 +99,7 @@ job() { # NAME PROTO BASEPORT NWORKERS TIMEOUT CMD PS_ARGS... -- WORKER_ARGS...
 	"$TB_BUILD/wharf-ctl" "127.0.0.1:$base" shutdown >/dev/null 2>&1
 	for i in $(seq 0 $((nw - 1))); do
 		tb_stop "$name-w$i"
-		grep '^{' "$TB_DIR/$name-w$i.out" 2>/dev/null | tail -n 1 >"$RES/$name-w$i.json"
-		if [ ! -s "$RES/$name-w$i.json" ]; then
-			tb_log "$name: worker $i gave no result; last lines of its log:"
-			tail -n 5 "$TB_DIR/$name-w$i.log" >&2
-			echo "{\"failed\":\"$(tail -n 1 "$TB_DIR/$name-w$i.log" 2>/dev/null | tr -d '"\\' | cut -c1-200)\"}" \
-				>"$RES/$name-w$i.json"
-		fi
+		result "$name-w$i"
 	done
 	tb_stop "$name-ps"
 	[ "$proto" = dpdk ] && tb_stop switch
@@ -150,13 +155,7 @@ part_ps_direct() {
 				>"$TB_DIR/$name-w0.out" 2>"$TB_DIR/$name-w0.log"
 			"$TB_BUILD/wharf-ctl" "127.0.0.1:$base" shutdown >/dev/null 2>&1
 			tb_stop "$name-ps"
-			grep '^{' "$TB_DIR/$name-w0.out" 2>/dev/null | tail -n 1 >"$RES/$name-w0.json"
-			if [ ! -s "$RES/$name-w0.json" ]; then
-				tb_log "$name: the worker gave no result; last lines of its log:"
-				tail -n 5 "$TB_DIR/$name-w0.log" >&2
-				echo "{\"failed\":\"$(tail -n 1 "$TB_DIR/$name-w0.log" 2>/dev/null | tr -d '"\\' | cut -c1-200)\"}" \
-					>"$RES/$name-w0.json"
-			fi
+			result "$name-w0"
 			base=$((base + 10))
 		done
 	done

@@ -642,6 +642,26 @@ static void rep_sub(struct up *u, struct tl_msg_hdr *want, uint32_t i, const str
 }
 
 /*
+ * A new frame of n sub-messages with req_ids stepping by one from 1001: the second has
+ * header second, the others base.
+ */
+static void rep_frame(struct up *u, struct tl_msg_hdr *want, const struct tl_msg_hdr *base,
+		      const struct tl_msg_hdr *second, uint32_t n)
+{
+	struct tl_msg_hdr h;
+	uint64_t prev = 1000;
+
+	fzt_sink_fini(&u->sink);
+	memset(&u->sink, 0, sizeof(u->sink));
+	u->b.n = 0;
+	for (uint32_t r = 0; r < n; r++) {
+		h = r == 1 ? *second : *base;
+		h.req_id = prev + 1;
+		rep_sub(u, want, r, &h, &prev);
+	}
+}
+
+/*
  * A step's tensors of one shape repeat their sub-header byte for byte, and the unpacker
  * takes a repeat without parsing it. Runs of one header (req_id stepping by 1, 2 or 3)
  * broken by a header that differs from it in one field only, each field in turn, by the
@@ -703,32 +723,15 @@ static void test_fz_unpack_repeated_sub_headers(void **state)
 
 	/* A short header seen once, a long one (parsed the general way), then the short one
 	 * repeated: the repeats take the first one's fields, not the long one's. */
-	fzt_sink_fini(&u->sink);
-	memset(&u->sink, 0, sizeof(u->sink));
-	u->b.n = 0;
-	prev = 1000;
-	for (r = 0; r < 4; r++) {
-		h = base;
-		h.req_id = prev + 1;
-		if (r == 1) {
-			h.type = 42;
-			h.table_id = 70000; /* three bytes: the general parser */
-			h.dim = 0;
-		}
-		rep_sub(u, want, r, &h, &prev);
-	}
+	h = base;
+	h.type = 42;
+	h.table_id = 70000;   /* three bytes: the general parser */
+	h.dim = 0;
+	rep_frame(u, want, &base, &h, 4);
 	unpack_matches(u, want, 4, NULL, 0);
 
 	/* Three repeats, the last one's body cut short by the frame's end. */
-	fzt_sink_fini(&u->sink);
-	memset(&u->sink, 0, sizeof(u->sink));
-	u->b.n = 0;
-	prev = 1000;
-	for (r = 0; r < 3; r++) {
-		h = base;
-		h.req_id = prev + 1;
-		rep_sub(u, want, r, &h, &prev);
-	}
+	rep_frame(u, want, &base, &base, 3);
 	u->b.n -= 1;
 	assert_int_equal(up_run(u, 3), -EBADMSG);
 	assert_int_equal(u->sink.n, 0);
