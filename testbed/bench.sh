@@ -28,24 +28,13 @@ PARTS=${BENCH_PARTS:-pmd transport fuse shard e2e}
 want() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
 tb_init
 
-# A direct pair: SERVER_CMD on net_vhost (core 1), CLIENT_CMD on virtio-user (core 0).
-pair_eal() { # NAME ROLE
-	local a="--file-prefix wharf-$TB_ID-$1 --no-pci $(tb_mem_args) --log-level=*:warning"
-	a="$a --log-level=lib.vhost.config:error"
-	if [ "$2" = server ]; then
-		echo "-l 1 $a --vdev=net_vhost0,iface=$TB_DIR/pair.sock,queues=1,tso=1"
-	else
-		echo "-l 0 $a --vdev=virtio_user0,path=$TB_DIR/pair.sock,queues=1,queue_size=1024"
-	fi
-}
-
 part_pmd() {
 	rm -f "$TB_DIR/pair.sock"
-	"$TB_BUILD/wharf-pktgen" $(pair_eal pgrx server) -- --rx --seconds "$SECS" \
+	"$TB_BUILD/wharf-pktgen" $(tb_pair_eal pgrx server) -- --rx --seconds "$SECS" \
 		>"$OUT/pmd_rx.json" 2>"$TB_DIR/pgrx.log" &
 	TB_PIDS[pgrx]=$!
 	sleep 1
-	timeout 60 "$TB_BUILD/wharf-pktgen" $(pair_eal pgtx client) -- --tx --seconds "$SECS" \
+	timeout 60 "$TB_BUILD/wharf-pktgen" $(tb_pair_eal pgtx client) -- --tx --seconds "$SECS" \
 		>"$OUT/pmd_tx.json" 2>"$TB_DIR/pgtx.log"
 	wait "${TB_PIDS[pgrx]}"; unset "TB_PIDS[pgrx]"
 }
@@ -54,11 +43,11 @@ part_pmd() {
 perf_dpdk() {
 	local name=$1 mtu=${PERF_MTU:+--mtu $PERF_MTU}; shift
 	rm -f "$TB_DIR/pair.sock"
-	"$TB_BUILD/wharf-perf" $(pair_eal "s$name" server) -- --ip 198.18.3.2/24 --server \
+	"$TB_BUILD/wharf-perf" $(tb_pair_eal "s$name" server) -- --ip 198.18.3.2/24 --server \
 		--port 7000 --echo --poll --seconds $((SECS + 20)) $mtu >/dev/null 2>"$TB_DIR/s$name.log" &
 	TB_PIDS[srv]=$!
 	sleep 1
-	timeout $((SECS + 30)) "$TB_BUILD/wharf-perf" $(pair_eal "c$name" client) -- \
+	timeout $((SECS + 30)) "$TB_BUILD/wharf-perf" $(tb_pair_eal "c$name" client) -- \
 		--ip 198.18.3.1/24 --peer 198.18.3.2 --port 7000 --poll --seconds "$SECS" $mtu "$@" \
 		>"$OUT/$name.json" 2>"$TB_DIR/c$name.log" || tb_log "$name: client failed"
 	tb_stop srv
@@ -119,11 +108,11 @@ part_fuse() {
 	# busy-polling, so the figure is the stacks' and not a third process's (the switch)
 	# wake-ups on two shared cores.
 	rm -f "$TB_DIR/pair.sock"
-	"$TB_BUILD/wharf-fuse-bench" $(pair_eal fzsrv server) -- --server --ip 198.18.3.2/24 \
+	"$TB_BUILD/wharf-fuse-bench" $(tb_pair_eal fzsrv server) -- --server --ip 198.18.3.2/24 \
 		--port 7300 --poll --seconds 300 >/dev/null 2>"$TB_DIR/fzsrv.log" &
 	TB_PIDS[fzsrv]=$!
 	tb_wait_log "$TB_DIR/fzsrv.log" "server on ports" 20
-	timeout 300 "$TB_BUILD/wharf-fuse-bench" $(pair_eal fzcli client) -- --peer 198.18.3.2 \
+	timeout 300 "$TB_BUILD/wharf-fuse-bench" $(tb_pair_eal fzcli client) -- --peer 198.18.3.2 \
 		--ip 198.18.3.1/24 --port 7300 --poll --steps 50 --rounds 3 --echoes 2000 \
 		2>"$TB_DIR/fzcli.log" | grep '^{' | tail -n 1 >"$OUT/fuse.json"
 	[ -s "$OUT/fuse.json" ] || echo '{"failed":"DPDK fuse-bench run gave no result"}' >"$OUT/fuse.json"
@@ -146,11 +135,11 @@ part_fuse() {
 pmd_step() { # BYTES NAME [pktgen --tx args]
 	local bytes=$1 name=$2; shift 2
 	rm -f "$TB_DIR/pair.sock"
-	"$TB_BUILD/wharf-pktgen" $(pair_eal pgsrx server) -- --rx --step "$bytes" --mtu 9000 \
+	"$TB_BUILD/wharf-pktgen" $(tb_pair_eal pgsrx server) -- --rx --step "$bytes" --mtu 9000 \
 		--seconds "$SECS" >/dev/null 2>"$TB_DIR/pgsrx.log" &
 	TB_PIDS[pgsrx]=$!
 	sleep 1
-	timeout 60 "$TB_BUILD/wharf-pktgen" $(pair_eal pgstx client) -- --tx --step "$bytes" \
+	timeout 60 "$TB_BUILD/wharf-pktgen" $(tb_pair_eal pgstx client) -- --tx --step "$bytes" \
 		--mtu 9000 --seconds "$SECS" "$@" >"$OUT/$name.json" 2>"$TB_DIR/pgstx.log" \
 		|| echo '{"failed":"wharf-pktgen --step gave no result"}' >"$OUT/$name.json"
 	wait "${TB_PIDS[pgsrx]}"; unset "TB_PIDS[pgsrx]"

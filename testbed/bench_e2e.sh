@@ -66,6 +66,17 @@ result() { # NODE
 		>"$RES/$node.json"
 }
 
+# The whole script stays within BUDGET seconds: with less than MIN left, a run is skipped
+# and its NWORKERS workers' results say so. True when skipped.
+spent() { # NAME NWORKERS MIN
+	local i
+	[ $((BUDGET - SECONDS)) -lt "$3" ] || return 1
+	tb_log "$1: skipped, the time budget (${BUDGET} s) is spent"
+	for i in $(seq 0 $(($2 - 1))); do
+		echo "{\"failed\":\"skipped: bench_e2e time budget of ${BUDGET} s spent\"}" >"$RES/$1-w$i.json"
+	done
+}
+
 # Starts the nodes of one job: NAME PROTO CMD PS_ARGS -- WORKER_ARGS; the PS on port 0, worker
 # i on port i+1 (a switch with nw+1 ports when dpdk). Waits for the workers (bounded).
 job() { # NAME PROTO BASEPORT NWORKERS TIMEOUT CMD PS_ARGS... -- WORKER_ARGS...
@@ -75,15 +86,8 @@ job() { # NAME PROTO BASEPORT NWORKERS TIMEOUT CMD PS_ARGS... -- WORKER_ARGS...
 	[ $# -gt 0 ] && shift
 	wargs=("$@")
 	cluster "$proto" "$base" "$nw"
-	# The whole script stays within BUDGET seconds: a run gets at most what is left.
+	spent "$name" "$nw" 15 && return 1
 	local left=$((BUDGET - SECONDS))
-	if [ "$left" -lt 15 ]; then
-		tb_log "$name: skipped, the time budget (${BUDGET} s) is spent"
-		for i in $(seq 0 $((nw - 1))); do
-			echo "{\"failed\":\"skipped: bench_e2e time budget of ${BUDGET} s spent\"}" >"$RES/$name-w$i.json"
-		done
-		return 1
-	fi
 	[ "$to" -gt "$left" ] && to=$left
 	if [ "$proto" = dpdk ]; then tb_switch $((nw + 1)) || return 1; fi
 	tb_node "$name-ps" 0 "$cmd" $CL --role ps "${psargs[@]}"
@@ -124,35 +128,26 @@ part_ps() {
 # 1 PS + 1 worker over a direct virtio-user/vhost pair (no switch), sleeping then polling.
 # Each node has a core of its own (-l 1 and -l 0), for the kernel runs as well.
 part_ps_direct() {
-	local proto poll base=48300 start name left eal
+	local proto poll base=48300 start name to
 	for poll in False True; do
 		for proto in dpdk kernel; do
 			name=pd-$proto-$poll
-			left=$((BUDGET - SECONDS))
-			if [ "$left" -lt 30 ]; then
-				tb_log "$name: skipped, the time budget (${BUDGET} s) is spent"
-				echo "{\"failed\":\"skipped: bench_e2e time budget of ${BUDGET} s spent\"}" \
-					>"$RES/$name-w0.json"
-				continue
-			fi
+			spent "$name" 1 30 && continue
+			to=$((2 * PS_SECS + 40))
+			[ "$to" -gt $((BUDGET - SECONDS)) ] && to=$((BUDGET - SECONDS))
 			tb_log "ps_direct: $proto, polling $poll"
 			cluster "$proto" "$base" 1
-			rm -f "$TB_DIR/direct.sock"
-			eal="--no-pci $(tb_mem_args) --log-level=*:warning --log-level=lib.vhost.config:error"
+			rm -f "$TB_DIR/pair.sock"
 			start=$(( $(date +%s) + 6 ))
 			PS_ENABLE_POLLING=$poll WORKER_ENABLE_POLLING=$poll "$TB_BUILD/wharf-ps-bench" \
-				-l 1 --file-prefix "wharf-$TB_ID-$name-ps" $eal \
-				--vdev="net_vhost0,iface=$TB_DIR/direct.sock,queues=1,tso=1" -- $CL --role ps \
-				--mode async --batch "$PS_BATCH" >"$TB_DIR/$name-ps.out" 2>"$TB_DIR/$name-ps.log" &
+				$(tb_pair_eal "$name-ps" server) -- $CL --role ps --mode async \
+				--batch "$PS_BATCH" >"$TB_DIR/$name-ps.out" 2>"$TB_DIR/$name-ps.log" &
 			TB_PIDS[$name-ps]=$!
-			tb_wait_log "$TB_DIR/$name-ps.log" "serving|listening|ready" 10 || sleep 1
-			PS_ENABLE_POLLING=$poll WORKER_ENABLE_POLLING=$poll timeout --kill-after=5 \
-				$((2 * PS_SECS + 40)) "$TB_BUILD/wharf-ps-bench" -l 0 \
-				--file-prefix "wharf-$TB_ID-$name-w0" $eal \
-				--vdev="virtio_user0,path=$TB_DIR/direct.sock,queues=1,queue_size=1024,mac=02:00:00:00:00:02" \
-				-- $CL --role worker --task-index 0 --mode async --batch "$PS_BATCH" \
-				--seconds "$PS_SECS" --start-at "$start" \
-				>"$TB_DIR/$name-w0.out" 2>"$TB_DIR/$name-w0.log"
+			tb_wait_log "$TB_DIR/$name-ps.log" "serving" 10 || sleep 1
+			PS_ENABLE_POLLING=$poll WORKER_ENABLE_POLLING=$poll timeout --kill-after=5 "$to" \
+				"$TB_BUILD/wharf-ps-bench" $(tb_pair_eal "$name-w0" client) -- $CL --role worker \
+				--task-index 0 --mode async --batch "$PS_BATCH" --seconds "$PS_SECS" \
+				--start-at "$start" >"$TB_DIR/$name-w0.out" 2>"$TB_DIR/$name-w0.log"
 			"$TB_BUILD/wharf-ctl" "127.0.0.1:$base" shutdown >/dev/null 2>&1
 			tb_stop "$name-ps"
 			result "$name-w0"

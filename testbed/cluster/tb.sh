@@ -4,6 +4,7 @@
 #   tb_init [huge|no-huge]       work dir, memory mode, teardown trap
 #   tb_switch N [impairments..]  start wharf-vswitch with N vhost-user ports
 #   tb_node NAME IDX CMD [app args..]   start build/wharf-CMD on switch port IDX (virtio-user)
+#   tb_pair_eal NAME server|client  EAL arguments of a direct virtio-user/vhost pair
 #   tb_eal NAME [IDX]            print the EAL arguments a node NAME on port IDX uses (core
 #                                IDX mod nproc, or TB_EAL_CORE)
 #   tb_wait_log FILE REGEX SECS  wait for a line in a log
@@ -71,6 +72,18 @@ tb_eal() { # NAME [IDX]
 		a="$a,mac=02:00:00:00:00:$(printf %02x $((idx + 1)))"
 	fi
 	echo "$a"
+}
+
+# A direct pair, no switch: the server on net_vhost0 (core 1), the client on virtio_user0
+# attached to it (core 0), through $TB_DIR/pair.sock (remove it before the server starts).
+tb_pair_eal() { # NAME server|client
+	local a="--file-prefix wharf-$TB_ID-$1 --no-pci $(tb_mem_args) --log-level=*:warning"
+	a="$a --log-level=lib.vhost.config:error"
+	if [ "$2" = server ]; then
+		echo "-l 1 $a --vdev=net_vhost0,iface=$TB_DIR/pair.sock,queues=1,tso=1"
+	else
+		echo "-l 0 $a --vdev=virtio_user0,path=$TB_DIR/pair.sock,queues=1,queue_size=1024"
+	fi
 }
 
 tb_switch() { # N [switch args...]
