@@ -170,6 +170,17 @@ const uint16_t *dn_port_reta(const struct dn_port *port, uint32_t *reta_size);
 uint16_t dn_port_nb_lcores(const struct dn_port *port);
 bool dn_port_sw_steer(const struct dn_port *port);
 
+/*
+ * Software steering by listening port: lcore `index` claims the flows to local L4 port
+ * lport (it listens there alone, so every connection to that port is its own). Claimed by
+ * two lcores the port is shared, and its flows go to the hooks' steer function as before.
+ * Control path (a spinlock); -EINVAL without software steering. dn_steer_owner is what
+ * lcore 0 reads per frame: the claiming lcore, or -1 (unclaimed or shared).
+ */
+int dn_steer_claim(struct dn_port *p, uint16_t lport, uint16_t index);
+void dn_steer_unclaim(struct dn_port *p, uint16_t lport, uint16_t index);
+int dn_steer_owner(const struct dn_port *p, uint16_t lport);
+
 /* An IPv4 flow as lcore 0 classifies it for software steering (host byte order). */
 struct dn_flow {
 	uint32_t saddr, daddr;   /* the packet's source (the peer) and destination (us) */

@@ -11,6 +11,7 @@
 #include <rte_ethdev.h>
 #include <rte_mempool.h>
 #include <rte_ring.h>
+#include <rte_spinlock.h>
 
 #include "dpdk_net/dn.h"
 
@@ -79,6 +80,14 @@ struct dn_port {
 	struct rte_ring *steer_rx[DN_MAX_LCORES]; /* lcore 0 -> lcore i (SP/SC); [0] unused */
 	struct rte_ring *steer_tx;                /* lcores 1.. -> lcore 0's Tx (MP/SC) */
 	struct dn_wake wake[DN_MAX_LCORES];
+	/*
+	 * Local L4 ports claimed by one lcore (dn_steer_claim): 0 none, i + 1 lcore i, 0xff two
+	 * lcores (shared). Written under claim_lock on the control path, read by lcore 0 per
+	 * steered frame (relaxed: a claim is made before its listener takes connections).
+	 */
+	_Atomic uint8_t *lport_owner;
+	uint8_t *lport_claims;
+	rte_spinlock_t claim_lock;
 	struct dn_arp_entry arp[DN_ARP_SLOTS];
 };
 

@@ -39,12 +39,15 @@
 
 #include <rte_branch_prediction.h>
 #include <rte_cycles.h>
+#include <rte_malloc.h>
 #include <rte_ethdev.h>
 #include <rte_ip.h>
 #include <rte_lcore.h>
 #include <rte_pause.h>
 
 #include "dpdk_net/dn_pvt.h"
+
+#define DN_STEER_SHARED 0xffu /* lport_owner: claimed by more than one lcore */
 
 #define DN_STEER_RELAY_BURSTS 4 /* bursts of others' Tx lcore 0 takes per loop turn */
 #define DN_STEER_SLEEP_MS 1     /* longest sleep: upper-layer timers need ~1 ms */
@@ -110,6 +113,13 @@ int dn_steer_port_init(struct dn_port *p, char *err, size_t errlen)
 	p->steer_tx = rte_ring_create(name, DN_STEER_TX_RING, socket, RING_F_SC_DEQ);
 	if (p->steer_tx == NULL)
 		goto out_ring;
+	p->lport_owner = rte_zmalloc_socket("dn_lport_owner", 65536, RTE_CACHE_LINE_SIZE, socket);
+	p->lport_claims = rte_zmalloc_socket("dn_lport_claims", 65536, RTE_CACHE_LINE_SIZE, socket);
+	if (p->lport_owner == NULL || p->lport_claims == NULL) {
+		snprintf(err, errlen, "software steering: no memory for the port claim table");
+		return -ENOMEM;
+	}
+	rte_spinlock_init(&p->claim_lock);
 	p->sw_steer = true;
 	return 0;
 out_ring:
@@ -153,7 +163,52 @@ void dn_steer_port_fini(struct dn_port *p)
 	}
 	ring_free_all(p->steer_tx);
 	p->steer_tx = NULL;
+	rte_free((void *)p->lport_owner);
+	rte_free(p->lport_claims);
+	p->lport_owner = NULL;
+	p->lport_claims = NULL;
 	p->sw_steer = false;
+}
+
+/* ---- port claims ------------------------------------------------------------------------ */
+
+int dn_steer_claim(struct dn_port *p, uint16_t lport, uint16_t index)
+{
+	uint8_t mine = (uint8_t)(index + 1u), cur;
+
+	if (!p->sw_steer || index >= p->nb_lcores)
+		return -EINVAL;
+	rte_spinlock_lock(&p->claim_lock);
+	cur = atomic_load_explicit(&p->lport_owner[lport], memory_order_relaxed);
+	if (p->lport_claims[lport] == 0)
+		cur = mine;
+	else if (cur != mine)
+		cur = DN_STEER_SHARED;
+	atomic_store_explicit(&p->lport_owner[lport], cur, memory_order_relaxed);
+	if (p->lport_claims[lport] < UINT8_MAX)
+		p->lport_claims[lport]++;
+	rte_spinlock_unlock(&p->claim_lock);
+	return 0;
+}
+
+void dn_steer_unclaim(struct dn_port *p, uint16_t lport, uint16_t index)
+{
+	if (!p->sw_steer || index >= p->nb_lcores)
+		return;
+	rte_spinlock_lock(&p->claim_lock);
+	if (p->lport_claims[lport] > 0 && --p->lport_claims[lport] == 0)
+		atomic_store_explicit(&p->lport_owner[lport], 0, memory_order_relaxed);
+	rte_spinlock_unlock(&p->claim_lock);
+}
+
+int dn_steer_owner(const struct dn_port *p, uint16_t lport)
+{
+	uint8_t o;
+
+	if (p->lport_owner == NULL)
+		return -1;
+	o = atomic_load_explicit(&p->lport_owner[lport], memory_order_relaxed);
+	return o == 0 || o == DN_STEER_SHARED ? -1 : (int)o - 1;
 }
 
 /* Epoll callback (runs inside rte_epoll_wait): empty the eventfd so it can fire again. */

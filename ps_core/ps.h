@@ -126,6 +126,16 @@ uint32_t ps_optim_state_floats(enum ps_optim_kind k, uint32_t dim);
 /* Routing: independent hashes, stable across processes. */
 uint32_t ps_key_server(uint64_t key, uint32_t n_servers);
 uint32_t ps_key_shard(uint64_t key, uint32_t n_shards);
+/* The shard that holds the whole of dense table table_id on each server. */
+static inline uint32_t ps_dense_shard(uint32_t table_id, uint32_t n_shards)
+{
+	return table_id % n_shards;
+}
+/* The lcore slot that owns shard `shard` (shards are dealt to lcores round-robin). */
+static inline uint32_t ps_shard_owner(uint32_t shard, uint32_t n_lcores)
+{
+	return shard % n_lcores;
+}
 /* Dense rows [first, last) of server s out of n for a table of `rows` rows. */
 void ps_dense_range(uint64_t rows, uint32_t s, uint32_t n, uint64_t *first, uint64_t *last);
 
@@ -142,6 +152,13 @@ struct ps_server_config {
 	const int *lcore_numa;    /* NUMA node per lcore slot, or NULL: node of the creator */
 	const struct ps_table_config *tables;
 	uint32_t n_tables;
+	/*
+	 * Optional: called with wake_arg and an lcore slot right after an op was queued on
+	 * that slot's ring (a cross-lcore op, or a save asking it to park), from the queuing
+	 * thread. The network glue wakes that lcore if it sleeps; must be safe from any thread.
+	 */
+	void (*wake)(void *wake_arg, uint32_t slot);
+	void *wake_arg;
 	/*
 	 * PS_T_SAVE names a file the server writes: only a control plane may send it. Off (the
 	 * default), ps_handle refuses it (PS_ERR_BAD_TYPE) so no data-plane peer can make the
@@ -272,6 +289,17 @@ struct ps_shard_stats {
 };
 int ps_server_shard_stats(struct ps_server *s, uint32_t shard, struct ps_shard_stats *st);
 
+/*
+ * Per lcore slot, readable from any thread: ops this slot's handler ran on shards of other
+ * slots (over the rings), split into keyed data ops (sparse and dense pull/push: zero when
+ * every client sends each key to its owner's lcore) and the rest (barriers, sync steps,
+ * hellos, GEO pulls, which reach every shard by design); and ops it served for others.
+ */
+struct ps_lcore_stats {
+	uint64_t data_ops_remote, ctl_ops_remote, ops_served;
+};
+int ps_server_lcore_stats(struct ps_server *s, uint32_t slot, struct ps_lcore_stats *st);
+
 /* ---------------------------------------------------------------- client */
 
 struct ps_client_config {
@@ -343,31 +371,49 @@ int ps_client_geo_pull(struct ps_client *c, uint32_t table, uint32_t dim, ps_geo
 		       struct ps_msgbuf *msgs);
 
 /*
- * Hands one reply from `server` to the client. Returns 0, or -ENOENT for a reply that
+ * Hands one reply from destination `dest` (a server, or one lane of it) to the client. Returns 0, or -ENOENT for a reply that
  * matches no outstanding request (e.g. the answer to a resent push that was already
  * answered: harmless), -EBADMSG for a reply whose length does not add up.
  */
-int ps_client_on_reply(struct ps_client *c, uint32_t server, const struct tl_msg_view *rep);
+int ps_client_on_reply(struct ps_client *c, uint32_t dest, const struct tl_msg_view *rep);
 
 /*
- * After a reconnect to `server`: calls fn for every push to it not yet acknowledged, oldest
+ * After a reconnect to `dest`: calls fn for every push to it not yet acknowledged, oldest
  * first, with the exact bytes to send again (valid during the call). Returns the count.
  */
 typedef void ps_resend_fn(void *arg, const uint8_t *msg, uint32_t len);
-uint32_t ps_client_resend(struct ps_client *c, uint32_t server, ps_resend_fn *fn, void *arg);
+uint32_t ps_client_resend(struct ps_client *c, uint32_t dest, ps_resend_fn *fn, void *arg);
 
 /* Requests still waiting for replies. */
 uint32_t ps_client_inflight(const struct ps_client *c);
+
+/*
+ * Shard-aware routing. A server that runs several lcores (lanes) takes one connection per
+ * lane, and a key is sent to the lane owning its shard (ps_shard_owner(ps_key_shard(key,
+ * shards), lanes)), so the server never hands a request's keys to another lcore. Every
+ * call above encodes one message per destination, a destination being a (server, lane)
+ * pair numbered server by server: dest = ps_client_dest(c, server, lane); msgs, the
+ * glue's send, ps_client_on_reply and ps_client_resend are indexed by destination. Dense
+ * tables go to the lane owning ps_dense_shard(table); barriers, hellos and GEO pulls to
+ * lane 0. The default layout is one lane per server (dest == server).
+ * ps_client_set_lanes sets it from what each server announced (lanes[s] in 1..256,
+ * shards[s] >= lanes[s]); only with no request in flight (-EBUSY), -EINVAL for a bad
+ * layout, -ENOMEM (the old layout stays).
+ */
+int ps_client_set_lanes(struct ps_client *c, const uint32_t *lanes, const uint32_t *shards);
+uint32_t ps_client_dests(const struct ps_client *c);
+uint32_t ps_client_dest(const struct ps_client *c, uint32_t server, uint32_t lane);
+uint32_t ps_client_lanes(const struct ps_client *c, uint32_t server);
 
 /*
  * Blocking calls, for a trainer loop that has nothing else to do meanwhile. The glue
  * supplies how to send one encoded message to a server and how to make progress (poll the
  * transport; replies must reach ps_client_on_reply from inside poll). poll returning < 0
  * gives up: the call returns that value and the request is forgotten by the caller (a push
- * stays queued for ps_client_resend). msgs: n_servers encode buffers.
+ * stays queued for ps_client_resend). msgs: one encode buffer per destination.
  */
 struct ps_client_io {
-	int (*send)(void *ctx, uint32_t server, const uint8_t *msg, uint32_t len);
+	int (*send)(void *ctx, uint32_t dest, const uint8_t *msg, uint32_t len);
 	int (*poll)(void *ctx);
 	void *ctx;
 	struct ps_msgbuf *msgs;

@@ -400,7 +400,7 @@ static int load_sums(struct ps_server *s, const uint8_t *p, char *err, size_t er
 		p += 8;
 		for (i = 0; i < n; i++, p += 8 + 4ull * c->dim) {
 			uint64_t key = tl_ld64(p);
-			struct ps_shard *sh = &s->shards[c->kind == PS_TABLE_DENSE ? t % ns :
+			struct ps_shard *sh = &s->shards[c->kind == PS_TABLE_DENSE ? ps_dense_shard(c->id, ns) :
 							   ps_key_shard(key, ns)];
 			uint32_t r = ps_table_find(&sh->tables[t], key);
 			int rc = r == UINT32_MAX ? -EBADMSG : ps_shard_sync_restore(sh, t, r, p + 8);
@@ -454,7 +454,7 @@ static int load_rows(struct ps_server *s, const uint8_t *p, const uint64_t *rows
 			struct ps_table *tb;
 			uint32_t r;
 			if (c->kind == PS_TABLE_DENSE) {
-				tb = &s->shards[t % ns].tables[t];
+				tb = &s->shards[ps_dense_shard(c->id, ns)].tables[t];
 				r = ps_table_find(tb, key);
 			} else {
 				tb = &s->shards[ps_key_shard(key, ns)].tables[t];

@@ -10,6 +10,11 @@
  * ps_client_hello, before the first push, continues the numbering after what the servers
  * already applied from this worker id (a worker restarted under its old id).
  *
+ * Shard-aware: a server running several lcores announces them (lanes), the glue opens one
+ * connection per lane, and every key goes to the lane owning its shard, so no request's
+ * keys cross lcores on the server. Messages, replies and resends are per destination
+ * (server, lane); with one lane per server a destination is a server.
+ *
  * Single-threaded: one client per worker thread. The request id is (generation << 16 |
  * slot), so a reply finds its slot in O(1) and a stale reply finds nothing.
  */
@@ -31,13 +36,13 @@ struct cl_slot {
 	float *out;
 	uint32_t dim, n;
 	uint64_t seq, dense_first;
-	uint32_t *pos;           /* caller positions grouped by server */
+	uint32_t *pos;           /* caller positions grouped by destination */
 	uint32_t pos_cap;
-	uint32_t *srv_off;       /* n_servers + 1: server s's keys are pos[srv_off[s]..];
-				  * dense: first row of server s's part, relative to the request */
-	uint32_t *dcnt;          /* dense: rows of server s's part */
-	uint8_t *answered;       /* per server: 0 waiting, 1 answered, 2 not asked */
-	uint8_t **msg;           /* per server: encoded push kept for resend */
+	uint32_t *srv_off;       /* n_dst + 1: destination d's keys are pos[srv_off[d]..];
+				  * dense: first row of d's part, relative to the request */
+	uint32_t *dcnt;          /* dense: rows of destination d's part */
+	uint8_t *answered;       /* per destination: 0 waiting, 1 answered, 2 not asked */
+	uint8_t **msg;           /* per destination: encoded push kept for resend */
 	uint32_t *msg_len, *msg_cap;
 	bool *bar_done;
 	bool *more;              /* GEO: a server said PS_F_MORE */
@@ -51,7 +56,54 @@ struct ps_client {
 	uint32_t n_slots, inflight;
 	uint64_t gen, next_seq;
 	float *row;              /* PS_MAX_DIM: a GEO row, aligned */
+	/* Layout: server s's destinations are dbase[s] .. dbase[s] + lanes[s] - 1. */
+	uint32_t n_dst;
+	uint32_t *dbase;         /* n_servers + 1 */
+	uint32_t *lanes, *shards;
+	uint32_t *kdst;          /* a request's destination per key (scratch) */
+	uint32_t kdst_cap;
 };
+
+/* Per-destination arrays of one slot; 0 or -ENOMEM (then nothing of s changed). */
+static int slot_arrays(struct cl_slot *s, uint32_t nd)
+{
+	struct cl_slot t = { 0 };
+
+	t.srv_off = calloc(nd + 1, sizeof(*t.srv_off));
+	t.dcnt = calloc(nd, sizeof(*t.dcnt));
+	t.answered = calloc(nd, 1);
+	t.msg = calloc(nd, sizeof(*t.msg));
+	t.msg_len = calloc(nd, sizeof(*t.msg_len));
+	t.msg_cap = calloc(nd, sizeof(*t.msg_cap));
+	if (!t.srv_off || !t.dcnt || !t.answered || !t.msg || !t.msg_len || !t.msg_cap) {
+		free(t.srv_off);
+		free(t.dcnt);
+		free(t.answered);
+		free(t.msg);
+		free(t.msg_len);
+		free(t.msg_cap);
+		return -ENOMEM;
+	}
+	s->srv_off = t.srv_off;
+	s->dcnt = t.dcnt;
+	s->answered = t.answered;
+	s->msg = t.msg;
+	s->msg_len = t.msg_len;
+	s->msg_cap = t.msg_cap;
+	return 0;
+}
+
+static void slot_arrays_free(struct cl_slot *s, uint32_t nd)
+{
+	for (uint32_t j = 0; s->msg && j < nd; j++)
+		free(s->msg[j]);
+	free(s->srv_off);
+	free(s->dcnt);
+	free(s->answered);
+	free(s->msg);
+	free(s->msg_len);
+	free(s->msg_cap);
+}
 
 int ps_client_create(const struct ps_client_config *cfg, struct ps_client **out)
 {
@@ -69,21 +121,21 @@ int ps_client_create(const struct ps_client_config *cfg, struct ps_client **out)
 		c->cfg.max_keys = 65536;
 	c->gen = 1;
 	c->next_seq = 1;
+	c->n_dst = ns;
 	c->slots = calloc(c->n_slots, sizeof(*c->slots));
 	c->row = malloc(PS_MAX_DIM * sizeof(float));
-	if (!c->slots || !c->row)
+	c->dbase = calloc(ns + 1, sizeof(*c->dbase));
+	c->lanes = calloc(ns, sizeof(*c->lanes));
+	c->shards = calloc(ns, sizeof(*c->shards));
+	if (!c->slots || !c->row || !c->dbase || !c->lanes || !c->shards)
 		goto out_destroy;
-	for (i = 0; i < c->n_slots; i++) {
-		struct cl_slot *s = &c->slots[i];
-		s->srv_off = calloc(ns + 1, sizeof(*s->srv_off));
-		s->dcnt = calloc(ns, sizeof(*s->dcnt));
-		s->answered = calloc(ns, 1);
-		s->msg = calloc(ns, sizeof(*s->msg));
-		s->msg_len = calloc(ns, sizeof(*s->msg_len));
-		s->msg_cap = calloc(ns, sizeof(*s->msg_cap));
-		if (!s->srv_off || !s->dcnt || !s->answered || !s->msg || !s->msg_len || !s->msg_cap)
+	for (i = 0; i <= ns; i++)
+		c->dbase[i] = i;
+	for (i = 0; i < ns; i++)
+		c->lanes[i] = c->shards[i] = 1;
+	for (i = 0; i < c->n_slots; i++)
+		if (slot_arrays(&c->slots[i], ns) < 0)
 			goto out_destroy;
-	}
 	*out = c;
 	return 0;
 out_destroy:
@@ -93,25 +145,74 @@ out_destroy:
 
 void ps_client_destroy(struct ps_client *c)
 {
-	uint32_t i, j;
+	uint32_t i;
 
 	if (!c)
 		return;
 	for (i = 0; c->slots && i < c->n_slots; i++) {
-		struct cl_slot *s = &c->slots[i];
-		for (j = 0; s->msg && j < c->cfg.n_servers; j++)
-			free(s->msg[j]);
-		free(s->pos);
-		free(s->srv_off);
-		free(s->dcnt);
-		free(s->answered);
-		free(s->msg);
-		free(s->msg_len);
-		free(s->msg_cap);
+		slot_arrays_free(&c->slots[i], c->n_dst);
+		free(c->slots[i].pos);
 	}
 	free(c->slots);
 	free(c->row);
+	free(c->dbase);
+	free(c->lanes);
+	free(c->shards);
+	free(c->kdst);
 	free(c);
+}
+
+int ps_client_set_lanes(struct ps_client *c, const uint32_t *lanes, const uint32_t *shards)
+{
+	uint32_t ns = c->cfg.n_servers, nd = 0, i, done;
+	struct cl_slot *fresh;
+
+	if (c->inflight)
+		return -EBUSY;
+	for (i = 0; i < ns; i++) {
+		if (lanes[i] == 0 || lanes[i] > 256 || shards[i] < lanes[i])
+			return -EINVAL;
+		nd += lanes[i];
+	}
+	/* New arrays for every slot first: a failure leaves the old layout whole. */
+	fresh = calloc(c->n_slots, sizeof(*fresh));
+	if (!fresh)
+		return -ENOMEM;
+	for (done = 0; done < c->n_slots; done++)
+		if (slot_arrays(&fresh[done], nd) < 0)
+			break;
+	if (done < c->n_slots) {
+		for (i = 0; i < done; i++)
+			slot_arrays_free(&fresh[i], nd);
+		free(fresh);
+		return -ENOMEM;
+	}
+	for (i = 0; i < c->n_slots; i++) {
+		slot_arrays_free(&c->slots[i], c->n_dst);
+		fresh[i].pos = c->slots[i].pos;
+		fresh[i].pos_cap = c->slots[i].pos_cap;
+	}
+	free(c->slots);
+	c->slots = fresh;
+	c->n_dst = nd;
+	for (i = 0, nd = 0; i < ns; i++) {
+		c->dbase[i] = nd;
+		c->lanes[i] = lanes[i];
+		c->shards[i] = shards[i];
+		nd += lanes[i];
+	}
+	c->dbase[ns] = nd;
+	return 0;
+}
+
+uint32_t ps_client_dests(const struct ps_client *c) { return c->n_dst; }
+uint32_t ps_client_lanes(const struct ps_client *c, uint32_t server)
+{
+	return server < c->cfg.n_servers ? c->lanes[server] : 0;
+}
+uint32_t ps_client_dest(const struct ps_client *c, uint32_t server, uint32_t lane)
+{
+	return c->dbase[server] + lane;
 }
 
 uint32_t ps_client_inflight(const struct ps_client *c) { return c->inflight; }
@@ -137,6 +238,13 @@ static struct cl_slot *slot_get(struct ps_client *c, uint32_t n)
 
 	if (n > c->cfg.max_keys || c->inflight == c->n_slots)
 		return NULL;
+	if (c->kdst_cap < n) {
+		uint32_t *p = realloc(c->kdst, (size_t)n * sizeof(*p));
+		if (!p)
+			return NULL;
+		c->kdst = p;
+		c->kdst_cap = n;
+	}
 	for (i = 0; i < c->n_slots; i++) {
 		struct cl_slot *s = &c->slots[i];
 		if (s->req_id)
@@ -159,7 +267,7 @@ static void slot_commit(struct ps_client *c, struct cl_slot *s, uint8_t kind, ps
 {
 	uint32_t i, waiting = 0;
 
-	for (i = 0; i < c->cfg.n_servers; i++)
+	for (i = 0; i < c->n_dst; i++)
 		waiting += s->answered[i] == 0;
 	s->req_id = c->gen++ << SLOT_BITS | (uint64_t)(s - c->slots);
 	s->kind = kind;
@@ -182,19 +290,29 @@ static void slot_finish(struct ps_client *c, struct cl_slot *s)
 		done(arg, status);
 }
 
-/* Groups key positions by server into s->pos / s->srv_off (counting sort). */
+/* The destination of a key: its server, and there the lane owning its shard. */
+static inline uint32_t key_dest(const struct ps_client *c, uint64_t key)
+{
+	uint32_t srv = ps_key_server(key, c->cfg.n_servers), l = c->lanes[srv];
+
+	return c->dbase[srv] + (l > 1 ? ps_shard_owner(ps_key_shard(key, c->shards[srv]), l) : 0);
+}
+
+/* Groups key positions by destination into s->pos / s->srv_off (counting sort). */
 static void route_keys(struct ps_client *c, struct cl_slot *s, const uint64_t *keys, uint32_t n)
 {
-	uint32_t ns = c->cfg.n_servers, i, *off = s->srv_off;
+	uint32_t nd = c->n_dst, i, *off = s->srv_off, *kd = c->kdst;
 
-	memset(off, 0, (ns + 1) * sizeof(*off));
-	for (i = 0; i < n; i++)
-		off[ps_key_server(keys[i], ns) + 1]++;
-	for (i = 1; i <= ns; i++)
+	memset(off, 0, (nd + 1) * sizeof(*off));
+	for (i = 0; i < n; i++) {
+		kd[i] = key_dest(c, keys[i]);
+		off[kd[i] + 1]++;
+	}
+	for (i = 1; i <= nd; i++)
 		off[i] += off[i - 1];
 	for (i = 0; i < n; i++)
-		s->pos[off[ps_key_server(keys[i], ns)]++] = i;
-	memmove(off + 1, off, ns * sizeof(*off));
+		s->pos[off[kd[i]]++] = i;
+	memmove(off + 1, off, nd * sizeof(*off));
 	off[0] = 0;
 }
 
@@ -226,7 +344,7 @@ static int sparse_req(struct ps_client *c, uint8_t type, uint32_t table, uint32_
 		      ps_done_fn *done, void *arg, struct ps_msgbuf *msgs)
 {
 	bool push = type != PS_T_PULL;
-	uint32_t ns = c->cfg.n_servers, srv, i;
+	uint32_t ns = c->n_dst, srv, i;
 	uint64_t rid;
 	struct cl_slot *s;
 
@@ -298,11 +416,26 @@ int ps_client_push_pull(struct ps_client *c, uint32_t table, uint32_t dim, const
 			  done, arg, msgs);
 }
 
+/* Nothing to any destination yet: what a request does not ask stays "not asked". */
+static void none_asked(struct ps_client *c, struct cl_slot *s, struct ps_msgbuf *msgs)
+{
+	for (uint32_t d = 0; d < c->n_dst; d++) {
+		msgs[d].len = 0;
+		s->msg_len[d] = 0;
+		s->answered[d] = 2;
+	}
+}
+
+static inline uint32_t dense_dest(const struct ps_client *c, uint32_t srv, uint32_t table)
+{
+	return c->dbase[srv] + ps_shard_owner(ps_dense_shard(table, c->shards[srv]), c->lanes[srv]);
+}
+
 static int dense_req(struct ps_client *c, bool push, uint32_t table, uint32_t dim, uint64_t total,
 		     uint64_t first, uint32_t rows, const float *grads, float *out,
 		     ps_done_fn *done, void *arg, struct ps_msgbuf *msgs)
 {
-	uint32_t ns = c->cfg.n_servers, srv;
+	uint32_t ns = c->cfg.n_servers, srv, d;
 	uint64_t lo, hi, a, b, rid;
 	struct cl_slot *s;
 
@@ -316,22 +449,25 @@ static int dense_req(struct ps_client *c, bool push, uint32_t table, uint32_t di
 		ps_dense_range(total, srv, ns, &lo, &hi);
 		a = first > lo ? first : lo;
 		b = first + rows < hi ? first + rows : hi;
-		if (a < b && TL_MSG_HDR_LEN + (push ? 24 : 8) + (push ? (b - a) * dim * 4 : 0) > msgs[srv].cap)
+		d = dense_dest(c, srv, table);
+		if (a < b && TL_MSG_HDR_LEN + (push ? 24 : 8) + (push ? (b - a) * dim * 4 : 0) > msgs[d].cap)
 			return -ENOBUFS;
 	}
 	rid = c->gen << SLOT_BITS | (uint64_t)(s - c->slots);
+	none_asked(c, s, msgs);
 	for (srv = 0; srv < ns; srv++) {
-		uint8_t *m = msgs[srv].buf, *p;
+		uint8_t *m, *p;
 		ps_dense_range(total, srv, ns, &lo, &hi);
 		a = first > lo ? first : lo;
 		b = first + rows < hi ? first + rows : hi;
-		msgs[srv].len = 0;
-		s->msg_len[srv] = 0;
-		s->answered[srv] = a < b ? 0 : 2;
 		if (a >= b)
 			continue;
-		s->srv_off[srv] = (uint32_t)(a - first);
-		s->dcnt[srv] = (uint32_t)(b - a);
+		/* The server's part goes to the lane owning the table's shard. */
+		d = dense_dest(c, srv, table);
+		m = msgs[d].buf;
+		s->answered[d] = 0;
+		s->srv_off[d] = (uint32_t)(a - first);
+		s->dcnt[d] = (uint32_t)(b - a);
 		p = m + TL_MSG_HDR_LEN;
 		if (push) {
 			tl_st32(p, c->cfg.worker_id);
@@ -347,8 +483,8 @@ static int dense_req(struct ps_client *c, bool push, uint32_t table, uint32_t di
 		}
 		put_hdr(m, push ? PS_T_DENSE_PUSH : PS_T_DENSE_PULL, table, rid,
 			(uint32_t)(p - m - TL_MSG_HDR_LEN), (uint32_t)(b - a), dim);
-		msgs[srv].len = (uint32_t)(p - m);
-		if (push && keep_copy(s, srv, m, msgs[srv].len) < 0)
+		msgs[d].len = (uint32_t)(p - m);
+		if (push && keep_copy(s, d, m, msgs[d].len) < 0)
 			return -ENOMEM;
 	}
 	s->out = out;
@@ -376,7 +512,7 @@ int ps_client_dense_push(struct ps_client *c, uint32_t table, uint32_t dim, uint
 	return dense_req(c, true, table, dim, total_rows, first, rows, grads, NULL, done, arg, msgs);
 }
 
-/* A request with the same small body to every server (barrier, GEO pull). */
+/* A request with the same small body to lane 0 of every server (barrier, hello, GEO pull). */
 static struct cl_slot *bcast(struct ps_client *c, uint8_t type, uint32_t table, uint32_t dim,
 			     uint64_t word, struct ps_msgbuf *msgs, uint32_t body, int *rc)
 {
@@ -389,19 +525,20 @@ static struct cl_slot *bcast(struct ps_client *c, uint8_t type, uint32_t table, 
 		return NULL;
 	*rc = -ENOBUFS;
 	for (srv = 0; srv < c->cfg.n_servers; srv++)
-		if (msgs[srv].cap < TL_MSG_HDR_LEN + body)
+		if (msgs[c->dbase[srv]].cap < TL_MSG_HDR_LEN + body)
 			return NULL;
 	rid = c->gen << SLOT_BITS | (uint64_t)(s - c->slots);
+	none_asked(c, s, msgs);
 	for (srv = 0; srv < c->cfg.n_servers; srv++) {
-		uint8_t *p = msgs[srv].buf + TL_MSG_HDR_LEN;
+		uint32_t d = c->dbase[srv]; /* lane 0: the lcore that owns server-wide state */
+		uint8_t *p = msgs[d].buf + TL_MSG_HDR_LEN;
 		tl_st32(p, c->cfg.worker_id);
 		tl_st32(p + 4, 0);
 		if (body == 16)
 			tl_st64(p + 8, word);
-		put_hdr(msgs[srv].buf, type, table, rid, body, 0, dim);
-		msgs[srv].len = TL_MSG_HDR_LEN + body;
-		s->answered[srv] = 0;
-		s->msg_len[srv] = 0;
+		put_hdr(msgs[d].buf, type, table, rid, body, 0, dim);
+		msgs[d].len = TL_MSG_HDR_LEN + body;
+		s->answered[d] = 0;
 	}
 	*rc = 0;
 	return s;
@@ -536,46 +673,46 @@ static int apply_reply(struct ps_client *c, struct cl_slot *s, uint32_t srv, con
 	}
 }
 
-int ps_client_on_reply(struct ps_client *c, uint32_t server, const struct tl_msg_view *rep)
+int ps_client_on_reply(struct ps_client *c, uint32_t dest, const struct tl_msg_view *rep)
 {
 	uint32_t idx = (uint32_t)(rep->hdr.req_id & ((1u << SLOT_BITS) - 1));
 	struct cl_slot *s;
 	int rc;
 
-	if (server >= c->cfg.n_servers || idx >= c->n_slots)
+	if (dest >= c->n_dst || idx >= c->n_slots)
 		return -ENOENT;
 	s = &c->slots[idx];
-	if (!s->req_id || s->req_id != rep->hdr.req_id || s->answered[server] != 0)
+	if (!s->req_id || s->req_id != rep->hdr.req_id || s->answered[dest] != 0)
 		return -ENOENT;
-	rc = apply_reply(c, s, server, rep);
+	rc = apply_reply(c, s, dest, rep);
 	if (rc < 0 && s->status == 0)
 		s->status = rc;
-	s->answered[server] = 1;
-	s->msg_len[server] = 0; /* acknowledged (or refused): nothing to resend */
+	s->answered[dest] = 1;
+	s->msg_len[dest] = 0; /* acknowledged (or refused): nothing to resend */
 	if (--s->waiting == 0)
 		slot_finish(c, s);
 	return rc == -EBADMSG ? rc : 0;
 }
 
-uint32_t ps_client_resend(struct ps_client *c, uint32_t server, ps_resend_fn *fn, void *arg)
+uint32_t ps_client_resend(struct ps_client *c, uint32_t dest, ps_resend_fn *fn, void *arg)
 {
 	uint32_t count = 0, i;
 	uint64_t last = 0;
 
-	if (server >= c->cfg.n_servers)
+	if (dest >= c->n_dst)
 		return 0;
 	/* Oldest first: repeatedly the smallest sequence above the last one sent. */
 	for (;;) {
 		struct cl_slot *best = NULL;
 		for (i = 0; i < c->n_slots; i++) {
 			struct cl_slot *s = &c->slots[i];
-			if (s->req_id && s->msg_len[server] && s->seq > last &&
+			if (s->req_id && s->msg_len[dest] && s->seq > last &&
 			    (!best || s->seq < best->seq))
 				best = s;
 		}
 		if (!best)
 			return count;
-		fn(arg, best->msg[server], best->msg_len[server]);
+		fn(arg, best->msg[dest], best->msg_len[dest]);
 		last = best->seq;
 		count++;
 	}

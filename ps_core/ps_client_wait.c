@@ -22,12 +22,12 @@ static void wake(void *arg, int status)
 	w->done = true;
 }
 
-static int send_all(const struct ps_client_io *io, uint32_t n_servers)
+static int send_all(const struct ps_client_io *io, uint32_t n_dests)
 {
 	uint32_t s;
 	int rc;
 
-	for (s = 0; s < n_servers; s++) {
+	for (s = 0; s < n_dests; s++) {
 		if (!io->msgs[s].len)
 			continue;
 		rc = io->send(io->ctx, s, io->msgs[s].buf, io->msgs[s].len);
@@ -43,7 +43,7 @@ static int finish(struct ps_client *c, const struct ps_client_io *io, struct wai
 {
 	if (rc < 0)
 		return rc;
-	rc = send_all(io, ps_client_servers(c));
+	rc = send_all(io, ps_client_dests(c));
 	while (rc == 0 && !w->done)
 		rc = io->poll(io->ctx) < 0 ? -ETIMEDOUT : 0;
 	if (!w->done) {

@@ -275,7 +275,7 @@ static int handle_dense(struct ps_handler *h, const struct tl_msg_view *v, struc
 	op.dense_first = first;
 	op.vals_off = 24;
 	op.out = push ? NULL : (float *)(rep->buf + TL_MSG_HDR_LEN);
-	ps_handler_run_op(h, (uint32_t)ti % h->s->cfg.n_shards, &op);
+	ps_handler_run_op(h, ps_dense_shard(q->table_id, h->s->cfg.n_shards), &op);
 	ps_handler_wait(h, &op);
 	if (op.status < 0)
 		return reply_err(rep, q, op.status, PS_ERR_NO_SPACE, "dense op failed: %s",

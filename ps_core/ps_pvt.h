@@ -297,6 +297,9 @@ struct ps_handler {
 	bool replaying;    /* ps_recover: no logging, every shard run directly */
 	struct ps_wal wal;
 	_Atomic uint32_t parked; /* save epoch this handler is parked for */
+	/* Cross-lcore op counts (ps_lcore_stats): stored by this handler's thread only,
+	 * relaxed; read by any thread for telemetry. */
+	_Atomic uint64_t data_ops_remote, ctl_ops_remote, ops_served;
 };
 
 /* Checkpoint cut (ps_server.c): park every other handler between requests. */

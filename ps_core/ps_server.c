@@ -314,6 +314,13 @@ void ps_handler_destroy(struct ps_handler *h)
 
 static unsigned serve_rings(struct ps_handler *h);
 
+/* A counter only its owner thread writes: a plain add, published for readers. */
+static inline void ctr_add(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
+
 unsigned ps_handler_poll(struct ps_handler *h)
 {
 	if (!h->in_request)
@@ -354,6 +361,9 @@ int ps_server_pause(struct ps_handler *h)
 	atomic_store_explicit(&s->save_epoch, e, memory_order_relaxed);
 	/* We never park for our own save. */
 	atomic_store_explicit(&h->parked, e, memory_order_relaxed);
+	for (i = 0; s->cfg.wake && i < s->cfg.n_lcores; i++)
+		if (i != h->slot)
+			s->cfg.wake(s->cfg.wake_arg, i); /* asleep, they would park only on their timeout */
 	for (i = 0; i < s->cfg.n_lcores; i++) {
 		struct ps_handler *o = s->handlers[i];
 		/* Partner: the release store of parked in ps_handler_park_if_asked. */
@@ -378,6 +388,8 @@ static unsigned serve_rings(struct ps_handler *h)
 
 	for (from = 0; from < n; from++) {
 		struct rte_ring *r = s->rings[from * n + h->slot];
+		if (!r || rte_ring_empty(r))
+			continue;
 		if (!r)
 			continue;
 		got = rte_ring_sc_dequeue_burst(r, ops, PS_POLL_BURST, NULL);
@@ -397,6 +409,8 @@ static unsigned serve_rings(struct ps_handler *h)
 		}
 		total += got;
 	}
+	if (total)
+		ctr_add(&h->ops_served, total);
 	/* Advance copy-on-write snapshots of this lcore's shards between ops. */
 	for (i = h->slot; i < s->cfg.n_shards; i += n)
 		ps_shard_snap_step(&s->shards[i], PS_SNAP_BUDGET);
@@ -420,6 +434,9 @@ void ps_handler_run_op(struct ps_handler *h, uint32_t shard, struct ps_op *op)
 	/* The enqueue publishes the op (the ring's own release); the owner's dequeue acquires. */
 	while (rte_ring_sp_enqueue(s->rings[h->slot * s->cfg.n_lcores + owner], op) != 0)
 		serve_rings(h); /* the owner may be waiting on us: keep serving */
+	ctr_add(op->kind <= PS_OP_DENSE_PUSH ? &h->data_ops_remote : &h->ctl_ops_remote, 1);
+	if (s->cfg.wake)
+		s->cfg.wake(s->cfg.wake_arg, owner); /* it may sleep in its network poll */
 }
 
 void ps_handler_wait(struct ps_handler *h, struct ps_op *op)
@@ -429,6 +446,22 @@ void ps_handler_wait(struct ps_handler *h, struct ps_op *op)
 		if (serve_rings(h) == 0)
 			rte_pause();
 	}
+}
+
+int ps_server_lcore_stats(struct ps_server *s, uint32_t slot, struct ps_lcore_stats *st)
+{
+	struct ps_handler *h;
+
+	if (slot >= s->cfg.n_lcores)
+		return -EINVAL;
+	memset(st, 0, sizeof(*st));
+	h = s->handlers[slot];
+	if (h == NULL)
+		return 0;
+	st->data_ops_remote = atomic_load_explicit(&h->data_ops_remote, memory_order_relaxed);
+	st->ctl_ops_remote = atomic_load_explicit(&h->ctl_ops_remote, memory_order_relaxed);
+	st->ops_served = atomic_load_explicit(&h->ops_served, memory_order_relaxed);
+	return 0;
 }
 
 int ps_server_table_stats(struct ps_server *s, uint32_t table_id, struct ps_table_stats *st)

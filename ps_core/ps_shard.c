@@ -43,7 +43,7 @@ int ps_shard_init(struct ps_shard *sh, struct ps_server *srv, uint32_t id, uint3
 	for (t = 0; t < nt; t++) {
 		const struct ps_table_config *tc = &srv->tcfg[t];
 		uint64_t first = 0, last = 0;
-		if (tc->kind == PS_TABLE_DENSE && t % c->n_shards == id)
+		if (tc->kind == PS_TABLE_DENSE && ps_dense_shard(tc->id, c->n_shards) == id)
 			ps_dense_range(tc->dense_rows, c->server_id, c->n_servers, &first, &last);
 		rc = ps_table_init(&sh->tables[t], tc, c->mode == PS_MODE_SYNC, first, last - first, node);
 		if (rc < 0)

@@ -87,6 +87,14 @@ void tl_destroy(struct tl *tl);
 int tl_poll(struct tl *tl, int64_t timeout_us);
 
 /*
+ * Wakes the instance if its thread sleeps in tl_poll (its poll then returns at once); the
+ * one call of this API that any thread may make, for work handed to the instance's thread
+ * from elsewhere. kernel: an eventfd in the epoll set (a syscall per call); dpdk: the
+ * lcore's eventfd under software steering, else a no-op (the sleep is bounded: 1 ms).
+ */
+void tl_wake(struct tl *tl);
+
+/*
  * Connection callbacks. msg's view (and the memory under it) is valid until msg returns,
  * unless the receiver calls tl_msg_hold on it. After connected(c, <0) or closed(c, ...)
  * returns, c is freed. Reasons (negative errno):

@@ -606,6 +606,12 @@ static void tl_flush_dirty(struct tl *tl)
 	}
 }
 
+void tl_wake(struct tl *tl)
+{
+	if (tl->be_ops->wake != NULL)
+		tl->be_ops->wake(tl);
+}
+
 int tl_conn_push(struct tl_conn *c)
 {
 	struct tl *tl = c->tl;

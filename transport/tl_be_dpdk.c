@@ -29,7 +29,9 @@
  * lcore 0 installs the classifier (db_steer: tl_steer_sw_owner), so every segment reaches
  * the lcore that owns its connection; an active open on lcore i takes its local port from
  * i's slice of the ephemeral range (tl_steer_sw_pick_port), so replies come back to i;
- * every lcore listens on the same ports and a SYN is served where the tuple hash sends it.
+ * a port one lcore alone listens on is claimed by it (dn_steer_claim), so its connections
+ * land there; a port every lcore listens on is shared and a SYN is served where the tuple
+ * hash sends it.
  * Frames of lcore i leave through lcore 0's Tx queue, so the PMD frees i's attached payload
  * on lcore 0: the release of the send buffer (not thread-safe, it belongs to i's stack)
  * crosses back over an MP/SC ring of completions that i drains in its poll hook.
@@ -503,8 +505,14 @@ static uint32_t db_steer(void *arg, const struct dn_flow *f)
 {
 	const struct db *d = arg;
 
+	int owner;
+
 	if (f->proto != IPPROTO_TCP)
 		return 0;
+	/* A port one lcore listens on alone (a PS lcore's own data port): that lcore's. */
+	owner = dn_steer_owner(dn_lcore_port(d->lc), f->dport);
+	if (owner >= 0)
+		return (uint32_t)owner;
 	return tl_steer_sw_owner(f->saddr, f->daddr, f->sport, f->dport, DB_PORT_LO, DB_PORT_HI,
 				 d->nl);
 }
@@ -914,18 +922,32 @@ static int db_listen(struct tl_listener *l, uint32_t ip, uint16_t port)
 	struct db *d = db_of(l->tl);
 	struct db_listener *dl = tl_listener_priv(l);
 
+	int rc;
+
 	if (port == 0)
 		return -EINVAL; /* TCP-lite has no ephemeral listening ports */
 	l->port = port;
-	return tl_tcp_listen(d->stack, ip, port, 0, &db_listen_cbs, l, &dl->tl);
+	rc = tl_tcp_listen(d->stack, ip, port, 0, &db_listen_cbs, l, &dl->tl);
+	/* Software steering: connections to this port are ours (shared if others listen too). */
+	if (rc == 0 && d->nl > 1)
+		(void)dn_steer_claim(dn_lcore_port(d->lc), port, d->idx);
+	return rc;
 }
 
 static void db_unlisten(struct tl_listener *l)
 {
 	struct db_listener *dl = tl_listener_priv(l);
+	struct db *d = db_of(l->tl);
 
+	if (d->nl > 1)
+		dn_steer_unclaim(dn_lcore_port(d->lc), l->port, d->idx);
 	tl_tcp_unlisten(dl->tl);
 	dl->tl = NULL;
+}
+
+static void db_wake(struct tl *tl)
+{
+	dn_lcore_wake(db_of(tl)->lc);
 }
 
 /*
@@ -1322,6 +1344,7 @@ const struct tl_backend_ops tl_be_dpdk_ops = {
 	.shutdown = db_shutdown,
 	.poll = db_poll,
 	.kick = db_kick,
+	.wake = db_wake,
 	.send_copy = db_send_copy,
 	.buf_alloc = db_buf_alloc,
 	.buf_free = db_buf_free,

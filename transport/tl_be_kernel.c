@@ -20,6 +20,7 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -32,7 +33,7 @@
 #define KB_IOV 64
 #define KB_SENDS_PER_FLUSH 32
 
-enum kb_kind { KB_LISTENER, KB_CONN };
+enum kb_kind { KB_LISTENER, KB_CONN, KB_WAKE };
 
 struct kb;
 
@@ -44,18 +45,20 @@ struct kb_buf {
 	uint8_t data[];
 };
 
+/* Every endpoint (and the wake-up eventfd) starts with this: an epoll event leads back to it. */
+struct kb_ep {
+	enum kb_kind kind;
+	int fd;
+};
+
 struct kb {
 	int epfd;
+	struct kb_ep wake_ep;    /* eventfd in the epoll set: tl_wake from another thread */
 	uint32_t nbufs;
 	struct kb_buf *free, *all;
 	struct epoll_event ev[KB_EVENTS];
 };
 
-/* Both endpoint kinds start with this, so an epoll event leads back to either. */
-struct kb_ep {
-	enum kb_kind kind;
-	int fd;
-};
 
 struct kb_conn {
 	struct kb_ep ep;
@@ -117,6 +120,18 @@ static int kb_init(struct tl *tl)
 		free(kb);
 		return rc;
 	}
+	kb->wake_ep.kind = KB_WAKE;
+	kb->wake_ep.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (kb->wake_ep.fd < 0 || epoll_ctl(kb->epfd, EPOLL_CTL_ADD, kb->wake_ep.fd,
+					    &(struct epoll_event){ .events = EPOLLIN,
+								   .data.ptr = &kb->wake_ep }) < 0) {
+		int rc = -errno;
+		if (kb->wake_ep.fd >= 0)
+			close(kb->wake_ep.fd);
+		close(kb->epfd);
+		free(kb);
+		return rc;
+	}
 	tl->be = kb;
 	tl->chunk_ops = &kb_chunk_ops;
 	return 0;
@@ -131,9 +146,19 @@ static void kb_fini(struct tl *tl)
 		next = b->all;
 		free(b);
 	}
+	close(kb->wake_ep.fd);
 	close(kb->epfd);
 	free(kb);
 	tl->be = NULL;
+}
+
+static void kb_wake(struct tl *tl)
+{
+	struct kb *kb = tl->be;
+	uint64_t one = 1;
+
+	/* A full counter (EAGAIN) means a wake-up is already pending: nothing lost. */
+	(void)!write(kb->wake_ep.fd, &one, sizeof(one));
 }
 
 static int kb_ctl(struct tl *tl, int op, struct kb_ep *ep, uint32_t events)
@@ -447,7 +472,10 @@ static int kb_poll(struct tl *tl, int64_t timeout_us)
 		struct kb_ep *ep = kb->ev[i].data.ptr;
 
 		/* Endpoints closed earlier in this batch are freed only after it (tl_reap). */
-		if (ep->kind == KB_LISTENER) {
+		if (ep->kind == KB_WAKE) {
+			uint64_t cnt;
+			(void)!read(ep->fd, &cnt, sizeof(cnt));
+		} else if (ep->kind == KB_LISTENER) {
 			struct tl_listener *l = tl_listener_of_priv(ep);
 			if (!l->closing)
 				kb_accept(l);
@@ -470,4 +498,5 @@ const struct tl_backend_ops tl_be_kernel_ops = {
 	.flush = kb_flush,
 	.shutdown = kb_shutdown,
 	.poll = kb_poll,
+	.wake = kb_wake,
 };

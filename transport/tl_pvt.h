@@ -226,6 +226,8 @@ struct tl_backend_ops {
 	 * the lcore's software Tx queue), for tl_conn_push. NULL: flush already writes.
 	 */
 	void (*kick)(struct tl *tl);
+	/* Optional: tl_wake, from any thread. NULL: the instance never sleeps long. */
+	void (*wake)(struct tl *tl);
 	/*
 	 * Optional: copies a small message (header h but body_len, the sum of iov) straight
 	 * into the backend's send buffer, for tl_send_copy when nothing is queued ahead of it

@@ -196,7 +196,7 @@ int wc_fleet_run_server(struct wc_fleet *f)
 int wc_fleet_init_worker(struct wc_fleet *f, const struct wc_model_tables *tables)
 {
 	struct ps_client_config cc = { f->cl.task_index, f->cl.n_ps, 256, 65536 };
-	struct wc_psnet_params np = { &f->cl, f->eal_argc, f->eal_argv, 0, f->name };
+	struct wc_psnet_params np = { &f->cl, f->eal_argc, f->eal_argv, 0, f->name, 0, 0, NULL };
 	int rc;
 
 	if (!wc_fleet_is_worker(f))

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,8 +173,8 @@ void wn_conn_free(struct wn_conn *c)
 		c->n->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	if (c->kind == WN_TO_SERVER && c->n->srv[c->server] == c)
-		c->n->srv[c->server] = NULL;
+	if (c->kind == WN_TO_SERVER && c->n->dst[c->dest] == c)
+		c->n->dst[c->dest] = NULL;
 	free(c);
 }
 
@@ -277,10 +278,12 @@ static int make_tl(const struct wc_psnet_params *p, enum tl_protocol proto, stru
 
 	tl_config_default(&cfg);
 	cfg.protocol = proto;
+	if (proto == TL_PROTO_DPDK && p->backend_arg != NULL) /* a lane on a port set up for it */
+		cfg.backend_arg = p->backend_arg;
 	cfg.max_body = p->max_msg + 1024 < TL_MSG_MAX_BODY_DEFAULT ? p->max_msg + 1024
 								   : TL_MSG_MAX_BODY_DEFAULT;
 	cfg.max_msg_segs = FZ_RX_MAX_IOV; /* fuse refuses frames in more pieces */
-	if (proto == TL_PROTO_DPDK) {
+	if (proto == TL_PROTO_DPDK && cfg.backend_arg == NULL) {
 		cfg.eal_argc = p->eal_argc;
 		cfg.eal_argv = p->eal_argv;
 		rc = wn_endpoint_ip(&cl->self_data, &cfg.local_ip, err, errlen, "data address");
@@ -329,13 +332,16 @@ static void log_knobs(const struct wc_psnet *n)
 	const struct wc_net_knobs *k = n->is_ps ? &n->cl->ps_net : &n->cl->worker_net;
 	const char *role = n->is_ps ? "PS" : "WORKER";
 
-	fprintf(stderr, "%s: %s %u, protocol %s, tensor_fuse %s; NETWORK_%s_CORE_NUMBER=%u but "
-		"the DPDK backend runs one lcore per process: using 1; %s_ENABLE_POLLING=%s (%s); "
-		"%s_DISABLE_PIN_CORES=%s (cores come from the EAL -l list)\n", n->name,
+	if (n->lane != 0)
+		return; /* said once per node */
+	fprintf(stderr, "%s: %s %u, protocol %s, tensor_fuse %s; NETWORK_%s_CORE_NUMBER=%u: %s "
+		"%u network lane%s; %s_ENABLE_POLLING=%s (%s); %s_DISABLE_PIN_CORES=%s\n", n->name,
 		wc_role_name(n->cl->role), n->cl->task_index, wc_protocol_name(n->cl->protocol),
-		n->cl->tensor_fuse ? "on" : "off", role, k->core_number, role,
-		k->enable_polling ? "True" : "False", k->enable_polling ? "tl_poll spins" :
-		"sleeping poll", role, k->disable_pin_cores ? "True" : "False");
+		n->cl->tensor_fuse ? "on" : "off", role, k->core_number,
+		n->is_ps ? "serving on" : "one per worker process (the trainer's thread polls it):",
+		n->lanes, n->lanes == 1 ? "" : "s", role, k->enable_polling ? "True" : "False",
+		k->enable_polling ? "tl_poll spins" : "sleeping poll", role,
+		k->disable_pin_cores ? "True" : "False");
 }
 
 int wc_psnet_create(const struct wc_psnet_params *p, struct wc_psnet **out, char *err,
@@ -352,6 +358,8 @@ int wc_psnet_create(const struct wc_psnet_params *p, struct wc_psnet **out, char
 	snprintf(n->name, sizeof(n->name), "%s", p->name ? p->name : "wharf");
 	n->is_ps = cl->role == WC_ROLE_PS;
 	n->polling = n->is_ps ? cl->ps_net.enable_polling : cl->worker_net.enable_polling;
+	n->lane = p->lane;
+	n->lanes = p->lanes ? p->lanes : 1;
 	n->max_msg = p->max_msg;
 	n->buf_size = p->max_msg + TL_MSG_HDR_LEN + 64; /* ps_handle wants room for an error */
 	n->t0_us = wn_now_us();
@@ -371,7 +379,7 @@ int wc_psnet_create(const struct wc_psnet_params *p, struct wc_psnet **out, char
 		goto out_tl;
 	n->ctl_tl = n->tl;
 	n->ctl_fz = n->fz;
-	if (proto == TL_PROTO_DPDK) {
+	if (proto == TL_PROTO_DPDK && n->lane == 0) { /* the control plane lives on lane 0 */
 		if ((rc = make_tl(p, TL_PROTO_KERNEL, &n->ctl_tl, err, errlen)) != 0)
 			goto out_fz;
 		if ((rc = fz_net_create(n->ctl_tl, &n->ctl_fz)) != 0)
@@ -415,7 +423,7 @@ void wc_psnet_destroy(struct wc_psnet *n)
 	fz_net_destroy(n->fz);
 	while (n->conns)
 		wn_conn_free(n->conns);
-	for (i = 0; i < WC_MAX_NODES; i++)
+	for (i = 0; i < WN_MAX_DST; i++)
 		if (n->msgs[i].buf)
 			wn_buf_put(wn_buf_of(n->msgs[i].buf));
 	pool_free_all(n);
@@ -454,6 +462,16 @@ int wc_psnet_poll(struct wc_psnet *n)
 	flush_round(n);
 	rc = fz_net_poll(n->fz, n->polling ? 0 : 1000);
 	flush_round(n);
+	if (n->is_ps) {
+		/* For lane 0's status and telemetry: a few relaxed stores per round. */
+		atomic_store_explicit(&n->pub.reqs, n->srv_reqs, memory_order_relaxed);
+		atomic_store_explicit(&n->pub.errors, n->srv_errors, memory_order_relaxed);
+		atomic_store_explicit(&n->pub.dropped, n->srv_dropped, memory_order_relaxed);
+		atomic_store_explicit(&n->pub.inflight, n->srv_inflight, memory_order_relaxed);
+		atomic_store_explicit(&n->pub.polls,
+				      atomic_load_explicit(&n->pub.polls, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+	}
 	if (n->obs == NULL && n->ctl_fz == n->fz)
 		return rc;
 	now = wn_now_us(); /* one clock read for both timers below */
@@ -500,8 +518,10 @@ static void ctl_status(struct wc_psnet *n, char *out, size_t len)
 	    PRIu64 "  rejected %" PRIu64 "  refused_streams %" PRIu64 "  buffers %u/%u free\n",
 	    ts.msgs_in, ts.bytes_in, ts.msgs_out, ts.bytes_out, ts.rejected, ts.refused_streams,
 	    n->pool_free, n->pool_total);
-	if (n->is_ps)
+	if (n->is_ps) {
 		wn_srv_status(n, out, len, &off);
+		wn_lanes_status(n, out, len, &off);
+	}
 	else
 		OUT("client requests %" PRIu64 "  replies %" PRIu64 "  reconnects %" PRIu64
 		    "  resent %" PRIu64 "\n", n->cst.requests, n->cst.replies, n->cst.reconnects,
@@ -603,10 +623,15 @@ void wn_ctl_handle(struct wn_conn *c, const struct tl_msg_view *m)
 	} else {
 		cmd[len] = '\0';
 		cmd[strcspn(cmd, "\r\n")] = '\0';
-		if (strcmp(cmd, "health") == 0)
-			snprintf(out, WC_CTL_MAX, "%s %s %u", n->is_ps && n->h == NULL ? "error starting"
-				 : n->draining ? "error draining" : "ok ready",
-				 wc_role_name(n->cl->role), n->cl->task_index);
+		if (strcmp(cmd, "health") == 0) {
+			char layout[256] = "";
+			if (n->is_ps && n->h != NULL)
+				wn_lanes_layout(n, layout, sizeof(layout));
+			snprintf(out, WC_CTL_MAX, "%s %s %u%s%s", n->is_ps && n->h == NULL ?
+				 "error starting" : n->draining ? "error draining" : "ok ready",
+				 wc_role_name(n->cl->role), n->cl->task_index, layout[0] ? " " : "",
+				 layout);
+		}
 		else if (strcmp(cmd, "status") == 0)
 			ctl_status(n, out, WC_CTL_MAX);
 		else if (strncmp(cmd, "save", 4) == 0 && (cmd[4] == ' ' || cmd[4] == '\0'))

@@ -14,9 +14,14 @@
  *   With protocol=dpdk it runs on a second, kernel-socket transport instance; with
  *   protocol=kernel data and control share the control endpoint and are told apart by type.
  *
- * Threads: one struct wc_psnet is driven by one thread. The DPDK backend runs one lcore per
- * process today, so a node has one handler (lcore slot 0) whatever NETWORK_*_CORE_NUMBER
- * asks for; wc_psnet_create says so in its log line.
+ * Threads: one struct wc_psnet is driven by one thread. A PS runs NETWORK_PS_CORE_NUMBER
+ * lanes (wc_psnet_lanes.c): one struct wc_psnet per lane, each with its own transport
+ * instance (a DPDK lcore's TCP-lite stack, or a kernel epoll loop), its own listener, and
+ * the ps_core handler of its lcore slot, which owns the shards s with s % lanes == lane.
+ * Lane 0 also answers the control plane. Its health answer names every lane's data port, a
+ * worker opens one connection per lane and sends each key to the lane owning its shard, so
+ * a request's keys never cross lanes on the PS. A worker runs one lane (its trainer's thread
+ * polls it).
  */
 #ifndef WHARF_WC_PSNET_H
 #define WHARF_WC_PSNET_H
@@ -71,6 +76,9 @@ struct wc_psnet_params {
 	char **eal_argv;
 	uint32_t max_msg;      /* largest message body this node sends or receives */
 	const char *name;      /* log prefix, e.g. "wharf-psd" */
+	/* Set by a multi-lane PS for each of its lanes; zero for a node of one lane. */
+	uint32_t lane, lanes;
+	void *backend_arg;     /* protocol=dpdk: the lane's dpdk_net lcore (EAL is up) */
 };
 
 /*

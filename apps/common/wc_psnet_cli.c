@@ -1,6 +1,7 @@
 /*
  * wc_psnet_cli.c — the worker half of the PS glue: waits for the servers (Paddle's "server
- * not ready, wait 3 sec to retry..." line per retry), opens one data connection per server,
+ * not ready, wait 3 sec to retry..." line per retry), opens one data connection per lane of
+ * each server (its health answer names them; ps_client routes each key to its shard's lane),
  * drives ps_core's client through struct ps_client_io, routes replies to ps_client_on_reply,
  * and after a server restart reconnects and resends every unacknowledged push exactly once.
  * Before the first push and after every reconnect it says hello (PS_T_HELLO): the client's
@@ -21,10 +22,10 @@
 
 #define WN_CONNECT_US 3000000u
 
-static int cli_send(void *ctx, uint32_t server, const uint8_t *msg, uint32_t len)
+static int cli_send(void *ctx, uint32_t dest, const uint8_t *msg, uint32_t len)
 {
 	struct wc_psnet *n = ctx;
-	struct wn_conn *c = server < n->cl->n_ps ? n->srv[server] : NULL;
+	struct wn_conn *c = dest < WN_MAX_DST ? n->dst[dest] : NULL;
 	struct tl_msg_hdr h;
 	struct wn_buf *b, *fresh;
 	int rc;
@@ -34,12 +35,12 @@ static int cli_send(void *ctx, uint32_t server, const uint8_t *msg, uint32_t len
 	if (len < TL_MSG_HDR_LEN || len > n->buf_size ||
 	    tl_msg_hdr_decode(msg, UINT32_MAX, &h) != 0 || h.body_len != len - TL_MSG_HDR_LEN)
 		return -EINVAL;
-	if (msg == n->msgs[server].buf) {
+	if (msg == n->msgs[dest].buf) {
 		fresh = wn_buf_get(n);
 		if (fresh == NULL)
 			return -ENOBUFS;
-		b = wn_buf_of(n->msgs[server].buf);
-		n->msgs[server].buf = fresh->data;
+		b = wn_buf_of(n->msgs[dest].buf);
+		n->msgs[dest].buf = fresh->data;
 	} else {
 		/* A resend: the bytes are ps_client's and valid only during this call. */
 		b = wn_buf_get(n);
@@ -61,7 +62,7 @@ static int cli_send(void *ctx, uint32_t server, const uint8_t *msg, uint32_t len
 static int cli_poll(void *ctx)
 {
 	struct wc_psnet *n = ctx;
-	uint32_t s;
+	uint32_t d, nd = ps_client_dests(n->pc);
 	int rc;
 
 	rc = wc_psnet_poll(n);
@@ -69,8 +70,8 @@ static int cli_poll(void *ctx)
 		return rc;
 	if (n->stop)
 		return -ECANCELED;
-	for (s = 0; s < n->cl->n_ps; s++)
-		if (n->srv[s] == NULL || n->srv[s]->up != 1)
+	for (d = 0; d < nd; d++)
+		if (n->dst[d] == NULL || n->dst[d]->up != 1)
 			return -ECONNRESET;
 	return 0;
 }
@@ -82,15 +83,26 @@ void wn_cli_on_msg(struct wn_conn *c, const struct tl_msg_view *m)
 	c->replies++;
 	n->cst.replies++;
 	n->cst.bytes_in += TL_MSG_HDR_LEN + m->hdr.body_len;
-	if (n->pc != NULL && ps_client_on_reply(n->pc, c->server, m) == -EBADMSG)
+	if (n->pc != NULL && ps_client_on_reply(n->pc, c->dest, m) == -EBADMSG)
 		c->errors++;
 }
 
-/* Opens the data connection to server s; 0 once it is up. */
-static int open_data(struct wc_psnet *n, uint32_t s)
+/* Lets go of a data connection, open or not (its closed callback then finds no context). */
+static void drop_conn(struct wn_conn *c)
+{
+	if (c->fc != NULL) {
+		fz_conn_set_ctx(c->fc, NULL);
+		fz_conn_close(c->fc);
+	}
+	wn_conn_free(c);
+}
+
+/* Opens the data connection to lane `lane` of server s; 0 once it is up. */
+static int open_data(struct wc_psnet *n, uint32_t s, uint32_t lane)
 {
 	const struct wc_endpoint *ep = &n->cl->ps_data[s];
 	uint64_t deadline = wn_now_us() + WN_CONNECT_US;
+	uint16_t port = lane == 0 ? ep->port : n->lane_port[s][lane];
 	struct wn_conn *c;
 	uint32_t ip;
 	int rc;
@@ -101,7 +113,9 @@ static int open_data(struct wc_psnet *n, uint32_t s)
 	if (c == NULL)
 		return -ENOMEM;
 	c->server = s;
-	rc = fz_net_connect(n->fz, ip, ep->port, &n->fzc, &wn_conn_ops, c, &c->fc);
+	c->lane = lane;
+	c->dest = ps_client_dest(n->pc, s, lane);
+	rc = fz_net_connect(n->fz, ip, port, &n->fzc, &wn_conn_ops, c, &c->fc);
 	if (rc != 0) {
 		wn_conn_free(c);
 		return rc;
@@ -110,20 +124,24 @@ static int open_data(struct wc_psnet *n, uint32_t s)
 		wc_psnet_poll(n);
 	if (c->up != 1) {
 		rc = c->up == 0 ? -ETIMEDOUT : (c->reason ? c->reason : -ECONNREFUSED);
-		if (c->fc != NULL)
-			fz_conn_close(c->fc); /* the closed callback then frees nothing: kind is ours */
-		if (c->fc != NULL)
-			fz_conn_set_ctx(c->fc, NULL);
-		wn_conn_free(c);
+		drop_conn(c);
 		return rc;
 	}
-	n->srv[s] = c;
+	n->dst[c->dest] = c;
 	return 0;
 }
 
+/* Every lane of server s connected. */
 static bool server_up(const struct wc_psnet *n, uint32_t s)
 {
-	return n->srv[s] != NULL && n->srv[s]->up == 1;
+	if (!n->layout_set)
+		return false;
+	for (uint32_t l = 0; l < n->lanes_of[s]; l++) {
+		const struct wn_conn *c = n->dst[ps_client_dest(n->pc, s, l)];
+		if (c == NULL || c->up != 1)
+			return false;
+	}
+	return true;
 }
 
 static size_t list_not_ready(const struct wc_psnet *n, char *buf, size_t len)
@@ -144,23 +162,115 @@ static size_t list_not_ready(const struct wc_psnet *n, char *buf, size_t len)
 	return off;
 }
 
-/* One readiness round: health on the control endpoint, then the data connection. */
-static uint32_t try_servers(struct wc_psnet *n)
+/*
+ * A server's layout from its health answer ("ok ready ps I lanes L shards S ports P0,P1,.."):
+ * 0, or -EPROTO for one that does not parse. An answer without it is a PS of one lane.
+ */
+static int parse_layout(struct wc_psnet *n, uint32_t s, const char *ans, uint32_t *lanes,
+			uint32_t *shards)
 {
-	char ans[128], err[256];
-	uint32_t s, down = 0;
+	const char *p = strstr(ans, " lanes ");
+	unsigned l, sh, port;
+	int used = 0;
+
+	*lanes = 1;
+	*shards = 1;
+	n->lane_port[s][0] = n->cl->ps_data[s].port;
+	if (p == NULL)
+		return 0;
+	if (sscanf(p, " lanes %u shards %u ports %n", &l, &sh, &used) != 2 || used == 0 ||
+	    l == 0 || l > WN_MAX_LANES || sh < l)
+		return -EPROTO;
+	p += used;
+	for (uint32_t k = 0; k < l; k++) {
+		char *end;
+		unsigned long v = strtoul(p, &end, 10);
+		if (end == p || v == 0 || v > 65535 || (k + 1 < l && *end != ','))
+			return -EPROTO;
+		port = (unsigned)v;
+		if (k > 0)
+			n->lane_port[s][k] = (uint16_t)port;
+		p = end + 1;
+	}
+	*lanes = l;
+	*shards = sh;
+	return 0;
+}
+
+/* Encode buffers for every destination (once the layout is known). */
+static int ensure_msgs(struct wc_psnet *n)
+{
+	for (uint32_t d = 0; d < ps_client_dests(n->pc); d++) {
+		struct wn_buf *b;
+		if (n->msgs[d].buf != NULL)
+			continue;
+		if ((b = wn_buf_get(n)) == NULL)
+			return -ENOMEM;
+		n->msgs[d].buf = b->data;
+		n->msgs[d].cap = n->buf_size;
+		n->msgs[d].len = 0;
+	}
+	return 0;
+}
+
+/*
+ * One readiness round: health on each control endpoint not fully connected (its answer
+ * gives the server's lanes and their ports), the client's layout once every server
+ * answered, then a data connection per lane. Returns the servers still down, or -errno
+ * (message in err) for what waiting cannot fix.
+ */
+static int try_servers(struct wc_psnet *n, char *err, size_t errlen)
+{
+	bool healthy[WC_MAX_NODES] = { false };
+	char ans[512], cerr[256];
+	uint32_t s, l, down = 0, lanes, shards;
+	int rc;
 
 	for (s = 0; s < n->cl->n_ps; s++) {
 		if (server_up(n, s))
 			continue;
-		if (n->srv[s] != NULL)
-			wn_conn_free(n->srv[s]);
-		if (wc_ctl_request(&n->cl->ps[s], "health", 1000, ans, sizeof(ans), err,
-				   sizeof(err)) != 0 || strncmp(ans, "ok ready", 8) != 0 ||
-		    open_data(n, s) != 0)
+		for (l = 0; n->layout_set && l < n->lanes_of[s]; l++) {
+			uint32_t d = ps_client_dest(n->pc, s, l);
+			if (n->dst[d] != NULL)
+				drop_conn(n->dst[d]);
+		}
+		if (wc_ctl_request(&n->cl->ps[s], "health", 1000, ans, sizeof(ans), cerr,
+				   sizeof(cerr)) != 0 || strncmp(ans, "ok ready", 8) != 0) {
 			down++;
+			continue;
+		}
+		if (parse_layout(n, s, ans, &lanes, &shards) != 0)
+			return wn_errf(err, errlen, -EPROTO, "ps %u answered health with '%.200s': "
+				       "expected lanes, shards and ports", s, ans);
+		if (n->layout_known[s] && (lanes != n->lanes_of[s] || shards != n->shards_of[s]))
+			return wn_errf(err, errlen, -EPROTO, "ps %u came back with %u lanes and %u "
+				       "shards; it had %u and %u (restart the workers to follow a "
+				       "changed NETWORK_PS_CORE_NUMBER)", s, lanes, shards,
+				       n->lanes_of[s], n->shards_of[s]);
+		n->lanes_of[s] = lanes;
+		n->shards_of[s] = shards;
+		n->layout_known[s] = true;
+		healthy[s] = true;
 	}
-	return down;
+	if (!n->layout_set) {
+		for (s = 0; s < n->cl->n_ps; s++)
+			if (!n->layout_known[s])
+				return (int)(down ? down : 1);
+		if ((rc = ps_client_set_lanes(n->pc, n->lanes_of, n->shards_of)) != 0 ||
+		    (rc = ensure_msgs(n)) != 0)
+			return wn_errf(err, errlen, rc, "routing to %u server lanes: %s",
+				       ps_client_dests(n->pc), strerror(-rc));
+		n->layout_set = true;
+	}
+	for (s = 0; s < n->cl->n_ps; s++) {
+		if (!healthy[s])
+			continue;
+		for (l = 0; l < n->lanes_of[s]; l++)
+			if (open_data(n, s, l) != 0)
+				break;
+		down += l < n->lanes_of[s];
+	}
+	return (int)down;
 }
 
 static int wait_servers(struct wc_psnet *n, char *err, size_t errlen)
@@ -170,8 +280,9 @@ static int wait_servers(struct wc_psnet *n, char *err, size_t errlen)
 	char eps[1024];
 
 	for (;;) {
-		if (try_servers(n) == 0)
-			return 0;
+		int down = try_servers(n, err, errlen);
+		if (down <= 0)
+			return down;
 		list_not_ready(n, eps, sizeof(eps));
 		if (wn_now_us() >= deadline || n->stop)
 			return wn_errf(err, errlen, -ETIMEDOUT, "gave up after %u s waiting for the "
@@ -210,9 +321,6 @@ static int connect_and_hello(struct wc_psnet *n, char *err, size_t errlen)
 
 int wc_psnet_connect(struct wc_psnet *n, struct ps_client *pc, char *err, size_t errlen)
 {
-	uint32_t s;
-	struct wn_buf *b;
-
 	if (n->is_ps)
 		return wn_errf(err, errlen, -EINVAL, "this node is a ps, not a worker");
 	n->pc = pc;
@@ -220,17 +328,6 @@ int wc_psnet_connect(struct wc_psnet *n, struct ps_client *pc, char *err, size_t
 	n->io.poll = cli_poll;
 	n->io.ctx = n;
 	n->io.msgs = n->msgs;
-	for (s = 0; s < n->cl->n_ps; s++) {
-		if (n->msgs[s].buf != NULL)
-			continue;
-		b = wn_buf_get(n);
-		if (b == NULL)
-			return wn_errf(err, errlen, -ENOMEM, "out of transport memory for %u-byte "
-				       "message buffers", n->buf_size);
-		n->msgs[s].buf = b->data;
-		n->msgs[s].cap = n->buf_size;
-		n->msgs[s].len = 0;
-	}
 	return connect_and_hello(n, err, errlen);
 }
 
@@ -238,14 +335,14 @@ const struct ps_client_io *wc_psnet_io(struct wc_psnet *n) { return &n->io; }
 
 struct resend_ctx {
 	struct wc_psnet *n;
-	uint32_t server;
+	uint32_t dest;
 	int rc;
 };
 
 static void resend_one(void *arg, const uint8_t *msg, uint32_t len)
 {
 	struct resend_ctx *r = arg;
-	int rc = cli_send(r->n, r->server, msg, len);
+	int rc = cli_send(r->n, r->dest, msg, len);
 
 	if (rc != 0 && r->rc == 0)
 		r->rc = rc;
@@ -266,8 +363,12 @@ int wc_psnet_recover(struct wc_psnet *n, char *err, size_t errlen)
 	for (s = 0; s < n->cl->n_ps; s++) {
 		if (!was_down[s])
 			continue;
-		r.server = s;
-		cnt = ps_client_resend(n->pc, s, resend_one, &r);
+		/* Every lane of it was reconnected: each gets what it had not acknowledged. */
+		cnt = 0;
+		for (uint32_t l = 0; l < n->lanes_of[s]; l++) {
+			r.dest = ps_client_dest(n->pc, s, l);
+			cnt += ps_client_resend(n->pc, r.dest, resend_one, &r);
+		}
 		n->cst.reconnects++;
 		n->cst.resent += cnt;
 		fprintf(stderr, "%s: reconnected to ps %u, resent %u unacknowledged push%s\n",
@@ -332,7 +433,7 @@ int wc_psnet_call_issue(struct wc_psnet *n, int encode_rc)
 		n->call_pending--;
 		return encode_rc;
 	}
-	for (s = 0; s < n->cl->n_ps; s++) {
+	for (s = 0; s < ps_client_dests(n->pc); s++) {
 		if (n->msgs[s].len == 0)
 			continue;
 		int r = cli_send(n, s, n->msgs[s].buf, n->msgs[s].len);

@@ -13,6 +13,14 @@
 #define WN_BUF_HEAD 64u     /* struct wn_buf sits in front of the bytes, one cache line */
 #define WN_POOL_MAX 512u    /* buffers in one pool; beyond that a request is refused */
 #define WN_TRACK_MAX 1024u  /* completions a worker may have outstanding */
+#define WN_MAX_LANES 16u    /* serving lanes (network lcores) of one PS */
+/*
+ * Shards of every PS, whatever its lane count: shard s belongs to lane s % lanes. Fixed, so
+ * a PS restarted with another NETWORK_PS_CORE_NUMBER loads its checkpoint and log with the
+ * exactly-once state (kept per shard) intact.
+ */
+#define WN_PS_SHARDS 16u
+#define WN_MAX_DST (WC_MAX_NODES * WN_MAX_LANES) /* a worker's (server, lane) pairs */
 
 struct wc_psnet;
 
@@ -32,7 +40,7 @@ struct wn_conn {
 	struct wc_psnet *n;
 	struct fz_conn *fc;
 	enum wn_kind kind;
-	uint32_t id, server;
+	uint32_t id, server, lane, dest; /* to-server: its server, lane and ps_client dest */
 	int up;                 /* 0 connecting, 1 up, -1 failed or closed */
 	int reason;
 	struct wn_buf *backlog, *backlog_tail; /* replies that found the send queue full */
@@ -46,10 +54,27 @@ struct wn_track {
 	bool busy;
 };
 
+/* What a lane publishes for lane 0's status and telemetry (relaxed stores, each poll). */
+struct wn_lane_pub {
+	_Atomic uint64_t reqs, errors, dropped, inflight, conns, polls;
+	_Atomic int cpu;        /* where its thread last ran */
+};
+
+/* Sums over the lanes of a node (wn_lanes_sum). */
+struct wn_lane_sum {
+	uint64_t reqs, errors, dropped, inflight, data_ops_remote, ctl_ops_remote;
+};
+
+struct wn_group;
+
 struct wc_psnet {
 	const struct wc_cluster *cl;
 	char name[32];
 	bool is_ps, polling, stop, draining;
+	uint32_t lane, lanes;             /* this node's serving lane, and how many it runs */
+	struct wn_group *g;               /* the lanes of a multi-lane PS; NULL with one */
+	struct wn_lane_pub pub;
+	uint16_t data_port;               /* server: where this lane listens for data */
 	struct tl *tl, *ctl_tl;           /* ctl_tl == tl with protocol=kernel */
 	struct fz_net *fz, *ctl_fz;
 	struct fz_config fzc, fzc_ctl;
@@ -68,7 +93,8 @@ struct wc_psnet {
 	const struct ps_server_config *scfg;
 	char ckpt[WC_PATH_LEN];
 	uint64_t srv_reqs, srv_errors, srv_dropped, srv_inflight, ctl_reqs;
-	struct wc_psobs *obs;              /* telemetry slot (the /wharf/ps commands); NULL when taken */
+	struct wc_psobs *obs;              /* telemetry slot (the /wharf/ps commands), lane 0's */
+	struct wc_psobs *obs_count;        /* the same slot, counted into by every lane */
 	/* durability: periodic checkpoints (timer, log size) and log msync, in the serve loop */
 	bool wal_on;
 	uint64_t ckpt_every_us, next_ckpt_us, wal_max_bytes, next_walchk_us;
@@ -77,8 +103,12 @@ struct wc_psnet {
 	/* worker */
 	struct ps_client *pc;
 	struct ps_client_io io;
-	struct ps_msgbuf msgs[WC_MAX_NODES];
-	struct wn_conn *srv[WC_MAX_NODES];
+	struct ps_msgbuf msgs[WN_MAX_DST];   /* encode buffers, per ps_client destination */
+	struct wn_conn *dst[WN_MAX_DST];     /* data connections, per destination */
+	/* Each server's layout, from its health answer: lanes, shards, each lane's data port. */
+	uint32_t lanes_of[WC_MAX_NODES], shards_of[WC_MAX_NODES];
+	uint16_t lane_port[WC_MAX_NODES][WN_MAX_LANES];
+	bool layout_known[WC_MAX_NODES], layout_set;
 	struct wn_track track[WN_TRACK_MAX];
 	uint32_t track_next;
 	uint64_t call, call_pending;
@@ -111,6 +141,37 @@ void wn_srv_status(struct wc_psnet *n, char *out, size_t len, size_t *off);
 int wn_srv_save(struct wc_psnet *n, const char *path, uint64_t *rows, char *err, size_t errlen);
 /* worker replies (wc_psnet_cli.c). */
 void wn_cli_on_msg(struct wn_conn *c, const struct tl_msg_view *m);
+
+/* Lanes (wc_psnet_lanes.c): the stop flag every lane obeys, sums for status/telemetry. */
+bool wn_stopping(const struct wc_psnet *n);
+/* Tells every lane to stop, and wakes them. */
+void wn_group_stop(struct wn_group *g);
+/* Lanes NETWORK_PS_CORE_NUMBER asks for, capped at WN_MAX_LANES. */
+uint32_t wn_lanes_wanted(const struct wc_cluster *cl);
+/*
+ * Prepares *lanes lanes (dpdk: EAL from np's arguments and one port for them all; *lanes
+ * lowered to EAL's lcore count). Then the caller builds the server for *lanes lcore slots
+ * (with wn_lanes_wake_hook in its config) and a handler per slot, and wn_lanes_run serves
+ * until a shutdown or a signal in sigs. wn_lanes_fini releases the port and EAL.
+ */
+int wn_lanes_start(struct wn_group **out, const struct wc_cluster *cl,
+		   const struct wc_psnet_params *np, uint32_t *lanes, char *err, size_t errlen);
+void wn_lanes_wake_hook(struct wn_group *g, struct ps_server_config *sc);
+int wn_lanes_run(struct wn_group *g, struct ps_server *ps, struct ps_handler **h,
+		 const struct ps_server_config *sc, const char *ckpt, const sigset_t *sigs,
+		 char *err, size_t errlen);
+void wn_lanes_fini(struct wn_group *g);
+/* One idle round of a lane: its network poll, then ops other lanes queued for its shards. */
+int wn_lane_round(struct wc_psnet *n);
+/* Shutdown steps of a lane (wc_psnet_srv.c): drained (lane 0 waits for all), then saved
+ * (lane 0 says so; the others keep serving their rings until it does). */
+void wn_lanes_drained(struct wc_psnet *n);
+void wn_lanes_saved(struct wc_psnet *n);
+void wn_lanes_sum(const struct wc_psnet *n, struct wn_lane_sum *out);
+/* One line per lane into out (status). */
+void wn_lanes_status(const struct wc_psnet *n, char *out, size_t len, size_t *off);
+/* "lanes L shards S ports p0,p1,..." of this PS node (the health answer's tail). */
+void wn_lanes_layout(const struct wc_psnet *n, char *out, size_t len);
 
 extern const struct fz_conn_ops wn_conn_ops;
 void wn_on_accept(struct fz_conn *fc, void *ctx);

@@ -2,9 +2,10 @@
  * wc_psnet_run.c — one PS node from start to stop, shared by wharf-psd and by wharf-train in
  * the server role (Paddle's "the same binary is server or worker" example).
  *
- * Call chain: psd/train main -> wc_psnet_run_server -> ps_server_create, ps_handler_create,
- *   ps_recover (with the log) | [ps_load] -> wc_psnet_create -> wc_psnet_serve ->
- *   wc_psnet_serve_loop -> teardown.
+ * Call chain: psd/train main -> wc_psnet_run_server -> wn_lanes_start (dpdk: EAL, the port)
+ *   -> ps_server_create (one lcore slot per lane), ps_handler_create per lane, ps_recover
+ *   (with the log) | [ps_load] on lane 0's -> wn_lanes_run (wc_psnet_lanes.c: per lane
+ *   wc_psnet_create, wc_psnet_serve, wc_psnet_serve_loop) -> teardown.
  *
  * The write-ahead log is on whenever there is a checkpoint path (in <ckpt>.wal unless
  * --wal-dir names another directory or "none"): then a restart recovers the checkpoint
@@ -47,11 +48,12 @@ int wc_psnet_run_server(const struct wc_cluster *cl, const struct wc_model_table
 			int eal_argc, char **eal_argv, const char *name, const char *ckpt,
 			const char *restore, const sigset_t *sigs, char *err, size_t errlen)
 {
-	struct wc_psnet_params np = { cl, eal_argc, eal_argv, mt->max_msg, name };
+	struct wc_psnet_params np = { cl, eal_argc, eal_argv, mt->max_msg, name, 0, 0, NULL };
+	struct ps_handler *h[WN_MAX_LANES] = { NULL };
 	struct ps_server_config sc;
 	struct ps_server *ps = NULL;
-	struct ps_handler *h = NULL;
-	struct wc_psnet *n = NULL;
+	struct wn_group *g = NULL;
+	uint32_t lanes = wn_lanes_wanted(cl), k;
 	int rc;
 
 	char wal[WC_PATH_LEN + 8] = "", own_ckpt[WC_PATH_LEN + 16];
@@ -75,42 +77,42 @@ int wc_psnet_run_server(const struct wc_cluster *cl, const struct wc_model_table
 		if (restore == NULL && access(own_ckpt, F_OK) == 0)
 			restore = own_ckpt;
 	}
+	/* The lanes first: on DPDK, EAL says how many lcores there are to serve on. */
+	if ((rc = wn_lanes_start(&g, cl, &np, &lanes, err, errlen)) != 0)
+		return rc;
 	memset(&sc, 0, sizeof(sc));
 	sc.wal_dir = wal[0] != '\0' ? wal : NULL;
 	sc.ckpt_path = ckpt;
 	sc.server_id = cl->task_index;
 	sc.n_servers = cl->n_ps;
-	sc.n_shards = 1;  /* one handler per process today: one shard, no ring hops */
-	sc.n_lcores = 1;
+	sc.n_shards = WN_PS_SHARDS;
+	sc.n_lcores = lanes;
 	sc.n_workers = cl->n_workers;
 	sc.mode = wc_ps_mode(cl->mode);
 	sc.max_keys = 65536;
 	sc.tables = mt->t;
 	sc.n_tables = mt->n;
+	wn_lanes_wake_hook(g, &sc);
 	if ((rc = ps_server_create(&sc, &ps, err, errlen)) != 0)
-		return rc;
-	if ((rc = ps_handler_create(ps, 0, &h)) != 0) {
-		wn_errf(err, errlen, rc, "ps handler: %s", strerror(-rc));
-		goto out_ps;
-	}
+		goto out_lanes;
+	for (k = 0; k < lanes; k++)
+		if ((rc = ps_handler_create(ps, k, &h[k])) != 0) {
+			wn_errf(err, errlen, rc, "ps handler of lane %u: %s", k, strerror(-rc));
+			goto out_h;
+		}
+	/* Recovery runs on lane 0's handler alone, before any lane serves. */
 	if (sc.wal_dir != NULL)
-		rc = recover(h, name, restore, wal, err, errlen);
-	else if (restore != NULL && (rc = ps_load(h, restore, err, errlen)) == 0)
+		rc = recover(h[0], name, restore, wal, err, errlen);
+	else if (restore != NULL && (rc = ps_load(h[0], restore, err, errlen)) == 0)
 		fprintf(stderr, "%s: restored from %s\n", name, restore);
 	if (rc != 0)
 		goto out_h;
-	if ((rc = wc_psnet_create(&np, &n, err, errlen)) != 0)
-		goto out_h;
-	if ((rc = wc_psnet_serve(n, ps, h, &sc, ckpt, err, errlen)) != 0)
-		goto out_n;
-	rc = wc_psnet_serve_loop(n, sigs);
-	if (rc != 0)
-		wn_errf(err, errlen, rc, "serving stopped: %s", strerror(-rc));
-out_n:
-	wc_psnet_destroy(n);
+	rc = wn_lanes_run(g, ps, h, &sc, ckpt, sigs, err, errlen);
 out_h:
-	ps_handler_destroy(h);
-out_ps:
+	for (k = 0; k < lanes; k++)
+		ps_handler_destroy(h[k]);
 	ps_server_destroy(ps);
+out_lanes:
+	wn_lanes_fini(g);
 	return rc;
 }

@@ -28,6 +28,7 @@ int wc_psnet_serve(struct wc_psnet *n, struct ps_server *ps, struct ps_handler *
 	const struct wc_cluster *cl = n->cl;
 	const struct wc_endpoint *data = &cl->self_data, *ctl = &cl->ps[cl->task_index];
 	uint32_t ip, cip;
+	uint16_t port;
 	int rc;
 
 	if (!n->is_ps)
@@ -39,8 +40,10 @@ int wc_psnet_serve(struct wc_psnet *n, struct ps_server *ps, struct ps_handler *
 	n->ps = ps;
 	n->h = h;
 	n->scfg = cfg;
-	if (n->obs == NULL && (rc = wc_psobs_create(ps, cfg, &n->obs)) != 0)
+	if (n->lane == 0 && n->obs == NULL && (rc = wc_psobs_create(ps, cfg, &n->obs)) != 0)
 		fprintf(stderr, "%s: no PS telemetry (/wharf/ps): %s\n", n->name, strerror(-rc));
+	if (n->lane == 0)
+		n->obs_count = n->obs;
 	snprintf(n->ckpt, sizeof(n->ckpt), "%s", ckpt_path ? ckpt_path : "");
 	n->wal_on = cfg->wal_dir != NULL;
 	n->ckpt_every_us = (uint64_t)cl->ckpt_interval_s * 1000000u;
@@ -48,12 +51,25 @@ int wc_psnet_serve(struct wc_psnet *n, struct ps_server *ps, struct ps_handler *
 	n->wal_max_bytes = (uint64_t)cl->wal_max_mb << 20;
 	n->sync_every_us = (uint64_t)cl->wal_sync_ms * 1000u;
 	n->next_sync_us = wn_now_us() + n->sync_every_us;
-	rc = fz_net_listen(n->fz, ip, data->port, &n->fzc, &wn_conn_ops, wn_on_accept, n, &n->data_l);
+	/*
+	 * Lane 0 serves the data endpoint. Lane k > 0 listens beside it: on DPDK the next ports
+	 * of the node's own address (its lcore claims them), on kernel TCP a port the kernel
+	 * picks. The health answer names them all (wn_lanes_layout).
+	 */
+	port = n->lane == 0 ? data->port : cl->protocol == WC_PROTO_KERNEL ? 0 :
+	       (uint16_t)(data->port + n->lane);
+	if (n->lane > 0 && cl->protocol != WC_PROTO_KERNEL && port <= data->port) {
+		n->h = NULL;
+		return wn_errf(err, errlen, -ERANGE, "data port %u + lane %u is past 65535",
+			       data->port, n->lane);
+	}
+	rc = fz_net_listen(n->fz, ip, port, &n->fzc, &wn_conn_ops, wn_on_accept, n, &n->data_l);
 	if (rc != 0) {
 		n->h = NULL;
-		return wn_errf(err, errlen, rc, "data endpoint %s:%u: cannot listen: %s", data->host,
-			       data->port, strerror(-rc));
+		return wn_errf(err, errlen, rc, "data endpoint %s:%u (lane %u): cannot listen: %s",
+			       data->host, port, n->lane, strerror(-rc));
 	}
+	n->data_port = fz_listener_port(n->data_l);
 	if (n->ctl_fz != n->fz) {
 		rc = fz_net_listen(n->ctl_fz, cip, ctl->port, &n->fzc_ctl, &wn_conn_ops, wn_on_accept, n,
 				   &n->ctl_l);
@@ -65,10 +81,12 @@ int wc_psnet_serve(struct wc_psnet *n, struct ps_server *ps, struct ps_handler *
 				       ctl->host, ctl->port, strerror(-rc));
 		}
 	}
-	fprintf(stderr, "%s: ps %u serving %u table%s, mode %s, %u worker%s: data %s:%u (%s), "
-		"control %s:%u\n", n->name, cl->task_index, cfg->n_tables, cfg->n_tables == 1 ? "" : "s",
-		wc_mode_name(cl->mode), cfg->n_workers, cfg->n_workers == 1 ? "" : "s", data->host,
-		data->port, wc_protocol_name(cl->protocol), ctl->host, ctl->port);
+	if (n->lane == 0)
+		fprintf(stderr, "%s: ps %u serving %u table%s, mode %s, %u worker%s: data %s:%u (%s), "
+			"control %s:%u\n", n->name, cl->task_index, cfg->n_tables,
+			cfg->n_tables == 1 ? "" : "s", wc_mode_name(cl->mode), cfg->n_workers,
+			cfg->n_workers == 1 ? "" : "s", data->host, data->port,
+			wc_protocol_name(cl->protocol), ctl->host, ctl->port);
 	return 0;
 }
 
@@ -99,7 +117,7 @@ void wn_srv_handle(struct wn_conn *c, const struct tl_msg_view *m)
 	rc = ps_handle(n->h, m, &rep);
 	c->reqs++;
 	n->srv_reqs++;
-	wc_psobs_count(n->obs, m->hdr.type, m->hdr.table_id, m->hdr.key_count, rc);
+	wc_psobs_count(n->obs_count, n->lane, m->hdr.type, m->hdr.table_id, m->hdr.key_count, rc);
 	if (rc < 0) {
 		n->srv_errors++;
 		c->errors++;
@@ -123,9 +141,13 @@ void wn_srv_status(struct wc_psnet *n, char *out, size_t len, size_t *off)
 	uint32_t i;
 
 #define OUT(...) do { if (*off < len) *off += (size_t)snprintf(out + *off, len - *off, __VA_ARGS__); } while (0)
+	struct wn_lane_sum ls;
+
+	wn_lanes_sum(n, &ls);
 	OUT("server requests %" PRIu64 "  errors %" PRIu64 "  dropped_while_draining %" PRIu64
-	    "  replies_in_flight %" PRIu64 "  control %" PRIu64 "\n", n->srv_reqs, n->srv_errors,
-	    n->srv_dropped, n->srv_inflight, n->ctl_reqs);
+	    "  replies_in_flight %" PRIu64 "  control %" PRIu64 "  lanes %u  data_ops_remote %"
+	    PRIu64 "  ctl_ops_remote %" PRIu64 "\n", ls.reqs, ls.errors, ls.dropped, ls.inflight,
+	    n->ctl_reqs, n->lanes, ls.data_ops_remote, ls.ctl_ops_remote);
 	OUT("durability  log %s  log_bytes %" PRIu64 "  checkpoints %" PRIu64 "  failed %" PRIu64
 	    "\n", n->wal_on ? n->scfg->wal_dir : "off", n->wal_on ? ps_server_wal_bytes(n->ps) : 0,
 	    n->ckpts, n->ckpt_errors);
@@ -146,29 +168,48 @@ int wn_srv_save(struct wc_psnet *n, const char *path, uint64_t *rows, char *err,
 	return ps_save(n->h, path, rows, err, errlen);
 }
 
-/* Stops taking requests, lets every reply complete, then writes the checkpoint. */
+/* One idle round of a lane: its network, and (with other lanes) ops queued for its shards. */
+int wn_lane_round(struct wc_psnet *n)
+{
+	int rc = wc_psnet_poll(n);
+
+	if (n->lanes > 1)
+		ps_handler_poll(n->h);
+	return rc;
+}
+
+/*
+ * Stops taking requests, lets every reply complete, then writes the checkpoint. With
+ * several lanes, lane 0 saves once every lane has drained, and the others keep serving
+ * their rings meanwhile (the save's cut and copy reach their shards through them).
+ */
 static int drain_and_save(struct wc_psnet *n)
 {
 	uint64_t deadline = wn_now_us() + WN_DRAIN_US, rows = 0;
+	struct wn_group *g = n->g;
 	struct wn_conn *c;
 	char err[256];
 	int rc = 0;
 
 	n->draining = true;
 	while (n->srv_inflight > 0 && wn_now_us() < deadline)
-		if (wc_psnet_poll(n) < 0)
+		if (wn_lane_round(n) < 0)
 			break;
 	if (n->srv_inflight > 0)
-		fprintf(stderr, "%s: %" PRIu64 " replies still unsent after %u s; their pushes are "
-			"in the checkpoint and will be answered as duplicates\n", n->name,
-			n->srv_inflight, WN_DRAIN_US / 1000000u);
-	if (n->ckpt[0] != '\0') {
+		fprintf(stderr, "%s: lane %u: %" PRIu64 " replies still unsent after %u s; their "
+			"pushes are in the checkpoint and will be answered as duplicates\n", n->name,
+			n->lane, n->srv_inflight, WN_DRAIN_US / 1000000u);
+	if (g != NULL)
+		wn_lanes_drained(n);
+	if (n->lane == 0 && n->ckpt[0] != '\0') {
 		rc = ps_save(n->h, n->ckpt, &rows, err, sizeof(err));
 		if (rc != 0)
 			fprintf(stderr, "%s: checkpoint %s: %s\n", n->name, n->ckpt, err);
 		else
 			fprintf(stderr, "%s: checkpoint %s: %" PRIu64 " rows\n", n->name, n->ckpt, rows);
 	}
+	if (g != NULL)
+		wn_lanes_saved(n);
 	fz_unlisten(n->data_l);
 	n->data_l = NULL;
 	for (c = n->conns; c != NULL; c = c->next)
@@ -179,7 +220,10 @@ static int drain_and_save(struct wc_psnet *n)
 	return rc;
 }
 
-/* A checkpoint to --ckpt on the timer or when the log has grown past wal_max_mb. */
+/*
+ * Every lane: msync of its own log every wal_sync_ms. Lane 0: a checkpoint to --ckpt on the
+ * timer or when the log has grown past wal_max_mb.
+ */
 static void periodic_duties(struct wc_psnet *n)
 {
 	uint64_t now = wn_now_us(), rows = 0, logged = 0;
@@ -192,7 +236,7 @@ static void periodic_duties(struct wc_psnet *n)
 		if ((rc = ps_handler_wal_sync(n->h)) != 0)
 			fprintf(stderr, "%s: log msync: %s\n", n->name, strerror(-rc));
 	}
-	if (n->ckpt[0] == '\0')
+	if (n->lane != 0 || n->ckpt[0] == '\0')
 		return;
 	if (n->ckpt_every_us && now >= n->next_ckpt_us)
 		why = "periodic";
@@ -219,30 +263,41 @@ static void periodic_duties(struct wc_psnet *n)
 int wc_psnet_serve_loop(struct wc_psnet *n, const sigset_t *sigs)
 {
 	uint64_t reqs = 0, next_log = wn_now_us() + 10000000u;
-	int rc;
+	struct wn_lane_sum ls;
+	int rc = 0;
 
-	while (!n->stop) {
-		rc = wc_psnet_poll(n);
+	while (!wn_stopping(n)) {
+		rc = wn_lane_round(n);
 		if (rc < 0) {
-			fprintf(stderr, "%s: poll: %s\n", n->name, strerror(-rc));
-			return rc;
+			fprintf(stderr, "%s: lane %u: poll: %s\n", n->name, n->lane, strerror(-rc));
+			break;
 		}
+		rc = 0;
 		periodic_duties(n);
 		if (wc_psnet_signalled(n, sigs)) {
 			fprintf(stderr, "%s: signal: shutting down\n", n->name);
 			break;
 		}
-		if (wn_now_us() >= next_log) {
+		if (n->lane == 0 && wn_now_us() >= next_log) {
 			next_log = wn_now_us() + 10000000u;
+			wn_lanes_sum(n, &ls);
 			fprintf(stderr, "%s: %" PRIu64 " requests (%" PRIu64 " in the last 10 s), %"
-				PRIu64 " errors\n", n->name, n->srv_reqs, n->srv_reqs - reqs,
-				n->srv_errors);
-			reqs = n->srv_reqs;
+				PRIu64 " errors\n", n->name, ls.reqs, ls.reqs - reqs, ls.errors);
+			reqs = ls.reqs;
 		}
 	}
-	rc = drain_and_save(n);
-	fprintf(stderr, "%s: ps %u stopped after %" PRIu64 " requests (%" PRIu64 " errors, %"
-		PRIu64 " dropped while draining)\n", n->name, n->cl->task_index, n->srv_reqs,
-		n->srv_errors, n->srv_dropped);
+	if (n->g != NULL)
+		wn_group_stop(n->g);
+	{
+		int drc = drain_and_save(n);
+		if (rc == 0)
+			rc = drc;
+	}
+	if (n->lane == 0) {
+		wn_lanes_sum(n, &ls);
+		fprintf(stderr, "%s: ps %u stopped after %" PRIu64 " requests (%" PRIu64 " errors, %"
+			PRIu64 " dropped while draining)\n", n->name, n->cl->task_index, ls.reqs,
+			ls.errors, ls.dropped);
+	}
 	return rc;
 }

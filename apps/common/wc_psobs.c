@@ -7,8 +7,9 @@
  *
  * The serving thread never waits for the telemetry thread and vice versa: the slot is a
  * seqlock (transport/tl_seqlock.h). Table row counts are read by the serving thread,
- * which owns every shard while the node runs one handler (wc_psnet_run.c); with more handler
- * lcores they would have to be published by each owner.
+ * which owns every shard while the node runs one handler (wc_psnet_run.c); with more lanes
+ * the row counts are read from other lanes' shards while they run (a recent value, not an
+ * exact one). Connections are lane 0's.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -38,7 +39,8 @@ struct psobs_conn {
 
 struct psobs_snap {
 	uint64_t requests, errors, dropped, inflight, control, barriers, saves, hellos, unknown;
-	uint32_t server_id, n_servers, mode, n_tables, n_shards, nconns, shown;
+	uint64_t data_ops_remote, ctl_ops_remote;
+	uint32_t server_id, n_servers, mode, n_tables, n_shards, nconns, shown, lanes;
 	struct psobs_table t[WC_PSOBS_TABLES];
 	struct ps_shard_stats sh[WC_PSOBS_SHARDS];
 	struct psobs_conn c[WC_PSOBS_CONNS];
@@ -50,11 +52,22 @@ struct wc_psobs {
 	struct ps_server *ps;
 	const struct ps_server_config *cfg;
 	uint64_t next_us;
-	/* Live op counters, written by the serving thread only; copied at publish. */
-	struct psobs_table live[WC_PSOBS_TABLES];
-	uint64_t barriers, saves, hellos, unknown;
+	uint32_t lanes;
+	/*
+	 * Live op counters, one block per serving lane, each written by its lane's thread only
+	 * (relaxed atomic stores of plain adds) and summed at publish (relaxed loads).
+	 */
+	struct psobs_live {
+		struct psobs_table t[WC_PSOBS_TABLES];
+		uint64_t barriers, saves, hellos, unknown;
+	} live[WC_PSOBS_LANES];
 	struct psobs_snap snap;
 };
+
+/* A counter of one lane's block: written by that lane only, read by the publisher. */
+#define LIVE_ADD(x, v) __atomic_store_n(&(x), __atomic_load_n(&(x), __ATOMIC_RELAXED) + (v), \
+					__ATOMIC_RELAXED)
+#define LIVE_GET(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
 static struct wc_psobs psobs_slot;
 static _Atomic int psobs_registered;
@@ -104,7 +117,8 @@ static int fill_server(const struct psobs_snap *s, long long p, struct rte_tel_d
 	DICT_U64(d, s, requests); DICT_U64(d, s, errors); DICT_U64(d, s, dropped);
 	DICT_U64(d, s, inflight); DICT_U64(d, s, control); DICT_U64(d, s, barriers);
 	DICT_U64(d, s, saves); DICT_U64(d, s, hellos); DICT_U64(d, s, unknown); DICT_U64(d, s, n_tables);
-	DICT_U64(d, s, n_shards); DICT_U64(d, s, nconns);
+	DICT_U64(d, s, n_shards); DICT_U64(d, s, nconns); DICT_U64(d, s, lanes);
+	DICT_U64(d, s, data_ops_remote); DICT_U64(d, s, ctl_ops_remote);
 	return 0;
 }
 
@@ -225,7 +239,8 @@ int wc_psobs_create(struct ps_server *ps, const struct ps_server_config *cfg,
 	struct wc_psobs *o = &psobs_slot;
 	int free_slot = 0;
 
-	if (cfg->n_tables > WC_PSOBS_TABLES || cfg->n_shards > WC_PSOBS_SHARDS)
+	if (cfg->n_tables > WC_PSOBS_TABLES || cfg->n_shards > WC_PSOBS_SHARDS ||
+	    cfg->n_lcores > WC_PSOBS_LANES)
 		return -EINVAL;
 	if (!atomic_compare_exchange_strong(&o->in_use, &free_slot, 1))
 		return -EBUSY;
@@ -233,13 +248,14 @@ int wc_psobs_create(struct ps_server *ps, const struct ps_server_config *cfg,
 	o->ps = ps;
 	o->cfg = cfg;
 	o->next_us = 0;
-	o->barriers = o->saves = o->hellos = o->unknown = 0;
+	o->lanes = cfg->n_lcores;
 	memset(o->live, 0, sizeof(o->live));
-	for (uint32_t i = 0; i < cfg->n_tables; i++) {
-		o->live[i].id = cfg->tables[i].id;
-		o->live[i].kind = cfg->tables[i].kind;
-		o->live[i].dim = cfg->tables[i].dim;
-	}
+	for (uint32_t l = 0; l < WC_PSOBS_LANES; l++)
+		for (uint32_t i = 0; i < cfg->n_tables; i++) {
+			o->live[l].t[i].id = cfg->tables[i].id;
+			o->live[l].t[i].kind = cfg->tables[i].kind;
+			o->live[l].t[i].dim = cfg->tables[i].dim;
+		}
 	*out = o;
 	return 0;
 }
@@ -250,45 +266,67 @@ void wc_psobs_destroy(struct wc_psobs *o)
 		atomic_store_explicit(&o->in_use, 0, memory_order_release);
 }
 
-static struct psobs_table *psobs_table(struct wc_psobs *o, uint32_t table_id)
+static struct psobs_table *psobs_table(struct psobs_live *lv, uint32_t n, uint32_t table_id)
 {
-	for (uint32_t i = 0; i < o->cfg->n_tables; i++)
-		if (o->live[i].id == table_id)
-			return &o->live[i];
+	for (uint32_t i = 0; i < n; i++)
+		if (lv->t[i].id == table_id)
+			return &lv->t[i];
 	return NULL;
 }
 
-void wc_psobs_count(struct wc_psobs *o, uint32_t type, uint32_t table_id, uint32_t keys, int rc)
+void wc_psobs_count(struct wc_psobs *o, uint32_t lane, uint32_t type, uint32_t table_id,
+		    uint32_t keys, int rc)
 {
+	struct psobs_live *lv;
 	struct psobs_table *t;
 
-	if (o == NULL)
+	if (o == NULL || lane >= WC_PSOBS_LANES)
 		return;
+	lv = &o->live[lane];
 	if (type == PS_T_BARRIER || type == PS_T_SAVE || type == PS_T_HELLO) {
-		o->barriers += type == PS_T_BARRIER;
-		o->saves += type == PS_T_SAVE;
-		o->hellos += type == PS_T_HELLO;
+		LIVE_ADD(lv->barriers, type == PS_T_BARRIER);
+		LIVE_ADD(lv->saves, type == PS_T_SAVE);
+		LIVE_ADD(lv->hellos, type == PS_T_HELLO);
 		return;
 	}
-	t = psobs_table(o, table_id);
+	t = psobs_table(lv, o->cfg->n_tables, table_id);
 	if (t == NULL) {
-		o->unknown++;
+		LIVE_ADD(lv->unknown, 1);
 		return;
 	}
 	if (rc != 0) {
-		t->errors++;
+		LIVE_ADD(t->errors, 1);
 		return;
 	}
 	switch (type) {
-	case PS_T_PULL: t->pulls++; t->keys_pulled += keys; break;
-	case PS_T_PUSH: t->pushes++; t->keys_pushed += keys; break;
+	case PS_T_PULL: LIVE_ADD(t->pulls, 1); LIVE_ADD(t->keys_pulled, keys); break;
+	case PS_T_PUSH: LIVE_ADD(t->pushes, 1); LIVE_ADD(t->keys_pushed, keys); break;
 	case PS_T_PUSH_PULL:
-		t->pushes++; t->pulls++; t->keys_pushed += keys; t->keys_pulled += keys;
+		LIVE_ADD(t->pushes, 1); LIVE_ADD(t->pulls, 1);
+		LIVE_ADD(t->keys_pushed, keys); LIVE_ADD(t->keys_pulled, keys);
 		break;
-	case PS_T_DENSE_PULL: t->dense_pulls++; t->keys_pulled += keys; break;
-	case PS_T_DENSE_PUSH: t->dense_pushes++; t->keys_pushed += keys; break;
-	case PS_T_GEO_PULL: t->geo_pulls++; break;
-	default: o->unknown++; break;
+	case PS_T_DENSE_PULL: LIVE_ADD(t->dense_pulls, 1); LIVE_ADD(t->keys_pulled, keys); break;
+	case PS_T_DENSE_PUSH: LIVE_ADD(t->dense_pushes, 1); LIVE_ADD(t->keys_pushed, keys); break;
+	case PS_T_GEO_PULL: LIVE_ADD(t->geo_pulls, 1); break;
+	default: LIVE_ADD(lv->unknown, 1); break;
+	}
+}
+
+/* Table i summed over the lanes. */
+static void live_table_sum(const struct wc_psobs *o, uint32_t i, struct psobs_table *out)
+{
+	*out = o->live[0].t[i];
+	memset(&out->pulls, 0, sizeof(*out) - offsetof(struct psobs_table, pulls));
+	for (uint32_t l = 0; l < o->lanes; l++) {
+		const struct psobs_table *t = &o->live[l].t[i];
+		out->pulls += LIVE_GET(t->pulls);
+		out->pushes += LIVE_GET(t->pushes);
+		out->dense_pulls += LIVE_GET(t->dense_pulls);
+		out->dense_pushes += LIVE_GET(t->dense_pushes);
+		out->geo_pulls += LIVE_GET(t->geo_pulls);
+		out->keys_pulled += LIVE_GET(t->keys_pulled);
+		out->keys_pushed += LIVE_GET(t->keys_pushed);
+		out->errors += LIVE_GET(t->errors);
 	}
 }
 
@@ -297,23 +335,32 @@ static void psobs_fill(struct wc_psobs *o, const struct wc_psnet *n, struct psob
 	struct ps_table_stats ts;
 	uint32_t shown = 0, nconns = 0;
 
-	s->requests = n->srv_reqs;
-	s->errors = n->srv_errors;
-	s->dropped = n->srv_dropped;
-	s->inflight = n->srv_inflight;
+	struct wn_lane_sum ls;
+
+	wn_lanes_sum(n, &ls);
+	s->requests = ls.reqs;
+	s->errors = ls.errors;
+	s->dropped = ls.dropped;
+	s->inflight = ls.inflight;
+	s->data_ops_remote = ls.data_ops_remote;
+	s->ctl_ops_remote = ls.ctl_ops_remote;
 	s->control = n->ctl_reqs;
-	s->barriers = o->barriers;
-	s->saves = o->saves;
-	s->hellos = o->hellos;
-	s->unknown = o->unknown;
+	s->lanes = o->lanes;
+	s->barriers = s->saves = s->hellos = s->unknown = 0;
+	for (uint32_t l = 0; l < o->lanes; l++) {
+		s->barriers += LIVE_GET(o->live[l].barriers);
+		s->saves += LIVE_GET(o->live[l].saves);
+		s->hellos += LIVE_GET(o->live[l].hellos);
+		s->unknown += LIVE_GET(o->live[l].unknown);
+	}
 	s->server_id = o->cfg->server_id;
 	s->n_servers = o->cfg->n_servers;
 	s->mode = (uint32_t)o->cfg->mode;
 	s->n_tables = o->cfg->n_tables;
 	s->n_shards = o->cfg->n_shards;
 	for (uint32_t i = 0; i < s->n_tables; i++) {
-		s->t[i] = o->live[i];
-		if (ps_server_table_stats(o->ps, o->live[i].id, &ts) == 0) {
+		live_table_sum(o, i, &s->t[i]);
+		if (ps_server_table_stats(o->ps, s->t[i].id, &ts) == 0) {
 			s->t[i].rows = ts.rows;
 			s->t[i].bytes = ts.bytes;
 		}

@@ -24,6 +24,7 @@
 #define WC_PSOBS_TABLES 16
 #define WC_PSOBS_SHARDS 64
 #define WC_PSOBS_CONNS  64
+#define WC_PSOBS_LANES  16
 
 struct wc_psnet;
 struct wc_psobs;
@@ -37,8 +38,12 @@ struct wc_psobs;
 int wc_psobs_create(struct ps_server *ps, const struct ps_server_config *cfg,
 		    struct wc_psobs **out);
 void wc_psobs_destroy(struct wc_psobs *o);
-/* One request of header type/table_id/key_count answered with status rc (0 or -errno). */
-void wc_psobs_count(struct wc_psobs *o, uint32_t type, uint32_t table_id, uint32_t keys, int rc);
+/*
+ * One request of header type/table_id/key_count answered with status rc (0 or -errno) on
+ * serving lane `lane` (its thread only: each lane counts into its own block).
+ */
+void wc_psobs_count(struct wc_psobs *o, uint32_t lane, uint32_t type, uint32_t table_id,
+		    uint32_t keys, int rc);
 /* Snapshots node n's counters when 100 ms passed since the last one (or force). */
 void wc_psobs_publish(struct wc_psobs *o, const struct wc_psnet *n, uint64_t now_us, int force);
 

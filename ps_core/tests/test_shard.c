@@ -211,6 +211,98 @@ static void test_shard_sync_barrier_on_other_lcore(void **state)
 	free(rep);
 }
 
+/* Wake hook: counts the wake-ups asked for each slot. */
+static _Atomic uint32_t woken[2];
+static void count_wake(void *arg, uint32_t slot)
+{
+	(void)arg;
+	atomic_fetch_add_explicit(&woken[slot], 1, memory_order_relaxed);
+}
+
+/*
+ * A shard-aware client (two lanes) sends each key to the lcore owning its shard: both
+ * handlers apply their part locally (no op crosses lcores, no wake-up), and every key is
+ * updated exactly once. A client that sends all keys to lane 0 makes lcore 0 hand lcore 1's
+ * shards over the ring: counted as remote data ops (one per shard), a wake-up each.
+ */
+static void test_shard_lane_aware_client_never_crosses_lcores(void **state)
+{
+	struct ps_table_config t = pt_table(1, DIM, PS_OPT_SGD);
+	struct ps_server_config sc = { .n_servers = 1, .n_shards = 8, .n_lcores = 2,
+				       .n_workers = 1, .mode = PS_MODE_ASYNC, .tables = &t,
+				       .n_tables = 1, .wake = count_wake };
+	struct ps_client_config cc = { .worker_id = 0, .n_servers = 1 };
+	static uint8_t bufs[2][1 << 16];
+	struct ps_msgbuf m[2] = { { bufs[0], sizeof(bufs[0]), 0 }, { bufs[1], sizeof(bufs[1]), 0 } };
+	uint32_t lanes = 2, shards = 8, d, i;
+	struct ps_lcore_stats st[2];
+	struct ps_handler *h[2];
+	struct ps_client *c;
+	struct ps_server *srv;
+	struct poller p = { 0 };
+	uint64_t keys[NKEYS];
+	float g[NKEYS * DIM], out[NKEYS * DIM];
+	uint8_t *rep = aligned_alloc(64, 1u << 20);
+	int status = 1;
+	pthread_t th;
+
+	(void)state;
+	atomic_store(&woken[0], 0);
+	atomic_store(&woken[1], 0);
+	assert_int_equal(ps_server_create(&sc, &srv, NULL, 0), 0);
+	for (i = 0; i < 2; i++)
+		assert_int_equal(ps_handler_create(srv, i, &h[i]), 0);
+	assert_int_equal(ps_client_create(&cc, &c), 0);
+	assert_int_equal(ps_client_set_lanes(c, &lanes, &shards), 0);
+	assert_int_equal(ps_client_dests(c), 2);
+	for (i = 0; i < NKEYS; i++)
+		keys[i] = i * 7919u + 3;
+	for (i = 0; i < NKEYS * DIM; i++)
+		g[i] = 1.0f;
+	assert_int_equal(ps_client_push(c, 1, DIM, keys, NKEYS, g, pt_done, &status, m), 0);
+	for (d = 0; d < 2; d++) {
+		struct tl_msg_hdr hd;
+		struct tl_iov iov[1];
+		struct tl_msg_view v;
+		assert_true(m[d].len > 0); /* 512 keys over 8 shards: both lanes have some */
+		tl_msg_hdr_decode(m[d].buf, UINT32_MAX, &hd);
+		for (i = 0; i < hd.key_count; i++)
+			assert_int_equal(ps_shard_owner(ps_key_shard(tl_ld64(m[d].buf + TL_MSG_HDR_LEN +
+							16 + 8 * i), 8), 2), d);
+		assert_int_equal(send_req(h[d], m[d].buf, rep), 0);
+		pt_view(rep, 0, iov, 1, &v);
+		assert_int_equal(ps_client_on_reply(c, d, &v), 0);
+	}
+	assert_int_equal(status, 0);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(ps_server_lcore_stats(srv, i, &st[i]), 0);
+		assert_int_equal(st[i].data_ops_remote, 0);
+		assert_int_equal(atomic_load(&woken[i]), 0);
+	}
+	/* Not lane-aware: everything to lcore 0, whose handler reaches lcore 1 over the ring. */
+	p.h = h[1];
+	assert_int_equal(pthread_create(&th, NULL, poller_main, &p), 0);
+	struct ps_client *c1;
+	assert_int_equal(ps_client_create(&cc, &c1), 0);
+	assert_int_equal(ps_client_pull(c1, 1, DIM, keys, NKEYS, out, pt_done, &status, m), 0);
+	assert_int_equal(send_req(h[0], m[0].buf, rep), 0);
+	for (i = 0; i < NKEYS * DIM; i++)
+		assert_true(fabsf(((float *)(rep + TL_MSG_HDR_LEN))[i] + 0.1f) < 1e-6f); /* once */
+	atomic_store_explicit(&p.stop, 1, memory_order_release);
+	pthread_join(th, NULL);
+	assert_int_equal(ps_server_lcore_stats(srv, 0, &st[0]), 0);
+	assert_int_equal(st[0].data_ops_remote, 4); /* one op per shard of lcore 1 */
+	assert_int_equal(atomic_load(&woken[1]), 4);
+	assert_int_equal(ps_server_lcore_stats(srv, 1, &st[1]), 0);
+	assert_int_equal(st[1].ops_served, 4);
+	ps_client_destroy(c1);
+	ps_client_destroy(c);
+	for (i = 0; i < 2; i++)
+		ps_handler_destroy(h[i]);
+	ps_server_destroy(srv);
+	free(rep);
+}
+
 static void test_shard_handler_slots_checked(void **state)
 {
 	struct ps_table_config t = pt_table(1, DIM, PS_OPT_SGD);
@@ -235,6 +327,7 @@ int main(void)
 		cmocka_unit_test(test_shard_two_lcores_full_rings_no_deadlock),
 		cmocka_unit_test(test_shard_sync_barrier_on_other_lcore),
 		cmocka_unit_test(test_shard_handler_slots_checked),
+		cmocka_unit_test(test_shard_lane_aware_client_never_crosses_lcores),
 	};
 	return cmocka_run_group_tests_name("ps_shard", tests, NULL, NULL);
 }

@@ -5,7 +5,7 @@
 #   /wharf/ps/server       requests >= PUSHES, errors 0
 #   /wharf/ps/tables       the model's table id
 #   /wharf/ps/table,<id>   pushes >= PUSHES and keys_pushed >= PUSHES, rows >= 1, errors 0
-#   /wharf/ps/shard,0      pushes counted by the shard (dup_pushes for any resend)
+#   /wharf/ps/shard,<i>    pushes counted by the shards (dup_pushes for any resend)
 #   /wharf/ps/conns        the worker's connection with its request count (while it runs)
 # and a bad parameter (/wharf/ps/table,999999) must be refused without harming the node.
 # wharf-ctl status prints the same table rows.
@@ -63,10 +63,18 @@ pushes=$(num pushes "$t"); keys=$(num keys_pushed "$t"); rows=$(num rows "$t"); 
 [ "${terr:-1}" -eq 0 ] || tb_fail "table $tid: errors ${terr:-missing}"
 tb_pass "/wharf/ps/table,$tid: $pushes pushes, $keys keys pushed, $rows rows, 0 errors"
 
-sh=$(tel /wharf/ps/shard,0)
-spush=$(num pushes "$sh"); sdup=$(num dup_pushes "$sh")
-[ $(( ${spush:-0} + ${sdup:-0} )) -ge "$PUSHES" ] || tb_fail "shard 0: pushes ${spush:-missing} + dup ${sdup:-missing} < $PUSHES"
-tb_pass "/wharf/ps/shard,0: $spush pushes applied, $sdup duplicates"
+# The worker's one key lives on one of the n_shards shards: over all of them, its pushes.
+nsh=$(num n_shards "$srv")
+[ "${nsh:-0}" -ge 1 ] || tb_fail "/wharf/ps/server: n_shards ${nsh:-missing}"
+spush=0 sdup=0
+for i in $(seq 0 $((nsh - 1))); do
+	sh=$(tel "/wharf/ps/shard,$i")
+	p=$(num pushes "$sh"); d=$(num dup_pushes "$sh")
+	[ -n "$p" ] && [ -n "$d" ] || { echo "$sh" >&2; tb_fail "/wharf/ps/shard,$i: no pushes/dup_pushes"; }
+	spush=$((spush + p)) sdup=$((sdup + d))
+done
+[ $((spush + sdup)) -ge "$PUSHES" ] || tb_fail "shards: pushes $spush + dup $sdup < $PUSHES"
+tb_pass "/wharf/ps/shard,0..$((nsh - 1)): $spush pushes applied, $sdup duplicates"
 
 bad=$(tel /wharf/ps/table,999999 /wharf/ps/shard,x /wharf/ps/server)
 [ -n "$(num requests "$bad")" ] || { echo "$bad" >&2; tb_fail "node stopped answering after bad parameters"; }

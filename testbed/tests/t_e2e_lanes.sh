@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# A PS serving on two lanes (NETWORK_PS_CORE_NUMBER=2: two network lcores, each with its own
+# TCP-lite stack and the shards it owns) and two shard-aware workers, over the switch: every
+# key must be served by the lane that owns it (the PS's data_ops_remote stays 0), both lanes
+# must carry requests, and the model must learn — the dense softmax in sync, async and GEO,
+# and the sparse CTR model (whose keys spread over both lanes). Then the same on kernel TCP
+# (two epoll threads), and the exactly-once ledger through a SIGKILL of a two-lane PS with
+# its write-ahead log (one log per lane, replayed merged).
+set -u
+. "$(dirname "$0")/../cluster/tb.sh"
+
+tb_init
+B=47790
+MAP=$TB_DIR/.endpoint_map
+printf '127.0.0.1:%d=10.77.0.1:6666\n127.0.0.1:%d=10.77.0.2:5555\n127.0.0.1:%d=10.77.0.3:5555\n' \
+	$B $((B + 1)) $((B + 2)) >"$MAP"
+CTL=127.0.0.1:$B
+CL="--ps $CTL --workers 127.0.0.1:$((B + 1)),127.0.0.1:$((B + 2)) --endpoint-map $MAP --wait-timeout 30 --retry-interval 1 --ps-cores 2"
+
+# The number after NAME on the status line starting with PREFIX (lane K: "lane   K ").
+stat_num() { # FILE LINE-REGEX NAME
+	grep -E "$2" "$1" | head -n 1 | sed -nE "s/.* $3 ([0-9]+).*/\\1/p"
+}
+
+# Checks a PS status dump: two lanes, no data op crossed lanes, both lanes served requests.
+check_lanes() { # NAME STATUS-FILE
+	local name=$1 st=$2 remote r0 r1
+	grep -q "lanes 2 " "$st" || { cat "$st" >&2; tb_fail "$name: the PS does not serve on 2 lanes"; }
+	remote=$(stat_num "$st" "^server " data_ops_remote)
+	r0=$(stat_num "$st" "^lane +0 " requests)
+	r1=$(stat_num "$st" "^lane +1 " requests)
+	[ -n "$remote" ] && [ -n "$r0" ] && [ -n "$r1" ] || { cat "$st" >&2; tb_fail "$name: status lacks the lane counters"; }
+	[ "$remote" = 0 ] || { cat "$st" >&2; tb_fail "$name: $remote data ops crossed lanes on the PS"; }
+	[ "$r0" -gt 0 ] && [ "$r1" -gt 0 ] || { cat "$st" >&2; tb_fail "$name: lane requests $r0 / $r1: a lane carried nothing"; }
+	tb_pass "$name: 2 lanes served $r0 and $r1 requests, data ops across lanes $remote"
+}
+
+# A training job: PS on cores 0-1 (two EAL lcores), workers on the switch; KEY >= MIN.
+job() { # NAME PROTO MODE KEY MIN MODEL-ARGS...
+	local name=$1 proto=$2 mode=$3 key=$4 min=$5 v; shift 5
+	[ "$proto" = dpdk ] && { tb_switch 3 || tb_fail "switch"; }
+	TB_EAL_CORE=0-1 tb_node ps-$name 0 train $CL --protocol "$proto" --mode "$mode" --role ps "$@"
+	for i in 0 1; do
+		tb_node w$i-$name $((i + 1)) train $CL --protocol "$proto" --mode "$mode" --role worker \
+			--task-index $i "$@"
+	done
+	for _ in $(seq 1 120); do
+		kill -0 "${TB_PIDS[w0-$name]}" 2>/dev/null || kill -0 "${TB_PIDS[w1-$name]}" 2>/dev/null || break
+		sleep 1
+	done
+	"$TB_BUILD/wharf-ctl" "$CTL" status >"$TB_DIR/$name-status.txt" 2>&1
+	"$TB_BUILD/wharf-ctl" "$CTL" shutdown >/dev/null
+	for n in w0-$name w1-$name ps-$name switch; do tb_stop "$n"; done
+	for i in 0 1; do
+		grep -q "\"mode\":\"$mode\"" "$TB_DIR/w$i-$name.out" || { tail -n 8 "$TB_DIR/w$i-$name.log" "$TB_DIR/ps-$name.log" >&2; tb_fail "$name: worker $i did not finish"; }
+	done
+	v=$(tb_json "$(ls -t "$TB_DIR/w0-$name.out" "$TB_DIR/w1-$name.out" | head -n 1)" "$key")
+	[ "$(echo "$v $min" | awk '{print ($1 >= $2)}')" = 1 ] || tb_fail "$name: $key $v < $min"
+	tb_pass "$name ($mode, $proto, 2-lane PS): $key $v"
+	check_lanes "$name" "$TB_DIR/$name-status.txt"
+}
+
+D="--model softmax --epochs 2 --train-limit 12000 --test-limit 2000"
+job sync dpdk sync test_accuracy 0.76 $D
+job async dpdk async test_accuracy 0.72 $D --tensor-fuse=true
+job geo dpdk geo test_accuracy 0.72 $D --geo-k 4
+job ctr dpdk async test_auc 0.70 --model lr --ctr-samples 100000 --epochs 2
+job ksync kernel sync test_accuracy 0.76 $D
+
+# The ledger through a SIGKILL of a two-lane PS: both lanes' logs replayed, nothing lost or
+# doubled (the count model: each push adds 1 to its worker's key).
+PUSHES=1200
+CK=$TB_DIR/ps.ckpt
+LCL="$CL --protocol dpdk --mode async"
+tb_switch 3 || tb_fail "switch"
+TB_EAL_CORE=0-1 tb_node ps1 0 psd $LCL --role ps --model count --ckpt "$CK" --ckpt-interval 1
+tb_wait_log "$TB_DIR/ps1.log" "serving" 20 || { cat "$TB_DIR/ps1.log" >&2; tb_fail "ps did not start"; }
+for i in 0 1; do
+	tb_node lw$i $((i + 1)) train $LCL --role worker --task-index $i --model count \
+		--count-pushes "$PUSHES" --count-delay-us 2000
+done
+sleep 2.5
+kill -KILL "${TB_PIDS[ps1]}"; wait "${TB_PIDS[ps1]}" 2>/dev/null; unset "TB_PIDS[ps1]"
+sleep 0.5
+TB_EAL_CORE=0-1 tb_node ps2 0 psd $LCL --role ps --model count --ckpt "$CK" --restore "$CK" --ckpt-interval 1
+tb_wait_log "$TB_DIR/ps2.log" "serving" 20 || { cat "$TB_DIR/ps2.log" >&2; tb_fail "ps did not restart"; }
+for _ in $(seq 1 90); do
+	kill -0 "${TB_PIDS[lw0]}" 2>/dev/null || kill -0 "${TB_PIDS[lw1]}" 2>/dev/null || break
+	sleep 1
+done
+for i in 0 1; do
+	grep -q '"exactly_once":true' "$TB_DIR/lw$i.out" || { tail -n 10 "$TB_DIR/lw$i.log" "$TB_DIR/lw$i.out" "$TB_DIR/ps2.log" >&2; tb_fail "worker $i: ledger $(tb_json "$TB_DIR/lw$i.out" value) of $PUSHES after a SIGKILL of a 2-lane PS"; }
+done
+grep -m1 "restored from" "$TB_DIR/ps2.log" | sed 's/^wharf-psd: //' >&2
+tb_pass "ledger: $PUSHES pushes per worker counted once across a SIGKILL of a 2-lane PS"
+"$TB_BUILD/wharf-ctl" "$CTL" shutdown >/dev/null
