@@ -17,16 +17,42 @@
 #              kernel, fusion on vs off (testbed/bench_e2e.sh)
 # BENCH_SECONDS (default 3) sets the length of each timed run. BENCH_PARTS (default all:
 # "pmd transport fuse shard e2e") reruns only some parts; the others' last results stay in
-# build/bench and go into the report again.
+# build/bench and go into the report again, each figure with the time of the run that made it
+# (build/bench/run_at.json). A run that fails leaves {"failed": reason} as its result: the
+# report shows its figures as null with that reason.
 set -u
 . "$(dirname "$0")/cluster/tb.sh"
 OUT=$TB_ROOT/build/bench
 SECS=${BENCH_SECONDS:-3}
 mkdir -p "$OUT"
 PARTS=${BENCH_PARTS:-pmd transport fuse shard e2e}
+FUSE_STEP_BYTES_FALLBACK=70587 # the fused 64 B step's bytes on the wire, as last measured
+export BENCH_RUN_AT=$(date -u +%Y-%m-%dT%H:%M:%SZ) # this run, in run_at.json and the report
 [ -n "${BENCH_PARTS:-}" ] || rm -f "$OUT"/*.json "$OUT"/*.txt "$OUT"/*.png "$OUT"/report.md
 want() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
 tb_init
+
+# failed NAME REASON: the run's result is {"failed": REASON} (said on the console too).
+failed() {
+	tb_log "$1: FAILED: $2"
+	printf '{"failed":"%s"}\n' "$(printf '%s' "$2" | tr -d '"\\' | tr '\n\t' '  ' | cut -c1-300)" \
+		>"$OUT/$1.json"
+}
+
+# Why a run failed: its exit status (124: timed out) and its log's last line.
+why() { # RC LOG
+	local what="exit status $1"
+	[ "$1" = 124 ] && what="timed out"
+	echo "$what: $(grep -v '^ *$' "$2" 2>/dev/null | tail -n 1)"
+}
+
+# result NAME RC LOG: a run that exited non-zero or printed no JSON line has failed.
+result() {
+	[ "$2" -eq 0 ] && grep -q '^{' "$OUT/$1.json" 2>/dev/null && return 0
+	[ "$2" -eq 0 ] && { failed "$1" "no JSON result line: $(why 0 "$3")"; return 1; }
+	failed "$1" "$(why "$2" "$3")"
+	return 1
+}
 
 part_pmd() {
 	rm -f "$TB_DIR/pair.sock"
@@ -36,7 +62,10 @@ part_pmd() {
 	sleep 1
 	timeout 60 "$TB_BUILD/wharf-pktgen" $(tb_pair_eal pgtx client) -- --tx --seconds "$SECS" \
 		>"$OUT/pmd_tx.json" 2>"$TB_DIR/pgtx.log"
-	wait "${TB_PIDS[pgrx]}"; unset "TB_PIDS[pgrx]"
+	result pmd_tx $? "$TB_DIR/pgtx.log"
+	wait "${TB_PIDS[pgrx]}"
+	result pmd_rx $? "$TB_DIR/pgrx.log"
+	unset "TB_PIDS[pgrx]"
 }
 
 # perf_dpdk NAME CLIENT_ARGS...   (server: echo, busy-polling; PERF_MTU sets both ends' MTU)
@@ -49,7 +78,8 @@ perf_dpdk() {
 	sleep 1
 	timeout $((SECS + 30)) "$TB_BUILD/wharf-perf" $(tb_pair_eal "c$name" client) -- \
 		--ip 198.18.3.1/24 --peer 198.18.3.2 --port 7000 --poll --seconds "$SECS" $mtu "$@" \
-		>"$OUT/$name.json" 2>"$TB_DIR/c$name.log" || tb_log "$name: client failed"
+		>"$OUT/$name.json" 2>"$TB_DIR/c$name.log"
+	result "$name" $? "$TB_DIR/c$name.log"
 	tb_stop srv
 }
 
@@ -60,12 +90,13 @@ perf_kernel() {
 	TB_PIDS[ksrv]=$!
 	sleep 0.5
 	timeout $((SECS + 30)) "$TB_BUILD/wharf-perf" -- --protocol kernel --peer 127.0.0.1 \
-		--port 7001 --seconds "$SECS" "$@" >"$OUT/$name.json" 2>"$TB_DIR/c$name.log" \
-		|| tb_log "$name: client failed"
+		--port 7001 --seconds "$SECS" "$@" >"$OUT/$name.json" 2>"$TB_DIR/c$name.log"
+	result "$name" $? "$TB_DIR/c$name.log"
 	tb_stop ksrv
 }
 
 part_transport() {
+	rm -f "$OUT/dpdk_rtt.txt" "$OUT/kernel_rtt.txt"
 	perf_dpdk dpdk_pingpong --size 64 --hist "$OUT/dpdk_rtt.txt"
 	perf_kernel kernel_pingpong --size 64 --hist "$OUT/kernel_rtt.txt"
 	perf_dpdk dpdk_rate --size 64 --mode stream
@@ -83,12 +114,10 @@ part_tool() { # NAME TOOL ARGS... : a tool that prints one JSON object last
 		echo "{\"missing\":\"build/wharf-$tool not built\"}" >"$OUT/$name.json"
 		return
 	fi
-	timeout 600 "$TB_BUILD/wharf-$tool" "$@" >"$OUT/$name.json" 2>"$TB_DIR/$name.log" || true
-	[ -s "$OUT/$name.json" ] || echo "{\"failed\":\"wharf-$tool exited without a result\"}" >"$OUT/$name.json"
+	timeout 600 "$TB_BUILD/wharf-$tool" "$@" >"$OUT/$name.json" 2>"$TB_DIR/$name.log"
+	result "$name" $? "$TB_DIR/$name.log"
 }
 
-want pmd && { tb_log "pmd"; part_pmd; }
-want transport && { tb_log "transport"; part_transport; }
 # Fusion on vs off over a direct virtio-user/vhost pair (DPDK) and over loopback (kernel):
 # a step of 1000 x 64 B tensors, a 16 B..4 KiB mix, and a lone message's latency. The server listens on P (off)
 # and P+1 (on).
@@ -101,8 +130,8 @@ part_fuse() {
 	TB_PIDS[fzk]=$!
 	sleep 0.5
 	timeout 300 "$TB_BUILD/wharf-fuse-bench" --peer 127.0.0.1 --protocol kernel --port 7310 \
-		--steps 50 --rounds 3 --echoes 2000 2>"$TB_DIR/fzk_cli.log" | grep '^{' | tail -n 1 \
-		>"$OUT/fuse_kernel.json"
+		--steps 50 --rounds 3 --echoes 2000 >"$OUT/fuse_kernel.json" 2>"$TB_DIR/fzk_cli.log"
+	result fuse_kernel $? "$TB_DIR/fzk_cli.log"
 	tb_stop fzk
 	# DPDK: the same direct virtio-user/vhost pair as the transport part, both sides
 	# busy-polling, so the figure is the stacks' and not a third process's (the switch)
@@ -114,16 +143,39 @@ part_fuse() {
 	tb_wait_log "$TB_DIR/fzsrv.log" "server on ports" 20
 	timeout 300 "$TB_BUILD/wharf-fuse-bench" $(tb_pair_eal fzcli client) -- --peer 198.18.3.2 \
 		--ip 198.18.3.1/24 --port 7300 --poll --steps 50 --rounds 3 --echoes 2000 \
-		2>"$TB_DIR/fzcli.log" | grep '^{' | tail -n 1 >"$OUT/fuse.json"
-	[ -s "$OUT/fuse.json" ] || echo '{"failed":"DPDK fuse-bench run gave no result"}' >"$OUT/fuse.json"
+		>"$OUT/fuse.json" 2>"$TB_DIR/fzcli.log"
+	result fuse $? "$TB_DIR/fzcli.log"
 	tb_stop fzsrv
 	# The raw PMD's floor under the same step: the fused 64 B step's bytes on the wire, written
 	# into 9000-byte frames (the pair's most favourable framing), each frame sent once
 	# written, one frame back per step; no protocol. Its steps/s over the unfused step's is
 	# the most any fusion could give on this link.
+	# Without the fused step's bytes (the fuse run failed) the last measured count stands in:
+	# said on the console and in fuse_pmd_step_bytes.json, which the report cites beside
+	# every figure of these steps.
 	local bytes
-	bytes=$(/usr/bin/python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["step_1000x64B"]["on"]["tx_bytes_per_step"]))' \
-		"$OUT/fuse.json" 2>/dev/null) || bytes=70587
+	bytes=$(/usr/bin/python3 - "$OUT" "$FUSE_STEP_BYTES_FALLBACK" <<'EOF'
+import json, os, sys
+out, fallback = sys.argv[1], int(sys.argv[2])
+fz = {}
+try:
+    with open(os.path.join(out, "fuse.json")) as f:
+        fz = json.loads([l for l in f if l.startswith("{")][-1])
+except (OSError, ValueError, IndexError):
+    pass
+v = ((fz.get("step_1000x64B") or {}).get("on") or {}).get("tx_bytes_per_step")
+if isinstance(v, (int, float)) and v > 0:
+    rec = {"bytes": int(v), "from": "fuse.json step_1000x64B.on.tx_bytes_per_step"}
+else:
+    why = fz.get("failed") or fz.get("missing") or "no tx_bytes_per_step"
+    rec = {"bytes": fallback, "from": "fallback",
+           "fallback": f"{fallback} B, the last measured fused 64 B step (fuse.json: {why})"}
+    print(f"[bench] fuse: FALLBACK: the raw-PMD step uses {rec['fallback']}", file=sys.stderr)
+with open(os.path.join(out, "fuse_pmd_step_bytes.json"), "w") as f:
+    f.write(json.dumps(rec) + "\n")
+print(rec["bytes"])
+EOF
+)
 	pmd_step "$bytes" fuse_pmd_step
 	# The same bytes appended 71 at a time (a 64 B tensor and its 7-byte sub-header), as
 	# the packer does: with fuse's line writer, and with memcpy (which must take back each
@@ -140,13 +192,51 @@ pmd_step() { # BYTES NAME [pktgen --tx args]
 	TB_PIDS[pgsrx]=$!
 	sleep 1
 	timeout 60 "$TB_BUILD/wharf-pktgen" $(tb_pair_eal pgstx client) -- --tx --step "$bytes" \
-		--mtu 9000 --seconds "$SECS" "$@" >"$OUT/$name.json" 2>"$TB_DIR/pgstx.log" \
-		|| echo '{"failed":"wharf-pktgen --step gave no result"}' >"$OUT/$name.json"
+		--mtu 9000 --seconds "$SECS" "$@" >"$OUT/$name.json" 2>"$TB_DIR/pgstx.log"
+	result "$name" $? "$TB_DIR/pgstx.log"
 	wait "${TB_PIDS[pgsrx]}"; unset "TB_PIDS[pgsrx]"
 }
-want fuse && { tb_log "fuse"; part_fuse; }
-want shard && { tb_log "shard"; part_tool shard shard-bench ${BENCH_SHARD_ARGS:-}; }
-want e2e && { tb_log "ps, ps_direct and train"; "$TB_ROOT/testbed/bench_e2e.sh" "$OUT" || tb_log "bench_e2e failed"; }
+
+# The time of the run behind each result, in OUT/run_at.json (name -> UTC start of the make
+# bench that made it): results of parts not rerun keep theirs, and the report prints it
+# beside every figure.
+stamp() { # TIME NAME...
+	/usr/bin/python3 - "$OUT/run_at.json" "$@" <<'EOF'
+import json, sys
+path, at, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+try:
+    with open(path) as f:
+        d = json.load(f)
+except (OSError, ValueError):
+    d = {}
+d.update({n: at for n in names})
+with open(path, "w") as f:
+    json.dump(d, f, indent=1, sort_keys=True)
+EOF
+}
+
+# run_part PART "RESULTS" CMD...: PART's last results go, CMD runs, and every result is stamped
+# with this run's time; a result CMD did not write is a failure with the reason.
+run_part() {
+	local part=$1 names=$2 rc n; shift 2
+	want "$part" || return 0
+	tb_log "$part"
+	for n in $names; do rm -f "$OUT/$n.json"; done
+	"$@"
+	rc=$?
+	for n in $names; do
+		[ -s "$OUT/$n.json" ] || failed "$n" "part $part (exit status $rc) wrote no result"
+	done
+	stamp "$BENCH_RUN_AT" $names
+}
+
+run_part pmd "pmd_rx pmd_tx" part_pmd
+run_part transport "dpdk_pingpong kernel_pingpong dpdk_rate kernel_rate dpdk_stream dpdk_stream_jumbo
+	kernel_stream" part_transport
+run_part fuse "fuse fuse_kernel fuse_pmd_step_bytes fuse_pmd_step fuse_pmd_step_pieces
+	fuse_pmd_step_pieces_plain" part_fuse
+run_part shard shard part_tool shard shard-bench ${BENCH_SHARD_ARGS:-}
+run_part e2e "${BENCH_E2E_PARTS:-ps ps_direct train}" "$TB_ROOT/testbed/bench_e2e.sh" "$OUT"
 
 /usr/bin/python3 "$TB_ROOT/testbed/bench_report.py" "$OUT" || exit 1
 if command -v gnuplot >/dev/null && [ -s "$OUT/dpdk_rtt.txt" ] && [ -s "$OUT/kernel_rtt.txt" ]; then

@@ -3,7 +3,10 @@
 
 Every headline figure is a ratio of two measurements from the same run (or, for the raw
 PMD rate and the shard rate, a figure reported beside its baseline). A figure whose parts
-are missing is null, with the reason under "notes".
+are missing or failed is null, with the reason under "headline_notes" (and each part's under
+"notes"); a figure made with a fallback says so there too. "headline_run_at" gives the time
+of the run behind each figure (bench.sh's run_at.json): with BENCH_PARTS, parts not rerun
+keep their earlier time, and report.md marks those figures.
 """
 import json
 import os
@@ -42,55 +45,115 @@ def ratio(a, b):
 
 
 parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "dpdk_pingpong", "kernel_pingpong", "dpdk_rate",
-                              "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream", "fuse", "fuse_kernel", "fuse_pmd_step", "fuse_pmd_step_pieces", "fuse_pmd_step_pieces_plain", "shard",
+                              "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream", "fuse", "fuse_kernel", "fuse_pmd_step_bytes", "fuse_pmd_step", "fuse_pmd_step_pieces", "fuse_pmd_step_pieces_plain", "shard",
                               "ps", "ps_direct", "train")}
-notes = {n: "missing or failed" for n, v in parts.items() if v is None or "missing" in v or "failed" in v}
+
+
+def why_not(n, v):
+    """Why part n has no figures (None when it has them): its own reason when it gave one."""
+    if v is None:
+        return "no result" if n in run_at else "not run"
+    if not isinstance(v, dict):
+        return "result is not a JSON object"
+    if "missing" in v or "failed" in v:
+        return str(v.get("failed") or v.get("missing"))
+    return None
+
+
+run_at = load("run_at") or {}
+notes = {n: why_not(n, v) for n, v in parts.items() if why_not(n, v)}
+# This make bench's start (bench.sh exports it); run alone, the latest time in run_at.json.
+this_run = os.environ.get("BENCH_RUN_AT") or max(run_at.values(), default=None)
+# The raw-PMD steps ran with a stand-in byte count when the fused step's was not there.
+step_fallback = get(parts["fuse_pmd_step_bytes"], "fallback")
+if step_fallback:
+    notes["fuse_pmd_step_bytes"] = "fallback: " + step_fallback
+headline, sources = {}, {}  # figure -> value, figure -> the parts it is made of
+
+
+def fig(name, value, *srcs):
+    headline[name] = value
+    sources[name] = srcs
+
 
 fuse = parts["fuse"] or {}
 shard = parts["shard"] or {}
-headline = {
-    "rtt_p50_ratio_dpdk_over_kernel": ratio(get(parts["dpdk_pingpong"], "rtt_p50_us"),
+STEP_BYTES = "fuse_pmd_step_bytes"  # the byte count the raw-PMD steps ran with
+fig("rtt_p50_ratio_dpdk_over_kernel", ratio(get(parts["dpdk_pingpong"], "rtt_p50_us"),
                                             get(parts["kernel_pingpong"], "rtt_p50_us")),
-    "rtt_p99_ratio_dpdk_over_kernel": ratio(get(parts["dpdk_pingpong"], "rtt_p99_us"),
+    "dpdk_pingpong", "kernel_pingpong")
+fig("rtt_p99_ratio_dpdk_over_kernel", ratio(get(parts["dpdk_pingpong"], "rtt_p99_us"),
                                             get(parts["kernel_pingpong"], "rtt_p99_us")),
-    "msg_rate_ratio_dpdk_over_kernel": ratio(get(parts["dpdk_rate"], "msgs_per_s"),
+    "dpdk_pingpong", "kernel_pingpong")
+fig("msg_rate_ratio_dpdk_over_kernel", ratio(get(parts["dpdk_rate"], "msgs_per_s"),
                                              get(parts["kernel_rate"], "msgs_per_s")),
-    "stream_ratio_dpdk_over_kernel": ratio(get(parts["dpdk_stream"], "gbit_per_s"),
+    "dpdk_rate", "kernel_rate")
+fig("stream_ratio_dpdk_over_kernel", ratio(get(parts["dpdk_stream"], "gbit_per_s"),
                                            get(parts["kernel_stream"], "gbit_per_s")),
-    "stream_ratio_dpdk_jumbo_over_kernel": ratio(get(parts["dpdk_stream_jumbo"], "gbit_per_s"),
+    "dpdk_stream", "kernel_stream")
+fig("stream_ratio_dpdk_jumbo_over_kernel", ratio(get(parts["dpdk_stream_jumbo"], "gbit_per_s"),
                                                  get(parts["kernel_stream"], "gbit_per_s")),
-    "raw_pmd_mpps": get(parts["pmd_rx"], "mpps"),
-    "dpdk_64b_msg_rate_over_raw_pmd_pps": ratio(get(parts["dpdk_rate"], "msgs_per_s"),
+    "dpdk_stream_jumbo", "kernel_stream")
+fig("raw_pmd_mpps", get(parts["pmd_rx"], "mpps"), "pmd_rx")
+fig("dpdk_64b_msg_rate_over_raw_pmd_pps", ratio(get(parts["dpdk_rate"], "msgs_per_s"),
                                                 (get(parts["pmd_rx"], "mpps") or 0) * 1e6),
-    "fuse_steps_ratio_on_over_off": fuse.get("fuse_steps_ratio_on_over_off"),
-    "fuse_lone_latency_ratio_on_over_off": fuse.get("fuse_lone_latency_ratio_on_over_off"),
-    "fuse_steps_ratio_on_over_off_kernel": get(parts["fuse_kernel"], "fuse_steps_ratio_on_over_off"),
-    # The same step's bytes with no protocol at all (wharf-pktgen --step) over the unfused
-    # step: the most any fusion could give on this link. And how near the fused step is to it.
-    "fuse_steps_ceiling_raw_pmd_over_off": ratio(get(parts["fuse_pmd_step"], "steps_per_s"),
+    "dpdk_rate", "pmd_rx")
+fig("fuse_steps_ratio_on_over_off", fuse.get("fuse_steps_ratio_on_over_off"), "fuse")
+fig("fuse_lone_latency_ratio_on_over_off", fuse.get("fuse_lone_latency_ratio_on_over_off"), "fuse")
+fig("fuse_steps_ratio_on_over_off_kernel",
+    get(parts["fuse_kernel"], "fuse_steps_ratio_on_over_off"), "fuse_kernel")
+# The same step's bytes with no protocol at all (wharf-pktgen --step) over the unfused
+# step: the most any fusion could give on this link. And how near the fused step is to it.
+fig("fuse_steps_ceiling_raw_pmd_over_off", ratio(get(parts["fuse_pmd_step"], "steps_per_s"),
                                                  get(fuse, "step_1000x64B", "off", "steps_per_s")),
-    "fuse_steps_on_over_raw_pmd": ratio(get(fuse, "step_1000x64B", "on", "steps_per_s"),
+    "fuse_pmd_step", "fuse", STEP_BYTES)
+fig("fuse_steps_on_over_raw_pmd", ratio(get(fuse, "step_1000x64B", "on", "steps_per_s"),
                                         get(parts["fuse_pmd_step"], "steps_per_s")),
-    # The same floor with the step written 71 B at a time, as a packer copies 64 B tensors
-    # with their sub-headers: the most any fusion that copies could give here, before any
-    # protocol, parsing or delivery. The 5x target needs the fused step within 5 / this.
-    "fuse_steps_ceiling_raw_pmd_pieces_over_off": ratio(
-        get(parts["fuse_pmd_step_pieces"], "steps_per_s"),
-        get(fuse, "step_1000x64B", "off", "steps_per_s")),
-    # That step written 71 B at a time, as the packer does: the line writer over memcpy.
-    "raw_pmd_step_71b_pieces_lines_over_memcpy": ratio(
-        get(parts["fuse_pmd_step_pieces"], "steps_per_s"),
-        get(parts["fuse_pmd_step_pieces_plain"], "steps_per_s")),
-    "shard_key_updates_per_s_dim16_sgd": get(shard, "headline", "ps_dim16_sgd_push_key_updates_per_s_per_lcore"),
-    "ps_keys_per_s_ratio_dpdk_over_kernel": get(parts["ps"], "ps_keys_per_s_ratio_dpdk_over_kernel"),
-    # 1 PS + 1 worker without the switch (each node a core, as on NIC hosts).
-    "ps_direct_keys_per_s_ratio_dpdk_over_kernel_sleeping": get(
-        parts["ps_direct"], "ps_direct_keys_per_s_ratio_dpdk_over_kernel_sleeping"),
-    "ps_direct_keys_per_s_ratio_dpdk_over_kernel_polling": get(
-        parts["ps_direct"], "ps_direct_keys_per_s_ratio_dpdk_over_kernel_polling"),
-    "train_samples_ratio_dpdk_over_kernel": get(parts["train"], "train_samples_ratio_dpdk_over_kernel"),
-    "train_samples_ratio_fuse_on_over_off": get(parts["train"], "train_samples_ratio_fuse_on_over_off"),
-}
+    "fuse", "fuse_pmd_step", STEP_BYTES)
+# The same floor with the step written 71 B at a time, as a packer copies 64 B tensors
+# with their sub-headers: the most any fusion that copies could give here, before any
+# protocol, parsing or delivery. The 5x target needs the fused step within 5 / this.
+fig("fuse_steps_ceiling_raw_pmd_pieces_over_off", ratio(
+    get(parts["fuse_pmd_step_pieces"], "steps_per_s"),
+    get(fuse, "step_1000x64B", "off", "steps_per_s")),
+    "fuse_pmd_step_pieces", "fuse", STEP_BYTES)
+# That step written 71 B at a time, as the packer does: the line writer over memcpy.
+fig("raw_pmd_step_71b_pieces_lines_over_memcpy", ratio(
+    get(parts["fuse_pmd_step_pieces"], "steps_per_s"),
+    get(parts["fuse_pmd_step_pieces_plain"], "steps_per_s")),
+    "fuse_pmd_step_pieces", "fuse_pmd_step_pieces_plain", STEP_BYTES)
+fig("shard_key_updates_per_s_dim16_sgd",
+    get(shard, "headline", "ps_dim16_sgd_push_key_updates_per_s_per_lcore"), "shard")
+fig("ps_keys_per_s_ratio_dpdk_over_kernel",
+    get(parts["ps"], "ps_keys_per_s_ratio_dpdk_over_kernel"), "ps")
+# 1 PS + 1 worker without the switch (each node a core, as on NIC hosts).
+fig("ps_direct_keys_per_s_ratio_dpdk_over_kernel_sleeping",
+    get(parts["ps_direct"], "ps_direct_keys_per_s_ratio_dpdk_over_kernel_sleeping"), "ps_direct")
+fig("ps_direct_keys_per_s_ratio_dpdk_over_kernel_polling",
+    get(parts["ps_direct"], "ps_direct_keys_per_s_ratio_dpdk_over_kernel_polling"), "ps_direct")
+fig("train_samples_ratio_dpdk_over_kernel",
+    get(parts["train"], "train_samples_ratio_dpdk_over_kernel"), "train")
+fig("train_samples_ratio_fuse_on_over_off",
+    get(parts["train"], "train_samples_ratio_fuse_on_over_off"), "train")
+
+# Per figure: the time(s) of the run(s) it comes from, and why it is null or what it stands on.
+headline_run_at, headline_notes = {}, {}
+for k, srcs in sources.items():
+    times = sorted({run_at.get(n) or ("not run" if parts[n] is None else "unknown") for n in srcs})
+    headline_run_at[k] = times[0] if len(times) == 1 else times
+    why = []
+    if headline[k] is None:
+        for n in srcs:
+            if n in notes and n != STEP_BYTES:
+                why.append(f"{n}: {notes[n]}")
+            elif get(parts[n], "notes"):  # bench_e2e's runs that failed, with their reasons
+                why.append(f"{n}: " + "; ".join(f"{a}: {b}" for a, b in parts[n]["notes"].items()))
+        why = why or ["its inputs have no such field"]
+    if step_fallback and STEP_BYTES in srcs:
+        why.append("fallback step size: " + step_fallback)
+    if why:
+        headline_notes[k] = "; ".join(why)
+
 targets = {
     "rtt_p50_ratio_dpdk_over_kernel": ("<=", 0.2),
     "msg_rate_ratio_dpdk_over_kernel": (">=", 5.0),
@@ -104,22 +167,38 @@ for k, (op, t) in targets.items():
     v = headline.get(k)
     verdicts[k] = None if v is None else (v <= t if op == "<=" else v >= t)
 
-report = {"headline": headline, "targets": {k: f"{op} {t}" for k, (op, t) in targets.items()},
-          "met": verdicts, "parts": parts, "notes": notes}
+report = {"headline": headline, "headline_run_at": headline_run_at, "headline_notes": headline_notes,
+          "targets": {k: f"{op} {t}" for k, (op, t) in targets.items()},
+          "met": verdicts, "parts": parts, "parts_run_at": run_at, "notes": notes}
 with open(os.path.join(out, "report.json"), "w") as f:
     json.dump(report, f, indent=1)
 
-rows = ["| figure | value | target | met |", "|---|---|---|---|"]
+
+def when(k):
+    """The run time(s) of a figure; marked when not all of it comes from the latest run."""
+    t = headline_run_at[k]
+    ts = t if isinstance(t, list) else [t]
+    old = [x for x in ts if x not in (this_run, "not run")]
+    return " + ".join(ts) + (" (earlier run)" if old else "")
+
+
+rows = [f"Latest run: {this_run}. Each figure carries the time of the run(s) it comes from.", "",
+        "| figure | value | target | met | run (UTC) |", "|---|---|---|---|---|"]
 for k, v in headline.items():
     t = targets.get(k)
     m = verdicts.get(k)
-    rows.append(f"| {k} | {v if v is not None else 'n/a'} | {t[0] + ' ' + str(t[1]) if t else ''} | "
-                f"{'' if m is None else ('yes' if m else 'NO')} |")
-rows += ["", "| run | rtt p50 us | rtt p99 us | msgs/s | Gbit/s |", "|---|---|---|---|---|"]
+    val = "null" if v is None else str(v)
+    if k in headline_notes:
+        val += f" ({headline_notes[k]})"
+    rows.append(f"| {k} | {val} | {t[0] + ' ' + str(t[1]) if t else ''} | "
+                f"{'' if m is None else ('yes' if m else 'NO')} | {when(k)} |")
+rows += ["", "| run | rtt p50 us | rtt p99 us | msgs/s | Gbit/s | run (UTC) |",
+         "|---|---|---|---|---|---|"]
 for n in ("dpdk_pingpong", "kernel_pingpong", "dpdk_rate", "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo",
           "kernel_stream"):
     p = parts[n] or {}
-    rows.append(f"| {n} | {p.get('rtt_p50_us')} | {p.get('rtt_p99_us')} | {p.get('msgs_per_s')} | "
-                f"{p.get('gbit_per_s')} |")
+    rows.append(f"| {n}{' (failed: ' + notes[n] + ')' if n in notes else ''} | {p.get('rtt_p50_us')} | "
+                f"{p.get('rtt_p99_us')} | {p.get('msgs_per_s')} | {p.get('gbit_per_s')} | "
+                f"{run_at.get(n) or ('not run' if parts[n] is None else 'unknown')} |")
 with open(os.path.join(out, "report.md"), "w") as f:
     f.write("# wharf bench\n\n" + "\n".join(rows) + "\n")

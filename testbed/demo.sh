@@ -65,10 +65,10 @@ demo_run() {
 		tb_log "$proto: a worker did not finish (logs kept)"
 		return 1
 	fi
-	ACC[$proto]=$(echo "$j0" | sed -E 's/.*"test_accuracy":([0-9.]+).*/\1/')
+	ACC[$proto]=$(tb_json "$TB_DIR/w0-$proto.out" test_accuracy)
 	local s0 s1
-	s0=$(echo "$j0" | sed -E 's/.*"samples_per_s":([0-9.]+).*/\1/')
-	s1=$(echo "$j1" | sed -E 's/.*"samples_per_s":([0-9.]+).*/\1/')
+	s0=$(tb_json "$TB_DIR/w0-$proto.out" samples_per_s)
+	s1=$(tb_json "$TB_DIR/w1-$proto.out" samples_per_s)
 	SPS[$proto]=$(echo "$s0 + $s1" | bc)
 	SECS[$proto]=$(printf '%.1f' "$(echo "$t1 - $t0" | bc)")
 	echo "--- $proto: test accuracy ${ACC[$proto]}, ${SPS[$proto]} samples/s (both workers), ${SECS[$proto]} s"

@@ -126,7 +126,7 @@ final_value() {
 # run_job NAME MODEL MODE METRIC CMP MARK PORT ARGS...
 run_job() {
 	local name=$1 model=$2 mode=$3 metric=$4 cmp=$5 mark=$6 port=$7; shift 7
-	local map=$TB_DIR/.endpoint_map-$name cl t0 t1 i secs v ok vals=() n
+	local map=$TB_DIR/.endpoint_map-$name cl t0 t1 i secs v ok vals=() n got
 	printf '127.0.0.1:%d=10.77.0.1:6666\n127.0.0.1:%d=10.77.0.2:5555\n127.0.0.1:%d=10.77.0.3:5555\n' \
 		"$port" $((port + 1)) $((port + 2)) >"$map"
 	cl="--ps 127.0.0.1:$port --workers 127.0.0.1:$((port + 1)),127.0.0.1:$((port + 2))"
@@ -157,7 +157,9 @@ run_job() {
 	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 	for i in 0 1; do
 		if grep -q "\"mode\":\"$mode\"" "$TB_DIR/w$i-$name.out" 2>/dev/null; then
-			vals+=("$(tb_json "$TB_DIR/w$i-$name.out" "$metric")")
+			got=$(tb_json "$TB_DIR/w$i-$name.out" "$metric" missing)
+			[ "$got" = missing ] && tb_log "$name: worker $i: no number \"$metric\" in its JSON line"
+			vals+=("$got")
 			tb_log "$name: worker $i: $(grep '^{' "$TB_DIR/w$i-$name.out" | tail -n 1)"
 		else
 			vals+=(missing)

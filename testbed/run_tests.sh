@@ -3,7 +3,10 @@
 #   run_tests.sh unit  BIN...              cmocka binaries
 #   run_tests.sh integ SCRIPT...           integration scripts (testbed/tests/t_*.sh)
 #   run_tests.sh all   BIN... -- SCRIPT... both
-# Every test is bounded in time (UNIT_TIMEOUT, INTEG_TIMEOUT seconds). Exit status is
+# Every test is bounded in time (UNIT_TIMEOUT, INTEG_TIMEOUT seconds). Each counts once, as
+# passed, failed or skipped: a cmocka binary that skipped a test case (cmocka's "[  SKIPPED ]")
+# and an integration script that exits 77 (a part it could not run, named on a "SKIP:" line)
+# are skipped, never passed. The last line is "N passed, N failed, N skipped"; exit status is
 # non-zero when anything failed. Set WHARF_TEST_FILTER to a substring to run a subset.
 set -u
 mode=$1; shift
@@ -18,9 +21,26 @@ all)
 *) echo "usage: $0 unit|integ|all ..." >&2; exit 2 ;;
 esac
 
-passed=0; failed=0; failures=(); times=()
+passed=0; failed=0; skipped=0; failures=(); skips=(); times=()
 filter=${WHARF_TEST_FILTER:-}
 logdir=build/test-logs; mkdir -p "$logdir"
+
+# Whether a test that ended with RC skipped something: unit, cmocka listed a skipped case
+# (its exit status counts failures only); integ, the script exited 77.
+skipped_in() { # kind rc log
+	case $1 in
+	unit) [ "$2" -eq 0 ] && grep -qE '^\[  SKIPPED \] [0-9]+ test\(s\)' "$3" ;;
+	integ) [ "$2" -eq 77 ] ;;
+	esac
+}
+
+# What was skipped and why: the "SKIP:" lines, else the names of cmocka's skipped cases.
+skip_reasons() { # log
+	local r
+	r=$(grep -hoE 'SKIP: .*' "$1" | sed 's/^SKIP: //' | sort -u | paste -sd';')
+	[ -n "$r" ] || r=$(sed -nE 's/^\[  SKIPPED \] (test_[A-Za-z0-9_]+)$/\1/p' "$1" | sort -u | paste -sd' ')
+	echo "${r:-no reason given}" | cut -c1-300
+}
 
 run_one() { # kind path timeout
 	local kind=$1 t=$2 to=$3 name log rc t0=$SECONDS
@@ -32,8 +52,11 @@ run_one() { # kind path timeout
 	rc=$?
 	times+=("$((SECONDS - t0)) $name")
 	# cmocka's own summary lines (and the test names) go to the console.
-	grep -E '^\[ *(RUN|OK|PASSED|FAILED|SKIPPED|  ERROR) *\]|^\[==========\]|^ok |^not ok |^(PASS|FAIL)' "$log" | tail -n 60
-	if [ $rc -eq 0 ]; then
+	grep -E '^\[ *(RUN|OK|PASSED|FAILED|SKIPPED|  ERROR) *\]|^\[==========\]|^ok |^not ok |^(PASS|FAIL)|SKIP: ' "$log" | tail -n 60
+	if skipped_in "$kind" "$rc" "$log"; then
+		skipped=$((skipped + 1))
+		skips+=("$t: $(skip_reasons "$log")")
+	elif [ $rc -eq 0 ]; then
 		passed=$((passed + 1))
 	else
 		failed=$((failed + 1)); failures+=("$t (rc=$rc, log $log)")
@@ -51,5 +74,8 @@ fi
 if [ ${#failures[@]} -gt 0 ]; then
 	echo "failed:"; printf '  %s\n' "${failures[@]}"
 fi
-echo "$passed passed, $failed failed"
+if [ ${#skips[@]} -gt 0 ]; then
+	echo "skipped:"; printf '  %s\n' "${skips[@]}"
+fi
+echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

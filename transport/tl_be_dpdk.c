@@ -1257,11 +1257,12 @@ static void db_dump_stats(const struct db *d)
 		return;
 	tl_tcp_stack_get_stats(d->stack, &s);
 	fprintf(stderr, "tl_tcp: seg in/out %lu/%lu bytes in/out %lu/%lu retrans %lu fast %lu rto %lu "
-		"spurious %lu probes %lu ooo %lu dup_segs %lu dup_acks %lu sack_rexmits %lu drops: malformed %lu "
-		"no_conn %lu window %lu "
+		"spurious %lu probes %lu ooo %lu dup_segs %lu dup_acks %lu sack_rexmits %lu challenge_acks %lu "
+		"drops: malformed %lu no_conn %lu window %lu "
 		"bad_ack %lu backlog %lu ooo_full %lu emit %lu\n",
 		s.seg_in, s.seg_out, s.bytes_in, s.bytes_out, s.retrans, s.fast_retrans, s.rto_fired,
-		s.spurious_rto, s.probes, s.ooo_queued, s.dup_segs, s.dup_acks, s.sack_rexmits, s.drop_malformed,
+		s.spurious_rto, s.probes, s.ooo_queued, s.dup_segs, s.dup_acks, s.sack_rexmits,
+		s.challenge_acks, s.drop_malformed,
 		s.drop_no_conn,
 		s.drop_window, s.drop_bad_ack, s.drop_backlog, s.drop_ooo_full, s.drop_emit);
 	fprintf(stderr, "tl: refused_conns %" PRIu64 " refused_conns_nomem %" PRIu64

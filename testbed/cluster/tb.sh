@@ -10,6 +10,10 @@
 #   tb_wait_log FILE REGEX SECS  wait for a line in a log
 #   tb_train_cluster BASE; tb_train_job WAIT NAME MODE KEY MIN ARGS..  a wharf-train job
 #   tb_stop NAME                 SIGTERM one process and wait for it
+#   tb_json FILE KEY [DEFAULT]   a number from the last JSON line of FILE; a missing key fails
+#                                the test naming it (unless DEFAULT)
+#   tb_skip WHAT WHY             a part the test cannot run here: said at once, and a test that
+#                                otherwise passed exits 77 (counted as skipped, not passed)
 #   tb_cleanup                   kill everything started, remove hugepage files, sockets and
 #                                runtime dirs of our prefixes (runs on EXIT/INT/TERM)
 #
@@ -25,6 +29,9 @@ TB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export WHARF_TCP_RTO_MIN_US=${WHARF_TCP_RTO_MIN_US:-10000}
 TB_BUILD=${TB_BUILD:-$TB_ROOT/build}
 declare -A TB_PIDS=()
+TB_SKIPS=()
+# tb_json fails the test from inside a command substitution by signalling the script.
+trap 'exit 1' USR1
 
 tb_log() { printf '[tb %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -47,8 +54,8 @@ tb_init() {
 	TB_DIR=$(mktemp -d "/tmp/wharf-tb-$TB_ID.XXXX")
 	TB_MEM=${1:-${WHARF_MEM:-$("$TB_ROOT/testbed/hugepages.sh")}}
 	TB_CORES=$(nproc)
-	trap tb_cleanup EXIT
-	trap 'tb_cleanup; exit 130' INT TERM
+	trap 'tb_cleanup exit' EXIT
+	trap 'exit 130' INT TERM
 	tb_log "dir $TB_DIR, memory mode $TB_MEM"
 }
 
@@ -137,6 +144,8 @@ tb_stop() { # NAME
 	unset "TB_PIDS[$1]"
 }
 
+# tb_cleanup [exit]: "exit" when run as the EXIT trap: a test that passed but skipped a part
+# then exits 77. Called by a test itself it only cleans up (the trap still runs at exit).
 tb_cleanup() {
 	local rc=$?
 	for n in "${!TB_PIDS[@]}"; do [ "$n" != switch ] && tb_stop "$n"; done
@@ -151,7 +160,12 @@ tb_cleanup() {
 		fi
 		rm -rf "$TB_DIR"
 	fi
+	[ "${1:-}" = exit ] || return $rc
 	trap - EXIT INT TERM
+	if [ $rc -eq 0 ] && [ ${#TB_SKIPS[@]} -gt 0 ]; then
+		tb_log "passed with ${#TB_SKIPS[@]} part(s) skipped: exit 77"
+		exit 77
+	fi
 	return $rc
 }
 
@@ -194,10 +208,25 @@ tb_train_job() { # WAIT NAME MODE KEY MIN MODEL-ARGS...
 	tb_pass "$name ($mode, dpdk): $key $v, $(tb_json "$last" samples_per_s) samples/s per worker"
 }
 
-# JSON field of the last JSON line of a file: tb_json FILE KEY
+# A number field of the last JSON line of a file: tb_json FILE KEY [DEFAULT]. When the file has
+# no JSON line, or the key is absent or not a number, the test fails naming the key and the
+# file, so a renamed key cannot compare as some other string; with DEFAULT (for the message
+# about a run that already failed) DEFAULT is printed instead.
 tb_json() {
-	grep '^{' "$1" | tail -n 1 | sed -E "s/.*\"$2\":([-0-9.e]+).*/\\1/"
+	local v
+	v=$(grep '^{' "$1" 2>/dev/null | tail -n 1 | sed -nE "s/.*\"$2\":(-?[0-9][0-9.eE+-]*).*/\\1/p")
+	if [ -n "$v" ]; then
+		echo "$v"
+	elif [ $# -ge 3 ]; then
+		echo "$3"
+	else
+		tb_log "FAIL: no number \"$2\" in the last JSON line of $1"
+		# In a command substitution exit ends only the subshell: the script's USR1 trap exits.
+		[ "$BASH_SUBSHELL" -gt 0 ] && kill -USR1 $$
+		exit 1
+	fi
 }
 
 tb_fail() { tb_log "FAIL: $*"; exit 1; }
 tb_pass() { tb_log "PASS: $*"; }
+tb_skip() { tb_log "SKIP: $1: $2"; TB_SKIPS+=("$1"); }

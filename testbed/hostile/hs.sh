@@ -21,7 +21,7 @@ hs_cleanup() {
 	tb_stop node
 	[ -n "${HS_IF:-}" ] && ip link del "$HS_IF" 2>/dev/null
 	(exit $rc)
-	tb_cleanup
+	tb_cleanup exit
 }
 
 hs_up() { # NET PORT
@@ -29,7 +29,7 @@ hs_up() { # NET PORT
 	HS_LNX=$HS_NET.1; HS_WH=$HS_NET.2
 	HS_IF=$(printf "whs%s" "${TB_ID: -6}"); [ ${#TB_ID} -lt 6 ] && HS_IF=whs$TB_ID
 	trap hs_cleanup EXIT
-	trap 'hs_cleanup; exit 130' INT TERM
+	trap 'exit 130' INT TERM
 	ip tuntap add dev "$HS_IF" mode tap multi_queue || tb_fail "cannot create TAP $HS_IF"
 	ip addr add "$HS_LNX/24" dev "$HS_IF" && ip link set "$HS_IF" up || tb_fail "cannot configure $HS_IF"
 	HS_PREFIX=wharf-$TB_ID-node

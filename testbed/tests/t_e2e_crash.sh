@@ -42,13 +42,13 @@ for _ in $(seq 1 90); do
 done
 for i in 0 1; do
 	out=$TB_DIR/w$i.out
-	grep -q '"exactly_once":true' "$out" || { tail -n 10 "$TB_DIR/w$i.log" "$out" "$TB_DIR/ps2.log" >&2; tb_fail "worker $i: ledger $(tb_json "$out" value) of $PUSHES after a PS SIGKILL"; }
+	grep -q '"exactly_once":true' "$out" || { tail -n 10 "$TB_DIR/w$i.log" "$out" "$TB_DIR/ps2.log" >&2; tb_fail "worker $i: ledger $(tb_json "$out" value '?') of $PUSHES after a PS SIGKILL"; }
 	grep -q "reconnected to ps 0" "$TB_DIR/w$i.log" || { cat "$TB_DIR/w$i.log" >&2; tb_fail "worker $i never reconnected (was the server killed mid-run?)"; }
 	tb_pass "worker $i: $(tb_json "$out" value)/$PUSHES pushes counted once across a PS SIGKILL"
 done
 # The same worker id again: its numbering resumes after what the server applied.
 tb_node w0again 1 train $CL --role worker --task-index 0 --model count --count-pushes 200 --count-delay-us 1000
 for _ in $(seq 1 40); do kill -0 "${TB_PIDS[w0again]}" 2>/dev/null || break; sleep 1; done
-grep -q '"exactly_once":true' "$TB_DIR/w0again.out" || { tail -n 5 "$TB_DIR/w0again.log" "$TB_DIR/w0again.out" >&2; tb_fail "worker 0 restarted under its old id: $(tb_json "$TB_DIR/w0again.out" value) of 200 pushes applied"; }
+grep -q '"exactly_once":true' "$TB_DIR/w0again.out" || { tail -n 5 "$TB_DIR/w0again.log" "$TB_DIR/w0again.out" >&2; tb_fail "worker 0 restarted under its old id: $(tb_json "$TB_DIR/w0again.out" value '?') of 200 pushes applied"; }
 tb_pass "worker 0 restarted under its old id: 200/200 pushes applied (started at $(tb_json "$TB_DIR/w0again.out" start))"
 "$TB_BUILD/wharf-ctl" 127.0.0.1:47750 shutdown >/dev/null

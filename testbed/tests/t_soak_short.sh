@@ -8,7 +8,7 @@
 # resumes its sequence with PS_T_HELLO). The driver and what it checks: testbed/soak/soak_run.sh.
 # The SIGKILL phase holds because the PS writes every push into its write-ahead log before
 # acknowledging it (ps_core/ps_wal.c) and replays the log after the checkpoint on restart;
-# SOAK_SKIP_CRASH=1 leaves it out.
+# SOAK_SKIP_CRASH=1 leaves it out (the test is then skipped, exit 77).
 set -u
 export SOAK_SAME_ID=${SOAK_SAME_ID-1}
 export SOAK_PS=${SOAK_PS:-1} SOAK_CYCLES=${SOAK_CYCLES:-1} SOAK_PUSHES=${SOAK_PUSHES:-4000}

@@ -5,7 +5,7 @@
 #      framed messages each way; SHA-256 of the bodies sent equals that of those echoed,
 #      and the echoed stream is byte for byte the one sent.
 #   2. WHARF_INTEROP_CONNS (100) concurrent Linux connections to the wharf echo server, each
-#      echoing 256 KiB of messages intact.
+#      echoing 256 KiB of messages intact (0: the step is skipped, and the test with it).
 #   3. wharf client (wharf-xfer --send-file) -> Linux raw echo server: 64 MiB, sha256sum
 #      of the file sent equals that of the file received.
 #   4. A capture of all of it (dumpcap on the TAP, port filter), read back by tshark with
@@ -31,10 +31,10 @@ t_cleanup() {
 	tb_stop cap
 	ip link del "$IF" 2>/dev/null
 	(exit $rc)
-	tb_cleanup
+	tb_cleanup exit
 }
 trap t_cleanup EXIT
-trap 't_cleanup; exit 130' INT TERM
+trap 'exit 130' INT TERM
 
 tap_eal() { # NAME
 	echo "-l 0 --file-prefix wharf-$TB_ID-$1 --no-pci $(tb_mem_args) --log-level=*:warning" \
@@ -77,7 +77,7 @@ if [ "$CONNS" -gt 0 ]; then
 	rc100=$?
 	cat "$TB_DIR/lnx100.out"
 else
-	tb_log "concurrent-connection step skipped (WHARF_INTEROP_CONNS=0)"
+	tb_skip "the concurrent-connection step" "WHARF_INTEROP_CONNS=0 leaves it out"
 fi
 tb_stop srv
 cat "$TB_DIR/srv.out"; grep -v TELEMETRY "$TB_DIR/srv.log" >&2

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "apps/common/wc_data.h"
+#include "wc_testlib.h"
 #include "apps/common/wc_model.h"
 
 /*
@@ -206,8 +207,7 @@ static void test_dense_softmax_learns_fashion_mnist_subset(void **state)
 	double acc;
 
 	(void)state;
-	if (access(WC_FMNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0)
-		skip();
+	wc_test_need_file(WC_FMNIST_DIR "/train-images-idx3-ubyte.gz", "dataset-fashion-mnist");
 	acc = train_subset(&s, 10000, 3, 0.1f);
 	print_message("softmax, 10000 train images x 3 epochs: test accuracy %.4f\n", acc);
 	assert_true(acc > 0.78); /* chance is 0.10; the full run reaches ~0.83 */
@@ -219,8 +219,7 @@ static void test_dense_mlp_learns_fashion_mnist_subset(void **state)
 	double acc;
 
 	(void)state;
-	if (access(WC_FMNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0)
-		skip();
+	wc_test_need_file(WC_FMNIST_DIR "/train-images-idx3-ubyte.gz", "dataset-fashion-mnist");
 	acc = train_subset(&s, 10000, 3, 0.1f);
 	print_message("mlp 784-64-10, 10000 train images x 3 epochs: test accuracy %.4f\n", acc);
 	assert_true(acc > 0.79);
