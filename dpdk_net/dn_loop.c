@@ -34,7 +34,7 @@ unsigned dn_loop_once(struct dn_lcore *lc, uint64_t now)
 	uint16_t n;
 
 	if (likely(!lc->steer)) {
-		n = rte_eth_rx_burst(lc->port_id, lc->queue, pkts, DN_BURST);
+		n = dn_rx_device(lc, pkts);
 		rx = n;
 	} else {
 		n = dn_steer_rx(lc, pkts, &rx); /* frames handed on or relayed count as Rx work */
@@ -103,7 +103,7 @@ void dn_lcore_idle_wait(struct dn_lcore *lc)
 		 * A packet that arrived between the last empty burst and arming the interrupt
 		 * raised no event: look once more before sleeping.
 		 */
-		if (rte_eth_rx_queue_count(lc->port_id, lc->queue) <= 0) {
+		if (!dn_rx_recheck(lc)) {
 			int r = rte_epoll_wait(RTE_EPOLL_PER_THREAD, &ev, 1, DN_INTR_TIMEOUT_MS);
 			if (r > 0)
 				lc->stats.intr_wakeups++;

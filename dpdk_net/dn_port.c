@@ -481,6 +481,7 @@ void dn_lcore_destroy(struct dn_lcore *lc)
 		rte_pktmbuf_free(lc->tx[lc->tx_head++ & (DN_TXQ_SLOTS - 1)]);
 	for (unsigned i = 0; i < lc->n_pending; i++)
 		rte_pktmbuf_free(lc->pending[i].m);
+	rte_pktmbuf_free_bulk(lc->stash, lc->stash_n);
 	if (lc->steer)
 		dn_steer_lcore_fini(lc);
 	rte_free(lc);

@@ -6,6 +6,7 @@
 
 #include <stdatomic.h>
 
+#include <rte_branch_prediction.h>
 #include <rte_epoll.h>
 #include <rte_ether.h>
 #include <rte_ethdev.h>
@@ -126,6 +127,12 @@ struct dn_lcore {
 	uint64_t last_arp_req_tsc;
 	uint32_t idle_spins;
 	uint32_t sleep_us;      /* current back-off step */
+	/*
+	 * Frames the last look before sleeping found (dn_rx_recheck): taken by the next Rx
+	 * burst. A real burst, not rte_eth_rx_queue_count, which virtio does not implement.
+	 */
+	uint16_t stash_n;
+	struct rte_mbuf *stash[DN_BURST];
 	bool intr_registered;
 	bool tx_cleanup_ok;     /* the PMD answers rte_eth_tx_done_cleanup */
 	uint64_t last_busy_tsc; /* last loop iteration that did work */
@@ -154,6 +161,33 @@ void dn_arp_pending_run(struct dn_lcore *lc, uint64_t now);
 int dn_arp_pending_add(struct dn_lcore *lc, struct rte_mbuf *m, uint32_t next_hop);
 
 /* dn_loop.c */
+
+/*
+ * The device's Rx queue, frames found by the look before sleeping first: what dn_loop_once
+ * and lcore 0 under software steering read.
+ */
+static inline uint16_t dn_rx_device(struct dn_lcore *lc, struct rte_mbuf **pkts)
+{
+	uint16_t n = lc->stash_n;
+
+	if (likely(n == 0))
+		return rte_eth_rx_burst(lc->port_id, lc->queue, pkts, DN_BURST);
+	for (uint16_t i = 0; i < n; i++)
+		pkts[i] = lc->stash[i];
+	lc->stash_n = 0;
+	return n;
+}
+
+/*
+ * After arming the Rx interrupt: a frame that arrived since the last empty burst raised no
+ * event, so look once more. True when frames came (kept for the next burst: do not sleep).
+ */
+static inline bool dn_rx_recheck(struct dn_lcore *lc)
+{
+	if (lc->stash_n == 0)
+		lc->stash_n = rte_eth_rx_burst(lc->port_id, lc->queue, lc->stash, DN_BURST);
+	return lc->stash_n > 0;
+}
 
 /* dn_steer.c */
 int dn_steer_port_init(struct dn_port *p, char *err, size_t errlen);

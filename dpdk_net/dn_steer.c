@@ -276,8 +276,7 @@ static bool steer_has_work(struct dn_lcore *lc)
 {
 	if (lc->index > 0)
 		return rte_ring_count(lc->rx_ring) > 0;
-	return rte_ring_count(lc->port->steer_tx) > 0 ||
-	       rte_eth_rx_queue_count(lc->port_id, lc->queue) > 0;
+	return rte_ring_count(lc->port->steer_tx) > 0 || dn_rx_recheck(lc);
 }
 
 void dn_steer_idle_wait(struct dn_lcore *lc)
@@ -386,7 +385,7 @@ uint16_t dn_steer_rx(struct dn_lcore *lc, struct rte_mbuf **pkts, unsigned *work
 		return n;
 	}
 	*work = steer_relay(lc);
-	n = rte_eth_rx_burst(lc->port_id, lc->queue, pkts, DN_BURST);
+	n = dn_rx_device(lc, pkts);
 	*work += n;
 	return n > 0 ? dn_steer_classify(lc, pkts, n) : 0;
 }
