@@ -3,10 +3,15 @@
 
 Every headline figure is a ratio of two measurements from the same run (or, for the raw
 PMD rate and the shard rate, a figure reported beside its baseline). A figure whose parts
-are missing is null, with the reason under "notes".
+are missing is null, with the reason under "notes". "run" says when and where: the time
+the report was composed, each part's time (its file's; BENCH_PARTS reruns only some), the
+machine (cores, CPU model, kernel) and the commit the tree was at.
 """
+import datetime
 import json
 import os
+import platform
+import subprocess
 import sys
 
 out = sys.argv[1]
@@ -39,6 +44,40 @@ def get(d, *path):
 
 def ratio(a, b):
     return None if a is None or b in (None, 0) else round(a / b, 4)
+
+
+def iso(t):
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def commit():
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    try:
+        rev = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return rev + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def part_time(name):
+    try:
+        return iso(os.path.getmtime(os.path.join(out, name + ".json")))
+    except OSError:
+        return None
 
 
 parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "dpdk_pingpong", "kernel_pingpong", "dpdk_rate",
@@ -104,7 +143,12 @@ for k, (op, t) in targets.items():
     v = headline.get(k)
     verdicts[k] = None if v is None else (v <= t if op == "<=" else v >= t)
 
-report = {"headline": headline, "targets": {k: f"{op} {t}" for k, (op, t) in targets.items()},
+run = {"date": iso(datetime.datetime.now().timestamp()),
+       "machine": {"nproc": os.cpu_count(), "cpu": cpu_model(), "kernel": platform.release()},
+       "commit": commit(),
+       "parts_date": {n: part_time(n) for n in parts}}
+report = {"run": run, "headline": headline,
+          "targets": {k: f"{op} {t}" for k, (op, t) in targets.items()},
           "met": verdicts, "parts": parts, "notes": notes}
 with open(os.path.join(out, "report.json"), "w") as f:
     json.dump(report, f, indent=1)
