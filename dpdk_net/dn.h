@@ -86,7 +86,7 @@ struct dn_stats {
 	uint64_t drops[DN_DROP_MAX];
 };
 
-/* Idle policy of the run loop (DESIGN.md "Threads"). */
+/* Idle policy of the run loop (docs/architecture.md, "Threads and the data path"). */
 enum dn_idle {
 	DN_IDLE_POLL,  /* spin: lowest latency, one core per lcore */
 	DN_IDLE_SLEEP, /* Rx interrupts where the PMD has them, else bounded back-off sleep */

@@ -1,7 +1,7 @@
 /*
  * fz.h — Send/Recv fusion: the one public header of fuse/.
  *
- * Call chain (see DESIGN.md): ps_core hands each outgoing message to the peer's packer
+ * Call chain (docs/architecture.md): ps_core hands each outgoing message to the peer's packer
  * (fz_peer_send); the packer copies small ones into a fused frame it owns and hands frames
  * and large messages (zero copy, in order) to an output callback, which the transport glue
  * plugs in. On receive, the transport hands each message to fz_unpack, which validates a
@@ -48,7 +48,7 @@
 
 /* Defaults, and the accepted range of each knob (a value outside is an error). */
 #define FZ_DEFAULT_MAX_BYTES       65536u  /* fused frame body; ~45 MSS-sized segments */
-#define FZ_DEFAULT_THRESHOLD_BYTES 4096u   /* covers the 16 B..4 KiB mix */
+#define FZ_DEFAULT_THRESHOLD_BYTES 4096u   /* covers the fusion bench's 16 B..4 KiB mix */
 #define FZ_DEFAULT_MAX_DELAY_US    50u     /* well under one PS step; above one RTT */
 #define FZ_DEFAULT_MAX_MSGS        1024u   /* sub-messages per frame; bytes bind first at 64 B */
 #define FZ_DEFAULT_FRAMES          8u      /* frame buffers per peer, in flight or open */

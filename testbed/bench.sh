@@ -245,3 +245,4 @@ if command -v gnuplot >/dev/null && [ -s "$OUT/dpdk_rtt.txt" ] && [ -s "$OUT/ker
 fi
 cat "$OUT/report.md"
 tb_log "report: build/bench/report.json, report.md, rtt_cdf.png"
+/usr/bin/python3 "$TB_ROOT/testbed/bench_docs.py" "$OUT/report.json"

@@ -6,10 +6,14 @@ PMD rate and the shard rate, a figure reported beside its baseline). A figure wh
 are missing or failed is null, with the reason under "headline_notes" (and each part's under
 "notes"); a figure made with a fallback says so there too. "headline_run_at" gives the time
 of the run behind each figure (bench.sh's run_at.json): with BENCH_PARTS, parts not rerun
-keep their earlier time, and report.md marks those figures.
+keep their earlier time, and report.md marks those figures. "run" says when the report was
+composed and where: the machine (cores, CPU model, kernel) and the commit the tree was at.
 """
+import datetime
 import json
 import os
+import platform
+import subprocess
 import sys
 
 out = sys.argv[1]
@@ -42,6 +46,40 @@ def get(d, *path):
 
 def ratio(a, b):
     return None if a is None or b in (None, 0) else round(a / b, 4)
+
+
+def iso(t):
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def commit():
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    try:
+        rev = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return rev + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def part_time(name):
+    try:
+        return iso(os.path.getmtime(os.path.join(out, name + ".json")))
+    except OSError:
+        return None
 
 
 parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "dpdk_pingpong", "kernel_pingpong", "dpdk_rate",
@@ -167,7 +205,12 @@ for k, (op, t) in targets.items():
     v = headline.get(k)
     verdicts[k] = None if v is None else (v <= t if op == "<=" else v >= t)
 
-report = {"headline": headline, "headline_run_at": headline_run_at, "headline_notes": headline_notes,
+run = {"date": iso(datetime.datetime.now().timestamp()),
+       "machine": {"nproc": os.cpu_count(), "cpu": cpu_model(), "kernel": platform.release()},
+       "commit": commit(),
+       "parts_date": {n: part_time(n) for n in parts}}
+report = {"run": run, "headline": headline, "headline_run_at": headline_run_at,
+          "headline_notes": headline_notes,
           "targets": {k: f"{op} {t}" for k, (op, t) in targets.items()},
           "met": verdicts, "parts": parts, "parts_run_at": run_at, "notes": notes}
 with open(os.path.join(out, "report.json"), "w") as f:

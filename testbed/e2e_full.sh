@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# testbed/e2e_full.sh — every model to its mark in every consistency mode (issue 6, "Models and
-# data"): the longer run behind the short checks of tests/t_e2e_modes.sh and t_e2e_ctr.sh.
+# testbed/e2e_full.sh — every model (softmax, MLP, CTR LR and FM) to its accuracy mark in
+# every consistency mode: the longer run behind the short checks of tests/t_e2e_modes.sh and
+# t_e2e_ctr.sh.
 #
 #   testbed/e2e_full.sh [--protocol dpdk|kernel] [--only NAME[,NAME..]] [--list] [-h]
 #

@@ -24,7 +24,7 @@
  * A connection closed locally aborts its TCP connection (RST). Messages whose pieces the
  * PMD still holds in its Tx ring are completed when the ring lets go, never earlier.
  *
- * Several lcores on one single-queue port (dpdk_net software steering, DESIGN.md "Flow
+ * Several lcores on one single-queue port (dpdk_net software steering, docs/architecture.md "Flow
  * steering"): one instance per lcore, each with its own TCP-lite stack. The instance on
  * lcore 0 installs the classifier (db_steer: tl_steer_sw_owner), so every segment reaches
  * the lcore that owns its connection; an active open on lcore i takes its local port from

@@ -101,3 +101,15 @@ void wc_parse_ip_prefix(const char *tool, const char *flag, const char *s, uint3
 	if (wc_arg_ip_prefix(tool, flag, s, ip, prefix) != 0)
 		exit(2);
 }
+
+bool wc_args_help_wanted(int argc, char **argv)
+{
+	int i = 1;
+
+	while (i < argc && strcmp(argv[i], "--") != 0)
+		i++;
+	for (i++; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return true;
+	return false;
+}

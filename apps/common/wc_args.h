@@ -14,6 +14,7 @@
 #ifndef WHARF_WC_ARGS_H
 #define WHARF_WC_ARGS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define WC_ARGS_MAX_SECONDS 86400.0 /* a day: the longest --seconds any tool takes */
@@ -52,5 +53,12 @@ int wc_arg_ip_prefix(const char *tool, const char *flag, const char *s, uint32_t
 		     uint8_t *prefix);
 void wc_parse_ip_prefix(const char *tool, const char *flag, const char *s, uint32_t *ip,
 			uint8_t *prefix);
+
+/*
+ * True when "-h" or "--help" comes after the first "--" of argv: a tool that hands its
+ * arguments to EAL first asks this before, so `wharf-X -- --help` prints the tool's usage
+ * without bringing EAL up (no hugepages, no devices). Before "--", --help is EAL's.
+ */
+bool wc_args_help_wanted(int argc, char **argv);
 
 #endif /* WHARF_WC_ARGS_H */

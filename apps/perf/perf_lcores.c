@@ -1,6 +1,6 @@
 /*
  * perf_lcores.c — wharf-perf --lcores N: one transport instance per EAL lcore, share
- * nothing (DESIGN.md "Threads").
+ * nothing (docs/architecture.md, "Threads and the data path").
  *
  * main -> perf_run_lcores: EAL, one port for N lcores (a one-queue device: dpdk_net's
  *   software steering), rte_eal_remote_launch(lc_main) on every worker lcore, lc_main on

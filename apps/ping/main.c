@@ -20,6 +20,7 @@
 #include <rte_cycles.h>
 #include <rte_lcore.h>
 
+#include "apps/common/wc_args.h"
 #include "dpdk_net/dn.h"
 
 struct ping_opts {
@@ -269,6 +270,10 @@ int main(int argc, char **argv)
 	struct dn_lcore *lc;
 	int n, rc;
 
+	if (wc_args_help_wanted(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
 	n = dn_eal_init(argc, argv, err, sizeof(err));
 	if (n < 0) {
 		fprintf(stderr, "wharf-ping: %s\n", err);

@@ -71,6 +71,22 @@ static int pg_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi, uin
 	return rc;
 }
 
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: wharf-pktgen [EAL args] -- (--tx | --rx) [--seconds S] [--size BYTES]\n"
+		   "                    [--step BYTES [--mtu M] [--piece N] [--plain]]\n"
+		   "  --tx         send bursts of 32 frames of --size bytes for S seconds\n"
+		   "  --rx         count what arrives until S seconds after the first frame\n"
+		   "  --seconds    length of the run (default 3, at most 3600)\n"
+		   "  --size       frame bytes, 60..MTU+14 (default 64; with --step the MTU's largest)\n"
+		   "  --step B     both sides: steps of B payload bytes, each acknowledged by one\n"
+		   "               frame back (the floor under a synchronous step, no protocol)\n"
+		   "  --mtu M      port MTU 576..9000 (default 1500)\n"
+		   "  --piece N    --step sender: write the payload N bytes at a time\n"
+		   "  --plain      --step sender: write with memcpy, not the line writer\n"
+		   "Prints one JSON line. Exit status: 0 done, 1 run-time failure, 2 bad arguments.\n");
+}
+
 static int parse(int argc, char **argv, struct pg_opts *o)
 {
 	static const struct option lo[] = {
@@ -78,7 +94,7 @@ static int parse(int argc, char **argv, struct pg_opts *o)
 		{"seconds", required_argument, 0, 's'}, {"size", required_argument, 0, 'z'},
 		{"step", required_argument, 0, 'p'}, {"mtu", required_argument, 0, 'm'},
 		{"plain", no_argument, 0, 'P'}, {"piece", required_argument, 0, 'c'},
-		{0, 0, 0, 0}};
+		{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
 	int c, roles = 0;
 	uint32_t v;
 	char *end;
@@ -116,7 +132,11 @@ static int parse(int argc, char **argv, struct pg_opts *o)
 				return -EINVAL;
 			o->mtu = (uint16_t)v;
 			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
 		default:
+			usage(stderr);
 			return -EINVAL;
 		}
 	}
@@ -400,6 +420,10 @@ int main(int argc, char **argv)
 	struct dn_lcore *lc;
 	int n, rc = 0;
 
+	if (wc_args_help_wanted(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
 	n = dn_eal_init(argc, argv, err, sizeof(err));
 	if (n < 0) {
 		fprintf(stderr, "wharf-pktgen: %s\n", err);

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""hostile.py -- hostile traffic against a live wharf node over TAP (issue 7).
+"""hostile.py -- hostile traffic against a live wharf node over TAP.
 
 The Linux side of testbed/tests/t_hostile_*.sh. A wharf echo server (wharf-perf --server
 --echo on net_tap) listens on WH:PORT; this script keeps a legitimate connection echoing

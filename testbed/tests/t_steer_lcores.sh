@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Software flow steering end to end (DESIGN.md "Flow steering"): a wharf-perf echo server
+# Software flow steering end to end (docs/architecture.md): a wharf-perf echo server
 # and a client, each on 2 lcores sharing a one-queue virtio-user port on the vswitch. Lcore 0
 # of each hands every TCP segment to the lcore owning its flow and sends the other lcore's
 # frames. 8 connections, a bounded number of echoes each, every echo checked byte for byte

@@ -439,6 +439,21 @@ static int parse_uint(const char *flag, const char *s, uint64_t max, uint64_t *o
 	return 0;
 }
 
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: wharf-vswitch [EAL args] -- --ports N --sock-dir DIR [--loss P] [--dup P]\n"
+		   "         [--reorder P] [--corrupt P] [--delay-us D] [--seed S] [--poll] [--seconds S]\n"
+		   "  --ports N      vhost-user ports, DIR/port0.sock .. port<N-1>.sock (2..%u)\n"
+		   "  --sock-dir DIR where the port sockets go (created if missing)\n"
+		   "  --loss P, --dup P, --reorder P, --corrupt P\n"
+		   "                 probability (0..1) of each impairment per IPv4 frame, on egress\n"
+		   "  --delay-us D   delay the frames leaving each port by D microseconds\n"
+		   "  --seed S       the impairments' seed (default 1): the same seed, the same fates\n"
+		   "  --poll         busy-poll (default: sleep on the vhost queues' Rx interrupts)\n"
+		   "  --seconds S    stop after S seconds (default: at SIGINT/SIGTERM)\n"
+		   "On exit prints its per-port counters as one JSON line.\n", VS_MAX_PORTS);
+}
+
 static int parse_args(int argc, char **argv, struct vs_opts *o)
 {
 	static const struct option lo[] = {
@@ -447,7 +462,7 @@ static int parse_args(int argc, char **argv, struct vs_opts *o)
 		{"reorder", required_argument, 0, 'r'}, {"corrupt", required_argument, 0, 'c'},
 		{"delay-us", required_argument, 0, 'D'}, {"seed", required_argument, 0, 's'},
 		{"poll", no_argument, 0, 'P'},          {"seconds", required_argument, 0, 'S'},
-		{0, 0, 0, 0}};
+		{"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
 	uint64_t v;
 	int c, rc = 0;
 	char *end;
@@ -482,6 +497,7 @@ static int parse_args(int argc, char **argv, struct vs_opts *o)
 				rc = -EINVAL;
 			}
 			break;
+		case 'h': usage(stdout); exit(0);
 		default: rc = -EINVAL; break;
 		}
 	}

@@ -1,8 +1,9 @@
 /*
  * test_args.c — the tools' command-line helpers (wc_args.c): integers in a range with
- * their edges, junk, empty strings, signs and overflow; seconds; --ip A.B.C.D/LEN; and the
- * refusal line with exit status 2, which scripts grep. The wc_arg_* functions are called in
- * process with stderr captured; the exiting wc_parse_* / wc_bad_arg run in a child.
+ * their edges, junk, empty strings, signs and overflow; seconds; --ip A.B.C.D/LEN; the
+ * refusal line with exit status 2, which scripts grep; and which --help is the tool's.
+ * The wc_arg_* functions are called in process with stderr captured; the exiting
+ * wc_parse_* / wc_bad_arg run in a child.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -284,6 +285,26 @@ static void test_args_parse_returns_value_when_valid(void **state)
 	assert_int_equal(len, 8);
 }
 
+/* Only an app's own --help (after "--") counts; before it, --help is EAL's to answer. */
+static void test_args_help_wanted_only_after_dashdash(void **state)
+{
+	char *app[] = {"wharf-t", "-l", "0", "--", "--tx", "--help", NULL};
+	char *app_short[] = {"wharf-t", "--", "-h", NULL};
+	char *eal[] = {"wharf-t", "--help", "--", "--tx", NULL};
+	char *no_dd[] = {"wharf-t", "--help", NULL};
+	char *none[] = {"wharf-t", "--", "--tx", "--helpful", NULL};
+	char *value[] = {"wharf-t", "--", "--", "--help", NULL};
+
+	(void)state;
+	assert_true(wc_args_help_wanted(6, app));
+	assert_true(wc_args_help_wanted(3, app_short));
+	assert_false(wc_args_help_wanted(4, eal));
+	assert_false(wc_args_help_wanted(2, no_dd));
+	assert_false(wc_args_help_wanted(4, none));
+	assert_true(wc_args_help_wanted(4, value));
+	assert_false(wc_args_help_wanted(1, no_dd));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -298,6 +319,7 @@ int main(void)
 		cmocka_unit_test(test_args_bad_arg_exits_2_with_one_line),
 		cmocka_unit_test(test_args_parse_exits_2_on_refusal),
 		cmocka_unit_test(test_args_parse_returns_value_when_valid),
+		cmocka_unit_test(test_args_help_wanted_only_after_dashdash),
 	};
 
 	return cmocka_run_group_tests_name("args", tests, NULL, NULL);

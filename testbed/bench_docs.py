@@ -1,0 +1,253 @@
+#!/usr/bin/python3
+"""bench_docs.py [REPORT] — the benchmark tables of the docs, from the last `make bench`.
+
+Rewrites the region between `<!-- bench:table:begin -->` and `<!-- bench:table:end -->` in
+docs/benchmarks.md (every figure with what it is compared against) and the one between
+`<!-- bench:summary:begin -->` and `<!-- bench:summary:end -->` in README.md (the headline
+ratios), from REPORT (default build/bench/report.json, written by testbed/bench_report.py).
+Each table says when and on what machine its figures were measured; a figure the report
+lacks shows as "n/a". testbed/bench.sh runs this last, so a figure in the docs is always
+one that `make bench` printed. Exit 1 when the report or a marker is missing.
+"""
+import datetime
+import json
+import math
+import os
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+REPORT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "bench", "report.json")
+
+
+def get(d, *path):
+    for p in path:
+        if not isinstance(d, dict) or d.get(p) is None:
+            return None
+        d = d[p]
+    return d
+
+
+def num(v, unit=""):
+    """3 significant digits, k or M for thousands and millions, then the unit."""
+    if v is None:
+        return "n/a"
+    pre = ""
+    for d, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(v) >= d:
+            v, pre = v / d, suffix
+            break
+    digits = 0 if abs(v) >= 100 else 1 if abs(v) >= 10 else 2
+    s = f"{v:.{digits}f}"
+    if pre and unit.startswith("/"):
+        return f"{s} {pre}{unit}"
+    return " ".join(x for x in (s, pre, unit) if x)
+
+
+def ratio(v):
+    if v is None:
+        return "n/a"
+    return f"{v:.3f}" if abs(v) < 0.1 else f"{v:.2f}"
+
+
+def div(a, b):
+    return None if a is None or not b else a / b
+
+
+def geomean(*xs):
+    if any(x is None or x <= 0 for x in xs):
+        return None
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def target(rep, key):
+    t, met = get(rep, "targets", key), get(rep, "met", key)
+    if t is None:
+        return ""
+    op, val = t.split()
+    val = float(val)
+    shown = f"{val / 1e6:g} M" if val >= 1e6 else f"{val:g}"
+    return f"{'≤' if op == '<=' else '≥'} {shown}: " + ("n/a" if met is None else
+                                                        "met" if met else "missed")
+
+
+def rows(rep):
+    """(figure, DPDK or "on" side, baseline side, ratio, headline key) for the full table."""
+    p, h = rep.get("parts") or {}, rep.get("headline") or {}
+    fuse, fk = p.get("fuse") or {}, p.get("fuse_kernel") or {}
+    ps, pd, tr = p.get("ps") or {}, p.get("ps_direct") or {}, p.get("train") or {}
+    us = lambda part, k: num(get(p, part, k), "µs")
+    out = [
+        ("64 B ping-pong RTT p50", us("dpdk_pingpong", "rtt_p50_us"),
+         us("kernel_pingpong", "rtt_p50_us"), h.get("rtt_p50_ratio_dpdk_over_kernel"),
+         "rtt_p50_ratio_dpdk_over_kernel"),
+        ("64 B ping-pong RTT p99", us("dpdk_pingpong", "rtt_p99_us"),
+         us("kernel_pingpong", "rtt_p99_us"), h.get("rtt_p99_ratio_dpdk_over_kernel"), None),
+        ("64 B message rate (stream)", num(get(p, "dpdk_rate", "msgs_per_s"), "msg/s"),
+         num(get(p, "kernel_rate", "msgs_per_s"), "msg/s"),
+         h.get("msg_rate_ratio_dpdk_over_kernel"), "msg_rate_ratio_dpdk_over_kernel"),
+        ("1 MiB message stream, MTU 1500 (TSO)", num(get(p, "dpdk_stream", "gbit_per_s"), "Gbit/s"),
+         num(get(p, "kernel_stream", "gbit_per_s"), "Gbit/s"),
+         h.get("stream_ratio_dpdk_over_kernel"), "stream_ratio_dpdk_over_kernel"),
+        ("1 MiB message stream, MTU 9000", num(get(p, "dpdk_stream_jumbo", "gbit_per_s"), "Gbit/s"),
+         num(get(p, "kernel_stream", "gbit_per_s"), "Gbit/s"),
+         h.get("stream_ratio_dpdk_jumbo_over_kernel"), None),
+        ("raw PMD rate, 64 B frames (no protocol)", num(get(p, "pmd_rx", "mpps"), "Mpps"), "", None,
+         None),
+        ("64 B messages per raw PMD frame time", num(get(p, "dpdk_rate", "msgs_per_s"), "msg/s"),
+         num((get(p, "pmd_rx", "mpps") or 0) * 1e6 or None, "frame/s"),
+         h.get("dpdk_64b_msg_rate_over_raw_pmd_pps"), None),
+        ("fusion on / off: step of 1000 × 64 B",
+         num(get(fuse, "step_1000x64B", "on", "steps_per_s"), "step/s"),
+         num(get(fuse, "step_1000x64B", "off", "steps_per_s"), "step/s"),
+         h.get("fuse_steps_ratio_on_over_off"), "fuse_steps_ratio_on_over_off"),
+        ("fusion on / off: step of 1000 × 16 B–4 KiB",
+         num(get(fuse, "step_mix_16B_4KiB", "on", "steps_per_s"), "step/s"),
+         num(get(fuse, "step_mix_16B_4KiB", "off", "steps_per_s"), "step/s"),
+         get(fuse, "fuse_steps_ratio_mix_on_over_off"), None),
+        ("fusion on / off: 1000 × 64 B, kernel backend",
+         num(get(fk, "step_1000x64B", "on", "steps_per_s"), "step/s"),
+         num(get(fk, "step_1000x64B", "off", "steps_per_s"), "step/s"),
+         h.get("fuse_steps_ratio_on_over_off_kernel"), None),
+        ("fusion on / off: lone 64 B message RTT p50",
+         num(get(fuse, "lone_64B", "on", "rtt_p50_us"), "µs"),
+         num(get(fuse, "lone_64B", "off", "rtt_p50_us"), "µs"),
+         h.get("fuse_lone_latency_ratio_on_over_off"), "fuse_lone_latency_ratio_on_over_off"),
+        ("raw PMD floor under the 64 B step / unfused step",
+         num(get(p, "fuse_pmd_step", "steps_per_s"), "step/s"),
+         num(get(fuse, "step_1000x64B", "off", "steps_per_s"), "step/s"),
+         h.get("fuse_steps_ceiling_raw_pmd_over_off"), None),
+        ("the floor written 71 B at a time / unfused step",
+         num(get(p, "fuse_pmd_step_pieces", "steps_per_s"), "step/s"),
+         num(get(fuse, "step_1000x64B", "off", "steps_per_s"), "step/s"),
+         h.get("fuse_steps_ceiling_raw_pmd_pieces_over_off"), None),
+        ("fused 64 B step / raw PMD floor",
+         num(get(fuse, "step_1000x64B", "on", "steps_per_s"), "step/s"),
+         num(get(p, "fuse_pmd_step", "steps_per_s"), "step/s"),
+         h.get("fuse_steps_on_over_raw_pmd"), None),
+        ("71 B pieces: line writer / memcpy",
+         num(get(p, "fuse_pmd_step_pieces", "steps_per_s"), "step/s"),
+         num(get(p, "fuse_pmd_step_pieces_plain", "steps_per_s"), "step/s"),
+         h.get("raw_pmd_step_71b_pieces_lines_over_memcpy"), None),
+        ("shard key updates/s, dim 16 SGD, one lcore",
+         num(h.get("shard_key_updates_per_s_dim16_sgd"), "/s"), "", None,
+         "shard_key_updates_per_s_dim16_sgd"),
+    ]
+    runs = ps.get("runs") or {}
+    for nw in (1, 2):
+        for op in ("pull", "push"):
+            out.append((f"PS {op} keys/s, {nw} worker{'s' if nw > 1 else ''}, via the switch",
+                        num(get(runs, f"dpdk_{nw}w", f"{op}_keys_per_s"), "key/s"),
+                        num(get(runs, f"kernel_{nw}w", f"{op}_keys_per_s"), "key/s"),
+                        ps.get(f"{op}_keys_per_s_ratio_dpdk_over_kernel_{nw}w"), None))
+    out.append(("PS keys/s via the switch (geometric mean of the 4)", "", "",
+                h.get("ps_keys_per_s_ratio_dpdk_over_kernel"), None))
+    druns = pd.get("runs") or {}
+    for mode in ("sleeping", "polling"):
+        for op in ("pull", "push"):
+            out.append((f"PS {op} keys/s, 1 worker, direct pair, {mode}",
+                        num(get(druns, f"dpdk_{mode}", f"{op}_keys_per_s"), "key/s"),
+                        num(get(druns, f"kernel_{mode}", f"{op}_keys_per_s"), "key/s"),
+                        pd.get(f"{op}_keys_per_s_ratio_dpdk_over_kernel_{mode}"), None))
+    truns = tr.get("runs") or {}
+    out += [
+        ("MLP training samples/s, 2 workers, fusion off",
+         num(get(truns, "dpdk_fuse_off", "samples_per_s"), "sample/s"),
+         num(get(truns, "kernel_fuse_off", "samples_per_s"), "sample/s"),
+         h.get("train_samples_ratio_dpdk_over_kernel"), None),
+        ("MLP training samples/s, DPDK, fusion on / off",
+         num(get(truns, "dpdk_fuse_on", "samples_per_s"), "sample/s"),
+         num(get(truns, "dpdk_fuse_off", "samples_per_s"), "sample/s"),
+         h.get("train_samples_ratio_fuse_on_over_off"), None),
+    ]
+    return out
+
+
+def summary_rows(rep):
+    h = rep.get("headline") or {}
+    ps_direct = h.get("ps_direct_keys_per_s_ratio_dpdk_over_kernel_sleeping")
+    return [
+        ("64 B ping-pong RTT p50, DPDK / kernel", ratio(h.get("rtt_p50_ratio_dpdk_over_kernel")),
+         target(rep, "rtt_p50_ratio_dpdk_over_kernel")),
+        ("64 B message rate, DPDK / kernel", ratio(h.get("msg_rate_ratio_dpdk_over_kernel")),
+         target(rep, "msg_rate_ratio_dpdk_over_kernel")),
+        ("1 MiB stream throughput, DPDK / kernel", ratio(h.get("stream_ratio_dpdk_over_kernel")),
+         target(rep, "stream_ratio_dpdk_over_kernel")),
+        ("steps/s with fusion on / off, 1000 × 64 B", ratio(h.get("fuse_steps_ratio_on_over_off")),
+         target(rep, "fuse_steps_ratio_on_over_off")),
+        ("lone message latency, fusion on / off",
+         ratio(h.get("fuse_lone_latency_ratio_on_over_off")),
+         target(rep, "fuse_lone_latency_ratio_on_over_off")),
+        ("shard key updates/s, one lcore", num(h.get("shard_key_updates_per_s_dim16_sgd"), "/s"),
+         target(rep, "shard_key_updates_per_s_dim16_sgd")),
+        ("PS keys/s, DPDK / kernel, via the switch",
+         ratio(h.get("ps_keys_per_s_ratio_dpdk_over_kernel")), ""),
+        ("PS keys/s, DPDK / kernel, direct pair, sleeping / polling",
+         ratio(ps_direct) + " / " +
+         ratio(h.get("ps_direct_keys_per_s_ratio_dpdk_over_kernel_polling")), ""),
+        ("MLP training samples/s, DPDK / kernel",
+         ratio(h.get("train_samples_ratio_dpdk_over_kernel")), ""),
+    ]
+
+
+def provenance(rep):
+    run = rep.get("run") or {}
+    m = run.get("machine") or {}
+    dates = sorted(d for d in (run.get("parts_date") or {}).values() if d)
+    minute = lambda d: d[:16].replace("T", " ")
+    first, last = (dates[0], dates[-1]) if dates else (run.get("date", "?"),) * 2
+    if minute(first) == minute(last):
+        when = minute(first)
+    elif first[:10] == last[:10]:
+        when = f"{minute(first)}–{last[11:16]}"
+    else:
+        when = f"{minute(first)} – {minute(last)}"
+    when += " UTC"
+    return (f"Measured {when} on {m.get('nproc', '?')} cores of {m.get('cpu') or '?'}, "
+            f"Linux {m.get('kernel', '?')}, commit {run.get('commit') or '?'} "
+            f"(`build/bench/report.json`).")
+
+
+def table(rep):
+    lines = [provenance(rep), "",
+             "| figure | DPDK (or on) | baseline (kernel, off) | ratio | target |",
+             "|---|---:|---:|---:|---|"]
+    for fig, a, b, r, key in rows(rep):
+        lines.append(f"| {fig} | {a} | {b} | {ratio(r) if r is not None else ''} | "
+                     f"{target(rep, key) if key else ''} |")
+    return "\n".join(lines)
+
+
+def summary(rep):
+    lines = [provenance(rep), "", "| figure | ratio | target |", "|---|---:|---|"]
+    lines += [f"| {f} | {v} | {t} |" for f, v, t in summary_rows(rep)]
+    return "\n".join(lines)
+
+
+def rewrite(path, name, body):
+    begin, end = f"<!-- bench:{name}:begin -->", f"<!-- bench:{name}:end -->"
+    with open(path) as f:
+        text = f.read()
+    i, j = text.find(begin), text.find(end)
+    if i < 0 or j < i:
+        sys.exit(f"bench_docs: {os.path.relpath(path, ROOT)} has no {begin} ... {end} region")
+    new = text[:i + len(begin)] + "\n" + body + "\n" + text[j:]
+    if new != text:
+        with open(path, "w") as f:
+            f.write(new)
+
+
+def main():
+    try:
+        with open(REPORT) as f:
+            rep = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit(f"bench_docs: cannot read {REPORT}: {e}")
+    if "run" not in rep:  # a report from before bench_report.py recorded its run
+        t = datetime.datetime.fromtimestamp(os.path.getmtime(REPORT), datetime.timezone.utc)
+        rep["run"] = {"date": t.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    rewrite(os.path.join(ROOT, "docs", "benchmarks.md"), "table", table(rep))
+    rewrite(os.path.join(ROOT, "README.md"), "summary", summary(rep))
+    print("bench_docs: docs/benchmarks.md and README.md tables from " + os.path.relpath(REPORT))
+
+
+main()
