@@ -1,7 +1,7 @@
 /*
  * wc_psnet_lanes.c — a PS node's serving lanes: NETWORK_PS_CORE_NUMBER network lcores, each
  * with its own transport instance, listener and ps_core handler (the lcore slot that owns
- * shards s with s % lanes == lane), share nothing on the data path (DESIGN.md "Threads").
+ * shards s with s % lanes == lane), share nothing on the data path (docs/architecture.md, "Threads and the data path").
  *
  * Call chain: wc_psnet_run_server -> wn_lanes_run -> [dpdk: EAL, one port for every lane]
  *   -> lane_main on each lane's thread (lane 0 on the caller's: EAL's main lcore, or the
