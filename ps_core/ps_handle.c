@@ -160,12 +160,14 @@ static int decode_keys(struct ps_handler *h, const struct tl_msg_view *v, struct
 		cnt[1] = n;
 		return 0;
 	}
-	for (i = 0; i < n; i++)
-		cnt[ps_key_shard(h->keys[i], ns) + 1]++;
+	for (i = 0; i < n; i++) {
+		h->ksh[i] = ps_key_shard(h->keys[i], ns); /* hashed once, placed below */
+		cnt[h->ksh[i] + 1]++;
+	}
 	for (i = 1; i <= ns; i++)
 		cnt[i] += cnt[i - 1];
 	for (i = 0; i < n; i++)
-		h->idx[cnt[ps_key_shard(h->keys[i], ns)]++] = i;
+		h->idx[cnt[h->ksh[i]]++] = i;
 	/* cnt[s] now holds shard s's end = shard s+1's start; shift back. */
 	memmove(cnt + 1, cnt, ns * sizeof(*cnt));
 	cnt[0] = 0;

@@ -291,6 +291,7 @@ struct ps_handler {
 	uint64_t *keys;    /* the request's keys, decoded */
 	uint32_t *idx;     /* request positions grouped by shard */
 	uint32_t *cnt;     /* per shard */
+	uint32_t *ksh;     /* the request's shard per key (hashed once) */
 	struct ps_op *ops; /* per shard */
 	float *tmp;        /* PS_MAX_DIM floats: a gradient that straddles views */
 	bool in_request;   /* inside ps_handle: never park mid-request */

@@ -43,7 +43,8 @@ uint32_t ps_key_server(uint64_t key, uint32_t n_servers)
 
 uint32_t ps_key_shard(uint64_t key, uint32_t n_shards)
 {
-	return (uint32_t)(ps_mix64(key ^ PS_H2_SALT) % n_shards);
+	/* Multiply-shift onto [0, n): no division per key (a PS hashes every key it serves). */
+	return (uint32_t)(((ps_mix64(key ^ PS_H2_SALT) >> 32) * n_shards) >> 32);
 }
 
 void ps_dense_range(uint64_t rows, uint32_t s, uint32_t n, uint64_t *first, uint64_t *last)
@@ -280,10 +281,11 @@ int ps_handler_create(struct ps_server *s, uint32_t slot, struct ps_handler **ou
 	h->wal.fd = -1;
 	h->keys = malloc((size_t)s->max_keys * sizeof(*h->keys));
 	h->idx = malloc((size_t)s->max_keys * sizeof(*h->idx));
+	h->ksh = malloc((size_t)s->max_keys * sizeof(*h->ksh));
 	h->cnt = calloc(ns + 1, sizeof(*h->cnt));
 	h->ops = calloc(ns, sizeof(*h->ops));
 	h->tmp = malloc(PS_MAX_DIM * sizeof(float));
-	if (!h->keys || !h->idx || !h->cnt || !h->ops || !h->tmp) {
+	if (!h->keys || !h->idx || !h->ksh || !h->cnt || !h->ops || !h->tmp) {
 		ps_handler_destroy(h);
 		return -ENOMEM;
 	}
@@ -301,6 +303,7 @@ void ps_handler_destroy(struct ps_handler *h)
 	ps_wal_close(&h->wal); /* the records stay in the page cache: nothing is lost here */
 	free(h->keys);
 	free(h->idx);
+	free(h->ksh);
 	free(h->cnt);
 	free(h->ops);
 	free(h->tmp);

@@ -9,7 +9,8 @@
  * measured passes then update (steady state, as in training). Reported: keys/s per lcore
  * (keys handled / this thread's CPU time inside ps_handle: on a shared machine that is
  * what a dedicated lcore would do; the wall-clock rate is reported beside it), p50/p99
- * wall time per request, bytes per row of the table (index + row arena / rows).
+ * wall time per request, bytes per row of the table (index + row arena / rows). --shards N
+ * (default 16, as a PS runs them) splits the lcore's keys over N shards, all its own.
  *
  * Prints one JSON object on stdout; "headline" holds the dim-16 SGD push key-updates/s.
  */
@@ -175,12 +176,12 @@ static void pcts(double *lat, size_t n, double *p50, double *p99)
 }
 
 static int run_config(uint32_t dim, enum ps_optim_kind opt, const uint64_t *pool, uint32_t n_req,
-		      uint32_t passes, struct result *res)
+		      uint32_t passes, uint32_t shards, struct result *res)
 {
 	struct ps_table_config t = { .id = 1, .kind = PS_TABLE_SPARSE, .dim = dim, .optim = opt,
 				     .op = { .lr = 0.01f, .eps = 1e-8f, .init_accum = 0.1f },
 				     .init = PS_INIT_UNIFORM, .init_a = -0.01f, .init_b = 0.01f, .seed = 1 };
-	struct ps_server_config sc = { .n_servers = 1, .n_shards = 1, .n_lcores = 1, .n_workers = 1,
+	struct ps_server_config sc = { .n_servers = 1, .n_shards = shards, .n_lcores = 1, .n_workers = 1,
 				       .mode = PS_MODE_ASYNC, .max_keys = KEYS_PER_REQ,
 				       .tables = &t, .n_tables = 1 };
 	uint32_t rep_cap = TL_MSG_HDR_LEN + KEYS_PER_REQ * dim * 4 + 1024, i;
@@ -238,7 +239,9 @@ out:
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: wharf-shard-bench [--quick] [--requests N] [--passes N] [--seed S]\n"
-		   "  sparse push+apply and pull through ps_handle on one lcore; prints JSON\n");
+		   "                         [--shards N]\n"
+		   "  sparse push+apply and pull through ps_handle on one lcore; prints JSON\n"
+		   "  --shards N  shards the lcore's keys are split over, 1..64 (default 16, a PS's)\n");
 }
 
 int main(int argc, char **argv)
@@ -246,8 +249,9 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "quick", no_argument, NULL, 'q' }, { "requests", required_argument, NULL, 'r' },
 		{ "passes", required_argument, NULL, 'p' }, { "seed", required_argument, NULL, 's' },
+		{ "shards", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' }, { 0, 0, 0, 0 } };
-	uint32_t n_req = 2000, passes = 5, dims[3] = { 8, 16, 64 }, d, o, i, nres = 0;
+	uint32_t n_req = 2000, passes = 5, dims[3] = { 8, 16, 64 }, d, o, i, nres = 0, shards = 16;
 	uint64_t seed = 1, distinct;
 	struct result res[6];
 	struct zipf z;
@@ -258,11 +262,13 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		char *end = NULL;
 		unsigned long v = 0;
-		if (c == 'r' || c == 'p' || c == 's') {
+		if (c == 'r' || c == 'p' || c == 's' || c == 'S') {
+			unsigned long max = c == 'S' ? 64 : 1000000;
 			v = strtoul(optarg, &end, 10);
-			if (*end || v == 0 || v > 1000000) {
-				fprintf(stderr, "wharf-shard-bench: --%s %s: want 1..1000000\n",
-					c == 'r' ? "requests" : c == 'p' ? "passes" : "seed", optarg);
+			if (*end || v == 0 || v > max) {
+				fprintf(stderr, "wharf-shard-bench: --%s %s: want 1..%lu\n",
+					c == 'r' ? "requests" : c == 'p' ? "passes" : c == 's' ? "seed" :
+					"shards", optarg, max);
 				return 2;
 			}
 		}
@@ -271,6 +277,7 @@ int main(int argc, char **argv)
 		case 'r': n_req = (uint32_t)v; break;
 		case 'p': passes = (uint32_t)v; break;
 		case 's': seed = v; break;
+		case 'S': shards = (uint32_t)v; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -286,7 +293,7 @@ int main(int argc, char **argv)
 	for (d = 0; d < 3; d++)
 		for (o = 0; o < 2; o++) {
 			if (run_config(dims[d], o ? PS_OPT_ADAGRAD : PS_OPT_SGD, pool, n_req, passes,
-				       &res[nres]) < 0)
+				       shards, &res[nres]) < 0)
 				return 1;
 			if (dims[d] == 16 && o == 0) {
 				headline = res[nres].push_cpu_kps;
@@ -297,9 +304,9 @@ int main(int argc, char **argv)
 	distinct = res[0].rows;
 	printf("{\n  \"bench\": \"ps_shard_inprocess\", \"zipf_s\": %.1f, \"key_space\": %llu, "
 	       "\"keys_per_request\": %u,\n  \"requests\": %u, \"passes\": %u, "
-	       "\"distinct_keys_touched\": %llu, \"lcores\": 1,\n  \"results\": [\n",
+	       "\"distinct_keys_touched\": %llu, \"lcores\": 1, \"shards\": %u,\n  \"results\": [\n",
 	       ZIPF_S, (unsigned long long)KEY_SPACE, KEYS_PER_REQ, n_req, passes,
-	       (unsigned long long)distinct);
+	       (unsigned long long)distinct, shards);
 	for (i = 0; i < nres; i++)
 		printf("    {\"dim\": %u, \"optim\": \"%s\", \"push_keys_per_cpu_s\": %.0f, "
 		       "\"push_keys_per_s\": %.0f, \"push_p50_us\": %.1f, \"push_p99_us\": %.1f, "
