@@ -105,9 +105,9 @@ struct dn_config {
 				  * software steering over rings, see dn_steer.c */
 	enum dn_idle idle;
 	uint32_t idle_max_sleep_us; /* back-off ceiling in sleep mode; 0 = 500 us */
-	uint32_t idle_spin_us;      /* sleep mode: keep polling this long after the last work
-				     * (0, the default: sleep at once; spinning measured worse when
-				     * several processes share the cores, as in the testbed) */
+	uint32_t idle_spin_us;      /* sleep mode: keep polling this long after the last work;
+				     * 0: the environment's WHARF_IDLE_SPIN_US, else
+				     * DN_IDLE_SPIN_DEFAULT_US (dn_idle_spin_us) */
 	uint32_t link_wait_ms;      /* 0 = 3000; a link still down then is reported, not fatal */
 	bool promiscuous;           /* the vswitch wants every frame */
 	bool no_l3;                 /* raw L2 use (vswitch): no ARP/IP, no gratuitous ARP */
@@ -115,6 +115,9 @@ struct dn_config {
 };
 
 #define DN_PORT_AUTO UINT16_MAX
+#define DN_IDLE_SPIN_DEFAULT_US 0u
+/* The adaptive spin an lcore of a port with this config does after work (see idle_spin_us). */
+uint32_t dn_idle_spin_us(const struct dn_config *cfg);
 
 struct dn_port;
 struct dn_lcore;

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <linux/virtio_net.h>
@@ -454,7 +455,7 @@ int dn_lcore_create(struct dn_port *port, uint16_t index, const struct dn_hooks 
 	lc->tx_drain_cycles = rte_get_tsc_hz() / 1000000 * DN_TX_DRAIN_US;
 	lc->ip_id = (uint16_t)(index << 12);
 	lc->tx_cleanup_ok = true;
-	lc->idle_spin_cycles = rte_get_tsc_hz() / 1000000 * port->cfg.idle_spin_us;
+	lc->idle_spin_cycles = rte_get_tsc_hz() / 1000000 * dn_idle_spin_us(&port->cfg);
 	if (hooks != NULL)
 		lc->hooks = *hooks;
 	if (port->sw_steer)
@@ -470,6 +471,20 @@ int dn_lcore_create(struct dn_port *port, uint16_t index, const struct dn_hooks 
 	}
 	*out = lc;
 	return 0;
+}
+
+uint32_t dn_idle_spin_us(const struct dn_config *cfg)
+{
+	const char *v = getenv("WHARF_IDLE_SPIN_US");
+	char *end;
+	unsigned long us;
+
+	if (cfg->idle != DN_IDLE_SLEEP || cfg->idle_spin_us != 0)
+		return cfg->idle_spin_us;
+	if (v == NULL || *v == '\0')
+		return DN_IDLE_SPIN_DEFAULT_US;
+	us = strtoul(v, &end, 10);
+	return *end == '\0' && us <= 100000 ? (uint32_t)us : DN_IDLE_SPIN_DEFAULT_US;
 }
 
 void dn_lcore_destroy(struct dn_lcore *lc)
