@@ -180,6 +180,13 @@ struct ps_server_config {
 	const char *wal_dir;
 	uint64_t wal_segment_bytes;
 	const char *ckpt_path;
+	/*
+	 * Syncing off the serving lcores: another thread calls ps_server_wal_sync_bg every few
+	 * hundred ms (fdatasync of each handler's segment files), and a handler never syncs
+	 * while it serves (a full segment goes to that thread for its last sync). false: each
+	 * handler's thread calls ps_handler_wal_sync itself.
+	 */
+	bool wal_bg_sync;
 };
 
 struct ps_server;
@@ -272,6 +279,12 @@ int ps_recover(struct ps_handler *h, const char *ckpt, struct ps_recover_stats *
  * records survive a machine crash as well. Same thread as the handler. 0 or -errno.
  */
 int ps_handler_wal_sync(struct ps_handler *h);
+/*
+ * cfg.wal_bg_sync: makes every handler's log records appended so far survive a machine
+ * crash (fdatasync of their segment files), from a thread that is not a handler's: the
+ * serving lcores never wait for the disk. One thread at a time. Returns the first -errno.
+ */
+int ps_server_wal_sync_bg(struct ps_server *s);
 /* Log bytes appended since the last save to cfg.ckpt_path (all handlers; any thread). */
 uint64_t ps_server_wal_bytes(struct ps_server *s);
 

@@ -282,6 +282,13 @@ struct ps_wal {
 	uint64_t gen;            /* checkpoint generation of the open segment */
 	uint32_t part;           /* segment number within (gen, slot) */
 	_Atomic uint64_t bytes;  /* appended since the last primary cut (owner stores only) */
+	/*
+	 * cfg.wal_bg_sync: a dup of the open segment's fd for the sync thread, and a full
+	 * segment's dup waiting for its last sync. Each is owned by whoever holds it: the sync
+	 * thread takes one with an exchange for -1 and gives it back with a CAS (if the handler
+	 * installed a newer one meanwhile, the old file is complete: synced once more, closed).
+	 */
+	_Atomic int sync_fd, retired_fd;
 };
 
 /* One per lcore slot; used by one thread. */

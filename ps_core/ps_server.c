@@ -279,6 +279,8 @@ int ps_handler_create(struct ps_server *s, uint32_t slot, struct ps_handler **ou
 	h->s = s;
 	h->slot = slot;
 	h->wal.fd = -1;
+	atomic_init(&h->wal.sync_fd, -1);
+	atomic_init(&h->wal.retired_fd, -1);
 	h->keys = malloc((size_t)s->max_keys * sizeof(*h->keys));
 	h->idx = malloc((size_t)s->max_keys * sizeof(*h->idx));
 	h->ksh = malloc((size_t)s->max_keys * sizeof(*h->ksh));

@@ -82,12 +82,75 @@ static void seg_header(const struct ps_server *s, uint32_t slot, uint64_t gen, u
 
 void ps_wal_close(struct ps_wal *w)
 {
+	int fd;
+
 	if (w->map)
 		munmap(w->map, w->size);
 	if (w->fd >= 0)
 		close(w->fd);
 	w->map = NULL;
 	w->fd = -1;
+	/* The sync thread has stopped (handler teardown): its fds are ours to close. */
+	if ((fd = atomic_exchange_explicit(&w->sync_fd, -1, memory_order_acq_rel)) >= 0)
+		close(fd);
+	if ((fd = atomic_exchange_explicit(&w->retired_fd, -1, memory_order_acq_rel)) >= 0)
+		close(fd);
+}
+
+/*
+ * wal_bg_sync: the new segment's fd goes to the sync thread; the full one (the sync thread
+ * did not hold it) waits for its last sync there. Two rolls within one sync period leave
+ * an older full segment: synced here, the one stall of this mode (128 MiB of log in that
+ * period).
+ */
+static void wal_bg_handoff(struct ps_wal *w, int fd)
+{
+	int mine = dup(fd), old, older;
+
+	/* acq_rel: partners, the exchanges and CAS in wal_bg_sync_one. */
+	old = atomic_exchange_explicit(&w->sync_fd, mine, memory_order_acq_rel);
+	if (old < 0)
+		return; /* none, or the sync thread holds it and finishes it */
+	older = atomic_exchange_explicit(&w->retired_fd, old, memory_order_acq_rel);
+	if (older >= 0) {
+		(void)fdatasync(older);
+		close(older);
+	}
+}
+
+static int wal_bg_sync_one(struct ps_wal *w)
+{
+	int fd, rc = 0, none = -1;
+
+	fd = atomic_exchange_explicit(&w->retired_fd, -1, memory_order_acq_rel);
+	if (fd >= 0) {
+		if (fdatasync(fd) < 0)
+			rc = -errno;
+		close(fd);
+	}
+	fd = atomic_exchange_explicit(&w->sync_fd, -1, memory_order_acq_rel);
+	if (fd < 0)
+		return rc;
+	if (fdatasync(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (!atomic_compare_exchange_strong_explicit(&w->sync_fd, &none, fd, memory_order_acq_rel,
+						     memory_order_acquire)) {
+		/* The handler rolled meanwhile: this file is complete; its tail, then done. */
+		if (fdatasync(fd) < 0 && rc == 0)
+			rc = -errno;
+		close(fd);
+	}
+	return rc;
+}
+
+int ps_server_wal_sync_bg(struct ps_server *s)
+{
+	int rc = 0, r;
+
+	for (uint32_t i = 0; i < s->cfg.n_lcores; i++)
+		if (s->handlers[i] && (r = wal_bg_sync_one(&s->handlers[i]->wal)) < 0 && rc == 0)
+			rc = r;
+	return rc;
 }
 
 int ps_fsync_dir(const char *dir)
@@ -140,10 +203,16 @@ static int wal_roll(struct ps_handler *h, size_t need)
 		munmap(m, size);
 		goto out_unlink;
 	}
-	/* A full segment of this generation: what the timer has not synced yet, now. */
-	if (w->map && w->gen == gen && w->synced > 0)
+	/* A full segment of this generation: what the timer has not synced yet, now (with
+	 * the sync thread: there, as the new segment's fd goes to it). */
+	if (s->cfg.wal_bg_sync)
+		wal_bg_handoff(w, fd);
+	else if (w->map && w->gen == gen && w->synced > 0)
 		ps_handler_wal_sync(h);
-	ps_wal_close(w);
+	if (w->map)
+		munmap(w->map, w->size);
+	if (w->fd >= 0)
+		close(w->fd);
 	w->fd = fd;
 	w->map = m;
 	w->size = size;

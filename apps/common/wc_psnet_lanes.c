@@ -200,6 +200,40 @@ static void lane_affinity(struct wn_group *g, uint32_t k)
 	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
+/*
+ * The write-ahead log's sync thread: every wal_sync_ms, fdatasync of every lane's segment
+ * (ps_server_wal_sync_bg), so no lane waits for the disk; once more when the lanes stop.
+ */
+struct wal_syncer {
+	struct wn_group *g;
+	pthread_t th;
+	_Atomic int stop;
+	uint64_t every_us, syncs, errors;
+};
+
+static void *wal_syncer_main(void *arg)
+{
+	struct wal_syncer *y = arg;
+	uint64_t next = wn_now_us() + y->every_us;
+	struct timespec ts = { 0, 1000000 };
+	int rc;
+
+	/* acquire: partner, the release store in wal_syncer_stop. */
+	while (!atomic_load_explicit(&y->stop, memory_order_acquire)) {
+		if (wn_now_us() < next) {
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		next = wn_now_us() + y->every_us;
+		if ((rc = ps_server_wal_sync_bg(y->g->ps)) != 0 && y->errors++ == 0)
+			fprintf(stderr, "%s: log sync: %s\n", y->g->np.name, strerror(-rc));
+		y->syncs++;
+	}
+	if ((rc = ps_server_wal_sync_bg(y->g->ps)) != 0)
+		fprintf(stderr, "%s: last log sync: %s\n", y->g->np.name, strerror(-rc));
+	return NULL;
+}
+
 struct lane_arg {
 	struct wn_group *g;
 	uint32_t k;
@@ -388,10 +422,20 @@ int wn_lanes_run(struct wn_group *g, struct ps_server *ps, struct ps_handler **h
 	unsigned lcore;
 	int rc = 0;
 
+	struct wal_syncer y = { .g = g, .every_us = (uint64_t)g->cl->wal_sync_ms * 1000u };
+	bool syncer = false;
+
 	g->ps = ps;
 	g->sc = sc;
 	g->ckpt = ckpt;
 	g->sigs = sigs;
+	if (sc->wal_bg_sync) {
+		atomic_init(&y.stop, 0);
+		syncer = pthread_create(&y.th, NULL, wal_syncer_main, &y) == 0;
+		if (!syncer) /* the lanes then do without: each segment still syncs as it fills */
+			fprintf(stderr, "%s: no log sync thread: records reach the disk with "
+				"checkpoints only\n", g->np.name);
+	}
 	for (k = 0; k < g->lanes; k++) {
 		g->h[k] = h[k];
 		args[k] = (struct lane_arg){ g, k };
@@ -417,6 +461,11 @@ int wn_lanes_run(struct wn_group *g, struct ps_server *ps, struct ps_handler **h
 		lane_main(&args[0]);
 		for (k = 1; k < started; k++)
 			pthread_join(th[k], NULL);
+	}
+	if (syncer) {
+		/* release: partner, the acquire in wal_syncer_main. */
+		atomic_store_explicit(&y.stop, 1, memory_order_release);
+		pthread_join(y.th, NULL);
 	}
 	for (k = 0; k < g->lanes; k++)
 		if (g->rc[k] != 0 && rc == 0) {

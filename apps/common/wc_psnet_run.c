@@ -92,6 +92,8 @@ int wc_psnet_run_server(const struct wc_cluster *cl, const struct wc_model_table
 	sc.max_keys = 65536;
 	sc.tables = mt->t;
 	sc.n_tables = mt->n;
+	/* The log's syncs run on a thread of their own (wn_lanes_run): lanes never wait for disk. */
+	sc.wal_bg_sync = sc.wal_dir != NULL && cl->wal_sync_ms > 0;
 	wn_lanes_wake_hook(g, &sc);
 	if ((rc = ps_server_create(&sc, &ps, err, errlen)) != 0)
 		goto out_lanes;

@@ -221,8 +221,9 @@ static int drain_and_save(struct wc_psnet *n)
 }
 
 /*
- * Every lane: msync of its own log every wal_sync_ms. Lane 0: a checkpoint to --ckpt on the
- * timer or when the log has grown past wal_max_mb.
+ * Every lane: msync of its own log every wal_sync_ms, unless the sync thread does it
+ * (wal_bg_sync, the PS executables' way). Lane 0: a checkpoint to --ckpt on the timer or
+ * when the log has grown past wal_max_mb.
  */
 static void periodic_duties(struct wc_psnet *n)
 {
@@ -231,7 +232,7 @@ static void periodic_duties(struct wc_psnet *n)
 	char err[256];
 	int rc;
 
-	if (n->wal_on && n->sync_every_us && now >= n->next_sync_us) {
+	if (n->wal_on && n->sync_every_us && !n->scfg->wal_bg_sync && now >= n->next_sync_us) {
 		n->next_sync_us = now + n->sync_every_us;
 		if ((rc = ps_handler_wal_sync(n->h)) != 0)
 			fprintf(stderr, "%s: log msync: %s\n", n->name, strerror(-rc));

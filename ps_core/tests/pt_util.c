@@ -34,6 +34,8 @@ int pt_cluster_create(uint32_t n_servers, uint32_t n_shards, enum ps_mode mode, 
 	return pt_cluster_create_wal(n_servers, n_shards, mode, n_workers, t, nt, NULL, 0, out);
 }
 
+bool pt_wal_bg_sync;
+
 int pt_cluster_create_wal(uint32_t n_servers, uint32_t n_shards, enum ps_mode mode,
 			  uint32_t n_workers, const struct ps_table_config *t, uint32_t nt,
 			  const char *dir, uint64_t seg, struct pt_cluster **out)
@@ -60,6 +62,7 @@ int pt_cluster_create_wal(uint32_t n_servers, uint32_t n_shards, enum ps_mode mo
 			sc.wal_dir = wal;
 			sc.ckpt_path = ckpt;
 			sc.wal_segment_bytes = seg;
+			sc.wal_bg_sync = pt_wal_bg_sync;
 		}
 		c->msgs[i].buf = malloc(PT_BUF);
 		c->msgs[i].cap = PT_BUF;

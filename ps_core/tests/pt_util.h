@@ -7,6 +7,7 @@
 #ifndef WHARF_PT_UTIL_H
 #define WHARF_PT_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "ps_core/ps.h"
@@ -38,6 +39,9 @@ int pt_cluster_create_wal(uint32_t n_servers, uint32_t n_shards, enum ps_mode mo
 			  uint32_t n_workers, const struct ps_table_config *t, uint32_t nt,
 			  const char *dir, uint64_t seg, struct pt_cluster **out);
 void pt_wal_paths(const char *dir, uint32_t server, char *wal, char *ckpt, size_t len);
+/* Set before pt_cluster_create_wal: the servers' logs are synced by another thread
+ * (cfg.wal_bg_sync; the test runs it with ps_server_wal_sync_bg). */
+extern bool pt_wal_bg_sync;
 void pt_cluster_destroy(struct pt_cluster *c);
 /* Sends every non-empty c->msgs[s] to server s and its reply to client `worker`. */
 void pt_deliver(struct pt_cluster *c, uint32_t worker);

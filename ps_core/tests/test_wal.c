@@ -12,8 +12,11 @@
 #include <errno.h>
 #include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -425,6 +428,78 @@ static void test_wal_segments_roll_and_checkpoint_deletes_covered(void **state)
 	pt_cluster_destroy(b);
 }
 
+/* The sync thread of cfg.wal_bg_sync: ps_server_wal_sync_bg in a loop until told to stop. */
+struct bg_syncer {
+	struct ps_server *s;
+	_Atomic int stop;
+	uint64_t rounds;
+	int rc;
+};
+
+static void *bg_sync_main(void *arg)
+{
+	struct bg_syncer *y = arg;
+
+	/* acquire: partner, the release store in the test. */
+	while (!atomic_load_explicit(&y->stop, memory_order_acquire)) {
+		int rc = ps_server_wal_sync_bg(y->s);
+		if (rc != 0 && y->rc == 0)
+			y->rc = rc;
+		y->rounds++;
+	}
+	return NULL;
+}
+
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	while (d && readdir(d))
+		n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/*
+ * With the log synced by another thread (the PS executables' way) while segments roll
+ * under it: every record is replayed after a restart, and no file descriptor is left over
+ * (each full segment's was synced once more and closed by whoever held it last).
+ */
+static void test_wal_background_sync_across_rolls(void **state)
+{
+	struct ps_recover_stats st;
+	struct state ref, got;
+	struct bg_syncer y = { 0 };
+	struct pt_cluster *a, *b;
+	pthread_t th;
+	int fds;
+
+	(void)state;
+	pt_wal_bg_sync = true;
+	fds = open_fds();
+	a = restart(PS_MODE_ASYNC, 2, 4096, &st);
+	y.s = a->srv[0];
+	assert_int_equal(pthread_create(&th, NULL, bg_sync_main, &y), 0);
+	fill(a, 0, 12, 9);
+	assert_true(count_files(wal) >= 3);
+	atomic_store_explicit(&y.stop, 1, memory_order_release);
+	pthread_join(th, NULL);
+	assert_int_equal(y.rc, 0);
+	assert_true(y.rounds > 0);
+	assert_int_equal(ps_server_wal_sync_bg(a->srv[0]), 0);
+	pull_all(a, &ref);
+	pt_cluster_destroy(a);
+	assert_int_equal(open_fds(), fds);
+	b = restart(PS_MODE_ASYNC, 2, 4096, &st);
+	pt_wal_bg_sync = false;
+	assert_int_equal(st.records, 24); /* a sparse and a dense push per step */
+	pull_all(b, &got);
+	assert_memory_equal(&ref, &got, sizeof(ref));
+	pt_cluster_destroy(b);
+}
+
 /* ---- worker sequence resume */
 
 static void test_wal_hello_resumes_sequence_after_worker_restart(void **state)
@@ -550,6 +625,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_wal_replay_idempotent_over_checkpoint, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wal_torn_tail_dropped_and_counted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wal_damaged_log_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_background_sync_across_rolls, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wal_segments_roll_and_checkpoint_deletes_covered,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wal_hello_resumes_sequence_after_worker_restart,
