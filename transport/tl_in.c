@@ -222,7 +222,9 @@ static void established(struct tl_tcp_conn *c)
 	c->rto_at = 0;
 	tl_timer_update(c);
 	c->dctcp_next_seq = c->snd_nxt;
-	c->recover = c->snd_una;
+	/* RFC 6582: recover starts at ISS, below every data byte, so a loss of the very
+	 * first data segment may start fast recovery. */
+	c->recover = c->iss;
 }
 
 static int syn_sent_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const struct seg *g)

@@ -508,6 +508,29 @@ static void test_tcp_sack_loss_detected_before_three_dupacks(void **state)
 	/* The forged ACKs stand for data node 0 never got: teardown checks for leaks. */
 }
 
+/*
+ * The very first data segment of a connection is lost. Recovery may start as soon as
+ * the duplicate ACKs come (RFC 6582: recover starts at ISS), not only after a first ACK
+ * of data: no RTO, which before any data RTT sample waits rto_init.
+ */
+static void test_tcp_first_data_segment_lost_fast_retransmitted(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[20 * SEG];
+	struct fl_drop_nth d = { .which = { 1, 0, 0, 0 } };
+	struct tl_tcp_stats st;
+	uint64_t took;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	l->filter = fl_drop_nth_filter;
+	l->filter_arg = &d;
+	took = send_1_to_0(l, buf, sizeof(buf), 21);
+	tl_tcp_stack_get_stats(l->stack[1], &st);
+	assert_int_equal(st.rto_fired, 0);
+	assert_int_equal(st.fast_retrans, 1);
+	assert_true(took < 2 * MS);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -521,6 +544,7 @@ int main(void)
 		T(test_tcp_sack_bad_options_dropped_lying_blocks_ignored),
 		T(test_tcp_sack_reneged_range_resent),
 		T(test_tcp_sack_loss_detected_before_three_dupacks),
+		T(test_tcp_first_data_segment_lost_fast_retransmitted),
 	};
 
 	return cmocka_run_group_tests_name("tcp_sack", tests, NULL, NULL);
