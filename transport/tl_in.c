@@ -569,6 +569,16 @@ static void fin_input(struct tl_tcp_conn *c)
 		c->cbs->recv(c->arg, c, NULL, 0, NULL);
 }
 
+/* Drops everything the out-of-order queue holds (end of stream: nothing can follow). */
+static void ooo_purge(struct tl_tcp_conn *c)
+{
+	struct tl_tcp_stack *s = c->stack;
+
+	for (uint32_t i = 0; i < c->ooo_n; i++)
+		s->ops.pkt_release(s->ops_ctx, c->ooo[i].pkt);
+	c->ooo_n = 0;
+}
+
 static void ooo_drain(struct tl_tcp_conn *c)
 {
 	struct tl_tcp_stack *s = c->stack;
@@ -585,6 +595,44 @@ static void ooo_drain(struct tl_tcp_conn *c)
 			fin_input(c);
 		s->ops.pkt_release(s->ops_ctx, e.pkt);
 	}
+	if (c->fin_rcvd && !c->dead)
+		ooo_purge(c);
+}
+
+/*
+ * A FIN fixes where the stream ends (RFC 9293 3.10.7.4: data past it is not data). The
+ * queue keeps the invariant that a FIN it holds is on its last entry and nothing reaches
+ * past it: a segment is cut to a queued FIN, and a FIN coming in cuts the queue back to
+ * it. Returns false when nothing of the segment is left to queue.
+ */
+static bool ooo_fit_fin(struct tl_tcp_conn *c, uint32_t seq, uint32_t *len, bool *fin)
+{
+	struct tl_tcp_stack *s = c->stack;
+	uint32_t end = seq + *len;
+
+	if (c->ooo_n && c->ooo[c->ooo_n - 1].fin) {
+		uint32_t fin_seq = c->ooo[c->ooo_n - 1].seq + c->ooo[c->ooo_n - 1].len;
+		if (TL_SEQ_GT(end, fin_seq) || (*fin && end != fin_seq)) {
+			if (TL_SEQ_GEQ(seq, fin_seq)) {
+				s->st.drop_window++;
+				return false;
+			}
+			*len = fin_seq - seq;
+			*fin = false;
+		}
+		return true;
+	}
+	if (!*fin)
+		return true;
+	while (c->ooo_n && TL_SEQ_GEQ(c->ooo[c->ooo_n - 1].seq, end)) {
+		c->ooo_n--;
+		s->ops.pkt_release(s->ops_ctx, c->ooo[c->ooo_n].pkt);
+		s->st.drop_window++;
+	}
+	for (uint32_t i = 0; i < c->ooo_n; i++)
+		if (TL_SEQ_GT(c->ooo[i].seq + c->ooo[i].len, end))
+			c->ooo[i].len = end - c->ooo[i].seq;
+	return true;
 }
 
 static void ooo_insert(struct tl_tcp_conn *c, const struct seg *g, uint32_t seq, uint32_t len,
@@ -653,6 +701,10 @@ static void data_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const 
 	if (TL_SEQ_GT(seq + len, right)) {
 		len = right - seq;   /* beyond what we offered: the peer resends it later */
 		fin = false;
+	}
+	if (had_ooo && !ooo_fit_fin(c, seq, &len, &fin)) {
+		c->ack_now = true;
+		return;
 	}
 	if (seq != c->rcv_nxt) {
 		if (len || fin)

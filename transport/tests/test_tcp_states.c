@@ -137,6 +137,46 @@ static void test_tcp_fin_overtaking_data_waits_for_it(void **state)
 	}
 }
 
+/*
+ * A FIN fixes the end of the stream: bytes that claim to lie past it (a confused or
+ * hostile peer) are refused, even when they sit in the out-of-order queue behind the
+ * FIN, and the application sees end-of-stream after the last byte before the FIN.
+ */
+static void test_tcp_data_after_fin_never_delivered(void **state)
+{
+	struct fl_link *l = *state;
+	uint8_t seg[128], data[40] = "abcdefghijklmnopqrstuvwxyz0123456789ABC";
+	struct tl_tcp_conn_stats cs;
+	struct view v;
+	uint32_t n;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	server_view(l, &v);
+	l->filter = drop_all;
+	/* FIN after byte 20, out of order (bytes 0..9 missing)... */
+	n = fl_build(seg, v.sport, v.dport, v.rcv_nxt + 10, v.snd_nxt, TL_TCP_ACK | TL_TCP_FIN, 1000,
+		     NULL, 0, data + 10, 10);
+	assert_int_equal(fl_inject(l, 0, seg, n, 0), 0);
+	/* ...then bytes 20..39, past the FIN, also out of order... */
+	n = fl_build(seg, v.sport, v.dport, v.rcv_nxt + 20, v.snd_nxt, TL_TCP_ACK, 1000, NULL, 0,
+		     data + 20, 20);
+	fl_inject(l, 0, seg, n, 0);
+	/* ...and the hole: 20 bytes and end-of-stream, nothing more. */
+	n = fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt, TL_TCP_ACK, 1000, NULL, 0, data, 10);
+	assert_int_equal(fl_inject(l, 0, seg, n, 0), 0);
+	assert_int_equal(l->app[0].eof, 1);
+	assert_int_equal(l->app[0].rx_len, 20);
+	assert_memory_equal(l->app[0].rx, data, 20);
+	tl_tcp_conn_get_stats(l->app[0].conn, &cs);
+	assert_int_equal(cs.state, TL_TCP_CLOSE_WAIT);
+	/* What node 0 acknowledges ends at the FIN. */
+	{
+		struct fl_seg g;
+		assert_true(fl_count(l, 0, 0, TL_TCP_ACK, 0, &g) > 0);
+		assert_int_equal(g.ack, v.rcv_nxt + 21);
+	}
+}
+
 static void test_tcp_paws_drops_old_timestamp(void **state)
 {
 	struct fl_link *l = *state;
@@ -312,6 +352,7 @@ int main(void)
 		T(test_tcp_half_close_peer_keeps_sending),
 		T(test_tcp_fin_wait_2_bounded),
 		T(test_tcp_fin_overtaking_data_waits_for_it),
+		T(test_tcp_data_after_fin_never_delivered),
 		T(test_tcp_paws_drops_old_timestamp),
 		T(test_tcp_synack_with_wrong_ack_gets_rst),
 		T(test_tcp_unlisten_resets_embryonic),
