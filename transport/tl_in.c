@@ -513,6 +513,11 @@ static bool ack_input(struct tl_tcp_conn *c, const struct seg *g)
 		tl_out_challenge_ack(c);
 		return false;
 	}
+	/* TS.Recent moves only once the ACK is found good (as Linux's tcp_ack): a refused
+	 * segment, a spoofed one say, that set it would make PAWS refuse the genuine peer
+	 * from then on. Before anything is sent, so that echoes this TSval. */
+	if (c->ts_ok && g->has_ts && TL_SEQ_LEQ(g->seq, c->ts_last_ack_sent))
+		c->ts_recent = g->tsval;
 	if (c->sack_ok && (c->nsacked || g->nsack) && TL_SEQ_GEQ(g->ack, c->snd_una))
 		sack_input(c, g);
 	if (TL_SEQ_GT(g->ack, c->snd_una)) {
@@ -729,8 +734,6 @@ static int sync_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const s
 
 	if (sync_filter(c, rx, g))
 		return c->dead ? 0 : -EINVAL;
-	if (c->ts_ok && g->has_ts && TL_SEQ_LEQ(g->seq, c->ts_last_ack_sent))
-		c->ts_recent = g->tsval;
 	if (c->state == TL_TCP_SYN_RCVD && !syn_rcvd_ack(c, rx, g))
 		return 0;
 	if (!ack_input(c, g))

@@ -208,6 +208,52 @@ static void test_tcp_paws_drops_old_timestamp(void **state)
 	assert_int_equal(l->app[0].rx_len, sizeof(buf));
 }
 
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+/*
+ * A spoofed in-window segment whose ACK is refused (it acknowledges data never sent)
+ * carries a TSval far ahead. Refused, it must not move TS.Recent either (Linux updates
+ * it after ACK validation for this reason): else PAWS drops every genuine segment after.
+ */
+static void test_tcp_refused_ack_leaves_ts_recent_alone(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[3000];
+	uint8_t seg[128], opt[12] = { 1, 1, 8, 10 }, data[10] = "spoofed!!";
+	struct tl_tcp_stats st;
+	struct fl_seg g;
+	struct view v;
+	uint32_t ts, ecr;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	assert_true(fl_count(l, 0, 1, 0, 0, &g) > 0);
+	assert_true(fl_seg_ts(&g, &ts, &ecr));
+	server_view(l, &v);
+	l->filter = drop_all;
+	put_be32(opt + 4, ts + 0x40000000u);
+	put_be32(opt + 8, ecr);
+	fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt + 100000u, TL_TCP_ACK,
+				      1000, opt, 12, data, 9), 0);
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_int_equal(st.drop_bad_ack, 1);
+	assert_int_equal(l->app[0].rx_len, 0);
+	/* The genuine peer goes on: its segments are not PAWS-dropped. */
+	l->filter = NULL;
+	fl_fill_random(buf, sizeof(buf), 9);
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, sizeof(buf), NULL, NULL, l->now), 0);
+	fl_run(l, 50 * MS);
+	assert_int_equal(l->app[0].rx_len, sizeof(buf));
+	assert_memory_equal(l->app[0].rx, buf, sizeof(buf));
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_int_equal(st.drop_window, 0);
+}
+
 static void test_tcp_synack_with_wrong_ack_gets_rst(void **state)
 {
 	struct fl_link *l = *state;
@@ -354,6 +400,7 @@ int main(void)
 		T(test_tcp_fin_overtaking_data_waits_for_it),
 		T(test_tcp_data_after_fin_never_delivered),
 		T(test_tcp_paws_drops_old_timestamp),
+		T(test_tcp_refused_ack_leaves_ts_recent_alone),
 		T(test_tcp_synack_with_wrong_ack_gets_rst),
 		T(test_tcp_unlisten_resets_embryonic),
 		T(test_tcp_ports_unique_and_in_use_refused),
