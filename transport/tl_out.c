@@ -390,11 +390,17 @@ void tl_out_challenge_ack(struct tl_tcp_conn *c)
 	tl_out_ack(c);
 }
 
+/*
+ * At snd_max, the highest sequence sent: a timeout or a zero window pulls snd_nxt below
+ * it, and a RST there lies below the window of a peer that got everything, which an
+ * RFC 5961 receiver drops without a word. At snd_max it is exact, or in the window of a
+ * peer that lacks some bytes (whose challenge ACK then draws an exact one).
+ */
 void tl_out_rst(struct tl_tcp_conn *c)
 {
 	struct tl_tcp_tx tx;
 
-	put_hdr(c, &tx, c->snd_nxt, TL_TCP_RST | TL_TCP_ACK, 0, 0);
+	put_hdr(c, &tx, c->snd_max, TL_TCP_RST | TL_TCP_ACK, 0, 0);
 	tx.nslices = 0;
 	tx.payload_len = 0;
 	tx.tso_segsz = 0;

@@ -254,6 +254,47 @@ static void test_tcp_refused_ack_leaves_ts_recent_alone(void **state)
 	assert_int_equal(st.drop_window, 0);
 }
 
+static bool from_0(void *arg, const struct fl_seg *g)
+{
+	(void)arg;
+	return g->from == 0;
+}
+
+static bool rto_fired_1(void *arg)
+{
+	struct fl_link *l = arg;
+	struct tl_tcp_stats st;
+
+	tl_tcp_stack_get_stats(l->stack[1], &st);
+	return st.rto_fired > 0;
+}
+
+/*
+ * The peer holds every byte sent but its ACKs are lost: an RTO pulls snd_nxt back. The
+ * abort's RST must carry snd_max, the peer's RCV.NXT: at snd_nxt it lies below the
+ * peer's window and an RFC 5961 receiver drops it without a word (a Linux reader
+ * blocked in read() hangs).
+ */
+static void test_tcp_abort_rst_at_snd_max_after_rto(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[5 * 1448];
+	struct fl_seg g;
+	uint32_t mark;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	l->filter = from_0;
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, sizeof(buf), NULL, NULL, l->now), 0);
+	assert_true(fl_run_until(l, 100 * MS, rto_fired_1, l));
+	assert_int_equal(l->app[0].rx_len, sizeof(buf));
+	mark = l->nlog;
+	tl_tcp_abort(l->app[1].conn);
+	assert_int_equal(fl_count(l, mark, 1, TL_TCP_RST, 0, &g), 1);
+	fl_run(l, 1 * MS);
+	assert_int_equal(l->app[0].closed, 1);
+	assert_int_equal(l->app[0].closed_reason, -ECONNRESET);
+}
+
 static void test_tcp_synack_with_wrong_ack_gets_rst(void **state)
 {
 	struct fl_link *l = *state;
@@ -401,6 +442,7 @@ int main(void)
 		T(test_tcp_data_after_fin_never_delivered),
 		T(test_tcp_paws_drops_old_timestamp),
 		T(test_tcp_refused_ack_leaves_ts_recent_alone),
+		T(test_tcp_abort_rst_at_snd_max_after_rto),
 		T(test_tcp_synack_with_wrong_ack_gets_rst),
 		T(test_tcp_unlisten_resets_embryonic),
 		T(test_tcp_ports_unique_and_in_use_refused),
