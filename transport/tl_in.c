@@ -446,14 +446,17 @@ static void new_ack(struct tl_tcp_conn *c, const struct seg *g)
 }
 
 /* Merges [start, end) into the scoreboard (sorted, disjoint). When full, the highest
- * range goes: forgetting a SACK costs at most a needless retransmission. */
-static void sack_add(struct tl_tcp_conn *c, uint32_t start, uint32_t end)
+ * range goes: forgetting a SACK costs at most a needless retransmission. Returns true
+ * when the range told something new (bytes not SACKed before). */
+static bool sack_add(struct tl_tcp_conn *c, uint32_t start, uint32_t end)
 {
 	struct tl_sack_range *r = c->sacked;
 	uint32_t i = 0, j;
 
 	while (i < c->nsacked && TL_SEQ_LT(r[i].end, start))
 		i++;
+	if (i < c->nsacked && TL_SEQ_LEQ(r[i].start, start) && TL_SEQ_GEQ(r[i].end, end))
+		return false;
 	for (j = i; j < c->nsacked && TL_SEQ_LEQ(r[j].start, end); j++) {
 		if (TL_SEQ_LT(r[j].start, start))
 			start = r[j].start;
@@ -463,7 +466,7 @@ static void sack_add(struct tl_tcp_conn *c, uint32_t start, uint32_t end)
 	if (j == i) {
 		if (c->nsacked == TL_SACK_SB) {
 			if (i == c->nsacked)
-				return;
+				return false;
 			c->nsacked--;
 		}
 		memmove(&r[i + 1], &r[i], (c->nsacked - i) * sizeof(r[0]));
@@ -474,6 +477,7 @@ static void sack_add(struct tl_tcp_conn *c, uint32_t start, uint32_t end)
 	}
 	r[i].start = start;
 	r[i].end = end;
+	return true;
 }
 
 /*
@@ -485,9 +489,10 @@ static void sack_add(struct tl_tcp_conn *c, uint32_t start, uint32_t end)
  * RTO. A block is only believed inside (ack, snd_max]: one at or below the ACK is a
  * D-SACK or stale (RFC 2883), one past snd_max is not ours to trust.
  */
-static void sack_input(struct tl_tcp_conn *c, const struct seg *g)
+static bool sack_input(struct tl_tcp_conn *c, const struct seg *g)
 {
 	uint32_t k = 0;
+	bool news = false;
 
 	for (uint32_t i = 0; i < c->nsacked; i++)
 		if (TL_SEQ_GT(c->sacked[i].start, g->ack))
@@ -497,8 +502,9 @@ static void sack_input(struct tl_tcp_conn *c, const struct seg *g)
 		const struct tl_sack_range *r = &g->sack[b];
 		if (TL_SEQ_LT(r->start, r->end) && TL_SEQ_GT(r->start, g->ack) &&
 		    TL_SEQ_LEQ(r->end, c->snd_max))
-			sack_add(c, r->start, r->end);
+			news |= sack_add(c, r->start, r->end);
 	}
+	return news;
 }
 
 /* Returns false when the segment must go no further. */
@@ -506,6 +512,7 @@ static bool ack_input(struct tl_tcp_conn *c, const struct seg *g)
 {
 	struct tl_tcp_stack *s = c->stack;
 	uint32_t wnd = g->wnd << c->snd_wscale;
+	bool sack_news = false;
 
 	/* RFC 5961 5.2: ACKs for data never sent, or far too old, are answered, not used. */
 	if (TL_SEQ_GT(g->ack, c->snd_max) || TL_SEQ_LT(g->ack, c->snd_una - c->max_snd_wnd)) {
@@ -519,14 +526,22 @@ static bool ack_input(struct tl_tcp_conn *c, const struct seg *g)
 	if (c->ts_ok && g->has_ts && TL_SEQ_LEQ(g->seq, c->ts_last_ack_sent))
 		c->ts_recent = g->tsval;
 	if (c->sack_ok && (c->nsacked || g->nsack) && TL_SEQ_GEQ(g->ack, c->snd_una))
-		sack_input(c, g);
+		sack_news = sack_input(c, g);
+	/*
+	 * A duplicate ACK is one in every respect (RFC 5681 2), or, with SACK, any ACK that
+	 * brings new SACK information, data or window update or not (RFC 6675 2): between
+	 * two stacks sending both ways the receiver's reports ride on its data.
+	 */
 	if (TL_SEQ_GT(g->ack, c->snd_una)) {
 		new_ack(c, g);
 		if (c->dead)
 			return false;
-	} else if (g->ack == c->snd_una && g->len == 0 && !(g->flags & (TL_TCP_SYN | TL_TCP_FIN)) &&
-		   wnd == c->snd_wnd && c->snd_max != c->snd_una) {
-		s->st.dup_acks++; /* RFC 5681 2: a duplicate in every respect */
+		if (sack_news && !c->in_recovery && c->snd_max != c->snd_una)
+			tl_cc_on_dupack(c);
+	} else if (g->ack == c->snd_una && c->snd_max != c->snd_una &&
+		   (sack_news || (g->len == 0 && !(g->flags & (TL_TCP_SYN | TL_TCP_FIN)) &&
+				  wnd == c->snd_wnd))) {
+		s->st.dup_acks++;
 		tl_cc_on_dupack(c);
 	}
 	if (TL_SEQ_LT(c->snd_wl1, g->seq) || (c->snd_wl1 == g->seq && TL_SEQ_LEQ(c->snd_wl2, g->ack))) {

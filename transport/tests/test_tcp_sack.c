@@ -531,6 +531,49 @@ static void test_tcp_first_data_segment_lost_fast_retransmitted(void **state)
 	assert_true(took < 2 * MS);
 }
 
+/*
+ * The receiver sends data of its own: its ACKs for a hole ride on data segments, none a
+ * duplicate ACK in RFC 5681's strict sense. Each brings new SACK information, which
+ * RFC 6675 counts as a duplicate: the hole is resent at once, not after an RTO.
+ */
+static void test_tcp_sack_on_data_segments_drives_fast_retransmit(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[100 + 10 * SEG];
+	struct want w = { .l = l, .n = 100 };
+	struct tl_tcp_stats st;
+	uint8_t opt[12], seg[128], data[20] = "reply-reply-reply-r";
+	uint32_t base, mark, resent;
+	struct view v;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	fl_fill_random(buf, sizeof(buf), 14);
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, 100, NULL, NULL, l->now), 0);
+	assert_true(fl_run_until(l, 10 * MS, rx_done, &w));
+	fl_run(l, 5 * MS);
+	server_view(l, &v);
+	base = v.ack;
+	l->filter = drop_data_from_1;
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf + 100, 10 * SEG, NULL, NULL, l->now), 0);
+	mark = l->nlog;
+	for (uint32_t i = 1; i <= 3; i++) {
+		sack_opt(opt, base + SEG, base + (1 + i) * SEG);
+		assert_int_equal(fl_inject(l, 1, seg, fl_build(seg, v.sport, v.dport, v.seq, v.ack,
+							       TL_TCP_ACK | TL_TCP_PSH, v.wnd, opt, 12,
+							       data, 20), 0), 0);
+		v.seq += 20;
+	}
+	tl_tcp_stack_get_stats(l->stack[1], &st);
+	assert_int_equal(st.fast_retrans, 1);
+	assert_int_equal(st.rto_fired, 0);
+	for (resent = 0; mark < l->nlog; mark++) {
+		const struct fl_seg *g = &l->log[mark % FL_LOG_MAX];
+		resent += g->from == 1 && g->seq == base && g->len == SEG;
+	}
+	assert_int_equal(resent, 1);
+	assert_int_equal(l->app[1].rx_len, 60); /* and the data they carried arrived */
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -545,6 +588,7 @@ int main(void)
 		T(test_tcp_sack_reneged_range_resent),
 		T(test_tcp_sack_loss_detected_before_three_dupacks),
 		T(test_tcp_first_data_segment_lost_fast_retransmitted),
+		T(test_tcp_sack_on_data_segments_drives_fast_retransmit),
 	};
 
 	return cmocka_run_group_tests_name("tcp_sack", tests, NULL, NULL);
