@@ -165,9 +165,13 @@ void tl_cc_on_dupack(struct tl_tcp_conn *c)
 		tl_out_push(c);
 		return;
 	}
-	/* RFC 6582 4.1: only a loss after the last recovery point starts a new recovery. */
+	/*
+	 * RFC 6582 4.1: only a loss after the last recovery point starts a new recovery. The
+	 * RFC's recover is the highest sequence sent; ours is one past it (snd_max), so an ACK
+	 * that reaches it covers all of the old episode, and a hole there is a new loss.
+	 */
 	if ((c->dupacks != 3 && !(c->dupacks < 3 && sack_says_lost(c))) ||
-	    TL_SEQ_LEQ(c->snd_una, c->recover))
+	    TL_SEQ_LT(c->snd_una, c->recover))
 		return;
 	c->ssthresh = max_u32(tl_cc_flight(c) / 2u, 2u * c->mss);
 	c->cwnd = c->ssthresh + 3u * c->mss;

@@ -242,6 +242,43 @@ static void test_tcp_sack_blocks_take_room_from_payload(void **state)
 	fl_run(l, 50 * MS);
 }
 
+/*
+ * Data both ways over a link with some delay, isolated losses one way: every loss is
+ * repaired by fast retransmit, none waits for an RTO. Among them a loss of the first
+ * segment sent after the previous recovery point (snd_max when recovery began): its
+ * duplicate ACKs acknowledge exactly that point, and start a new recovery.
+ */
+static void test_tcp_isolated_losses_both_ways_fast_retransmitted(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t a[170 * SEG], b[170 * SEG];
+	struct fl_drop_nth d = { .which = { 20, 50, 80, 110 } };
+	struct tl_tcp_stats st;
+
+	l->delay_ns = 100000;
+	assert_int_equal(fl_open_pair(l), 0);
+	fl_fill_random(a, sizeof(a), 31);
+	fl_fill_random(b, sizeof(b), 32);
+	l->filter = fl_drop_nth_filter;
+	l->filter_arg = &d;
+	l->app[0].src = a;
+	l->app[0].src_len = sizeof(a);
+	l->app[0].close_after_src = true;
+	l->app[1].src = b;
+	l->app[1].src_len = sizeof(b);
+	fl_app_pump(&l->app[0]);
+	fl_app_pump(&l->app[1]);
+	assert_true(fl_run_until(l, 5000 * MS, both_done, l));
+	assert_memory_equal(l->app[1].rx, a, sizeof(a));
+	assert_memory_equal(l->app[0].rx, b, sizeof(b));
+	tl_tcp_stack_get_stats(l->stack[1], &st);
+	assert_int_equal(st.rto_fired, 0);
+	assert_int_equal(st.fast_retrans, 4);
+	l->app[0].src = l->app[1].src = NULL;
+	tl_tcp_close(l->app[1].conn, l->now);
+	fl_run(l, 50 * MS);
+}
+
 struct drop_wrapped {
 	uint32_t remaining;
 };
@@ -588,6 +625,7 @@ int main(void)
 		T(test_tcp_sack_reneged_range_resent),
 		T(test_tcp_sack_loss_detected_before_three_dupacks),
 		T(test_tcp_first_data_segment_lost_fast_retransmitted),
+		T(test_tcp_isolated_losses_both_ways_fast_retransmitted),
 		T(test_tcp_sack_on_data_segments_drives_fast_retransmit),
 	};
 
