@@ -96,6 +96,7 @@ int tl_tcp_stack_create(const struct tl_tcp_cfg *cfg, const struct tl_tcp_ops *o
 	s->ops_ctx = ops_ctx;
 	s->now = now;
 	s->ts_base = now;
+	s->rng = (cfg->iss_secret ^ now) * 0x9e3779b97f4a7c15ull | 1u;
 	/* Smallest shift that lets a 16-bit field express the whole receive buffer. */
 	while (s->rcv_wscale < TL_MAX_WSCALE && (cfg->rcv_buf >> s->rcv_wscale) > 0xffff)
 		s->rcv_wscale++;
@@ -359,6 +360,18 @@ static uint64_t mix64(uint64_t x)
 	x ^= x >> 33;
 	x *= 0xc4ceb9fe1a85ec53ull;
 	return x ^ (x >> 33);
+}
+
+/* xorshift64*: limits an attacker should not be able to predict, not cryptography. */
+uint32_t tl_rand(struct tl_tcp_stack *s)
+{
+	uint64_t x = s->rng;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	s->rng = x;
+	return (uint32_t)((x * 0x2545f4914f6cdd1dull) >> 32);
 }
 
 void tl_conn_init_seq(struct tl_tcp_conn *c)

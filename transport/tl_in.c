@@ -304,7 +304,7 @@ static bool sync_filter(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const
 	}
 	if (c->ts_ok && g->has_ts && !(g->flags & TL_TCP_RST) && TL_SEQ_LT(g->tsval, c->ts_recent)) {
 		s->st.drop_window++; /* PAWS (RFC 7323 5.3) */
-		tl_out_ack(c);
+		tl_out_ack_limited(c);
 		return true;
 	}
 	if (!seq_acceptable(c, g)) {

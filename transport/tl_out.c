@@ -373,21 +373,35 @@ void tl_out_ack(struct tl_tcp_conn *c)
 	emit_seg(c, seq, 0, 0);
 }
 
-void tl_out_challenge_ack(struct tl_tcp_conn *c)
+/*
+ * ACKs we owe an unverified sender (RFC 5961 challenge ACKs, PAWS rejections) come out of
+ * a budget per connection and second, of a random size: one stack-wide budget was the
+ * CVE-2016-5696 side channel (an off-path attacker counts the challenge ACKs on its own
+ * connection to learn whether its spoofed RST hit a live one) and let one client starve
+ * everyone's challenge ACKs. Linux went the same way (per socket, randomised counts).
+ * Returns true when the ACK went out.
+ */
+#define TL_CHALLENGE_PER_SEC 20u
+
+bool tl_out_ack_limited(struct tl_tcp_conn *c)
 {
 	struct tl_tcp_stack *s = c->stack;
 
-	/* RFC 5961 7: a stack-wide budget per second keeps a blind attacker from using
-	 * us as an ACK amplifier. */
-	if (s->now - s->challenge_window_start >= 1000000000ull) {
-		s->challenge_window_start = s->now;
-		s->challenge_count = 0;
+	if (c->chal_at == 0 || s->now - c->chal_at >= 1000000000ull) {
+		c->chal_at = s->now ? s->now : 1u;
+		c->chal_left = TL_CHALLENGE_PER_SEC / 2u + tl_rand(s) % TL_CHALLENGE_PER_SEC;
 	}
-	if (s->challenge_count >= 1000u)
-		return;
-	s->challenge_count++;
-	s->st.challenge_acks++;
+	if (c->chal_left == 0)
+		return false;
+	c->chal_left--;
 	tl_out_ack(c);
+	return true;
+}
+
+void tl_out_challenge_ack(struct tl_tcp_conn *c)
+{
+	if (tl_out_ack_limited(c))
+		c->stack->st.challenge_acks++;
 }
 
 /*

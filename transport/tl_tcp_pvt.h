@@ -154,6 +154,8 @@ struct tl_tcp_conn {
 	struct tl_tw_entry tw;
 	uint64_t rto_at, delack_at, persist_at, close_at;
 	uint64_t oow_ack_at;           /* last ACK sent for an unacceptable pure ACK */
+	uint64_t chal_at;              /* start of this challenge-ACK second (0: none yet) */
+	uint32_t chal_left;            /* challenge (and PAWS) ACKs left in it */
 	uint64_t persist_backoff;
 
 	uint64_t seg_in, seg_out, bytes_acked, bytes_rcvd, retrans;
@@ -190,8 +192,7 @@ struct tl_tcp_stack {
 	uint64_t now;                  /* clock of the current call */
 	uint64_t ts_base;              /* subtracted from now to make TSval */
 	uint16_t next_ephemeral;
-	uint64_t challenge_window_start;
-	uint32_t challenge_count;      /* RFC 5961 rate limit per second */
+	uint64_t rng;                  /* xorshift state (tl_rand): randomised limits */
 
 	struct tl_tcp_stats st;
 };
@@ -210,6 +211,7 @@ void tl_conn_enter_time_wait(struct tl_tcp_conn *c);
 void tl_conn_app_closed(struct tl_tcp_conn *c, int reason);
 void tl_conn_init_seq(struct tl_tcp_conn *c);
 uint32_t tl_conn_rcv_space(const struct tl_tcp_conn *c);
+uint32_t tl_rand(struct tl_tcp_stack *s);
 
 /* tl_out.c */
 void tl_out_syn(struct tl_tcp_conn *c, bool ack);
@@ -222,6 +224,7 @@ void tl_out_rst_for(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, uint32_t
 		    uint8_t flags);
 void tl_out_rst(struct tl_tcp_conn *c);
 void tl_out_challenge_ack(struct tl_tcp_conn *c);
+bool tl_out_ack_limited(struct tl_tcp_conn *c);
 uint32_t tl_out_rcv_wnd(struct tl_tcp_conn *c);
 uint32_t tl_out_tsval(const struct tl_tcp_stack *s);
 

@@ -295,6 +295,35 @@ static void test_tcp_abort_rst_at_snd_max_after_rto(void **state)
 	assert_int_equal(l->app[0].closed_reason, -ECONNRESET);
 }
 
+/*
+ * Segments PAWS refuses are answered with an ACK (RFC 7323 5.3), but out of the same
+ * per-connection budget as challenge ACKs: a flood of stale timestamps gets a bounded
+ * number of ACKs, not one each.
+ */
+static void test_tcp_paws_rejects_answered_within_ack_budget(void **state)
+{
+	struct fl_link *l = *state;
+	uint8_t seg[128], opt[12] = { 1, 1, 8, 10 }, data[10] = "oldoldold";
+	struct fl_seg g;
+	struct view v;
+	uint32_t ts, ecr, mark, acks;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	fl_run(l, 50 * MS);
+	assert_true(fl_count(l, 0, 1, 0, 0, &g) > 0);
+	assert_true(fl_seg_ts(&g, &ts, &ecr));
+	server_view(l, &v);
+	l->filter = drop_all;
+	put_be32(opt + 4, ts - 1000);
+	mark = l->nlog;
+	for (int i = 0; i < 500; i++)
+		fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt, TL_TCP_ACK,
+					      1000, opt, 12, data, 9), 0);
+	acks = fl_count(l, mark, 0, TL_TCP_ACK, 0, NULL);
+	assert_true(acks >= 1 && acks < 30);
+	assert_int_equal(l->app[0].rx_len, 0);
+}
+
 static void test_tcp_synack_with_wrong_ack_gets_rst(void **state)
 {
 	struct fl_link *l = *state;
@@ -443,6 +472,7 @@ int main(void)
 		T(test_tcp_paws_drops_old_timestamp),
 		T(test_tcp_refused_ack_leaves_ts_recent_alone),
 		T(test_tcp_abort_rst_at_snd_max_after_rto),
+		T(test_tcp_paws_rejects_answered_within_ack_budget),
 		T(test_tcp_synack_with_wrong_ack_gets_rst),
 		T(test_tcp_unlisten_resets_embryonic),
 		T(test_tcp_ports_unique_and_in_use_refused),
