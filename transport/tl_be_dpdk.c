@@ -1079,6 +1079,13 @@ static void db_cfg_env(struct tl_tcp_cfg *tc)
 	/* WHARF_TCP_SACK=0: neither offer nor accept SACK (for comparisons and peers' bugs). */
 	if (v != NULL && strcmp(v, "0") == 0)
 		tc->sack = false;
+	/* WHARF_TCP_KEEPALIVE_S=n: probe a connection quiet for n seconds (off by default). */
+	v = getenv("WHARF_TCP_KEEPALIVE_S");
+	if (v != NULL && *v != '\0') {
+		unsigned long s = strtoul(v, &end, 10);
+		if (*end == '\0' && s <= 86400ul)
+			tc->keepalive_ns = (uint64_t)s * 1000000000ull;
+	}
 	v = getenv("WHARF_TCP_RTO_MIN_US");
 	if (v == NULL || *v == '\0')
 		return;

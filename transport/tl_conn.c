@@ -37,6 +37,8 @@ void tl_tcp_cfg_default(struct tl_tcp_cfg *cfg)
 	cfg->time_wait_ns = 100ull * 1000000u;
 	cfg->tick_ns = 100ull * 1000u;
 	cfg->max_retrans = 12;
+	cfg->keepalive_intvl_ns = 1000000000ull;
+	cfg->keepalive_probes = 5;
 	cfg->syn_backlog = 128;
 	cfg->iss_secret = 0x9e3779b97f4a7c15ull;
 	cfg->ecn = true;
@@ -53,7 +55,8 @@ static int cfg_check(const struct tl_tcp_cfg *c)
 	    c->max_conns > (1u << 24) || c->max_sbufs == 0 || c->ooo_max == 0 ||
 	    c->rto_min_ns == 0 || c->rto_max_ns < c->rto_min_ns || c->rto_init_ns == 0 ||
 	    c->tick_ns == 0 || c->delack_ns == 0 || c->max_retrans == 0 || c->syn_backlog == 0 ||
-	    c->ts_tick_ns < 1000u || c->ts_tick_ns > 1000000000u)
+	    c->ts_tick_ns < 1000u || c->ts_tick_ns > 1000000000u ||
+	    (c->keepalive_ns && (c->keepalive_intvl_ns == 0 || c->keepalive_probes == 0)))
 		return -EINVAL;
 	return 0;
 }
@@ -317,7 +320,7 @@ void tl_conn_drop(struct tl_tcp_conn *c, int reason)
 		return;
 	c->dead = true;
 	tl_tw_cancel(&s->tw, &c->tw);
-	c->rto_at = c->delack_at = c->persist_at = c->close_at = 0;
+	c->rto_at = c->delack_at = c->persist_at = c->close_at = c->ka_at = 0;
 	for (uint32_t i = 0; i < c->ooo_n; i++)
 		s->ops.pkt_release(s->ops_ctx, c->ooo[i].pkt);
 	c->ooo_n = 0;

@@ -222,6 +222,11 @@ static void established(struct tl_tcp_conn *c)
 	c->rto_at = 0;
 	tl_timer_update(c);
 	c->dctcp_next_seq = c->snd_nxt;
+	c->last_rx = c->stack->now;
+	if (c->stack->cfg.keepalive_ns) {
+		c->ka_at = c->last_rx + c->stack->cfg.keepalive_ns;
+		tl_timer_update(c);
+	}
 	/* RFC 6582: recover starts at ISS, below every data byte, so a loss of the very
 	 * first data segment may start fast recovery. */
 	c->recover = c->iss;
@@ -525,6 +530,10 @@ static bool ack_input(struct tl_tcp_conn *c, const struct seg *g)
 	 * from then on. Before anything is sent, so that echoes this TSval. */
 	if (c->ts_ok && g->has_ts && TL_SEQ_LEQ(g->seq, c->ts_last_ack_sent))
 		c->ts_recent = g->tsval;
+	/* The peer is alive: probes are answered (the keepalive timer reads last_rx when it
+	 * fires, so the fast path only stores). */
+	c->last_rx = s->now;
+	c->probes_out = 0;
 	if (c->sack_ok && (c->nsacked || g->nsack) && TL_SEQ_GEQ(g->ack, c->snd_una))
 		sack_news = sack_input(c, g);
 	/*

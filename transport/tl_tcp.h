@@ -146,7 +146,11 @@ struct tl_tcp_cfg {
 	uint64_t delack_ns;      /* delayed ACK timeout */
 	uint64_t time_wait_ns;
 	uint64_t tick_ns;        /* timer wheel granularity */
-	uint32_t max_retrans;    /* consecutive RTOs (or SYN retries) before reset */
+	uint32_t max_retrans;    /* consecutive RTOs, SYN retries or unanswered zero-window
+				  * probes before reset */
+	uint64_t keepalive_ns;   /* idle time before keepalive probes; 0 (default): off */
+	uint64_t keepalive_intvl_ns; /* between unanswered keepalive probes (default 1 s) */
+	uint32_t keepalive_probes; /* unanswered ones before reset (default 5) */
 	uint32_t syn_backlog;    /* default embryonic limit per listener */
 	uint64_t iss_secret;     /* for the default ISS; backends seed it from rte_rand */
 	bool ecn;                /* offer/accept ECN, react to CE DCTCP style */

@@ -157,6 +157,9 @@ struct tl_tcp_conn {
 	uint64_t chal_at;              /* start of this challenge-ACK second (0: none yet) */
 	uint32_t chal_left;            /* challenge (and PAWS) ACKs left in it */
 	uint64_t persist_backoff;
+	uint64_t ka_at;                /* keepalive check due (0 = off) */
+	uint64_t last_rx;              /* clock of the last acceptable segment */
+	uint32_t probes_out;           /* zero-window or keepalive probes since the last one */
 
 	uint64_t seg_in, seg_out, bytes_acked, bytes_rcvd, retrans;
 };
