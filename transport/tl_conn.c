@@ -30,6 +30,7 @@ void tl_tcp_cfg_default(struct tl_tcp_cfg *cfg)
 	cfg->max_listeners = 16;
 	cfg->max_sbufs = 16384;
 	cfg->ooo_max = 64;
+	cfg->ooo_mem = 4u << 20;
 	cfg->rto_init_ns = 200ull * 1000000u;  /* before any sample; RFC 6298 says 1 s, a DC less */
 	cfg->rto_min_ns = 1ull * 1000000u;
 	cfg->rto_max_ns = 2ull * 1000000000u;
@@ -52,7 +53,7 @@ static int cfg_check(const struct tl_tcp_cfg *c)
 {
 	if (c->mss < 64 || c->mss > 65495 || c->rcv_buf < c->mss || c->rcv_buf > (1u << 30) ||
 	    c->snd_buf == 0 || c->snd_buf > (1u << 30) || c->max_conns == 0 ||
-	    c->max_conns > (1u << 24) || c->max_sbufs == 0 || c->ooo_max == 0 ||
+	    c->max_conns > (1u << 24) || c->max_sbufs == 0 || c->ooo_max == 0 || c->ooo_mem == 0 ||
 	    c->rto_min_ns == 0 || c->rto_max_ns < c->rto_min_ns || c->rto_init_ns == 0 ||
 	    c->tick_ns == 0 || c->delack_ns == 0 || c->max_retrans == 0 || c->syn_backlog == 0 ||
 	    c->ts_tick_ns < 1000u || c->ts_tick_ns > 1000000000u ||
@@ -218,11 +219,10 @@ struct tl_tcp_conn *tl_conn_alloc(struct tl_tcp_stack *s, const struct tl_tcp_tu
 	s->conn_free = c->hnext;
 	{
 		uint32_t idx = c->idx;
-		struct tl_ooo *ooo = c->ooo;
 		memset(c, 0, sizeof(*c));
 		c->idx = idx;
-		c->ooo = ooo;
 		c->stack = s;
+		c->ooo = tl_conn_ooo_base(c);
 	}
 	c->t = *t;
 	b = bucket_of(s, t);
@@ -321,9 +321,8 @@ void tl_conn_drop(struct tl_tcp_conn *c, int reason)
 	c->dead = true;
 	tl_tw_cancel(&s->tw, &c->tw);
 	c->rto_at = c->delack_at = c->persist_at = c->close_at = c->ka_at = 0;
-	for (uint32_t i = 0; i < c->ooo_n; i++)
-		s->ops.pkt_release(s->ops_ctx, c->ooo[i].pkt);
-	c->ooo_n = 0;
+	while (c->ooo_n)
+		tl_conn_ooo_release(c, &c->ooo[--c->ooo_n]);
 	while (c->sq_head) {
 		struct tl_tcp_sbuf *sb = c->sq_head;
 		c->sq_head = sb->next;
@@ -347,6 +346,21 @@ void tl_conn_put(struct tl_tcp_conn *c)
 {
 	if (--c->busy == 0 && c->dead && c->state != TL_TCP_CLOSED)
 		conn_free(c);
+}
+
+struct tl_ooo *tl_conn_ooo_base(const struct tl_tcp_conn *c)
+{
+	return &c->stack->ooo_pool[(size_t)c->idx * c->stack->cfg.ooo_max];
+}
+
+/* An entry leaves the out-of-order queue (the caller unlinks it): its packet and charge. */
+void tl_conn_ooo_release(struct tl_tcp_conn *c, const struct tl_ooo *e)
+{
+	struct tl_tcp_stack *s = c->stack;
+
+	c->ooo_bytes -= e->charge;
+	s->ooo_bytes -= e->charge;
+	s->ops.pkt_release(s->ops_ctx, e->pkt);
 }
 
 uint32_t tl_conn_rcv_space(const struct tl_tcp_conn *c)

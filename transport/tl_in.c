@@ -601,31 +601,32 @@ static void fin_input(struct tl_tcp_conn *c)
 /* Drops everything the out-of-order queue holds (end of stream: nothing can follow). */
 static void ooo_purge(struct tl_tcp_conn *c)
 {
-	struct tl_tcp_stack *s = c->stack;
-
-	for (uint32_t i = 0; i < c->ooo_n; i++)
-		s->ops.pkt_release(s->ops_ctx, c->ooo[i].pkt);
-	c->ooo_n = 0;
+	while (c->ooo_n)
+		tl_conn_ooo_release(c, &c->ooo[--c->ooo_n]);
 }
 
+/* Delivers what the queue holds up to rcv_nxt: each entry leaves from the front by
+ * moving the queue's start, so draining n entries costs n, not n^2 moves. */
 static void ooo_drain(struct tl_tcp_conn *c)
 {
-	struct tl_tcp_stack *s = c->stack;
-
+	if (c->ooo_n == 0)
+		return; /* in order, nothing held: the common case costs one test */
 	while (c->ooo_n && !c->dead && TL_SEQ_LEQ(c->ooo[0].seq, c->rcv_nxt)) {
 		struct tl_ooo e = c->ooo[0];
 		uint32_t skip = c->rcv_nxt - e.seq;
 
+		c->ooo++;
 		c->ooo_n--;
-		memmove(&c->ooo[0], &c->ooo[1], c->ooo_n * sizeof(c->ooo[0]));
 		if (skip < e.len)
 			deliver(c, e.data + skip, e.len - skip, e.pkt);
 		if (e.fin && skip <= e.len && !c->dead && !c->fin_rcvd)
 			fin_input(c);
-		s->ops.pkt_release(s->ops_ctx, e.pkt);
+		tl_conn_ooo_release(c, &e);
 	}
 	if (c->fin_rcvd && !c->dead)
 		ooo_purge(c);
+	if (c->ooo_n == 0 && !c->dead)
+		c->ooo = tl_conn_ooo_base(c);
 }
 
 /*
@@ -654,8 +655,7 @@ static bool ooo_fit_fin(struct tl_tcp_conn *c, uint32_t seq, uint32_t *len, bool
 	if (!*fin)
 		return true;
 	while (c->ooo_n && TL_SEQ_GEQ(c->ooo[c->ooo_n - 1].seq, end)) {
-		c->ooo_n--;
-		s->ops.pkt_release(s->ops_ctx, c->ooo[c->ooo_n].pkt);
+		tl_conn_ooo_release(c, &c->ooo[--c->ooo_n]);
 		s->st.drop_window++;
 	}
 	for (uint32_t i = 0; i < c->ooo_n; i++)
@@ -664,11 +664,34 @@ static bool ooo_fit_fin(struct tl_tcp_conn *c, uint32_t seq, uint32_t *len, bool
 	return true;
 }
 
-static void ooo_insert(struct tl_tcp_conn *c, const struct seg *g, uint32_t seq, uint32_t len,
-		       const uint8_t *data, bool fin, void *pkt)
+/*
+ * Room for a segment at position i charging `charge` bytes: the connection holds at most
+ * rcv_buf and the stack cfg.ooo_mem, ooo_max entries each. When over, entries above i
+ * (the furthest from the hole, the last the sender will need) go first; if that is not
+ * enough the new segment is refused. Returns false then.
+ */
+static bool ooo_make_room(struct tl_tcp_conn *c, uint32_t i, uint32_t charge)
 {
 	struct tl_tcp_stack *s = c->stack;
-	uint32_t i = 0;
+
+	while (c->ooo_n == s->cfg.ooo_max || c->ooo_bytes + charge > s->cfg.rcv_buf ||
+	       s->ooo_bytes + charge > s->cfg.ooo_mem) {
+		if (i == c->ooo_n) {
+			s->st.drop_ooo_full++;
+			return false;
+		}
+		tl_conn_ooo_release(c, &c->ooo[--c->ooo_n]);
+		s->st.drop_ooo_full++;
+	}
+	return true;
+}
+
+static void ooo_insert(struct tl_tcp_conn *c, uint32_t seq, uint32_t len, const uint8_t *data,
+		       bool fin, void *pkt)
+{
+	struct tl_tcp_stack *s = c->stack;
+	struct tl_ooo *base = tl_conn_ooo_base(c);
+	uint32_t i = 0, charge = len > c->mss ? len : c->mss;
 
 	while (i < c->ooo_n && TL_SEQ_LT(c->ooo[i].seq, seq))
 		i++;
@@ -677,23 +700,22 @@ static void ooo_insert(struct tl_tcp_conn *c, const struct seg *g, uint32_t seq,
 			s->st.dup_segs++; /* already held in full */
 			return;
 		}
-	if (c->ooo_n == s->cfg.ooo_max) {
-		/* Full: keep the segments nearest the hole, drop the furthest. */
-		if (i == c->ooo_n) {
-			s->st.drop_ooo_full++;
-			return;
-		}
-		c->ooo_n--;
-		s->ops.pkt_release(s->ops_ctx, c->ooo[c->ooo_n].pkt);
-		s->st.drop_ooo_full++;
+	if (!ooo_make_room(c, i, charge))
+		return;
+	if (c->ooo != base) {
+		/* Drained from the front since the queue last emptied: back to the slice's start. */
+		memmove(base, c->ooo, c->ooo_n * sizeof(c->ooo[0]));
+		c->ooo = base;
 	}
 	c->sack_recent = seq;
 	memmove(&c->ooo[i + 1], &c->ooo[i], (c->ooo_n - i) * sizeof(c->ooo[0]));
 	s->ops.pkt_hold(s->ops_ctx, pkt);
-	c->ooo[i] = (struct tl_ooo){ .seq = seq, .len = len, .data = data, .pkt = pkt, .fin = fin };
+	c->ooo[i] = (struct tl_ooo){ .seq = seq, .len = len, .charge = charge, .data = data,
+				     .pkt = pkt, .fin = fin };
 	c->ooo_n++;
+	c->ooo_bytes += charge;
+	s->ooo_bytes += charge;
 	s->st.ooo_queued++;
-	(void)g;
 }
 
 static void data_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const struct seg *g)
@@ -737,7 +759,7 @@ static void data_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const 
 	}
 	if (seq != c->rcv_nxt) {
 		if (len || fin)
-			ooo_insert(c, g, seq, len, data, fin, rx->pkt);
+			ooo_insert(c, seq, len, data, fin, rx->pkt);
 		c->ack_now = true;   /* the duplicate ACK that drives fast retransmit */
 		return;
 	}

@@ -142,6 +142,10 @@ struct tl_tcp_cfg {
 	uint32_t max_sbufs;      /* send buffer descriptors per stack */
 	uint32_t ooo_max;        /* out-of-order segments held per connection; below
 				  * rcv_buf / mss, reordering past it turns into drops */
+	uint32_t ooo_mem;        /* bytes the out-of-order queues of the whole stack hold
+				  * (each packet counted as at least a segment: a one-byte one
+				  * pins a buffer all the same); one connection holds at most
+				  * rcv_buf. Past it a queue is pruned from its top. Default 4 MiB */
 	uint64_t rto_init_ns, rto_min_ns, rto_max_ns;
 	uint64_t delack_ns;      /* delayed ACK timeout */
 	uint64_t time_wait_ns;

@@ -62,6 +62,7 @@ struct tl_tcp_sbuf {
 
 struct tl_ooo {
 	uint32_t seq, len;
+	uint32_t charge;               /* bytes counted against ooo_mem / rcv_buf */
 	const uint8_t *data;
 	void *pkt;                     /* held with ops.pkt_hold */
 	bool fin;
@@ -121,8 +122,11 @@ struct tl_tcp_conn {
 	uint32_t irs, rcv_nxt, rcv_adv; /* rcv_adv: right edge last advertised */
 	uint32_t rcv_unread;           /* delivered, not yet tl_tcp_recved */
 	uint32_t unacked_segs;         /* received since our last ACK */
-	struct tl_ooo *ooo;            /* cfg.ooo_max entries, sorted by seq */
+	/* Out-of-order queue: ooo_n entries sorted by seq from ooo, which drain moves forward
+	 * in its slice of the pool (tl_conn_ooo_base) so that draining is linear. */
+	struct tl_ooo *ooo;
 	uint32_t ooo_n;
+	uint32_t ooo_bytes;            /* sum of the entries' charge */
 	uint32_t sack_recent;          /* seq of the segment queued out of order last: its
 					* block goes first (RFC 2018 4) */
 
@@ -182,6 +186,7 @@ struct tl_tcp_stack {
 
 	struct tl_tcp_conn *conns;     /* cfg.max_conns */
 	struct tl_ooo *ooo_pool;       /* max_conns * ooo_max */
+	uint64_t ooo_bytes;            /* charged by every connection's queue (cfg.ooo_mem) */
 	uint32_t *buckets;             /* nbuckets heads of index chains */
 	uint32_t nbuckets;             /* power of two */
 	uint32_t conn_free;            /* free list head */
@@ -215,6 +220,8 @@ void tl_conn_app_closed(struct tl_tcp_conn *c, int reason);
 void tl_conn_init_seq(struct tl_tcp_conn *c);
 uint32_t tl_conn_rcv_space(const struct tl_tcp_conn *c);
 uint32_t tl_rand(struct tl_tcp_stack *s);
+struct tl_ooo *tl_conn_ooo_base(const struct tl_tcp_conn *c);
+void tl_conn_ooo_release(struct tl_tcp_conn *c, const struct tl_ooo *e);
 
 /* tl_out.c */
 void tl_out_syn(struct tl_tcp_conn *c, bool ack);

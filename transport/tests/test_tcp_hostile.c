@@ -109,6 +109,96 @@ static void test_tcp_keepalive_detects_silent_peer(void **state)
 	assert_int_equal(l->app[1].closed_reason, -ECONNRESET);
 }
 
+/* Node 0's view of one of its connections, from the last segment it sent on it. */
+struct view {
+	uint32_t rcv_nxt, snd_nxt;
+	uint16_t sport, dport; /* as node 1 sends: its port, then node 0's */
+};
+
+static void conn_view(struct fl_link *l, struct tl_tcp_conn *c, struct view *v)
+{
+	struct tl_tcp_tuple t;
+
+	tl_tcp_conn_tuple(c, &t);
+	for (uint32_t i = l->nlog; i-- > 0;) {
+		const struct fl_seg *g = &l->log[i % FL_LOG_MAX];
+		if (g->from == 0 && (g->flags & TL_TCP_ACK) &&
+		    (uint16_t)(g->hdr[0] << 8 | g->hdr[1]) == t.lport &&
+		    (uint16_t)(g->hdr[2] << 8 | g->hdr[3]) == t.rport) {
+			v->rcv_nxt = g->ack;
+			v->snd_nxt = g->seq + g->len + !!(g->flags & (TL_TCP_SYN | TL_TCP_FIN));
+			v->sport = t.rport;
+			v->dport = t.lport;
+			return;
+		}
+	}
+	fail();
+}
+
+static bool drop_all(void *arg, const struct fl_seg *g)
+{
+	(void)arg;
+	(void)g;
+	return true;
+}
+
+static uint64_t pkts_held(const struct fl_link *l)
+{
+	return l->holds - l->releases;
+}
+
+/*
+ * Peers that send one-byte segments past a hole, each pinning a whole packet buffer: the
+ * out-of-order queue is bounded by bytes, each held packet counted as at least an MSS
+ * (a one-byte segment pins a buffer all the same), per connection by the receive buffer
+ * and per stack by cfg.ooo_mem, pruned from the top (the furthest from the hole) when
+ * full. Filling the hole still drains what was kept, in order.
+ */
+static void test_tcp_ooo_queue_bounded_by_bytes(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_conn *conns[4];
+	struct tl_tcp_cfg a;
+	struct view v;
+	uint8_t seg[64], byte = 'x';
+	uint64_t per_conn;
+
+	fl_fini(l);
+	fl_cfg(&a);
+	a.rcv_buf = 32u * 1460u;
+	a.ooo_max = 256;
+	a.ooo_mem = 48u * 1460u;
+	assert_int_equal(fl_init(l, &a, NULL, 25), 0);
+	assert_int_equal(fl_listen(l, 0, 80), 0);
+	for (int k = 0; k < 4; k++) {
+		assert_int_equal(fl_connect(l, 1, 0, 80), 0);
+		fl_run(l, 2 * MS);
+		assert_int_equal(l->app[0].accepted, k + 1);
+		conns[k] = l->app[0].conn;
+	}
+	l->filter = drop_all;
+	/* One connection: bounded by its receive buffer, not by ooo_max entries. */
+	conn_view(l, conns[0], &v);
+	for (uint32_t i = 0; i < 200; i++)
+		fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt + 1 + 2 * i, v.snd_nxt,
+					      TL_TCP_ACK, 1000, NULL, 0, &byte, 1), 0);
+	per_conn = pkts_held(l);
+	assert_true(per_conn >= 8 && per_conn <= 32);
+	/* More connections: the stack's bound holds for all of them together. */
+	for (int k = 1; k < 4; k++) {
+		conn_view(l, conns[k], &v);
+		for (uint32_t i = 0; i < 200; i++)
+			fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt + 1 + 2 * i,
+						      v.snd_nxt, TL_TCP_ACK, 1000, NULL, 0, &byte, 1), 0);
+	}
+	assert_true(pkts_held(l) <= 48);
+	/* The hole fills on the first connection: what it kept is delivered. */
+	conn_view(l, conns[0], &v);
+	fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt, TL_TCP_ACK, 1000,
+				      NULL, 0, &byte, 1), 0);
+	assert_true(pkts_held(l) < 48);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -116,6 +206,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_tcp_zero_window_probes_give_up_when_unanswered),
 		T(test_tcp_keepalive_detects_silent_peer),
+		T(test_tcp_ooo_queue_bounded_by_bytes),
 	};
 
 	return cmocka_run_group_tests_name("tcp_hostile", tests, NULL, NULL);
