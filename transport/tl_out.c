@@ -531,6 +531,7 @@ void tl_out_push(struct tl_tcp_conn *c)
 		if (c->snd_wnd == 0) {
 			c->snd_nxt = c->snd_una;
 			c->rto_at = 0;
+			c->rtt_start = 0; /* Karn: the timed segment goes again */
 		}
 		if (c->persist_at == 0) {
 			c->persist_backoff = 0;

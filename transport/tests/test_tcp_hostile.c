@@ -199,6 +199,41 @@ static void test_tcp_ooo_queue_bounded_by_bytes(void **state)
 	assert_true(pkts_held(l) < 48);
 }
 
+/*
+ * Without timestamps RTT samples come from timing one segment (Karn). The receiver closes
+ * its window while the timed segment is in flight: the sender pulls snd_nxt back and
+ * will send that segment again, so its timing is void. The ACK after the stall must not
+ * be taken as a sample, or the RTT (and the RTO) take in the whole stall.
+ */
+static void test_tcp_zero_window_stall_not_sampled_as_rtt(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t src[3 * 1460];
+	struct tl_tcp_conn_stats cs;
+	struct tl_tcp_cfg a;
+	uint8_t seg[64];
+	struct view v;
+
+	fl_fini(l);
+	fl_cfg(&a);
+	a.timestamps = false;
+	assert_int_equal(fl_init(l, &a, NULL, 26), 0);
+	assert_int_equal(fl_open_pair(l), 0);
+	fl_run(l, 5 * MS);
+	conn_view(l, l->app[0].conn, &v);
+	l->filter = from_0;
+	assert_int_equal(tl_tcp_send(l->app[1].conn, src, sizeof(src), NULL, NULL, l->now), 0);
+	/* The receiver shrinks its window to zero before acknowledging anything. */
+	fl_inject(l, 1, seg, fl_build(seg, v.dport, v.sport, v.snd_nxt, v.rcv_nxt, TL_TCP_ACK, 0,
+				      NULL, 0, NULL, 0), 0);
+	fl_run(l, 500 * MS);
+	l->filter = NULL;
+	fl_run(l, 3000 * MS);
+	assert_int_equal(l->app[0].rx_len, sizeof(src));
+	tl_tcp_conn_get_stats(l->app[1].conn, &cs);
+	assert_true(cs.srtt_us < 10000);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -207,6 +242,7 @@ int main(void)
 		T(test_tcp_zero_window_probes_give_up_when_unanswered),
 		T(test_tcp_keepalive_detects_silent_peer),
 		T(test_tcp_ooo_queue_bounded_by_bytes),
+		T(test_tcp_zero_window_stall_not_sampled_as_rtt),
 	};
 
 	return cmocka_run_group_tests_name("tcp_hostile", tests, NULL, NULL);
