@@ -258,6 +258,7 @@ static int syn_sent_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, con
 		/* Simultaneous open: both SYNs crossed; answer with SYN-ACK (RFC 9293 3.5). */
 		c->ecn_ok = s->cfg.ecn && (g->flags & TL_TCP_ECE) && (g->flags & TL_TCP_CWR);
 		c->state = TL_TCP_SYN_RCVD;
+		tl_cc_init(c); /* again: the MSS is known now */
 		tl_out_syn(c, true);
 		return 0;
 	}

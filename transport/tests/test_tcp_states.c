@@ -324,6 +324,39 @@ static void test_tcp_paws_rejects_answered_within_ack_budget(void **state)
 	assert_int_equal(l->app[0].rx_len, 0);
 }
 
+/*
+ * RFC 6928's initial window is min(10 MSS, max(2 MSS, 14600)): a jumbo MSS gets two
+ * segments, not ten. The MSS is known only from the peer's SYN: a simultaneous open sizes
+ * the window again once it has it, as the active open does on the SYN-ACK.
+ */
+static void test_tcp_initial_window_capped_and_sized_by_peer_mss(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_conn_stats cs;
+	struct tl_tcp_cfg a, b;
+
+	fl_fini(l);
+	fl_cfg(&a);
+	a.mss = 8960;
+	a.rcv_buf = 1u << 20;
+	assert_int_equal(fl_init(l, &a, NULL, 27), 0);
+	assert_int_equal(fl_open_pair(l), 0);
+	tl_tcp_conn_get_stats(l->app[1].conn, &cs);
+	assert_int_equal(cs.cwnd, 2u * (8960u - 12u));
+	assert_int_equal(fl_fini(l), 0);
+
+	fl_cfg(&a);
+	fl_cfg(&b);
+	b.mss = 536; /* node 1 can take only small segments */
+	assert_int_equal(fl_init(l, &a, &b, 27), 0);
+	assert_int_equal(fl_connect(l, 0, 5000, 6000), 0);
+	assert_int_equal(fl_connect(l, 1, 6000, 5000), 0);
+	fl_run(l, 1 * MS);
+	assert_int_equal(l->app[0].connected, 1);
+	tl_tcp_conn_get_stats(l->app[0].conn, &cs);
+	assert_int_equal(cs.cwnd, 10u * (536u - 12u));
+}
+
 static void test_tcp_synack_with_wrong_ack_gets_rst(void **state)
 {
 	struct fl_link *l = *state;
@@ -473,6 +506,7 @@ int main(void)
 		T(test_tcp_refused_ack_leaves_ts_recent_alone),
 		T(test_tcp_abort_rst_at_snd_max_after_rto),
 		T(test_tcp_paws_rejects_answered_within_ack_budget),
+		T(test_tcp_initial_window_capped_and_sized_by_peer_mss),
 		T(test_tcp_synack_with_wrong_ack_gets_rst),
 		T(test_tcp_unlisten_resets_embryonic),
 		T(test_tcp_ports_unique_and_in_use_refused),
