@@ -291,8 +291,11 @@ static bool seq_acceptable(const struct tl_tcp_conn *c, const struct seg *g)
 			return g->seq == c->rcv_nxt;
 		return TL_SEQ_GEQ(g->seq, c->rcv_nxt) && TL_SEQ_LT(g->seq, c->rcv_nxt + wnd);
 	}
+	/* A bare FIN at RCV.NXT takes no buffer: taken into a zero window too (as Linux),
+	 * or a reader that stalled makes a graceful close end in the sender's RST. */
 	if (wnd == 0)
-		return false;
+		return g->len == 0 && (g->flags & (TL_TCP_FIN | TL_TCP_SYN)) == TL_TCP_FIN &&
+		       g->seq == c->rcv_nxt;
 	return (TL_SEQ_GEQ(g->seq, c->rcv_nxt) && TL_SEQ_LT(g->seq, c->rcv_nxt + wnd)) ||
 	       (TL_SEQ_GEQ(g->seq + seglen - 1u, c->rcv_nxt) &&
 		TL_SEQ_LT(g->seq + seglen - 1u, c->rcv_nxt + wnd));

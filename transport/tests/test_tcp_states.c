@@ -357,6 +357,40 @@ static void test_tcp_initial_window_capped_and_sized_by_peer_mss(void **state)
 	assert_int_equal(cs.cwnd, 10u * (536u - 12u));
 }
 
+/*
+ * The receiver's application reads nothing: the sender's data fills the window exactly
+ * and its FIN meets a zero window. A bare FIN at RCV.NXT takes no buffer space and is
+ * taken (as Linux does), or the sender resends it until the retransmission limit and a
+ * graceful close between two stacks ends in a RST.
+ */
+static void test_tcp_fin_into_zero_window_accepted(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t src[40 * 1448];
+	struct tl_tcp_conn_stats cs;
+	struct tl_tcp_cfg a;
+
+	fl_fini(l);
+	fl_cfg(&a);
+	a.rcv_buf = sizeof(src); /* whole segments, no scaling: the window reaches 0 exactly */
+	assert_int_equal(fl_init(l, &a, NULL, 28), 0);
+	assert_int_equal(fl_open_pair(l), 0);
+	l->app[0].auto_recved = false;
+	l->app[1].src = src;
+	l->app[1].src_len = sizeof(src);
+	fl_app_pump(&l->app[1]);
+	fl_run(l, 10 * MS);
+	assert_int_equal(l->app[0].rx_len, sizeof(src));
+	assert_int_equal(tl_tcp_close(l->app[1].conn, l->now), 0);
+	fl_run(l, 30000 * MS);
+	assert_int_equal(l->app[0].rx_len, sizeof(src));
+	assert_int_equal(l->app[0].eof, 1);
+	assert_int_equal(l->app[1].closed, 0);
+	tl_tcp_conn_get_stats(l->app[1].conn, &cs);
+	assert_int_equal(cs.state, TL_TCP_FIN_WAIT_2);
+	l->app[1].src = NULL;
+}
+
 static void test_tcp_synack_with_wrong_ack_gets_rst(void **state)
 {
 	struct fl_link *l = *state;
@@ -507,6 +541,7 @@ int main(void)
 		T(test_tcp_abort_rst_at_snd_max_after_rto),
 		T(test_tcp_paws_rejects_answered_within_ack_budget),
 		T(test_tcp_initial_window_capped_and_sized_by_peer_mss),
+		T(test_tcp_fin_into_zero_window_accepted),
 		T(test_tcp_synack_with_wrong_ack_gets_rst),
 		T(test_tcp_unlisten_resets_embryonic),
 		T(test_tcp_ports_unique_and_in_use_refused),
