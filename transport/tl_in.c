@@ -329,7 +329,10 @@ static bool sync_filter(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const
 			 * tcp_invalid_ratelimit): two stacks that each find the other's ACKs
 			 * unacceptable would otherwise answer each other forever.
 			 */
-			if (g->len == 0 && !(g->flags & (TL_TCP_SYN | TL_TCP_FIN))) {
+			/* A window or keepalive probe (RCV.NXT - 1, no data) is always answered:
+			 * its sender learns from the answer when the window opens. */
+			if (g->len == 0 && !(g->flags & (TL_TCP_SYN | TL_TCP_FIN)) &&
+			    g->seq != c->rcv_nxt - 1u) {
 				if (c->oow_ack_at != 0 && s->now - c->oow_ack_at < 500000000ull)
 					return true;
 				c->oow_ack_at = s->now;

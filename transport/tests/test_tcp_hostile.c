@@ -234,6 +234,40 @@ static void test_tcp_zero_window_stall_not_sampled_as_rtt(void **state)
 	assert_true(cs.srtt_us < 10000);
 }
 
+/*
+ * A zero-window probe is an old sequence number, an "unacceptable" segment, but the
+ * probing sender needs the answer to learn when the window opens: the replies are not
+ * held to the two a second that unacceptable pure ACKs get.
+ */
+static void test_tcp_zero_window_probes_each_answered(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t src[40 * 1448];
+	struct tl_tcp_stats st0, st1;
+	struct tl_tcp_cfg a;
+	uint32_t mark, replies;
+
+	fl_fini(l);
+	fl_cfg(&a);
+	a.rcv_buf = sizeof(src); /* whole segments, no scaling: the window reaches 0 exactly */
+	assert_int_equal(fl_init(l, &a, NULL, 29), 0);
+	assert_int_equal(fl_open_pair(l), 0);
+	l->app[0].auto_recved = false;
+	l->app[1].src = src;
+	l->app[1].src_len = sizeof(src) + 1000;
+	fl_app_pump(&l->app[1]);
+	fl_run(l, 5 * MS);
+	assert_int_equal(l->app[0].rx_len, sizeof(src));
+	mark = l->nlog;
+	tl_tcp_stack_get_stats(l->stack[1], &st0);
+	fl_run(l, 300 * MS);
+	tl_tcp_stack_get_stats(l->stack[1], &st1);
+	replies = fl_count(l, mark, 0, TL_TCP_ACK, 0, NULL);
+	assert_true(st1.probes - st0.probes >= 5);
+	assert_int_equal(replies, st1.probes - st0.probes);
+	l->app[1].src = NULL;
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -243,6 +277,7 @@ int main(void)
 		T(test_tcp_keepalive_detects_silent_peer),
 		T(test_tcp_ooo_queue_bounded_by_bytes),
 		T(test_tcp_zero_window_stall_not_sampled_as_rtt),
+		T(test_tcp_zero_window_probes_each_answered),
 	};
 
 	return cmocka_run_group_tests_name("tcp_hostile", tests, NULL, NULL);
