@@ -813,8 +813,10 @@ static bool time_wait_reusable(const struct tl_tcp_conn *c, const struct seg *g)
 {
 	if ((g->flags & (TL_TCP_SYN | TL_TCP_ACK | TL_TCP_RST)) != TL_TCP_SYN)
 		return false;
-	if (c->ts_ok && g->has_ts)
-		return TL_SEQ_GT(g->tsval, c->ts_recent);
+	/* RFC 6191 2: a connection that had timestamps needs one that proves the SYN later;
+	 * a SYN without one proves nothing. The sequence test is for connections without. */
+	if (c->ts_ok)
+		return g->has_ts && TL_SEQ_GT(g->tsval, c->ts_recent);
 	return TL_SEQ_GT(g->seq, c->rcv_nxt);
 }
 

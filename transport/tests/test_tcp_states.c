@@ -391,6 +391,35 @@ static void test_tcp_fin_into_zero_window_accepted(void **state)
 	l->app[1].src = NULL;
 }
 
+/*
+ * RFC 6191: when the old connection used timestamps, only a SYN whose timestamp proves
+ * it later may end TIME_WAIT; one carrying none cannot prove anything and is dropped
+ * (the sequence-number test is for connections that never had timestamps).
+ */
+static void test_tcp_time_wait_kept_against_syn_without_timestamp(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_tuple t;
+	uint8_t seg[64];
+	uint32_t mark;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	tl_tcp_conn_tuple(l->app[1].conn, &t);
+	assert_int_equal(tl_tcp_close(l->app[0].conn, l->now), 0);
+	fl_run(l, 1 * MS);
+	assert_int_equal(tl_tcp_close(l->app[1].conn, l->now), 0);
+	assert_true(fl_run_until(l, 10 * MS, both_closed, l));
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 1);
+	l->filter = drop_all;
+	mark = l->nlog;
+	/* A sequence number far above the old one, but no timestamp. */
+	fl_inject(l, 0, seg, fl_build(seg, t.lport, 80, 0x7fffffffu + l->log[0].seq, 0, TL_TCP_SYN,
+				      1000, NULL, 0, NULL, 0), 0);
+	assert_int_equal(fl_count(l, mark, 0, TL_TCP_SYN, 0, NULL), 0);
+	assert_int_equal(l->app[0].accepted, 1);
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 1);
+}
+
 static void test_tcp_synack_with_wrong_ack_gets_rst(void **state)
 {
 	struct fl_link *l = *state;
@@ -542,6 +571,7 @@ int main(void)
 		T(test_tcp_paws_rejects_answered_within_ack_budget),
 		T(test_tcp_initial_window_capped_and_sized_by_peer_mss),
 		T(test_tcp_fin_into_zero_window_accepted),
+		T(test_tcp_time_wait_kept_against_syn_without_timestamp),
 		T(test_tcp_synack_with_wrong_ack_gets_rst),
 		T(test_tcp_unlisten_resets_embryonic),
 		T(test_tcp_ports_unique_and_in_use_refused),
