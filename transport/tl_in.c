@@ -770,8 +770,12 @@ static void data_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const 
 		c->ack_now = true;   /* the duplicate ACK that drives fast retransmit */
 		return;
 	}
-	if (len)
+	if (len) {
 		deliver(c, data, len, rx->pkt);
+		/* The bound is for a peer that never sends its FIN, not one still sending. */
+		if (c->state == TL_TCP_FIN_WAIT_2 && !c->dead)
+			tl_timer_fin_wait_2(c);
+	}
 	if (fin && !c->dead)
 		fin_input(c);
 	if (!c->dead)

@@ -420,6 +420,32 @@ static void test_tcp_time_wait_kept_against_syn_without_timestamp(void **state)
 	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 1);
 }
 
+/*
+ * FIN_WAIT_2's bound is for a peer that never sends its FIN, not for one still sending:
+ * a half-closed connection whose peer keeps streaming (slowly) past the bound stays up,
+ * each arriving segment pushing the bound out (Linux bounds only orphaned sockets).
+ */
+static void test_tcp_fin_wait_2_bound_refreshed_by_data(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[100];
+
+	assert_int_equal(fl_open_pair(l), 0);
+	assert_int_equal(tl_tcp_close(l->app[1].conn, l->now), 0);
+	fl_run(l, 10 * MS);
+	for (int i = 0; i < 90; i++) {
+		assert_int_equal(l->app[1].closed, 0);
+		assert_int_equal(tl_tcp_send(l->app[0].conn, buf, sizeof(buf), NULL, NULL, l->now), 0);
+		fl_run(l, 1000 * MS);
+	}
+	assert_int_equal(l->app[1].closed, 0);
+	assert_int_equal(l->app[1].rx_len, 90 * sizeof(buf));
+	assert_int_equal(tl_tcp_close(l->app[0].conn, l->now), 0);
+	fl_run(l, 10 * MS);
+	assert_int_equal(l->app[1].closed, 1);
+	assert_int_equal(l->app[1].closed_reason, 0);
+}
+
 static void test_tcp_synack_with_wrong_ack_gets_rst(void **state)
 {
 	struct fl_link *l = *state;
@@ -572,6 +598,7 @@ int main(void)
 		T(test_tcp_initial_window_capped_and_sized_by_peer_mss),
 		T(test_tcp_fin_into_zero_window_accepted),
 		T(test_tcp_time_wait_kept_against_syn_without_timestamp),
+		T(test_tcp_fin_wait_2_bound_refreshed_by_data),
 		T(test_tcp_synack_with_wrong_ack_gets_rst),
 		T(test_tcp_unlisten_resets_embryonic),
 		T(test_tcp_ports_unique_and_in_use_refused),
