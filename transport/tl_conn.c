@@ -588,6 +588,51 @@ void tl_tcp_recved(struct tl_tcp_conn *c, uint32_t len, uint64_t now)
 		tl_out_ack(c);
 }
 
+/* A copy made by tl_tcp_conn_own_payload: freed when the core lets go of it. */
+static void owned_done(void *arg, int status)
+{
+	(void)status;
+	free(arg);
+}
+
+int tl_tcp_conn_own_payload(struct tl_tcp_conn *c)
+{
+	struct tl_tcp_sbuf *sb;
+	uint32_t n = 0, i = 0;
+	uint8_t **copies;
+
+	for (sb = c->sq_head; sb; sb = sb->next)
+		n++;
+	if (n == 0)
+		return 0;
+	copies = calloc(n, sizeof(*copies));
+	if (!copies)
+		return -ENOMEM;
+	/* All or nothing: every copy is made before any buffer changes hands. */
+	for (sb = c->sq_head; sb; sb = sb->next, i++) {
+		copies[i] = malloc(sb->len);
+		if (!copies[i]) {
+			while (i > 0)
+				free(copies[--i]);
+			free(copies);
+			return -ENOMEM;
+		}
+		memcpy(copies[i], sb->base, sb->len);
+	}
+	for (sb = c->sq_head, i = 0; sb; sb = sb->next, i++) {
+		void (*done)(void *, int) = sb->done;
+		void *arg = sb->done_arg;
+
+		sb->base = copies[i];
+		sb->done = owned_done;
+		sb->done_arg = copies[i];
+		if (done)
+			done(arg, -ECANCELED);
+	}
+	free(copies);
+	return 0;
+}
+
 int tl_tcp_close(struct tl_tcp_conn *c, uint64_t now)
 {
 	struct tl_tcp_stack *s = c->stack;

@@ -290,6 +290,14 @@ uint32_t tl_tcp_send_space(const struct tl_tcp_conn *c);
 void tl_tcp_recved(struct tl_tcp_conn *c, uint32_t len, uint64_t now);
 /* Graceful close: FIN after the queued data. cbs.closed follows later. */
 int tl_tcp_close(struct tl_tcp_conn *c, uint64_t now);
+/*
+ * Copies every byte still queued on c (sent and unacknowledged, or not yet sent) into
+ * memory of the core's own (malloc: a close, not the data path) and lets go of the
+ * caller's: each buffer's done runs now with status -ECANCELED. For a connection that
+ * must outlive the memory it was given (a graceful close whose sends the application
+ * has been told are over). Returns 0, or -ENOMEM with nothing changed.
+ */
+int tl_tcp_conn_own_payload(struct tl_tcp_conn *c);
 /* Sends RST and ends the connection now; cbs.closed(-ECONNABORTED) runs before return.
  * tl_tcp_close during the handshake forgets the attempt when nothing is queued, else
  * sends the queued data and the FIN once established. */

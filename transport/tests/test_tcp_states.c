@@ -446,6 +446,45 @@ static void test_tcp_fin_wait_2_bound_refreshed_by_data(void **state)
 	assert_int_equal(l->app[1].closed_reason, 0);
 }
 
+static bool data_from_1(void *arg, const struct fl_seg *g)
+{
+	(void)arg;
+	return g->from == 1 && g->len > 0;
+}
+
+/*
+ * A graceful close whose sends the application has been told are over (the transport
+ * completes them at the close): tl_tcp_conn_own_payload moves what is still queued into
+ * copies of the core's own, completing the caller's buffers at once. The caller may then
+ * reuse its memory: the peer still gets the original bytes, then the FIN.
+ */
+static void test_tcp_own_payload_sends_copies_after_close(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[20000], orig[20000];
+
+	assert_int_equal(fl_open_pair(l), 0);
+	fl_fill_random(buf, sizeof(buf), 31);
+	memcpy(orig, buf, sizeof(buf));
+	l->filter = data_from_1; /* sent, never acknowledged */
+	l->app[1].src = buf;
+	l->app[1].src_len = sizeof(buf);
+	fl_app_pump(&l->app[1]);
+	fl_run(l, 1 * MS);
+	assert_int_equal(l->app[1].sends_done, 0);
+	assert_int_equal(tl_tcp_conn_own_payload(l->app[1].conn), 0);
+	assert_int_equal(l->app[1].sends_done, l->app[1].sends);
+	assert_int_equal(l->app[1].sends_failed, l->app[1].sends);
+	memset(buf, 0, sizeof(buf)); /* the application reuses its memory */
+	assert_int_equal(tl_tcp_close(l->app[1].conn, l->now), 0);
+	l->filter = NULL;
+	fl_run(l, 100 * MS);
+	assert_int_equal(l->app[0].rx_len, sizeof(orig));
+	assert_memory_equal(l->app[0].rx, orig, sizeof(orig));
+	assert_int_equal(l->app[0].eof, 1);
+	l->app[1].src = NULL;
+}
+
 static void test_tcp_synack_with_wrong_ack_gets_rst(void **state)
 {
 	struct fl_link *l = *state;
@@ -599,6 +638,7 @@ int main(void)
 		T(test_tcp_fin_into_zero_window_accepted),
 		T(test_tcp_time_wait_kept_against_syn_without_timestamp),
 		T(test_tcp_fin_wait_2_bound_refreshed_by_data),
+		T(test_tcp_own_payload_sends_copies_after_close),
 		T(test_tcp_synack_with_wrong_ack_gets_rst),
 		T(test_tcp_unlisten_resets_embryonic),
 		T(test_tcp_ports_unique_and_in_use_refused),
