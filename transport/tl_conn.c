@@ -41,6 +41,7 @@ void tl_tcp_cfg_default(struct tl_tcp_cfg *cfg)
 	cfg->keepalive_intvl_ns = 1000000000ull;
 	cfg->keepalive_probes = 5;
 	cfg->syn_backlog = 128;
+	cfg->syncookies = true;
 	cfg->iss_secret = 0x9e3779b97f4a7c15ull;
 	cfg->ecn = true;
 	cfg->timestamps = true;

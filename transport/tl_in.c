@@ -179,25 +179,108 @@ static void rst_reply(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, const 
 				       !!(g->flags & TL_TCP_FIN), TL_TCP_ACK);
 }
 
+static int sync_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const struct seg *g);
+
+/* A SYN the backlog (or the table) has no room for: a SYN cookie answers it, no state kept. */
+static void cookie_synack(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, const struct seg *g,
+			  const struct tl_tcp_tuple *t)
+{
+	struct tl_cookie_opts o = { 0 };
+	uint16_t mss;
+	uint32_t iss = tl_cookie_make(s, t, g->seq, g->has_mss ? g->mss : 536u, &mss);
+
+	o.ts_ok = s->cfg.timestamps && g->has_ts;
+	/* Without timestamps nothing carries these back: the connection goes without. */
+	if (o.ts_ok) {
+		o.ws_ok = s->cfg.wscale && g->has_ws;
+		o.snd_wscale = o.ws_ok ? (uint8_t)min_u32(g->ws, TL_MAX_WSCALE) : 0;
+		o.sack_ok = s->cfg.sack && g->has_sack_ok;
+		o.ecn_ok = s->cfg.ecn && (g->flags & TL_TCP_ECE) && (g->flags & TL_TCP_CWR);
+	}
+	tl_out_cookie_synack(s, rx, iss, g->seq + 1u, &o, g->tsval);
+}
+
+/*
+ * The ACK that returns a SYN cookie: the connection is made as if its SYN had found room
+ * (SYN_RCVD, our SYN-ACK sent), and the ACK then completes it the usual way. Returns NULL
+ * when the ACK carries no valid cookie or the table is full.
+ */
+static struct tl_tcp_conn *cookie_conn(struct tl_tcp_stack *s, struct tl_tcp_listener *l,
+				       const struct tl_tcp_tuple *t, const struct seg *g)
+{
+	struct tl_cookie_opts o;
+	struct tl_tcp_conn *c;
+
+	if (!tl_cookie_check(s, t, g->seq, g->ack, g->has_ts, g->tsecr, &o)) {
+		s->st.syncookies_bad++;
+		return NULL;
+	}
+	c = tl_conn_alloc(s, t);
+	if (!c)
+		return NULL;
+	s->st.syncookies_ok++;
+	c->state = TL_TCP_SYN_RCVD;
+	c->listener = l;
+	l->embryonic++;
+	c->cbs = l->cbs;
+	c->arg = l->arg;
+	c->iss = g->ack - 1u;
+	c->snd_una = c->recover = c->iss;
+	c->snd_nxt = c->snd_max = g->ack;
+	c->mss = (uint16_t)min_u32(s->cfg.mss, o.mss);
+	c->ts_ok = o.ts_ok;
+	c->ws_ok = o.ws_ok;
+	c->snd_wscale = o.snd_wscale;
+	c->rcv_wscale = o.ws_ok ? s->rcv_wscale : 0;
+	c->sack_ok = o.sack_ok;
+	c->ecn_ok = o.ecn_ok;
+	if (c->ts_ok) {
+		c->ts_recent = g->tsval;
+		c->mss -= 12u;
+	}
+	c->irs = g->seq - 1u;
+	c->rcv_nxt = c->ts_last_ack_sent = g->seq;
+	c->rcv_adv = c->rcv_nxt + min_u32(tl_conn_rcv_space(c), 0xffff); /* as the SYN-ACK said */
+	tl_cc_init(c);
+	return c;
+}
+
 static int listen_input(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, const struct seg *g)
 {
 	struct tl_tcp_listener *l = tl_listener_lookup(s, rx->daddr, ld_be16(rx->tcp + 2));
 	struct tl_tcp_tuple t;
 	struct tl_tcp_conn *c;
+	int rc;
 
+	t.laddr = rx->daddr;
+	t.raddr = rx->saddr;
+	t.lport = ld_be16(rx->tcp + 2);
+	t.rport = ld_be16(rx->tcp);
+	/* An ACK for no connection may return a SYN cookie, if the listener sent one lately
+	 * (a cookie lives two minutes): one that never overflowed has none to look for, and
+	 * a blind attacker none to guess at. */
+	if (l && l->cookie_at && s->now - l->cookie_at < 2u * 64000000000ull &&
+	    (g->flags & (TL_TCP_SYN | TL_TCP_RST | TL_TCP_ACK)) == TL_TCP_ACK &&
+	    (c = cookie_conn(s, l, &t, g)) != NULL) {
+		c->busy++;
+		c->seg_in++;
+		rc = sync_input(c, rx, g);
+		tl_conn_put(c);
+		return rc;
+	}
 	if (!l || (g->flags & (TL_TCP_ACK | TL_TCP_RST)) || !(g->flags & TL_TCP_SYN)) {
 		s->st.drop_no_conn++;
 		rst_reply(s, rx, g);
 		return -ENOTCONN;
 	}
-	t.laddr = rx->daddr;
-	t.raddr = rx->saddr;
-	t.lport = ld_be16(rx->tcp + 2);
-	t.rport = ld_be16(rx->tcp);
 	/* Bounded backlog: a SYN flood fills embryonic slots, never the whole table. */
 	if (l->embryonic >= l->backlog || !(c = tl_conn_alloc(s, &t))) {
 		s->st.drop_backlog++;
-		return -ENOBUFS;
+		if (!s->cfg.syncookies)
+			return -ENOBUFS;
+		l->cookie_at = s->now ? s->now : 1u;
+		cookie_synack(s, rx, g, &t);
+		return 0;
 	}
 	c->state = TL_TCP_SYN_RCVD;
 	c->listener = l;

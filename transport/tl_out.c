@@ -447,6 +447,64 @@ void tl_out_rst_for(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, uint32_t
 	do_emit(s, &tx);
 }
 
+/*
+ * A SYN-ACK that keeps no state (SYN cookies): iss is the cookie. Options as tl_out_syn
+ * would send them for what the SYN offered; with timestamps, the TSval's low bits carry
+ * what the cookie cannot (tl_cookie_tsval).
+ */
+void tl_out_cookie_synack(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, uint32_t iss,
+			  uint32_t ack, const struct tl_cookie_opts *o, uint32_t peer_tsval)
+{
+	struct tl_tcp_tx tx;
+	uint8_t *h = tx.hdr, *op = tx.hdr + 20, flags = TL_TCP_SYN | TL_TCP_ACK;
+	uint32_t opt = 0;
+
+	op[opt++] = TCPOPT_MSS;
+	op[opt++] = 4;
+	be16(op + opt, s->cfg.mss);
+	opt += 2;
+	if (o->ws_ok) {
+		op[opt++] = TCPOPT_NOP;
+		op[opt++] = TCPOPT_WS;
+		op[opt++] = 3;
+		op[opt++] = s->rcv_wscale;
+	}
+	if (o->ts_ok) {
+		op[opt++] = TCPOPT_NOP;
+		op[opt++] = TCPOPT_NOP;
+		op[opt++] = TCPOPT_TS;
+		op[opt++] = 10;
+		be32(op + opt, tl_cookie_tsval(tl_out_tsval(s), o));
+		be32(op + opt + 4, peer_tsval);
+		opt += 8;
+	}
+	if (o->sack_ok) {
+		op[opt++] = TCPOPT_NOP;
+		op[opt++] = TCPOPT_NOP;
+		op[opt++] = TCPOPT_SACK_OK;
+		op[opt++] = 2;
+	}
+	if (o->ecn_ok)
+		flags |= TL_TCP_ECE;
+	tx.saddr = rx->daddr;
+	tx.daddr = rx->saddr;
+	memcpy(h, rx->tcp + 2, 2);
+	memcpy(h + 2, rx->tcp, 2);
+	be32(h + 4, iss);
+	be32(h + 8, ack);
+	h[12] = (uint8_t)(((20u + opt) / 4u) << 4);
+	h[13] = flags;
+	be16(h + 14, (uint16_t)min_u32(s->cfg.rcv_buf, 0xffff));
+	h[16] = h[17] = h[18] = h[19] = 0;
+	tx.hdr_len = (uint8_t)(20u + opt);
+	tx.nslices = 0;
+	tx.payload_len = 0;
+	tx.tso_segsz = 0;
+	tx.ecn = TL_ECN_NOT_ECT;
+	s->st.syncookies_sent++;
+	do_emit(s, &tx);
+}
+
 static bool can_send_data(const struct tl_tcp_conn *c)
 {
 	return c->state == TL_TCP_ESTABLISHED || c->state == TL_TCP_CLOSE_WAIT ||

@@ -156,6 +156,8 @@ struct tl_tcp_cfg {
 	uint64_t keepalive_intvl_ns; /* between unanswered keepalive probes (default 1 s) */
 	uint32_t keepalive_probes; /* unanswered ones before reset (default 5) */
 	uint32_t syn_backlog;    /* default embryonic limit per listener */
+	bool syncookies;         /* SYNs over the backlog (or a full table) answered with SYN
+				  * cookies instead of dropped (RFC 4987); default on */
 	uint64_t iss_secret;     /* for the default ISS; backends seed it from rte_rand */
 	bool ecn;                /* offer/accept ECN, react to CE DCTCP style */
 	bool timestamps;         /* RFC 7323 timestamps (also RTT sampling and PAWS) */
@@ -182,12 +184,15 @@ struct tl_tcp_stats {
 	uint64_t drop_no_conn;    /* no connection or listener (answered with RST) */
 	uint64_t drop_window;     /* outside the receive window, or PAWS */
 	uint64_t drop_bad_ack;    /* ACK outside what we sent */
-	uint64_t drop_backlog;    /* SYN refused: backlog or table full */
+	uint64_t drop_backlog;    /* SYN over the backlog or table (answered by a cookie
+				   * when cfg.syncookies) */
 	uint64_t drop_ooo_full;   /* out-of-order queue full */
 	uint64_t drop_emit;       /* ops.emit failed */
 	uint64_t ce_marks;
 	uint64_t conns_opened, conns_reset, conns_timedout;
 	uint64_t sack_rexmits;    /* holes resent in recovery from the SACK scoreboard */
+	uint64_t syncookies_sent, syncookies_ok, syncookies_bad; /* bad: ACKs for no connection
+				   * that were no valid cookie while the listener was full */
 };
 
 struct tl_tcp_conn_stats {

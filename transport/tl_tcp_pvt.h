@@ -174,6 +174,8 @@ struct tl_tcp_listener {
 	uint32_t laddr;
 	uint16_t lport;
 	uint32_t backlog, embryonic;
+	uint64_t cookie_at;            /* last SYN cookie sent (0: never): ACKs are checked
+					* for one while it may still come back */
 	const struct tl_tcp_cbs *cbs;
 	void *arg;
 };
@@ -205,6 +207,18 @@ struct tl_tcp_stack {
 	struct tl_tcp_stats st;
 };
 
+/* tl_cookie.c: SYN cookies. What a cookie connection negotiated (from the TSecr bits). */
+struct tl_cookie_opts {
+	uint16_t mss;
+	bool ts_ok, ws_ok, sack_ok, ecn_ok;
+	uint8_t snd_wscale;            /* the peer's shift, when ws_ok */
+};
+uint32_t tl_cookie_make(struct tl_tcp_stack *s, const struct tl_tcp_tuple *t, uint32_t peer_isn,
+			uint16_t peer_mss, uint16_t *mss_out);
+uint32_t tl_cookie_tsval(uint32_t tsval, const struct tl_cookie_opts *o);
+bool tl_cookie_check(struct tl_tcp_stack *s, const struct tl_tcp_tuple *t, uint32_t seq,
+		     uint32_t ack, bool has_ts, uint32_t tsecr, struct tl_cookie_opts *o);
+
 /* tl_conn.c */
 struct tl_tcp_conn *tl_conn_lookup(struct tl_tcp_stack *s, uint32_t laddr, uint16_t lport,
 				   uint32_t raddr, uint16_t rport);
@@ -232,6 +246,8 @@ bool tl_out_sack_rexmit(struct tl_tcp_conn *c);  /* the next unresent hole, if a
 void tl_out_probe(struct tl_tcp_conn *c);
 void tl_out_rst_for(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, uint32_t seq, uint32_t ack,
 		    uint8_t flags);
+void tl_out_cookie_synack(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, uint32_t iss,
+			  uint32_t ack, const struct tl_cookie_opts *o, uint32_t peer_tsval);
 void tl_out_rst(struct tl_tcp_conn *c);
 void tl_out_challenge_ack(struct tl_tcp_conn *c);
 bool tl_out_ack_limited(struct tl_tcp_conn *c);

@@ -142,11 +142,12 @@ void tl_timer_rto_restart(struct tl_tcp_conn *c)
 	tl_timer_update(c);
 }
 
-/* The peer stopped answering: tell it (it may only have lost its way back) and end. */
+/* The peer stopped answering: tell it (it may only have lost its way back) and end. An
+ * unanswered SYN-ACK ends silently: its SYN was most likely spoofed (no backscatter). */
 static void conn_timed_out(struct tl_tcp_conn *c)
 {
 	c->stack->st.conns_timedout++;
-	if (c->state != TL_TCP_SYN_SENT)
+	if (c->state != TL_TCP_SYN_SENT && c->state != TL_TCP_SYN_RCVD)
 		tl_out_rst(c);
 	tl_conn_drop(c, -ETIMEDOUT);
 }

@@ -268,6 +268,60 @@ static void test_tcp_zero_window_probes_each_answered(void **state)
 	l->app[1].src = NULL;
 }
 
+/*
+ * SYN cookies (RFC 4987): spoofed SYNs fill the listener's backlog; a legitimate client's
+ * SYN then gets a cookie SYN-ACK instead of being dropped, and its ACK makes the
+ * connection at once, with the options its SYN offered (carried in the TSval's low
+ * bits). An ACK with a wrong cookie makes nothing.
+ */
+static void test_tcp_syn_cookies_open_connection_when_backlog_full(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[50000];
+	struct tl_tcp_conn_stats cs;
+	struct tl_tcp_listener *lis;
+	struct tl_tcp_stats st;
+	uint8_t seg[64];
+
+	assert_int_equal(tl_tcp_listen(l->stack[0], 0, 80, 2, &fl_app_cbs, &l->app[0], &lis), 0);
+	l->filter = drop_all;
+	for (uint16_t p = 0; p < 5; p++)
+		fl_inject(l, 0, seg, fl_build(seg, (uint16_t)(3000 + p), 80, 777u * p, 0, TL_TCP_SYN,
+					      1000, NULL, 0, NULL, 0), 0);
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 2);
+	/* A forged ACK for a made-up cookie: no connection, a RST. */
+	fl_inject(l, 0, seg, fl_build(seg, 3004, 80, 4u * 777u + 1u, 0x12345678u, TL_TCP_ACK, 1000, NULL, 0,
+				      NULL, 0), 0);
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 2);
+	l->filter = NULL;
+	assert_int_equal(fl_connect(l, 1, 0, 80), 0);
+	fl_run(l, 1 * MS);
+	assert_int_equal(l->app[1].connected, 1);
+	assert_int_equal(l->app[0].accepted, 1);
+	tl_tcp_conn_get_stats(l->app[0].conn, &cs);
+	assert_true(cs.ts && cs.ws && cs.sack && cs.ecn);
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_int_equal(st.syncookies_sent, 4);
+	assert_int_equal(st.syncookies_ok, 1);
+	assert_int_equal(st.syncookies_bad, 1);
+	fl_fill_random(buf, sizeof(buf), 30);
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, sizeof(buf), NULL, NULL, l->now), 0);
+	assert_int_equal(tl_tcp_send(l->app[0].conn, buf, sizeof(buf), NULL, NULL, l->now), 0);
+	fl_run(l, 50 * MS);
+	assert_int_equal(l->app[0].rx_len, sizeof(buf));
+	assert_int_equal(l->app[1].rx_len, sizeof(buf));
+	assert_memory_equal(l->app[0].rx, buf, sizeof(buf));
+	/* The spoofed SYNs' embryos give up without a RST to their (spoofed) sources. */
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	fl_run(l, 60000 * MS);
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 1);
+	{
+		struct tl_tcp_stats st2;
+		tl_tcp_stack_get_stats(l->stack[0], &st2);
+		assert_int_equal(st2.rst_out, st.rst_out);
+	}
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -278,6 +332,7 @@ int main(void)
 		T(test_tcp_ooo_queue_bounded_by_bytes),
 		T(test_tcp_zero_window_stall_not_sampled_as_rtt),
 		T(test_tcp_zero_window_probes_each_answered),
+		T(test_tcp_syn_cookies_open_connection_when_backlog_full),
 	};
 
 	return cmocka_run_group_tests_name("tcp_hostile", tests, NULL, NULL);
