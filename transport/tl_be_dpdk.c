@@ -1113,6 +1113,10 @@ static void db_cfg_env(struct tl_tcp_cfg *tc)
 	/* WHARF_TCP_SACK=0: neither offer nor accept SACK (for comparisons and peers' bugs). */
 	if (v != NULL && strcmp(v, "0") == 0)
 		tc->sack = false;
+	/* WHARF_TCP_SYNCOOKIES=0: drop SYNs over the backlog instead (for comparisons). */
+	v = getenv("WHARF_TCP_SYNCOOKIES");
+	if (v != NULL && strcmp(v, "0") == 0)
+		tc->syncookies = false;
 	/* WHARF_TCP_KEEPALIVE_S=n: probe a connection quiet for n seconds (off by default). */
 	v = getenv("WHARF_TCP_KEEPALIVE_S");
 	if (v != NULL && *v != '\0') {
