@@ -11,7 +11,8 @@
 #   4. A capture of all of it (dumpcap on the TAP, port filter), read back by tshark with
 #      IP and TCP checksum validation on: no malformed packets, no expert errors, no bad
 #      checksums (counts printed per direction; Linux's RFC 1624 0xffff apart, see there);
-#      and the wharf echo server answers each Linux client's close with a FIN, never a RST.
+#      and the wharf echo server answers each Linux client's close with a FIN, never a RST;
+#      in 3 the wharf client closes gracefully: the Linux server reads end-of-file.
 # The TAP is created persistent (multi_queue, as net_tap opens it) so the Linux address
 # and the capture survive the wharf processes coming and going. Everything is bounded by
 # timeout and torn down on exit, the TAP device included.
@@ -152,6 +153,11 @@ badsum=$(awk '{ for (i = 3; i <= NF; i++) if ($i !~ /unverified|ffff/) { split($
 [ "$frames" -gt 0 ] && [ "$badsum" -eq 0 ] \
 	&& tb_pass "capture: $frames frames, none malformed, no expert errors, no bad checksums" \
 	|| { tb_log "FAIL: capture: $frames frames, $badsum malformed/error/bad-checksum counts"; fail=1; }
+# The wharf client closes its connection once every echo is back: the Linux echo server
+# reads every byte (the sums above) and then end-of-file, not a reset.
+grep -q '"eof": 1, "reset": 0' "$TB_DIR/echo.out" \
+	&& tb_pass "Linux echo server: wharf's close read as end-of-file after the last byte" \
+	|| { tb_log "FAIL: Linux echo server's end of stream: $(cat "$TB_DIR/echo.out")"; fail=1; }
 # The wharf echo server ends each connection its Linux client closed with a FIN of its
 # own (graceful close), never a RST.
 read -r srv_fin srv_rst < <(sed -n 's/^server_close fin=\([0-9]*\) rst=\([0-9]*\)$/\1 \2/p' "$TB_DIR/tshark.close")
