@@ -99,7 +99,7 @@ void tl_wake(struct tl *tl);
  * unless the receiver calls tl_msg_hold on it. After connected(c, <0) or closed(c, ...)
  * returns, c is freed. Reasons (negative errno):
  *   0              peer closed the stream at a message boundary
- *   -ECONNABORTED  closed locally (tl_close, tl_destroy)
+ *   -ECONNABORTED  closed locally (tl_close, tl_abort, tl_destroy)
  *   -ECONNRESET    reset by the peer, or a socket error
  *   -EPROTO        peer closed the stream inside a message
  *   -EBADMSG       malformed stream (bad magic, type 0): refused
@@ -131,11 +131,19 @@ void tl_unlisten(struct tl_listener *l);
 int tl_connect(struct tl *tl, uint32_t ip, uint16_t port, const struct tl_conn_ops *ops,
 	       void *ctx, struct tl_conn **out);
 /*
- * Closes now: nothing more is sent or delivered; queued sends complete with
- * -ECANCELED and closed(c, -ECONNABORTED) runs from the next tl_poll. -ENOTCONN when c
- * is already closing.
+ * Graceful close: nothing more is delivered or taken from the send queue; queued sends
+ * complete with -ECANCELED and closed(c, -ECONNABORTED) runs from the next tl_poll. What
+ * the backend had already begun to send still goes out (dpdk: from a copy, the caller's
+ * memory is free at the completion as ever; kernel: from the socket buffer), then the
+ * stream ends with a FIN. -ENOTCONN when c is already closing.
  */
 int tl_close(struct tl_conn *c);
+/*
+ * Abortive close: the connection is reset (RST) now, nothing queued is sent; queued
+ * sends complete with -ECANCELED and closed(c, -ECONNABORTED) runs from the next tl_poll.
+ * -ENOTCONN when c is already closing.
+ */
+int tl_abort(struct tl_conn *c);
 void tl_conn_set_ctx(struct tl_conn *c, void *ctx);
 void *tl_conn_ctx(const struct tl_conn *c);
 struct tl *tl_conn_tl(const struct tl_conn *c);

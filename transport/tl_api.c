@@ -153,6 +153,7 @@ void tl_destroy(struct tl *tl)
 		return;
 	while (!tl_list_empty(&tl->listeners))
 		tl_unlisten(tl_container_of(tl->listeners.next, struct tl_listener, link));
+	tl->destroying = true;
 	while (!tl_list_empty(&tl->conns))
 		tl_close(tl_container_of(tl->conns.next, struct tl_conn, link));
 	tl_reap(tl);
@@ -263,6 +264,7 @@ void tl_up_connected(struct tl_conn *c, int status)
 
 void tl_up_eof(struct tl_conn *c)
 {
+	c->graceful = c->state != TL_CS_CLOSING;
 	if (tl_fr_at_boundary(&c->fr))
 		tl_up_fail(c, 0, "peer closed the connection");
 	else
@@ -273,7 +275,17 @@ int tl_close(struct tl_conn *c)
 {
 	if (c->state == TL_CS_CLOSING)
 		return -ENOTCONN;
+	c->graceful = true;
 	tl_up_fail(c, -ECONNABORTED, "closed locally");
+	return 0;
+}
+
+int tl_abort(struct tl_conn *c)
+{
+	if (c->state == TL_CS_CLOSING)
+		return -ENOTCONN;
+	c->abort = true;
+	tl_up_fail(c, -ECONNABORTED, "aborted locally");
 	return 0;
 }
 

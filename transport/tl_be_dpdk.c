@@ -21,8 +21,13 @@
  * memory, and small payload pieces (below DB_COPY_MAX, where attaching costs more than
  * copying), are copied into the header mbuf or a fresh one.
  *
- * A connection closed locally aborts its TCP connection (RST). Messages whose pieces the
- * PMD still holds in its Tx ring are completed when the ring lets go, never earlier.
+ * tl_close ends a connection gracefully: what the core already sends goes on from a copy
+ * (tl_tcp_conn_own_payload: the caller's memory is the caller's once its send completes,
+ * -ECANCELED, at the next tl_poll as for any close), then the FIN; the core's connection
+ * lives on without the tl_conn through FIN_WAIT and TIME_WAIT (db_orphan_cbs).
+ * tl_abort, and a connection failed by an error, reset it (RST).
+ * Messages whose pieces the PMD still holds in its Tx ring are completed when the ring
+ * lets go, never earlier.
  *
  * Several lcores on one single-queue port (dpdk_net software steering, docs/architecture.md "Flow
  * steering"): one instance per lcore, each with its own TCP-lite stack. The instance on
@@ -1001,16 +1006,24 @@ static void db_dump_conn(const struct tl_tcp_conn *tc)
 		s.rto_us, s.cwnd, s.ssthresh, s.snd_wnd, s.rcv_wnd, s.state);
 }
 
-static void db_shutdown(struct tl_conn *c)
+/*
+ * A core connection that outlived its tl_conn (graceful close): whatever still arrives is
+ * read and dropped so that the window stays open and the peer can finish; the core ends
+ * it (FIN exchange, TIME_WAIT, or its limits) on its own.
+ */
+static void db_orphan_recv(void *arg, struct tl_tcp_conn *tc, const uint8_t *data, uint32_t len,
+			   void *pkt)
 {
-	struct db *d = db_of(c->tl);
-	struct db_conn *dc = tl_conn_priv(c);
+	(void)data;
+	(void)pkt;
+	tl_tcp_recved(tc, len, db_now(arg));
+}
 
-	/*
-	 * Messages whose pieces are still referenced (by the core or the PMD) are orphaned:
-	 * tl_api cancels them from the queue now; their records return to the pool when the
-	 * last piece is released, touching neither c nor the tx.
-	 */
+static const struct tl_tcp_cbs db_orphan_cbs = { .recv = db_orphan_recv };
+
+/* Messages of c that still have pieces in the core or the PMD complete without c. */
+static void db_orphan_recs(struct db *d, struct tl_conn *c)
+{
 	for (uint32_t i = 0; i < d->nrecs; i++) {
 		struct db_txrec *r = &d->recs[i];
 		if (r->c != c)
@@ -1020,13 +1033,34 @@ static void db_shutdown(struct tl_conn *c)
 		if (r->pending == 0)
 			db_rec_put(r);
 	}
+}
+
+static void db_shutdown(struct tl_conn *c)
+{
+	struct db *d = db_of(c->tl);
+	struct db_conn *dc = tl_conn_priv(c);
+	bool graceful = c->graceful && !c->abort && !c->tl->destroying && dc->tc != NULL;
+
+	db_orphan_recs(d, c);
 	dc->cur = NULL;
 	if (dc->tc != NULL) {
 		struct tl_tcp_conn *tc = dc->tc;
 		db_dump_conn(tc);
 		dc->tc = NULL;
-		tl_tcp_conn_set_cbs(tc, &(struct tl_tcp_cbs){0}, NULL);
-		tl_tcp_abort(tc);
+		if (dc->withheld != 0) {
+			d->withholding--;
+			dc->withheld = 0;
+		}
+		tl_tcp_conn_set_cbs(tc, &db_orphan_cbs, d);
+		/* The caller's memory is released with the completions tl_api runs next: the
+		 * core keeps sending from copies of its own (or, without memory for them, resets). */
+		if (graceful && tl_tcp_conn_own_payload(tc) == 0) {
+			tl_tcp_cork(tc, false, db_now(d));
+			if (tl_tcp_close(tc, db_now(d)) != 0)
+				tl_tcp_abort(tc);
+		} else {
+			tl_tcp_abort(tc);
+		}
 	}
 	if (dc->arena != NULL) { /* its pieces in the core hold their own references */
 		db_arena_unref(dc->arena);
@@ -1101,6 +1135,17 @@ static void db_cfg_env(struct tl_tcp_cfg *tc)
 	/* WHARF_TCP_SACK=0: neither offer nor accept SACK (for comparisons and peers' bugs). */
 	if (v != NULL && strcmp(v, "0") == 0)
 		tc->sack = false;
+	/* WHARF_TCP_SYNCOOKIES=0: drop SYNs over the backlog instead (for comparisons). */
+	v = getenv("WHARF_TCP_SYNCOOKIES");
+	if (v != NULL && strcmp(v, "0") == 0)
+		tc->syncookies = false;
+	/* WHARF_TCP_KEEPALIVE_S=n: probe a connection quiet for n seconds (off by default). */
+	v = getenv("WHARF_TCP_KEEPALIVE_S");
+	if (v != NULL && *v != '\0') {
+		unsigned long s = strtoul(v, &end, 10);
+		if (*end == '\0' && s <= 86400ul)
+			tc->keepalive_ns = (uint64_t)s * 1000000000ull;
+	}
 	v = getenv("WHARF_TCP_RTO_MIN_US");
 	if (v == NULL || *v == '\0')
 		return;

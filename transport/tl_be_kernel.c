@@ -254,6 +254,11 @@ static void kb_shutdown(struct tl_conn *c)
 {
 	struct kb_conn *kc = tl_conn_priv(c);
 
+	if (kc->ep.fd >= 0 && c->abort) {
+		/* tl_abort: a zero linger time makes close() reset the connection. */
+		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+		(void)setsockopt(kc->ep.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	}
 	if (kc->ep.fd >= 0)
 		close(kc->ep.fd);
 	kc->ep.fd = -1;

@@ -10,7 +10,8 @@
  */
 #include "tl_tcp_pvt.h"
 
-#define TL_IW_SEGS      10u          /* RFC 6928 initial window */
+#define TL_IW_SEGS      10u          /* RFC 6928 initial window... */
+#define TL_IW_BYTES     14600u       /* ...and its byte cap */
 #define TL_CWND_MAX     (1u << 30)
 #define TL_DCTCP_ONE    1024u        /* alpha fixed point: 1.0 */
 #define TL_DCTCP_G_SHIFT 4u          /* g = 1/16 */
@@ -25,7 +26,8 @@ uint32_t tl_cc_flight(const struct tl_tcp_conn *c)
 
 void tl_cc_init(struct tl_tcp_conn *c)
 {
-	c->cwnd = TL_IW_SEGS * c->mss;
+	/* RFC 6928: min(10 MSS, max(2 MSS, 14600)); jumbo segments get two, not ten. */
+	c->cwnd = min_u32(TL_IW_SEGS * c->mss, max_u32(2u * c->mss, TL_IW_BYTES));
 	c->ssthresh = TL_CWND_MAX;
 	c->rto_ns = c->stack->cfg.rto_init_ns;
 	c->srtt_us = 0;
@@ -165,9 +167,13 @@ void tl_cc_on_dupack(struct tl_tcp_conn *c)
 		tl_out_push(c);
 		return;
 	}
-	/* RFC 6582 4.1: only a loss after the last recovery point starts a new recovery. */
+	/*
+	 * RFC 6582 4.1: only a loss after the last recovery point starts a new recovery. The
+	 * RFC's recover is the highest sequence sent; ours is one past it (snd_max), so an ACK
+	 * that reaches it covers all of the old episode, and a hole there is a new loss.
+	 */
 	if ((c->dupacks != 3 && !(c->dupacks < 3 && sack_says_lost(c))) ||
-	    TL_SEQ_LEQ(c->snd_una, c->recover))
+	    TL_SEQ_LT(c->snd_una, c->recover))
 		return;
 	c->ssthresh = max_u32(tl_cc_flight(c) / 2u, 2u * c->mss);
 	c->cwnd = c->ssthresh + 3u * c->mss;

@@ -30,6 +30,7 @@ void tl_tcp_cfg_default(struct tl_tcp_cfg *cfg)
 	cfg->max_listeners = 16;
 	cfg->max_sbufs = 16384;
 	cfg->ooo_max = 64;
+	cfg->ooo_mem = 4u << 20;
 	cfg->rto_init_ns = 200ull * 1000000u;  /* before any sample; RFC 6298 says 1 s, a DC less */
 	cfg->rto_min_ns = 1ull * 1000000u;
 	cfg->rto_max_ns = 2ull * 1000000000u;
@@ -37,7 +38,10 @@ void tl_tcp_cfg_default(struct tl_tcp_cfg *cfg)
 	cfg->time_wait_ns = 100ull * 1000000u;
 	cfg->tick_ns = 100ull * 1000u;
 	cfg->max_retrans = 12;
+	cfg->keepalive_intvl_ns = 1000000000ull;
+	cfg->keepalive_probes = 5;
 	cfg->syn_backlog = 128;
+	cfg->syncookies = true;
 	cfg->iss_secret = 0x9e3779b97f4a7c15ull;
 	cfg->ecn = true;
 	cfg->timestamps = true;
@@ -50,10 +54,11 @@ static int cfg_check(const struct tl_tcp_cfg *c)
 {
 	if (c->mss < 64 || c->mss > 65495 || c->rcv_buf < c->mss || c->rcv_buf > (1u << 30) ||
 	    c->snd_buf == 0 || c->snd_buf > (1u << 30) || c->max_conns == 0 ||
-	    c->max_conns > (1u << 24) || c->max_sbufs == 0 || c->ooo_max == 0 ||
+	    c->max_conns > (1u << 24) || c->max_sbufs == 0 || c->ooo_max == 0 || c->ooo_mem == 0 ||
 	    c->rto_min_ns == 0 || c->rto_max_ns < c->rto_min_ns || c->rto_init_ns == 0 ||
 	    c->tick_ns == 0 || c->delack_ns == 0 || c->max_retrans == 0 || c->syn_backlog == 0 ||
-	    c->ts_tick_ns < 1000u || c->ts_tick_ns > 1000000000u)
+	    c->ts_tick_ns < 1000u || c->ts_tick_ns > 1000000000u ||
+	    (c->keepalive_ns && (c->keepalive_intvl_ns == 0 || c->keepalive_probes == 0)))
 		return -EINVAL;
 	return 0;
 }
@@ -96,6 +101,7 @@ int tl_tcp_stack_create(const struct tl_tcp_cfg *cfg, const struct tl_tcp_ops *o
 	s->ops_ctx = ops_ctx;
 	s->now = now;
 	s->ts_base = now;
+	s->rng = (cfg->iss_secret ^ now) * 0x9e3779b97f4a7c15ull | 1u;
 	/* Smallest shift that lets a 16-bit field express the whole receive buffer. */
 	while (s->rcv_wscale < TL_MAX_WSCALE && (cfg->rcv_buf >> s->rcv_wscale) > 0xffff)
 		s->rcv_wscale++;
@@ -214,11 +220,10 @@ struct tl_tcp_conn *tl_conn_alloc(struct tl_tcp_stack *s, const struct tl_tcp_tu
 	s->conn_free = c->hnext;
 	{
 		uint32_t idx = c->idx;
-		struct tl_ooo *ooo = c->ooo;
 		memset(c, 0, sizeof(*c));
 		c->idx = idx;
-		c->ooo = ooo;
 		c->stack = s;
+		c->ooo = tl_conn_ooo_base(c);
 	}
 	c->t = *t;
 	b = bucket_of(s, t);
@@ -316,10 +321,9 @@ void tl_conn_drop(struct tl_tcp_conn *c, int reason)
 		return;
 	c->dead = true;
 	tl_tw_cancel(&s->tw, &c->tw);
-	c->rto_at = c->delack_at = c->persist_at = c->close_at = 0;
-	for (uint32_t i = 0; i < c->ooo_n; i++)
-		s->ops.pkt_release(s->ops_ctx, c->ooo[i].pkt);
-	c->ooo_n = 0;
+	c->rto_at = c->delack_at = c->persist_at = c->close_at = c->ka_at = 0;
+	while (c->ooo_n)
+		tl_conn_ooo_release(c, &c->ooo[--c->ooo_n]);
 	while (c->sq_head) {
 		struct tl_tcp_sbuf *sb = c->sq_head;
 		c->sq_head = sb->next;
@@ -345,6 +349,21 @@ void tl_conn_put(struct tl_tcp_conn *c)
 		conn_free(c);
 }
 
+struct tl_ooo *tl_conn_ooo_base(const struct tl_tcp_conn *c)
+{
+	return &c->stack->ooo_pool[(size_t)c->idx * c->stack->cfg.ooo_max];
+}
+
+/* An entry leaves the out-of-order queue (the caller unlinks it): its packet and charge. */
+void tl_conn_ooo_release(struct tl_tcp_conn *c, const struct tl_ooo *e)
+{
+	struct tl_tcp_stack *s = c->stack;
+
+	c->ooo_bytes -= e->charge;
+	s->ooo_bytes -= e->charge;
+	s->ops.pkt_release(s->ops_ctx, e->pkt);
+}
+
 uint32_t tl_conn_rcv_space(const struct tl_tcp_conn *c)
 {
 	uint32_t buf = c->stack->cfg.rcv_buf;
@@ -359,6 +378,18 @@ static uint64_t mix64(uint64_t x)
 	x ^= x >> 33;
 	x *= 0xc4ceb9fe1a85ec53ull;
 	return x ^ (x >> 33);
+}
+
+/* xorshift64*: limits an attacker should not be able to predict, not cryptography. */
+uint32_t tl_rand(struct tl_tcp_stack *s)
+{
+	uint64_t x = s->rng;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	s->rng = x;
+	return (uint32_t)((x * 0x2545f4914f6cdd1dull) >> 32);
 }
 
 void tl_conn_init_seq(struct tl_tcp_conn *c)
@@ -556,6 +587,51 @@ void tl_tcp_recved(struct tl_tcp_conn *c, uint32_t len, uint64_t now)
 	if (space >= cur + 2u * s->cfg.mss || (cur < s->cfg.mss && space >= cur + s->cfg.mss) ||
 	    (cur == 0 && space >= s->cfg.rcv_buf / 2u))
 		tl_out_ack(c);
+}
+
+/* A copy made by tl_tcp_conn_own_payload: freed when the core lets go of it. */
+static void owned_done(void *arg, int status)
+{
+	(void)status;
+	free(arg);
+}
+
+int tl_tcp_conn_own_payload(struct tl_tcp_conn *c)
+{
+	struct tl_tcp_sbuf *sb;
+	uint32_t n = 0, i = 0;
+	uint8_t **copies;
+
+	for (sb = c->sq_head; sb; sb = sb->next)
+		n++;
+	if (n == 0)
+		return 0;
+	copies = calloc(n, sizeof(*copies));
+	if (!copies)
+		return -ENOMEM;
+	/* All or nothing: every copy is made before any buffer changes hands. */
+	for (sb = c->sq_head; sb; sb = sb->next, i++) {
+		copies[i] = malloc(sb->len);
+		if (!copies[i]) {
+			while (i > 0)
+				free(copies[--i]);
+			free(copies);
+			return -ENOMEM;
+		}
+		memcpy(copies[i], sb->base, sb->len);
+	}
+	for (sb = c->sq_head, i = 0; sb; sb = sb->next, i++) {
+		void (*done)(void *, int) = sb->done;
+		void *arg = sb->done_arg;
+
+		sb->base = copies[i];
+		sb->done = owned_done;
+		sb->done_arg = copies[i];
+		if (done)
+			done(arg, -ECANCELED);
+	}
+	free(copies);
+	return 0;
 }
 
 int tl_tcp_close(struct tl_tcp_conn *c, uint64_t now)

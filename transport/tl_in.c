@@ -179,25 +179,108 @@ static void rst_reply(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, const 
 				       !!(g->flags & TL_TCP_FIN), TL_TCP_ACK);
 }
 
+static int sync_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const struct seg *g);
+
+/* A SYN the backlog (or the table) has no room for: a SYN cookie answers it, no state kept. */
+static void cookie_synack(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, const struct seg *g,
+			  const struct tl_tcp_tuple *t)
+{
+	struct tl_cookie_opts o = { 0 };
+	uint16_t mss;
+	uint32_t iss = tl_cookie_make(s, t, g->seq, g->has_mss ? g->mss : 536u, &mss);
+
+	o.ts_ok = s->cfg.timestamps && g->has_ts;
+	/* Without timestamps nothing carries these back: the connection goes without. */
+	if (o.ts_ok) {
+		o.ws_ok = s->cfg.wscale && g->has_ws;
+		o.snd_wscale = o.ws_ok ? (uint8_t)min_u32(g->ws, TL_MAX_WSCALE) : 0;
+		o.sack_ok = s->cfg.sack && g->has_sack_ok;
+		o.ecn_ok = s->cfg.ecn && (g->flags & TL_TCP_ECE) && (g->flags & TL_TCP_CWR);
+	}
+	tl_out_cookie_synack(s, rx, iss, g->seq + 1u, &o, g->tsval);
+}
+
+/*
+ * The ACK that returns a SYN cookie: the connection is made as if its SYN had found room
+ * (SYN_RCVD, our SYN-ACK sent), and the ACK then completes it the usual way. Returns NULL
+ * when the ACK carries no valid cookie or the table is full.
+ */
+static struct tl_tcp_conn *cookie_conn(struct tl_tcp_stack *s, struct tl_tcp_listener *l,
+				       const struct tl_tcp_tuple *t, const struct seg *g)
+{
+	struct tl_cookie_opts o;
+	struct tl_tcp_conn *c;
+
+	if (!tl_cookie_check(s, t, g->seq, g->ack, g->has_ts, g->tsecr, &o)) {
+		s->st.syncookies_bad++;
+		return NULL;
+	}
+	c = tl_conn_alloc(s, t);
+	if (!c)
+		return NULL;
+	s->st.syncookies_ok++;
+	c->state = TL_TCP_SYN_RCVD;
+	c->listener = l;
+	l->embryonic++;
+	c->cbs = l->cbs;
+	c->arg = l->arg;
+	c->iss = g->ack - 1u;
+	c->snd_una = c->recover = c->iss;
+	c->snd_nxt = c->snd_max = g->ack;
+	c->mss = (uint16_t)min_u32(s->cfg.mss, o.mss);
+	c->ts_ok = o.ts_ok;
+	c->ws_ok = o.ws_ok;
+	c->snd_wscale = o.snd_wscale;
+	c->rcv_wscale = o.ws_ok ? s->rcv_wscale : 0;
+	c->sack_ok = o.sack_ok;
+	c->ecn_ok = o.ecn_ok;
+	if (c->ts_ok) {
+		c->ts_recent = g->tsval;
+		c->mss -= 12u;
+	}
+	c->irs = g->seq - 1u;
+	c->rcv_nxt = c->ts_last_ack_sent = g->seq;
+	c->rcv_adv = c->rcv_nxt + min_u32(tl_conn_rcv_space(c), 0xffff); /* as the SYN-ACK said */
+	tl_cc_init(c);
+	return c;
+}
+
 static int listen_input(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, const struct seg *g)
 {
 	struct tl_tcp_listener *l = tl_listener_lookup(s, rx->daddr, ld_be16(rx->tcp + 2));
 	struct tl_tcp_tuple t;
 	struct tl_tcp_conn *c;
+	int rc;
 
+	t.laddr = rx->daddr;
+	t.raddr = rx->saddr;
+	t.lport = ld_be16(rx->tcp + 2);
+	t.rport = ld_be16(rx->tcp);
+	/* An ACK for no connection may return a SYN cookie, if the listener sent one lately
+	 * (a cookie lives two minutes): one that never overflowed has none to look for, and
+	 * a blind attacker none to guess at. */
+	if (l && l->cookie_at && s->now - l->cookie_at < 2u * 64000000000ull &&
+	    (g->flags & (TL_TCP_SYN | TL_TCP_RST | TL_TCP_ACK)) == TL_TCP_ACK &&
+	    (c = cookie_conn(s, l, &t, g)) != NULL) {
+		c->busy++;
+		c->seg_in++;
+		rc = sync_input(c, rx, g);
+		tl_conn_put(c);
+		return rc;
+	}
 	if (!l || (g->flags & (TL_TCP_ACK | TL_TCP_RST)) || !(g->flags & TL_TCP_SYN)) {
 		s->st.drop_no_conn++;
 		rst_reply(s, rx, g);
 		return -ENOTCONN;
 	}
-	t.laddr = rx->daddr;
-	t.raddr = rx->saddr;
-	t.lport = ld_be16(rx->tcp + 2);
-	t.rport = ld_be16(rx->tcp);
 	/* Bounded backlog: a SYN flood fills embryonic slots, never the whole table. */
 	if (l->embryonic >= l->backlog || !(c = tl_conn_alloc(s, &t))) {
 		s->st.drop_backlog++;
-		return -ENOBUFS;
+		if (!s->cfg.syncookies)
+			return -ENOBUFS;
+		l->cookie_at = s->now ? s->now : 1u;
+		cookie_synack(s, rx, g, &t);
+		return 0;
 	}
 	c->state = TL_TCP_SYN_RCVD;
 	c->listener = l;
@@ -222,7 +305,14 @@ static void established(struct tl_tcp_conn *c)
 	c->rto_at = 0;
 	tl_timer_update(c);
 	c->dctcp_next_seq = c->snd_nxt;
-	c->recover = c->snd_una;
+	c->last_rx = c->stack->now;
+	if (c->stack->cfg.keepalive_ns) {
+		c->ka_at = c->last_rx + c->stack->cfg.keepalive_ns;
+		tl_timer_update(c);
+	}
+	/* RFC 6582: recover starts at ISS, below every data byte, so a loss of the very
+	 * first data segment may start fast recovery. */
+	c->recover = c->iss;
 }
 
 static int syn_sent_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const struct seg *g)
@@ -251,6 +341,7 @@ static int syn_sent_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, con
 		/* Simultaneous open: both SYNs crossed; answer with SYN-ACK (RFC 9293 3.5). */
 		c->ecn_ok = s->cfg.ecn && (g->flags & TL_TCP_ECE) && (g->flags & TL_TCP_CWR);
 		c->state = TL_TCP_SYN_RCVD;
+		tl_cc_init(c); /* again: the MSS is known now */
 		tl_out_syn(c, true);
 		return 0;
 	}
@@ -283,8 +374,11 @@ static bool seq_acceptable(const struct tl_tcp_conn *c, const struct seg *g)
 			return g->seq == c->rcv_nxt;
 		return TL_SEQ_GEQ(g->seq, c->rcv_nxt) && TL_SEQ_LT(g->seq, c->rcv_nxt + wnd);
 	}
+	/* A bare FIN at RCV.NXT takes no buffer: taken into a zero window too (as Linux),
+	 * or a reader that stalled makes a graceful close end in the sender's RST. */
 	if (wnd == 0)
-		return false;
+		return g->len == 0 && (g->flags & (TL_TCP_FIN | TL_TCP_SYN)) == TL_TCP_FIN &&
+		       g->seq == c->rcv_nxt;
 	return (TL_SEQ_GEQ(g->seq, c->rcv_nxt) && TL_SEQ_LT(g->seq, c->rcv_nxt + wnd)) ||
 	       (TL_SEQ_GEQ(g->seq + seglen - 1u, c->rcv_nxt) &&
 		TL_SEQ_LT(g->seq + seglen - 1u, c->rcv_nxt + wnd));
@@ -302,7 +396,7 @@ static bool sync_filter(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const
 	}
 	if (c->ts_ok && g->has_ts && !(g->flags & TL_TCP_RST) && TL_SEQ_LT(g->tsval, c->ts_recent)) {
 		s->st.drop_window++; /* PAWS (RFC 7323 5.3) */
-		tl_out_ack(c);
+		tl_out_ack_limited(c);
 		return true;
 	}
 	if (!seq_acceptable(c, g)) {
@@ -318,7 +412,10 @@ static bool sync_filter(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const
 			 * tcp_invalid_ratelimit): two stacks that each find the other's ACKs
 			 * unacceptable would otherwise answer each other forever.
 			 */
-			if (g->len == 0 && !(g->flags & (TL_TCP_SYN | TL_TCP_FIN))) {
+			/* A window or keepalive probe (RCV.NXT - 1, no data) is always answered:
+			 * its sender learns from the answer when the window opens. */
+			if (g->len == 0 && !(g->flags & (TL_TCP_SYN | TL_TCP_FIN)) &&
+			    g->seq != c->rcv_nxt - 1u) {
 				if (c->oow_ack_at != 0 && s->now - c->oow_ack_at < 500000000ull)
 					return true;
 				c->oow_ack_at = s->now;
@@ -444,14 +541,17 @@ static void new_ack(struct tl_tcp_conn *c, const struct seg *g)
 }
 
 /* Merges [start, end) into the scoreboard (sorted, disjoint). When full, the highest
- * range goes: forgetting a SACK costs at most a needless retransmission. */
-static void sack_add(struct tl_tcp_conn *c, uint32_t start, uint32_t end)
+ * range goes: forgetting a SACK costs at most a needless retransmission. Returns true
+ * when the range told something new (bytes not SACKed before). */
+static bool sack_add(struct tl_tcp_conn *c, uint32_t start, uint32_t end)
 {
 	struct tl_sack_range *r = c->sacked;
 	uint32_t i = 0, j;
 
 	while (i < c->nsacked && TL_SEQ_LT(r[i].end, start))
 		i++;
+	if (i < c->nsacked && TL_SEQ_LEQ(r[i].start, start) && TL_SEQ_GEQ(r[i].end, end))
+		return false;
 	for (j = i; j < c->nsacked && TL_SEQ_LEQ(r[j].start, end); j++) {
 		if (TL_SEQ_LT(r[j].start, start))
 			start = r[j].start;
@@ -461,7 +561,7 @@ static void sack_add(struct tl_tcp_conn *c, uint32_t start, uint32_t end)
 	if (j == i) {
 		if (c->nsacked == TL_SACK_SB) {
 			if (i == c->nsacked)
-				return;
+				return false;
 			c->nsacked--;
 		}
 		memmove(&r[i + 1], &r[i], (c->nsacked - i) * sizeof(r[0]));
@@ -472,6 +572,7 @@ static void sack_add(struct tl_tcp_conn *c, uint32_t start, uint32_t end)
 	}
 	r[i].start = start;
 	r[i].end = end;
+	return true;
 }
 
 /*
@@ -483,9 +584,10 @@ static void sack_add(struct tl_tcp_conn *c, uint32_t start, uint32_t end)
  * RTO. A block is only believed inside (ack, snd_max]: one at or below the ACK is a
  * D-SACK or stale (RFC 2883), one past snd_max is not ours to trust.
  */
-static void sack_input(struct tl_tcp_conn *c, const struct seg *g)
+static bool sack_input(struct tl_tcp_conn *c, const struct seg *g)
 {
 	uint32_t k = 0;
+	bool news = false;
 
 	for (uint32_t i = 0; i < c->nsacked; i++)
 		if (TL_SEQ_GT(c->sacked[i].start, g->ack))
@@ -495,8 +597,9 @@ static void sack_input(struct tl_tcp_conn *c, const struct seg *g)
 		const struct tl_sack_range *r = &g->sack[b];
 		if (TL_SEQ_LT(r->start, r->end) && TL_SEQ_GT(r->start, g->ack) &&
 		    TL_SEQ_LEQ(r->end, c->snd_max))
-			sack_add(c, r->start, r->end);
+			news |= sack_add(c, r->start, r->end);
 	}
+	return news;
 }
 
 /* Returns false when the segment must go no further. */
@@ -504,6 +607,7 @@ static bool ack_input(struct tl_tcp_conn *c, const struct seg *g)
 {
 	struct tl_tcp_stack *s = c->stack;
 	uint32_t wnd = g->wnd << c->snd_wscale;
+	bool sack_news = false;
 
 	/* RFC 5961 5.2: ACKs for data never sent, or far too old, are answered, not used. */
 	if (TL_SEQ_GT(g->ack, c->snd_max) || TL_SEQ_LT(g->ack, c->snd_una - c->max_snd_wnd)) {
@@ -511,15 +615,32 @@ static bool ack_input(struct tl_tcp_conn *c, const struct seg *g)
 		tl_out_challenge_ack(c);
 		return false;
 	}
+	/* TS.Recent moves only once the ACK is found good (as Linux's tcp_ack): a refused
+	 * segment, a spoofed one say, that set it would make PAWS refuse the genuine peer
+	 * from then on. Before anything is sent, so that echoes this TSval. */
+	if (c->ts_ok && g->has_ts && TL_SEQ_LEQ(g->seq, c->ts_last_ack_sent))
+		c->ts_recent = g->tsval;
+	/* The peer is alive: probes are answered (the keepalive timer reads last_rx when it
+	 * fires, so the fast path only stores). */
+	c->last_rx = s->now;
+	c->probes_out = 0;
 	if (c->sack_ok && (c->nsacked || g->nsack) && TL_SEQ_GEQ(g->ack, c->snd_una))
-		sack_input(c, g);
+		sack_news = sack_input(c, g);
+	/*
+	 * A duplicate ACK is one in every respect (RFC 5681 2), or, with SACK, any ACK that
+	 * brings new SACK information, data or window update or not (RFC 6675 2): between
+	 * two stacks sending both ways the receiver's reports ride on its data.
+	 */
 	if (TL_SEQ_GT(g->ack, c->snd_una)) {
 		new_ack(c, g);
 		if (c->dead)
 			return false;
-	} else if (g->ack == c->snd_una && g->len == 0 && !(g->flags & (TL_TCP_SYN | TL_TCP_FIN)) &&
-		   wnd == c->snd_wnd && c->snd_max != c->snd_una) {
-		s->st.dup_acks++; /* RFC 5681 2: a duplicate in every respect */
+		if (sack_news && !c->in_recovery && c->snd_max != c->snd_una)
+			tl_cc_on_dupack(c);
+	} else if (g->ack == c->snd_una && c->snd_max != c->snd_una &&
+		   (sack_news || (g->len == 0 && !(g->flags & (TL_TCP_SYN | TL_TCP_FIN)) &&
+				  wnd == c->snd_wnd))) {
+		s->st.dup_acks++;
 		tl_cc_on_dupack(c);
 	}
 	if (TL_SEQ_LT(c->snd_wl1, g->seq) || (c->snd_wl1 == g->seq && TL_SEQ_LEQ(c->snd_wl2, g->ack))) {
@@ -567,29 +688,100 @@ static void fin_input(struct tl_tcp_conn *c)
 		c->cbs->recv(c->arg, c, NULL, 0, NULL);
 }
 
+/* Drops everything the out-of-order queue holds (end of stream: nothing can follow). */
+static void ooo_purge(struct tl_tcp_conn *c)
+{
+	while (c->ooo_n)
+		tl_conn_ooo_release(c, &c->ooo[--c->ooo_n]);
+}
+
+/* Delivers what the queue holds up to rcv_nxt: each entry leaves from the front by
+ * moving the queue's start, so draining n entries costs n, not n^2 moves. */
 static void ooo_drain(struct tl_tcp_conn *c)
 {
-	struct tl_tcp_stack *s = c->stack;
-
+	if (c->ooo_n == 0)
+		return; /* in order, nothing held: the common case costs one test */
 	while (c->ooo_n && !c->dead && TL_SEQ_LEQ(c->ooo[0].seq, c->rcv_nxt)) {
 		struct tl_ooo e = c->ooo[0];
 		uint32_t skip = c->rcv_nxt - e.seq;
 
+		c->ooo++;
 		c->ooo_n--;
-		memmove(&c->ooo[0], &c->ooo[1], c->ooo_n * sizeof(c->ooo[0]));
 		if (skip < e.len)
 			deliver(c, e.data + skip, e.len - skip, e.pkt);
 		if (e.fin && skip <= e.len && !c->dead && !c->fin_rcvd)
 			fin_input(c);
-		s->ops.pkt_release(s->ops_ctx, e.pkt);
+		tl_conn_ooo_release(c, &e);
 	}
+	if (c->fin_rcvd && !c->dead)
+		ooo_purge(c);
+	if (c->ooo_n == 0 && !c->dead)
+		c->ooo = tl_conn_ooo_base(c);
 }
 
-static void ooo_insert(struct tl_tcp_conn *c, const struct seg *g, uint32_t seq, uint32_t len,
-		       const uint8_t *data, bool fin, void *pkt)
+/*
+ * A FIN fixes where the stream ends (RFC 9293 3.10.7.4: data past it is not data). The
+ * queue keeps the invariant that a FIN it holds is on its last entry and nothing reaches
+ * past it: a segment is cut to a queued FIN, and a FIN coming in cuts the queue back to
+ * it. Returns false when nothing of the segment is left to queue.
+ */
+static bool ooo_fit_fin(struct tl_tcp_conn *c, uint32_t seq, uint32_t *len, bool *fin)
 {
 	struct tl_tcp_stack *s = c->stack;
-	uint32_t i = 0;
+	uint32_t end = seq + *len;
+
+	if (c->ooo_n && c->ooo[c->ooo_n - 1].fin) {
+		uint32_t fin_seq = c->ooo[c->ooo_n - 1].seq + c->ooo[c->ooo_n - 1].len;
+		if (TL_SEQ_GT(end, fin_seq) || (*fin && end != fin_seq)) {
+			if (TL_SEQ_GEQ(seq, fin_seq)) {
+				s->st.drop_window++;
+				return false;
+			}
+			*len = fin_seq - seq;
+			*fin = false;
+		}
+		return true;
+	}
+	if (!*fin)
+		return true;
+	while (c->ooo_n && TL_SEQ_GEQ(c->ooo[c->ooo_n - 1].seq, end)) {
+		tl_conn_ooo_release(c, &c->ooo[--c->ooo_n]);
+		s->st.drop_window++;
+	}
+	for (uint32_t i = 0; i < c->ooo_n; i++)
+		if (TL_SEQ_GT(c->ooo[i].seq + c->ooo[i].len, end))
+			c->ooo[i].len = end - c->ooo[i].seq;
+	return true;
+}
+
+/*
+ * Room for a segment at position i charging `charge` bytes: the connection holds at most
+ * rcv_buf and the stack cfg.ooo_mem, ooo_max entries each. When over, entries above i
+ * (the furthest from the hole, the last the sender will need) go first; if that is not
+ * enough the new segment is refused. Returns false then.
+ */
+static bool ooo_make_room(struct tl_tcp_conn *c, uint32_t i, uint32_t charge)
+{
+	struct tl_tcp_stack *s = c->stack;
+
+	while (c->ooo_n == s->cfg.ooo_max || c->ooo_bytes + charge > s->cfg.rcv_buf ||
+	       s->ooo_bytes + charge > s->cfg.ooo_mem) {
+		if (i == c->ooo_n) {
+			s->st.drop_ooo_full++;
+			return false;
+		}
+		tl_conn_ooo_release(c, &c->ooo[--c->ooo_n]);
+		s->st.drop_ooo_full++;
+	}
+	return true;
+}
+
+static void ooo_insert(struct tl_tcp_conn *c, uint32_t seq, uint32_t len, const uint8_t *data,
+		       bool fin, void *pkt)
+{
+	struct tl_tcp_stack *s = c->stack;
+	struct tl_ooo *base = tl_conn_ooo_base(c);
+	uint32_t i = 0, charge = len > c->mss ? len : c->mss;
 
 	while (i < c->ooo_n && TL_SEQ_LT(c->ooo[i].seq, seq))
 		i++;
@@ -598,23 +790,22 @@ static void ooo_insert(struct tl_tcp_conn *c, const struct seg *g, uint32_t seq,
 			s->st.dup_segs++; /* already held in full */
 			return;
 		}
-	if (c->ooo_n == s->cfg.ooo_max) {
-		/* Full: keep the segments nearest the hole, drop the furthest. */
-		if (i == c->ooo_n) {
-			s->st.drop_ooo_full++;
-			return;
-		}
-		c->ooo_n--;
-		s->ops.pkt_release(s->ops_ctx, c->ooo[c->ooo_n].pkt);
-		s->st.drop_ooo_full++;
+	if (!ooo_make_room(c, i, charge))
+		return;
+	if (c->ooo != base) {
+		/* Drained from the front since the queue last emptied: back to the slice's start. */
+		memmove(base, c->ooo, c->ooo_n * sizeof(c->ooo[0]));
+		c->ooo = base;
 	}
 	c->sack_recent = seq;
 	memmove(&c->ooo[i + 1], &c->ooo[i], (c->ooo_n - i) * sizeof(c->ooo[0]));
 	s->ops.pkt_hold(s->ops_ctx, pkt);
-	c->ooo[i] = (struct tl_ooo){ .seq = seq, .len = len, .data = data, .pkt = pkt, .fin = fin };
+	c->ooo[i] = (struct tl_ooo){ .seq = seq, .len = len, .charge = charge, .data = data,
+				     .pkt = pkt, .fin = fin };
 	c->ooo_n++;
+	c->ooo_bytes += charge;
+	s->ooo_bytes += charge;
 	s->st.ooo_queued++;
-	(void)g;
 }
 
 static void data_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const struct seg *g)
@@ -652,14 +843,22 @@ static void data_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const 
 		len = right - seq;   /* beyond what we offered: the peer resends it later */
 		fin = false;
 	}
+	if (had_ooo && !ooo_fit_fin(c, seq, &len, &fin)) {
+		c->ack_now = true;
+		return;
+	}
 	if (seq != c->rcv_nxt) {
 		if (len || fin)
-			ooo_insert(c, g, seq, len, data, fin, rx->pkt);
+			ooo_insert(c, seq, len, data, fin, rx->pkt);
 		c->ack_now = true;   /* the duplicate ACK that drives fast retransmit */
 		return;
 	}
-	if (len)
+	if (len) {
 		deliver(c, data, len, rx->pkt);
+		/* The bound is for a peer that never sends its FIN, not one still sending. */
+		if (c->state == TL_TCP_FIN_WAIT_2 && !c->dead)
+			tl_timer_fin_wait_2(c);
+	}
 	if (fin && !c->dead)
 		fin_input(c);
 	if (!c->dead)
@@ -675,8 +874,6 @@ static int sync_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const s
 
 	if (sync_filter(c, rx, g))
 		return c->dead ? 0 : -EINVAL;
-	if (c->ts_ok && g->has_ts && TL_SEQ_LEQ(g->seq, c->ts_last_ack_sent))
-		c->ts_recent = g->tsval;
 	if (c->state == TL_TCP_SYN_RCVD && !syn_rcvd_ack(c, rx, g))
 		return 0;
 	if (!ack_input(c, g))
@@ -703,8 +900,10 @@ static bool time_wait_reusable(const struct tl_tcp_conn *c, const struct seg *g)
 {
 	if ((g->flags & (TL_TCP_SYN | TL_TCP_ACK | TL_TCP_RST)) != TL_TCP_SYN)
 		return false;
-	if (c->ts_ok && g->has_ts)
-		return TL_SEQ_GT(g->tsval, c->ts_recent);
+	/* RFC 6191 2: a connection that had timestamps needs one that proves the SYN later;
+	 * a SYN without one proves nothing. The sequence test is for connections without. */
+	if (c->ts_ok)
+		return g->has_ts && TL_SEQ_GT(g->tsval, c->ts_recent);
 	return TL_SEQ_GT(g->seq, c->rcv_nxt);
 }
 

@@ -110,7 +110,8 @@ static int obs_stats_cmd(const char *cmd, const char *params, struct rte_tel_dat
 		OBS_U64(drop_malformed); OBS_U64(drop_no_conn); OBS_U64(drop_window);
 		OBS_U64(drop_bad_ack); OBS_U64(drop_backlog); OBS_U64(drop_ooo_full);
 		OBS_U64(drop_emit); OBS_U64(ce_marks); OBS_U64(conns_opened); OBS_U64(conns_reset);
-		OBS_U64(conns_timedout);
+		OBS_U64(conns_timedout); OBS_U64(syncookies_sent); OBS_U64(syncookies_ok);
+		OBS_U64(syncookies_bad);
 #undef OBS_U64
 		rte_tel_data_add_dict_u64(d, "connections", s->nconns);
 		rte_tel_data_add_dict_u64(d, "msgs_in", s->ts.msgs_in);

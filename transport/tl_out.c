@@ -373,28 +373,48 @@ void tl_out_ack(struct tl_tcp_conn *c)
 	emit_seg(c, seq, 0, 0);
 }
 
-void tl_out_challenge_ack(struct tl_tcp_conn *c)
+/*
+ * ACKs we owe an unverified sender (RFC 5961 challenge ACKs, PAWS rejections) come out of
+ * a budget per connection and second, of a random size: one stack-wide budget was the
+ * CVE-2016-5696 side channel (an off-path attacker counts the challenge ACKs on its own
+ * connection to learn whether its spoofed RST hit a live one) and let one client starve
+ * everyone's challenge ACKs. Linux went the same way (per socket, randomised counts).
+ * Returns true when the ACK went out.
+ */
+#define TL_CHALLENGE_PER_SEC 20u
+
+bool tl_out_ack_limited(struct tl_tcp_conn *c)
 {
 	struct tl_tcp_stack *s = c->stack;
 
-	/* RFC 5961 7: a stack-wide budget per second keeps a blind attacker from using
-	 * us as an ACK amplifier. */
-	if (s->now - s->challenge_window_start >= 1000000000ull) {
-		s->challenge_window_start = s->now;
-		s->challenge_count = 0;
+	if (c->chal_at == 0 || s->now - c->chal_at >= 1000000000ull) {
+		c->chal_at = s->now ? s->now : 1u;
+		c->chal_left = TL_CHALLENGE_PER_SEC / 2u + tl_rand(s) % TL_CHALLENGE_PER_SEC;
 	}
-	if (s->challenge_count >= 1000u)
-		return;
-	s->challenge_count++;
-	s->st.challenge_acks++;
+	if (c->chal_left == 0)
+		return false;
+	c->chal_left--;
 	tl_out_ack(c);
+	return true;
 }
 
+void tl_out_challenge_ack(struct tl_tcp_conn *c)
+{
+	if (tl_out_ack_limited(c))
+		c->stack->st.challenge_acks++;
+}
+
+/*
+ * At snd_max, the highest sequence sent: a timeout or a zero window pulls snd_nxt below
+ * it, and a RST there lies below the window of a peer that got everything, which an
+ * RFC 5961 receiver drops without a word. At snd_max it is exact, or in the window of a
+ * peer that lacks some bytes (whose challenge ACK then draws an exact one).
+ */
 void tl_out_rst(struct tl_tcp_conn *c)
 {
 	struct tl_tcp_tx tx;
 
-	put_hdr(c, &tx, c->snd_nxt, TL_TCP_RST | TL_TCP_ACK, 0, 0);
+	put_hdr(c, &tx, c->snd_max, TL_TCP_RST | TL_TCP_ACK, 0, 0);
 	tx.nslices = 0;
 	tx.payload_len = 0;
 	tx.tso_segsz = 0;
@@ -424,6 +444,64 @@ void tl_out_rst_for(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, uint32_t
 	tx.tso_segsz = 0;
 	tx.ecn = TL_ECN_NOT_ECT;
 	s->st.rst_out++;
+	do_emit(s, &tx);
+}
+
+/*
+ * A SYN-ACK that keeps no state (SYN cookies): iss is the cookie. Options as tl_out_syn
+ * would send them for what the SYN offered; with timestamps, the TSval's low bits carry
+ * what the cookie cannot (tl_cookie_tsval).
+ */
+void tl_out_cookie_synack(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, uint32_t iss,
+			  uint32_t ack, const struct tl_cookie_opts *o, uint32_t peer_tsval)
+{
+	struct tl_tcp_tx tx;
+	uint8_t *h = tx.hdr, *op = tx.hdr + 20, flags = TL_TCP_SYN | TL_TCP_ACK;
+	uint32_t opt = 0;
+
+	op[opt++] = TCPOPT_MSS;
+	op[opt++] = 4;
+	be16(op + opt, s->cfg.mss);
+	opt += 2;
+	if (o->ws_ok) {
+		op[opt++] = TCPOPT_NOP;
+		op[opt++] = TCPOPT_WS;
+		op[opt++] = 3;
+		op[opt++] = s->rcv_wscale;
+	}
+	if (o->ts_ok) {
+		op[opt++] = TCPOPT_NOP;
+		op[opt++] = TCPOPT_NOP;
+		op[opt++] = TCPOPT_TS;
+		op[opt++] = 10;
+		be32(op + opt, tl_cookie_tsval(tl_out_tsval(s), o));
+		be32(op + opt + 4, peer_tsval);
+		opt += 8;
+	}
+	if (o->sack_ok) {
+		op[opt++] = TCPOPT_NOP;
+		op[opt++] = TCPOPT_NOP;
+		op[opt++] = TCPOPT_SACK_OK;
+		op[opt++] = 2;
+	}
+	if (o->ecn_ok)
+		flags |= TL_TCP_ECE;
+	tx.saddr = rx->daddr;
+	tx.daddr = rx->saddr;
+	memcpy(h, rx->tcp + 2, 2);
+	memcpy(h + 2, rx->tcp, 2);
+	be32(h + 4, iss);
+	be32(h + 8, ack);
+	h[12] = (uint8_t)(((20u + opt) / 4u) << 4);
+	h[13] = flags;
+	be16(h + 14, (uint16_t)min_u32(s->cfg.rcv_buf, 0xffff));
+	h[16] = h[17] = h[18] = h[19] = 0;
+	tx.hdr_len = (uint8_t)(20u + opt);
+	tx.nslices = 0;
+	tx.payload_len = 0;
+	tx.tso_segsz = 0;
+	tx.ecn = TL_ECN_NOT_ECT;
+	s->st.syncookies_sent++;
 	do_emit(s, &tx);
 }
 
@@ -511,6 +589,7 @@ void tl_out_push(struct tl_tcp_conn *c)
 		if (c->snd_wnd == 0) {
 			c->snd_nxt = c->snd_una;
 			c->rto_at = 0;
+			c->rtt_start = 0; /* Karn: the timed segment goes again */
 		}
 		if (c->persist_at == 0) {
 			c->persist_backoff = 0;

@@ -23,8 +23,10 @@
  *                    only defers). It must not complete a tx before all its bytes are
  *                    out of caller memory.
  *   shutdown         close the endpoint of c now (no callbacks, no more events for c);
- *                    called once, when c starts closing. Pending txs stay on c->txq:
- *                    tl_api.c cancels them afterwards. Release c's receive buffers.
+ *                    called once, when c starts closing: gracefully (c->graceful: a FIN
+ *                    after what is already being sent, without c's memory) or not (a
+ *                    reset). Pending txs stay on c->txq: tl_api.c cancels them
+ *                    afterwards. Release c's receive buffers.
  *   poll             wait up to timeout_us for events and handle them (dpdk: one run
  *                    loop iteration, rx burst -> TCP-lite -> tl_up_input). Return the
  *                    number handled or -errno.
@@ -178,6 +180,8 @@ struct tl_conn {
 	void *ctx;
 	enum tl_conn_state state;
 	bool established;           /* closed (not connected) is owed at the end */
+	bool graceful;              /* closing: tl_close or the peer's end of stream */
+	bool abort;                 /* closing: tl_abort (the backend resets) */
 	int reason;
 	const char *why;
 	struct tl_link txq;
@@ -263,6 +267,7 @@ struct tl {
 	const struct tl_chunk_ops *chunk_ops; /* set by be_ops->init */
 	struct tl_fr_pool *msgs;
 	struct tl_link conns, zombies, dirty, listeners, dead_listeners;
+	bool destroying;            /* tl_destroy: closes need not be graceful */
 	struct tl_link tx_free;
 	uint32_t nconns;
 	bool in_poll;               /* inside tl_poll (callbacks included): tl_conn_push waits */

@@ -142,12 +142,22 @@ struct tl_tcp_cfg {
 	uint32_t max_sbufs;      /* send buffer descriptors per stack */
 	uint32_t ooo_max;        /* out-of-order segments held per connection; below
 				  * rcv_buf / mss, reordering past it turns into drops */
+	uint32_t ooo_mem;        /* bytes the out-of-order queues of the whole stack hold
+				  * (each packet counted as at least a segment: a one-byte one
+				  * pins a buffer all the same); one connection holds at most
+				  * rcv_buf. Past it a queue is pruned from its top. Default 4 MiB */
 	uint64_t rto_init_ns, rto_min_ns, rto_max_ns;
 	uint64_t delack_ns;      /* delayed ACK timeout */
 	uint64_t time_wait_ns;
 	uint64_t tick_ns;        /* timer wheel granularity */
-	uint32_t max_retrans;    /* consecutive RTOs (or SYN retries) before reset */
+	uint32_t max_retrans;    /* consecutive RTOs, SYN retries or unanswered zero-window
+				  * probes before reset */
+	uint64_t keepalive_ns;   /* idle time before keepalive probes; 0 (default): off */
+	uint64_t keepalive_intvl_ns; /* between unanswered keepalive probes (default 1 s) */
+	uint32_t keepalive_probes; /* unanswered ones before reset (default 5) */
 	uint32_t syn_backlog;    /* default embryonic limit per listener */
+	bool syncookies;         /* SYNs over the backlog (or a full table) answered with SYN
+				  * cookies instead of dropped (RFC 4987); default on */
 	uint64_t iss_secret;     /* for the default ISS; backends seed it from rte_rand */
 	bool ecn;                /* offer/accept ECN, react to CE DCTCP style */
 	bool timestamps;         /* RFC 7323 timestamps (also RTT sampling and PAWS) */
@@ -174,12 +184,15 @@ struct tl_tcp_stats {
 	uint64_t drop_no_conn;    /* no connection or listener (answered with RST) */
 	uint64_t drop_window;     /* outside the receive window, or PAWS */
 	uint64_t drop_bad_ack;    /* ACK outside what we sent */
-	uint64_t drop_backlog;    /* SYN refused: backlog or table full */
+	uint64_t drop_backlog;    /* SYN over the backlog or table (answered by a cookie
+				   * when cfg.syncookies) */
 	uint64_t drop_ooo_full;   /* out-of-order queue full */
 	uint64_t drop_emit;       /* ops.emit failed */
 	uint64_t ce_marks;
 	uint64_t conns_opened, conns_reset, conns_timedout;
 	uint64_t sack_rexmits;    /* holes resent in recovery from the SACK scoreboard */
+	uint64_t syncookies_sent, syncookies_ok, syncookies_bad; /* bad: ACKs for no connection
+				   * that were no valid cookie while the listener was full */
 };
 
 struct tl_tcp_conn_stats {
@@ -282,6 +295,14 @@ uint32_t tl_tcp_send_space(const struct tl_tcp_conn *c);
 void tl_tcp_recved(struct tl_tcp_conn *c, uint32_t len, uint64_t now);
 /* Graceful close: FIN after the queued data. cbs.closed follows later. */
 int tl_tcp_close(struct tl_tcp_conn *c, uint64_t now);
+/*
+ * Copies every byte still queued on c (sent and unacknowledged, or not yet sent) into
+ * memory of the core's own (malloc: a close, not the data path) and lets go of the
+ * caller's: each buffer's done runs now with status -ECANCELED. For a connection that
+ * must outlive the memory it was given (a graceful close whose sends the application
+ * has been told are over). Returns 0, or -ENOMEM with nothing changed.
+ */
+int tl_tcp_conn_own_payload(struct tl_tcp_conn *c);
 /* Sends RST and ends the connection now; cbs.closed(-ECONNABORTED) runs before return.
  * tl_tcp_close during the handshake forgets the attempt when nothing is queued, else
  * sends the queued data and the FIN once established. */

@@ -62,6 +62,7 @@ struct tl_tcp_sbuf {
 
 struct tl_ooo {
 	uint32_t seq, len;
+	uint32_t charge;               /* bytes counted against ooo_mem / rcv_buf */
 	const uint8_t *data;
 	void *pkt;                     /* held with ops.pkt_hold */
 	bool fin;
@@ -121,8 +122,11 @@ struct tl_tcp_conn {
 	uint32_t irs, rcv_nxt, rcv_adv; /* rcv_adv: right edge last advertised */
 	uint32_t rcv_unread;           /* delivered, not yet tl_tcp_recved */
 	uint32_t unacked_segs;         /* received since our last ACK */
-	struct tl_ooo *ooo;            /* cfg.ooo_max entries, sorted by seq */
+	/* Out-of-order queue: ooo_n entries sorted by seq from ooo, which drain moves forward
+	 * in its slice of the pool (tl_conn_ooo_base) so that draining is linear. */
+	struct tl_ooo *ooo;
 	uint32_t ooo_n;
+	uint32_t ooo_bytes;            /* sum of the entries' charge */
 	uint32_t sack_recent;          /* seq of the segment queued out of order last: its
 					* block goes first (RFC 2018 4) */
 
@@ -154,7 +158,12 @@ struct tl_tcp_conn {
 	struct tl_tw_entry tw;
 	uint64_t rto_at, delack_at, persist_at, close_at;
 	uint64_t oow_ack_at;           /* last ACK sent for an unacceptable pure ACK */
+	uint64_t chal_at;              /* start of this challenge-ACK second (0: none yet) */
+	uint32_t chal_left;            /* challenge (and PAWS) ACKs left in it */
 	uint64_t persist_backoff;
+	uint64_t ka_at;                /* keepalive check due (0 = off) */
+	uint64_t last_rx;              /* clock of the last acceptable segment */
+	uint32_t probes_out;           /* zero-window or keepalive probes since the last one */
 
 	uint64_t seg_in, seg_out, bytes_acked, bytes_rcvd, retrans;
 };
@@ -165,6 +174,8 @@ struct tl_tcp_listener {
 	uint32_t laddr;
 	uint16_t lport;
 	uint32_t backlog, embryonic;
+	uint64_t cookie_at;            /* last SYN cookie sent (0: never): ACKs are checked
+					* for one while it may still come back */
 	const struct tl_tcp_cbs *cbs;
 	void *arg;
 };
@@ -177,6 +188,7 @@ struct tl_tcp_stack {
 
 	struct tl_tcp_conn *conns;     /* cfg.max_conns */
 	struct tl_ooo *ooo_pool;       /* max_conns * ooo_max */
+	uint64_t ooo_bytes;            /* charged by every connection's queue (cfg.ooo_mem) */
 	uint32_t *buckets;             /* nbuckets heads of index chains */
 	uint32_t nbuckets;             /* power of two */
 	uint32_t conn_free;            /* free list head */
@@ -190,11 +202,22 @@ struct tl_tcp_stack {
 	uint64_t now;                  /* clock of the current call */
 	uint64_t ts_base;              /* subtracted from now to make TSval */
 	uint16_t next_ephemeral;
-	uint64_t challenge_window_start;
-	uint32_t challenge_count;      /* RFC 5961 rate limit per second */
+	uint64_t rng;                  /* xorshift state (tl_rand): randomised limits */
 
 	struct tl_tcp_stats st;
 };
+
+/* tl_cookie.c: SYN cookies. What a cookie connection negotiated (from the TSecr bits). */
+struct tl_cookie_opts {
+	uint16_t mss;
+	bool ts_ok, ws_ok, sack_ok, ecn_ok;
+	uint8_t snd_wscale;            /* the peer's shift, when ws_ok */
+};
+uint32_t tl_cookie_make(struct tl_tcp_stack *s, const struct tl_tcp_tuple *t, uint32_t peer_isn,
+			uint16_t peer_mss, uint16_t *mss_out);
+uint32_t tl_cookie_tsval(uint32_t tsval, const struct tl_cookie_opts *o);
+bool tl_cookie_check(struct tl_tcp_stack *s, const struct tl_tcp_tuple *t, uint32_t seq,
+		     uint32_t ack, bool has_ts, uint32_t tsecr, struct tl_cookie_opts *o);
 
 /* tl_conn.c */
 struct tl_tcp_conn *tl_conn_lookup(struct tl_tcp_stack *s, uint32_t laddr, uint16_t lport,
@@ -210,6 +233,9 @@ void tl_conn_enter_time_wait(struct tl_tcp_conn *c);
 void tl_conn_app_closed(struct tl_tcp_conn *c, int reason);
 void tl_conn_init_seq(struct tl_tcp_conn *c);
 uint32_t tl_conn_rcv_space(const struct tl_tcp_conn *c);
+uint32_t tl_rand(struct tl_tcp_stack *s);
+struct tl_ooo *tl_conn_ooo_base(const struct tl_tcp_conn *c);
+void tl_conn_ooo_release(struct tl_tcp_conn *c, const struct tl_ooo *e);
 
 /* tl_out.c */
 void tl_out_syn(struct tl_tcp_conn *c, bool ack);
@@ -220,8 +246,11 @@ bool tl_out_sack_rexmit(struct tl_tcp_conn *c);  /* the next unresent hole, if a
 void tl_out_probe(struct tl_tcp_conn *c);
 void tl_out_rst_for(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, uint32_t seq, uint32_t ack,
 		    uint8_t flags);
+void tl_out_cookie_synack(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, uint32_t iss,
+			  uint32_t ack, const struct tl_cookie_opts *o, uint32_t peer_tsval);
 void tl_out_rst(struct tl_tcp_conn *c);
 void tl_out_challenge_ack(struct tl_tcp_conn *c);
+bool tl_out_ack_limited(struct tl_tcp_conn *c);
 uint32_t tl_out_rcv_wnd(struct tl_tcp_conn *c);
 uint32_t tl_out_tsval(const struct tl_tcp_stack *s);
 

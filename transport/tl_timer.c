@@ -125,8 +125,8 @@ static uint64_t min_deadline(uint64_t a, uint64_t b)
 void tl_timer_update(struct tl_tcp_conn *c)
 {
 	struct tl_tcp_stack *s = c->stack;
-	uint64_t d = min_deadline(min_deadline(c->rto_at, c->delack_at),
-				  min_deadline(c->persist_at, c->close_at));
+	uint64_t d = min_deadline(min_deadline(min_deadline(c->rto_at, c->delack_at),
+					       min_deadline(c->persist_at, c->close_at)), c->ka_at);
 
 	if (d == 0)
 		tl_tw_cancel(&s->tw, &c->tw);
@@ -142,16 +142,23 @@ void tl_timer_rto_restart(struct tl_tcp_conn *c)
 	tl_timer_update(c);
 }
 
+/* The peer stopped answering: tell it (it may only have lost its way back) and end. An
+ * unanswered SYN-ACK ends silently: its SYN was most likely spoofed (no backscatter). */
+static void conn_timed_out(struct tl_tcp_conn *c)
+{
+	c->stack->st.conns_timedout++;
+	if (c->state != TL_TCP_SYN_SENT && c->state != TL_TCP_SYN_RCVD)
+		tl_out_rst(c);
+	tl_conn_drop(c, -ETIMEDOUT);
+}
+
 static void conn_rto(struct tl_tcp_conn *c)
 {
 	struct tl_tcp_stack *s = c->stack;
 
 	s->st.rto_fired++;
 	if (c->backoff >= s->cfg.max_retrans) {
-		s->st.conns_timedout++;
-		if (c->state != TL_TCP_SYN_SENT)
-			tl_out_rst(c);
-		tl_conn_drop(c, -ETIMEDOUT);
+		conn_timed_out(c);
 		return;
 	}
 	if (c->backoff == 0 && c->ts_ok && c->state != TL_TCP_SYN_SENT && c->state != TL_TCP_SYN_RCVD) {
@@ -174,15 +181,55 @@ static void conn_rto(struct tl_tcp_conn *c)
 	tl_timer_rto_restart(c);
 }
 
+/*
+ * Zero-window probe. The RTO is off meanwhile, so the probes carry the retransmission
+ * limit: RFC 9293 3.8.6.1 forbids giving up on a peer that answers them (any acceptable
+ * ACK resets probes_out), not on one that vanished holding its window shut.
+ */
 static void conn_persist(struct tl_tcp_conn *c)
 {
 	struct tl_tcp_stack *s = c->stack;
 
+	if (c->probes_out >= s->cfg.max_retrans) {
+		conn_timed_out(c);
+		return;
+	}
+	c->probes_out++;
 	tl_out_probe(c);
 	c->persist_backoff = c->persist_backoff ? c->persist_backoff * 2 : c->rto_ns * 2;
 	if (c->persist_backoff > s->cfg.rto_max_ns)
 		c->persist_backoff = s->cfg.rto_max_ns;
 	c->persist_at = s->now + c->persist_backoff;
+}
+
+/*
+ * Keepalive (RFC 1122 4.2.3.6, off by default): after keepalive_ns without a segment
+ * from the peer and with nothing of ours outstanding (the RTO or the probes watch that),
+ * probe every keepalive_intvl_ns; keepalive_probes unanswered ones end the connection,
+ * so a PS notices a worker host that died silently.
+ */
+static void conn_keepalive(struct tl_tcp_conn *c)
+{
+	struct tl_tcp_stack *s = c->stack;
+	const struct tl_tcp_cfg *cfg = &s->cfg;
+
+	if (c->state == TL_TCP_TIME_WAIT)
+		return;
+	if (s->now - c->last_rx < cfg->keepalive_ns) {
+		c->ka_at = c->last_rx + cfg->keepalive_ns;
+		return;
+	}
+	if (c->snd_una != c->snd_max || c->persist_at) {
+		c->ka_at = s->now + cfg->keepalive_ns;
+		return;
+	}
+	if (c->probes_out >= cfg->keepalive_probes) {
+		conn_timed_out(c);
+		return;
+	}
+	c->probes_out++;
+	tl_out_probe(c);
+	c->ka_at = s->now + cfg->keepalive_intvl_ns;
 }
 
 static void conn_fire(void *arg, struct tl_tw_entry *e)
@@ -210,6 +257,14 @@ static void conn_fire(void *arg, struct tl_tw_entry *e)
 	if (c->persist_at && c->persist_at <= now) {
 		c->persist_at = 0;
 		conn_persist(c);
+		if (c->dead)
+			goto out;
+	}
+	if (c->ka_at && c->ka_at <= now) {
+		c->ka_at = 0;
+		conn_keepalive(c);
+		if (c->dead)
+			goto out;
 	}
 	tl_timer_update(c);
 out:
@@ -221,6 +276,7 @@ void tl_conn_enter_time_wait(struct tl_tcp_conn *c)
 	c->state = TL_TCP_TIME_WAIT;
 	c->rto_at = 0;
 	c->persist_at = 0;
+	c->ka_at = 0;
 	c->close_at = c->stack->now + c->stack->cfg.time_wait_ns;
 	if (c->close_at == c->stack->now)
 		c->close_at++;

@@ -447,6 +447,27 @@ static int cli_report(struct xf_cli *x, double secs)
 	return ok ? 0 : 1;
 }
 
+/*
+ * Ends every connection gracefully (the peer reads its FIN after the last byte) and waits
+ * up to 2 s for them to finish: tl_destroy would reset those still open.
+ */
+static void cli_close_all(struct xf_cli *x)
+{
+	double deadline = xf_now() + 2.0;
+	bool open;
+
+	for (uint32_t j = 0; j < x->o->conns; j++)
+		if (x->cc[j].c != NULL)
+			tl_close(x->cc[j].c);
+	do {
+		open = false;
+		for (uint32_t j = 0; j < x->o->conns; j++)
+			open |= x->cc[j].c != NULL;
+		if (open && tl_poll(x->tl, 20000) < 0)
+			break;
+	} while (open && xf_now() < deadline);
+}
+
 int xf_client(const struct xf_opts *o, struct tl *tl)
 {
 	struct xf_cli x = { .o = o, .tl = tl };
@@ -480,6 +501,7 @@ int xf_client(const struct xf_opts *o, struct tl *tl)
 	t1 = xf_now();
 	x.running = false;
 	rc = cli_report(&x, t1 - t0);
+	cli_close_all(&x);
 out_destroy:
 	/* Callbacks run inside tl_destroy (cancelled sends): the slots must still exist. */
 	tl_destroy(tl);

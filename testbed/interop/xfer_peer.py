@@ -156,25 +156,27 @@ def run_echo(a):
     lst.listen(256)
     lst.settimeout(0.2)
     stop = threading.Event()
-    stats = {"connections": 0, "bytes": 0, "errors": 0}
+    stats = {"connections": 0, "bytes": 0, "errors": 0, "eof": 0, "reset": 0}
     lock = threading.Lock()
 
     def serve(s):
         n = 0
+        end = "reset"
         try:
             while True:
                 data = s.recv(1 << 20)
                 if not data:
+                    end = "eof"  # wharf-xfer closes gracefully once it has every echo back
                     break
                 s.sendall(data)
                 n += len(data)
         except OSError:
-            # wharf-xfer aborts (RST) once it has every echo back: a reset is how it ends.
             pass
         finally:
             s.close()
             with lock:
                 stats["bytes"] += n
+                stats[end] += 1
 
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

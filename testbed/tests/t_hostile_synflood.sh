@@ -5,8 +5,9 @@
 # addresses nobody owns (ARP never resolves), so embryonic connections live until their
 # SYN-ACK retries run out: the per-listener backlog (128) must hold them, not the table.
 # Pass: the node stays up, the live stream is byte-exact, drop_backlog counts the SYNs over
-# the backlog, a new legitimate connection (Linux retrying its SYN) opens and echoes intact
-# within 30 s of the flood's end, RSS grows by less than 16 MiB.
+# the backlog, a new connection opened every second during the flood is established within
+# one retransmission of its SYN (SYN cookies past the backlog), a new legitimate connection
+# opens and echoes intact after the flood, RSS grows by less than 16 MiB.
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
 tb_init

@@ -10,7 +10,9 @@
 #      of the file sent equals that of the file received.
 #   4. A capture of all of it (dumpcap on the TAP, port filter), read back by tshark with
 #      IP and TCP checksum validation on: no malformed packets, no expert errors, no bad
-#      checksums (counts printed per direction; Linux's RFC 1624 0xffff apart, see there).
+#      checksums (counts printed per direction; Linux's RFC 1624 0xffff apart, see there);
+#      and the wharf echo server answers each Linux client's close with a FIN, never a RST;
+#      in 3 the wharf client closes gracefully: the Linux server reads end-of-file.
 # The TAP is created persistent (multi_queue, as net_tap opens it) so the Linux address
 # and the capture survive the wharf processes coming and going. Everything is bounded by
 # timeout and torn down on exit, the TAP device included.
@@ -113,9 +115,12 @@ tb_stop cap
 timeout --kill-after=5 300 tshark -n -r "$CAP" -o tcp.check_checksum:TRUE -o ip.check_checksum:TRUE \
 	-o tcp.desegment_tcp_streams:FALSE -d "tcp.port==$PORT,data" -d "tcp.port==$LPORT,data" \
 	-T fields -E separator='|' -e ip.src -e _ws.malformed -e _ws.expert.severity \
-	-e tcp.checksum.status -e ip.checksum.status -e tcp.checksum.ffff 2>"$TB_DIR/tshark.log" |
-	awk -F'|' -v wh=$WH '
+	-e tcp.checksum.status -e ip.checksum.status -e tcp.checksum.ffff \
+	-e tcp.flags.reset -e tcp.flags.fin -e tcp.srcport 2>"$TB_DIR/tshark.log" |
+	awk -F'|' -v wh=$WH -v port=$PORT '
 	{ d = ($1 == wh) ? "wharf" : "linux"; frames[d]++
+	  if (d == "wharf" && $9 == port && ($7 == "1" || $7 == "True")) srv_rst++
+	  if (d == "wharf" && $9 == port && ($8 == "1" || $8 == "True")) srv_fin++
 	  if ($2 != "") malformed[d]++
 	  if ($3 ~ /8388608|0x00800000/) experr[d]++
 	  if ($4 == "0" && $6 != "" && d == "linux") tcpffff[d]++
@@ -124,9 +129,10 @@ timeout --kill-after=5 300 tshark -n -r "$CAP" -o tcp.check_checksum:TRUE -o ip.
 	  if ($5 == "0") ipbad[d]++ }
 	END { for (k = 0; k < 2; k++) { d = k ? "linux" : "wharf"
 	        printf "%s frames=%d malformed=%d expert_errors=%d tcp_cksum_bad=%d tcp_cksum_unverified=%d ip_cksum_bad=%d tcp_cksum_ffff=%d\n",
-	          d, frames[d], malformed[d], experr[d], tcpbad[d], tcpunv[d], ipbad[d], tcpffff[d] } }' \
-	>"$TB_DIR/tshark.counts"
-cat "$TB_DIR/tshark.counts"
+	          d, frames[d], malformed[d], experr[d], tcpbad[d], tcpunv[d], ipbad[d], tcpffff[d] }
+	      printf "server_close fin=%d rst=%d\n", srv_fin, srv_rst >"/dev/stderr" }' \
+	>"$TB_DIR/tshark.counts" 2>"$TB_DIR/tshark.close"
+cat "$TB_DIR/tshark.counts" "$TB_DIR/tshark.close"
 
 # ---- verdicts ------------------------------------------------------------------------------
 fail=0
@@ -147,4 +153,15 @@ badsum=$(awk '{ for (i = 3; i <= NF; i++) if ($i !~ /unverified|ffff/) { split($
 [ "$frames" -gt 0 ] && [ "$badsum" -eq 0 ] \
 	&& tb_pass "capture: $frames frames, none malformed, no expert errors, no bad checksums" \
 	|| { tb_log "FAIL: capture: $frames frames, $badsum malformed/error/bad-checksum counts"; fail=1; }
+# The wharf client closes its connection once every echo is back: the Linux echo server
+# reads every byte (the sums above) and then end-of-file, not a reset.
+grep -q '"eof": 1, "reset": 0' "$TB_DIR/echo.out" \
+	&& tb_pass "Linux echo server: wharf's close read as end-of-file after the last byte" \
+	|| { tb_log "FAIL: Linux echo server's end of stream: $(cat "$TB_DIR/echo.out")"; fail=1; }
+# The wharf echo server ends each connection its Linux client closed with a FIN of its
+# own (graceful close), never a RST.
+read -r srv_fin srv_rst < <(sed -n 's/^server_close fin=\([0-9]*\) rst=\([0-9]*\)$/\1 \2/p' "$TB_DIR/tshark.close")
+[ "${srv_fin:-0}" -gt 0 ] && [ "${srv_rst:-1}" -eq 0 ] \
+	&& tb_pass "echo server: $srv_fin FINs, no RST at the Linux clients' close" \
+	|| { tb_log "FAIL: echo server closes: ${srv_fin:-?} FINs, ${srv_rst:-?} RSTs"; fail=1; }
 [ $fail -eq 0 ] || exit 1

@@ -134,6 +134,7 @@ static void log_seg(struct fl_link *l, int from, const struct fl_frame *f, uint3
 	g->wnd = (uint16_t)(f->bytes[14] << 8 | f->bytes[15]);
 	g->len = f->len - hdr_len;
 	memcpy(g->hdr, f->bytes, hdr_len);
+	g->at = l->now;
 	l->nlog++;
 	*out = *g;
 }

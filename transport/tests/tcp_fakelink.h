@@ -26,6 +26,7 @@ struct fl_seg {
 	uint16_t wnd;
 	uint8_t hdr[TL_TCP_HDR_MAX];
 	bool dropped;
+	uint64_t at;              /* the clock when it was emitted */
 };
 
 struct fl_frame;

@@ -393,6 +393,35 @@ static void test_kernel_malformed_stream_refused(void **state)
 	close(fd);
 }
 
+/* tl_close ends the stream (the peer reads end-of-file); tl_abort resets it (ECONNRESET). */
+static void test_kernel_abort_resets_close_ends_stream(void **state)
+{
+	struct kfx *fx = *state;
+	uint8_t b[8];
+	int fd = raw_connect(fx);
+	ssize_t r;
+
+	POLL_UNTIL(fx, fx->srv != NULL);
+	assert_int_equal(tl_abort(fx->srv), 0);
+	assert_int_equal(tl_abort(fx->srv), -ENOTCONN);
+	POLL_UNTIL(fx, fx->srv_closed == 1);
+	assert_int_equal(fx->srv_reason, -ECONNABORTED);
+	for (double dl = now_s() + 5.0; (r = recv(fd, b, sizeof(b), MSG_DONTWAIT)) < 0 &&
+	     errno == EAGAIN && now_s() < dl;)
+		assert_true(tl_poll(fx->tl, 1000) >= 0);
+	assert_int_equal(r, -1);
+	assert_int_equal(errno, ECONNRESET);
+	close(fd);
+
+	fd = raw_connect(fx);
+	POLL_UNTIL(fx, fx->srv != NULL);
+	assert_int_equal(tl_close(fx->srv), 0);
+	POLL_UNTIL(fx, fx->srv_closed == 2);
+	assert_int_equal(raw_read(fx, fd, b, 1), 0);
+	assert_int_equal(recv(fd, b, sizeof(b), MSG_DONTWAIT), 0);
+	close(fd);
+}
+
 static void test_kernel_unknown_version_error_reply(void **state)
 {
 	struct kfx *fx = *state;
@@ -692,6 +721,7 @@ int main(void)
 		T(test_kernel_peer_close),
 		T(test_kernel_close_cancels_pending_sends),
 		T(test_kernel_malformed_stream_refused),
+		T(test_kernel_abort_resets_close_ends_stream),
 		T(test_kernel_unknown_version_error_reply),
 		TS(test_kernel_body_limit_refused),
 		T(test_kernel_eof_inside_message),

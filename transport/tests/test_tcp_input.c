@@ -456,21 +456,73 @@ static void test_tcp_ack_of_unsent_data_challenged(void **state)
 	assert_int_equal(l->app[0].rx_len, 0);
 }
 
-static void test_tcp_challenge_acks_rate_limited(void **state)
+/* Node 0's view of one of its connections, from the last segment it sent on it. */
+static void conn_view(struct fl_link *l, struct tl_tcp_conn *c, struct view *v)
+{
+	struct tl_tcp_tuple t;
+
+	tl_tcp_conn_tuple(c, &t);
+	for (uint32_t i = l->nlog; i-- > 0;) {
+		const struct fl_seg *g = &l->log[i % FL_LOG_MAX];
+		if (g->from == 0 && (g->flags & TL_TCP_ACK) &&
+		    (uint16_t)(g->hdr[0] << 8 | g->hdr[1]) == t.lport &&
+		    (uint16_t)(g->hdr[2] << 8 | g->hdr[3]) == t.rport) {
+			v->rcv_nxt = g->ack;
+			v->snd_nxt = g->seq + g->len + !!(g->flags & (TL_TCP_SYN | TL_TCP_FIN));
+			v->sport = t.rport;
+			v->dport = t.lport;
+			return;
+		}
+	}
+	fail();
+}
+
+static uint64_t challenge_acks(struct fl_link *l)
+{
+	struct tl_tcp_stats st;
+
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	return st.challenge_acks;
+}
+
+/*
+ * Challenge ACKs come out of a budget per connection and second, of a random size: a
+ * blind attacker flooding one connection with in-window RSTs gets a bounded number of
+ * ACKs out of it, and neither starves another connection's challenge ACKs nor learns,
+ * by counting those on a connection of its own, that its RSTs hit (CVE-2016-5696).
+ */
+static void test_tcp_challenge_acks_budgeted_per_connection(void **state)
 {
 	struct fl_link *l = *state;
-	struct tl_tcp_stats st;
+	struct tl_tcp_conn *a, *b;
+	struct view va, vb;
 	uint8_t seg[64];
-	struct view v;
+	uint64_t n;
 
 	assert_int_equal(fl_open_pair(l), 0);
-	server_view(l, &v);
+	a = l->app[0].conn;
+	assert_int_equal(fl_connect(l, 1, 0, 80), 0);
+	fl_run(l, 5 * MS);
+	assert_int_equal(l->app[0].accepted, 2);
+	b = l->app[0].conn;
+	assert_true(a != b);
+	conn_view(l, a, &va);
+	conn_view(l, b, &vb);
 	l->filter = drop_all;
 	for (int i = 0; i < 1500; i++)
-		fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt + 1 + (uint32_t)i, 0,
+		fl_inject(l, 0, seg, fl_build(seg, va.sport, va.dport, va.rcv_nxt + 1 + (uint32_t)i, 0,
 					      TL_TCP_RST, 0, NULL, 0, NULL, 0), 0);
-	tl_tcp_stack_get_stats(l->stack[0], &st);
-	assert_int_equal(st.challenge_acks, 1000);
+	n = challenge_acks(l);
+	assert_true(n >= 10 && n < 30);
+	/* The other connection still gets its challenge ACK. */
+	fl_inject(l, 0, seg, fl_build(seg, vb.sport, vb.dport, vb.rcv_nxt + 1, 0, TL_TCP_RST, 0, NULL,
+				      0, NULL, 0), 0);
+	assert_int_equal(challenge_acks(l), n + 1);
+	/* A second later the flooded one has a budget again. */
+	fl_run(l, 1000 * MS);
+	fl_inject(l, 0, seg, fl_build(seg, va.sport, va.dport, va.rcv_nxt + 1, 0, TL_TCP_RST, 0, NULL,
+				      0, NULL, 0), 0);
+	assert_int_equal(challenge_acks(l), n + 2);
 	assert_int_equal(l->app[0].closed, 0);
 }
 
@@ -744,7 +796,7 @@ int main(void)
 		T(test_tcp_rst_out_of_window_ignored),
 		T(test_tcp_syn_in_established_gets_challenge_ack),
 		T(test_tcp_ack_of_unsent_data_challenged),
-		T(test_tcp_challenge_acks_rate_limited),
+		T(test_tcp_challenge_acks_budgeted_per_connection),
 		T(test_tcp_malformed_segments_dropped_and_counted),
 		T(test_tcp_segment_far_outside_window_dropped),
 		T(test_tcp_segment_for_no_connection_gets_rst),

@@ -242,6 +242,43 @@ static void test_tcp_sack_blocks_take_room_from_payload(void **state)
 	fl_run(l, 50 * MS);
 }
 
+/*
+ * Data both ways over a link with some delay, isolated losses one way: every loss is
+ * repaired by fast retransmit, none waits for an RTO. Among them a loss of the first
+ * segment sent after the previous recovery point (snd_max when recovery began): its
+ * duplicate ACKs acknowledge exactly that point, and start a new recovery.
+ */
+static void test_tcp_isolated_losses_both_ways_fast_retransmitted(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t a[170 * SEG], b[170 * SEG];
+	struct fl_drop_nth d = { .which = { 20, 50, 80, 110 } };
+	struct tl_tcp_stats st;
+
+	l->delay_ns = 100000;
+	assert_int_equal(fl_open_pair(l), 0);
+	fl_fill_random(a, sizeof(a), 31);
+	fl_fill_random(b, sizeof(b), 32);
+	l->filter = fl_drop_nth_filter;
+	l->filter_arg = &d;
+	l->app[0].src = a;
+	l->app[0].src_len = sizeof(a);
+	l->app[0].close_after_src = true;
+	l->app[1].src = b;
+	l->app[1].src_len = sizeof(b);
+	fl_app_pump(&l->app[0]);
+	fl_app_pump(&l->app[1]);
+	assert_true(fl_run_until(l, 5000 * MS, both_done, l));
+	assert_memory_equal(l->app[1].rx, a, sizeof(a));
+	assert_memory_equal(l->app[0].rx, b, sizeof(b));
+	tl_tcp_stack_get_stats(l->stack[1], &st);
+	assert_int_equal(st.rto_fired, 0);
+	assert_int_equal(st.fast_retrans, 4);
+	l->app[0].src = l->app[1].src = NULL;
+	tl_tcp_close(l->app[1].conn, l->now);
+	fl_run(l, 50 * MS);
+}
+
 struct drop_wrapped {
 	uint32_t remaining;
 };
@@ -508,6 +545,72 @@ static void test_tcp_sack_loss_detected_before_three_dupacks(void **state)
 	/* The forged ACKs stand for data node 0 never got: teardown checks for leaks. */
 }
 
+/*
+ * The very first data segment of a connection is lost. Recovery may start as soon as
+ * the duplicate ACKs come (RFC 6582: recover starts at ISS), not only after a first ACK
+ * of data: no RTO, which before any data RTT sample waits rto_init.
+ */
+static void test_tcp_first_data_segment_lost_fast_retransmitted(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[20 * SEG];
+	struct fl_drop_nth d = { .which = { 1, 0, 0, 0 } };
+	struct tl_tcp_stats st;
+	uint64_t took;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	l->filter = fl_drop_nth_filter;
+	l->filter_arg = &d;
+	took = send_1_to_0(l, buf, sizeof(buf), 21);
+	tl_tcp_stack_get_stats(l->stack[1], &st);
+	assert_int_equal(st.rto_fired, 0);
+	assert_int_equal(st.fast_retrans, 1);
+	assert_true(took < 2 * MS);
+}
+
+/*
+ * The receiver sends data of its own: its ACKs for a hole ride on data segments, none a
+ * duplicate ACK in RFC 5681's strict sense. Each brings new SACK information, which
+ * RFC 6675 counts as a duplicate: the hole is resent at once, not after an RTO.
+ */
+static void test_tcp_sack_on_data_segments_drives_fast_retransmit(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[100 + 10 * SEG];
+	struct want w = { .l = l, .n = 100 };
+	struct tl_tcp_stats st;
+	uint8_t opt[12], seg[128], data[20] = "reply-reply-reply-r";
+	uint32_t base, mark, resent;
+	struct view v;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	fl_fill_random(buf, sizeof(buf), 14);
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, 100, NULL, NULL, l->now), 0);
+	assert_true(fl_run_until(l, 10 * MS, rx_done, &w));
+	fl_run(l, 5 * MS);
+	server_view(l, &v);
+	base = v.ack;
+	l->filter = drop_data_from_1;
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf + 100, 10 * SEG, NULL, NULL, l->now), 0);
+	mark = l->nlog;
+	for (uint32_t i = 1; i <= 3; i++) {
+		sack_opt(opt, base + SEG, base + (1 + i) * SEG);
+		assert_int_equal(fl_inject(l, 1, seg, fl_build(seg, v.sport, v.dport, v.seq, v.ack,
+							       TL_TCP_ACK | TL_TCP_PSH, v.wnd, opt, 12,
+							       data, 20), 0), 0);
+		v.seq += 20;
+	}
+	tl_tcp_stack_get_stats(l->stack[1], &st);
+	assert_int_equal(st.fast_retrans, 1);
+	assert_int_equal(st.rto_fired, 0);
+	for (resent = 0; mark < l->nlog; mark++) {
+		const struct fl_seg *g = &l->log[mark % FL_LOG_MAX];
+		resent += g->from == 1 && g->seq == base && g->len == SEG;
+	}
+	assert_int_equal(resent, 1);
+	assert_int_equal(l->app[1].rx_len, 60); /* and the data they carried arrived */
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -521,6 +624,9 @@ int main(void)
 		T(test_tcp_sack_bad_options_dropped_lying_blocks_ignored),
 		T(test_tcp_sack_reneged_range_resent),
 		T(test_tcp_sack_loss_detected_before_three_dupacks),
+		T(test_tcp_first_data_segment_lost_fast_retransmitted),
+		T(test_tcp_isolated_losses_both_ways_fast_retransmitted),
+		T(test_tcp_sack_on_data_segments_drives_fast_retransmit),
 	};
 
 	return cmocka_run_group_tests_name("tcp_sack", tests, NULL, NULL);

@@ -137,6 +137,46 @@ static void test_tcp_fin_overtaking_data_waits_for_it(void **state)
 	}
 }
 
+/*
+ * A FIN fixes the end of the stream: bytes that claim to lie past it (a confused or
+ * hostile peer) are refused, even when they sit in the out-of-order queue behind the
+ * FIN, and the application sees end-of-stream after the last byte before the FIN.
+ */
+static void test_tcp_data_after_fin_never_delivered(void **state)
+{
+	struct fl_link *l = *state;
+	uint8_t seg[128], data[40] = "abcdefghijklmnopqrstuvwxyz0123456789ABC";
+	struct tl_tcp_conn_stats cs;
+	struct view v;
+	uint32_t n;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	server_view(l, &v);
+	l->filter = drop_all;
+	/* FIN after byte 20, out of order (bytes 0..9 missing)... */
+	n = fl_build(seg, v.sport, v.dport, v.rcv_nxt + 10, v.snd_nxt, TL_TCP_ACK | TL_TCP_FIN, 1000,
+		     NULL, 0, data + 10, 10);
+	assert_int_equal(fl_inject(l, 0, seg, n, 0), 0);
+	/* ...then bytes 20..39, past the FIN, also out of order... */
+	n = fl_build(seg, v.sport, v.dport, v.rcv_nxt + 20, v.snd_nxt, TL_TCP_ACK, 1000, NULL, 0,
+		     data + 20, 20);
+	fl_inject(l, 0, seg, n, 0);
+	/* ...and the hole: 20 bytes and end-of-stream, nothing more. */
+	n = fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt, TL_TCP_ACK, 1000, NULL, 0, data, 10);
+	assert_int_equal(fl_inject(l, 0, seg, n, 0), 0);
+	assert_int_equal(l->app[0].eof, 1);
+	assert_int_equal(l->app[0].rx_len, 20);
+	assert_memory_equal(l->app[0].rx, data, 20);
+	tl_tcp_conn_get_stats(l->app[0].conn, &cs);
+	assert_int_equal(cs.state, TL_TCP_CLOSE_WAIT);
+	/* What node 0 acknowledges ends at the FIN. */
+	{
+		struct fl_seg g;
+		assert_true(fl_count(l, 0, 0, TL_TCP_ACK, 0, &g) > 0);
+		assert_int_equal(g.ack, v.rcv_nxt + 21);
+	}
+}
+
 static void test_tcp_paws_drops_old_timestamp(void **state)
 {
 	struct fl_link *l = *state;
@@ -166,6 +206,283 @@ static void test_tcp_paws_drops_old_timestamp(void **state)
 	tl_tcp_stack_get_stats(l->stack[0], &st);
 	assert_int_equal(st.drop_window, 1);
 	assert_int_equal(l->app[0].rx_len, sizeof(buf));
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+/*
+ * A spoofed in-window segment whose ACK is refused (it acknowledges data never sent)
+ * carries a TSval far ahead. Refused, it must not move TS.Recent either (Linux updates
+ * it after ACK validation for this reason): else PAWS drops every genuine segment after.
+ */
+static void test_tcp_refused_ack_leaves_ts_recent_alone(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[3000];
+	uint8_t seg[128], opt[12] = { 1, 1, 8, 10 }, data[10] = "spoofed!!";
+	struct tl_tcp_stats st;
+	struct fl_seg g;
+	struct view v;
+	uint32_t ts, ecr;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	assert_true(fl_count(l, 0, 1, 0, 0, &g) > 0);
+	assert_true(fl_seg_ts(&g, &ts, &ecr));
+	server_view(l, &v);
+	l->filter = drop_all;
+	put_be32(opt + 4, ts + 0x40000000u);
+	put_be32(opt + 8, ecr);
+	fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt + 100000u, TL_TCP_ACK,
+				      1000, opt, 12, data, 9), 0);
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_int_equal(st.drop_bad_ack, 1);
+	assert_int_equal(l->app[0].rx_len, 0);
+	/* The genuine peer goes on: its segments are not PAWS-dropped. */
+	l->filter = NULL;
+	fl_fill_random(buf, sizeof(buf), 9);
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, sizeof(buf), NULL, NULL, l->now), 0);
+	fl_run(l, 50 * MS);
+	assert_int_equal(l->app[0].rx_len, sizeof(buf));
+	assert_memory_equal(l->app[0].rx, buf, sizeof(buf));
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_int_equal(st.drop_window, 0);
+}
+
+static bool from_0(void *arg, const struct fl_seg *g)
+{
+	(void)arg;
+	return g->from == 0;
+}
+
+static bool rto_fired_1(void *arg)
+{
+	struct fl_link *l = arg;
+	struct tl_tcp_stats st;
+
+	tl_tcp_stack_get_stats(l->stack[1], &st);
+	return st.rto_fired > 0;
+}
+
+/*
+ * The peer holds every byte sent but its ACKs are lost: an RTO pulls snd_nxt back. The
+ * abort's RST must carry snd_max, the peer's RCV.NXT: at snd_nxt it lies below the
+ * peer's window and an RFC 5961 receiver drops it without a word (a Linux reader
+ * blocked in read() hangs).
+ */
+static void test_tcp_abort_rst_at_snd_max_after_rto(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[5 * 1448];
+	struct fl_seg g;
+	uint32_t mark;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	l->filter = from_0;
+	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, sizeof(buf), NULL, NULL, l->now), 0);
+	assert_true(fl_run_until(l, 100 * MS, rto_fired_1, l));
+	assert_int_equal(l->app[0].rx_len, sizeof(buf));
+	mark = l->nlog;
+	tl_tcp_abort(l->app[1].conn);
+	assert_int_equal(fl_count(l, mark, 1, TL_TCP_RST, 0, &g), 1);
+	fl_run(l, 1 * MS);
+	assert_int_equal(l->app[0].closed, 1);
+	assert_int_equal(l->app[0].closed_reason, -ECONNRESET);
+}
+
+/*
+ * Segments PAWS refuses are answered with an ACK (RFC 7323 5.3), but out of the same
+ * per-connection budget as challenge ACKs: a flood of stale timestamps gets a bounded
+ * number of ACKs, not one each.
+ */
+static void test_tcp_paws_rejects_answered_within_ack_budget(void **state)
+{
+	struct fl_link *l = *state;
+	uint8_t seg[128], opt[12] = { 1, 1, 8, 10 }, data[10] = "oldoldold";
+	struct fl_seg g;
+	struct view v;
+	uint32_t ts, ecr, mark, acks;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	fl_run(l, 50 * MS);
+	assert_true(fl_count(l, 0, 1, 0, 0, &g) > 0);
+	assert_true(fl_seg_ts(&g, &ts, &ecr));
+	server_view(l, &v);
+	l->filter = drop_all;
+	put_be32(opt + 4, ts - 1000);
+	mark = l->nlog;
+	for (int i = 0; i < 500; i++)
+		fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt, TL_TCP_ACK,
+					      1000, opt, 12, data, 9), 0);
+	acks = fl_count(l, mark, 0, TL_TCP_ACK, 0, NULL);
+	assert_true(acks >= 1 && acks < 30);
+	assert_int_equal(l->app[0].rx_len, 0);
+}
+
+/*
+ * RFC 6928's initial window is min(10 MSS, max(2 MSS, 14600)): a jumbo MSS gets two
+ * segments, not ten. The MSS is known only from the peer's SYN: a simultaneous open sizes
+ * the window again once it has it, as the active open does on the SYN-ACK.
+ */
+static void test_tcp_initial_window_capped_and_sized_by_peer_mss(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_conn_stats cs;
+	struct tl_tcp_cfg a, b;
+
+	fl_fini(l);
+	fl_cfg(&a);
+	a.mss = 8960;
+	a.rcv_buf = 1u << 20;
+	assert_int_equal(fl_init(l, &a, NULL, 27), 0);
+	assert_int_equal(fl_open_pair(l), 0);
+	tl_tcp_conn_get_stats(l->app[1].conn, &cs);
+	assert_int_equal(cs.cwnd, 2u * (8960u - 12u));
+	assert_int_equal(fl_fini(l), 0);
+
+	fl_cfg(&a);
+	fl_cfg(&b);
+	b.mss = 536; /* node 1 can take only small segments */
+	assert_int_equal(fl_init(l, &a, &b, 27), 0);
+	assert_int_equal(fl_connect(l, 0, 5000, 6000), 0);
+	assert_int_equal(fl_connect(l, 1, 6000, 5000), 0);
+	fl_run(l, 1 * MS);
+	assert_int_equal(l->app[0].connected, 1);
+	tl_tcp_conn_get_stats(l->app[0].conn, &cs);
+	assert_int_equal(cs.cwnd, 10u * (536u - 12u));
+}
+
+/*
+ * The receiver's application reads nothing: the sender's data fills the window exactly
+ * and its FIN meets a zero window. A bare FIN at RCV.NXT takes no buffer space and is
+ * taken (as Linux does), or the sender resends it until the retransmission limit and a
+ * graceful close between two stacks ends in a RST.
+ */
+static void test_tcp_fin_into_zero_window_accepted(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t src[40 * 1448];
+	struct tl_tcp_conn_stats cs;
+	struct tl_tcp_cfg a;
+
+	fl_fini(l);
+	fl_cfg(&a);
+	a.rcv_buf = sizeof(src); /* whole segments, no scaling: the window reaches 0 exactly */
+	assert_int_equal(fl_init(l, &a, NULL, 28), 0);
+	assert_int_equal(fl_open_pair(l), 0);
+	l->app[0].auto_recved = false;
+	l->app[1].src = src;
+	l->app[1].src_len = sizeof(src);
+	fl_app_pump(&l->app[1]);
+	fl_run(l, 10 * MS);
+	assert_int_equal(l->app[0].rx_len, sizeof(src));
+	assert_int_equal(tl_tcp_close(l->app[1].conn, l->now), 0);
+	fl_run(l, 30000 * MS);
+	assert_int_equal(l->app[0].rx_len, sizeof(src));
+	assert_int_equal(l->app[0].eof, 1);
+	assert_int_equal(l->app[1].closed, 0);
+	tl_tcp_conn_get_stats(l->app[1].conn, &cs);
+	assert_int_equal(cs.state, TL_TCP_FIN_WAIT_2);
+	l->app[1].src = NULL;
+}
+
+/*
+ * RFC 6191: when the old connection used timestamps, only a SYN whose timestamp proves
+ * it later may end TIME_WAIT; one carrying none cannot prove anything and is dropped
+ * (the sequence-number test is for connections that never had timestamps).
+ */
+static void test_tcp_time_wait_kept_against_syn_without_timestamp(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_tuple t;
+	uint8_t seg[64];
+	uint32_t mark;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	tl_tcp_conn_tuple(l->app[1].conn, &t);
+	assert_int_equal(tl_tcp_close(l->app[0].conn, l->now), 0);
+	fl_run(l, 1 * MS);
+	assert_int_equal(tl_tcp_close(l->app[1].conn, l->now), 0);
+	assert_true(fl_run_until(l, 10 * MS, both_closed, l));
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 1);
+	l->filter = drop_all;
+	mark = l->nlog;
+	/* A sequence number far above the old one, but no timestamp. */
+	fl_inject(l, 0, seg, fl_build(seg, t.lport, 80, 0x7fffffffu + l->log[0].seq, 0, TL_TCP_SYN,
+				      1000, NULL, 0, NULL, 0), 0);
+	assert_int_equal(fl_count(l, mark, 0, TL_TCP_SYN, 0, NULL), 0);
+	assert_int_equal(l->app[0].accepted, 1);
+	assert_int_equal(tl_tcp_conn_count(l->stack[0]), 1);
+}
+
+/*
+ * FIN_WAIT_2's bound is for a peer that never sends its FIN, not for one still sending:
+ * a half-closed connection whose peer keeps streaming (slowly) past the bound stays up,
+ * each arriving segment pushing the bound out (Linux bounds only orphaned sockets).
+ */
+static void test_tcp_fin_wait_2_bound_refreshed_by_data(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[100];
+
+	assert_int_equal(fl_open_pair(l), 0);
+	assert_int_equal(tl_tcp_close(l->app[1].conn, l->now), 0);
+	fl_run(l, 10 * MS);
+	for (int i = 0; i < 90; i++) {
+		assert_int_equal(l->app[1].closed, 0);
+		assert_int_equal(tl_tcp_send(l->app[0].conn, buf, sizeof(buf), NULL, NULL, l->now), 0);
+		fl_run(l, 1000 * MS);
+	}
+	assert_int_equal(l->app[1].closed, 0);
+	assert_int_equal(l->app[1].rx_len, 90 * sizeof(buf));
+	assert_int_equal(tl_tcp_close(l->app[0].conn, l->now), 0);
+	fl_run(l, 10 * MS);
+	assert_int_equal(l->app[1].closed, 1);
+	assert_int_equal(l->app[1].closed_reason, 0);
+}
+
+static bool data_from_1(void *arg, const struct fl_seg *g)
+{
+	(void)arg;
+	return g->from == 1 && g->len > 0;
+}
+
+/*
+ * A graceful close whose sends the application has been told are over (the transport
+ * completes them at the close): tl_tcp_conn_own_payload moves what is still queued into
+ * copies of the core's own, completing the caller's buffers at once. The caller may then
+ * reuse its memory: the peer still gets the original bytes, then the FIN.
+ */
+static void test_tcp_own_payload_sends_copies_after_close(void **state)
+{
+	struct fl_link *l = *state;
+	static uint8_t buf[20000], orig[20000];
+
+	assert_int_equal(fl_open_pair(l), 0);
+	fl_fill_random(buf, sizeof(buf), 31);
+	memcpy(orig, buf, sizeof(buf));
+	l->filter = data_from_1; /* sent, never acknowledged */
+	l->app[1].src = buf;
+	l->app[1].src_len = sizeof(buf);
+	fl_app_pump(&l->app[1]);
+	fl_run(l, 1 * MS);
+	assert_int_equal(l->app[1].sends_done, 0);
+	assert_int_equal(tl_tcp_conn_own_payload(l->app[1].conn), 0);
+	assert_int_equal(l->app[1].sends_done, l->app[1].sends);
+	assert_int_equal(l->app[1].sends_failed, l->app[1].sends);
+	memset(buf, 0, sizeof(buf)); /* the application reuses its memory */
+	assert_int_equal(tl_tcp_close(l->app[1].conn, l->now), 0);
+	l->filter = NULL;
+	fl_run(l, 100 * MS);
+	assert_int_equal(l->app[0].rx_len, sizeof(orig));
+	assert_memory_equal(l->app[0].rx, orig, sizeof(orig));
+	assert_int_equal(l->app[0].eof, 1);
+	l->app[1].src = NULL;
 }
 
 static void test_tcp_synack_with_wrong_ack_gets_rst(void **state)
@@ -312,7 +629,16 @@ int main(void)
 		T(test_tcp_half_close_peer_keeps_sending),
 		T(test_tcp_fin_wait_2_bounded),
 		T(test_tcp_fin_overtaking_data_waits_for_it),
+		T(test_tcp_data_after_fin_never_delivered),
 		T(test_tcp_paws_drops_old_timestamp),
+		T(test_tcp_refused_ack_leaves_ts_recent_alone),
+		T(test_tcp_abort_rst_at_snd_max_after_rto),
+		T(test_tcp_paws_rejects_answered_within_ack_budget),
+		T(test_tcp_initial_window_capped_and_sized_by_peer_mss),
+		T(test_tcp_fin_into_zero_window_accepted),
+		T(test_tcp_time_wait_kept_against_syn_without_timestamp),
+		T(test_tcp_fin_wait_2_bound_refreshed_by_data),
+		T(test_tcp_own_payload_sends_copies_after_close),
 		T(test_tcp_synack_with_wrong_ack_gets_rst),
 		T(test_tcp_unlisten_resets_embryonic),
 		T(test_tcp_ports_unique_and_in_use_refused),
