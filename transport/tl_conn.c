@@ -371,15 +371,6 @@ uint32_t tl_conn_rcv_space(const struct tl_tcp_conn *c)
 	return c->rcv_unread < buf ? buf - c->rcv_unread : 0;
 }
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	return x ^ (x >> 33);
-}
-
 /* xorshift64*: limits an attacker should not be able to predict, not cryptography. */
 uint32_t tl_rand(struct tl_tcp_stack *s)
 {
@@ -401,8 +392,8 @@ void tl_conn_init_seq(struct tl_tcp_conn *c)
 		iss = s->ops.iss(s->ops_ctx, &c->t);
 	} else {
 		/* RFC 6528: a keyed hash of the tuple plus a 4 us clock. */
-		uint64_t h = mix64(s->cfg.iss_secret ^ ((uint64_t)c->t.laddr << 32 | c->t.raddr));
-		h = mix64(h ^ ((uint64_t)c->t.lport << 16 | c->t.rport));
+		uint64_t h = tl_mix64(s->cfg.iss_secret ^ ((uint64_t)c->t.laddr << 32 | c->t.raddr));
+		h = tl_mix64(h ^ ((uint64_t)c->t.lport << 16 | c->t.rport));
 		iss = (uint32_t)h + (uint32_t)(s->now / 4000u);
 	}
 	c->iss = iss;

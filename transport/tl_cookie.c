@@ -28,22 +28,13 @@
 static const uint16_t cookie_mss[] = { 536, 1220, 1440, 1460, 4312, 8960 };
 #define TL_COOKIE_NMSS (sizeof(cookie_mss) / sizeof(cookie_mss[0]))
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	return x ^ (x >> 33);
-}
-
 static uint32_t cookie_hash(const struct tl_tcp_stack *s, const struct tl_tcp_tuple *t,
 			    uint32_t count, uint32_t which)
 {
-	uint64_t h = mix64(s->cfg.iss_secret ^ ((uint64_t)t->laddr << 32 | t->raddr) ^
+	uint64_t h = tl_mix64(s->cfg.iss_secret ^ ((uint64_t)t->laddr << 32 | t->raddr) ^
 			   (0x9e3779b97f4a7c15ull * (which + 1u)));
 
-	h = mix64(h ^ ((uint64_t)t->lport << 48 | (uint64_t)t->rport << 32 | count));
+	h = tl_mix64(h ^ ((uint64_t)t->lport << 48 | (uint64_t)t->rport << 32 | count));
 	return (uint32_t)(h >> 32);
 }
 

@@ -267,4 +267,14 @@ void tl_cc_on_dupack(struct tl_tcp_conn *c);
 void tl_cc_on_rto(struct tl_tcp_conn *c);
 uint32_t tl_cc_flight(const struct tl_tcp_conn *c);
 
+/* A 64-bit finalizer (murmur3's): initial sequence numbers and SYN cookies from a secret. */
+static inline uint64_t tl_mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	return x ^ (x >> 33);
+}
+
 #endif /* WHARF_TL_TCP_PVT_H */
