@@ -148,6 +148,23 @@ def rows(rep):
                         num(get(druns, f"dpdk_{mode}", f"{op}_keys_per_s"), "key/s"),
                         num(get(druns, f"kernel_{mode}", f"{op}_keys_per_s"), "key/s"),
                         pd.get(f"{op}_keys_per_s_ratio_dpdk_over_kernel_{mode}"), None))
+    pl = p.get("ps_lanes") or {}
+    lruns = pl.get("runs") or {}
+    for lanes in (1, 2):
+        out.append((f"PS keys/s, {lanes} lane{'s' if lanes > 1 else ''}, 2 workers, via the switch",
+                    num(get(lruns, f"dpdk_{lanes}lane", "keys_per_s"), "key/s"),
+                    num(get(lruns, f"kernel_{lanes}lane", "keys_per_s"), "key/s"),
+                    pl.get(f"ps_keys_per_s_ratio_dpdk_over_kernel_{lanes}lane"), None))
+        out.append((f"PS keys per PS CPU-second, {lanes} lane{'s' if lanes > 1 else ''}",
+                    num(get(lruns, f"dpdk_{lanes}lane", "keys_per_ps_cpu_s"), "key/s"),
+                    num(get(lruns, f"kernel_{lanes}lane", "keys_per_ps_cpu_s"), "key/s"),
+                    h.get(f"ps_keys_per_cpu_s_ratio_dpdk_over_kernel_{lanes}lane"),
+                    f"ps_keys_per_cpu_s_ratio_dpdk_over_kernel_{lanes}lane"))
+    for proto in ("dpdk", "kernel"):
+        out.append((f"PS keys/s, 2 lanes / 1 lane, {proto}",
+                    num(get(lruns, f"{proto}_2lane", "keys_per_s"), "key/s"),
+                    num(get(lruns, f"{proto}_1lane", "keys_per_s"), "key/s"),
+                    h.get(f"ps_lanes_keys_per_s_ratio_2_over_1_{proto}"), None))
     truns = tr.get("runs") or {}
     out += [
         ("MLP training samples/s, 2 workers, fusion off",
@@ -184,6 +201,13 @@ def summary_rows(rep):
         ("PS keys/s, DPDK / kernel, direct pair, sleeping / polling",
          ratio(ps_direct) + " / " +
          ratio(h.get("ps_direct_keys_per_s_ratio_dpdk_over_kernel_polling")), ""),
+        ("PS keys per PS CPU-second, DPDK / kernel, 1 / 2 lanes",
+         ratio(h.get("ps_keys_per_cpu_s_ratio_dpdk_over_kernel_1lane")) + " / " +
+         ratio(h.get("ps_keys_per_cpu_s_ratio_dpdk_over_kernel_2lane")),
+         target(rep, "ps_keys_per_cpu_s_ratio_dpdk_over_kernel_1lane")),
+        ("PS keys/s on 2 lanes / 1 lane, DPDK / kernel",
+         ratio(h.get("ps_lanes_keys_per_s_ratio_2_over_1_dpdk")) + " / " +
+         ratio(h.get("ps_lanes_keys_per_s_ratio_2_over_1_kernel")), ""),
         ("MLP training samples/s, DPDK / kernel",
          ratio(h.get("train_samples_ratio_dpdk_over_kernel")), ""),
     ]

@@ -14,12 +14,18 @@
 #                       epoll_wait(0)), DPDK vs kernel with the same pinning. Top level:
 #                       ps_direct_keys_per_s_ratio_dpdk_over_kernel_{sleeping,polling} =
 #                       geometric mean of the pull and push dpdk/kernel keys/s ratios.
+#   OUT_DIR/ps_lanes.json  the PS serving on 1 and on 2 lanes (--ps-cores; DPDK: EAL -l 0-1),
+#                       2 workers over the switch, DPDK and kernel, all sleeping: keys/s and
+#                       keys per PS CPU-second (utime+stime of the PS over the timed phases).
+#                       Top level: ps_lanes_keys_per_s_ratio_2_over_1_{dpdk,kernel} and
+#                       ps_keys_per_cpu_s_ratio_dpdk_over_kernel_{1,2}lane.
 #   OUT_DIR/train.json  wharf-train: a short Fashion-MNIST MLP sync run, 1 PS + 2 workers, as
 #                       testbed/demo.sh runs it, DPDK vs kernel and --tensor-fuse off vs on.
 #                       Top level: train_samples_ratio_dpdk_over_kernel (fusion off) and
 #                       train_samples_ratio_fuse_on_over_off (DPDK), plus the other pairings.
 #
-# Every process is non-polling in ps and train (the machine has 2 cores for switch, PS and 2
+# Every process runs where its EAL -l puts it, kernel ones too (TB_PIN: taskset to the same
+# cores). Every process is non-polling in ps and train (the machine has 2 cores for switch, PS and 2
 # workers), as in the demo. A run that fails is recorded as null with its reason under "notes"; the file is
 # written anyway. About 100 s with the defaults on 2 shared cores (PS ~50 s, train ~45 s).
 # Knobs: BENCH_MTU (DPDK data-plane MTU, 1500), BENCH_PS_SECONDS (BENCH_SECONDS or 3, per phase), BENCH_PS_BATCH (1000), BENCH_TRAIN_LIMIT (60000
@@ -35,7 +41,8 @@ PS_SECS=${BENCH_PS_SECONDS:-${BENCH_SECONDS:-3}}
 PS_BATCH=${BENCH_PS_BATCH:-1000}
 TR_LIMIT=${BENCH_TRAIN_LIMIT:-60000}
 TR_EPOCHS=${BENCH_TRAIN_EPOCHS:-2}
-PARTS=${BENCH_E2E_PARTS:-ps ps_direct train}
+PARTS=${BENCH_E2E_PARTS:-ps ps_direct ps_lanes train}
+export TB_PIN=1
 BUDGET=${BENCH_E2E_BUDGET:-330}
 tb_init
 RES=$TB_DIR/results
@@ -77,6 +84,9 @@ spent() { # NAME NWORKERS MIN
 	done
 }
 
+# utime + stime of a process, in clock ticks (empty when it is gone).
+ps_cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null; }
+
 # Starts the nodes of one job: NAME PROTO CMD PS_ARGS -- WORKER_ARGS; the PS on port 0, worker
 # i on port i+1 (a switch with nw+1 ports when dpdk). Waits for the workers (bounded).
 job() { # NAME PROTO BASEPORT NWORKERS TIMEOUT CMD PS_ARGS... -- WORKER_ARGS...
@@ -90,7 +100,12 @@ job() { # NAME PROTO BASEPORT NWORKERS TIMEOUT CMD PS_ARGS... -- WORKER_ARGS...
 	local left=$((BUDGET - SECONDS))
 	[ "$to" -gt "$left" ] && to=$left
 	if [ "$proto" = dpdk ]; then tb_switch $((nw + 1)) || return 1; fi
-	tb_node "$name-ps" 0 "$cmd" $CL --role ps "${psargs[@]}"
+	TB_EAL_CORE=${JOB_PS_CORES:-} tb_node "$name-ps" 0 "$cmd" $CL --role ps "${psargs[@]}"
+	# JOB_CPU_AT: the PS's CPU seconds from that Unix time to the workers' end (RES/NAME-cpu).
+	if [ -n "${JOB_CPU_AT:-}" ]; then
+		while [ "$(date +%s)" -lt "$JOB_CPU_AT" ]; do sleep 0.05; done
+		local cpu0; cpu0=$(ps_cpu_ticks "${TB_PIDS[$name-ps]}")
+	fi
 	for i in $(seq 0 $((nw - 1))); do
 		tb_node "$name-w$i" $((i + 1)) "$cmd" $CL --role worker --task-index "$i" "${wargs[@]}"
 	done
@@ -100,6 +115,11 @@ job() { # NAME PROTO BASEPORT NWORKERS TIMEOUT CMD PS_ARGS... -- WORKER_ARGS...
 		[ $alive = 0 ] && break
 		sleep 1
 	done
+	if [ -n "${JOB_CPU_AT:-}" ]; then
+		local cpu1; cpu1=$(ps_cpu_ticks "${TB_PIDS[$name-ps]}")
+		[ -n "$cpu0" ] && [ -n "$cpu1" ] &&
+			echo "{\"ps_cpu_s\":$(awk -v a="$cpu0" -v b="$cpu1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.3f", (b - a) / hz }')}" >"$RES/$name-cpu.json"
+	fi
 	"$TB_BUILD/wharf-ctl" "127.0.0.1:$base" shutdown >/dev/null 2>&1
 	for i in $(seq 0 $((nw - 1))); do
 		tb_stop "$name-w$i"
@@ -118,7 +138,7 @@ part_ps() {
 			start=$(( $(date +%s) + 6 ))
 			tb_log "ps: $proto, $nw worker(s)"
 			job "ps-$proto-$nw" "$proto" "$base" "$nw" $((2 * PS_SECS + 40)) ps-bench \
-				--mode async --batch "$PS_BATCH" -- --mode async --batch "$PS_BATCH" \
+				--mode async --batch "$PS_BATCH" --ps-cores 1 -- --mode async --batch "$PS_BATCH" \
 				--seconds "$PS_SECS" --start-at "$start"
 			base=$((base + 10))
 		done
@@ -139,18 +159,35 @@ part_ps_direct() {
 			cluster "$proto" "$base" 1
 			rm -f "$TB_DIR/pair.sock"
 			start=$(( $(date +%s) + 6 ))
-			PS_ENABLE_POLLING=$poll WORKER_ENABLE_POLLING=$poll "$TB_BUILD/wharf-ps-bench" \
-				$(tb_pair_eal "$name-ps" server) -- $CL --role ps --mode async \
+			PS_ENABLE_POLLING=$poll WORKER_ENABLE_POLLING=$poll taskset -c 1 "$TB_BUILD/wharf-ps-bench" \
+				$(tb_pair_eal "$name-ps" server) -- $CL --role ps --mode async --ps-cores 1 \
 				--batch "$PS_BATCH" >"$TB_DIR/$name-ps.out" 2>"$TB_DIR/$name-ps.log" &
 			TB_PIDS[$name-ps]=$!
 			tb_wait_log "$TB_DIR/$name-ps.log" "serving" 10 || sleep 1
 			PS_ENABLE_POLLING=$poll WORKER_ENABLE_POLLING=$poll timeout --kill-after=5 "$to" \
-				"$TB_BUILD/wharf-ps-bench" $(tb_pair_eal "$name-w0" client) -- $CL --role worker \
+				taskset -c 0 "$TB_BUILD/wharf-ps-bench" $(tb_pair_eal "$name-w0" client) -- $CL --role worker \
 				--task-index 0 --mode async --batch "$PS_BATCH" --seconds "$PS_SECS" \
 				--start-at "$start" >"$TB_DIR/$name-w0.out" 2>"$TB_DIR/$name-w0.log"
 			"$TB_BUILD/wharf-ctl" "127.0.0.1:$base" shutdown >/dev/null 2>&1
 			tb_stop "$name-ps"
 			result "$name-w0"
+			base=$((base + 10))
+		done
+	done
+}
+
+# The PS on 1 and on 2 lanes (2 workers, the switch), with its CPU seconds over the phases.
+part_ps_lanes() {
+	local proto lanes base=48400 start cores
+	for lanes in 1 2; do
+		for proto in dpdk kernel; do
+			cores=0; [ "$lanes" = 2 ] && cores=0-1
+			start=$(( $(date +%s) + 6 ))
+			tb_log "ps_lanes: $proto, $lanes lane(s)"
+			JOB_PS_CORES=$cores JOB_CPU_AT=$start job "pl-$proto-$lanes" "$proto" "$base" 2 \
+				$((2 * PS_SECS + 40)) ps-bench --mode async --batch "$PS_BATCH" \
+				--ps-cores "$lanes" -- --mode async --batch "$PS_BATCH" --ps-cores "$lanes" \
+				--seconds "$PS_SECS" --start-at "$start"
 			base=$((base + 10))
 		done
 	done
@@ -162,7 +199,7 @@ part_train() {
 		for proto in dpdk kernel; do
 			tb_log "train: $proto, tensor_fuse $fuse"
 			job "tr-$proto-$fuse" "$proto" "$base" 2 150 train --mode sync --tensor-fuse="$fuse" \
-				--model mlp --lr 0.1 -- --mode sync --tensor-fuse="$fuse" --model mlp \
+				--model mlp --lr 0.1 --ps-cores 1 -- --mode sync --tensor-fuse="$fuse" --model mlp \
 				--epochs "$TR_EPOCHS" --batch 64 --lr 0.1 --train-limit "$TR_LIMIT" \
 				--test-limit 2000 --decay-epochs 0
 			base=$((base + 10))
@@ -263,6 +300,44 @@ if "ps_direct" in parts:
     with open(os.path.join(out, "ps_direct.json"), "w") as f:
         f.write(json.dumps(pd) + "\n")
     print("ps_direct.json:", json.dumps({k: v for k, v in pd.items() if k != "runs"}))
+
+if "ps_lanes" in parts:
+    pl = {"bench": "ps_lanes_e2e", "dim": 16, "batch": int(batch), "key_space": 10000000,
+          "zipf_s": 1.1, "seconds_per_phase": int(secs), "servers": 1, "workers": 2,
+          "mode": "async",
+          "note": "1 PS on 1 or 2 lanes (DPDK: EAL -l 0 or 0-1; kernel: the same cores by "
+                  "taskset), 2 workers on the switch (kernel: loopback), all sleeping; keys/s "
+                  "summed over the workers and both phases' means; keys per PS CPU-second = "
+                  "keys served over the timed phases / the PS's utime+stime meanwhile",
+          "runs": {}}
+    for lanes in (1, 2):
+        for proto in ("dpdk", "kernel"):
+            name = f"pl-{proto}-{lanes}"
+            r = run(name, 2)
+            cpu = load(f"{name}-cpu").get("ps_cpu_s")
+            if r["ok"]:
+                ws = r["workers"]
+                for op in ("pull", "push"):
+                    r[f"{op}_keys_per_s"] = round(sum(w[f"{op}_keys_per_s"] for w in ws))
+                    r[f"{op}_p99_us"] = round(max(w[f"{op}_p99_us"] for w in ws), 1)
+                r["keys_per_s"] = round((r["pull_keys_per_s"] + r["push_keys_per_s"]) / 2)
+                r["ps_cpu_s"] = cpu
+                r["keys_per_ps_cpu_s"] = (round(r["keys_per_s"] * 2 * int(secs) / cpu)
+                                          if cpu else None)
+            pl["runs"][f"{proto}_{lanes}lane"] = r
+    g = lambda n, k: pl["runs"][n].get(k)
+    for proto in ("dpdk", "kernel"):
+        pl[f"ps_lanes_keys_per_s_ratio_2_over_1_{proto}"] = ratio(
+            g(f"{proto}_2lane", "keys_per_s"), g(f"{proto}_1lane", "keys_per_s"))
+    for lanes in (1, 2):
+        pl[f"ps_keys_per_s_ratio_dpdk_over_kernel_{lanes}lane"] = ratio(
+            g(f"dpdk_{lanes}lane", "keys_per_s"), g(f"kernel_{lanes}lane", "keys_per_s"))
+        pl[f"ps_keys_per_cpu_s_ratio_dpdk_over_kernel_{lanes}lane"] = ratio(
+            g(f"dpdk_{lanes}lane", "keys_per_ps_cpu_s"), g(f"kernel_{lanes}lane", "keys_per_ps_cpu_s"))
+    pl["notes"] = {k: v for k, v in notes.items() if k.startswith("pl-")}
+    with open(os.path.join(out, "ps_lanes.json"), "w") as f:
+        f.write(json.dumps(pl) + "\n")
+    print("ps_lanes.json:", json.dumps({k: v for k, v in pl.items() if k != "runs"}))
 
 if "train" in parts:
     tr = {"bench": "train_e2e", "model": "mlp", "mode": "sync", "servers": 1, "workers": 2,

@@ -111,9 +111,12 @@ tb_switch() { # N [switch args...]
 	return 1
 }
 
+# TB_PIN=1: the process is also pinned with taskset to the cores its EAL -l names, so a
+# node on kernel TCP (which ignores EAL's arguments) runs where its DPDK twin would.
 tb_node() { # NAME IDX CMD [app args...]
-	local name=$1 idx=$2 cmd=$3; shift 3
-	"$TB_BUILD/wharf-$cmd" $(tb_eal "$name" "$idx") -- "$@" \
+	local name=$1 idx=$2 cmd=$3 pin=(); shift 3
+	[ -n "${TB_PIN:-}" ] && pin=(taskset -c "${TB_EAL_CORE:-$(tb_core "$idx")}")
+	"${pin[@]}" "$TB_BUILD/wharf-$cmd" $(tb_eal "$name" "$idx") -- "$@" \
 		>"$TB_DIR/$name.out" 2>"$TB_DIR/$name.log" &
 	TB_PIDS[$name]=$!
 }
