@@ -230,6 +230,13 @@ def ratio(a, b):
 
 notes = {}
 
+def finish(name, d, prefix):
+    """The notes of d's runs (names starting with prefix), then OUT/name.json and a summary line."""
+    d["notes"] = {k: v for k, v in notes.items() if k.startswith(prefix)}
+    with open(os.path.join(out, name + ".json"), "w") as f:
+        f.write(json.dumps(d) + "\n")
+    print(name + ".json:", json.dumps({k: v for k, v in d.items() if k != "runs"}))
+
 def run(prefix, nw):
     ws = [load(f"{prefix}-w{i}") for i in range(nw)]
     bad = [w.get("failed", "no result") for w in ws if "failed" in w or "bench" not in w and "role" not in w]
@@ -264,10 +271,7 @@ if "ps" in parts:
     ok = [q for q in rs if q]
     ps["ps_keys_per_s_ratio_dpdk_over_kernel"] = (
         round(math.exp(sum(math.log(q) for q in ok) / len(ok)), 4) if len(ok) == len(rs) else None)
-    ps["notes"] = {k: v for k, v in notes.items() if k.startswith("ps-")}
-    with open(os.path.join(out, "ps.json"), "w") as f:
-        f.write(json.dumps(ps) + "\n")
-    print("ps.json:", json.dumps({k: v for k, v in ps.items() if k != "runs"}))
+    finish("ps", ps, "ps-")
 
 if "ps_direct" in parts:
     pd = {"bench": "ps_direct_e2e", "dim": 16, "batch": int(batch), "key_space": 10000000,
@@ -296,10 +300,7 @@ if "ps_direct" in parts:
         ok = [q for q in rs if q]
         pd[f"ps_direct_keys_per_s_ratio_dpdk_over_kernel_{mode}"] = (
             round(math.exp(sum(math.log(q) for q in ok) / len(ok)), 4) if len(ok) == len(rs) else None)
-    pd["notes"] = {k: v for k, v in notes.items() if k.startswith("pd-")}
-    with open(os.path.join(out, "ps_direct.json"), "w") as f:
-        f.write(json.dumps(pd) + "\n")
-    print("ps_direct.json:", json.dumps({k: v for k, v in pd.items() if k != "runs"}))
+    finish("ps_direct", pd, "pd-")
 
 if "ps_lanes" in parts:
     pl = {"bench": "ps_lanes_e2e", "dim": 16, "batch": int(batch), "key_space": 10000000,
@@ -334,10 +335,7 @@ if "ps_lanes" in parts:
             g(f"dpdk_{lanes}lane", "keys_per_s"), g(f"kernel_{lanes}lane", "keys_per_s"))
         pl[f"ps_keys_per_cpu_s_ratio_dpdk_over_kernel_{lanes}lane"] = ratio(
             g(f"dpdk_{lanes}lane", "keys_per_ps_cpu_s"), g(f"kernel_{lanes}lane", "keys_per_ps_cpu_s"))
-    pl["notes"] = {k: v for k, v in notes.items() if k.startswith("pl-")}
-    with open(os.path.join(out, "ps_lanes.json"), "w") as f:
-        f.write(json.dumps(pl) + "\n")
-    print("ps_lanes.json:", json.dumps({k: v for k, v in pl.items() if k != "runs"}))
+    finish("ps_lanes", pl, "pl-")
 
 if "train" in parts:
     tr = {"bench": "train_e2e", "model": "mlp", "mode": "sync", "servers": 1, "workers": 2,
@@ -355,8 +353,5 @@ if "train" in parts:
     tr["train_samples_ratio_dpdk_over_kernel_fuse_on"] = ratio(g("dpdk_fuse_on"), g("kernel_fuse_on"))
     tr["train_samples_ratio_fuse_on_over_off"] = ratio(g("dpdk_fuse_on"), g("dpdk_fuse_off"))
     tr["train_samples_ratio_fuse_on_over_off_kernel"] = ratio(g("kernel_fuse_on"), g("kernel_fuse_off"))
-    tr["notes"] = {k: v for k, v in notes.items() if k.startswith("tr-")}
-    with open(os.path.join(out, "train.json"), "w") as f:
-        f.write(json.dumps(tr) + "\n")
-    print("train.json:", json.dumps({k: v for k, v in tr.items() if k != "runs"}))
+    finish("train", tr, "tr-")
 EOF
