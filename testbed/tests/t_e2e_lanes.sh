@@ -5,7 +5,7 @@
 # must carry requests, and the model must learn — the dense softmax in sync, async and GEO,
 # and the sparse CTR model (whose keys spread over both lanes). Then the same on kernel TCP
 # (two epoll threads), and the exactly-once ledger through a SIGKILL of a two-lane PS with
-# its write-ahead log (one log per lane, replayed merged).
+# its write-ahead log (one log per lane, replayed merged), on both protocols.
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
 
@@ -68,29 +68,37 @@ job ctr dpdk async test_auc 0.70 --model lr --ctr-samples 100000 --epochs 2
 job ksync kernel sync test_accuracy 0.76 $D
 
 # The ledger through a SIGKILL of a two-lane PS: both lanes' logs replayed, nothing lost or
-# doubled (the count model: each push adds 1 to its worker's key).
+# doubled (the count model: each push adds 1 to its worker's key). On kernel TCP lane 1's
+# port is the kernel's pick, a new one after the restart: the workers learn it from health.
+ledger() { # PROTO
+	local proto=$1 ck=$TB_DIR/ps-$1.ckpt lcl="$CL --protocol $1 --mode async" i
+	[ "$proto" = dpdk ] && { tb_switch 3 || tb_fail "switch"; }
+	TB_EAL_CORE=0-1 tb_node ps1-$proto 0 psd $lcl --role ps --model count --ckpt "$ck" --ckpt-interval 1
+	tb_wait_log "$TB_DIR/ps1-$proto.log" "serving" 20 || { cat "$TB_DIR/ps1-$proto.log" >&2; tb_fail "ps did not start"; }
+	for i in 0 1; do
+		tb_node lw$i-$proto $((i + 1)) train $lcl --role worker --task-index $i --model count \
+			--count-pushes "$PUSHES" --count-delay-us 2000
+	done
+	sleep 2.5
+	kill -KILL "${TB_PIDS[ps1-$proto]}"; wait "${TB_PIDS[ps1-$proto]}" 2>/dev/null; unset "TB_PIDS[ps1-$proto]"
+	sleep 0.5
+	TB_EAL_CORE=0-1 tb_node ps2-$proto 0 psd $lcl --role ps --model count --ckpt "$ck" --restore "$ck" --ckpt-interval 1
+	tb_wait_log "$TB_DIR/ps2-$proto.log" "serving" 20 || { cat "$TB_DIR/ps2-$proto.log" >&2; tb_fail "ps did not restart"; }
+	for _ in $(seq 1 90); do
+		kill -0 "${TB_PIDS[lw0-$proto]}" 2>/dev/null || kill -0 "${TB_PIDS[lw1-$proto]}" 2>/dev/null || break
+		sleep 1
+	done
+	for i in 0 1; do
+		grep -q '"exactly_once":true' "$TB_DIR/lw$i-$proto.out" || { tail -n 10 "$TB_DIR/lw$i-$proto.log" "$TB_DIR/lw$i-$proto.out" "$TB_DIR/ps2-$proto.log" >&2; tb_fail "$proto: worker $i: ledger $(tb_json "$TB_DIR/lw$i-$proto.out" value 0) of $PUSHES after a SIGKILL of a 2-lane PS"; }
+		grep -q "reconnected to ps 0" "$TB_DIR/lw$i-$proto.log" || tb_fail "$proto: worker $i never reconnected"
+	done
+	grep -m1 "restored from" "$TB_DIR/ps2-$proto.log" | sed 's/^wharf-psd: //' >&2
+	tb_pass "ledger ($proto): $PUSHES pushes per worker counted once across a SIGKILL of a 2-lane PS"
+	"$TB_BUILD/wharf-ctl" "$CTL" shutdown >/dev/null
+	for i in 0 1; do tb_stop lw$i-$proto; done
+	tb_stop ps2-$proto
+	tb_stop switch
+}
 PUSHES=1200
-CK=$TB_DIR/ps.ckpt
-LCL="$CL --protocol dpdk --mode async"
-tb_switch 3 || tb_fail "switch"
-TB_EAL_CORE=0-1 tb_node ps1 0 psd $LCL --role ps --model count --ckpt "$CK" --ckpt-interval 1
-tb_wait_log "$TB_DIR/ps1.log" "serving" 20 || { cat "$TB_DIR/ps1.log" >&2; tb_fail "ps did not start"; }
-for i in 0 1; do
-	tb_node lw$i $((i + 1)) train $LCL --role worker --task-index $i --model count \
-		--count-pushes "$PUSHES" --count-delay-us 2000
-done
-sleep 2.5
-kill -KILL "${TB_PIDS[ps1]}"; wait "${TB_PIDS[ps1]}" 2>/dev/null; unset "TB_PIDS[ps1]"
-sleep 0.5
-TB_EAL_CORE=0-1 tb_node ps2 0 psd $LCL --role ps --model count --ckpt "$CK" --restore "$CK" --ckpt-interval 1
-tb_wait_log "$TB_DIR/ps2.log" "serving" 20 || { cat "$TB_DIR/ps2.log" >&2; tb_fail "ps did not restart"; }
-for _ in $(seq 1 90); do
-	kill -0 "${TB_PIDS[lw0]}" 2>/dev/null || kill -0 "${TB_PIDS[lw1]}" 2>/dev/null || break
-	sleep 1
-done
-for i in 0 1; do
-	grep -q '"exactly_once":true' "$TB_DIR/lw$i.out" || { tail -n 10 "$TB_DIR/lw$i.log" "$TB_DIR/lw$i.out" "$TB_DIR/ps2.log" >&2; tb_fail "worker $i: ledger $(tb_json "$TB_DIR/lw$i.out" value) of $PUSHES after a SIGKILL of a 2-lane PS"; }
-done
-grep -m1 "restored from" "$TB_DIR/ps2.log" | sed 's/^wharf-psd: //' >&2
-tb_pass "ledger: $PUSHES pushes per worker counted once across a SIGKILL of a 2-lane PS"
-"$TB_BUILD/wharf-ctl" "$CTL" shutdown >/dev/null
+ledger dpdk
+ledger kernel
