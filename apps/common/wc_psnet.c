@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -471,6 +472,7 @@ int wc_psnet_poll(struct wc_psnet *n)
 		atomic_store_explicit(&n->pub.polls,
 				      atomic_load_explicit(&n->pub.polls, memory_order_relaxed) + 1,
 				      memory_order_relaxed);
+		atomic_store_explicit(&n->pub.cpu, sched_getcpu(), memory_order_relaxed); /* vDSO */
 	}
 	if (n->obs == NULL && n->ctl_fz == n->fz)
 		return rc;

@@ -57,7 +57,7 @@ struct wn_track {
 /* What a lane publishes for lane 0's status and telemetry (relaxed stores, each poll). */
 struct wn_lane_pub {
 	_Atomic uint64_t reqs, errors, dropped, inflight, conns, polls;
-	_Atomic int cpu;        /* where its thread last ran */
+	_Atomic int cpu;        /* where its thread ran at its last poll round */
 };
 
 /* Sums over the lanes of a node (wn_lanes_sum). */
