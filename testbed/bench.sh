@@ -83,14 +83,17 @@ perf_dpdk() {
 	tb_stop srv
 }
 
+# The kernel side of a pair run as the DPDK one is: server on core 1, client on core 0
+# (taskset: kernel TCP ignores EAL's -l), both busy-polling (--poll: epoll_wait without
+# sleeping), so the ratio compares the stacks, not a spin against a sleep.
 perf_kernel() {
 	local name=$1; shift
-	"$TB_BUILD/wharf-perf" -- --protocol kernel --server --port 7001 --echo \
+	taskset -c 1 "$TB_BUILD/wharf-perf" -- --protocol kernel --server --port 7001 --echo --poll \
 		--seconds $((SECS + 20)) >/dev/null 2>"$TB_DIR/s$name.log" &
 	TB_PIDS[ksrv]=$!
 	sleep 0.5
-	timeout $((SECS + 30)) "$TB_BUILD/wharf-perf" -- --protocol kernel --peer 127.0.0.1 \
-		--port 7001 --seconds "$SECS" "$@" >"$OUT/$name.json" 2>"$TB_DIR/c$name.log"
+	timeout $((SECS + 30)) taskset -c 0 "$TB_BUILD/wharf-perf" -- --protocol kernel --peer 127.0.0.1 \
+		--port 7001 --poll --seconds "$SECS" "$@" >"$OUT/$name.json" 2>"$TB_DIR/c$name.log"
 	result "$name" $? "$TB_DIR/c$name.log"
 	tb_stop ksrv
 }
@@ -125,12 +128,14 @@ part_fuse() {
 	if [ ! -x "$TB_BUILD/wharf-fuse-bench" ]; then
 		echo '{"missing":"build/wharf-fuse-bench not built"}' >"$OUT/fuse.json"; return
 	fi
-	"$TB_BUILD/wharf-fuse-bench" --server --protocol kernel --port 7310 --seconds 300 \
-		>/dev/null 2>"$TB_DIR/fzk_srv.log" &
+	# The kernel backend as the DPDK pair below runs: same cores, both busy-polling.
+	taskset -c 1 "$TB_BUILD/wharf-fuse-bench" --server --protocol kernel --port 7310 --poll \
+		--seconds 300 >/dev/null 2>"$TB_DIR/fzk_srv.log" &
 	TB_PIDS[fzk]=$!
 	sleep 0.5
-	timeout 300 "$TB_BUILD/wharf-fuse-bench" --peer 127.0.0.1 --protocol kernel --port 7310 \
-		--steps 50 --rounds 3 --echoes 2000 >"$OUT/fuse_kernel.json" 2>"$TB_DIR/fzk_cli.log"
+	timeout 300 taskset -c 0 "$TB_BUILD/wharf-fuse-bench" --peer 127.0.0.1 --protocol kernel \
+		--port 7310 --poll --steps 50 --rounds 3 --echoes 2000 >"$OUT/fuse_kernel.json" \
+		2>"$TB_DIR/fzk_cli.log"
 	result fuse_kernel $? "$TB_DIR/fzk_cli.log"
 	tb_stop fzk
 	# DPDK: the same direct virtio-user/vhost pair as the transport part, both sides
