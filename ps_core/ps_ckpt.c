@@ -374,18 +374,29 @@ static int check_layout(struct ps_server *s, const uint8_t *b, size_t body, uint
 }
 
 /*
- * Exactly-once state: per shard, when the file was cut with the same shard/worker counts.
- * Returns the end of the section.
+ * Exactly-once state: per shard, when the file was cut with the same worker count. A file
+ * of one shard (every push of a worker applied in order on it) gives its sequences to every
+ * shard, exactly; a file cut over another number of shards is refused: a worker's pushes may
+ * have been applied out of order across its shards' lanes, so no mapping is exact. *end is
+ * the end of the section.
  */
-static const uint8_t *load_seqs(struct ps_server *s, const uint8_t *p)
+static int load_seqs(struct ps_server *s, const uint8_t *p, const uint8_t **end, char *err,
+		     size_t errlen)
 {
 	uint32_t ns = tl_ld32(p), nw = tl_ld32(p + 4), i, w;
 
-	if (ns == s->cfg.n_shards && nw == s->cfg.n_workers)
-		for (i = 0; i < ns; i++)
-			for (w = 0; w < nw; w++)
-				s->shards[i].last_seq[w] = tl_ld64(p + 8 + 8 * ((uint64_t)i * nw + w));
-	return p + 8 + 8 * (uint64_t)ns * nw;
+	*end = p + 8 + 8 * (uint64_t)ns * nw;
+	if (nw != s->cfg.n_workers)
+		return 0;
+	if (ns != s->cfg.n_shards && ns != 1) {
+		ps_errf(err, errlen, "checkpoint cut over %u shards, this server runs %u: its "
+			"exactly-once state does not map onto them", ns, s->cfg.n_shards);
+		return -EINVAL;
+	}
+	for (i = 0; i < s->cfg.n_shards; i++)
+		for (w = 0; w < nw; w++)
+			s->shards[i].last_seq[w] = tl_ld64(p + 8 + 8 * ((uint64_t)(ns == 1 ? 0 : i) * nw + w));
+	return 0;
 }
 
 /* Sync mode: the cut step's pending sums (rows already loaded). */
@@ -473,8 +484,7 @@ static int load_rows(struct ps_server *s, const uint8_t *p, const uint64_t *rows
 			memcpy(ps_row_val(tb, r), p + 8, fl * 4);
 		}
 	}
-	*end = load_seqs(s, p);
-	return 0;
+	return load_seqs(s, p, end, err, errlen);
 }
 
 /* Back to empty tables after a refused load, so nothing of it stays. */

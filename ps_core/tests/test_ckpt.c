@@ -146,14 +146,19 @@ static void test_ckpt_round_trip_restores_values_and_state(void **state)
 	save_msg(a); /* through the control message, as psctl would */
 	assert_int_equal(access(path, F_OK), 0);
 	mk_tabs(4);
-	/* a different shard count: rows are re-routed on load */
-	assert_int_equal(pt_cluster_create(1, 2, PS_MODE_ASYNC, 1, tabs, 2, &b), 0);
+	/* (a different shard count: test_ckpt_exactly_once_state_across_shard_counts) */
+	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_ASYNC, 1, tabs, 2, &b), 0);
 	assert_int_equal(ps_load(b->h[0], path, err, sizeof(err)), 0);
 	pull_all(a, sa, da);
 	pull_all(b, sb, db);
 	assert_memory_equal(sa, sb, sizeof(sa));
 	assert_memory_equal(da, db, sizeof(da));
-	/* optimizer state came back too: one more identical step keeps them identical */
+	/* optimizer state came back too: one more identical step keeps them identical (b's
+	 * client says hello first: the restored sequences would take its pushes for resends) */
+	int hello = 1;
+	assert_int_equal(ps_client_hello(b->cl[0], pt_done, &hello, b->msgs), 0);
+	pt_deliver(b, 0);
+	assert_int_equal(hello, 0);
 	fill(a, 1);
 	fill(b, 1);
 	pull_all(a, sa, da);
@@ -187,6 +192,43 @@ static void test_ckpt_restores_exactly_once_state(void **state)
 	assert_memory_equal(v1, v2, sizeof(v1));
 	pt_cluster_destroy(a);
 	pt_cluster_destroy(b);
+}
+
+/*
+ * A checkpoint of one shard (as PS executables cut before they ran 16) restores its
+ * exactly-once state into every shard of a server of more; one cut over another number of
+ * shards is refused rather than loaded without it.
+ */
+static void test_ckpt_exactly_once_state_across_shard_counts(void **state)
+{
+	struct pt_cluster *a, *b, *c;
+	uint64_t rows, k = 5;
+	float g[4] = { 1, 1, 1, 1 }, v1[4], v2[4];
+	char err[256];
+
+	(void)state;
+	mk_tabs(4);
+	assert_int_equal(pt_cluster_create(1, 1, PS_MODE_ASYNC, 1, tabs, 2, &a), 0);
+	fill(a, 2); /* worker 0 used sequences 1..4 */
+	assert_int_equal(ps_save(a->h[0], path, &rows, err, sizeof(err)), 0);
+	assert_int_equal(pt_cluster_create(1, 16, PS_MODE_ASYNC, 1, tabs, 2, &b), 0);
+	assert_int_equal(ps_load(b->h[0], path, err, sizeof(err)), 0);
+	assert_int_equal(pt_pull(b, 0, 1, 4, &k, 1, v1), 0);
+	assert_int_equal(pt_push(b, 0, 1, 4, &k, 1, g), 0); /* sequence 1 again: a resend */
+	assert_int_equal(tl_ld32(b->rep_buf + TL_MSG_HDR_LEN + 8), 0);
+	assert_int_equal(pt_pull(b, 0, 1, 4, &k, 1, v2), 0);
+	assert_memory_equal(v1, v2, sizeof(v1));
+	/* Cut over 3 shards, loaded into 16: refused, naming both counts. */
+	pt_cluster_destroy(a);
+	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_ASYNC, 1, tabs, 2, &a), 0);
+	fill(a, 2);
+	assert_int_equal(ps_save(a->h[0], path, &rows, err, sizeof(err)), 0);
+	assert_int_equal(pt_cluster_create(1, 16, PS_MODE_ASYNC, 1, tabs, 2, &c), 0);
+	assert_int_equal(ps_load(c->h[0], path, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "3 shards"));
+	pt_cluster_destroy(a);
+	pt_cluster_destroy(b);
+	pt_cluster_destroy(c);
 }
 
 /* ---- damaged files */
@@ -443,6 +485,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ckpt_save_request_refused_on_data_plane, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ckpt_round_trip_restores_values_and_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ckpt_restores_exactly_once_state, setup, teardown),
+cmocka_unit_test_setup_teardown(test_ckpt_exactly_once_state_across_shard_counts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ckpt_damaged_files_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ckpt_snapshot_during_concurrent_applies_consistent,
 						setup, teardown),
