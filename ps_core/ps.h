@@ -244,6 +244,22 @@ unsigned ps_handler_poll(struct ps_handler *h);
  */
 int ps_save(struct ps_handler *h, const char *path, uint64_t *rows_out, char *err, size_t errlen);
 /*
+ * The same in steps, so the saving lcore serves meanwhile and the disk is written from
+ * another thread. ps_save_start (a handler's thread; the other handlers must keep serving)
+ * takes the cut and begins each shard's copy-on-write snapshot; the owners copy as they
+ * poll (ps_handle, ps_handler_poll), the starter included. ps_save_copied (any thread) is
+ * true once every copy is done; then ps_save_write (any thread: no handler state) writes,
+ * fsyncs and renames the file, and for cfg.ckpt_path drops the log it covers. ps_save_free
+ * ends the job (a job freed before it was copied waits for nothing: free it only once
+ * copied). One job at a time: -EBUSY.
+ */
+struct ps_save_job;
+int ps_save_start(struct ps_handler *h, const char *path, struct ps_save_job **out, char *err,
+		  size_t errlen);
+bool ps_save_copied(struct ps_save_job *j);
+int ps_save_write(struct ps_save_job *j, uint64_t *rows_out, char *err, size_t errlen);
+void ps_save_free(struct ps_save_job *j);
+/*
  * Restore into a server that has not served yet (all tables empty), from the handler of
  * lcore slot 0 with no other handler running. Restores values, optimizer state, the
  * exactly-once sequences and the barrier/sync-step state of the cut. Refuses (-EBADMSG/-EINVAL/-EIO, message in

@@ -559,25 +559,55 @@ out:
 
 /* ---------------------------------------------------------------- save entry */
 
-int ps_save(struct ps_handler *h, const char *path, uint64_t *rows_out, char *err, size_t errlen)
+struct ps_save_job {
+	struct ps_server *s;
+	struct ps_handler *h;        /* the handler that started it */
+	struct ps_snap **snaps;
+	uint64_t gen;
+	bool primary;
+	int rc;                      /* of the snapshots' start */
+	char path[4096];
+};
+
+int ps_save_start(struct ps_handler *h, const char *path, struct ps_save_job **out, char *err,
+		  size_t errlen)
 {
 	struct ps_server *s = h->s;
-	uint32_t ns = s->cfg.n_shards, i;
-	struct ps_snap **snaps = calloc(ns, sizeof(*snaps));
+	uint32_t ns = s->cfg.n_shards, i, idle = 0;
+	struct ps_save_job *j;
 	bool was_in_request = h->in_request;
-	bool primary = s->wal_dir && s->ckpt_path && strcmp(path, s->ckpt_path) == 0;
-	uint64_t gen;
-	int rc = 0, drop;
+	int rc;
 
-	if (!snaps)
+	if (strlen(path) >= sizeof(j->path)) {
+		ps_errf(err, errlen, "checkpoint path too long");
+		return -ENAMETOOLONG;
+	}
+	/* One save at a time, from its start until its job is freed. acq_rel: partner, the
+	 * release store in ps_save_free. */
+	if (!atomic_compare_exchange_strong_explicit(&s->save_busy, &idle, 1, memory_order_acq_rel,
+						     memory_order_relaxed)) {
+		ps_errf(err, errlen, "a save is already running");
+		return -EBUSY;
+	}
+	j = calloc(1, sizeof(*j));
+	if (j)
+		j->snaps = calloc(ns, sizeof(*j->snaps));
+	if (!j || !j->snaps) {
+		free(j);
+		atomic_store_explicit(&s->save_busy, 0, memory_order_release);
 		return -ENOMEM;
+	}
+	j->s = s;
+	j->h = h;
+	snprintf(j->path, sizeof(j->path), "%s", path);
+	j->primary = s->wal_dir && s->ckpt_path && strcmp(path, s->ckpt_path) == 0;
 	h->in_request = true; /* a second saver must not park us halfway through ours */
 	/* Every other handler parks between requests: the snapshots begin at one cut. */
 	rc = ps_server_pause(h);
 	if (rc < 0) {
 		ps_errf(err, errlen, "a save is already running");
-		free(snaps);
 		h->in_request = was_in_request;
+		ps_save_free(j);
 		return rc;
 	}
 	/*
@@ -585,48 +615,90 @@ int ps_save(struct ps_handler *h, const char *path, uint64_t *rows_out, char *er
 	 * handler is parked between requests, so each record is on one side of it (handlers
 	 * open their new segment at their next append).
 	 */
-	gen = atomic_load_explicit(&s->wal_gen, memory_order_relaxed);
-	if (primary) {
-		atomic_store_explicit(&s->wal_gen, ++gen, memory_order_relaxed);
+	j->gen = atomic_load_explicit(&s->wal_gen, memory_order_relaxed);
+	if (j->primary) {
+		atomic_store_explicit(&s->wal_gen, ++j->gen, memory_order_relaxed);
 		for (i = 0; i < s->cfg.n_lcores; i++)
 			if (s->handlers[i])
 				atomic_store_explicit(&s->handlers[i]->wal.bytes, 0, memory_order_relaxed);
 	}
-	for (i = 0; i < ns && rc == 0; i++) {
+	for (i = 0, rc = 0; i < ns && rc == 0; i++) {
 		struct ps_op *op = &h->ops[i];
-		snaps[i] = calloc(1, sizeof(*snaps[i]));
-		if (!snaps[i]) {
+		j->snaps[i] = calloc(1, sizeof(*j->snaps[i]));
+		if (!j->snaps[i]) {
 			rc = -ENOMEM;
 			break;
 		}
 		memset(op, 0, sizeof(*op));
 		op->kind = PS_OP_SNAP_BEGIN;
-		op->snap = snaps[i];
+		op->snap = j->snaps[i];
 		ps_handler_run_op(h, i, op);
 		ps_handler_wait(h, op);
 		rc = op->status;
 		if (rc < 0) {
-			ps_snap_free(snaps[i]);
-			snaps[i] = NULL;
+			ps_snap_free(j->snaps[i]);
+			j->snaps[i] = NULL;
 		}
 	}
 	ps_server_resume(h); /* copying goes on incrementally while training continues */
-	/* Every begun snapshot is finished by its owner before its memory can go. */
-	for (i = 0; i < ns; i++)
-		while (snaps[i] && !atomic_load_explicit(&snaps[i]->ready, memory_order_acquire))
-			ps_handler_poll(h); /* partner: release store in ps_shard_snap_step */
-	if (rc < 0)
-		ps_errf(err, errlen, "snapshot: %s", strerror(-rc));
-	else
-		rc = ps_ckpt_write(s, snaps, gen, path, rows_out, err, errlen);
-	/* Renamed into place and fsynced: the older segments hold nothing it lacks. */
-	if (rc == 0 && primary && (drop = ps_wal_drop_before(s, gen)) < 0)
-		fprintf(stderr, "ps_save: deleting log segments before generation %llu: %s\n",
-			(unsigned long long)gen, strerror(-drop));
-	for (i = 0; i < ns; i++)
-		ps_snap_free(snaps[i]);
-	free(snaps);
 	h->in_request = was_in_request;
+	j->rc = rc;
+	*out = j;
+	return 0;
+}
+
+bool ps_save_copied(struct ps_save_job *j)
+{
+	for (uint32_t i = 0; i < j->s->cfg.n_shards; i++)
+		/* acquire: partner, the release store in ps_shard_snap_step. */
+		if (j->snaps[i] && !atomic_load_explicit(&j->snaps[i]->ready, memory_order_acquire))
+			return false;
+	return true;
+}
+
+int ps_save_write(struct ps_save_job *j, uint64_t *rows_out, char *err, size_t errlen)
+{
+	int rc = j->rc, drop;
+
+	if (rc < 0) {
+		ps_errf(err, errlen, "snapshot: %s", strerror(-rc));
+		return rc;
+	}
+	rc = ps_ckpt_write(j->s, j->snaps, j->gen, j->path, rows_out, err, errlen);
+	/* Renamed into place and fsynced: the older segments hold nothing it lacks. */
+	if (rc == 0 && j->primary && (drop = ps_wal_drop_before(j->s, j->gen)) < 0)
+		fprintf(stderr, "ps_save: deleting log segments before generation %llu: %s\n",
+			(unsigned long long)j->gen, strerror(-drop));
+	return rc;
+}
+
+void ps_save_free(struct ps_save_job *j)
+{
+	if (!j)
+		return;
+	for (uint32_t i = 0; j->snaps && i < j->s->cfg.n_shards; i++)
+		ps_snap_free(j->snaps[i]);
+	free(j->snaps);
+	/* release: partner, the CAS in ps_save_start. */
+	atomic_store_explicit(&j->s->save_busy, 0, memory_order_release);
+	free(j);
+}
+
+int ps_save(struct ps_handler *h, const char *path, uint64_t *rows_out, char *err, size_t errlen)
+{
+	struct ps_save_job *j;
+	bool was_in_request = h->in_request;
+	int rc = ps_save_start(h, path, &j, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	/* Every begun snapshot is finished by its owner before its memory can go. */
+	h->in_request = true;
+	while (!ps_save_copied(j))
+		ps_handler_poll(h);
+	h->in_request = was_in_request;
+	rc = ps_save_write(j, rows_out, err, errlen);
+	ps_save_free(j);
 	return rc;
 }
 

@@ -256,6 +256,7 @@ struct ps_server {
 	 */
 	_Atomic uint32_t pause;
 	_Atomic uint32_t save_epoch;
+	_Atomic uint32_t save_busy; /* a save job exists (ps_save_start .. ps_save_free) */
 	/*
 	 * Write-ahead log. wal_gen: the generation new records go to; bumped by a primary save
 	 * while every other handler is parked (the pause/park pairs order it), loaded relaxed.

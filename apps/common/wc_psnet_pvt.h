@@ -5,6 +5,8 @@
 #ifndef WHARF_WC_PSNET_PVT_H
 #define WHARF_WC_PSNET_PVT_H
 
+#include <pthread.h>
+
 #include "apps/common/wc_psnet.h"
 #include "apps/common/wc_psobs.h"
 #include "fuse/fz.h"
@@ -99,6 +101,15 @@ struct wc_psnet {
 	bool wal_on;
 	uint64_t ckpt_every_us, next_ckpt_us, wal_max_bytes, next_walchk_us;
 	uint64_t sync_every_us, next_sync_us, ckpts, ckpt_errors;
+	/* A periodic checkpoint in progress (lane 0): copied while serving, written by save_th. */
+	struct ps_save_job *save_job;
+	const char *save_why;
+	pthread_t save_th;
+	bool save_th_on;
+	_Atomic int save_written;     /* release: save_th's result below is complete */
+	int save_rc;
+	uint64_t save_rows;
+	char save_err[256];
 
 	/* worker */
 	struct ps_client *pc;

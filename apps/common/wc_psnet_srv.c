@@ -14,8 +14,10 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "apps/common/wc_psnet_pvt.h"
 
@@ -173,9 +175,64 @@ int wn_lane_round(struct wc_psnet *n)
 {
 	int rc = wc_psnet_poll(n);
 
-	if (n->lanes > 1)
+	/* Other lanes' ops on our shards, and a running save's copy of them. */
+	if (n->lanes > 1 || n->save_job != NULL)
 		ps_handler_poll(n->h);
 	return rc;
+}
+
+static void *save_writer(void *arg)
+{
+	struct wc_psnet *n = arg;
+
+	n->save_rc = ps_save_write(n->save_job, &n->save_rows, n->save_err, sizeof(n->save_err));
+	/* release: partner, the acquire in save_progress. */
+	atomic_store_explicit(&n->save_written, 1, memory_order_release);
+	return NULL;
+}
+
+/*
+ * A periodic checkpoint in steps, so lane 0 serves throughout: the cut (ps_save_start), the
+ * copy-on-write copies made as the lanes poll, then the file written and fsynced by a
+ * thread of its own. Called each round while a save runs; finish: wait it out (shutdown).
+ */
+static void save_progress(struct wc_psnet *n, bool finish)
+{
+	struct timespec ts = { 0, 100000 };
+
+	while (n->save_job != NULL) {
+		if (!n->save_th_on && ps_save_copied(n->save_job)) {
+			if (pthread_create(&n->save_th, NULL, save_writer, n) == 0)
+				n->save_th_on = true;
+			else
+				save_writer(n); /* no thread to be had: written here, once */
+		}
+		if (atomic_load_explicit(&n->save_written, memory_order_acquire)) {
+			if (n->save_th_on)
+				pthread_join(n->save_th, NULL);
+			n->save_th_on = false;
+			ps_save_free(n->save_job);
+			n->save_job = NULL;
+			n->next_ckpt_us = wn_now_us() + n->ckpt_every_us;
+			if (n->save_rc != 0) {
+				n->ckpt_errors++;
+				fprintf(stderr, "%s: %s checkpoint %s: %s\n", n->name, n->save_why, n->ckpt,
+					n->save_err);
+			} else {
+				n->ckpts++;
+				fprintf(stderr, "%s: %s checkpoint %s: %" PRIu64 " rows%s\n", n->name,
+					n->save_why, n->ckpt, n->save_rows,
+					n->wal_on ? "; the log before it deleted" : "");
+			}
+			return;
+		}
+		if (!finish)
+			return;
+		if (n->save_th_on)
+			nanosleep(&ts, NULL);
+		else
+			wn_lane_round(n);
+	}
 }
 
 /*
@@ -192,6 +249,7 @@ static int drain_and_save(struct wc_psnet *n)
 	int rc = 0;
 
 	n->draining = true;
+	save_progress(n, true); /* a periodic checkpoint still running ends first */
 	while (n->srv_inflight > 0 && wn_now_us() < deadline)
 		if (wn_lane_round(n) < 0)
 			break;
@@ -227,7 +285,7 @@ static int drain_and_save(struct wc_psnet *n)
  */
 static void periodic_duties(struct wc_psnet *n)
 {
-	uint64_t now = wn_now_us(), rows = 0, logged = 0;
+	uint64_t now = wn_now_us(), logged = 0;
 	const char *why = NULL;
 	char err[256];
 	int rc;
@@ -239,6 +297,10 @@ static void periodic_duties(struct wc_psnet *n)
 	}
 	if (n->lane != 0 || n->ckpt[0] == '\0')
 		return;
+	if (n->save_job != NULL) {
+		save_progress(n, false);
+		return;
+	}
 	if (n->ckpt_every_us && now >= n->next_ckpt_us)
 		why = "periodic";
 	if (!why && n->wal_on && now >= n->next_walchk_us) {
@@ -249,16 +311,17 @@ static void periodic_duties(struct wc_psnet *n)
 	}
 	if (!why)
 		return;
-	rc = ps_save(n->h, n->ckpt, &rows, err, sizeof(err));
-	n->next_ckpt_us = wn_now_us() + n->ckpt_every_us;
+	rc = ps_save_start(n->h, n->ckpt, &n->save_job, err, sizeof(err));
 	if (rc != 0) {
+		n->save_job = NULL;
+		n->next_ckpt_us = wn_now_us() + n->ckpt_every_us;
 		n->ckpt_errors++;
 		fprintf(stderr, "%s: %s checkpoint %s: %s\n", n->name, why, n->ckpt, err);
 		return;
 	}
-	n->ckpts++;
-	fprintf(stderr, "%s: %s checkpoint %s: %" PRIu64 " rows%s\n", n->name, why, n->ckpt, rows,
-		n->wal_on ? "; the log before it deleted" : "");
+	n->save_why = why;
+	atomic_store_explicit(&n->save_written, 0, memory_order_relaxed); /* this job's, from now */
+	save_progress(n, false);
 }
 
 int wc_psnet_serve_loop(struct wc_psnet *n, const sigset_t *sigs)

@@ -231,6 +231,62 @@ static void test_ckpt_exactly_once_state_across_shard_counts(void **state)
 	pt_cluster_destroy(c);
 }
 
+struct writer {
+	struct ps_save_job *j;
+	uint64_t rows;
+	int rc;
+	char err[256];
+};
+
+static void *write_main(void *arg)
+{
+	struct writer *w = arg;
+
+	w->rc = ps_save_write(w->j, &w->rows, w->err, sizeof(w->err));
+	return NULL;
+}
+
+/*
+ * A save in steps: after the cut the saving handler goes on applying pushes (the copy is
+ * copy-on-write), the file is written by another thread, and it holds the cut, not what
+ * came after; a second save meanwhile is refused.
+ */
+static void test_ckpt_save_in_steps_serves_while_it_writes(void **state)
+{
+	struct pt_cluster *a, *b;
+	struct writer w = { 0 };
+	struct ps_save_job *j2;
+	float sa[400], da[100], sb[400], db[100], s_after[400], d_after[100];
+	char err[256] = "";
+	pthread_t th;
+
+	(void)state;
+	mk_tabs(4);
+	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_ASYNC, 1, tabs, 2, &a), 0);
+	fill(a, 3);
+	pull_all(a, sa, da); /* the values at the cut */
+	assert_int_equal(ps_save_start(a->h[0], path, &w.j, err, sizeof(err)), 0);
+	assert_int_equal(ps_save_start(a->h[0], path, &j2, err, sizeof(err)), -EBUSY);
+	fill(a, 2);          /* served while the save is under way */
+	pull_all(a, s_after, d_after);
+	assert_memory_not_equal(sa, s_after, sizeof(sa));
+	while (!ps_save_copied(w.j))
+		ps_handler_poll(a->h[0]);
+	assert_int_equal(pthread_create(&th, NULL, write_main, &w), 0);
+	fill(a, 1);          /* and while the file is written */
+	pthread_join(th, NULL);
+	assert_int_equal(w.rc, 0);
+	assert_true(w.rows > 0);
+	ps_save_free(w.j);
+	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_ASYNC, 1, tabs, 2, &b), 0);
+	assert_int_equal(ps_load(b->h[0], path, err, sizeof(err)), 0);
+	pull_all(b, sb, db);
+	assert_memory_equal(sa, sb, sizeof(sa));
+	assert_memory_equal(da, db, sizeof(da));
+	pt_cluster_destroy(a);
+	pt_cluster_destroy(b);
+}
+
 /* ---- damaged files */
 
 static uint8_t *file;
@@ -485,6 +541,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ckpt_save_request_refused_on_data_plane, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ckpt_round_trip_restores_values_and_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ckpt_restores_exactly_once_state, setup, teardown),
+cmocka_unit_test_setup_teardown(test_ckpt_save_in_steps_serves_while_it_writes, setup, teardown),
 cmocka_unit_test_setup_teardown(test_ckpt_exactly_once_state_across_shard_counts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ckpt_damaged_files_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ckpt_snapshot_during_concurrent_applies_consistent,
