@@ -339,7 +339,7 @@ static void log_knobs(const struct wc_psnet *n)
 		"%u network lane%s; %s_ENABLE_POLLING=%s (%s); %s_DISABLE_PIN_CORES=%s\n", n->name,
 		wc_role_name(n->cl->role), n->cl->task_index, wc_protocol_name(n->cl->protocol),
 		n->cl->tensor_fuse ? "on" : "off", role, k->core_number,
-		n->is_ps ? "serving on" : "one per worker process (the trainer's thread polls it):",
+		n->is_ps ? "the PS runs" : "one per worker process (the trainer's thread polls it):",
 		n->lanes, n->lanes == 1 ? "" : "s", role, k->enable_polling ? "True" : "False",
 		k->enable_polling ? "tl_poll spins" : "sleeping poll", role,
 		k->disable_pin_cores ? "True" : "False");

@@ -347,9 +347,9 @@ static int lanes_port(struct wn_group *g, int eal_argc, char **eal_argv, uint32_
 		return wn_errf(err, errlen, rc, "cannot start the dpdk transport: %s (check the EAL "
 			       "arguments before \"--\")", err);
 	if (rte_lcore_count() < *lanes) {
-		fprintf(stderr, "%s: NETWORK_PS_CORE_NUMBER=%u but EAL has %u lcore%s (-l): serving "
-			"on %u\n", g->np.name, *lanes, rte_lcore_count(),
-			rte_lcore_count() == 1 ? "" : "s", rte_lcore_count());
+		unsigned have = rte_lcore_count();
+		fprintf(stderr, "%s: NETWORK_PS_CORE_NUMBER=%u but EAL has %u lcore%s (-l): %u lane%s\n",
+			g->np.name, *lanes, have, have == 1 ? "" : "s", have, have == 1 ? "" : "s");
 		*lanes = rte_lcore_count();
 	}
 	dn_obs_init();
