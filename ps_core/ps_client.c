@@ -64,6 +64,18 @@ struct ps_client {
 	uint32_t kdst_cap;
 };
 
+static void slot_arrays_free(struct cl_slot *s, uint32_t nd)
+{
+	for (uint32_t j = 0; s->msg && j < nd; j++)
+		free(s->msg[j]);
+	free(s->srv_off);
+	free(s->dcnt);
+	free(s->answered);
+	free(s->msg);
+	free(s->msg_len);
+	free(s->msg_cap);
+}
+
 /* Per-destination arrays of one slot; 0 or -ENOMEM (then nothing of s changed). */
 static int slot_arrays(struct cl_slot *s, uint32_t nd)
 {
@@ -76,12 +88,7 @@ static int slot_arrays(struct cl_slot *s, uint32_t nd)
 	t.msg_len = calloc(nd, sizeof(*t.msg_len));
 	t.msg_cap = calloc(nd, sizeof(*t.msg_cap));
 	if (!t.srv_off || !t.dcnt || !t.answered || !t.msg || !t.msg_len || !t.msg_cap) {
-		free(t.srv_off);
-		free(t.dcnt);
-		free(t.answered);
-		free(t.msg);
-		free(t.msg_len);
-		free(t.msg_cap);
+		slot_arrays_free(&t, 0); /* no kept message yet: the arrays alone */
 		return -ENOMEM;
 	}
 	s->srv_off = t.srv_off;
@@ -93,17 +100,6 @@ static int slot_arrays(struct cl_slot *s, uint32_t nd)
 	return 0;
 }
 
-static void slot_arrays_free(struct cl_slot *s, uint32_t nd)
-{
-	for (uint32_t j = 0; s->msg && j < nd; j++)
-		free(s->msg[j]);
-	free(s->srv_off);
-	free(s->dcnt);
-	free(s->answered);
-	free(s->msg);
-	free(s->msg_len);
-	free(s->msg_cap);
-}
 
 int ps_client_create(const struct ps_client_config *cfg, struct ps_client **out)
 {

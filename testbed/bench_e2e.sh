@@ -230,6 +230,11 @@ def ratio(a, b):
 
 notes = {}
 
+def gmean(rs):
+    """Geometric mean of the ratios, or None when any of them is missing."""
+    ok = [q for q in rs if q]
+    return round(math.exp(sum(math.log(q) for q in ok) / len(ok)), 4) if ok and len(ok) == len(rs) else None
+
 def finish(name, d, prefix):
     """The notes of d's runs (names starting with prefix), then OUT/name.json and a summary line."""
     d["notes"] = {k: v for k, v in notes.items() if k.startswith(prefix)}
@@ -268,9 +273,7 @@ if "ps" in parts:
             ps[f"{op}_keys_per_s_ratio_dpdk_over_kernel_{nw}w"] = q
             ps[f"{op}_p99_ratio_dpdk_over_kernel_{nw}w"] = ratio(d.get(f"{op}_p99_us"), k.get(f"{op}_p99_us"))
             rs.append(q)
-    ok = [q for q in rs if q]
-    ps["ps_keys_per_s_ratio_dpdk_over_kernel"] = (
-        round(math.exp(sum(math.log(q) for q in ok) / len(ok)), 4) if len(ok) == len(rs) else None)
+    ps["ps_keys_per_s_ratio_dpdk_over_kernel"] = gmean(rs)
     finish("ps", ps, "ps-")
 
 if "ps_direct" in parts:
@@ -297,9 +300,7 @@ if "ps_direct" in parts:
             pd[f"{op}_keys_per_s_ratio_dpdk_over_kernel_{mode}"] = q
             pd[f"{op}_p50_ratio_dpdk_over_kernel_{mode}"] = ratio(d.get(f"{op}_p50_us"), k.get(f"{op}_p50_us"))
             rs.append(q)
-        ok = [q for q in rs if q]
-        pd[f"ps_direct_keys_per_s_ratio_dpdk_over_kernel_{mode}"] = (
-            round(math.exp(sum(math.log(q) for q in ok) / len(ok)), 4) if len(ok) == len(rs) else None)
+        pd[f"ps_direct_keys_per_s_ratio_dpdk_over_kernel_{mode}"] = gmean(rs)
     finish("ps_direct", pd, "pd-")
 
 if "ps_lanes" in parts:

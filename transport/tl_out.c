@@ -423,18 +423,24 @@ void tl_out_rst(struct tl_tcp_conn *c)
 	do_emit(c->stack, &tx);
 }
 
+/* A segment answering rx with no connection of its own: addresses and ports swapped, seq/ack. */
+static void reply_to(struct tl_tcp_tx *tx, const struct tl_tcp_rx *rx, uint32_t seq, uint32_t ack)
+{
+	tx->saddr = rx->daddr;
+	tx->daddr = rx->saddr;
+	memcpy(tx->hdr, rx->tcp + 2, 2);
+	memcpy(tx->hdr + 2, rx->tcp, 2);
+	be32(tx->hdr + 4, seq);
+	be32(tx->hdr + 8, ack);
+}
+
 void tl_out_rst_for(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, uint32_t seq, uint32_t ack,
 		    uint8_t flags)
 {
 	struct tl_tcp_tx tx;
 	uint8_t *h = tx.hdr;
 
-	tx.saddr = rx->daddr;
-	tx.daddr = rx->saddr;
-	memcpy(h, rx->tcp + 2, 2);
-	memcpy(h + 2, rx->tcp, 2);
-	be32(h + 4, seq);
-	be32(h + 8, ack);
+	reply_to(&tx, rx, seq, ack);
 	h[12] = 5u << 4;
 	h[13] = (uint8_t)(TL_TCP_RST | flags);
 	memset(h + 14, 0, 6);
@@ -486,12 +492,7 @@ void tl_out_cookie_synack(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx, ui
 	}
 	if (o->ecn_ok)
 		flags |= TL_TCP_ECE;
-	tx.saddr = rx->daddr;
-	tx.daddr = rx->saddr;
-	memcpy(h, rx->tcp + 2, 2);
-	memcpy(h + 2, rx->tcp, 2);
-	be32(h + 4, iss);
-	be32(h + 8, ack);
+	reply_to(&tx, rx, iss, ack);
 	h[12] = (uint8_t)(((20u + opt) / 4u) << 4);
 	h[13] = flags;
 	be16(h + 14, (uint16_t)min_u32(s->cfg.rcv_buf, 0xffff));

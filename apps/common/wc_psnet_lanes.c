@@ -109,14 +109,25 @@ void wn_lanes_saved(struct wc_psnet *n)
 
 /* ---- status and telemetry ---------------------------------------------------------------- */
 
+/* The lanes of n's node (one when n runs alone), and lane k's node (NULL while it starts). */
+static uint32_t node_lanes(const struct wc_psnet *n)
+{
+	return n->g != NULL ? n->g->lanes : 1;
+}
+
+static const struct wc_psnet *node_lane(const struct wc_psnet *n, uint32_t k)
+{
+	return n->g != NULL ? lane_node(n->g, k) : n;
+}
+
 void wn_lanes_sum(const struct wc_psnet *n, struct wn_lane_sum *out)
 {
 	struct ps_lcore_stats st;
-	uint32_t lanes = n->g != NULL ? n->g->lanes : 1;
+	uint32_t lanes = node_lanes(n);
 
 	memset(out, 0, sizeof(*out));
 	for (uint32_t k = 0; k < lanes; k++) {
-		const struct wc_psnet *m = n->g != NULL ? lane_node(n->g, k) : n;
+		const struct wc_psnet *m = node_lane(n, k);
 		if (m == NULL)
 			continue;
 		out->reqs += atomic_load_explicit(&m->pub.reqs, memory_order_relaxed);
@@ -132,11 +143,11 @@ void wn_lanes_sum(const struct wc_psnet *n, struct wn_lane_sum *out)
 
 void wn_lanes_status(const struct wc_psnet *n, char *out, size_t len, size_t *off)
 {
-	uint32_t lanes = n->g != NULL ? n->g->lanes : 1;
+	uint32_t lanes = node_lanes(n);
 	struct ps_lcore_stats st;
 
 	for (uint32_t k = 0; k < lanes && *off < len; k++) {
-		const struct wc_psnet *m = n->g != NULL ? lane_node(n->g, k) : n;
+		const struct wc_psnet *m = node_lane(n, k);
 		if (m == NULL || n->ps == NULL || ps_server_lcore_stats(n->ps, k, &st) != 0)
 			continue;
 		*off += (size_t)snprintf(out + *off, len - *off, "lane   %u  port %u  requests %" PRIu64
@@ -153,12 +164,12 @@ void wn_lanes_status(const struct wc_psnet *n, char *out, size_t len, size_t *of
 
 void wn_lanes_layout(const struct wc_psnet *n, char *out, size_t len)
 {
-	uint32_t lanes = n->g != NULL ? n->g->lanes : 1;
+	uint32_t lanes = node_lanes(n);
 	size_t off = (size_t)snprintf(out, len, "lanes %u shards %u ports ", lanes,
 				      n->scfg != NULL ? n->scfg->n_shards : 1);
 
 	for (uint32_t k = 0; k < lanes && off < len; k++) {
-		const struct wc_psnet *m = n->g != NULL ? lane_node(n->g, k) : n;
+		const struct wc_psnet *m = node_lane(n, k);
 		off += (size_t)snprintf(out + off, len - off, "%s%u", k ? "," : "",
 					m != NULL ? m->data_port : 0);
 	}
