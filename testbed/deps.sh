@@ -3,7 +3,7 @@
 set -eu
 pkgs=(dpdk dpdk-dev libdpdk-dev libnuma-dev numactl libcmocka-dev libjansson-dev pkg-config
       gcc make clang iproute2 iputils-ping tshark gnuplot-nox dataset-fashion-mnist procps
-      python3-pyelftools zlib1g-dev python3-scapy)
+      python3-pyelftools zlib1g-dev python3-scapy nftables)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -991,7 +991,7 @@ static int db_connect(struct tl_conn *c, uint32_t ip, uint16_t port)
 	return tl_tcp_connect(d->stack, &t, &db_conn_cbs, c, db_now(d), &dc->tc);
 }
 
-/* WHARF_TL_STATS=1: a connection's TCP state as it ends (debugging aid). */
+/* WHARF_TL_STATS=1: a connection's TCP state as it ends, before its FIN or RST (debugging aid). */
 static void db_dump_conn(const struct tl_tcp_conn *tc)
 {
 	struct tl_tcp_conn_stats s;
@@ -1001,9 +1001,9 @@ static void db_dump_conn(const struct tl_tcp_conn *tc)
 		return;
 	tl_tcp_conn_get_stats(tc, &s);
 	fprintf(stderr, "tl_conn: seg in/out %lu/%lu acked %lu rcvd %lu retrans %lu srtt %u us "
-		"rttvar %u rto %u cwnd %u ssthresh %u snd_wnd %u rcv_wnd %u state %u\n",
+		"rttvar %u rto %u cwnd %u ssthresh %u snd_wnd %u rcv_wnd %u rewound %u state %u\n",
 		s.seg_in, s.seg_out, s.bytes_acked, s.bytes_rcvd, s.retrans, s.srtt_us, s.rttvar_us,
-		s.rto_us, s.cwnd, s.ssthresh, s.snd_wnd, s.rcv_wnd, s.state);
+		s.rto_us, s.cwnd, s.ssthresh, s.snd_wnd, s.rcv_wnd, s.snd_rewound, s.state);
 }
 
 /*
@@ -1303,11 +1303,11 @@ static void db_dump_stats(const struct db *d)
 	tl_tcp_stack_get_stats(d->stack, &s);
 	fprintf(stderr, "tl_tcp: seg in/out %lu/%lu bytes in/out %lu/%lu retrans %lu fast %lu rto %lu "
 		"spurious %lu probes %lu ooo %lu dup_segs %lu dup_acks %lu sack_rexmits %lu challenge_acks %lu "
-		"drops: malformed %lu no_conn %lu window %lu "
+		"rst_in %lu rst_out %lu drops: malformed %lu no_conn %lu window %lu "
 		"bad_ack %lu backlog %lu ooo_full %lu emit %lu\n",
 		s.seg_in, s.seg_out, s.bytes_in, s.bytes_out, s.retrans, s.fast_retrans, s.rto_fired,
 		s.spurious_rto, s.probes, s.ooo_queued, s.dup_segs, s.dup_acks, s.sack_rexmits,
-		s.challenge_acks, s.drop_malformed,
+		s.challenge_acks, s.rst_in, s.rst_out, s.drop_malformed,
 		s.drop_no_conn,
 		s.drop_window, s.drop_bad_ack, s.drop_backlog, s.drop_ooo_full, s.drop_emit);
 	fprintf(stderr, "tl: refused_conns %" PRIu64 " refused_conns_nomem %" PRIu64

@@ -692,6 +692,7 @@ void tl_tcp_conn_get_stats(const struct tl_tcp_conn *c, struct tl_tcp_conn_stats
 	o->ssthresh = c->ssthresh;
 	o->snd_wnd = c->snd_wnd;
 	o->rcv_wnd = c->rcv_adv - c->rcv_nxt;
+	o->snd_rewound = c->snd_max - c->snd_nxt;
 	o->dctcp_alpha = c->dctcp_alpha;
 	o->state = c->state;
 	o->ecn = c->ecn_ok;

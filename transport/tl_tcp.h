@@ -199,6 +199,8 @@ struct tl_tcp_conn_stats {
 	uint64_t seg_in, seg_out, bytes_acked, bytes_rcvd, retrans;
 	uint32_t srtt_us, rttvar_us, rto_us;
 	uint32_t cwnd, ssthresh, snd_wnd, rcv_wnd;
+	uint32_t snd_rewound;     /* snd_max - snd_nxt: sent bytes a timeout or a zero window
+				   * pulled back to send again (0 in the steady state) */
 	uint32_t dctcp_alpha;     /* fraction of CE-marked bytes, in 1/1024 */
 	uint8_t state;            /* enum tl_tcp_state */
 	bool ecn, ts, ws, sack;

@@ -6,15 +6,17 @@
  *   wharf-xfer [EAL] -- --ip A/len --port P (--server [--echo] [--verify SEED] | --peer B)
  *              [--protocol dpdk|kernel] [--count N] [--min-size B] [--max-size B]
  *              [--seed S] [--send-file F] [--recv-file G] [--connections C]
- *              [--seconds LIMIT]
+ *              [--seconds LIMIT] [--abort-after-ms MS]
  *
  * Client: sends --count generated messages (xf_gen.c) or the bytes of --send-file in
  * messages of seeded random sizes, a window in flight per connection; with an echoing
  * peer (--echo, implied by --recv-file) it checks every echo and writes echoed bodies
- * to --recv-file at their offsets. Server: --echo sends every message back from the
- * bytes it arrived in; --verify SEED checks arrivals against the generator. Both print
- * one JSON line last: sent, received, bad, missing, duplicated, bytes, seconds,
- * gbit_per_s, ok. Exit status: 0 everything checked out, 1 not, 2 bad arguments.
+ * to --recv-file at their offsets; with --abort-after-ms it resets every connection
+ * (tl_abort) MS ms after they are up instead of closing them gracefully. Server: --echo
+ * sends every message back from the bytes it arrived in; --verify SEED checks arrivals
+ * against the generator. Both print one JSON line last: sent, received, bad, missing,
+ * duplicated, bytes, seconds, gbit_per_s, aborted, ok. Exit status: 0 everything checked
+ * out, 1 not, 2 bad arguments.
  *
  * Call chain: main -> xf_parse (here) -> xf_tl_create -> xf_client (xf_cli.c) |
  *   xf_server (xf_srv.c) -> tl_poll loops.
@@ -38,7 +40,7 @@ static void usage(FILE *f)
 		"                  (--server [--echo] [--verify SEED] | --peer A.B.C.D)\n"
 		"                  [--protocol dpdk|kernel] [--count N] [--min-size B] [--max-size B]\n"
 		"                  [--seed S] [--send-file F] [--recv-file G] [--connections C]\n"
-		"                  [--seconds LIMIT]\n"
+		"                  [--seconds LIMIT] [--abort-after-ms MS]\n"
 		"  --server        listen on P\n"
 		"  --echo          server: send every message back; client: the peer echoes, check\n"
 		"                  every echo (implied by --recv-file)\n"
@@ -53,6 +55,10 @@ static void usage(FILE *f)
 		"  --connections C client: spread the messages over C connections (default 1)\n"
 		"  --seconds LIMIT give up after LIMIT seconds (default: client 600, server until\n"
 		"                  SIGINT/SIGTERM or --count)\n"
+		"  --abort-after-ms MS  client: MS ms after the connections are up, reset each one\n"
+		"                  (tl_abort: the peer gets a RST) instead of closing it gracefully,\n"
+		"                  whether or not its messages completed; the run then passes when\n"
+		"                  every connection was still open to be reset and no check failed\n"
 		"With --protocol kernel the EAL args are ignored; the server listens on --ip's\n"
 		"address (127.0.0.1 without --ip).\n"
 		"Exit status: 0 everything checked out, 1 run-time failure or a check failed,\n"
@@ -108,6 +114,7 @@ static void parse_opt(struct xf_opts *o, int c, const char *arg)
 	case 'g': o->recv_file = arg; break;
 	case 'c': o->conns = (uint32_t)parse_u64("--connections", arg, 1, XF_MAX_CONNS); break;
 	case 't': o->seconds = wc_parse_seconds("wharf-xfer", "--seconds", arg); break;
+	case 'A': o->abort_after_ms = parse_u64("--abort-after-ms", arg, 1, 86400000); break;
 	default:
 		usage(stderr);
 		exit(2);
@@ -134,6 +141,8 @@ static void check_roles(struct xf_opts *o, bool have_conns, bool have_seconds)
 			bad_arg("--seed", "client only (a server takes its seed from --verify)", "");
 		if (have_conns)
 			bad_arg("--connections", "client only", "");
+		if (o->abort_after_ms != 0)
+			bad_arg("--abort-after-ms", "client only", "");
 		if (!have_seconds)
 			o->seconds = 0; /* until signalled or --count */
 		return;
@@ -161,6 +170,7 @@ void xf_parse(int argc, char **argv, struct xf_opts *o)
 		{ "seed", required_argument, NULL, 'S' },      { "send-file", required_argument, NULL, 'f' },
 		{ "recv-file", required_argument, NULL, 'g' }, { "connections", required_argument, NULL, 'c' },
 		{ "seconds", required_argument, NULL, 't' },   { "help", no_argument, NULL, 'h' },
+		{ "abort-after-ms", required_argument, NULL, 'A' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -254,7 +264,7 @@ void xf_tally_add(struct xf_tally *sum, const struct xf_tally *t)
 }
 
 void xf_print_json(FILE *f, const char *role, const struct xf_opts *o, uint32_t conns,
-		   uint64_t sent, const struct xf_tally *t, double secs, bool ok)
+		   uint64_t sent, const struct xf_tally *t, double secs, uint32_t aborted, bool ok)
 {
 	double s = secs > 0 ? secs : 1e-9;
 
@@ -262,9 +272,9 @@ void xf_print_json(FILE *f, const char *role, const struct xf_opts *o, uint32_t 
 		"{\"role\":\"%s\",\"protocol\":\"%s\",\"connections\":%u,\"sent\":%" PRIu64
 		",\"received\":%" PRIu64 ",\"ok_msgs\":%" PRIu64 ",\"bad\":%" PRIu64
 		",\"missing\":%" PRIu64 ",\"duplicated\":%" PRIu64 ",\"bytes\":%" PRIu64
-		",\"seconds\":%.3f,\"gbit_per_s\":%.4f,\"ok\":%s}\n",
+		",\"seconds\":%.3f,\"gbit_per_s\":%.4f,\"aborted\":%u,\"ok\":%s}\n",
 		role, tl_protocol_name(o->proto), conns, sent, t->received, t->ok, t->bad,
-		t->missing, t->duplicated, t->bytes, secs, (double)t->bytes * 8 / s / 1e9,
+		t->missing, t->duplicated, t->bytes, secs, (double)t->bytes * 8 / s / 1e9, aborted,
 		ok ? "true" : "false");
 	fflush(f);
 }

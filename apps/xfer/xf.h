@@ -85,6 +85,7 @@ struct xf_opts {
 	uint8_t prefix;
 	uint16_t port;
 	uint64_t count, seed, verify_seed;
+	uint64_t abort_after_ms; /* client: reset every connection this long after connecting; 0 off */
 	enum tl_protocol proto;
 	const char *send_file, *recv_file;
 	double seconds;
@@ -104,7 +105,7 @@ bool xf_stop_requested(void);
 double xf_now(void);
 void xf_tally_add(struct xf_tally *sum, const struct xf_tally *t);
 void xf_print_json(FILE *f, const char *role, const struct xf_opts *o, uint32_t conns,
-		   uint64_t sent, const struct xf_tally *t, double secs, bool ok);
+		   uint64_t sent, const struct xf_tally *t, double secs, uint32_t aborted, bool ok);
 int xf_client(const struct xf_opts *o, struct tl *tl);
 int xf_server(const struct xf_opts *o, struct tl *tl);
 

@@ -5,7 +5,8 @@
  *
  * Call chain: main -> xf_client -> cli_connect_all -> tl_poll loop -> cli_fill (tl_send
  *   from the ring or the mapped file) ; cli_on_msg (echo: xf_check_seq + content check,
- *   pwrite) and cli_done (send completed) -> cli_release -> cli_fill.
+ *   pwrite) and cli_done (send completed) -> cli_release -> cli_fill ; at the end
+ *   cli_close_all (tl_close), or with --abort-after-ms cli_abort_all (tl_abort) first.
  *
  * Memory: a generated body lives in the connection's byte ring from tl_send until its
  * slot is released (send completed and, with --echo, echo checked): tl_send references
@@ -64,6 +65,7 @@ struct xf_cli {
 	int rfd;                /* --recv-file, or -1 */
 	bool running;
 	uint64_t sent, completed, completed_bytes, errors;
+	uint32_t aborted;       /* connections reset by --abort-after-ms */
 };
 
 static inline uint32_t msg_len(const struct xf_cli *x, uint64_t idx)
@@ -415,14 +417,19 @@ static int cli_connect_all(struct xf_cli *x)
 
 /* ---- the run ------------------------------------------------------------------------- */
 
+/* A dead connection ends the run (as a failure); an abort run waits for its abort. */
 static bool cli_finished(const struct xf_cli *x)
 {
+	bool all_done = true;
+
 	for (uint32_t j = 0; j < x->o->conns; j++) {
 		const struct xf_cconn *cc = &x->cc[j];
+		if (cc->up == -1)
+			return true;
 		if (cc->up != 1 || cc->sn > 0 || cc->next_idx < x->total)
-			return cc->up == -1; /* a dead connection ends the run (as a failure) */
+			all_done = false;
 	}
-	return true;
+	return all_done && x->o->abort_after_ms == 0;
 }
 
 static int cli_report(struct xf_cli *x, double secs)
@@ -442,9 +449,24 @@ static int cli_report(struct xf_cli *x, double secs)
 		sum.bytes = x->completed_bytes;
 		ok = true;
 	}
-	ok = ok && x->errors == 0 && x->sent == x->total && x->completed == x->total;
-	xf_print_json(stdout, "client", o, o->conns, x->sent, &sum, secs, ok);
+	if (o->abort_after_ms != 0) /* cut short on purpose: what arrived must still be right */
+		ok = sum.bad == 0 && sum.duplicated == 0 && x->aborted == o->conns;
+	else
+		ok = ok && x->sent == x->total && x->completed == x->total;
+	ok = ok && x->errors == 0;
+	xf_print_json(stdout, "client", o, o->conns, x->sent, &sum, secs, x->aborted, ok);
 	return ok ? 0 : 1;
+}
+
+/*
+ * --abort-after-ms: resets every connection still open (tl_abort sends the RST now); the
+ * closed callbacks run from cli_close_all's polls, which also put the RSTs on the wire.
+ */
+static void cli_abort_all(struct xf_cli *x)
+{
+	for (uint32_t j = 0; j < x->o->conns; j++)
+		if (x->cc[j].up == 1 && x->cc[j].c != NULL && tl_abort(x->cc[j].c) == 0)
+			x->aborted++;
 }
 
 /*
@@ -472,6 +494,7 @@ int xf_client(const struct xf_opts *o, struct tl *tl)
 {
 	struct xf_cli x = { .o = o, .tl = tl };
 	double t0 = 0, t1 = 0, next_check = 0;
+	bool abort_due = false;
 	int rc = 1;
 
 	if (cli_setup(&x) != 0 || cli_connect_all(&x) != 0)
@@ -491,6 +514,10 @@ int xf_client(const struct xf_opts *o, struct tl *tl)
 		if (t1 < next_check)
 			continue;
 		next_check = t1 + 0.02;
+		if (o->abort_after_ms != 0 && (t1 - t0) * 1e3 >= (double)o->abort_after_ms) {
+			abort_due = true;
+			break;
+		}
 		if (t1 - t0 >= o->seconds) {
 			fprintf(stderr, "wharf-xfer: --seconds %.0f: time is up\n", o->seconds);
 			break;
@@ -500,6 +527,8 @@ int xf_client(const struct xf_opts *o, struct tl *tl)
 	}
 	t1 = xf_now();
 	x.running = false;
+	if (abort_due)
+		cli_abort_all(&x);
 	rc = cli_report(&x, t1 - t0);
 	cli_close_all(&x);
 out_destroy:

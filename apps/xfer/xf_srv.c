@@ -207,7 +207,7 @@ static int srv_report(struct xf_srv *s)
 		sum.missing = o->count - sum.ok - sum.bad;
 	ok = s->errors == 0 && sum.bad == 0 && sum.missing == 0 && sum.duplicated == 0 &&
 	     (!o->have_count || s->received >= o->count);
-	xf_print_json(stdout, "server", o, s->accepted, s->echoed, &sum, s->t_last - s->t_first, ok);
+	xf_print_json(stdout, "server", o, s->accepted, s->echoed, &sum, s->t_last - s->t_first, 0, ok);
 	return ok ? 0 : 1;
 }
 

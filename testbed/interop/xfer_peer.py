@@ -16,9 +16,19 @@ Linux's own TCP (plain sockets) talking to a wharf node, standard library only:
       Prints one JSON line with the SHA-256 of all bodies sent and of all bodies received
       (over the connections in order), and exits 0 only when every connection matched.
 
-Exit status: 0 ok, 1 a check failed or time ran out, 2 bad arguments.
+  xfer_peer.py sink --bind IP --port P [--seconds S]
+      Accepts one connection and reads it with blocking recv() calls (SO_RCVTIMEO bounds
+      each by what is left of S seconds) until end-of-file, an error or the time is up.
+      Prints one JSON line: bytes read, how the stream ended ("eof"; "reset" for
+      ECONNRESET; "timeout"; "error" with its errno name) and how long the last recv()
+      had been blocked when it returned. For a peer that resets the connection while
+      this side waits in recv() (testbed/tests/t_tcp_tap_abort.sh).
+
+Exit status: 0 ok (sink: the stream ended, by end-of-file or reset), 1 a check failed or
+time ran out, 2 bad arguments.
 """
 import argparse
+import errno
 import hashlib
 import json
 import math
@@ -199,6 +209,49 @@ def run_echo(a):
     return 0
 
 
+def run_sink(a):
+    lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lst.bind((a.bind, a.port))
+    lst.listen(1)
+    print("xfer_peer: sink on %s:%d" % (a.bind, a.port), file=sys.stderr, flush=True)
+    deadline = time.monotonic() + a.seconds
+    res = {"role": "linux-sink", "connections": 0, "bytes": 0, "end": "timeout",
+           "errno": None, "last_recv_blocked_s": None}
+    lst.settimeout(a.seconds)
+    try:
+        s, _ = lst.accept()
+    except socket.timeout:
+        lst.close()
+        print(json.dumps(res), flush=True)
+        return 1
+    lst.close()
+    res["connections"] = 1
+    s.settimeout(None)  # blocking: each recv() below waits in the kernel
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                     struct.pack("ll", int(left), int((left % 1) * 1e6)))
+        t0 = time.monotonic()
+        try:
+            data = s.recv(1 << 20)
+        except OSError as e:
+            res["last_recv_blocked_s"] = round(time.monotonic() - t0, 3)
+            res["errno"] = errno.errorcode.get(e.errno, str(e.errno))
+            res["end"] = {errno.EAGAIN: "timeout", errno.ECONNRESET: "reset"}.get(e.errno, "error")
+            break
+        res["last_recv_blocked_s"] = round(time.monotonic() - t0, 3)
+        if not data:
+            res["end"] = "eof"
+            break
+        res["bytes"] += len(data)
+    s.close()
+    print(json.dumps(res), flush=True)
+    return 0 if res["end"] in ("eof", "reset") else 1
+
+
 def positive(s):
     v = int(s, 0)
     if v < 1:
@@ -213,6 +266,10 @@ def main():
     e.add_argument("--bind", required=True)
     e.add_argument("--port", type=positive, required=True)
     e.add_argument("--seconds", type=float, default=3600)
+    k = sub.add_parser("sink")
+    k.add_argument("--bind", required=True)
+    k.add_argument("--port", type=positive, required=True)
+    k.add_argument("--seconds", type=float, default=60)
     c = sub.add_parser("client")
     c.add_argument("--host", required=True)
     c.add_argument("--port", type=positive, required=True)
@@ -225,7 +282,7 @@ def main():
     a = p.parse_args()
     if a.cmd == "client" and (a.min_size > a.max_size or a.max_size > 64 << 20):
         p.error("--min-size/--max-size: need 1 <= min <= max <= 67108864")
-    return run_client(a) if a.cmd == "client" else run_echo(a)
+    return {"client": run_client, "echo": run_echo, "sink": run_sink}[a.cmd](a)
 
 
 if __name__ == "__main__":

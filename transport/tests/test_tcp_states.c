@@ -279,6 +279,7 @@ static void test_tcp_abort_rst_at_snd_max_after_rto(void **state)
 {
 	struct fl_link *l = *state;
 	static uint8_t buf[5 * 1448];
+	struct tl_tcp_conn_stats cs;
 	struct fl_seg g;
 	uint32_t mark;
 
@@ -287,6 +288,8 @@ static void test_tcp_abort_rst_at_snd_max_after_rto(void **state)
 	assert_int_equal(tl_tcp_send(l->app[1].conn, buf, sizeof(buf), NULL, NULL, l->now), 0);
 	assert_true(fl_run_until(l, 100 * MS, rto_fired_1, l));
 	assert_int_equal(l->app[0].rx_len, sizeof(buf));
+	tl_tcp_conn_get_stats(l->app[1].conn, &cs);
+	assert_true(cs.snd_rewound > 0); /* snd_nxt below snd_max: the case under test */
 	mark = l->nlog;
 	tl_tcp_abort(l->app[1].conn);
 	assert_int_equal(fl_count(l, mark, 1, TL_TCP_RST, 0, &g), 1);
