@@ -13,7 +13,7 @@
 # a timeout; wharf's counters (WHARF_TL_STATS=1) show the RST sent, and in 2 timeouts and
 # the connection's `rewound` (snd_max - snd_nxt) above 0 as it was reset.
 # Everything runs in a network namespace of its own (the TAP, Linux's address, the
-# nftables table), removed on exit. Bounded: about 5 s passing, 10 s failing.
+# nftables table), removed on exit. Bounded: about 3 s passing, 10 s failing.
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
 tb_init
@@ -23,7 +23,7 @@ LNX=198.18.9.1; WH=198.18.9.2
 PORT1=7201; PORT2=7202
 PY=/usr/bin/python3
 PEER="$TB_ROOT/testbed/interop/xfer_peer.py"
-SINK_SECS=4
+SINK_SECS=6
 export WHARF_TL_STATS=1
 
 t_cleanup() {
