@@ -17,13 +17,14 @@ DPDK_LIBS   := $(shell pkg-config --libs libdpdk 2>/dev/null) -lrte_net_vhost
 
 WARN    := -Wall -Wextra -Werror
 OPT     ?= -O2 -g
-CFLAGS  := $(OPT) $(EXTRA_CFLAGS) -std=c11 -D_GNU_SOURCE -DALLOW_EXPERIMENTAL_API $(WARN) -MMD -MP -I. $(DPDK_CFLAGS)
+CFLAGS  := $(OPT) $(EXTRA_CFLAGS) -std=c11 -D_GNU_SOURCE -DALLOW_EXPERIMENTAL_API $(WARN) -MMD -MP -I. -Iinclude $(DPDK_CFLAGS)
 LDLIBS  := $(DPDK_LIBS) -lnuma -ljansson -lz -lm -lpthread
 TEST_LDLIBS := -lcmocka
 
-# Order matters for static linking: upper layers first. apps/common is the code the
-# executables share (configuration sources, datasets, models); it is a library too.
-LAYERS  := apps/common ps_core fuse transport dpdk_net
+# Order matters for static linking: upper layers first. api is libwharf's public API
+# (include/wharf/wharf.h); apps/common is the code the executables share (configuration
+# sources, datasets, models); it is a library too.
+LAYERS  := api apps/common ps_core fuse transport dpdk_net
 libname  = $(BUILD)/lib/lib$(subst /,_,$(1)).a
 LIBS    := $(foreach l,$(LAYERS),$(call libname,$(l)))
 

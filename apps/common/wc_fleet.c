@@ -137,6 +137,7 @@ void wc_fleet_destroy(struct wc_fleet *f)
 	if (f == NULL)
 		return;
 	wc_fleet_stop_worker(f);
+	wc_model_tables_free(&f->mt);
 	free(f->app_argv);
 	free(f);
 }
@@ -149,9 +150,8 @@ const char *wc_fleet_error(const struct wc_fleet *f) { return f->err; }
 
 static int check_tables(struct wc_fleet *f, const struct wc_model_tables *t)
 {
-	if (t == NULL || t->n == 0 || t->n > WC_PSM_MAX_TABLES || t->max_msg == 0)
-		return fl_errf(f, -EINVAL, "fleet: expected 1..%u tables and their largest message "
-			       "size", WC_PSM_MAX_TABLES);
+	if (t == NULL || t->n == 0 || t->n > WC_MODEL_MAX_TABLES)
+		return fl_errf(f, -EINVAL, "fleet: expected 1..%u tables", WC_MODEL_MAX_TABLES);
 	return 0;
 }
 
@@ -166,7 +166,9 @@ int wc_fleet_init_server(struct wc_fleet *f, const struct wc_model_tables *table
 			       "from its environment)", wc_role_name(f->cl.role));
 	if ((rc = check_tables(f, tables)) != 0)
 		return rc;
-	f->mt = *tables;
+	wc_model_tables_free(&f->mt);
+	if (wc_model_tables_copy(&f->mt, tables) != 0)
+		return fl_errf(f, -ENOMEM, "fleet: out of memory");
 	f->server_ready = true;
 	return 0;
 }
@@ -196,7 +198,7 @@ int wc_fleet_run_server(struct wc_fleet *f)
 int wc_fleet_init_worker(struct wc_fleet *f, const struct wc_model_tables *tables)
 {
 	struct ps_client_config cc = { f->cl.task_index, f->cl.n_ps, 256, 65536 };
-	struct wc_psnet_params np = { &f->cl, f->eal_argc, f->eal_argv, 0, f->name, 0, 0, NULL };
+	struct wc_psnet_params np = { &f->cl, f->eal_argc, f->eal_argv, 0, f->name, 0, 0, NULL, 0 };
 	int rc;
 
 	if (!wc_fleet_is_worker(f))
@@ -206,7 +208,8 @@ int wc_fleet_init_worker(struct wc_fleet *f, const struct wc_model_tables *table
 		return fl_errf(f, -EALREADY, "fleet: init_worker called twice");
 	if ((rc = check_tables(f, tables)) != 0)
 		return rc;
-	np.max_msg = tables->max_msg;
+	np.max_msg = wc_model_max_msg(tables);
+	np.model_digest = wc_model_digest(tables);
 	if ((rc = ps_client_create(&cc, &f->pc)) != 0)
 		return fl_errf(f, rc, "fleet: ps client: %s", strerror(-rc));
 	if ((rc = wc_psnet_create(&np, &f->n, f->err, sizeof(f->err))) != 0)

@@ -42,26 +42,103 @@
 #define WC_T_CTL_R 241u /* body: the answer text; first word "ok" or "error" */
 #define WC_CTL_MAX 16384u
 
-/* ---- models as PS tables (wc_psnet_model.c) ---- */
+/* ---- models as PS tables (wc_model_tables.c, wc_model_file.c, wc_psnet_model.c) ---- */
 
-enum wc_ps_model { WC_PSM_SOFTMAX = 0, WC_PSM_MLP, WC_PSM_LR, WC_PSM_FM, WC_PSM_COUNT };
-#define WC_PSM_MAX_TABLES 4u
+#define WC_MODEL_MAX_TABLES 4096u   /* tables in one model */
+#define WC_MODEL_NAME_MAX 64u       /* table name bytes, NUL included */
+#define WC_MODEL_MAX_DIM 1024u      /* floats per row (ps_core's limit) */
+#define WC_MODEL_MAX_ROWS 2147483647u /* rows of a dense table (ps_core's limit) */
+#define WC_MODEL_MAX_KEYS 65536u    /* keys of one sparse request (ps_core's limit) */
+#define WC_MODEL_DEF_MAX_KEYS 6656u /* 256 CTR samples x 26 fields */
+/*
+ * Bytes of values one request or reply carries at most: a larger sparse request or dense
+ * slice is split by the caller (wc_model_req_rows says where). Keeps every message buffer,
+ * and so a node's memory, bounded whatever the tables are.
+ */
+#define WC_MODEL_REQ_BYTES (16u << 20)
 
+/*
+ * The tables a job's servers and workers agree on. Table i has id i (t[i].id == i) and the
+ * name name[i], unique in the model. Built by wc_model_tables_add (or a built-in model, or a
+ * model file); the arrays are allocated: wc_model_tables_free. max_keys: the most keys one
+ * sparse request carries (both sides size their message buffers from it).
+ */
 struct wc_model_tables {
-	enum wc_ps_model model;
-	uint32_t n;
-	struct ps_table_config t[WC_PSM_MAX_TABLES];
-	uint32_t max_msg; /* largest body a request or reply of this model carries */
+	uint32_t n, cap;
+	struct ps_table_config *t;
+	char (*name)[WC_MODEL_NAME_MAX];
+	uint32_t max_keys;
 };
+
+/* An empty model with max_keys WC_MODEL_DEF_MAX_KEYS. */
+void wc_model_tables_init(struct wc_model_tables *mt);
+void wc_model_tables_free(struct wc_model_tables *mt);
+/* Deep copy into dst (initialized here); 0 or -ENOMEM. */
+int wc_model_tables_copy(struct wc_model_tables *dst, const struct wc_model_tables *src);
+/*
+ * The defaults of a table definition: sparse, dim 1, SGD lr 0.01, eps 1e-8, beta1 0.9,
+ * beta2 0.999, l1 = l2 = init_accum = 0, zeros (init_a = init_b = 0), seed 42.
+ */
+void wc_model_table_defaults(struct ps_table_config *t);
+/*
+ * Checks one definition (ranges of every field, the optimizer's parameters, the name's
+ * characters): 0, or -EINVAL with "FIELD: why" in err. t->id is not looked at.
+ */
+int wc_model_table_check(const struct ps_table_config *t, const char *name, char *err,
+			 size_t errlen);
+/*
+ * Checks t and name (unique in mt), then appends it with id mt->n. -EINVAL (err: "table I
+ * 'NAME': FIELD: why"), -E2BIG past WC_MODEL_MAX_TABLES, -ENOMEM; mt unchanged on failure.
+ */
+int wc_model_tables_add(struct wc_model_tables *mt, const struct ps_table_config *t,
+			const char *name, char *err, size_t errlen);
+/* The id of the table called name, or -ENOENT. */
+int wc_model_tables_find(const struct wc_model_tables *mt, const char *name);
+/* 1..WC_MODEL_MAX_KEYS, else -EINVAL. */
+int wc_model_tables_set_max_keys(struct wc_model_tables *mt, uint32_t max_keys, char *err,
+				 size_t errlen);
+/*
+ * The most keys (sparse) or rows (dense) one request of table id carries: sparse,
+ * max_keys capped so the request fits WC_MODEL_REQ_BYTES; dense, the table's rows capped
+ * the same way (a larger dense pull or push goes in slices of this many rows).
+ */
+uint32_t wc_model_req_rows(const struct wc_model_tables *mt, uint32_t id);
+/*
+ * The largest body any request or reply of this model carries (what wc_psnet_params's
+ * max_msg wants): over the tables, a sparse push of wc_model_req_rows keys (16-byte head,
+ * then a key and dim floats each) and a dense push of that many rows (24-byte head, then
+ * the floats; a dense pull's reply carries the same floats without the head).
+ */
+uint32_t wc_model_max_msg(const struct wc_model_tables *mt);
+/*
+ * 64-bit digest of every table's definition (name, kind, dim, rows, optimizer and its
+ * parameters, initializer, seed, in id order): FNV-1a 64 over a little-endian encoding, so
+ * the same model gives the same digest in every process and on every architecture.
+ */
+uint64_t wc_model_digest(const struct wc_model_tables *mt);
+
+/*
+ * A JSON model file (docs/api.md, "Model files") into out (initialized here; nothing to
+ * free on failure). -EINVAL with "FILE:LINE: why" for a syntax error or a duplicate key,
+ * "FILE: table I 'NAME': FIELD: why" for a refused value; -ENOENT when path is missing.
+ * parse reads text; name stands for the file in messages.
+ */
+int wc_model_file_load(const char *path, struct wc_model_tables *out, char *err, size_t errlen);
+int wc_model_file_parse(const char *text, const char *name, struct wc_model_tables *out,
+			char *err, size_t errlen);
+
+/* The built-in models of wharf-train. */
+enum wc_ps_model { WC_PSM_SOFTMAX = 0, WC_PSM_MLP, WC_PSM_LR, WC_PSM_FM, WC_PSM_COUNT };
 
 /* "softmax" | "mlp" | "lr" | "fm" | "count" -> 0, else -EINVAL naming what was expected. */
 int wc_ps_model_parse(const char *s, enum wc_ps_model *out, char *err, size_t errlen);
 const char *wc_ps_model_name(enum wc_ps_model m);
 /*
- * The tables a model keeps on the PS: dense models one table per tensor (wc_dense_tensors),
- * CTR models a sparse table (row dim 1, or 1+fm_k) plus a 1x1 dense bias, "count" one sparse
- * SGD table with lr 1 (a pushed gradient of -1 adds exactly 1: the exactly-once ledger).
- * hidden: MLP width; max_keys: largest sparse request.
+ * The tables a model keeps on the PS: dense models one table per tensor (wc_dense_tensors,
+ * named as the tensors), CTR models a sparse table "weights" (row dim 1, or 1+fm_k) plus a
+ * 1x1 dense "bias", "count" one sparse SGD table "counts" with lr 1 (a pushed gradient of -1
+ * adds exactly 1: the exactly-once ledger). hidden: MLP width; max_keys: largest sparse
+ * request. out is initialized here (wc_model_tables_free it; nothing to free on failure).
  */
 int wc_model_tables_make(enum wc_ps_model m, float lr, uint32_t hidden, uint32_t fm_k,
 			 uint32_t max_keys, struct wc_model_tables *out, char *err, size_t errlen);
@@ -79,6 +156,11 @@ struct wc_psnet_params {
 	/* Set by a multi-lane PS for each of its lanes; zero for a node of one lane. */
 	uint32_t lane, lanes;
 	void *backend_arg;     /* protocol=dpdk: the lane's dpdk_net lcore (EAL is up) */
+	/*
+	 * wc_model_digest of the model: a PS names it in its health answer; a worker with a
+	 * non-zero one refuses (wc_psnet_connect) a server that names another.
+	 */
+	uint64_t model_digest;
 };
 
 /*

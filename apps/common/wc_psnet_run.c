@@ -48,7 +48,8 @@ int wc_psnet_run_server(const struct wc_cluster *cl, const struct wc_model_table
 			int eal_argc, char **eal_argv, const char *name, const char *ckpt,
 			const char *restore, const sigset_t *sigs, char *err, size_t errlen)
 {
-	struct wc_psnet_params np = { cl, eal_argc, eal_argv, mt->max_msg, name, 0, 0, NULL };
+	struct wc_psnet_params np = { cl, eal_argc, eal_argv, wc_model_max_msg(mt), name, 0, 0, NULL,
+				      wc_model_digest(mt) };
 	struct ps_handler *h[WN_MAX_LANES] = { NULL };
 	struct ps_server_config sc;
 	struct ps_server *ps = NULL;

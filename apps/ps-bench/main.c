@@ -99,19 +99,29 @@ static double now_s(void)
 }
 
 /* The table both roles agree on: sparse, dim D, SGD; messages sized for K keys. */
-static void pb_tables(const struct pb_opts *o, struct wc_model_tables *mt)
+static int pb_tables(const struct pb_opts *o, struct wc_model_tables *mt, char *err, size_t errlen)
 {
-	memset(mt, 0, sizeof(*mt));
-	mt->model = WC_PSM_COUNT; /* not one of the trainer's models: only t[] and max_msg count */
-	mt->n = 1;
-	mt->t[0].id = 0;
-	mt->t[0].kind = PS_TABLE_SPARSE;
-	mt->t[0].dim = o->dim;
-	mt->t[0].optim = PS_OPT_SGD;
-	mt->t[0].op.lr = BENCH_LR;
-	mt->t[0].init = PS_INIT_ZEROS;
-	mt->t[0].seed = 42;
-	mt->max_msg = 16 + o->batch * (8 + o->dim * 4);
+	struct ps_table_config t;
+	int rc;
+
+	wc_model_tables_init(mt);
+	wc_model_table_defaults(&t);
+	t.dim = o->dim;
+	t.op.lr = BENCH_LR;
+	if ((rc = wc_model_tables_set_max_keys(mt, o->batch, err, errlen)) != 0 ||
+	    (rc = wc_model_tables_add(mt, &t, "bench", err, errlen)) != 0)
+		goto out_free;
+	if (wc_model_req_rows(mt, 0) < o->batch) {
+		rc = -E2BIG;
+		snprintf(err, errlen, "--batch %u --dim %u: a request would exceed %u MiB; at most "
+			 "%u keys of dim %u", o->batch, o->dim, WC_MODEL_REQ_BYTES >> 20,
+			 wc_model_req_rows(mt, 0), o->dim);
+		goto out_free;
+	}
+	return 0;
+out_free:
+	wc_model_tables_free(mt);
+	return rc;
 }
 
 /*
@@ -314,7 +324,11 @@ int main(int argc, char **argv)
 		wc_fleet_destroy(f);
 		return 2;
 	}
-	pb_tables(&o, &mt);
+	if ((rc = pb_tables(&o, &mt, err, sizeof(err))) != 0) {
+		fprintf(stderr, "wharf-ps-bench: %s\n", err);
+		wc_fleet_destroy(f);
+		return 2;
+	}
 	if (wc_fleet_is_server(f)) {
 		if ((rc = wc_fleet_init_server(f, &mt)) == 0)
 			rc = wc_fleet_run_server(f);
@@ -323,6 +337,7 @@ int main(int argc, char **argv)
 	} else {
 		rc = pb_worker(f, &o, &mt);
 	}
+	wc_model_tables_free(&mt);
 	wc_fleet_destroy(f);
 	return rc == 0 ? 0 : 1;
 }

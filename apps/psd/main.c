@@ -1,16 +1,19 @@
 /*
  * wharf-psd — a parameter server. Cluster from wc_config_load (flags, TF_CONFIG, Paddle
  * variables, JSON, .endpoint_map); tables from --model (the shapes wharf-train pulls: see
- * wc_model_tables_make); serves until `wharf-ctl HOST:PORT shutdown` or SIGINT/SIGTERM,
- * then drains and writes --ckpt.
+ * wc_model_tables_make) or any model from --model-file (docs/api.md, "Model files");
+ * serves until `wharf-ctl HOST:PORT shutdown` or SIGINT/SIGTERM, then drains and writes
+ * --ckpt.
  *
  *   wharf-psd [EAL args] -- --role ps [cluster flags] [--model M] [--lr X] [--hidden H]
- *             [--fm-k K] [--max-keys N] [--ckpt PATH] [--restore PATH]
+ *             [--fm-k K] [--model-file F] [--max-keys N] [--ckpt PATH] [--restore PATH]
  *
- * Call chain: main -> wc_config_load -> wc_model_tables_make -> wc_psnet_run_server.
+ * Call chain: main -> wc_config_load -> wc_model_tables_make | wc_model_file_load ->
+ *   wc_psnet_run_server.
  * Exit status: 0 stopped cleanly, 1 run-time failure, 2 bad configuration.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,13 +24,14 @@
 
 extern char **environ;
 
-enum { O_MODEL = 1000, O_LR, O_HIDDEN, O_FMK, O_MAX_KEYS, O_CKPT, O_RESTORE };
+enum { O_MODEL = 1000, O_LR, O_HIDDEN, O_FMK, O_MAX_KEYS, O_CKPT, O_RESTORE, O_MODEL_FILE };
 
 struct psd_opts {
 	enum wc_ps_model model;
 	float lr;
 	unsigned hidden, fm_k, max_keys;
-	const char *ckpt, *restore;
+	const char *ckpt, *restore, *model_file;
+	bool builtin_set;      /* --model, --lr, --hidden or --fm-k given */
 };
 
 static const struct option psd_longopts[] = {
@@ -35,6 +39,7 @@ static const struct option psd_longopts[] = {
 	{ "hidden", required_argument, NULL, O_HIDDEN }, { "fm-k", required_argument, NULL, O_FMK },
 	{ "max-keys", required_argument, NULL, O_MAX_KEYS },
 	{ "ckpt", required_argument, NULL, O_CKPT },     { "restore", required_argument, NULL, O_RESTORE },
+	{ "model-file", required_argument, NULL, O_MODEL_FILE },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -44,6 +49,8 @@ static const char psd_usage[] =
 	"  --lr X          SGD learning rate of every table (default 0.1; count: 1)\n"
 	"  --hidden H      MLP hidden units (default 128)\n"
 	"  --fm-k K        FM factor size (default 4)\n"
+	"  --model-file F  serve the tables of JSON model file F instead (docs/api.md,\n"
+	"                  \"Model files\"); table ids are their places in the file\n"
 	"  --max-keys N    largest sparse request in keys (default 6656 = 256 x 26)\n"
 	"  --ckpt PATH     checkpoint written at shutdown, every --ckpt-interval s and by\n"
 	"                  `wharf-ctl ... save`; pushes between checkpoints go to the\n"
@@ -55,7 +62,10 @@ static int psd_on_opt(void *ctx, int val, const char *arg, char *err, size_t err
 	struct psd_opts *o = ctx;
 	char *end;
 
+	if (val == O_MODEL || val == O_LR || val == O_HIDDEN || val == O_FMK)
+		o->builtin_set = true;
 	switch (val) {
+	case O_MODEL_FILE: o->model_file = arg; return 0;
 	case O_MODEL: return wc_ps_model_parse(arg, &o->model, err, errlen);
 	case O_HIDDEN: return wc_parse_uint(arg, 1, 4096, &o->hidden, "--hidden", err, errlen);
 	case O_FMK: return wc_parse_uint(arg, 1, 64, &o->fm_k, "--fm-k", err, errlen);
@@ -78,7 +88,7 @@ static int psd_on_opt(void *ctx, int val, const char *arg, char *err, size_t err
 int main(int argc, char **argv)
 {
 	static struct wc_cluster cl; /* large; main's alone */
-	struct psd_opts o = { WC_PSM_MLP, 0.1f, 128, 4, 256 * WC_CTR_FIELDS, NULL, NULL };
+	struct psd_opts o = { WC_PSM_MLP, 0.1f, 128, 4, 256 * WC_CTR_FIELDS, NULL, NULL, NULL, false };
 	struct wc_app_opts app = { psd_longopts, psd_usage, psd_on_opt, &o };
 	struct wc_model_tables mt;
 	char err[1024];
@@ -97,9 +107,18 @@ int main(int argc, char **argv)
 		rc = snprintf(err, sizeof(err), "the role is %s; wharf-psd runs only as ps "
 			      "(--role ps, TRAINING_ROLE=PSERVER, TF_CONFIG task.type ps)",
 			      wc_role_name(cl.role)) > 0 ? -EINVAL : -EINVAL;
-	if (rc == 0)
+	if (rc == 0 && o.model_file != NULL && o.builtin_set)
+		rc = snprintf(err, sizeof(err), "--model-file defines every table: --model, --lr, "
+			      "--hidden and --fm-k do not go with it") > 0 ? -EINVAL : -EINVAL;
+	if (rc == 0 && o.model_file != NULL) {
+		rc = wc_model_file_load(o.model_file, &mt, err, sizeof(err));
+		if (rc == 0 && (rc = wc_model_tables_set_max_keys(&mt, o.max_keys, err,
+								  sizeof(err))) != 0)
+			wc_model_tables_free(&mt);
+	} else if (rc == 0) {
 		rc = wc_model_tables_make(o.model, o.lr, o.hidden, o.fm_k, o.max_keys, &mt, err,
 					  sizeof(err));
+	}
 	if (rc != 0) {
 		fprintf(stderr, "wharf-psd: %s\n", err);
 		return 2;
@@ -108,8 +127,12 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	fprintf(stderr, "wharf-psd: model %s: %u table%s, digest %016" PRIx64 "\n",
+		o.model_file != NULL ? o.model_file : wc_ps_model_name(o.model), mt.n,
+		mt.n == 1 ? "" : "s", wc_model_digest(&mt));
 	rc = wc_psnet_run_server(&cl, &mt, eal_argc, argv, "wharf-psd", o.ckpt, o.restore, &sigs, err,
 				 sizeof(err));
+	wc_model_tables_free(&mt);
 	if (rc != 0)
 		fprintf(stderr, "wharf-psd: %s\n", err);
 	return rc == 0 ? 0 : 1;

@@ -185,7 +185,9 @@ int main(int argc, char **argv)
 					 &sigs, err, sizeof(err));
 		if (rc != 0)
 			fprintf(stderr, "wharf-train: %s\n", err);
-		return rc == 0 ? 0 : 1;
+	} else {
+		rc = tr_worker(&cl, &o, &mt, eal_argc, argv, &sigs);
 	}
-	return tr_worker(&cl, &o, &mt, eal_argc, argv, &sigs);
+	wc_model_tables_free(&mt);
+	return rc == 0 ? 0 : 1;
 }

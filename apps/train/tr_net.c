@@ -26,7 +26,8 @@ int tr_net_open(struct tr_net *t, const struct wc_cluster *cl, const struct tr_o
 		const struct wc_model_tables *mt, int eal_argc, char **eal_argv,
 		const sigset_t *sigs)
 {
-	struct wc_psnet_params np = { cl, eal_argc, eal_argv, mt->max_msg, "wharf-train", 0, 0, NULL };
+	struct wc_psnet_params np = { cl, eal_argc, eal_argv, wc_model_max_msg(mt), "wharf-train",
+				      0, 0, NULL, wc_model_digest(mt) };
 	struct ps_client_config cc = { cl->task_index, cl->n_ps, 256, 65536 };
 	int rc;
 

@@ -98,16 +98,14 @@ static int fleet_from_env(struct fx *f, struct wc_fleet **out)
 /* One sparse SGD table of dim DIM, rows start at zero: after a push, value = -LR * sum(g). */
 static void tables(struct wc_model_tables *mt)
 {
-	memset(mt, 0, sizeof(*mt));
-	mt->model = WC_PSM_COUNT;
-	mt->n = 1;
-	mt->t[0].id = 0;
-	mt->t[0].kind = PS_TABLE_SPARSE;
-	mt->t[0].dim = DIM;
-	mt->t[0].optim = PS_OPT_SGD;
-	mt->t[0].op.lr = LR;
-	mt->t[0].init = PS_INIT_ZEROS;
-	mt->max_msg = 16 + 256 * (8 + DIM * 4);
+	struct ps_table_config t;
+
+	wc_model_tables_init(mt);
+	wc_model_table_defaults(&t);
+	t.dim = DIM;
+	t.op.lr = LR;
+	assert_int_equal(wc_model_tables_set_max_keys(mt, 256, NULL, 0), 0);
+	assert_int_equal(wc_model_tables_add(mt, &t, "t", NULL, 0), 0);
 }
 
 static void test_fleet_role_from_paddle_env(void **state)
@@ -181,6 +179,7 @@ static void test_fleet_calls_of_other_role_refused(void **state)
 	assert_int_equal(wc_fleet_init_server(fl, &mt), -EINVAL);
 	wc_fleet_destroy(fl);
 
+	wc_model_tables_free(&mt);
 	tables(&mt);
 	paddle_env(f, "TRAINER", 5);
 	assert_int_equal(fleet_from_env(f, &fl), 0);
@@ -188,6 +187,7 @@ static void test_fleet_calls_of_other_role_refused(void **state)
 	assert_int_equal(wc_fleet_barrier(fl, 1), -ENOTCONN);
 	wc_fleet_stop_worker(fl); /* not up: no-op */
 	wc_fleet_destroy(fl);
+	wc_model_tables_free(&mt);
 }
 
 static void test_fleet_worker_gives_up_without_server(void **state)
@@ -206,6 +206,7 @@ static void test_fleet_worker_gives_up_without_server(void **state)
 	assert_non_null(strstr(wc_fleet_error(fl), ep));
 	assert_null(wc_fleet_client(fl, NULL));
 	wc_fleet_destroy(fl);
+	wc_model_tables_free(&mt);
 }
 
 struct srv_arg {
@@ -280,6 +281,7 @@ static void test_fleet_pull_push_round_trip_kernel(void **state)
 	assert_int_equal(a.rc, 0);
 	wc_fleet_destroy(wk);
 	wc_fleet_destroy(srv);
+	wc_model_tables_free(&mt);
 }
 
 /*
@@ -411,6 +413,7 @@ static void test_fleet_server_bounded_under_pipelined_flood(void **state)
 	assert_int_equal(a.rc, 0);
 	wc_fleet_destroy(wk);
 	wc_fleet_destroy(srv);
+	wc_model_tables_free(&mt);
 }
 
 int main(void)

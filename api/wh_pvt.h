@@ -1,0 +1,25 @@
+/*
+ * wh_pvt.h — internals of libwharf's API layer (api/), shared by its files: the model's
+ * tables as the rest of the tree takes them, and the calling thread's error message.
+ * Not installed; include/wharf/wharf.h is the public header.
+ */
+#ifndef WHARF_WH_PVT_H
+#define WHARF_WH_PVT_H
+
+#include "apps/common/wc_psnet.h"
+#include "wharf/wharf.h"
+
+/*
+ * The tables of m as wc_psnet and ps_core take them (table i has id i; max_keys is
+ * WC_MODEL_DEF_MAX_KEYS): wc_model_max_msg sizes the message buffers, wc_model_req_rows
+ * says how many keys or dense rows one request may carry (split larger calls), and
+ * wc_model_digest is what servers and workers compare. Valid while m lives, read only.
+ */
+const struct wc_model_tables *wh_model_tables(const struct wharf_model *m);
+
+/* Sets the calling thread's wharf_errmsg() text (one line, cut at 511 bytes). */
+void wh_set_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* wh_set_err, then returns rc: `return wh_errf(-EINVAL, "...", ...);` */
+int wh_errf(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif
