@@ -3,7 +3,8 @@
  *
  * Apps call dn_eal_init(argc, argv) first; it consumes the EAL part of argv (everything
  * before "--") and reports failures with rte_errno's reason instead of exiting, so the
- * caller decides what to do (apps/ may exit; libraries never do).
+ * caller decides what to do (apps/ may exit; libraries never do). EAL's own lines and wharf's
+ * (dn_log.h) go to stderr.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_log.h>
 
 #include "dpdk_net/dn_pvt.h"
 
@@ -28,7 +30,15 @@ const char *dn_drop_name(enum dn_drop d)
 
 int dn_eal_init(int argc, char **argv, char *err, size_t errlen)
 {
-	int ret = rte_eal_init(argc, argv);
+	int ret;
+
+	/*
+	 * rte_eal_init's default log stream writes each line to stderr and to syslog; pin stderr
+	 * alone (where the lines before EAL went too), unless the caller opened another stream.
+	 */
+	if (rte_log_get_stream() == stderr)
+		rte_openlog_stream(stderr);
+	ret = rte_eal_init(argc, argv);
 
 	if (ret < 0) {
 		int e = rte_errno ? rte_errno : EINVAL;

@@ -300,6 +300,10 @@ static int port_configure(struct dn_port *p, char *err, size_t errlen)
 	reta_program(p, &di);
 	if (p->cfg.promiscuous)
 		rte_eth_promiscuous_enable(p->port_id);
+	DN_LOG(DEBUG, "port %u (%s): started, %u queue%s of %u rx / %u tx descriptors, MTU %u, "
+	       "rx interrupts %s, TSO %s", p->port_id, di.driver_name, p->nb_queues,
+	       p->nb_queues == 1 ? "" : "s", nb_rxd, nb_txd, p->cfg.mtu, p->rx_intr ? "on" : "off",
+	       p->tso ? "on" : "off");
 	return 0;
 }
 

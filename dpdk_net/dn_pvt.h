@@ -14,7 +14,13 @@
 #include <rte_ring.h>
 #include <rte_spinlock.h>
 
+#include "dpdk_net/dn_log.h"
+
 #include "dpdk_net/dn.h"
+
+/* dpdk_net's log type, "wharf.dn" (dn_log.c). */
+extern int dn_logtype;
+#define DN_LOG(lvl, ...) WLOG(dn_logtype, lvl, __VA_ARGS__)
 
 #define DN_ARP_SLOTS 256           /* power of two; on-link neighbours of one host */
 #define DN_ARP_EXPIRE_MS 60000     /* an entry is trusted this long after it was learnt */

@@ -20,12 +20,16 @@
  * a message sent alone keeps its own done, which the transport calls.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "fuse/fz.h"
+#include "fuse/fz_pvt.h"
 #include "transport/tl.h"
+
+DN_LOG_REGISTER(fz_logtype, "wharf.fz")
 
 struct fz_owed {
 	fz_done_fn done;
@@ -375,6 +379,7 @@ static void fz_tl_msg(struct tl_conn *c, const struct tl_msg_view *m)
 	/* Refused whole, nothing delivered: tell the sender, keep the connection. */
 	if (fz_rx_error_text(&err, text, sizeof(text)) < 0)
 		strcpy(text, "fuse: malformed fused frame");
+	FZ_LOG(DEBUG, "refused a frame (req %" PRIu64 "): %s", (uint64_t)m->hdr.req_id, text);
 	if (tl_send_error(c, m->hdr.req_id, rc, text) == 0)
 		fc->refusals_sent++;
 	else

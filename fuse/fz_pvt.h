@@ -9,7 +9,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dpdk_net/dn_log.h"
 #include "fuse/fz.h"
+
+/* fuse's log type, "wharf.fz" (fz_conn.c). */
+extern int fz_logtype;
+#define FZ_LOG(lvl, ...) WLOG(fz_logtype, lvl, __VA_ARGS__)
 
 /* Bits of a sub-header's "present" byte, in the order their fields follow. */
 #define FZ_P_FLAGS     0x01u

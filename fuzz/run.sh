@@ -51,13 +51,13 @@ HARNESS_WARN="-Wall -Wextra -Werror"
 # Layers (in link order, upper first) and extra objects per target. Each layer's sources
 # are compiled into build/fuzz/lib/lib<layer>.a, so a harness pulls in only the objects it
 # references: a layer file that needs another layer does not break a harness that
-# never calls it.
+# never calls it. Every layer logs through dpdk_net's dn_log, so dpdk_net comes last in each.
 layers_of() {
 	case "$1" in
-	fuse) echo fuse ;;
-	frame|tcp) echo transport ;;
-	ps|wal) echo ps_core ;;
-	config) echo apps/common ;;
+	fuse) echo fuse dpdk_net ;;
+	frame|tcp) echo transport dpdk_net ;;
+	ps|wal) echo ps_core dpdk_net ;;
+	config) echo apps/common dpdk_net ;;
 	dn_input) echo dpdk_net ;;
 	esac
 }
@@ -72,7 +72,7 @@ archive() {
 	name=$(echo "$l" | tr / _)
 	a=$OUT/lib/lib$name.a
 	mkdir -p "$OUT/lib" "$OUT/obj/$name"
-	for f in "$l"/*.c "$l"/*.h transport/tl_wire.h fuzz/run.sh; do
+	for f in "$l"/*.c "$l"/*.h transport/tl_wire.h dpdk_net/dn_log.h fuzz/run.sh; do
 		[ -e "$f" ] && [ "$f" -nt "$a" ] && stale=1
 	done
 	[ -f "$a" ] && [ $stale -eq 0 ] && return 0
@@ -112,11 +112,11 @@ build() {
 
 gen_seeds() {
 	mkdir -p "$OUT/logs"
-	{ archive ps_core && archive fuse &&
+	{ archive ps_core && archive fuse && archive dpdk_net &&
 		$CC $BASE_FLAGS $SAN $HARNESS_WARN -fsanitize=fuzzer-no-link -c fuzz/gen_seeds.c \
 			-o "$OUT/obj/gen_seeds.o" &&
 		$CC -fsanitize=address,undefined,fuzzer-no-link -o "$OUT/gen_seeds" "$OUT/obj/gen_seeds.o" \
-			"$OUT/lib/libps_core.a" "$OUT/lib/libfuse.a" $LIBS_ALL; } \
+			"$OUT/lib/libps_core.a" "$OUT/lib/libfuse.a" "$OUT/lib/libdpdk_net.a" $LIBS_ALL; } \
 		>"$OUT/logs/build-gen_seeds.log" 2>&1 ||
 		{ echo "gen_seeds: build failed, see $OUT/logs/build-gen_seeds.log"; return 1; }
 	"$OUT/gen_seeds" fuzz/corpus

@@ -245,6 +245,8 @@ int ps_ckpt_write(struct ps_server *s, struct ps_snap **snaps, uint64_t gen, con
 		return rc;
 	}
 	*rows_out = rows;
+	PS_LOG(DEBUG, "ps_save: checkpoint %s written: generation %llu, %llu rows, %llu bytes", path,
+	       (unsigned long long)gen, (unsigned long long)rows, (unsigned long long)total + CK_TRAILER);
 	return 0;
 }
 
@@ -551,6 +553,9 @@ int ps_ckpt_read(struct ps_server *s, const char *path, uint64_t *gen, char *err
 		rc = load_durable(s, end, tl_ld32(b + 24), gen, err, errlen);
 	if (rc < 0)
 		reset_tables(s);
+	else
+		PS_LOG(DEBUG, "ps_load: checkpoint %s read: generation %llu, %zu bytes", path,
+		       (unsigned long long)*gen, len);
 out:
 	free(rows);
 	free(b);
@@ -665,10 +670,16 @@ int ps_save_write(struct ps_save_job *j, uint64_t *rows_out, char *err, size_t e
 		return rc;
 	}
 	rc = ps_ckpt_write(j->s, j->snaps, j->gen, j->path, rows_out, err, errlen);
+	if (rc < 0 || !j->primary)
+		return rc;
 	/* Renamed into place and fsynced: the older segments hold nothing it lacks. */
-	if (rc == 0 && j->primary && (drop = ps_wal_drop_before(j->s, j->gen)) < 0)
-		fprintf(stderr, "ps_save: deleting log segments before generation %llu: %s\n",
-			(unsigned long long)j->gen, strerror(-drop));
+	drop = ps_wal_drop_before(j->s, j->gen);
+	if (drop < 0)
+		PS_LOG(ERR, "ps_save: deleting log segments before generation %llu: %s",
+		       (unsigned long long)j->gen, strerror(-drop));
+	else if (drop > 0)
+		PS_LOG(DEBUG, "ps_save: %d log segment%s before generation %llu deleted", drop,
+		       drop == 1 ? "" : "s", (unsigned long long)j->gen);
 	return rc;
 }
 

@@ -14,7 +14,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "dpdk_net/dn_log.h"
 #include "ps_core/ps.h"
+
+/* ps_core's log type, "wharf.ps" (ps_server.c). */
+extern int ps_logtype;
+#define PS_LOG(lvl, ...) WLOG(ps_logtype, lvl, __VA_ARGS__)
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 	       "gradients are read from the wire as host floats");

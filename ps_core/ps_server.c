@@ -25,6 +25,8 @@
 
 #include "ps_core/ps_pvt.h"
 
+DN_LOG_REGISTER(ps_logtype, "wharf.ps")
+
 void ps_errf(char *err, size_t len, const char *fmt, ...)
 {
 	va_list ap;

@@ -221,6 +221,7 @@ static int wal_roll(struct ps_handler *h, size_t need)
 	w->populated = 0;
 	w->gen = gen;
 	w->part = part;
+	PS_LOG(DEBUG, "ps_wal: lcore slot %u: log segment %s opened, %zu bytes", h->slot, path, size);
 	return 0;
 out_unlink:
 	close(fd);
@@ -482,6 +483,7 @@ static int stream_open(struct wal_replay *rp, struct wal_stream *w)
 			s->cfg.mode, s->cfg.n_tables, s->layout_crc);
 		return -EINVAL;
 	}
+	PS_LOG(DEBUG, "ps_recover: replaying log segment %s, %zu bytes", path, w->size);
 	return 0;
 }
 
@@ -520,8 +522,8 @@ static int stream_tail(struct wal_replay *rp, struct wal_stream *w, bool zero_le
 		return 0; /* the clean end */
 	if (end <= w->off + WAL_REC + rp->max_payload && !valid_record_after(w, w->off, end)) {
 		rp->st->torn++;
-		fprintf(stderr, "ps_recover: log segment %s: torn last record at offset %zu dropped "
-			"(it was never acknowledged)\n", w->f[w->cur].name, w->off);
+		PS_LOG(WARNING, "ps_recover: log segment %s: torn last record at offset %zu dropped "
+		       "(it was never acknowledged)", w->f[w->cur].name, w->off);
 		return 0;
 	}
 	ps_errf(rp->err, rp->errlen, "log segment %s: record at offset %zu is damaged (%s) and "

@@ -18,6 +18,8 @@
 
 #include "transport/tl_pvt.h"
 
+DN_LOG_REGISTER(tl_logtype, "wharf.tl")
+
 /* Backends built into this library, by protocol (a new backend adds its line here). */
 static const struct {
 	enum tl_protocol proto;

@@ -1000,10 +1000,10 @@ static void db_dump_conn(const struct tl_tcp_conn *tc)
 	if (e == NULL || *e != '1')
 		return;
 	tl_tcp_conn_get_stats(tc, &s);
-	fprintf(stderr, "tl_conn: seg in/out %lu/%lu acked %lu rcvd %lu retrans %lu srtt %u us "
-		"rttvar %u rto %u cwnd %u ssthresh %u snd_wnd %u rcv_wnd %u rewound %u state %u\n",
-		s.seg_in, s.seg_out, s.bytes_acked, s.bytes_rcvd, s.retrans, s.srtt_us, s.rttvar_us,
-		s.rto_us, s.cwnd, s.ssthresh, s.snd_wnd, s.rcv_wnd, s.snd_rewound, s.state);
+	TL_LOG(INFO, "tl_conn: seg in/out %lu/%lu acked %lu rcvd %lu retrans %lu srtt %u us "
+	       "rttvar %u rto %u cwnd %u ssthresh %u snd_wnd %u rcv_wnd %u rewound %u state %u",
+	       s.seg_in, s.seg_out, s.bytes_acked, s.bytes_rcvd, s.retrans, s.srtt_us, s.rttvar_us,
+	       s.rto_us, s.cwnd, s.ssthresh, s.snd_wnd, s.rcv_wnd, s.snd_rewound, s.state);
 }
 
 /*
@@ -1292,35 +1292,37 @@ static int db_init(struct tl *tl)
 	return 0;
 }
 
-/* WHARF_TL_STATS=1 prints the TCP-lite counters at teardown (debugging aid). */
+/* WHARF_TL_STATS=1 logs the TCP-lite counters at teardown (debugging aid). */
 static void db_dump_stats(const struct db *d)
 {
 	struct tl_tcp_stats s;
 	const char *e = getenv("WHARF_TL_STATS");
+	char drops[512];
+	size_t n = 0;
 
 	if (e == NULL || *e != '1' || d->stack == NULL)
 		return;
 	tl_tcp_stack_get_stats(d->stack, &s);
-	fprintf(stderr, "tl_tcp: seg in/out %lu/%lu bytes in/out %lu/%lu retrans %lu fast %lu rto %lu "
-		"spurious %lu probes %lu ooo %lu dup_segs %lu dup_acks %lu sack_rexmits %lu challenge_acks %lu "
-		"rst_in %lu rst_out %lu drops: malformed %lu no_conn %lu window %lu "
-		"bad_ack %lu backlog %lu ooo_full %lu emit %lu\n",
-		s.seg_in, s.seg_out, s.bytes_in, s.bytes_out, s.retrans, s.fast_retrans, s.rto_fired,
-		s.spurious_rto, s.probes, s.ooo_queued, s.dup_segs, s.dup_acks, s.sack_rexmits,
-		s.challenge_acks, s.rst_in, s.rst_out, s.drop_malformed,
-		s.drop_no_conn,
-		s.drop_window, s.drop_bad_ack, s.drop_backlog, s.drop_ooo_full, s.drop_emit);
-	fprintf(stderr, "tl: refused_conns %" PRIu64 " refused_conns_nomem %" PRIu64
-		" rx_dropped_nomem %" PRIu64 " refused_streams %" PRIu64 " rejected %" PRIu64
-		" copied_msgs %" PRIu64 "\n",
-		d->tl->st.refused_conns, d->tl->st.refused_conns_nomem, d->tl->st.rx_dropped_nomem,
-		d->tl->st.refused_streams, d->tl->st.rejected, d->arena_msgs);
+	TL_LOG(INFO, "tl_tcp: seg in/out %lu/%lu bytes in/out %lu/%lu retrans %lu fast %lu rto %lu "
+	       "spurious %lu probes %lu ooo %lu dup_segs %lu dup_acks %lu sack_rexmits %lu "
+	       "challenge_acks %lu rst_in %lu rst_out %lu drops: malformed %lu no_conn %lu window %lu "
+	       "bad_ack %lu backlog %lu ooo_full %lu emit %lu",
+	       s.seg_in, s.seg_out, s.bytes_in, s.bytes_out, s.retrans, s.fast_retrans, s.rto_fired,
+	       s.spurious_rto, s.probes, s.ooo_queued, s.dup_segs, s.dup_acks, s.sack_rexmits,
+	       s.challenge_acks, s.rst_in, s.rst_out, s.drop_malformed, s.drop_no_conn,
+	       s.drop_window, s.drop_bad_ack, s.drop_backlog, s.drop_ooo_full, s.drop_emit);
+	TL_LOG(INFO, "tl: refused_conns %" PRIu64 " refused_conns_nomem %" PRIu64
+	       " rx_dropped_nomem %" PRIu64 " refused_streams %" PRIu64 " rejected %" PRIu64
+	       " copied_msgs %" PRIu64,
+	       d->tl->st.refused_conns, d->tl->st.refused_conns_nomem, d->tl->st.rx_dropped_nomem,
+	       d->tl->st.refused_streams, d->tl->st.rejected, d->arena_msgs);
 	const struct dn_stats *ds = dn_lcore_stats(d->lc);
-	fprintf(stderr, "dn: rx %lu tx %lu", ds->rx_pkts, ds->tx_pkts);
-	for (int i = 0; i < DN_DROP_MAX; i++)
+	drops[0] = '\0';
+	for (int i = 0; i < DN_DROP_MAX && n < sizeof(drops); i++)
 		if (ds->drops[i])
-			fprintf(stderr, " %s=%lu", dn_drop_name(i), ds->drops[i]);
-	fprintf(stderr, "\n");
+			n += (size_t)snprintf(drops + n, sizeof(drops) - n, " %s=%lu",
+					      dn_drop_name(i), ds->drops[i]);
+	TL_LOG(INFO, "dn: rx %lu tx %lu%s", ds->rx_pkts, ds->tx_pkts, drops);
 }
 
 static void db_fini(struct tl *tl)
@@ -1335,9 +1337,9 @@ static void db_fini(struct tl *tl)
 		dn_lcore_set_hooks(d->lc, &(struct dn_hooks){0});
 	if (!db_fini_wait(d)) {
 		/* Leaked on purpose: the PMD still points at our buffers (it frees lazily). */
-		fprintf(stderr, "transport: lcore %u: %u attached mbufs still out at teardown; "
-			"their stack stays allocated\n", d->idx,
-			DB_EXT_MBUFS - rte_mempool_avail_count(d->ext_pool));
+		TL_LOG(WARNING, "transport: lcore %u: %u attached mbufs still out at teardown; "
+		       "their stack stays allocated", d->idx,
+		       DB_EXT_MBUFS - rte_mempool_avail_count(d->ext_pool));
 		tl->be = NULL;
 		return;
 	}

@@ -49,7 +49,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dpdk_net/dn_log.h"
 #include "transport/tl.h"
+
+/* transport's log type, "wharf.tl" (tl_api.c). */
+extern int tl_logtype;
+#define TL_LOG(lvl, ...) WLOG(tl_logtype, lvl, __VA_ARGS__)
 
 #define tl_container_of(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
 

@@ -73,7 +73,8 @@ tb_mem_args() {
 tb_eal() { # NAME [IDX]
 	local name=$1 idx=${2:-}
 	local a="-l ${TB_EAL_CORE:-$(tb_core "${idx:-0}")} --file-prefix wharf-$TB_ID-$name --no-pci $(tb_mem_args)"
-	a="$a --log-level=*:warning --log-level=lib.vhost.config:error"
+	# Quiet DPDK's own INFO chatter, but not wharf's lines (the tests read them).
+	a="$a --log-level=*:warning --log-level=wharf.*:info --log-level=lib.vhost.config:error"
 	if [ -n "$idx" ]; then
 		a="$a --vdev=virtio_user0,path=$TB_DIR/port$idx.sock,queues=1,queue_size=1024"
 		a="$a,mac=02:00:00:00:00:$(printf %02x $((idx + 1)))"
@@ -85,7 +86,7 @@ tb_eal() { # NAME [IDX]
 # attached to it (core 0), through $TB_DIR/pair.sock (remove it before the server starts).
 tb_pair_eal() { # NAME server|client
 	local a="--file-prefix wharf-$TB_ID-$1 --no-pci $(tb_mem_args) --log-level=*:warning"
-	a="$a --log-level=lib.vhost.config:error"
+	a="$a --log-level=wharf.*:info --log-level=lib.vhost.config:error"
 	if [ "$2" = server ]; then
 		echo "-l 1 $a --vdev=net_vhost0,iface=$TB_DIR/pair.sock,queues=1,tso=1"
 	else

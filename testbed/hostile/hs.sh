@@ -34,7 +34,7 @@ hs_up() { # NET PORT
 	ip addr add "$HS_LNX/24" dev "$HS_IF" && ip link set "$HS_IF" up || tb_fail "cannot configure $HS_IF"
 	HS_PREFIX=wharf-$TB_ID-node
 	WHARF_TL_STATS=1 "$TB_BUILD/wharf-perf" -l 0 --file-prefix "$HS_PREFIX" --no-pci \
-		$(tb_mem_args) --log-level='*:warning' --log-level=pmd.net.tap:error \
+		$(tb_mem_args) --log-level='*:warning' --log-level='wharf.*:info' --log-level=pmd.net.tap:error \
 		--vdev=net_tap0,iface="$HS_IF" -- --ip "$HS_WH/24" --port "$HS_PORT" --server --echo \
 		--seconds "$HS_NODE_SECS" ${HS_NODE_ARGS:-} >"$TB_DIR/node.out" 2>"$TB_DIR/node.log" &
 	TB_PIDS[node]=$!
@@ -84,7 +84,7 @@ hs_down() {
 	wait "$pid"; local rc=$?
 	unset "TB_PIDS[node]"
 	cat "$TB_DIR/node.out"
-	grep -E '^(tl_tcp|dn|tl_conn|wharf-perf)' "$TB_DIR/node.log" | grep -v "server on port"
+	grep -E '^(\S+ [A-Z]+ wharf\.[a-z]+: )?(tl_tcp|dn|tl_conn|wharf-perf)' "$TB_DIR/node.log" | grep -v "server on port"
 	[ $rc -eq 0 ] || { tb_log "FAIL: the wharf node exited with status $rc"; return 1; }
 }
 

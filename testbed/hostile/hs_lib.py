@@ -336,13 +336,16 @@ def read_rss(pid):
     return out
 
 
-_TL_RE = re.compile(r"^tl_tcp: (.*)$", re.M)
-_DN_RE = re.compile(r"^dn: (.*)$", re.M)
-_TLAPI_RE = re.compile(r"^tl: (.*)$", re.M)
+# A log line: "<time> INFO wharf.tl: <message>" (dpdk_net/dn_log.h).
+_LOG = r"^\S+ [A-Z]+ wharf\.[a-z]+: "
+_TL_RE = re.compile(_LOG + r"tl_tcp: (.*)$", re.M)
+_DN_RE = re.compile(_LOG + r"dn: (.*)$", re.M)
+_TLAPI_RE = re.compile(_LOG + r"tl: (.*)$", re.M)
 
 
 def parse_node_stats(text):
-    """The counters a wharf node prints at exit with WHARF_TL_STATS=1 (tl_be_dpdk.c):
+    """The counters a wharf node logs at exit with WHARF_TL_STATS=1 (tl_be_dpdk.c), after
+       each line's time, level and type:
        tl_tcp: seg in/out A/B ... drops: malformed N no_conn N ...
        tl: refused_conns N refused_conns_nomem N ...
        dn: rx N tx N reason=N ..."""

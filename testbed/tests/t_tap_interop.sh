@@ -6,7 +6,7 @@ set -u
 tb_init
 IF=wtap$$
 LNX=198.18.1.1; WH=198.18.1.2
-tap_eal() { echo "-l 0 --file-prefix wharf-$TB_ID-$1 --no-pci $(tb_mem_args) --log-level=*:warning --log-level=pmd.net.tap:error --vdev=net_tap0,iface=$IF"; }
+tap_eal() { echo "-l 0 --file-prefix wharf-$TB_ID-$1 --no-pci $(tb_mem_args) --log-level=*:warning --log-level=wharf.*:info --log-level=pmd.net.tap:error --vdev=net_tap0,iface=$IF"; }
 
 "$TB_BUILD/wharf-ping" $(tap_eal resp) -- --ip $WH/24 >"$TB_DIR/resp.out" 2>"$TB_DIR/resp.log" &
 TB_PIDS[resp]=$!

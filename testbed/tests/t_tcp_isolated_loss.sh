@@ -32,9 +32,9 @@ tb_stop srv
 tb_stop switch
 echo "client:  $(grep '^{' "$TB_DIR/cli.out" | tail -n 1)"
 echo "switch:  $(grep '^{' "$TB_DIR/switch.out" | tail -n 1)"
-# "tl_tcp: ... retrans R fast F rto T ..." from each node at teardown.
+# "<time> INFO wharf.tl: tl_tcp: ... retrans R fast F rto T ..." from each node at teardown.
 read -r retr fast rto < <(cat "$TB_DIR/cli.log" "$TB_DIR/srv.log" | sed -n \
-	's/^tl_tcp: .* retrans \([0-9]*\) fast \([0-9]*\) rto \([0-9]*\) .*/\1 \2 \3/p' |
+	's/^.* wharf\.tl: tl_tcp: .* retrans \([0-9]*\) fast \([0-9]*\) rto \([0-9]*\) .*/\1 \2 \3/p' |
 	awk '{ r += $1; f += $2; t += $3 } END { print r + 0, f + 0, t + 0 }')
 lost=$(grep -o '"lost":[0-9]*' "$TB_DIR/switch.out" | cut -d: -f2 | awk '{ n += $1 } END { print n + 0 }')
 echo "switch lost $lost frames; both nodes: retrans $retr, fast retransmits $fast, timeouts $rto"

@@ -53,19 +53,20 @@ abort_step() { # N PORT
 	tb_wait_log "$TB_DIR/sink$n.log" "sink on" 10 || tb_fail "step $n: the Linux sink did not start"
 	timeout --kill-after=5 20 ip netns exec "$NS" "$TB_BUILD/wharf-xfer" -l 0 \
 		--file-prefix "wharf-$TB_ID-cli$n" --no-pci $(tb_mem_args) --log-level='*:warning' \
-		--log-level=pmd.net.tap:error --vdev="net_tap0,iface=$IF" -- \
+		--log-level='wharf.*:info' --log-level=pmd.net.tap:error --vdev="net_tap0,iface=$IF" -- \
 		--ip $WH/24 --peer $LNX --port "$port" --count 8 --min-size 4096 --max-size 4096 \
 		--abort-after-ms 600 --seconds 10 >"$TB_DIR/cli$n.out" 2>"$TB_DIR/cli$n.log"
 	echo "step $n: wharf-xfer exit $?: $(cat "$TB_DIR/cli$n.out")"
-	grep -E '^tl_(tcp|conn):' "$TB_DIR/cli$n.log"
+	grep -E ' wharf\.tl: tl_(tcp|conn):' "$TB_DIR/cli$n.log"
 	wait "${TB_PIDS[sink]}"
 	unset "TB_PIDS[sink]"
 	echo "step $n: Linux reader: $(cat "$TB_DIR/sink$n.out")"
 }
 
-# A number after WORD on the "tl_tcp:" or "tl_conn:" line of a step's log.
+# A number after WORD on the "tl_tcp:" or "tl_conn:" line of a step's log (after the line's
+# "<time> INFO wharf.tl: ").
 counter() { # N LINE WORD
-	sed -n "s/^$2: .* $3 \([0-9]*\).*/\1/p" "$TB_DIR/cli$1.log" | tail -n 1
+	sed -n "s/^.* wharf\.tl: $2: .* $3 \([0-9]*\).*/\1/p" "$TB_DIR/cli$1.log" | tail -n 1
 }
 
 # The reader ended by a reset while blocked in recv(); wharf sent a RST and its client passed.

@@ -40,6 +40,7 @@ trap 'exit 130' INT TERM
 
 tap_eal() { # NAME
 	echo "-l 0 --file-prefix wharf-$TB_ID-$1 --no-pci $(tb_mem_args) --log-level=*:warning" \
+		"--log-level=wharf.*:info" \
 		"--log-level=pmd.net.tap:error --vdev=net_tap0,iface=$IF"
 }
 
