@@ -362,6 +362,7 @@ int wc_psnet_create(const struct wc_psnet_params *p, struct wc_psnet **out, char
 	n->lane = p->lane;
 	n->lanes = p->lanes ? p->lanes : 1;
 	n->max_msg = p->max_msg;
+	n->model_digest = p->model_digest;
 	n->buf_size = p->max_msg + TL_MSG_HDR_LEN + 64; /* ps_handle wants room for an error */
 	n->t0_us = wn_now_us();
 	fz_config_defaults(&n->fzc);
@@ -627,8 +628,12 @@ void wn_ctl_handle(struct wn_conn *c, const struct tl_msg_view *m)
 		cmd[strcspn(cmd, "\r\n")] = '\0';
 		if (strcmp(cmd, "health") == 0) {
 			char layout[256] = "";
-			if (n->is_ps && n->h != NULL)
-				wn_lanes_layout(n, layout, sizeof(layout));
+			/* A PS names its lanes and the model it serves (wc_model_digest). */
+			if (n->is_ps && n->h != NULL) {
+				wn_lanes_layout(n, layout, sizeof(layout) - 32);
+				snprintf(layout + strlen(layout), 32, " model %016" PRIx64,
+					 n->model_digest);
+			}
 			snprintf(out, WC_CTL_MAX, "%s %s %u%s%s", n->is_ps && n->h == NULL ?
 				 "error starting" : n->draining ? "error draining" : "ok ready",
 				 wc_role_name(n->cl->role), n->cl->task_index, layout[0] ? " " : "",

@@ -133,6 +133,8 @@ enum wc_ps_model { WC_PSM_SOFTMAX = 0, WC_PSM_MLP, WC_PSM_LR, WC_PSM_FM, WC_PSM_
 /* "softmax" | "mlp" | "lr" | "fm" | "count" -> 0, else -EINVAL naming what was expected. */
 int wc_ps_model_parse(const char *s, enum wc_ps_model *out, char *err, size_t errlen);
 const char *wc_ps_model_name(enum wc_ps_model m);
+/* The learning rate a model's tables get when no --lr is given: lr 2, fm 1, the others 0.1. */
+float wc_ps_model_default_lr(enum wc_ps_model m);
 /*
  * The tables a model keeps on the PS: dense models one table per tensor (wc_dense_tensors,
  * named as the tensors), CTR models a sparse table "weights" (row dim 1, or 1+fm_k) plus a
@@ -207,7 +209,9 @@ int wc_psnet_serve_loop(struct wc_psnet *n, const sigset_t *sigs);
 /*
  * Waits until every server answers "health" on its control endpoint (one line per retry
  * naming the endpoints not ready, every retry_interval_s), then opens one data connection per
- * server. -ETIMEDOUT after wait_timeout_s with those endpoints in err.
+ * server. -ETIMEDOUT after wait_timeout_s with those endpoints in err. With a non-zero
+ * params model_digest, a server whose health answer names another model (or none) is
+ * refused at once: -EPROTO, err naming the server and both digests. Reconnects check again.
  */
 int wc_psnet_connect(struct wc_psnet *n, struct ps_client *pc, char *err, size_t errlen);
 /* send/poll for ps_client_*_wait; msgs are pooled buffers of max_msg + header bytes. */

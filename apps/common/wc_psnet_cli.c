@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "apps/common/wc_psnet_pvt.h"
@@ -163,7 +164,8 @@ static size_t list_not_ready(const struct wc_psnet *n, char *buf, size_t len)
 }
 
 /*
- * A server's layout from its health answer ("ok ready ps I lanes L shards S ports P0,P1,.."):
+ * A server's layout from its health answer ("ok ready ps I lanes L shards S ports P0,P1,..
+ * model D"):
  * 0, or -EPROTO for one that does not parse. An answer without it is a PS of one lane.
  */
 static int parse_layout(struct wc_psnet *n, uint32_t s, const char *ans, uint32_t *lanes,
@@ -194,6 +196,37 @@ static int parse_layout(struct wc_psnet *n, uint32_t s, const char *ans, uint32_
 	}
 	*lanes = l;
 	*shards = sh;
+	return 0;
+}
+
+/*
+ * The model a server's health answer names (" model <16 hex digits>") against the one this
+ * worker trains (n->model_digest; 0: no check). 0, or -EPROTO naming both.
+ */
+static int check_model(struct wc_psnet *n, uint32_t s, const char *ans, char *err, size_t errlen)
+{
+	const char *p = strstr(ans, " model ");
+	char ep[WC_HOST_LEN + 8], *end;
+	unsigned long long d = 0;
+
+	if (n->model_digest == 0)
+		return 0;
+	wc_endpoint_format(&n->cl->ps[s], ep, sizeof(ep));
+	if (p != NULL) {
+		p += strlen(" model ");
+		d = strtoull(p, &end, 16);
+		if (end != p + 16 || (*end != '\0' && *end != ' '))
+			p = NULL;
+	}
+	if (p == NULL)
+		return wn_errf(err, errlen, -EPROTO, "ps %u (%s) did not name its model in its "
+			       "health answer '%.200s'; this worker's is %016" PRIx64, s, ep, ans,
+			       n->model_digest);
+	if (d != n->model_digest)
+		return wn_errf(err, errlen, -EPROTO, "ps %u (%s) serves model %016llx, this worker "
+			       "trains model %016" PRIx64 ": start servers and workers from the same "
+			       "model (--model and its flags, or --model-file)", s, ep, d,
+			       n->model_digest);
 	return 0;
 }
 
@@ -242,6 +275,8 @@ static int try_servers(struct wc_psnet *n, char *err, size_t errlen)
 		if (parse_layout(n, s, ans, &lanes, &shards) != 0)
 			return wn_errf(err, errlen, -EPROTO, "ps %u answered health with '%.200s': "
 				       "expected lanes, shards and ports", s, ans);
+		if ((rc = check_model(n, s, ans, err, errlen)) != 0)
+			return rc;
 		if (n->layout_known[s] && (lanes != n->lanes_of[s] || shards != n->shards_of[s]))
 			return wn_errf(err, errlen, -EPROTO, "ps %u came back with %u lanes and %u "
 				       "shards; it had %u and %u (restart the workers to follow a "

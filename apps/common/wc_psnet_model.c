@@ -35,6 +35,11 @@ const char *wc_ps_model_name(enum wc_ps_model m)
 	return (unsigned)m < sizeof(model_names) / sizeof(model_names[0]) ? model_names[m] : "?";
 }
 
+float wc_ps_model_default_lr(enum wc_ps_model m)
+{
+	return m == WC_PSM_LR ? 2.0f : m == WC_PSM_FM ? 1.0f : 0.1f;
+}
+
 /* A table of a built-in model: SGD at lr, zeros, seed 42 + its id. */
 static int table(struct wc_model_tables *out, const char *name, enum ps_table_kind kind,
 		 uint32_t dim, uint64_t rows, float lr, enum ps_init_kind init, float a, float b,

@@ -82,6 +82,7 @@ struct wc_psnet {
 	struct fz_config fzc, fzc_ctl;
 	struct fz_listener *data_l, *ctl_l;
 	uint32_t max_msg, buf_size;
+	uint64_t model_digest;            /* server: what health names; worker: what it expects */
 	struct wn_buf *pool;              /* free buffers */
 	uint32_t pool_total, pool_free;
 	struct wn_conn *conns;

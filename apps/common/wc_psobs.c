@@ -69,6 +69,8 @@ struct wc_psobs {
 					__ATOMIC_RELAXED)
 #define LIVE_GET(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
+_Static_assert(WC_PSOBS_TABLES >= WC_MODEL_MAX_TABLES, "every table of a model is counted");
+
 static struct wc_psobs psobs_slot;
 static _Atomic int psobs_registered;
 
@@ -268,6 +270,9 @@ void wc_psobs_destroy(struct wc_psobs *o)
 
 static struct psobs_table *psobs_table(struct psobs_live *lv, uint32_t n, uint32_t table_id)
 {
+	/* Table ids are places in the model (wc_model_tables): no search per request. */
+	if (table_id < n && lv->t[table_id].id == table_id)
+		return &lv->t[table_id];
 	for (uint32_t i = 0; i < n; i++)
 		if (lv->t[i].id == table_id)
 			return &lv->t[i];

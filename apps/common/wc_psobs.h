@@ -21,7 +21,11 @@
 
 #include "ps_core/ps.h"
 
-#define WC_PSOBS_TABLES 16
+/*
+ * As many tables as a model has (WC_MODEL_MAX_TABLES): the slot is static, and only the
+ * counters of the tables served are ever touched (16 lanes x 4096 tables x 104 bytes at most).
+ */
+#define WC_PSOBS_TABLES 4096
 #define WC_PSOBS_SHARDS 64
 #define WC_PSOBS_CONNS  64
 #define WC_PSOBS_LANES  16

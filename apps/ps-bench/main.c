@@ -4,13 +4,13 @@
  * (TRAINING_ROLE=PSERVER|TRAINER and Paddle's other variables, TF_CONFIG, or flags).
  *
  *   wharf-ps-bench [EAL args] -- [cluster flags] --mode async [--keys N] [--dim D]
- *                  [--batch K] [--seconds S] [--start-at T]
+ *                  [--batch K] [--seconds S] [--start-at T] [--model-file F [--table NAME]]
  *
- * Server: one sparse table of dim D (SGD, rows zero at first touch), served until
- * `wharf-ctl HOST:PORT shutdown` or SIGINT/SIGTERM.
+ * Server: one sparse table of dim D (SGD, rows zero at first touch), or the tables of model
+ * file F, served until `wharf-ctl HOST:PORT shutdown` or SIGINT/SIGTERM.
  * Worker: requests of K keys drawn Zipf (s = 1.1) over N ids, one request in flight (closed
  * loop, so each request's latency is what a trainer waiting on it sees): S seconds of pulls,
- * then S seconds of pushes. Prints one JSON line: keys/s and p50/p99 per request, each way.
+ * then S seconds of pushes, on that table (with F: table NAME, or F's first sparse table). Prints one JSON line: keys/s and p50/p99 per request, each way.
  * --start-at (Unix time, seconds) lets several workers start their timed phases together.
  *
  * Call chain: main -> wc_fleet_init_app -> wc_fleet_init_server + wc_fleet_run_server |
@@ -36,12 +36,15 @@ extern char **environ;
 #define WARMUP_REQS 20u
 #define BENCH_LR 0.01f
 
-enum { O_KEYS = 1000, O_DIM, O_BATCH, O_SECONDS, O_START_AT };
+enum { O_KEYS = 1000, O_DIM, O_BATCH, O_SECONDS, O_START_AT, O_MODEL_FILE, O_TABLE };
 
 struct pb_opts {
 	unsigned long long keys;
 	unsigned dim, batch, seconds;
 	double start_at;
+	const char *model_file, *table_name;
+	bool dim_set;
+	uint32_t table;      /* the table benched: 0, or the model file's */
 };
 
 static const struct option pb_longopts[] = {
@@ -50,6 +53,8 @@ static const struct option pb_longopts[] = {
 	{ "batch", required_argument, NULL, O_BATCH },
 	{ "seconds", required_argument, NULL, O_SECONDS },
 	{ "start-at", required_argument, NULL, O_START_AT },
+	{ "model-file", required_argument, NULL, O_MODEL_FILE },
+	{ "table", required_argument, NULL, O_TABLE },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -60,6 +65,9 @@ static const char pb_usage[] =
 	"  --batch K       keys per request (default 1000, at most 65536)\n"
 	"  --seconds S     length of each timed phase, pull then push (default 3)\n"
 	"  --start-at T    worker: begin the timed phases at Unix time T (seconds)\n"
+	"  --model-file F  the model of JSON model file F (docs/api.md) instead of one table;\n"
+	"                  the dim is the benched table's (no --dim)\n"
+	"  --table NAME    with --model-file: the sparse table benched (default: the first)\n"
 	"  the cluster must be in --mode async (pushes applied on arrival)\n";
 
 static int pb_on_opt(void *ctx, int val, const char *arg, char *err, size_t errlen)
@@ -78,7 +86,11 @@ static int pb_on_opt(void *ctx, int val, const char *arg, char *err, size_t errl
 			return -EINVAL;
 		}
 		return 0;
-	case O_DIM: return wc_parse_uint(arg, 1, 1024, &o->dim, "--dim", err, errlen);
+	case O_DIM:
+		o->dim_set = true;
+		return wc_parse_uint(arg, 1, 1024, &o->dim, "--dim", err, errlen);
+	case O_MODEL_FILE: o->model_file = arg; return 0;
+	case O_TABLE: o->table_name = arg; return 0;
 	case O_BATCH: return wc_parse_uint(arg, 1, 65536, &o->batch, "--batch", err, errlen);
 	case O_SECONDS: return wc_parse_uint(arg, 1, 3600, &o->seconds, "--seconds", err, errlen);
 	case O_START_AT:
@@ -98,24 +110,66 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The table both roles agree on: sparse, dim D, SGD; messages sized for K keys. */
-static int pb_tables(const struct pb_opts *o, struct wc_model_tables *mt, char *err, size_t errlen)
+/* Model file F's tables; the benched one by name, or the first sparse one. */
+static int pb_file_tables(struct pb_opts *o, struct wc_model_tables *mt, char *err, size_t errlen)
+{
+	int rc, id = -ENOENT;
+
+	if (o->dim_set)
+		return snprintf(err, errlen, "--dim: the benched table's dim is the model file's; "
+				"drop --dim with --model-file") > 0 ? -EINVAL : -EINVAL;
+	if ((rc = wc_model_file_load(o->model_file, mt, err, errlen)) != 0)
+		return rc;
+	if (o->table_name != NULL && (id = wc_model_tables_find(mt, o->table_name)) < 0)
+		snprintf(err, errlen, "--table %s: %s has no such table", o->table_name, o->model_file);
+	for (uint32_t i = 0; o->table_name == NULL && i < mt->n && id < 0; i++)
+		if (mt->t[i].kind == PS_TABLE_SPARSE)
+			id = (int)i;
+	if (o->table_name == NULL && id < 0)
+		snprintf(err, errlen, "%s: no sparse table to bench", o->model_file);
+	if (id >= 0 && mt->t[id].kind != PS_TABLE_SPARSE) {
+		snprintf(err, errlen, "--table %s: a dense table; ps-bench pulls and pushes keys of a "
+			 "sparse one", mt->name[id]);
+		id = -EINVAL;
+	}
+	if (id < 0) {
+		wc_model_tables_free(mt);
+		return -EINVAL;
+	}
+	o->table = (uint32_t)id;
+	o->dim = mt->t[id].dim;
+	return 0;
+}
+
+/*
+ * The tables both roles agree on: one sparse table of dim D, SGD (or model file F's);
+ * messages sized for K keys.
+ */
+static int pb_tables(struct pb_opts *o, struct wc_model_tables *mt, char *err, size_t errlen)
 {
 	struct ps_table_config t;
 	int rc;
 
-	wc_model_tables_init(mt);
-	wc_model_table_defaults(&t);
-	t.dim = o->dim;
-	t.op.lr = BENCH_LR;
-	if ((rc = wc_model_tables_set_max_keys(mt, o->batch, err, errlen)) != 0 ||
-	    (rc = wc_model_tables_add(mt, &t, "bench", err, errlen)) != 0)
+	if (o->table_name != NULL && o->model_file == NULL)
+		return snprintf(err, errlen, "--table: only with --model-file") > 0 ? -EINVAL : -EINVAL;
+	if (o->model_file != NULL) {
+		if ((rc = pb_file_tables(o, mt, err, errlen)) != 0)
+			return rc;
+	} else {
+		wc_model_tables_init(mt);
+		wc_model_table_defaults(&t);
+		t.dim = o->dim;
+		t.op.lr = BENCH_LR;
+		if ((rc = wc_model_tables_add(mt, &t, "bench", err, errlen)) != 0)
+			goto out_free;
+	}
+	if ((rc = wc_model_tables_set_max_keys(mt, o->batch, err, errlen)) != 0)
 		goto out_free;
-	if (wc_model_req_rows(mt, 0) < o->batch) {
+	if (wc_model_req_rows(mt, o->table) < o->batch) {
 		rc = -E2BIG;
 		snprintf(err, errlen, "--batch %u --dim %u: a request would exceed %u MiB; at most "
 			 "%u keys of dim %u", o->batch, o->dim, WC_MODEL_REQ_BYTES >> 20,
-			 wc_model_req_rows(mt, 0), o->dim);
+			 wc_model_req_rows(mt, o->table), o->dim);
 		goto out_free;
 	}
 	return 0;
@@ -180,8 +234,10 @@ static int one_request(struct pb_run *b, bool push)
 	int rc;
 
 	do {
-		rc = push ? ps_client_push_wait(pc, io, 0, b->o->dim, keys, b->o->batch, b->grads)
-			  : ps_client_pull_wait(pc, io, 0, b->o->dim, keys, b->o->batch, b->vals);
+		rc = push ? ps_client_push_wait(pc, io, b->o->table, b->o->dim, keys, b->o->batch,
+						b->grads)
+			  : ps_client_pull_wait(pc, io, b->o->table, b->o->dim, keys, b->o->batch,
+						b->vals);
 	} while (rc != 0 && (rc = wc_fleet_recover(b->f, rc)) == 0);
 	return rc;
 }
@@ -244,10 +300,11 @@ static void print_json(struct wc_fleet *f, const struct pb_opts *o, const struct
 	unsigned i;
 
 	printf("{\"bench\":\"ps\",\"worker\":%u,\"workers\":%u,\"servers\":%u,\"protocol\":\"%s\","
-	       "\"tensor_fuse\":%s,\"mode\":\"%s\",\"dim\":%u,\"batch\":%u,\"key_space\":%llu,"
-	       "\"zipf_s\":%.1f,\"seconds\":%u", wc_fleet_index(f), cl->n_workers, cl->n_ps,
-	       wc_protocol_name(cl->protocol), cl->tensor_fuse ? "true" : "false",
-	       wc_mode_name(cl->mode), o->dim, o->batch, o->keys, ZIPF_S, o->seconds);
+	       "\"tensor_fuse\":%s,\"mode\":\"%s\",\"table\":%u,\"dim\":%u,\"batch\":%u,"
+	       "\"key_space\":%llu,\"zipf_s\":%.1f,\"seconds\":%u", wc_fleet_index(f),
+	       cl->n_workers, cl->n_ps, wc_protocol_name(cl->protocol),
+	       cl->tensor_fuse ? "true" : "false", wc_mode_name(cl->mode), o->table, o->dim,
+	       o->batch, o->keys, ZIPF_S, o->seconds);
 	for (i = 0; i < 2; i++)
 		printf(",\"%s_requests\":%llu,\"%s_keys_per_s\":%.0f,\"%s_p50_us\":%.1f,"
 		       "\"%s_p99_us\":%.1f", ph[i].name, (unsigned long long)ph[i].reqs, ph[i].name,
@@ -298,7 +355,7 @@ out:
 
 int main(int argc, char **argv)
 {
-	struct pb_opts o = { 10000000ull, 16, 1000, 3, 0 };
+	struct pb_opts o = { 10000000ull, 16, 1000, 3, 0, NULL, NULL, false, 0 };
 	struct wc_app_opts app = { pb_longopts, pb_usage, pb_on_opt, &o };
 	struct wc_model_tables mt;
 	struct wc_fleet *f = NULL;

@@ -46,7 +46,8 @@ static const struct option psd_longopts[] = {
 static const char psd_usage[] =
 	"server options:\n"
 	"  --model M       tables of: mlp (default) | softmax | lr | fm | count\n"
-	"  --lr X          SGD learning rate of every table (default 0.1; count: 1)\n"
+	"  --lr X          SGD learning rate of every table (default as wharf-train's: lr 2,\n"
+	"                  fm 1, the others 0.1; count: 1)\n"
 	"  --hidden H      MLP hidden units (default 128)\n"
 	"  --fm-k K        FM factor size (default 4)\n"
 	"  --model-file F  serve the tables of JSON model file F instead (docs/api.md,\n"
@@ -88,7 +89,7 @@ static int psd_on_opt(void *ctx, int val, const char *arg, char *err, size_t err
 int main(int argc, char **argv)
 {
 	static struct wc_cluster cl; /* large; main's alone */
-	struct psd_opts o = { WC_PSM_MLP, 0.1f, 128, 4, 256 * WC_CTR_FIELDS, NULL, NULL, NULL, false };
+	struct psd_opts o = { WC_PSM_MLP, 0.0f, 128, 4, 256 * WC_CTR_FIELDS, NULL, NULL, NULL, false };
 	struct wc_app_opts app = { psd_longopts, psd_usage, psd_on_opt, &o };
 	struct wc_model_tables mt;
 	char err[1024];
@@ -116,6 +117,8 @@ int main(int argc, char **argv)
 								  sizeof(err))) != 0)
 			wc_model_tables_free(&mt);
 	} else if (rc == 0) {
+		if (o.lr == 0)
+			o.lr = wc_ps_model_default_lr(o.model);
 		rc = wc_model_tables_make(o.model, o.lr, o.hidden, o.fm_k, o.max_keys, &mt, err,
 					  sizeof(err));
 	}

@@ -124,7 +124,7 @@ static void tr_model_defaults(struct tr_opts *o)
 	if (o->batch == 0)
 		o->batch = ctr ? 256 : 64;
 	if (o->lr == 0)
-		o->lr = o->model == WC_PSM_LR ? 2.0f : o->model == WC_PSM_FM ? 1.0f : 0.1f;
+		o->lr = wc_ps_model_default_lr(o->model);
 }
 
 static int tr_worker(struct wc_cluster *cl, struct tr_opts *o, const struct wc_model_tables *mt,

@@ -6,6 +6,9 @@
  * environment array as Paddle's launcher would set it; and a raw peer that pipelines 3000
  * pulls without reading: the server's pending replies stay within its buffer cap (the rest
  * refused with errors), every reply well formed and unique, and the server still serves.
+ * And a model of 30 tables from a model file (configs/model_30.json: sparse and dense, every
+ * optimizer and initializer): the server's health answer names its digest, a worker of the
+ * same file pulls and pushes every table, a worker of another model is refused at once.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -416,6 +419,169 @@ static void test_fleet_server_bounded_under_pipelined_flood(void **state)
 	wc_model_tables_free(&mt);
 }
 
+/* ---- a model file's 30 tables ------------------------------------------------------ */
+
+struct dwait {
+	bool done;
+	int status;
+};
+
+static void dwake(void *arg, int status)
+{
+	struct dwait *w = arg;
+
+	w->status = status;
+	w->done = true;
+}
+
+/* A dense pull (grads NULL) or push of a whole table, sent and waited for as ps_client_*_wait. */
+static int dense_wait(struct ps_client *pc, const struct ps_client_io *io,
+		      const struct ps_table_config *t, const float *grads, float *out)
+{
+	struct dwait w = { false, 0 };
+	int rc = grads != NULL ?
+		ps_client_dense_push(pc, t->id, t->dim, t->dense_rows, 0, (uint32_t)t->dense_rows,
+				     grads, dwake, &w, io->msgs) :
+		ps_client_dense_pull(pc, t->id, t->dim, t->dense_rows, 0, (uint32_t)t->dense_rows,
+				     out, dwake, &w, io->msgs);
+
+	for (uint32_t d = 0; rc == 0 && d < ps_client_dests(pc); d++)
+		if (io->msgs[d].len != 0) {
+			rc = io->send(io->ctx, d, io->msgs[d].buf, io->msgs[d].len);
+			io->msgs[d].len = 0;
+		}
+	while (rc == 0 && !w.done)
+		rc = io->poll(io->ctx) < 0 ? -ETIMEDOUT : 0;
+	return rc != 0 ? rc : w.status;
+}
+
+/* Table t as first made: zeros, in [a, b), or spread around a (normal). */
+static void check_init(const struct ps_table_config *t, const float *v, uint32_t n)
+{
+	bool spread = false;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (t->init == PS_INIT_ZEROS)
+			assert_true(v[i] == 0.0f);
+		if (t->init == PS_INIT_UNIFORM)
+			assert_true(v[i] >= t->init_a && v[i] < t->init_b);
+		spread |= v[i] != v[0];
+	}
+	if (t->init != PS_INIT_ZEROS)
+		assert_true(spread);
+}
+
+/*
+ * Every table of the model: pull (the initializer's values), push a gradient of +1 on every
+ * value, pull again: each value went down (whichever optimizer), by exactly lr for SGD.
+ */
+static void every_table_round_trip(struct ps_client *pc, const struct ps_client_io *io,
+				   const struct wc_model_tables *mt)
+{
+	enum { KEYS = 8 };
+	static float v0[64 * 32], v1[64 * 32], g[64 * 32];
+	uint64_t keys[KEYS];
+
+	for (uint32_t i = 0; i < 64 * 32; i++)
+		g[i] = 1.0f;
+	for (uint32_t k = 0; k < KEYS; k++)
+		keys[k] = 7919ull * (k + 1);
+	for (uint32_t id = 0; id < mt->n; id++) {
+		const struct ps_table_config *t = &mt->t[id];
+		bool dense = t->kind == PS_TABLE_DENSE;
+		uint32_t n = (dense ? (uint32_t)t->dense_rows : KEYS) * t->dim;
+
+		assert_true(n <= 64 * 32);
+		if (dense) {
+			assert_int_equal(dense_wait(pc, io, t, NULL, v0), 0);
+			check_init(t, v0, n);
+			assert_int_equal(dense_wait(pc, io, t, g, NULL), 0);
+			assert_int_equal(dense_wait(pc, io, t, NULL, v1), 0);
+		} else {
+			assert_int_equal(ps_client_pull_wait(pc, io, id, t->dim, keys, KEYS, v0), 0);
+			check_init(t, v0, n);
+			assert_int_equal(ps_client_push_wait(pc, io, id, t->dim, keys, KEYS, g), 0);
+			assert_int_equal(ps_client_pull_wait(pc, io, id, t->dim, keys, KEYS, v1), 0);
+			/* The table's own dim only. */
+			assert_true(ps_client_pull_wait(pc, io, id, t->dim + 1, keys, 1, v1 + n) < 0);
+		}
+		for (uint32_t i = 0; i < n; i++) {
+			if (!(v1[i] < v0[i]))
+				fail_msg("table %u '%s' value %u: %g after a push of +1, %g before", id,
+					 mt->name[id], i, (double)v1[i], (double)v0[i]);
+			if (t->optim == PS_OPT_SGD)
+				assert_float_equal(v1[i], v0[i] - t->op.lr, 1e-6);
+		}
+	}
+}
+
+static void test_fleet_model_file_served_other_model_refused(void **state)
+{
+	struct fx *f = *state;
+	struct wc_model_tables mt, other;
+	struct wc_fleet *srv = NULL, *wk = NULL;
+	struct srv_arg a = { NULL, -1 };
+	const struct ps_client_io *io = NULL;
+	struct wc_endpoint ep;
+	char ans[512], want[64], ep_s[32];
+	struct ps_client *pc;
+	uint32_t dense = 0;
+	pthread_t th;
+
+	assert_int_equal(wc_model_file_load("configs/model_30.json", &mt, f->err, sizeof(f->err)), 0);
+	assert_int_equal(mt.n, 30);
+	for (uint32_t i = 0; i < mt.n; i++)
+		dense += mt.t[i].kind == PS_TABLE_DENSE;
+	assert_true(dense > 0 && dense < mt.n);
+	paddle_env(f, "PSERVER", 10);
+	assert_int_equal(fleet_from_env(f, &srv), 0);
+	assert_int_equal(wc_fleet_init_server(srv, &mt), 0);
+	a.fl = srv;
+	assert_int_equal(pthread_create(&th, NULL, server_main, &a), 0);
+
+	paddle_env(f, "TRAINER", 10);
+	assert_int_equal(fleet_from_env(f, &wk), 0);
+	assert_int_equal(wc_fleet_init_worker(wk, &mt), 0);
+	pc = wc_fleet_client(wk, &io);
+	assert_non_null(pc);
+	every_table_round_trip(pc, io, &mt);
+
+	/* The control plane names the model served. */
+	snprintf(ep_s, sizeof(ep_s), "127.0.0.1:%u", f->port);
+	assert_int_equal(wc_parse_endpoint(ep_s, strlen(ep_s), false, &ep, "test", f->err,
+					   sizeof(f->err)), 0);
+	assert_int_equal(wc_ctl_request(&ep, "health", 2000, ans, sizeof(ans), f->err,
+					sizeof(f->err)), 0);
+	snprintf(want, sizeof(want), " model %016llx", (unsigned long long)wc_model_digest(&mt));
+	if (strstr(ans, want) == NULL || strncmp(ans, "ok ready ps 0 lanes ", 20) != 0)
+		fail_msg("health answer '%s' lacks '%s'", ans, want);
+	wc_fleet_stop_worker(wk);
+	wc_fleet_destroy(wk);
+
+	/* A worker of another model (one learning rate apart) is refused at once. */
+	assert_int_equal(wc_model_tables_copy(&other, &mt), 0);
+	other.t[5].op.lr *= 2;
+	assert_int_equal(fleet_from_env(f, &wk), 0);
+	assert_int_equal(wc_fleet_init_worker(wk, &other), -EPROTO);
+	snprintf(want, sizeof(want), "serves model %016llx", (unsigned long long)wc_model_digest(&mt));
+	assert_non_null(strstr(wc_fleet_error(wk), want));
+	snprintf(want, sizeof(want), "trains model %016llx",
+		 (unsigned long long)wc_model_digest(&other));
+	assert_non_null(strstr(wc_fleet_error(wk), want));
+	assert_null(wc_fleet_client(wk, NULL));
+	wc_fleet_destroy(wk);
+
+	assert_int_equal(fleet_from_env(f, &wk), 0);
+	assert_int_equal(wc_fleet_init_worker(wk, &mt), 0); /* the server is still there */
+	assert_int_equal(wc_fleet_stop_servers(wk, 2000), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(a.rc, 0);
+	wc_fleet_destroy(wk);
+	wc_fleet_destroy(srv);
+	wc_model_tables_free(&other);
+	wc_model_tables_free(&mt);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -430,6 +596,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fleet_pull_push_round_trip_kernel, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_fleet_server_bounded_under_pipelined_flood, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_fleet_model_file_served_other_model_refused, setup,
 						teardown),
 	};
 
