@@ -13,7 +13,9 @@
  * The tables of m as wc_psnet and ps_core take them (table i has id i; max_keys is
  * WC_MODEL_DEF_MAX_KEYS): wc_model_max_msg sizes the message buffers, wc_model_req_rows
  * says how many keys or dense rows one request may carry (split larger calls), and
- * wc_model_digest is what servers and workers compare. Valid while m lives, read only.
+ * wc_model_digest is what servers and workers compare: put it in wc_psnet_params's
+ * model_digest on both sides (wc_psnet_run_server does for a server) and wc_psnet_connect
+ * refuses a server of another model. Valid while m lives, read only.
  */
 const struct wc_model_tables *wh_model_tables(const struct wharf_model *m);
 
