@@ -1,6 +1,7 @@
 /*
  * wh_err.c — the calling thread's last error message (wharf_errmsg) and the library's
- * version. Every api/ function that fails sets the message through wh_set_err/wh_errf.
+ * version. Every api/ function that fails sets the message through wh_set_err/wh_errf, which
+ * also logs it at DEBUG on the layer's type, "wharf.api".
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,6 +9,8 @@
 #include "api/wh_pvt.h"
 
 #define WH_ERR_MAX 512
+
+DN_LOG_REGISTER(wh_logtype, "wharf.api")
 
 /* Per thread: a failing call on one thread never overwrites another's message. */
 static _Thread_local char wh_err[WH_ERR_MAX];
@@ -29,6 +32,7 @@ const char *wharf_errmsg(void)
 static void wh_vset(const char *fmt, va_list ap)
 {
 	vsnprintf(wh_err, sizeof(wh_err), fmt, ap);
+	API_LOG(DEBUG, "%s", wh_err);
 }
 
 void wh_set_err(const char *fmt, ...)

@@ -7,7 +7,12 @@
 #define WHARF_WH_PVT_H
 
 #include "apps/common/wc_psnet.h"
+#include "dpdk_net/dn_log.h"
 #include "wharf/wharf.h"
+
+/* The api layer's log type, "wharf.api" (wh_err.c). */
+extern int wh_logtype;
+#define API_LOG(lvl, ...) WLOG(wh_logtype, lvl, __VA_ARGS__)
 
 /*
  * The tables of m as wc_psnet and ps_core take them (table i has id i; max_keys is
@@ -19,7 +24,8 @@
  */
 const struct wc_model_tables *wh_model_tables(const struct wharf_model *m);
 
-/* Sets the calling thread's wharf_errmsg() text (one line, cut at 511 bytes). */
+/* Sets the calling thread's wharf_errmsg() text (one line, cut at 511 bytes) and logs it at
+ * DEBUG on wharf.api: a program that drops an error still leaves its reason in the log. */
 void wh_set_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* wh_set_err, then returns rc: `return wh_errf(-EINVAL, "...", ...);` */
 int wh_errf(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

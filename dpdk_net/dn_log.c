@@ -131,11 +131,9 @@ int dn_log_set_levels(const char *spec, const char *source, char *err, size_t er
 	return spec_walk(spec, source, set_pattern, NULL, err, errlen);
 }
 
-int dn_log_check_env(char *err, size_t errlen)
+int dn_log_check_levels(const char *spec, const char *source, char *err, size_t errlen)
 {
-	const char *v = getenv(LOG_ENV);
-
-	return v == NULL ? 0 : spec_walk(v, LOG_ENV, NULL, NULL, err, errlen);
+	return spec_walk(spec, source, NULL, NULL, err, errlen);
 }
 
 struct env_match {

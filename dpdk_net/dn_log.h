@@ -70,8 +70,9 @@ void dn_log(int type, uint32_t level, const char *fmt, ...) __attribute__((forma
  */
 int dn_log_set_levels(const char *spec, const char *source, char *err, size_t errlen);
 
-/* 0 when WHARF_LOG_LEVEL is unset or well formed; else -EINVAL and the reason in err (the
- * constructors cannot refuse a bad value: they log it once and skip it; a program refuses). */
-int dn_log_check_env(char *err, size_t errlen);
+/* dn_log_set_levels' check alone: 0 when spec is well formed, else -EINVAL and err as there.
+ * The constructors cannot refuse a bad WHARF_LOG_LEVEL (they log it once and ignore it);
+ * a program refuses it with this (apps/common's configuration does). */
+int dn_log_check_levels(const char *spec, const char *source, char *err, size_t errlen);
 
 #endif

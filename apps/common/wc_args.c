@@ -14,11 +14,12 @@
 #include <string.h>
 
 #include "apps/common/wc_args.h"
+#include "apps/common/wc_pvt.h"
 #include "dpdk_net/dn.h"
 
 int wc_arg_bad(const char *tool, const char *flag, const char *what, const char *got)
 {
-	fprintf(stderr, "%s: %s: %s, got '%s'\n", tool, flag, what, got ? got : "");
+	WC_LOG(ERR, "%s: %s: %s, got '%s'", tool, flag, what, got ? got : "");
 	return -EINVAL;
 }
 

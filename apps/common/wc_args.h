@@ -7,8 +7,9 @@
  * The cluster executables (psd, train, ctl) take their flags through wc_config.h instead;
  * these helpers are for the tools whose flags are not cluster configuration.
  *
- * Every refusal prints one line on stderr, the format scripts and tests grep:
- *   <tool>: <flag>: <what>, got '<s>'
+ * Every refusal is one ERROR line of the log type wharf.wc (stderr), whose message scripts
+ * and tests grep:
+ *   <time> ERROR wharf.wc: <tool>: <flag>: <what>, got '<s>'
  * Nothing here runs on a hot path; it runs once at start-up.
  */
 #ifndef WHARF_WC_ARGS_H
@@ -19,7 +20,7 @@
 
 #define WC_ARGS_MAX_SECONDS 86400.0 /* a day: the longest --seconds any tool takes */
 
-/* Prints "<tool>: <flag>: <what>, got '<got>'" (got NULL prints as '') and returns -EINVAL. */
+/* Logs "<tool>: <flag>: <what>, got '<got>'" (got NULL prints as '') and returns -EINVAL. */
 int wc_arg_bad(const char *tool, const char *flag, const char *what, const char *got);
 
 /*

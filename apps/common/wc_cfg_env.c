@@ -224,6 +224,7 @@ static int knob_durability(char *const envp[], struct wc_cluster *c, char *err, 
 int wc_cfg_env_knobs(char *const envp[], struct wc_cluster *out, char *err, size_t errlen)
 {
 	struct wc_cluster *c = malloc(sizeof(*c));
+	const char *v;
 	int rc;
 
 	if (c == NULL)
@@ -260,6 +261,9 @@ int wc_cfg_env_knobs(char *const envp[], struct wc_cluster *out, char *err, size
 		rc = knob_durability(envp, c, err, errlen);
 	if (rc == 0)
 		rc = knob_enums(envp, c, err, errlen);
+	/* Applied as each log type registers, before main (dpdk_net/dn_log.h); refused here. */
+	if (rc == 0 && (v = wc_env_get(envp, "WHARF_LOG_LEVEL")) != NULL)
+		rc = dn_log_check_levels(v, "WHARF_LOG_LEVEL", err, errlen);
 	if (rc == 0)
 		memcpy(out, c, sizeof(*out));
 	free(c);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "apps/common/wc_fleet.h"
+#include "apps/common/wc_pvt.h"
 
 struct wc_fleet {
 	struct wc_cluster cl;   /* wc_psnet keeps a pointer to it: lives as long as the fleet */
@@ -216,7 +217,7 @@ int wc_fleet_init_worker(struct wc_fleet *f, const struct wc_model_tables *table
 		goto out_pc;
 	if ((rc = wc_psnet_connect(f->n, f->pc, f->err, sizeof(f->err))) != 0)
 		goto out_n;
-	fprintf(stderr, "%s: worker %u of %u connected to %u server%s (%s, mode %s)\n", f->name,
+	WC_LOG(INFO, "%s: worker %u of %u connected to %u server%s (%s, mode %s)", f->name,
 		f->cl.task_index, f->cl.n_workers, f->cl.n_ps, f->cl.n_ps == 1 ? "" : "s",
 		wc_protocol_name(f->cl.protocol), wc_mode_name(f->cl.mode));
 	return 0;
@@ -252,7 +253,7 @@ int wc_fleet_recover(struct wc_fleet *f, int rc)
 		return fl_errf(f, -ECANCELED, "fleet: stopped by a signal or a shutdown");
 	if (!conn_error(rc))
 		return fl_errf(f, rc, "fleet: the server refused a request: %s", strerror(-rc));
-	fprintf(stderr, "%s: lost a server (%s); waiting for it to come back\n", f->name,
+	WC_LOG(WARNING, "%s: lost a server (%s); waiting for it to come back", f->name,
 		strerror(-rc));
 	return wc_psnet_recover(f->n, f->err, sizeof(f->err));
 }

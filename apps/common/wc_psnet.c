@@ -217,7 +217,7 @@ static void wn_on_closed(struct fz_conn *fc, int reason)
 	if (c->kind == WN_TO_SERVER) {
 		/* The worker's next poll reports it; wc_psnet_recover replaces the connection. */
 		if (reason != -ECONNABORTED)
-			fprintf(stderr, "%s: connection to ps %u closed: %s\n", c->n->name, c->server,
+			WC_LOG(WARNING, "%s: connection to ps %u closed: %s", c->n->name, c->server,
 			reason == 0 ? "peer closed" : strerror(-reason));
 		return;
 	}
@@ -335,8 +335,8 @@ static void log_knobs(const struct wc_psnet *n)
 
 	if (n->lane != 0)
 		return; /* said once per node */
-	fprintf(stderr, "%s: %s %u, protocol %s, tensor_fuse %s; NETWORK_%s_CORE_NUMBER=%u: %s "
-		"%u network lane%s; %s_ENABLE_POLLING=%s (%s); %s_DISABLE_PIN_CORES=%s\n", n->name,
+	WC_LOG(INFO, "%s: %s %u, protocol %s, tensor_fuse %s; NETWORK_%s_CORE_NUMBER=%u: %s "
+		"%u network lane%s; %s_ENABLE_POLLING=%s (%s); %s_DISABLE_PIN_CORES=%s", n->name,
 		wc_role_name(n->cl->role), n->cl->task_index, wc_protocol_name(n->cl->protocol),
 		n->cl->tensor_fuse ? "on" : "off", role, k->core_number,
 		n->is_ps ? "the PS runs" : "one per worker process (the trainer's thread polls it):",
@@ -653,7 +653,7 @@ void wn_ctl_handle(struct wn_conn *c, const struct tl_msg_view *m)
 	int rc = ctl_reply(c, m->hdr.req_id, out);
 	if (rc != 0) {
 		c->errors++;
-		fprintf(stderr, "%s: control reply: %s\n", n->name, strerror(-rc));
+		WC_LOG(ERR, "%s: control reply: %s", n->name, strerror(-rc));
 	}
 	free(out);
 }

@@ -323,7 +323,7 @@ static int wait_servers(struct wc_psnet *n, char *err, size_t errlen)
 			return wn_errf(err, errlen, -ETIMEDOUT, "gave up after %u s waiting for the "
 				       "parameter servers (wait_timeout_s); not ready endpoints: %s",
 				       cl->wait_timeout_s, eps);
-		fprintf(stderr, "%s: server not ready, wait %u sec to retry... not ready endpoints: %s\n",
+		WC_LOG(INFO, "%s: server not ready, wait %u sec to retry... not ready endpoints: %s",
 			n->name, cl->retry_interval_s, eps);
 		uint64_t until = wn_now_us() + (uint64_t)cl->retry_interval_s * 1000000u;
 		if (until > deadline)
@@ -406,7 +406,7 @@ int wc_psnet_recover(struct wc_psnet *n, char *err, size_t errlen)
 		}
 		n->cst.reconnects++;
 		n->cst.resent += cnt;
-		fprintf(stderr, "%s: reconnected to ps %u, resent %u unacknowledged push%s\n",
+		WC_LOG(NOTICE, "%s: reconnected to ps %u, resent %u unacknowledged push%s",
 			n->name, s, cnt, cnt == 1 ? "" : "es");
 	}
 	if (r.rc != 0)

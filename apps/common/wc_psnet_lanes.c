@@ -237,11 +237,11 @@ static void *wal_syncer_main(void *arg)
 		}
 		next = wn_now_us() + y->every_us;
 		if ((rc = ps_server_wal_sync_bg(y->g->ps)) != 0 && y->errors++ == 0)
-			fprintf(stderr, "%s: log sync: %s\n", y->g->np.name, strerror(-rc));
+			WC_LOG(ERR, "%s: log sync: %s", y->g->np.name, strerror(-rc));
 		y->syncs++;
 	}
 	if ((rc = ps_server_wal_sync_bg(y->g->ps)) != 0)
-		fprintf(stderr, "%s: last log sync: %s\n", y->g->np.name, strerror(-rc));
+		WC_LOG(ERR, "%s: last log sync: %s", y->g->np.name, strerror(-rc));
 	return NULL;
 }
 
@@ -359,7 +359,7 @@ static int lanes_port(struct wn_group *g, int eal_argc, char **eal_argv, uint32_
 			       "arguments before \"--\")", err);
 	if (rte_lcore_count() < *lanes) {
 		unsigned have = rte_lcore_count();
-		fprintf(stderr, "%s: NETWORK_PS_CORE_NUMBER=%u but EAL has %u lcore%s (-l): %u lane%s\n",
+		WC_LOG(WARNING, "%s: NETWORK_PS_CORE_NUMBER=%u but EAL has %u lcore%s (-l): %u lane%s",
 			g->np.name, *lanes, have, have == 1 ? "" : "s", have, have == 1 ? "" : "s");
 		*lanes = rte_lcore_count();
 	}
@@ -444,8 +444,8 @@ int wn_lanes_run(struct wn_group *g, struct ps_server *ps, struct ps_handler **h
 		atomic_init(&y.stop, 0);
 		syncer = pthread_create(&y.th, NULL, wal_syncer_main, &y) == 0;
 		if (!syncer) /* the lanes then do without: each segment still syncs as it fills */
-			fprintf(stderr, "%s: no log sync thread: records reach the disk with "
-				"checkpoints only\n", g->np.name);
+			WC_LOG(WARNING, "%s: no log sync thread: records reach the disk with "
+				"checkpoints only", g->np.name);
 	}
 	for (k = 0; k < g->lanes; k++) {
 		g->h[k] = h[k];

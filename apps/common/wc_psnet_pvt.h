@@ -9,6 +9,7 @@
 
 #include "apps/common/wc_psnet.h"
 #include "apps/common/wc_psobs.h"
+#include "apps/common/wc_pvt.h"
 #include "fuse/fz.h"
 #include "transport/tl.h"
 

@@ -34,9 +34,9 @@ static int recover(struct ps_handler *h, const char *name, const char *restore, 
 
 	if (rc != 0)
 		return rc;
-	fprintf(stderr, "%s: restored from %s%s; log %s: %u segment%s, %" PRIu64 " records "
+	WC_LOG(NOTICE, "%s: restored from %s%s; log %s: %u segment%s, %" PRIu64 " records "
 		"replayed (%" PRIu64 " applied, %" PRIu64 " already in the checkpoint), %" PRIu64
-		" torn tail record%s dropped, %" PRIu64 " covered segment%s skipped\n", name,
+		" torn tail record%s dropped, %" PRIu64 " covered segment%s skipped", name,
 		st.ckpt_loaded ? restore : "empty tables", restore && !st.ckpt_loaded ?
 		" (no checkpoint file yet)" : "", wal, st.segments, st.segments == 1 ? "" : "s",
 		st.records, st.applied, st.skipped, st.torn, st.torn == 1 ? "" : "s", st.covered,
@@ -107,7 +107,7 @@ int wc_psnet_run_server(const struct wc_cluster *cl, const struct wc_model_table
 	if (sc.wal_dir != NULL)
 		rc = recover(h[0], name, restore, wal, err, errlen);
 	else if (restore != NULL && (rc = ps_load(h[0], restore, err, errlen)) == 0)
-		fprintf(stderr, "%s: restored from %s\n", name, restore);
+		WC_LOG(NOTICE, "%s: restored from %s", name, restore);
 	if (rc != 0)
 		goto out_h;
 	rc = wn_lanes_run(g, ps, h, &sc, ckpt, sigs, err, errlen);

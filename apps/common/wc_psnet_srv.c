@@ -43,7 +43,7 @@ int wc_psnet_serve(struct wc_psnet *n, struct ps_server *ps, struct ps_handler *
 	n->h = h;
 	n->scfg = cfg;
 	if (n->lane == 0 && n->obs == NULL && (rc = wc_psobs_create(ps, cfg, &n->obs)) != 0)
-		fprintf(stderr, "%s: no PS telemetry (/wharf/ps): %s\n", n->name, strerror(-rc));
+		WC_LOG(WARNING, "%s: no PS telemetry (/wharf/ps): %s", n->name, strerror(-rc));
 	if (n->lane == 0)
 		n->obs_count = n->obs;
 	snprintf(n->ckpt, sizeof(n->ckpt), "%s", ckpt_path ? ckpt_path : "");
@@ -84,8 +84,8 @@ int wc_psnet_serve(struct wc_psnet *n, struct ps_server *ps, struct ps_handler *
 		}
 	}
 	if (n->lane == 0)
-		fprintf(stderr, "%s: ps %u serving %u table%s, mode %s, %u worker%s: data %s:%u (%s), "
-			"control %s:%u\n", n->name, cl->task_index, cfg->n_tables,
+		WC_LOG(INFO, "%s: ps %u serving %u table%s, mode %s, %u worker%s: data %s:%u (%s), "
+			"control %s:%u", n->name, cl->task_index, cfg->n_tables,
 			cfg->n_tables == 1 ? "" : "s", wc_mode_name(cl->mode), cfg->n_workers,
 			cfg->n_workers == 1 ? "" : "s", data->host, data->port,
 			wc_protocol_name(cl->protocol), ctl->host, ctl->port);
@@ -216,11 +216,11 @@ static void save_progress(struct wc_psnet *n, bool finish)
 			n->next_ckpt_us = wn_now_us() + n->ckpt_every_us;
 			if (n->save_rc != 0) {
 				n->ckpt_errors++;
-				fprintf(stderr, "%s: %s checkpoint %s: %s\n", n->name, n->save_why, n->ckpt,
+				WC_LOG(ERR, "%s: %s checkpoint %s: %s", n->name, n->save_why, n->ckpt,
 					n->save_err);
 			} else {
 				n->ckpts++;
-				fprintf(stderr, "%s: %s checkpoint %s: %" PRIu64 " rows%s\n", n->name,
+				WC_LOG(INFO, "%s: %s checkpoint %s: %" PRIu64 " rows%s", n->name,
 					n->save_why, n->ckpt, n->save_rows,
 					n->wal_on ? "; the log before it deleted" : "");
 			}
@@ -254,17 +254,17 @@ static int drain_and_save(struct wc_psnet *n)
 		if (wn_lane_round(n) < 0)
 			break;
 	if (n->srv_inflight > 0)
-		fprintf(stderr, "%s: lane %u: %" PRIu64 " replies still unsent after %u s; their "
-			"pushes are in the checkpoint and will be answered as duplicates\n", n->name,
+		WC_LOG(WARNING, "%s: lane %u: %" PRIu64 " replies still unsent after %u s; their "
+			"pushes are in the checkpoint and will be answered as duplicates", n->name,
 			n->lane, n->srv_inflight, WN_DRAIN_US / 1000000u);
 	if (g != NULL)
 		wn_lanes_drained(n);
 	if (n->lane == 0 && n->ckpt[0] != '\0') {
 		rc = ps_save(n->h, n->ckpt, &rows, err, sizeof(err));
 		if (rc != 0)
-			fprintf(stderr, "%s: checkpoint %s: %s\n", n->name, n->ckpt, err);
+			WC_LOG(ERR, "%s: checkpoint %s: %s", n->name, n->ckpt, err);
 		else
-			fprintf(stderr, "%s: checkpoint %s: %" PRIu64 " rows\n", n->name, n->ckpt, rows);
+			WC_LOG(INFO, "%s: checkpoint %s: %" PRIu64 " rows", n->name, n->ckpt, rows);
 	}
 	if (g != NULL)
 		wn_lanes_saved(n);
@@ -293,7 +293,7 @@ static void periodic_duties(struct wc_psnet *n)
 	if (n->wal_on && n->sync_every_us && !n->scfg->wal_bg_sync && now >= n->next_sync_us) {
 		n->next_sync_us = now + n->sync_every_us;
 		if ((rc = ps_handler_wal_sync(n->h)) != 0)
-			fprintf(stderr, "%s: log msync: %s\n", n->name, strerror(-rc));
+			WC_LOG(ERR, "%s: log msync: %s", n->name, strerror(-rc));
 	}
 	if (n->lane != 0 || n->ckpt[0] == '\0')
 		return;
@@ -316,7 +316,7 @@ static void periodic_duties(struct wc_psnet *n)
 		n->save_job = NULL;
 		n->next_ckpt_us = wn_now_us() + n->ckpt_every_us;
 		n->ckpt_errors++;
-		fprintf(stderr, "%s: %s checkpoint %s: %s\n", n->name, why, n->ckpt, err);
+		WC_LOG(ERR, "%s: %s checkpoint %s: %s", n->name, why, n->ckpt, err);
 		return;
 	}
 	n->save_why = why;
@@ -333,20 +333,20 @@ int wc_psnet_serve_loop(struct wc_psnet *n, const sigset_t *sigs)
 	while (!wn_stopping(n)) {
 		rc = wn_lane_round(n);
 		if (rc < 0) {
-			fprintf(stderr, "%s: lane %u: poll: %s\n", n->name, n->lane, strerror(-rc));
+			WC_LOG(ERR, "%s: lane %u: poll: %s", n->name, n->lane, strerror(-rc));
 			break;
 		}
 		rc = 0;
 		periodic_duties(n);
 		if (wc_psnet_signalled(n, sigs)) {
-			fprintf(stderr, "%s: signal: shutting down\n", n->name);
+			WC_LOG(NOTICE, "%s: signal: shutting down", n->name);
 			break;
 		}
 		if (n->lane == 0 && wn_now_us() >= next_log) {
 			next_log = wn_now_us() + 10000000u;
 			wn_lanes_sum(n, &ls);
-			fprintf(stderr, "%s: %" PRIu64 " requests (%" PRIu64 " in the last 10 s), %"
-				PRIu64 " errors\n", n->name, ls.reqs, ls.reqs - reqs, ls.errors);
+			WC_LOG(INFO, "%s: %" PRIu64 " requests (%" PRIu64 " in the last 10 s), %"
+				PRIu64 " errors", n->name, ls.reqs, ls.reqs - reqs, ls.errors);
 			reqs = ls.reqs;
 		}
 	}
@@ -359,8 +359,8 @@ int wc_psnet_serve_loop(struct wc_psnet *n, const sigset_t *sigs)
 	}
 	if (n->lane == 0) {
 		wn_lanes_sum(n, &ls);
-		fprintf(stderr, "%s: ps %u stopped after %" PRIu64 " requests (%" PRIu64 " errors, %"
-			PRIu64 " dropped while draining)\n", n->name, n->cl->task_index, ls.reqs,
+		WC_LOG(INFO, "%s: ps %u stopped after %" PRIu64 " requests (%" PRIu64 " errors, %"
+			PRIu64 " dropped while draining)", n->name, n->cl->task_index, ls.reqs,
 			ls.errors, ls.dropped);
 	}
 	return rc;

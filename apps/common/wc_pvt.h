@@ -7,6 +7,11 @@
 #include <stddef.h>
 
 #include "apps/common/wc_config.h"
+#include "dpdk_net/dn_log.h"
+
+/* apps/common's log type, "wharf.wc" (wc_log.c). */
+extern int wc_logtype;
+#define WC_LOG(lvl, ...) WLOG(wc_logtype, lvl, __VA_ARGS__)
 
 /* Write one formatted line into err (when err is not NULL) and return rc. */
 int wc_errf(char *err, size_t errlen, int rc, const char *fmt, ...)

@@ -1,7 +1,8 @@
 /*
  * test_log.c — the logging facility (dn_log.h) without EAL, as the kernel transport and
  * ps_core use it: a line's timestamp, level and type prefix; the level filter and the
- * "pattern:level" specs that move it (dn_log_set_levels, WHARF_LOG_LEVEL at registration),
+ * "pattern:level" specs that move it (dn_log_set_levels, dn_log_check_levels, WHARF_LOG_LEVEL
+ * at registration),
  * bad specs refused whole; long and newline-ended messages. Lines are captured through
  * rte_openlog_stream into a memory stream.
  */
@@ -136,7 +137,8 @@ static void test_log_env_sets_level_at_registration(void **state)
 
 	(void)state;
 	setenv("WHARF_LOG_LEVEL", "wharf.envtest.*:debug,wharf.envtest.b:warning", 1);
-	assert_int_equal(dn_log_check_env(err, sizeof(err)), 0);
+	assert_int_equal(dn_log_check_levels(getenv("WHARF_LOG_LEVEL"), "WHARF_LOG_LEVEL", err,
+					     sizeof(err)), 0);
 	a = dn_log_register("wharf.envtest.a");
 	b = dn_log_register("wharf.envtest.b");
 	assert_int_equal(rte_log_get_level(a), RTE_LOG_DEBUG);
@@ -154,7 +156,8 @@ static void test_log_env_bad_value_reported_and_ignored(void **state)
 
 	(void)state;
 	setenv("WHARF_LOG_LEVEL", "wharf.envbad:debug,wharf.envbad", 1);
-	assert_int_equal(dn_log_check_env(err, sizeof(err)), -EINVAL);
+	assert_int_equal(dn_log_check_levels(getenv("WHARF_LOG_LEVEL"), "WHARF_LOG_LEVEL", err,
+					     sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "WHARF_LOG_LEVEL: 'wharf.envbad' is not pattern:level"));
 	t = dn_log_register("wharf.envbad");
 	assert_int_equal(rte_log_get_level(t), RTE_LOG_INFO);

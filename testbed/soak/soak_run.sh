@@ -180,7 +180,7 @@ if [ -z "${SOAK_SKIP_CRASH:-}" ]; then
 	soak "crash: $old killed with SIGKILL $PHASE s after the checkpoint above (and <= ${SOAK_CKPT_INTERVAL:-2} s after its last periodic one)"
 	ps_start "$s" restore
 	new=$(ps_name "$s")
-	soak "crash: $(grep -m1 'restored from' "$TB_DIR/$new.log" | sed 's/^wharf-psd: //')"
+	soak "crash: $(grep -m1 'restored from' "$TB_DIR/$new.log" | sed 's/^.* wharf\.wc: wharf-psd: //')"
 	grep -q "records replayed" "$TB_DIR/$new.log" || soak_bad "$new did not replay its write-ahead log"
 	wait_reconnect "$A" "$B"
 fi

@@ -32,7 +32,7 @@ tb_log "ps1 killed with SIGKILL; log holds $(ls "$CK.wal" | wc -l) segment(s)"
 sleep 1
 tb_node ps2 0 psd $CL --role ps --model count --ckpt "$CK" --restore "$CK" --ckpt-interval 1
 tb_wait_log "$TB_DIR/ps2.log" "serving" 20 || { cat "$TB_DIR/ps2.log" >&2; tb_fail "ps did not restart"; }
-rep=$(grep -m1 "restored from" "$TB_DIR/ps2.log" | sed 's/^wharf-psd: //')
+rep=$(grep -m1 "restored from" "$TB_DIR/ps2.log" | sed 's/^.* wharf\.wc: wharf-psd: //')
 tb_log "$rep"
 echo "$rep" | grep -qE "log .*: [1-9][0-9]* segments?, [1-9][0-9]* records replayed" ||
 	tb_fail "the restarted server replayed no log records (was the log written?)"

@@ -92,7 +92,7 @@ ledger() { # PROTO
 		grep -q '"exactly_once":true' "$TB_DIR/lw$i-$proto.out" || { tail -n 10 "$TB_DIR/lw$i-$proto.log" "$TB_DIR/lw$i-$proto.out" "$TB_DIR/ps2-$proto.log" >&2; tb_fail "$proto: worker $i: ledger $(tb_json "$TB_DIR/lw$i-$proto.out" value 0) of $PUSHES after a SIGKILL of a 2-lane PS"; }
 		grep -q "reconnected to ps 0" "$TB_DIR/lw$i-$proto.log" || tb_fail "$proto: worker $i never reconnected"
 	done
-	grep -m1 "restored from" "$TB_DIR/ps2-$proto.log" | sed 's/^wharf-psd: //' >&2
+	grep -m1 "restored from" "$TB_DIR/ps2-$proto.log" | sed 's/^.* wharf\.wc: wharf-psd: //' >&2
 	tb_pass "ledger ($proto): $PUSHES pushes per worker counted once across a SIGKILL of a 2-lane PS"
 	"$TB_BUILD/wharf-ctl" "$CTL" shutdown >/dev/null
 	for i in 0 1; do tb_stop lw$i-$proto; done

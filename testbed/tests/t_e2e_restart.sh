@@ -36,6 +36,6 @@ for i in 0 1; do
 	out=$TB_DIR/w$i.out
 	grep -q '"exactly_once":true' "$out" || { tail -n 10 "$TB_DIR/w$i.log" "$out" "$TB_DIR/ps2.log" >&2; tb_fail "worker $i: ledger $(tb_json "$out" value '?') of $PUSHES"; }
 	grep -q "reconnected to ps 0" "$TB_DIR/w$i.log" || { cat "$TB_DIR/w$i.log" >&2; tb_fail "worker $i never reconnected (was the server killed mid-run?)"; }
-	tb_pass "worker $i: $(tb_json "$out" value)/$PUSHES pushes counted once across the restart; $(grep 'reconnected' "$TB_DIR/w$i.log" | head -n 1 | sed 's/^wharf-train: //')"
+	tb_pass "worker $i: $(tb_json "$out" value)/$PUSHES pushes counted once across the restart; $(grep 'reconnected' "$TB_DIR/w$i.log" | head -n 1 | sed 's/^.* wharf\.wc: wharf-train: //')"
 done
 "$TB_BUILD/wharf-ctl" 127.0.0.1:47740 shutdown >/dev/null

@@ -3,7 +3,8 @@
 # EAL) shows ps_core's DEBUG lines with WHARF_LOG_LEVEL=wharf.ps:debug and none without it; a
 # DPDK PS shows them with the EAL option --log-level=wharf.ps:debug, and dpdk_net's port line
 # with --log-level=wharf.dn:debug. Each wharf line on stderr reads "<UTC time, ms> <LEVEL>
-# wharf.<layer>: ..."; nothing of the log reaches stdout.
+# wharf.<layer>: ...", the PS glue's too ("... INFO wharf.wc: wharf-psd: ps 0 serving ...");
+# nothing of the log reaches stdout. A bad WHARF_LOG_LEVEL is refused by the PS, named.
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
 
@@ -41,6 +42,13 @@ grep -q ' DEBUG ' "$TB_DIR/k-info.log" && { cat "$TB_DIR/k-info.log" >&2; tb_fai
 WHARF_LOG_LEVEL=wharf.ps:debug run_ps k-debug 127.0.0.1:47801 "$TB_BUILD/wharf-psd" -- $KCL
 saved k-debug || { cat "$TB_DIR/k-debug.log" >&2; tb_fail "kernel PS: no DEBUG checkpoint line with WHARF_LOG_LEVEL=wharf.ps:debug"; }
 tb_pass "kernel PS: $(grep -m1 'DEBUG wharf.ps' "$TB_DIR/k-debug.log")"
+grep -qE "^$TS INFO wharf\.wc: wharf-psd: ps 0 serving 1 table" "$TB_DIR/k-info.log" ||
+	{ cat "$TB_DIR/k-info.log" >&2; tb_fail "kernel PS: no INFO wharf.wc serving line"; }
+WHARF_LOG_LEVEL=wharf.ps:loud timeout 20 "$TB_BUILD/wharf-psd" -- $KCL >/dev/null 2>"$TB_DIR/bad.log"
+rc=$?
+[ $rc -eq 2 ] && grep -q "^wharf-psd: WHARF_LOG_LEVEL: 'wharf.ps:loud' is not pattern:level" "$TB_DIR/bad.log" ||
+	{ cat "$TB_DIR/bad.log" >&2; tb_fail "WHARF_LOG_LEVEL=wharf.ps:loud: exit $rc, not refused with its name"; }
+tb_pass "WHARF_LOG_LEVEL=wharf.ps:loud refused: $(tail -n 1 "$TB_DIR/bad.log" | cut -c1-80)..."
 
 tb_switch 2 || tb_fail "switch"
 run_ps d-debug 127.0.0.1:47800 "$TB_BUILD/wharf-psd" $(tb_eal psd 0) --log-level=wharf.ps:debug \

@@ -3,9 +3,11 @@
  * their edges, junk, empty strings, signs and overflow; seconds; --ip A.B.C.D/LEN; the
  * refusal line with exit status 2, which scripts grep; and which --help is the tool's.
  * The wc_arg_* functions are called in process with stderr captured; the exiting
- * wc_parse_* / wc_bad_arg run in a child.
+ * wc_parse_* / wc_bad_arg run in a child. A refusal is an ERROR log line of wharf.wc: its
+ * prefix (time, level, type) is checked, then the message after it.
  */
 #include <errno.h>
+#include <regex.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +23,23 @@
 #include "apps/common/wc_args.h"
 
 #define T "wharf-t"
+
+/* The message of a refusal's log line ("" stays ""), after checking the line's prefix. */
+static const char *unprefixed(const char *line)
+{
+	static const char *const re = "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\."
+				      "[0-9]{3}Z ERROR wharf\\.wc: ";
+	regex_t r;
+	regmatch_t m;
+
+	if (line[0] == '\0')
+		return line;
+	assert_int_equal(regcomp(&r, re, REG_EXTENDED), 0);
+	if (regexec(&r, line, 1, &m, 0) != 0)
+		fail_msg("\"%s\" does not start with /%s/", line, re);
+	regfree(&r);
+	return line + m.rm_eo;
+}
 
 /* stderr diverted to a temporary file between cap_begin and cap_end. */
 struct cap {
@@ -50,7 +69,7 @@ static const char *cap_end(struct cap *c)
 	n = fread(c->text, 1, sizeof(c->text) - 1, c->tmp);
 	c->text[n] = '\0';
 	fclose(c->tmp);
-	return c->text;
+	return unprefixed(c->text);
 }
 
 /* wc_arg_u64 on s; returns its rc, *out starts at a sentinel so an untouched one shows. */
@@ -240,6 +259,7 @@ static int run_child(enum child_call call, char *out, size_t outlen)
 	while (got + 1 < outlen && (n = read(fd[0], out + got, outlen - 1 - got)) > 0)
 		got += (size_t)n;
 	out[got] = '\0';
+	memmove(out, unprefixed(out), strlen(unprefixed(out)) + 1);
 	close(fd[0]);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));

@@ -335,6 +335,19 @@ static void test_config_knobs_env_bools_and_numbers(void **state)
 	assert_non_null(strstr(f->err, "NETWORK_PS_CORE_NUMBER"));
 }
 
+/* WHARF_LOG_LEVEL is applied by the log types themselves; the configuration refuses a bad one. */
+static void test_config_log_level_env_checked(void **state)
+{
+	struct fx *f = *state;
+	char *good[] = { "WHARF_LOG_LEVEL=wharf.ps:debug, wharf.*:warning", NULL };
+	char *bad[] = { "WHARF_LOG_LEVEL=wharf.ps:debug,wharf.tl:chatty", NULL };
+	const char *argv[] = { "t", "--role=ps", "--ps=a:1", "--num-workers=1", "--protocol=kernel" };
+
+	assert_int_equal(load(f, good, 5, argv), 0);
+	assert_int_equal(load(f, bad, 5, argv), -EINVAL);
+	assert_non_null(strstr(f->err, "WHARF_LOG_LEVEL: 'wharf.tl:chatty' is not pattern:level"));
+}
+
 static void test_config_file_full_schema(void **state)
 {
 	struct fx *f = *state;
@@ -635,6 +648,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_config_paddle_pserver_finds_its_index, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_paddle_trainer_and_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_knobs_env_bools_and_numbers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_log_level_env_checked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_file_full_schema, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_mtu_sources_default_and_range, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_file_syntax_error_names_line_and_column, setup, teardown),
