@@ -32,7 +32,7 @@ layer_srcs = $(wildcard $(1)/*.c)
 layer_objs = $(patsubst %.c,$(BUILD)/obj/%.o,$(call layer_srcs,$(1)))
 
 APP_DIRS := $(sort $(dir $(wildcard apps/*/*.c testbed/*/*.c)))
-APP_DIRS := $(filter-out testbed/tests/ apps/common/,$(APP_DIRS))
+APP_DIRS := $(filter-out testbed/tests/ testbed/extern/ apps/common/,$(APP_DIRS))
 APPS     := $(foreach d,$(APP_DIRS),$(BUILD)/wharf-$(notdir $(patsubst %/,%,$(d))))
 
 TEST_SRCS := $(wildcard $(addsuffix /tests/test_*.c,$(LAYERS)))

@@ -229,10 +229,17 @@ struct dn_port *dn_lcore_port(struct dn_lcore *lc);
 uint16_t dn_lcore_queue(const struct dn_lcore *lc);
 uint16_t dn_lcore_index(const struct dn_lcore *lc);
 /*
- * Wakes lc if it sleeps in dn_lcore_idle_wait (software steering; a no-op otherwise). Safe
+ * Wakes lc if it sleeps in dn_lcore_idle_wait, or makes its next sleep return at once: one
+ * eventfd write in lc's epoll set (effective where lc sleeps in epoll: Rx interrupts or
+ * software steering; a back-off sleep without them lasts at most idle_max_sleep_us). Safe
  * from any thread: for work handed to lc from elsewhere (e.g. Tx completions it must see).
  */
 void dn_lcore_wake(struct dn_lcore *lc);
+/*
+ * The cheap form for frequent hand-offs under software steering (a ring lc re-checks before
+ * sleeping): writes the eventfd only when lc's sleeping flag is up; a no-op without steering.
+ */
+void dn_lcore_wake_sleeper(struct dn_lcore *lc);
 struct rte_mempool *dn_lcore_pool(struct dn_lcore *lc);
 const struct dn_stats *dn_lcore_stats(const struct dn_lcore *lc);
 /* Counts a drop an upper layer decided on (e.g. a bad TCP checksum). */

@@ -361,7 +361,9 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 							RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 4, 1024);
 	p->netmask = cfg->prefix_len ? ~0u << (32 - cfg->prefix_len) : 0;
 	p->gateway = cfg->gateway;
-	ret = rte_eth_macaddr_get(pid, &p->mac);
+	ret = dn_wake_port_init(p, err, errlen);
+	if (ret == 0)
+		ret = rte_eth_macaddr_get(pid, &p->mac);
 	if (ret == 0 && p->nb_lcores > p->nb_queues)
 		ret = dn_steer_port_init(p, err, errlen);
 	else if (ret != 0)
@@ -396,6 +398,7 @@ void dn_port_destroy(struct dn_port *p)
 	rte_eth_dev_close(p->port_id);
 	if (p->nb_lcores > p->nb_queues)
 		dn_steer_port_fini(p);
+	dn_wake_port_fini(p);
 	for (unsigned s = 0; s < RTE_MAX_NUMA_NODES; s++)
 		rte_mempool_free(p->pools[s]);
 	rte_free(p);
@@ -464,6 +467,7 @@ int dn_lcore_create(struct dn_port *port, uint16_t index, const struct dn_hooks 
 		lc->hooks = *hooks;
 	if (port->sw_steer)
 		dn_steer_lcore_init(lc);
+	dn_wake_lcore_init(lc);
 	if (port->rx_intr && index == queue) {
 		/* Registers the queue's event fd on this thread's epoll set (RTE_EPOLL_PER_THREAD). */
 		if (rte_eth_dev_rx_intr_ctl_q(port->port_id, queue, RTE_EPOLL_PER_THREAD,
@@ -501,8 +505,7 @@ void dn_lcore_destroy(struct dn_lcore *lc)
 	for (unsigned i = 0; i < lc->n_pending; i++)
 		rte_pktmbuf_free(lc->pending[i].m);
 	rte_pktmbuf_free_bulk(lc->stash, lc->stash_n);
-	if (lc->steer)
-		dn_steer_lcore_fini(lc);
+	dn_wake_lcore_fini(lc);
 	rte_free(lc);
 }
 

@@ -201,7 +201,11 @@ void dn_steer_port_fini(struct dn_port *p);
 /* Frees the frames in the steering rings, keeping the rings. */
 void dn_steer_port_drain(struct dn_port *p);
 void dn_steer_lcore_init(struct dn_lcore *lc);
-void dn_steer_lcore_fini(struct dn_lcore *lc);
+/* Every port: one wake-up eventfd per lcore (dn_lcore_wake), in the lcore's epoll set. */
+int dn_wake_port_init(struct dn_port *p, char *err, size_t errlen);
+void dn_wake_port_fini(struct dn_port *p);
+void dn_wake_lcore_init(struct dn_lcore *lc);
+void dn_wake_lcore_fini(struct dn_lcore *lc);
 /* Rx step of a steered lcore: lcore 0 relays others' Tx, reads the device and hands away
  * the flows it does not own; others read their ring. Local frames land in pkts; *work
  * counts everything done (frames relayed and handed away too). */

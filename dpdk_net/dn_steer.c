@@ -88,19 +88,10 @@ int dn_steer_port_init(struct dn_port *p, char *err, size_t errlen)
 	char name[RTE_RING_NAMESIZE];
 	int socket = (int)rte_socket_id();
 
-	for (uint16_t i = 0; i < DN_MAX_LCORES; i++)
-		p->wake[i].efd = -1; /* dn_steer_port_fini closes only what was opened */
 	if (p->nb_lcores > DN_MAX_LCORES || p->nb_queues != 1) {
 		snprintf(err, errlen, "software steering: %u lcores on %u queues (wants 1 queue, "
 			 "at most %d lcores)", p->nb_lcores, p->nb_queues, DN_MAX_LCORES);
 		return -EINVAL;
-	}
-	for (uint16_t i = 0; i < p->nb_lcores; i++) {
-		p->wake[i].efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		if (p->wake[i].efd < 0) {
-			snprintf(err, errlen, "software steering: eventfd: %s", strerror(errno));
-			return -errno;
-		}
 	}
 	for (uint16_t i = 1; i < p->nb_lcores; i++) {
 		snprintf(name, sizeof(name), "dn_srx_%u_%u", p->port_id, i);
@@ -157,9 +148,6 @@ void dn_steer_port_fini(struct dn_port *p)
 	for (uint16_t i = 0; i < DN_MAX_LCORES; i++) {
 		ring_free_all(p->steer_rx[i]);
 		p->steer_rx[i] = NULL;
-		if (p->wake[i].efd >= 0)
-			close(p->wake[i].efd);
-		p->wake[i].efd = -1;
 	}
 	ring_free_all(p->steer_tx);
 	p->steer_tx = NULL;
@@ -221,7 +209,6 @@ static void efd_clear(int fd, void *arg)
 		return; /* EAGAIN: another wake-up already emptied it */
 }
 
-/* On the lcore itself: its eventfd joins its thread's epoll set (RTE_EPOLL_PER_THREAD). */
 void dn_steer_lcore_init(struct dn_lcore *lc)
 {
 	struct dn_port *p = lc->port;
@@ -232,6 +219,40 @@ void dn_steer_lcore_init(struct dn_lcore *lc)
 		lc->tx_ring = p->steer_tx;
 		lc->tx_cleanup_ok = false; /* the device queue is lcore 0's */
 	}
+}
+
+/* ---- wake-up eventfds (every port, steered or not) ------------------------------------ */
+
+int dn_wake_port_init(struct dn_port *p, char *err, size_t errlen)
+{
+	for (uint16_t i = 0; i < DN_MAX_LCORES; i++)
+		p->wake[i].efd = -1; /* dn_wake_port_fini closes only what was opened */
+	for (uint16_t i = 0; i < p->nb_lcores && i < DN_MAX_LCORES; i++) {
+		p->wake[i].efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (p->wake[i].efd < 0) {
+			snprintf(err, errlen, "wake-up eventfd: %s", strerror(errno));
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+void dn_wake_port_fini(struct dn_port *p)
+{
+	for (uint16_t i = 0; i < DN_MAX_LCORES; i++) {
+		if (p->wake[i].efd >= 0)
+			close(p->wake[i].efd);
+		p->wake[i].efd = -1;
+	}
+}
+
+/* On the lcore itself: its eventfd joins its thread's epoll set (RTE_EPOLL_PER_THREAD). */
+void dn_wake_lcore_init(struct dn_lcore *lc)
+{
+	struct dn_port *p = lc->port;
+
+	if (lc->index >= DN_MAX_LCORES || p->wake[lc->index].efd < 0)
+		return;
 	memset(&lc->efd_ev, 0, sizeof(lc->efd_ev));
 	lc->efd_ev.epdata.event = EPOLLIN;
 	lc->efd_ev.epdata.cb_fun = efd_clear;
@@ -239,7 +260,7 @@ void dn_steer_lcore_init(struct dn_lcore *lc)
 					   p->wake[lc->index].efd, &lc->efd_ev) == 0;
 }
 
-void dn_steer_lcore_fini(struct dn_lcore *lc)
+void dn_wake_lcore_fini(struct dn_lcore *lc)
 {
 	if (lc->efd_registered)
 		rte_epoll_ctl(lc->efd_ev.epfd, EPOLL_CTL_DEL, lc->efd_ev.fd, &lc->efd_ev);
@@ -265,10 +286,25 @@ bool dn_steer_wake(struct dn_port *p, uint16_t index)
 	return write(w->efd, &one, sizeof(one)) == (ssize_t)sizeof(one);
 }
 
-void dn_lcore_wake(struct dn_lcore *lc)
+void dn_lcore_wake_sleeper(struct dn_lcore *lc)
 {
 	if (lc->steer)
 		(void)dn_steer_wake(lc->port, lc->index);
+}
+
+/*
+ * Work handed to lc from another thread (tl_wake): the eventfd is written whether or not lc
+ * sleeps yet. The write stays pending until lc's next epoll wait returns on it, so a hand-off
+ * made just before lc goes to sleep is not lost (dn_steer_wake's cheaper test of the sleeping
+ * flag would race with a sleeper that only re-checks its frame rings).
+ */
+void dn_lcore_wake(struct dn_lcore *lc)
+{
+	uint64_t one = 1;
+	int fd = lc->index < DN_MAX_LCORES ? lc->port->wake[lc->index].efd : -1;
+
+	if (fd >= 0 && write(fd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+		lc->stats.wakes_sent++;
 }
 
 /* True when a ring this lcore reads (or its device queue) has frames waiting. */

@@ -417,6 +417,14 @@ uint32_t ps_client_resend(struct ps_client *c, uint32_t dest, ps_resend_fn *fn, 
 uint32_t ps_client_inflight(const struct ps_client *c);
 
 /*
+ * After the connection to dest was lost: every request still waiting for dest's answer that
+ * ps_client_resend would not send again (pulls, barriers, hellos, GEO pulls: anything but a
+ * push) counts dest as answered with status (e.g. -ECONNRESET), and completes (its done runs)
+ * when nothing else is awaited, freeing its slot; the caller asks again. Returns how many.
+ */
+uint32_t ps_client_forget_dest(struct ps_client *c, uint32_t dest, int status);
+
+/*
  * Shard-aware routing. A server that runs several lcores (lanes) takes one connection per
  * lane, and a key is sent to the lane owning its shard (ps_shard_owner(ps_key_shard(key,
  * shards), lanes)), so the server never hands a request's keys to another lcore. Every

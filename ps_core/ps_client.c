@@ -713,3 +713,24 @@ uint32_t ps_client_resend(struct ps_client *c, uint32_t dest, ps_resend_fn *fn, 
 		count++;
 	}
 }
+
+uint32_t ps_client_forget_dest(struct ps_client *c, uint32_t dest, int status)
+{
+	uint32_t i, count = 0;
+
+	if (dest >= c->n_dst)
+		return 0;
+	for (i = 0; i < c->n_slots; i++) {
+		struct cl_slot *s = &c->slots[i];
+		/* A push keeps its bytes for ps_client_resend: it is not forgotten. */
+		if (!s->req_id || s->answered[dest] != 0 || s->msg_len[dest] != 0)
+			continue;
+		s->answered[dest] = 1;
+		if (s->status == 0)
+			s->status = status;
+		count++;
+		if (--s->waiting == 0)
+			slot_finish(c, s);
+	}
+	return count;
+}

@@ -90,7 +90,7 @@ int tl_poll(struct tl *tl, int64_t timeout_us);
  * Wakes the instance if its thread sleeps in tl_poll (its poll then returns at once); the
  * one call of this API that any thread may make, for work handed to the instance's thread
  * from elsewhere. kernel: an eventfd in the epoll set (a syscall per call); dpdk: the
- * lcore's eventfd under software steering, else a no-op (the sleep is bounded: 1 ms).
+ * lcore's eventfd (dn_lcore_wake; a back-off sleep without Rx interrupts is bounded).
  */
 void tl_wake(struct tl *tl);
 

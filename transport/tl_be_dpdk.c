@@ -201,7 +201,7 @@ static void db_ext_free(void *addr, void *opaque)
 	}
 	/* Cannot fail: the ring holds more than there are attached mbufs (DB_EXT_MBUFS). */
 	rte_ring_mp_enqueue(d->sb_ring, x->sb);
-	dn_lcore_wake(d->lc);
+	dn_lcore_wake_sleeper(d->lc);
 }
 
 /* Releases the send buffers other lcores freed for us (poll hook; teardown). */

@@ -8,6 +8,7 @@
  *   wn_cli_on_msg. wc_psnet_srv.c and wc_psnet_cli.c hold the PS halves.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -458,11 +459,16 @@ static void flush_round(struct wc_psnet *n)
 
 int wc_psnet_poll(struct wc_psnet *n)
 {
+	return wc_psnet_poll_for(n, true);
+}
+
+int wc_psnet_poll_for(struct wc_psnet *n, bool may_sleep)
+{
 	uint64_t now;
 	int rc;
 
 	flush_round(n);
-	rc = fz_net_poll(n->fz, n->polling ? 0 : 1000);
+	rc = fz_net_poll(n->fz, n->polling || !may_sleep ? 0 : 1000);
 	flush_round(n);
 	if (n->is_ps) {
 		/* For lane 0's status and telemetry: a few relaxed stores per round. */
@@ -490,11 +496,21 @@ int wc_psnet_poll(struct wc_psnet *n)
 bool wc_psnet_stopping(const struct wc_psnet *n) { return n->stop; }
 void wc_psnet_request_stop(struct wc_psnet *n) { n->stop = true; }
 
+/* Set by wc_psnet_stop_all from any thread; read by every node's loop (relaxed: a flag). */
+static _Atomic int stop_all;
+
+void wc_psnet_stop_all(bool on)
+{
+	atomic_store_explicit(&stop_all, on ? 1 : 0, memory_order_relaxed);
+}
+
 bool wc_psnet_signalled(struct wc_psnet *n, const sigset_t *sigs)
 {
 	struct timespec zero = { 0, 0 };
 	uint64_t now = wn_now_us();
 
+	if (atomic_load_explicit(&stop_all, memory_order_relaxed) != 0)
+		return true;
 	if (sigs == NULL || now < n->next_sig_us)
 		return false;
 	n->next_sig_us = now + 100000;
@@ -656,4 +672,14 @@ void wn_ctl_handle(struct wn_conn *c, const struct tl_msg_view *m)
 		WC_LOG(ERR, "%s: control reply: %s", n->name, strerror(-rc));
 	}
 	free(out);
+}
+
+void wc_psnet_wake(struct wc_psnet *n)
+{
+	tl_wake(n->tl);
+}
+
+bool wc_psnet_dest_up(const struct wc_psnet *n, uint32_t dest)
+{
+	return dest < WN_MAX_DST && n->dst[dest] != NULL && n->dst[dest]->up == 1;
 }

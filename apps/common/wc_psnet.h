@@ -180,11 +180,22 @@ void wc_psnet_destroy(struct wc_psnet *n);
  * every 2 ms. Returns tl_poll's count or -errno.
  */
 int wc_psnet_poll(struct wc_psnet *n);
+/* wc_psnet_poll, but never sleeping when may_sleep is false (the caller has work queued). */
+int wc_psnet_poll_for(struct wc_psnet *n, bool may_sleep);
 /* True once a "shutdown" command arrived or wc_psnet_request_stop was called. */
 bool wc_psnet_stopping(const struct wc_psnet *n);
 void wc_psnet_request_stop(struct wc_psnet *n);
-/* Blocked SIGINT/SIGTERM pending? Checked by the loops at most every 100 ms. */
+/*
+ * Blocked SIGINT/SIGTERM pending (checked at most every 100 ms), or wc_psnet_stop_all(true)
+ * called? What the serving and waiting loops ask.
+ */
 bool wc_psnet_signalled(struct wc_psnet *n, const sigset_t *sigs);
+/* Makes every node of this process stop as a signal would (on) or forgets it (off). Any thread. */
+void wc_psnet_stop_all(bool on);
+/* Wakes the node's thread if it sleeps in wc_psnet_poll. The one call any thread may make. */
+void wc_psnet_wake(struct wc_psnet *n);
+/* Worker: is the data connection of ps_client destination dest up? */
+bool wc_psnet_dest_up(const struct wc_psnet *n, uint32_t dest);
 
 /* ---- server side (wc_psnet_srv.c) ---- */
 

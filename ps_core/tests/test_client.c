@@ -132,6 +132,53 @@ static void test_client_reply_that_does_not_add_up_refused(void **state)
 	ps_client_destroy(c);
 }
 
+static void resend_count(void *arg, const uint8_t *msg, uint32_t len)
+{
+	(void)msg;
+	(void)len;
+	(*(int *)arg)++;
+}
+
+/* A lost connection: what will not be resent completes with the error and frees its slot;
+ * a push stays for ps_client_resend. */
+static void test_client_forget_dest_frees_all_but_pushes(void **state)
+{
+	struct ps_msgbuf m[NS];
+	struct ps_client *c = mk(4, m);
+	uint64_t keys[30];
+	float out[60], g[60];
+	bool all = false;
+	uint32_t i;
+	int st_pull = 1, st_bar = 1, st_push = 1, resent = 0;
+
+	(void)state;
+	for (i = 0; i < 30; i++)
+		keys[i] = i;
+	memset(g, 0, sizeof(g));
+	calls = 0;
+	assert_int_equal(ps_client_pull(c, 1, 2, keys, 30, out, count_done, &st_pull, m), 0);
+	reply_pull(c, m, 0, 0);
+	reply_pull(c, m, 2, 0);
+	assert_int_equal(ps_client_barrier(c, 0, &all, count_done, &st_bar, m), 0);
+	assert_int_equal(ps_client_push(c, 1, 2, keys, 30, g, count_done, &st_push, m), 0);
+	assert_int_equal(ps_client_inflight(c), 3);
+	/* Server 1 is gone: its pull part and the barrier's server-1 part are forgotten. */
+	assert_int_equal(ps_client_forget_dest(c, 1, -ECONNRESET), 2);
+	assert_int_equal(calls, 1);              /* the pull: every other server had answered */
+	assert_int_equal(st_pull, -ECONNRESET);
+	assert_int_equal(st_bar, 1);             /* still waiting for servers 0 and 2 */
+	assert_int_equal(ps_client_forget_dest(c, 0, -ECONNRESET), 1);
+	assert_int_equal(ps_client_forget_dest(c, 2, -ECONNRESET), 1);
+	assert_int_equal(calls, 2);
+	assert_int_equal(st_bar, -ECONNRESET);
+	assert_int_equal(ps_client_inflight(c), 1); /* the push */
+	assert_int_equal(st_push, 1);
+	assert_int_equal(ps_client_resend(c, 1, resend_count, &resent), 1);
+	assert_int_equal(resent, 1);
+	assert_int_equal(ps_client_forget_dest(c, NS + 5, -ECONNRESET), 0);
+	ps_client_destroy(c);
+}
+
 static void test_client_backpressure_records_nothing(void **state)
 {
 	struct ps_msgbuf m[NS];
@@ -250,6 +297,7 @@ int main(void)
 		cmocka_unit_test(test_client_done_after_every_server_answered),
 		cmocka_unit_test(test_client_reply_that_does_not_add_up_refused),
 		cmocka_unit_test(test_client_backpressure_records_nothing),
+		cmocka_unit_test(test_client_forget_dest_frees_all_but_pushes),
 		cmocka_unit_test(test_client_blocking_calls_wait_for_every_reply),
 	};
 	return cmocka_run_group_tests_name("ps_client", tests, NULL, NULL);
