@@ -1,0 +1,358 @@
+/*
+ * test_client.c — the public client against a real PS in this process, over kernel TCP on
+ * loopback: wharf_server_run on a thread, wharf_client_open, and calls from several threads
+ * at once. Exact results: SGD tables with lr 1 and zero initial rows, so a pushed gradient
+ * of -1 adds exactly 1 (the exactly-once ledger).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "wharf/wharf.h"
+
+#define DIM 4u
+#define DROWS 10u
+#define DDIM 3u
+#define THREADS 4u
+#define ROUNDS 50u
+#define BIG 150000u   /* keys in one call: more than one message carries */
+
+static char ps_ep[32], mode_arg[16];
+static const char *const no_env[] = { NULL };
+
+static struct wharf_model *model(void)
+{
+	struct wharf_model *m;
+	struct wharf_table t;
+
+	assert_int_equal(wharf_model_new(&m), 0);
+	wharf_table_defaults(&t, "emb");
+	t.dim = DIM;
+	t.lr = 1.0f;
+	assert_int_equal(wharf_model_add(m, &t, NULL), 0);
+	wharf_table_defaults(&t, "w");
+	t.kind = WHARF_TABLE_DENSE;
+	t.rows = DROWS;
+	t.dim = DDIM;
+	t.lr = 1.0f;
+	assert_int_equal(wharf_model_add(m, &t, NULL), 0);
+	return m;
+}
+
+static struct wharf_config *config(const char *role)
+{
+	const char *argv[] = { "--role", role, "--ps", ps_ep, "--num-workers", "1", "--protocol",
+			       "kernel", "--mode", mode_arg, "--wait-timeout", "20", "--retry-interval", "1" };
+	struct wharf_config *c = NULL;
+	int rc = wharf_config_load(14, argv, no_env, &c);
+
+	if (rc != 0)
+		fprintf(stderr, "config: %s\n", wharf_errmsg());
+	assert_int_equal(rc, 0);
+	return c;
+}
+
+struct server {
+	pthread_t th;
+	struct wharf_config *c;
+	struct wharf_model *m;
+	int rc;
+};
+
+static void *serve(void *arg)
+{
+	struct server *s = arg;
+
+	s->rc = wharf_server_run(s->c, s->m, NULL, NULL);
+	return NULL;
+}
+
+static void server_start(struct server *s, const char *mode)
+{
+	snprintf(ps_ep, sizeof(ps_ep), "127.0.0.1:%u", 48500u + (unsigned)getpid() % 400u);
+	snprintf(mode_arg, sizeof(mode_arg), "%s", mode);
+	s->c = config("ps");
+	s->m = model();
+	assert_int_equal(pthread_create(&s->th, NULL, serve, s), 0);
+}
+
+static void server_stop(struct server *s)
+{
+	wharf_server_stop();
+	pthread_join(s->th, NULL);
+	assert_int_equal(s->rc, 0);
+	wharf_config_free(s->c);
+	wharf_model_free(s->m);
+}
+
+struct worker {
+	struct wharf_client *cl;
+	unsigned id;
+	int rc;
+};
+
+/* Each thread: ROUNDS pushes of -1 to keys 0..99 (shared) and 1000*id.. (its own), and
+ * dense pushes of -1, some blocking and some asynchronous. */
+static void *work(void *arg)
+{
+	struct worker *w = arg;
+	uint64_t keys[100 + 10];
+	float g[(100 + 10) * DIM], dg[DROWS * DDIM];
+	unsigned i, r;
+
+	for (i = 0; i < 100; i++)
+		keys[i] = i;
+	for (i = 0; i < 10; i++)
+		keys[100 + i] = 1000u * (w->id + 1) + i;
+	for (i = 0; i < (100 + 10) * DIM; i++)
+		g[i] = -1.0f;
+	for (i = 0; i < DROWS * DDIM; i++)
+		dg[i] = -1.0f;
+	for (r = 0; r < ROUNDS && w->rc == 0; r++) {
+		struct wharf_req *q = NULL;
+		if (r % 2 == 0) {
+			w->rc = wharf_push(w->cl, 0, keys, 110, g);
+		} else if ((w->rc = wharf_push_async(w->cl, 0, keys, 110, g, NULL, NULL, &q)) == 0) {
+			w->rc = wharf_wait(q);
+		}
+		if (w->rc == 0)
+			w->rc = wharf_dense_push(w->cl, 1, dg);
+	}
+	return NULL;
+}
+
+static void count_done(void *arg, int status)
+{
+	int *n = arg;
+
+	if (status == 0)
+		__atomic_add_fetch(n, 1, __ATOMIC_RELAXED);
+}
+
+static void test_client_threads_exactly_once(void **state)
+{
+	struct server s;
+	struct wharf_config *c;
+	struct wharf_model *m;
+	struct wharf_client *cl;
+	struct worker w[THREADS];
+	pthread_t th[THREADS];
+	float out[110 * DIM], dout[DROWS * DDIM];
+	uint64_t keys[110];
+	unsigned i;
+	int ncb = 0;
+
+	(void)state;
+	server_start(&s, "async");
+	c = config("worker");
+	m = model();
+	if (wharf_client_open(c, m, NULL, &cl) != 0)
+		fail_msg("open: %s", wharf_errmsg());
+	for (i = 0; i < THREADS; i++) {
+		w[i] = (struct worker){ cl, i, 0 };
+		assert_int_equal(pthread_create(&th[i], NULL, work, &w[i]), 0);
+	}
+	for (i = 0; i < THREADS; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < THREADS; i++)
+		assert_int_equal(w[i].rc, 0);
+	for (i = 0; i < 100; i++)
+		keys[i] = i;
+	for (i = 0; i < 10; i++)
+		keys[100 + i] = 1000u * (2 + 1) + i;
+	assert_int_equal(wharf_pull(cl, 0, keys, 110, out), 0);
+	for (i = 0; i < 100 * DIM; i++)
+		assert_float_equal(out[i], (float)(THREADS * ROUNDS), 0);
+	for (i = 100 * DIM; i < 110 * DIM; i++)
+		assert_float_equal(out[i], (float)ROUNDS, 0);
+	assert_int_equal(wharf_dense_pull(cl, 1, dout), 0);
+	for (i = 0; i < DROWS * DDIM; i++)
+		assert_float_equal(dout[i], (float)(THREADS * ROUNDS), 0);
+
+	/* push_pull returns the values after the push; a completion callback runs. */
+	{
+		float g[DIM] = { -1, -2, -3, -4 }, o[DIM];
+		uint64_t k = 777777;
+		struct wharf_req *q;
+		assert_int_equal(wharf_push_pull(cl, 0, &k, 1, g, o), 0);
+		assert_float_equal(o[0], 1, 0);
+		assert_float_equal(o[3], 4, 0);
+		assert_int_equal(wharf_pull_async(cl, 0, &k, 1, o, count_done, &ncb, &q), 0);
+		assert_int_equal(wharf_wait(q), 0);
+		assert_int_equal(ncb, 1);
+		assert_float_equal(o[1], 2, 0);
+	}
+	wharf_client_close(cl);
+	wharf_model_free(m);
+	wharf_config_free(c);
+	server_stop(&s);
+}
+
+/* A call of more keys than one message carries is split, and answered in key order. */
+static void test_client_big_call_is_split(void **state)
+{
+	struct server s;
+	struct wharf_config *c;
+	struct wharf_model *m;
+	struct wharf_client *cl;
+	struct wharf_client_stats st;
+	uint64_t *keys = malloc(BIG * sizeof(*keys));
+	float *g = malloc((size_t)BIG * DIM * sizeof(*g)), *out = malloc((size_t)BIG * DIM * 4);
+	unsigned i;
+
+	(void)state;
+	assert_non_null(keys);
+	assert_non_null(g);
+	assert_non_null(out);
+	server_start(&s, "async");
+	c = config("worker");
+	m = model();
+	if (wharf_client_open(c, m, NULL, &cl) != 0)
+		fail_msg("open: %s", wharf_errmsg());
+	for (i = 0; i < BIG; i++) {
+		keys[i] = (uint64_t)i * 7919u + 5;
+		for (unsigned d = 0; d < DIM; d++)
+			g[(size_t)i * DIM + d] = -(float)(i % 1000) - (float)d;
+	}
+	assert_int_equal(wharf_push(cl, 0, keys, BIG, g), 0);
+	memset(out, 0, (size_t)BIG * DIM * 4);
+	assert_int_equal(wharf_pull(cl, 0, keys, BIG, out), 0);
+	for (i = 0; i < BIG; i++)
+		for (unsigned d = 0; d < DIM; d++)
+			if (out[(size_t)i * DIM + d] != (float)(i % 1000) + (float)d)
+				fail_msg("key %u dim %u: %f", i, d, out[(size_t)i * DIM + d]);
+	wharf_client_stats(cl, &st);
+	assert_true(st.requests >= 4); /* at least two messages each way */
+	wharf_client_close(cl);
+	wharf_model_free(m);
+	wharf_config_free(c);
+	server_stop(&s);
+	free(keys);
+	free(g);
+	free(out);
+}
+
+/* Bad calls are refused with a message, and the client keeps working. */
+static void test_client_refuses_bad_calls(void **state)
+{
+	struct server s;
+	struct wharf_config *c;
+	struct wharf_model *m;
+	struct wharf_client *cl;
+	uint64_t k = 1;
+	float o[DROWS * DDIM];
+	struct wharf_req *q;
+
+	(void)state;
+	server_start(&s, "async");
+	c = config("worker");
+	m = model();
+	if (wharf_client_open(c, m, NULL, &cl) != 0)
+		fail_msg("open: %s", wharf_errmsg());
+	assert_int_equal(wharf_pull(cl, 9, &k, 1, o), -EINVAL);
+	assert_non_null(strstr(wharf_errmsg(), "table 9 does not exist"));
+	assert_int_equal(wharf_pull(cl, 1, &k, 1, o), -EINVAL);
+	assert_non_null(strstr(wharf_errmsg(), "dense"));
+	assert_int_equal(wharf_dense_pull(cl, 0, o), -EINVAL);
+	assert_non_null(strstr(wharf_errmsg(), "sparse"));
+	assert_int_equal(wharf_pull(cl, 0, NULL, 1, o), -EINVAL);
+	assert_non_null(strstr(wharf_errmsg(), "keys is NULL"));
+	assert_int_equal(wharf_pull_async(cl, 0, &k, 1, o, NULL, NULL, NULL), -EINVAL);
+	assert_int_equal(wharf_barrier(cl, 0), -EINVAL);
+	assert_non_null(strstr(wharf_errmsg(), "async"));
+	assert_int_equal(wharf_pull(cl, 0, &k, 0, o), 0); /* nothing asked: done at once */
+	assert_int_equal(wharf_pull_async(cl, 0, &k, 1, o, NULL, NULL, &q), 0);
+	assert_int_equal(wharf_wait_timeout(q, 10000), 0);
+	wharf_client_close(cl);
+	wharf_model_free(m);
+	wharf_config_free(c);
+	server_stop(&s);
+}
+
+/* Sync mode: pushes of a step are applied when every worker reached its barrier. */
+static void test_client_sync_barrier(void **state)
+{
+	struct server s;
+	struct wharf_config *c;
+	struct wharf_model *m;
+	struct wharf_client *cl;
+	uint64_t k = 42;
+	float g[DIM] = { -1, -1, -1, -1 }, o[DIM];
+	uint64_t step;
+
+	(void)state;
+	server_start(&s, "sync");
+	c = config("worker");
+	m = model();
+	if (wharf_client_open(c, m, NULL, &cl) != 0)
+		fail_msg("open: %s", wharf_errmsg());
+	for (step = 0; step < 5; step++) {
+		assert_int_equal(wharf_push(cl, 0, &k, 1, g), 0);
+		assert_int_equal(wharf_barrier(cl, step), 0);
+		assert_int_equal(wharf_pull(cl, 0, &k, 1, o), 0);
+		assert_float_equal(o[0], (float)(step + 1), 0);
+	}
+	wharf_client_close(cl);
+	wharf_model_free(m);
+	wharf_config_free(c);
+	server_stop(&s);
+}
+
+/* A server that is not there: the open gives up after the wait timeout, naming it. */
+static void test_client_open_times_out(void **state)
+{
+	const char *argv[] = { "--role", "worker", "--ps", "127.0.0.1:9", "--num-workers", "1",
+			       "--protocol", "kernel", "--wait-timeout", "1", "--retry-interval", "1" };
+	struct wharf_config *c;
+	struct wharf_model *m = model();
+	struct wharf_client *cl = NULL;
+	int rc;
+
+	(void)state;
+	assert_int_equal(wharf_config_load(12, argv, no_env, &c), 0);
+	rc = wharf_client_open(c, m, NULL, &cl);
+	assert_int_equal(rc, -ETIMEDOUT);
+	assert_null(cl);
+	assert_non_null(strstr(wharf_errmsg(), "127.0.0.1:9"));
+	wharf_config_free(c);
+	wharf_model_free(m);
+}
+
+static void test_config_refuses_bad_flags(void **state)
+{
+	const char *bad[] = { "--role", "worker", "--ps", "127.0.0.1:6000", "--no-such-flag" };
+	const char *mode[] = { "--role", "worker", "--ps", "127.0.0.1:6000", "--mode", "fast" };
+	struct wharf_config *c = (void *)1;
+
+	(void)state;
+	assert_int_equal(wharf_config_load(5, bad, no_env, &c), -EINVAL);
+	assert_null(c);
+	assert_non_null(strstr(wharf_errmsg(), "--no-such-flag"));
+	assert_int_equal(wharf_config_load(6, mode, no_env, &c), -EINVAL);
+	assert_non_null(strstr(wharf_errmsg(), "fast"));
+	assert_int_equal(wharf_config_load(4, mode, no_env, &c), -EINVAL); /* workers unknown */
+	assert_int_equal(wharf_config_load(-1, mode, no_env, &c), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_config_refuses_bad_flags),
+		cmocka_unit_test(test_client_open_times_out),
+		cmocka_unit_test(test_client_threads_exactly_once),
+		cmocka_unit_test(test_client_big_call_is_split),
+		cmocka_unit_test(test_client_refuses_bad_calls),
+		cmocka_unit_test(test_client_sync_barrier),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
