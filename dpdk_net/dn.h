@@ -96,7 +96,8 @@ struct dn_config {
 	uint16_t port_id;        /* ethdev port; DN_PORT_AUTO picks the first one EAL found */
 	uint32_t ip;             /* our IPv4 address, host byte order */
 	uint8_t prefix_len;      /* on-link prefix */
-	uint32_t gateway;        /* host order; 0 = none (off-link destinations are dropped) */
+	uint32_t gateway;        /* host order; 0 = none (off-link destinations are dropped);
+				  * else an address of the on-link subnet, ARPed for like a peer */
 	uint16_t mtu;            /* 0 = 1500; up to the device's max (jumbo: 9000 on virtio) */
 	uint16_t nb_rxd, nb_txd; /* 0 = 1024 each */
 	uint16_t nb_queues;      /* queue pairs = worker lcores using the port; 0 = 1 */

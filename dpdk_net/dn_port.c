@@ -329,8 +329,23 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 {
 	struct dn_port *p;
 	uint16_t pid = cfg->port_id;
+	uint32_t mask;
 	int ret;
 
+	/* Before the device is touched: a refused config changes nothing. */
+	if (cfg->prefix_len > 32) {
+		snprintf(err, errlen, "prefix length %u: expected 0..32", cfg->prefix_len);
+		return -EINVAL;
+	}
+	mask = cfg->prefix_len ? ~0u << (32 - cfg->prefix_len) : 0;
+	if (cfg->gateway != 0 && !cfg->no_l3 &&
+	    (((cfg->gateway ^ cfg->ip) & mask) != 0 || cfg->gateway == cfg->ip)) {
+		snprintf(err, errlen, "gateway %u.%u.%u.%u is not another address of the on-link "
+			 "subnet of %u.%u.%u.%u/%u", cfg->gateway >> 24, (cfg->gateway >> 16) & 255,
+			 (cfg->gateway >> 8) & 255, cfg->gateway & 255, cfg->ip >> 24,
+			 (cfg->ip >> 16) & 255, (cfg->ip >> 8) & 255, cfg->ip & 255, cfg->prefix_len);
+		return -EINVAL;
+	}
 	if (pid == DN_PORT_AUTO) {
 		RTE_ETH_FOREACH_DEV(pid)
 			break;
@@ -359,7 +374,7 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 	if (p->cfg.mtu > RTE_ETHER_MTU)
 		p->data_room = (uint16_t)RTE_ALIGN_CEIL(RTE_PKTMBUF_HEADROOM + p->cfg.mtu +
 							RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 4, 1024);
-	p->netmask = cfg->prefix_len ? ~0u << (32 - cfg->prefix_len) : 0;
+	p->netmask = mask;
 	p->gateway = cfg->gateway;
 	ret = dn_wake_port_init(p, err, errlen);
 	if (ret == 0)

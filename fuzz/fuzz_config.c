@@ -5,7 +5,9 @@
  *
  * Call chain exercised: main() (simulated) -> wc_cfg_env_tfconfig | wc_cfg_env_paddle |
  * wc_cfg_env_knobs | wc_epmap_parse | wc_cfg_file_parse | wc_flags_parse, then, for a
- * source that parsed, wc_cluster_merge and wc_cluster_finalize as wc_config_load does.
+ * source that parsed, wc_cluster_merge and wc_cluster_finalize_with as wc_config_load does,
+ * host names resolved by cfg_lookup: a hash of the name in 10.0.0.0/8, never the network
+ * (the system's resolver would ask DNS and wait wait_timeout_s for a name that fails).
  *
  * Input layout: u8 selector (mod 6 picks the parser), then the text. For the variable
  * parsers the text is lines, each "<u8 name index><value>": the first byte picks the
@@ -34,6 +36,7 @@ static const char *const cfg_knob_vars[] = {
 	"WHARF_PROTOCOL", "WHARF_MODE", "PS_ENABLE_POLLING", "WORKER_ENABLE_POLLING",
 	"PS_DISABLE_PIN_CORES", "WORKER_DISABLE_PIN_CORES", "NETWORK_PS_CORE_NUMBER",
 	"NETWORK_WORKER_CORE_NUMBER", "WHARF_TENSOR_FUSE", "WHARF_GEO_K", "WHARF_WAIT_TIMEOUT_S",
+	"WHARF_DATA_PREFIX", "WHARF_DATA_GATEWAY", "WHARF_DATA_IFACE",
 };
 
 enum cfg_target { CFG_TFCONFIG, CFG_PADDLE, CFG_EPMAP, CFG_FILE, CFG_KNOBS, CFG_FLAGS, CFG_N };
@@ -100,7 +103,8 @@ static int cfg_run(enum cfg_target t, char *text, struct wc_cluster *out, char *
 			n = cfg_env(text, cfg_paddle_vars, 7, envp);
 			rc = wc_cfg_env_paddle(envp, out, err, errlen);
 		} else {
-			n = cfg_env(text, cfg_knob_vars, 11, envp);
+			n = cfg_env(text, cfg_knob_vars, sizeof(cfg_knob_vars) / sizeof(cfg_knob_vars[0]),
+				    envp);
 			rc = wc_cfg_env_knobs(envp, out, err, errlen);
 		}
 		break;
@@ -122,10 +126,25 @@ static int cfg_run(enum cfg_target t, char *text, struct wc_cluster *out, char *
 	return rc;
 }
 
+/* Every name resolves, to an address its bytes pick (FNV-1a), without the network. */
+static int cfg_lookup(void *ctx, const char *name, uint32_t *ip, char *why, size_t whylen)
+{
+	uint32_t h = 2166136261u;
+
+	(void)ctx;
+	(void)why;
+	(void)whylen;
+	for (const char *p = name; *p != '\0'; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	*ip = 0x0a000000u | (h & 0xffffffu);
+	return 0;
+}
+
 /* Merges a parsed source into a fresh cluster and finalizes it, as wc_config_load does. */
 static void cfg_finalize(const struct wc_cluster *src, enum wc_source kind)
 {
 	static char *const envp[] = {"TF_SEASTAR_ENDPOINT_MAP_PATH=/nonexistent/wharf-fuzz", NULL};
+	static const struct wc_resolver r = {cfg_lookup, NULL, NULL};
 	struct wc_cluster *c = malloc(sizeof(*c));
 	char err[512] = "";
 	int rc;
@@ -133,7 +152,7 @@ static void cfg_finalize(const struct wc_cluster *src, enum wc_source kind)
 	if (c != NULL) {
 		wc_cluster_init(c);
 		wc_cluster_merge(c, src, kind);
-		rc = wc_cluster_finalize(c, envp, err, sizeof(err));
+		rc = wc_cluster_finalize_with(c, envp, &r, err, sizeof(err));
 		/*
 		 * Only the message is checked: finalize fills derived fields (core numbers)
 		 * before a later step (the map file) can fail, so a refused cluster is not

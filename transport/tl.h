@@ -49,14 +49,15 @@ struct tl_config {
 	 * protocol=dpdk only (the kernel backend ignores them). backend_arg: the dpdk_net
 	 * lcore (struct dn_lcore) this instance runs on, set up by the caller. When it is
 	 * NULL the backend brings up EAL and a port itself from eal_argc/eal_argv and
-	 * local_ip/local_prefix (a standalone instance, as in wharf-perf), so a program
-	 * written against this header runs on either protocol unchanged.
+	 * local_ip/local_prefix/local_gateway (a standalone instance, as in wharf-perf), so a
+	 * program written against this header runs on either protocol unchanged.
 	 */
 	void *backend_arg;
 	int eal_argc;
 	char **eal_argv;
 	uint32_t local_ip;      /* host byte order */
 	uint8_t local_prefix;
+	uint32_t local_gateway; /* host byte order; 0 = none (off-subnet peers unreachable) */
 	uint16_t mtu;           /* standalone dpdk port MTU; 0 = 1500 (TCP MSS = MTU - 40) */
 	uint32_t nb_mbufs;      /* standalone dpdk port mempool size; 0 = sized by dpdk_net */
 };

@@ -6,6 +6,7 @@
  * parameter (envp-style array), never read from the process, so tests need no setenv.
  * Every error names the variable and what it expected.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,12 +56,22 @@ int wc_cfg_env_tfconfig(char *const envp[], struct wc_cluster *out, char *err, s
 	return rc;
 }
 
-/* A PSERVER finds its own index as POD_IP:PADDLE_PORT in the server list. */
+static bool is_ipv4(const char *host)
+{
+	struct in_addr a;
+
+	return inet_pton(AF_INET, host, &a) == 1;
+}
+
+/*
+ * A PSERVER finds its own index as POD_IP:PADDLE_PORT in the server list. A list that names
+ * hosts (a PaddleJob's services) is matched by address once finalize has resolved it.
+ */
 static int paddle_ps_index(char *const envp[], struct wc_cluster *c, char *err, size_t errlen)
 {
 	const char *ip = wc_env_get(envp, "POD_IP"), *port = wc_env_get(envp, "PADDLE_PORT");
 	struct wc_endpoint self;
-	unsigned p, i;
+	unsigned p, i, names = 0;
 	int rc;
 
 	if (ip == NULL || port == NULL)
@@ -78,13 +89,17 @@ static int paddle_ps_index(char *const envp[], struct wc_cluster *c, char *err, 
 	if (!wc_has(c, WC_F_PS))
 		return wc_errf(err, errlen, -EINVAL, "PADDLE_PSERVERS_IP_PORT_LIST: missing; "
 			       "TRAINING_ROLE=PSERVER expects the server list");
-	for (i = 0; i < c->n_ps; i++)
+	for (i = 0; i < c->n_ps; i++) {
 		if (wc_endpoint_equal(&c->ps[i], &self))
 			break;
-	if (i == c->n_ps)
+		names += !is_ipv4(c->ps[i].host);
+	}
+	if (i == c->n_ps && names == 0 && is_ipv4(self.host))
 		return wc_errf(err, errlen, -EINVAL, "POD_IP:PADDLE_PORT %s:%u is not in "
 			       "PADDLE_PSERVERS_IP_PORT_LIST; expected one of its entries", ip, p);
-	c->task_index = i;
+	c->task_by_ep = i == c->n_ps;
+	c->task_ep = self;
+	c->task_index = i == c->n_ps ? 0 : i;
 	wc_mark(c, WC_F_TASK_INDEX);
 	return 0;
 }
@@ -221,6 +236,29 @@ static int knob_durability(char *const envp[], struct wc_cluster *c, char *err, 
 	return rc;
 }
 
+/* WHARF_DATA_IFACE, WHARF_DATA_PREFIX, WHARF_DATA_GATEWAY. */
+static int knob_data_plane(char *const envp[], struct wc_cluster *c, char *err, size_t errlen)
+{
+	const char *v = wc_env_get(envp, "WHARF_DATA_IFACE");
+	int rc = 0;
+
+	if (v != NULL) {
+		rc = wc_parse_ifname(v, c->data_iface, "WHARF_DATA_IFACE", err, errlen);
+		wc_mark(c, WC_F_DATA_IFACE);
+	}
+	v = wc_env_get(envp, "WHARF_DATA_GATEWAY");
+	if (rc == 0 && v != NULL) {
+		rc = wc_parse_gateway(v, &c->data_gateway, "WHARF_DATA_GATEWAY", err, errlen);
+		wc_mark(c, WC_F_DATA_GATEWAY);
+	}
+	v = wc_env_get(envp, "WHARF_DATA_PREFIX");
+	if (rc == 0 && v != NULL) {
+		rc = wc_parse_prefix(v, &c->data_prefix, "WHARF_DATA_PREFIX", err, errlen);
+		wc_mark(c, WC_F_DATA_PREFIX);
+	}
+	return rc;
+}
+
 int wc_cfg_env_knobs(char *const envp[], struct wc_cluster *out, char *err, size_t errlen)
 {
 	struct wc_cluster *c = malloc(sizeof(*c));
@@ -259,6 +297,8 @@ int wc_cfg_env_knobs(char *const envp[], struct wc_cluster *out, char *err, size
 			       WC_F_WAIT_TIMEOUT, err, errlen);
 	if (rc == 0)
 		rc = knob_durability(envp, c, err, errlen);
+	if (rc == 0)
+		rc = knob_data_plane(envp, c, err, errlen);
 	if (rc == 0)
 		rc = knob_enums(envp, c, err, errlen);
 	/* Applied as each log type registers, before main (dpdk_net/dn_log.h); refused here. */

@@ -9,7 +9,8 @@
  * File schema (every key optional; see wc_config.h for meanings and defaults):
  *   { "cluster": {"ps": ["ip:port",..], "worker": [..], "chief": ["ip:port"]},
  *     "task": {"type": "ps"|"worker"|"chief", "index": 0},
- *     "num_workers": 2, "data_addr": "ip[:port]", "endpoint_map": "path",
+ *     "num_workers": 2, "data_addr": "host[:port]", "endpoint_map": "path",
+ *     "data_iface": "net1", "data_prefix": 24, "data_gateway": "host"|"none",
  *     "protocol": "dpdk"|"kernel", "tensor_fuse": false,
  *     "fuse": {"max_bytes": 8192, "max_msgs": 64, "flush_us": 20},
  *     "mode": "sync"|"async"|"geo", "geo_k": 10, "wait_timeout_s": 60, "retry_interval_s": 3,
@@ -340,6 +341,20 @@ static int strings_section(json_t *root, const char *src, struct wc_cluster *out
 		wc_mark(out, WC_F_DATA_ADDR);
 	}
 	if (rc == 0)
+		rc = get_str(root, "data_iface", src, &s, err, errlen);
+	if (rc == 0 && s != NULL) {
+		snprintf(what, sizeof(what), "%s: data_iface", src);
+		rc = wc_parse_ifname(s, out->data_iface, what, err, errlen);
+		wc_mark(out, WC_F_DATA_IFACE);
+	}
+	if (rc == 0)
+		rc = get_str(root, "data_gateway", src, &s, err, errlen);
+	if (rc == 0 && s != NULL) {
+		snprintf(what, sizeof(what), "%s: data_gateway", src);
+		rc = wc_parse_gateway(s, &out->data_gateway, what, err, errlen);
+		wc_mark(out, WC_F_DATA_GATEWAY);
+	}
+	if (rc == 0)
 		rc = get_str(root, "endpoint_map", src, &s, err, errlen);
 	if (rc == 0 && s != NULL) {
 		if (strlen(s) == 0 || strlen(s) >= WC_PATH_LEN)
@@ -357,7 +372,7 @@ static int file_root(json_t *root, const char *src, struct wc_cluster *out, char
 	static const char *const keys[] = {
 		"cluster", "task", "num_workers", "data_addr", "endpoint_map", "protocol",
 		"tensor_fuse", "fuse", "mode", "geo_k", "wait_timeout_s", "retry_interval_s", "net", "mtu",
-		"durability", NULL,
+		"durability", "data_iface", "data_prefix", "data_gateway", NULL,
 	};
 	json_t *v;
 	int rc;
@@ -379,6 +394,9 @@ static int file_root(json_t *root, const char *src, struct wc_cluster *out, char
 		rc = get_uint(root, "geo_k", src, "", 1, 100000, &out->geo_k, out, WC_F_GEO_K, err, errlen);
 	if (rc == 0)
 		rc = get_uint(root, "mtu", src, "", 576, 9000, &out->mtu, out, WC_F_MTU, err, errlen);
+	if (rc == 0)
+		rc = get_uint(root, "data_prefix", src, "", 1, 32, &out->data_prefix, out,
+			      WC_F_DATA_PREFIX, err, errlen);
 	if (rc == 0)
 		rc = get_uint(root, "wait_timeout_s", src, "", 1, 86400, &out->wait_timeout_s, out,
 			      WC_F_WAIT_TIMEOUT, err, errlen);

@@ -19,7 +19,7 @@ enum {
 	OPT_ROLE = 256, OPT_TASK, OPT_PS, OPT_WORKERS, OPT_NUM_WORKERS, OPT_DATA, OPT_EPMAP,
 	OPT_PROTO, OPT_FUSE, OPT_FUSE_BYTES, OPT_FUSE_MSGS, OPT_FUSE_US, OPT_MODE, OPT_GEO_K,
 	OPT_WAIT, OPT_RETRY, OPT_PS_CORES, OPT_WK_CORES, OPT_PS_POLL, OPT_WK_POLL, OPT_PS_NOPIN,
-	OPT_WK_NOPIN, OPT_WAL_DIR, OPT_CKPT_INTERVAL, OPT_WAL_MAX_MB, OPT_WAL_SYNC_MS, OPT_MTU, OPT_CONFIG,
+	OPT_WK_NOPIN, OPT_WAL_DIR, OPT_CKPT_INTERVAL, OPT_WAL_MAX_MB, OPT_WAL_SYNC_MS, OPT_MTU, OPT_DATA_IFACE, OPT_DATA_PREFIX, OPT_DATA_GW, OPT_CONFIG,
 };
 
 static const struct option wc_opts[] = {
@@ -50,6 +50,9 @@ static const struct option wc_opts[] = {
 	{ "wal-max-mb", required_argument, NULL, OPT_WAL_MAX_MB },
 	{ "wal-sync-ms", required_argument, NULL, OPT_WAL_SYNC_MS },
 	{ "mtu", required_argument, NULL, OPT_MTU },
+	{ "data-iface", required_argument, NULL, OPT_DATA_IFACE },
+	{ "data-prefix", required_argument, NULL, OPT_DATA_PREFIX },
+	{ "data-gateway", required_argument, NULL, OPT_DATA_GW },
 	{ "config", required_argument, NULL, OPT_CONFIG },
 	{ "help", no_argument, NULL, 'h' },
 };
@@ -62,10 +65,13 @@ const char *wc_flags_usage(void)
 	"cluster options (override TF_CONFIG, Paddle variables, the environment and --config):\n"
 	"  --role ps|worker          this node's role\n"
 	"  --task-index N            index among nodes of that role (default 0)\n"
-	"  --ps H:P[,H:P..]          PS control endpoints\n"
+	"  --ps H:P[,H:P..]          PS control endpoints (H: IPv4 or host name)\n"
 	"  --workers H:P[,H:P..]     worker control endpoints\n"
 	"  --num-workers N           worker count when their endpoints are unknown\n"
-	"  --data-addr IP[:P]        this node's data-plane address (else from .endpoint_map)\n"
+	"  --data-addr H[:P]         this node's data-plane address (else from .endpoint_map)\n"
+	"  --data-iface NAME         dpdk: Linux interface holding this node's data address, prefix, gateway\n"
+	"  --data-prefix N           dpdk: data subnet prefix length 1..32 (default 24 or the interface's)\n"
+	"  --data-gateway H|none     dpdk: data subnet router (default none or the interface's)\n"
 	"  --endpoint-map FILE       control->data map (default $TF_SEASTAR_ENDPOINT_MAP_PATH or ./.endpoint_map)\n"
 	"  --protocol dpdk|kernel    data path (default dpdk)\n"
 	"  --tensor-fuse[=BOOL]      Send/Recv fusion (default off)\n"
@@ -151,6 +157,12 @@ static int set_opt_net(struct wc_cluster *c, int id, const char *a, char *err, s
 		return wc_parse_uint(a, 0, 60000, &c->wal_sync_ms, "--wal-sync-ms", err, el);
 	case OPT_MTU:
 		return wc_parse_uint(a, 576, 9000, &c->mtu, "--mtu", err, el);
+	case OPT_DATA_IFACE:
+		return wc_parse_ifname(a, c->data_iface, "--data-iface", err, el);
+	case OPT_DATA_PREFIX:
+		return wc_parse_prefix(a, &c->data_prefix, "--data-prefix", err, el);
+	case OPT_DATA_GW:
+		return wc_parse_gateway(a, &c->data_gateway, "--data-gateway", err, el);
 	default:
 		return -ENOENT;
 	}
@@ -192,7 +204,7 @@ static const uint8_t opt_field[] = {
 	WC_F_FUSE_FLUSH_US, WC_F_MODE, WC_F_GEO_K, WC_F_WAIT_TIMEOUT, WC_F_RETRY_INTERVAL,
 	WC_F_PS_CORES, WC_F_WORKER_CORES, WC_F_PS_POLLING, WC_F_WORKER_POLLING, WC_F_PS_DISABLE_PIN,
 	WC_F_WORKER_DISABLE_PIN, WC_F_WAL_DIR, WC_F_CKPT_INTERVAL, WC_F_WAL_MAX_MB, WC_F_WAL_SYNC_MS,
-	WC_F_MTU, WC_F_CONFIG_PATH,
+	WC_F_MTU, WC_F_DATA_IFACE, WC_F_DATA_PREFIX, WC_F_DATA_GATEWAY, WC_F_CONFIG_PATH,
 };
 _Static_assert(sizeof(opt_field) == OPT_CONFIG - OPT_ROLE + 1, "one field per option");
 

@@ -4,7 +4,8 @@
  *
  * Call chain: main() -> wc_config_load -> wc_flags_parse (first, because --config names the
  * file), wc_cfg_file_load, wc_cfg_env_knobs, wc_cfg_env_paddle, wc_cfg_env_tfconfig, then
- * wc_cluster_merge lowest precedence first, then wc_cluster_finalize -> wc_epmap_load.
+ * wc_cluster_merge lowest precedence first, then wc_cluster_finalize -> wc_epmap_load,
+ * wc_cfg_addr_task, wc_cfg_addr_node (names resolved, the data plane).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,8 +21,6 @@ static const char *origin_of(const struct wc_cluster *c, enum wc_field f)
 
 static int check_counts(struct wc_cluster *c, char *err, size_t errlen)
 {
-	unsigned n;
-
 	if (c->role == WC_ROLE_UNSET)
 		return wc_errf(err, errlen, -EINVAL, "no role given; expected --role ps|worker, "
 			       "TF_CONFIG task.type, TRAINING_ROLE or task.type in the config file");
@@ -42,13 +41,20 @@ static int check_counts(struct wc_cluster *c, char *err, size_t errlen)
 	if (c->n_workers > WC_MAX_NODES)
 		return wc_errf(err, errlen, -E2BIG, "%u workers (from %s); at most %u", c->n_workers,
 			       origin_of(c, WC_F_NUM_WORKERS), WC_MAX_NODES);
-	n = c->role == WC_ROLE_PS ? c->n_ps : c->n_workers;
+	if (c->mode == WC_MODE_GEO && c->geo_k == 0)
+		return wc_errf(err, errlen, -EINVAL, "geo_k must be >= 1 in GEO mode");
+	return 0;
+}
+
+/* After wc_cfg_addr_task: a Paddle PSERVER's index is known only once names resolved. */
+static int check_index(const struct wc_cluster *c, char *err, size_t errlen)
+{
+	unsigned n = c->role == WC_ROLE_PS ? c->n_ps : c->n_workers;
+
 	if (c->task_index >= n)
 		return wc_errf(err, errlen, -EINVAL, "task index %u (from %s) out of range: the cluster "
 			       "has %u %s node%s", c->task_index, origin_of(c, WC_F_TASK_INDEX), n,
 			       wc_role_name(c->role), n == 1 ? "" : "s");
-	if (c->mode == WC_MODE_GEO && c->geo_k == 0)
-		return wc_errf(err, errlen, -EINVAL, "geo_k must be >= 1 in GEO mode");
 	return 0;
 }
 
@@ -113,38 +119,21 @@ static int resolve_map_path(struct wc_cluster *c, char *const envp[], char *err,
 	return 0;
 }
 
-static int need_ipv4(const struct wc_endpoint *ep, const char *who, unsigned i, const char *src,
-		     char *err, size_t errlen)
+/*
+ * The map's data addresses (as the cluster spells the control endpoints). protocol=dpdk: a
+ * PS the map leaves out keeps an empty data address: its workers ask its health answer.
+ */
+static void fill_data(struct wc_cluster *c, const struct wc_epmap *m)
 {
-	uint32_t a;
-
-	if (wc_endpoint_ipv4(ep, &a) != 0)
-		return wc_errf(err, errlen, -EINVAL, "%s %u data address '%s' (from %s) is not an IPv4 "
-			       "literal; protocol=dpdk needs one", who, i, ep->host, src);
-	return 0;
-}
-
-static int fill_ps_data(struct wc_cluster *c, const struct wc_epmap *m, char *err, size_t errlen)
-{
-	const char *mp = c->endpoint_map[0] != '\0' ? c->endpoint_map : "./.endpoint_map (absent)";
 	const struct wc_endpoint *d;
 	unsigned i;
-	int rc;
 
 	for (i = 0; i < c->n_ps; i++) {
-		d = c->protocol == WC_PROTO_KERNEL ? NULL : wc_epmap_lookup(m, &c->ps[i]);
-		if (c->protocol == WC_PROTO_KERNEL) {
-			c->ps_data[i] = c->ps[i];
-			continue;
-		}
-		if (d == NULL)
-			return wc_errf(err, errlen, -EINVAL, "ps %u (%s:%u) has no line in %s; protocol=dpdk "
-				       "expects control_ip:port=data_ip:port for every PS", i, c->ps[i].host,
-				       c->ps[i].port, mp);
-		rc = need_ipv4(d, "ps", i, mp, err, errlen);
-		if (rc != 0)
-			return rc;
-		c->ps_data[i] = *d;
+		d = c->protocol == WC_PROTO_KERNEL ? &c->ps[i] : wc_epmap_lookup(m, &c->ps[i]);
+		if (d != NULL)
+			c->ps_data[i] = *d;
+		else
+			memset(&c->ps_data[i], 0, sizeof(c->ps_data[i]));
 	}
 	for (i = 0; i < c->n_worker_addrs; i++) {
 		d = c->protocol == WC_PROTO_KERNEL ? &c->worker[i] : wc_epmap_lookup(m, &c->worker[i]);
@@ -153,17 +142,17 @@ static int fill_ps_data(struct wc_cluster *c, const struct wc_epmap *m, char *er
 		else
 			memset(&c->worker_data[i], 0, sizeof(c->worker_data[i]));
 	}
-	return 0;
 }
 
-static int fill_self_data(struct wc_cluster *c, char *err, size_t errlen)
+/* An explicit --data-addr, else the map's line (dpdk: else --data-iface, wc_cfg_addr.c). */
+static void fill_self_data(struct wc_cluster *c)
 {
 	const struct wc_endpoint *ctl = NULL, *data = NULL;
 	unsigned i = c->task_index;
 
 	if (c->role == WC_ROLE_PS) {
 		ctl = &c->ps[i];
-		data = &c->ps_data[i];
+		data = c->ps_data[i].host[0] != '\0' ? &c->ps_data[i] : NULL;
 	} else if (i < c->n_worker_addrs) {
 		ctl = &c->worker[i];
 		data = c->worker_data[i].host[0] != '\0' ? &c->worker_data[i] : NULL;
@@ -176,16 +165,15 @@ static int fill_self_data(struct wc_cluster *c, char *err, size_t errlen)
 		c->self_data = *data;
 		c->have_self_data = true;
 	}
-	if (c->protocol == WC_PROTO_KERNEL || c->have_self_data) {
-		if (c->protocol == WC_PROTO_DPDK)
-			return need_ipv4(&c->self_data, wc_role_name(c->role), i, "this node", err, errlen);
-		return 0;
-	}
-	return wc_errf(err, errlen, -EINVAL, "this node (%s %u) has no data address; protocol=dpdk "
-		       "expects a line for it in .endpoint_map or --data-addr ip", wc_role_name(c->role), i);
 }
 
 int wc_cluster_finalize(struct wc_cluster *c, char *const envp[], char *err, size_t errlen)
+{
+	return wc_cluster_finalize_with(c, envp, &wc_resolver_default, err, errlen);
+}
+
+int wc_cluster_finalize_with(struct wc_cluster *c, char *const envp[],
+			     const struct wc_resolver *r, char *err, size_t errlen)
 {
 	struct wc_epmap *m;
 	int rc;
@@ -195,6 +183,10 @@ int wc_cluster_finalize(struct wc_cluster *c, char *const envp[], char *err, siz
 		rc = check_duplicates(c, err, errlen);
 	if (rc == 0)
 		rc = resolve_map_path(c, envp, err, errlen);
+	if (rc == 0)
+		rc = wc_cfg_addr_task(c, r, err, errlen);
+	if (rc == 0)
+		rc = check_index(c, err, errlen);
 	if (rc != 0)
 		return rc;
 	if (!wc_has(c, WC_F_PS_CORES))
@@ -206,10 +198,11 @@ int wc_cluster_finalize(struct wc_cluster *c, char *const envp[], char *err, siz
 		return wc_errf(err, errlen, -ENOMEM, "out of memory");
 	if (c->endpoint_map[0] != '\0')
 		rc = wc_epmap_load(c->endpoint_map, m, err, errlen);
-	if (rc == 0)
-		rc = fill_ps_data(c, m, err, errlen);
-	if (rc == 0)
-		rc = fill_self_data(c, err, errlen);
+	if (rc == 0) {
+		fill_data(c, m);
+		fill_self_data(c);
+		rc = wc_cfg_addr_node(c, r, err, errlen);
+	}
 	free(m);
 	return rc;
 }

@@ -76,20 +76,43 @@ const char *wc_env_get(char *const envp[], const char *name)
 	return NULL;
 }
 
-/* Host names and IPv4 literals: letters, digits, '.', '-', '_'. */
+/*
+ * Host names and IPv4 literals: dot-separated labels of letters, digits, '-' and '_', none
+ * empty or starting or ending with '-' (one trailing dot allowed: an absolute name). Text of
+ * digits and dots only must be a dotted quad: getaddrinfo would read "10.1" as 10.0.0.1.
+ */
 static int host_ok(const char *s, size_t len)
 {
-	size_t i;
+	char quad[16];
+	struct in_addr a;
+	size_t i, digits = 0, label = 0;
 
 	if (len == 0 || len >= WC_HOST_LEN)
 		return 0;
 	for (i = 0; i < len; i++) {
 		char ch = s[i];
+		if (ch == '.') {
+			if (label == 0 || s[i - 1] == '-')
+				return 0;
+			label = 0;
+			digits++;
+			continue;
+		}
 		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		      ch == '.' || ch == '-' || ch == '_'))
+		      ch == '-' || ch == '_') || (ch == '-' && label == 0))
 			return 0;
+		label++;
+		digits += ch >= '0' && ch <= '9';
 	}
-	return 1;
+	if (s[len - 1] == '-')
+		return 0;
+	if (digits < len)
+		return 1;
+	if (len >= sizeof(quad))
+		return 0;
+	memcpy(quad, s, len);
+	quad[len] = '\0';
+	return inet_pton(AF_INET, quad, &a) == 1;
 }
 
 int wc_parse_endpoint(const char *s, size_t len, bool port_optional, struct wc_endpoint *out,
@@ -117,8 +140,8 @@ int wc_parse_endpoint(const char *s, size_t len, bool port_optional, struct wc_e
 		if (port == 0 || port > 65535)
 			goto bad;
 	}
+	memset(out, 0, sizeof(*out));
 	memcpy(out->host, s, hlen);
-	out->host[hlen] = '\0';
 	out->port = (uint16_t)port;
 	return 0;
 bad:
@@ -137,7 +160,7 @@ int wc_parse_endpoint_list(const char *s, struct wc_endpoint *out, unsigned max,
 	for (;;) {
 		const char *end = strchr(p, ',');
 		size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
-		char item[64];
+		char item[WC_PATH_LEN];
 
 		while (len > 0 && (*p == ' ' || *p == '\t')) {
 			p++;
@@ -239,10 +262,48 @@ int wc_endpoint_ipv4(const struct wc_endpoint *ep, uint32_t *be_addr)
 {
 	struct in_addr a;
 
+	if (ep->resolved) {
+		*be_addr = htonl(ep->ip);
+		return 0;
+	}
 	if (inet_pton(AF_INET, ep->host, &a) != 1)
 		return -EINVAL;
 	*be_addr = a.s_addr;
 	return 0;
+}
+
+int wc_parse_ifname(const char *s, char *out, const char *what, char *err, size_t errlen)
+{
+	size_t len = strlen(s);
+
+	if (len == 0 || len >= WC_IFNAME_LEN || strcmp(s, ".") == 0 || strcmp(s, "..") == 0 ||
+	    strpbrk(s, "/: \t\r\n") != NULL)
+		return wc_errf(err, errlen, -EINVAL, "%s: '%.64s' is not an interface name; expected "
+			       "1..%u bytes without '/', ':' or spaces (e.g. net1)", what, s,
+			       WC_IFNAME_LEN - 1);
+	memcpy(out, s, len + 1);
+	return 0;
+}
+
+int wc_parse_prefix(const char *s, unsigned *out, const char *what, char *err, size_t errlen)
+{
+	return wc_parse_uint(s, 1, 32, out, what, err, errlen);
+}
+
+int wc_parse_gateway(const char *s, struct wc_endpoint *out, const char *what, char *err,
+		     size_t errlen)
+{
+	char w[WC_PATH_LEN];
+
+	if (strcmp(s, "none") == 0) {
+		memset(out, 0, sizeof(*out));
+		return 0;
+	}
+	if (strchr(s, ':') != NULL)
+		return wc_errf(err, errlen, -EINVAL, "%s: '%.64s' expected an IPv4 address or host "
+			       "name without a port, or none", what, s);
+	snprintf(w, sizeof(w), "%s (a gateway)", what);
+	return wc_parse_endpoint(s, strlen(s), true, out, w, err, errlen);
 }
 
 void wc_endpoint_format(const struct wc_endpoint *ep, char *buf, size_t len)
@@ -320,6 +381,14 @@ static void merge_lists(struct wc_cluster *d, const struct wc_cluster *s)
 		memcpy(d->endpoint_map, s->endpoint_map, sizeof(d->endpoint_map));
 	if (wc_has(s, WC_F_WAL_DIR))
 		memcpy(d->wal_dir, s->wal_dir, sizeof(d->wal_dir));
+	if (wc_has(s, WC_F_DATA_IFACE))
+		memcpy(d->data_iface, s->data_iface, sizeof(d->data_iface));
+	if (wc_has(s, WC_F_DATA_GATEWAY))
+		d->data_gateway = s->data_gateway;
+	if (wc_has(s, WC_F_TASK_INDEX)) {
+		d->task_by_ep = s->task_by_ep;
+		d->task_ep = s->task_ep;
+	}
 	if (wc_has(s, WC_F_CONFIG_PATH))
 		memcpy(d->config_path, s->config_path, sizeof(d->config_path));
 }
@@ -350,6 +419,7 @@ void wc_cluster_merge(struct wc_cluster *d, const struct wc_cluster *s, enum wc_
 	WC_COPY(WC_F_WORKER_DISABLE_PIN, worker_net.disable_pin_cores);
 	WC_COPY(WC_F_CKPT_INTERVAL, ckpt_interval_s);
 	WC_COPY(WC_F_MTU, mtu);
+	WC_COPY(WC_F_DATA_PREFIX, data_prefix);
 	WC_COPY(WC_F_WAL_MAX_MB, wal_max_mb);
 	WC_COPY(WC_F_WAL_SYNC_MS, wal_sync_ms);
 #undef WC_COPY
@@ -358,6 +428,41 @@ void wc_cluster_merge(struct wc_cluster *d, const struct wc_cluster *s, enum wc_
 		if (wc_has(s, f))
 			d->origin[f] = (uint8_t)kind;
 	d->set |= s->set;
+}
+
+const char *wc_field_source(const struct wc_cluster *c, enum wc_field f, char *buf, size_t len)
+{
+	static const struct { enum wc_field f; const char *flag, *key, *env, *tf, *paddle; } t[] = {
+		{ WC_F_PS, "--ps", "cluster.ps", NULL, "TF_CONFIG cluster.ps",
+		  "PADDLE_PSERVERS_IP_PORT_LIST" },
+		{ WC_F_WORKERS, "--workers", "cluster.worker", NULL, "TF_CONFIG cluster.worker",
+		  "PADDLE_TRAINER_ENDPOINTS" },
+		{ WC_F_TASK_INDEX, "--task-index", "task.index", NULL, "TF_CONFIG task.index",
+		  "POD_IP:PADDLE_PORT" },
+		{ WC_F_DATA_ADDR, "--data-addr", "data_addr", NULL, NULL, NULL },
+		{ WC_F_DATA_IFACE, "--data-iface", "data_iface", "WHARF_DATA_IFACE", NULL, NULL },
+		{ WC_F_DATA_PREFIX, "--data-prefix", "data_prefix", "WHARF_DATA_PREFIX", NULL, NULL },
+		{ WC_F_DATA_GATEWAY, "--data-gateway", "data_gateway", "WHARF_DATA_GATEWAY", NULL,
+		  NULL },
+	};
+	enum wc_source src = (enum wc_source)c->origin[f];
+	const char *name = NULL;
+	size_t i;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		if (t[i].f != f)
+			continue;
+		name = src == WC_SRC_FLAGS ? t[i].flag : src == WC_SRC_ENV_KNOBS ? t[i].env :
+		       src == WC_SRC_TF_CONFIG ? t[i].tf : src == WC_SRC_PADDLE ? t[i].paddle : NULL;
+		if (src == WC_SRC_FILE)
+			snprintf(buf, len, "%s: %s", c->config_path[0] ? c->config_path : "config file",
+				 t[i].key);
+		else
+			snprintf(buf, len, "%s", name != NULL ? name : wc_source_name(src));
+		return buf;
+	}
+	snprintf(buf, len, "%s", wc_source_name(src));
+	return buf;
 }
 
 /* Is path a directory?  DeepRec's TF_SEASTAR_ENDPOINT_MAP_PATH names one. */

@@ -3,9 +3,10 @@
  * sources DeepRec and Paddle users already configure jobs with.
  *
  * Call chain: main() of psd/train/ctl -> wc_config_load() -> (wc_flags_parse, wc_cfg_file_load,
- * wc_cfg_env_paddle, wc_cfg_env_knobs, wc_cfg_env_tfconfig, wc_epmap_load) -> wc_cluster_finalize.
- * The executables then hand struct wc_cluster's fields to dpdk_net/transport/fuse/ps_core.
- * Nothing here runs on a hot path; it runs once at start-up.
+ * wc_cfg_env_paddle, wc_cfg_env_knobs, wc_cfg_env_tfconfig) -> wc_cluster_finalize ->
+ * (wc_epmap_load, wc_cfg_addr: host names resolved, the data plane's address, prefix and
+ * gateway). The executables then hand struct wc_cluster's fields to
+ * dpdk_net/transport/fuse/ps_core. Nothing here runs on a hot path; it runs once at start-up.
  *
  * Precedence, highest first:  flags > TF_CONFIG > Paddle variables > DeepRec knob variables
  * > JSON file (--config) > defaults. Each source fills only what it names; a field keeps the
@@ -26,7 +27,10 @@
  * | --ps / cluster.ps / TF_CONFIG cluster.ps / PADDLE_PSERVERS_IP_PORT_LIST | none (required) | PS control endpoints ip:port, comma separated on flags/env
  * | --workers / cluster.worker / TF_CONFIG cluster.worker (+chief) / PADDLE_TRAINER_ENDPOINTS | none | worker control endpoints (Paddle gives only the count)
  * | --num-workers / - / - / PADDLE_TRAINERS_NUM                     | len(workers)         | number of workers (needed when their endpoints are unknown)
- * | --data-addr / data_addr / - / -                                 | from .endpoint_map   | this node's own data-plane ip[:port], overrides the map
+ * | --data-addr / data_addr / - / -                                 | from .endpoint_map   | this node's own data-plane host[:port], overrides the map (no port: the control port)
+ * | --data-iface / data_iface / WHARF_DATA_IFACE                    | none                 | protocol=dpdk: a Linux interface whose IPv4 configuration is this node's data plane: its address when neither --data-addr nor the map names one, its prefix and its gateway route unless given (an SR-IOV VF the CNI configured, e.g. Multus' net1)
+ * | --data-prefix / data_prefix / WHARF_DATA_PREFIX                 | 24 (or the interface's) | protocol=dpdk: the data subnet's prefix length (1..32); other destinations go through the gateway
+ * | --data-gateway / data_gateway / WHARF_DATA_GATEWAY              | none (or the interface's) | protocol=dpdk: the data subnet's router (host or IPv4 on the subnet; "none": no gateway)
  * | --endpoint-map / endpoint_map / TF_SEASTAR_ENDPOINT_MAP_PATH    | ./.endpoint_map      | control->data map; the env names a directory (DeepRec) or a file
  * | --protocol / protocol / WHARF_PROTOCOL                          | dpdk                 | dpdk | kernel (kernel: data flows over the control address)
  * | --tensor-fuse / tensor_fuse / WHARF_TENSOR_FUSE                 | false (as DeepRec)   | Send/Recv fusion on or off
@@ -51,8 +55,13 @@
  * | --config / - / -                                                | none                 | the JSON cluster file
  *
  * Booleans accept True/False/true/false/1/0 everywhere (JSON also true/false literals).
- * Core numbers accept 1..128. Endpoints are host:port with port 1..65535; data endpoints
- * for protocol=dpdk must be IPv4 literals.
+ * Core numbers accept 1..128. Endpoints are host:port with port 1..65535, the host an IPv4
+ * literal or a name. wc_cluster_finalize resolves the names this node uses (getaddrinfo,
+ * IPv4; each logged once as "resolved NAME -> ADDRESS (source)"); a name that does not
+ * resolve is retried every retry_interval_s for up to wait_timeout_s (a Kubernetes service
+ * name appears when its pod starts), then refused naming its source. The .endpoint_map
+ * matches control endpoints as the cluster spells them. A worker whose map has no line for a
+ * PS (protocol=dpdk) takes the PS's data address from its health answer.
  */
 #ifndef WHARF_WC_CONFIG_H
 #define WHARF_WC_CONFIG_H
@@ -63,7 +72,8 @@
 #include <stdint.h>
 
 #define WC_MAX_NODES 256      /* per role */
-#define WC_HOST_LEN 64        /* host text incl. NUL */
+#define WC_HOST_LEN 256       /* host text incl. NUL: a DNS name is at most 253 */
+#define WC_IFNAME_LEN 16      /* a Linux interface name incl. NUL (IFNAMSIZ) */
 #define WC_PATH_LEN 512
 #define WC_MAX_CORES 128
 
@@ -79,6 +89,7 @@
 #define WC_DEF_WAL_MAX_MB 1024u
 #define WC_DEF_WAL_SYNC_MS 1000u
 #define WC_DEF_MTU 1500u
+#define WC_DEF_DATA_PREFIX 24u
 
 enum wc_role { WC_ROLE_UNSET = 0, WC_ROLE_PS, WC_ROLE_WORKER };
 enum wc_protocol { WC_PROTO_DPDK = 0, WC_PROTO_KERNEL };
@@ -124,13 +135,18 @@ enum wc_field {
 	WC_F_WAL_MAX_MB,
 	WC_F_WAL_SYNC_MS,
 	WC_F_MTU,
+	WC_F_DATA_IFACE,
+	WC_F_DATA_PREFIX,
+	WC_F_DATA_GATEWAY,
 	WC_F_CONFIG_PATH,
 	WC_F_COUNT
 };
 
 struct wc_endpoint {
-	char host[WC_HOST_LEN];
-	uint16_t port; /* 0 only for a data address given without a port */
+	char host[WC_HOST_LEN]; /* as given: an IPv4 literal or a host name */
+	uint16_t port;          /* 0 only for a data address given without a port */
+	bool resolved;          /* ip is valid: set by wc_cluster_finalize / wc_endpoint_resolve */
+	uint32_t ip;            /* IPv4, host byte order */
 };
 
 /* Per-role network knobs (DeepRec's names in the comments). */
@@ -153,6 +169,10 @@ struct wc_cluster {
 	struct wc_endpoint worker_data[WC_MAX_NODES]; /* data plane, where known */
 	struct wc_endpoint self_data;                 /* this node's data address */
 	bool have_self_data;
+	/* Paddle: the task index is the position of task_ep (POD_IP:PADDLE_PORT) in the PS list,
+	 * found by finalize once names are resolved (the list may name services, POD_IP not). */
+	struct wc_endpoint task_ep;
+	bool task_by_ep;
 
 	enum wc_protocol protocol;
 	bool tensor_fuse;
@@ -173,12 +193,16 @@ struct wc_cluster {
 	unsigned ckpt_interval_s, wal_max_mb, wal_sync_ms;
 
 	unsigned mtu;                   /* protocol=dpdk data port MTU */
+	/* protocol=dpdk data plane: on-link prefix (0 until finalized), gateway (host "" = none) */
+	char data_iface[WC_IFNAME_LEN];
+	unsigned data_prefix;
+	struct wc_endpoint data_gateway;
 
 	char endpoint_map[WC_PATH_LEN]; /* file path after finalize ("" = none found) */
 	char config_path[WC_PATH_LEN];
 
 	uint8_t origin[WC_F_COUNT]; /* enum wc_source per field */
-	uint32_t set;               /* bit per enum wc_field this struct's source set */
+	uint64_t set;               /* bit per enum wc_field this struct's source set */
 };
 
 /*
@@ -198,11 +222,44 @@ void wc_cluster_init(struct wc_cluster *c);
 void wc_cluster_merge(struct wc_cluster *dst, const struct wc_cluster *src, enum wc_source src_kind);
 
 /*
+ * How finalize turns a host name into an address and where it says so. lookup: 0 and *ip
+ * (IPv4, host byte order), or -errno with the reason in why. log: one line per event
+ * (a resolution, a retry round, what an interface gave); NULL logs nothing.
+ */
+struct wc_resolver {
+	int (*lookup)(void *ctx, const char *name, uint32_t *ip, char *why, size_t whylen);
+	void (*log)(void *ctx, const char *line);
+	void *ctx;
+};
+
+/* getaddrinfo(name, AF_INET): the first address. */
+int wc_resolve_system(void *ctx, const char *name, uint32_t *ip, char *why, size_t whylen);
+/* wc_resolve_system, logging to "wharf.wc" at INFO, prefixed with the program's name. */
+extern const struct wc_resolver wc_resolver_default;
+
+/*
  * Resolve defaults that depend on other fields (core numbers from connection counts),
  * load the endpoint map (envp for TF_SEASTAR_ENDPOINT_MAP_PATH) and fill the data endpoints,
+ * resolve the host names this node uses and its data plane (--data-iface, prefix, gateway),
  * and check the whole: role, index range, counts, duplicates, ranges.
+ * wc_cluster_finalize uses wc_resolver_default.
  */
 int wc_cluster_finalize(struct wc_cluster *c, char *const envp[], char *err, size_t errlen);
+int wc_cluster_finalize_with(struct wc_cluster *c, char *const envp[],
+			     const struct wc_resolver *r, char *err, size_t errlen);
+
+/* One endpoint's host resolved now, no retry (wharf-ctl); r NULL = wc_resolver_default. */
+int wc_endpoint_resolve(struct wc_endpoint *ep, const struct wc_resolver *r, const char *what,
+			char *err, size_t errlen);
+
+/*
+ * The IPv4 configuration of Linux interface name: its (first) address and prefix, and
+ * the gateway of its routes (the default route's if it has one, else the lowest metric's;
+ * 0 = none), all host byte order. -ENODEV: no such interface; -EADDRNOTAVAIL: no IPv4
+ * address on it; the reason in err.
+ */
+int wc_iface_ipv4(const char *name, uint32_t *ip, unsigned *prefix, uint32_t *gateway,
+		  char *err, size_t errlen);
 
 /* Application options merged into wc's getopt_long table. on_opt gets the option's val. */
 struct wc_app_opts {
@@ -255,8 +312,16 @@ int wc_parse_protocol(const char *s, enum wc_protocol *out, const char *what, ch
 		      size_t errlen);
 int wc_parse_mode(const char *s, enum wc_mode *out, const char *what, char *err, size_t errlen);
 
-/* IPv4 literal of an endpoint in network byte order; -EINVAL for a host name. */
+/* IPv4 of an endpoint in network byte order: the resolved address or the literal;
+ * -EINVAL for a name not resolved. */
 int wc_endpoint_ipv4(const struct wc_endpoint *ep, uint32_t *be_addr);
+/* A Linux interface name: 1..15 bytes, no '/', ':' or white space. */
+int wc_parse_ifname(const char *s, char *out, const char *what, char *err, size_t errlen);
+/* An on-link prefix length, 1..32. */
+int wc_parse_prefix(const char *s, unsigned *out, const char *what, char *err, size_t errlen);
+/* A gateway: an IPv4 literal, a host name, or "none" (an empty host). */
+int wc_parse_gateway(const char *s, struct wc_endpoint *out, const char *what, char *err,
+		     size_t errlen);
 /* "host:port" into buf (always NUL-terminated). */
 void wc_endpoint_format(const struct wc_endpoint *ep, char *buf, size_t len);
 bool wc_endpoint_equal(const struct wc_endpoint *a, const struct wc_endpoint *b);

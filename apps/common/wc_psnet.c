@@ -262,9 +262,14 @@ void wn_on_accept(struct fz_conn *fc, void *ctx)
 int wn_endpoint_ip(const struct wc_endpoint *ep, uint32_t *ip, char *err, size_t errlen,
 		   const char *what)
 {
+	if (ep->resolved) {
+		*ip = ep->ip;
+		return 0;
+	}
 	if (tl_ip_parse(ep->host, ip) != 0)
-		return wn_errf(err, errlen, -EINVAL, "%s %s:%u: expected an IPv4 literal (the "
-			       "transport takes addresses, not names)", what, ep->host, ep->port);
+		return wn_errf(err, errlen, -EINVAL, "%s %s:%u: a host name not resolved (expected "
+			       "an IPv4 literal or a cluster from wc_cluster_finalize)", what, ep->host,
+			       ep->port);
 	return 0;
 }
 
@@ -291,7 +296,8 @@ static int make_tl(const struct wc_psnet_params *p, enum tl_protocol proto, stru
 		rc = wn_endpoint_ip(&cl->self_data, &cfg.local_ip, err, errlen, "data address");
 		if (rc != 0)
 			return rc;
-		cfg.local_prefix = 24;
+		cfg.local_prefix = (uint8_t)cl->data_prefix;
+		cfg.local_gateway = cl->data_gateway.resolved ? cl->data_gateway.ip : 0;
 		cfg.mtu = (uint16_t)cl->mtu;
 	}
 	rc = tl_create(&cfg, out);

@@ -13,6 +13,7 @@
  * Encode buffers are pooled transport buffers: cli_send lends the encoded one to the
  * transport (zero copy) and puts a fresh one in its place.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -103,12 +104,12 @@ static int open_data(struct wc_psnet *n, uint32_t s, uint32_t lane)
 {
 	const struct wc_endpoint *ep = &n->cl->ps_data[s];
 	uint64_t deadline = wn_now_us() + WN_CONNECT_US;
-	uint16_t port = lane == 0 ? ep->port : n->lane_port[s][lane];
+	uint16_t port = n->lane_port[s][lane];
 	struct wn_conn *c;
-	uint32_t ip;
+	uint32_t ip = n->ps_ip[s];
 	int rc;
 
-	if ((rc = wn_endpoint_ip(ep, &ip, NULL, 0, "")) != 0)
+	if (!n->ps_ip_known[s] && (rc = wn_endpoint_ip(ep, &ip, NULL, 0, "")) != 0)
 		return rc;
 	c = wn_conn_new(n, WN_TO_SERVER);
 	if (c == NULL)
@@ -164,22 +165,57 @@ static size_t list_not_ready(const struct wc_psnet *n, char *buf, size_t len)
 }
 
 /*
+ * A server's data address from its health answer (" addr A.B.C.D"), used when the cluster
+ * has none for it: no .endpoint_map line (protocol=dpdk). 0, or -EPROTO when it is needed
+ * and missing.
+ */
+static int parse_addr(struct wc_psnet *n, uint32_t s, const char *ans, uint16_t port0)
+{
+	const char *p = strstr(ans, " addr ");
+	char txt[INET_ADDRSTRLEN];
+	struct in_addr a;
+	size_t len;
+
+	if (n->cl->ps_data[s].host[0] != '\0')
+		return 0;
+	if (p == NULL || port0 == 0)
+		return -EPROTO;
+	p += 6;
+	len = strcspn(p, " ");
+	if (len >= sizeof(txt))
+		return -EPROTO;
+	memcpy(txt, p, len);
+	txt[len] = '\0';
+	if (inet_pton(AF_INET, txt, &a) != 1)
+		return -EPROTO;
+	if (!n->ps_ip_known[s] || n->ps_ip[s] != ntohl(a.s_addr) || n->lane_port[s][0] != port0)
+		WC_LOG(INFO, "%s: ps %u data address %s:%u (from its health answer)", n->name, s,
+		       txt, port0);
+	n->ps_ip[s] = ntohl(a.s_addr);
+	n->ps_ip_known[s] = true;
+	n->lane_port[s][0] = port0;
+	return 0;
+}
+
+/*
  * A server's layout from its health answer ("ok ready ps I lanes L shards S ports P0,P1,..
- * model D"):
- * 0, or -EPROTO for one that does not parse. An answer without it is a PS of one lane.
+ * addr A.B.C.D model D"): 0, or -EPROTO for one that does not parse. An answer without it is
+ * a PS of one lane.
  */
 static int parse_layout(struct wc_psnet *n, uint32_t s, const char *ans, uint32_t *lanes,
 			uint32_t *shards)
 {
 	const char *p = strstr(ans, " lanes ");
-	unsigned l, sh, port;
+	unsigned l, sh;
+	uint16_t port0 = 0;
 	int used = 0;
 
 	*lanes = 1;
 	*shards = 1;
-	n->lane_port[s][0] = n->cl->ps_data[s].port;
+	if (n->cl->ps_data[s].host[0] != '\0')
+		n->lane_port[s][0] = n->cl->ps_data[s].port;
 	if (p == NULL)
-		return 0;
+		return parse_addr(n, s, ans, 0);
 	if (sscanf(p, " lanes %u shards %u ports %n", &l, &sh, &used) != 2 || used == 0 ||
 	    l == 0 || l > WN_MAX_LANES || sh < l)
 		return -EPROTO;
@@ -189,14 +225,15 @@ static int parse_layout(struct wc_psnet *n, uint32_t s, const char *ans, uint32_
 		unsigned long v = strtoul(p, &end, 10);
 		if (end == p || v == 0 || v > 65535 || (k + 1 < l && *end != ','))
 			return -EPROTO;
-		port = (unsigned)v;
 		if (k > 0)
-			n->lane_port[s][k] = (uint16_t)port;
-		p = end + 1;
+			n->lane_port[s][k] = (uint16_t)v;
+		else
+			port0 = (uint16_t)v;
+		p = end + (*end != '\0');
 	}
 	*lanes = l;
 	*shards = sh;
-	return 0;
+	return parse_addr(n, s, ans, port0);
 }
 
 /*
@@ -274,7 +311,9 @@ static int try_servers(struct wc_psnet *n, char *err, size_t errlen)
 		}
 		if (parse_layout(n, s, ans, &lanes, &shards) != 0)
 			return wn_errf(err, errlen, -EPROTO, "ps %u answered health with '%.200s': "
-				       "expected lanes, shards and ports", s, ans);
+				       "expected lanes, shards and ports%s", s, ans,
+				       n->cl->ps_data[s].host[0] == '\0' ? ", and its data address "
+				       "(.endpoint_map has no line for it)" : "");
 		if ((rc = check_model(n, s, ans, err, errlen)) != 0)
 			return rc;
 		if (n->layout_known[s] && (lanes != n->lanes_of[s] || shards != n->shards_of[s]))

@@ -17,6 +17,7 @@
  * barrier, hellos, GEO pulls, the checkpoint cut) goes over ps_core's rings, and the
  * wake hook (wn_wake_slot) wakes a lane sleeping in its network poll.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -172,6 +173,12 @@ void wn_lanes_layout(const struct wc_psnet *n, char *out, size_t len)
 		const struct wc_psnet *m = node_lane(n, k);
 		off += (size_t)snprintf(out + off, len - off, "%s%u", k ? "," : "",
 					m != NULL ? m->data_port : 0);
+	}
+	/* The data address: a worker whose .endpoint_map leaves this PS out connects there. */
+	if (off < len && n->cl->self_data.resolved) {
+		struct in_addr a = { htonl(n->cl->self_data.ip) };
+		char ip[INET_ADDRSTRLEN];
+		snprintf(out + off, len - off, " addr %s", inet_ntop(AF_INET, &a, ip, sizeof(ip)));
 	}
 }
 
@@ -347,8 +354,9 @@ static int lanes_port(struct wn_group *g, int eal_argc, char **eal_argv, uint32_
 		      char *err, size_t errlen)
 {
 	const struct wc_cluster *cl = g->cl;
-	struct dn_config dc = { .port_id = DN_PORT_AUTO, .prefix_len = 24, .idle = DN_IDLE_SLEEP,
-				.mtu = (uint16_t)cl->mtu };
+	struct dn_config dc = { .port_id = DN_PORT_AUTO, .prefix_len = (uint8_t)cl->data_prefix,
+				.idle = DN_IDLE_SLEEP, .mtu = (uint16_t)cl->mtu,
+				.gateway = cl->data_gateway.resolved ? cl->data_gateway.ip : 0 };
 	int rc;
 
 	if ((rc = wn_endpoint_ip(&cl->self_data, &dc.ip, err, errlen, "data address")) != 0)

@@ -122,6 +122,9 @@ struct wc_psnet {
 	uint32_t lanes_of[WC_MAX_NODES], shards_of[WC_MAX_NODES];
 	uint16_t lane_port[WC_MAX_NODES][WN_MAX_LANES];
 	bool layout_known[WC_MAX_NODES], layout_set;
+	/* A server's data address when the cluster has none for it (its health answer's). */
+	uint32_t ps_ip[WC_MAX_NODES];
+	bool ps_ip_known[WC_MAX_NODES];
 	struct wn_track track[WN_TRACK_MAX];
 	uint32_t track_next;
 	uint64_t call, call_pending;
@@ -183,7 +186,7 @@ void wn_lanes_saved(struct wc_psnet *n);
 void wn_lanes_sum(const struct wc_psnet *n, struct wn_lane_sum *out);
 /* One line per lane into out (status). */
 void wn_lanes_status(const struct wc_psnet *n, char *out, size_t len, size_t *off);
-/* "lanes L shards S ports p0,p1,..." of this PS node (the health answer's tail). */
+/* "lanes L shards S ports p0,p1,.. addr A.B.C.D" of this PS node (the health answer's tail). */
 void wn_lanes_layout(const struct wc_psnet *n, char *out, size_t len);
 
 extern const struct fz_conn_ops wn_conn_ops;

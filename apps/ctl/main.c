@@ -4,8 +4,10 @@
  *
  *   wharf-ctl [--timeout-ms MS] HOST:PORT health|status|save [PATH]|shutdown
  *
- * Call chain: main -> wc_parse_endpoint -> wc_ctl_request -> print the answer.
- * Exit status: 0 the node said "ok", 1 it answered an error or did not answer, 2 bad usage.
+ * Call chain: main -> wc_parse_endpoint, wc_endpoint_resolve -> wc_ctl_request -> print the
+ * answer.
+ * Exit status: 0 the node said "ok", 1 it answered an error or did not answer (or HOST does
+ * not resolve), 2 bad usage.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -17,10 +19,11 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: wharf-ctl [--timeout-ms MS] HOST:PORT COMMAND\n"
-		   "  HOST:PORT   a node's control endpoint (an IPv4 literal and port)\n"
+		   "  HOST:PORT   a node's control endpoint (an IPv4 address or host name, and port)\n"
 		   "  COMMAND     health | status | save [PATH] | shutdown\n"
 		   "              save without PATH writes the server's --ckpt file\n"
-		   "Exit status: 0 ok, 1 the node refused or did not answer, 2 bad usage.\n");
+		   "Exit status: 0 ok, 1 the node refused or did not answer (or HOST does not\n"
+		   "resolve), 2 bad usage.\n");
 }
 
 int main(int argc, char **argv)
@@ -50,6 +53,10 @@ int main(int argc, char **argv)
 			      sizeof(err)) != 0) {
 		fprintf(stderr, "wharf-ctl: %s\n", err);
 		return 2;
+	}
+	if (wc_endpoint_resolve(&ep, NULL, "HOST:PORT", err, sizeof(err)) != 0) {
+		fprintf(stderr, "wharf-ctl: %s\n", err);
+		return 1;
 	}
 	if (strcmp(argv[i + 1], "save") != 0 && argc - i == 3) {
 		fprintf(stderr, "wharf-ctl: only save takes an argument\n");

@@ -310,6 +310,72 @@ static void test_dn_ip_send_off_link_without_gateway_dropped(void **state)
 	assert_int_equal(drops(e, DN_DROP_NO_ROUTE), 1);
 }
 
+/* Off the subnet through the gateway: ARP asks for the gateway, the frame carries its MAC. */
+static void test_dn_ip_send_off_link_via_gateway(void **state)
+{
+	struct dt_env *e = *state;
+	const uint32_t gw = DT_PEER_IP + 20, far = 0x0a000001; /* 198.18.0.22, 10.0.0.1 */
+	struct rte_mbuf *out[4];
+	uint8_t b[128];
+
+	e->port->gateway = gw;
+	for (int round = 0; round < 2; round++) {
+		struct rte_mbuf *m = rte_pktmbuf_alloc(e->pool);
+		uint8_t *tcp = (uint8_t *)rte_pktmbuf_append(m, 20);
+
+		memset(tcp, 0, 20);
+		tcp[12] = 5 << 4;
+		/* first: the gateway's MAC is unknown, an ARP request for it goes out */
+		assert_int_equal(dn_ip_send(e->lc, m, far, IPPROTO_TCP, DN_TX_L4_CSUM),
+				 round == 0 ? -EAGAIN : 0);
+		if (round == 0) {
+			assert_int_equal(dt_sent(e, out, 4), 1);
+			struct rte_arp_hdr *a = rte_pktmbuf_mtod_offset(out[0], struct rte_arp_hdr *,
+									sizeof(struct rte_ether_hdr));
+			assert_int_equal(rte_be_to_cpu_16(a->arp_opcode), RTE_ARP_OP_REQUEST);
+			assert_int_equal(rte_be_to_cpu_32(a->arp_data.arp_tip), gw);
+			rte_pktmbuf_free(out[0]);
+			input(e, b, dt_build_arp(b, our_mac(e), RTE_ARP_OP_REPLY, gw, DT_OUR_IP));
+			/* later than the last test's loop round (+1 s), so the ARP timer is due */
+			dn_loop_once(e->lc, rte_rdtsc() + 2 * rte_get_tsc_hz());
+		}
+		assert_int_equal(dt_sent(e, out, 4), 1);
+		struct rte_ether_hdr *eth = rte_pktmbuf_mtod(out[0], struct rte_ether_hdr *);
+		struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
+		assert_int_equal(rte_be_to_cpu_16(eth->ether_type), RTE_ETHER_TYPE_IPV4);
+		assert_true(rte_is_same_ether_addr(&eth->dst_addr, &dt_peer_mac));
+		assert_int_equal(rte_be_to_cpu_32(ip->dst_addr), far);
+		assert_int_equal(rte_ipv4_udptcp_cksum_verify(ip, ip + 1), 0);
+		rte_pktmbuf_free(out[0]);
+	}
+	e->port->gateway = 0;
+	assert_int_equal(drops(e, DN_DROP_NO_ROUTE), 0);
+}
+
+/* A prefix past 32, or a gateway off the subnet or equal to our address: refused at once. */
+static void test_dn_port_create_refuses_bad_prefix_or_gateway(void **state)
+{
+	static const struct { uint8_t prefix; uint32_t gw; const char *why; } bad[] = {
+		{ 33, 0, "prefix length 33" },
+		{ 24, 0x0a000001, "gateway 10.0.0.1 is not" },
+		{ 24, DT_OUR_IP, "gateway 198.18.0.1 is not" },
+		{ 32, DT_PEER_IP, "gateway 198.18.0.2 is not" },
+	};
+	struct dn_port *p = NULL;
+	char err[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct dn_config cfg = { .port_id = DN_PORT_AUTO, .ip = DT_OUR_IP,
+					 .prefix_len = bad[i].prefix, .gateway = bad[i].gw };
+		err[0] = '\0';
+		assert_int_equal(dn_port_create(&cfg, &p, err, sizeof(err)), -EINVAL);
+		assert_null(p);
+		if (strstr(err, bad[i].why) == NULL)
+			fail_msg("'%s' does not say '%s'", err, bad[i].why);
+	}
+}
+
 /* A TCP checksum over a chain of odd-length pieces equals the one over the same bytes flat. */
 static void test_dn_l4_cksum_chain_odd_pieces(void **state)
 {
@@ -422,6 +488,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_dn_ip_send_waits_for_arp, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dn_ip_send_off_link_without_gateway_dropped, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_dn_ip_send_off_link_via_gateway, setup, teardown),
+		cmocka_unit_test(test_dn_port_create_refuses_bad_prefix_or_gateway),
 		cmocka_unit_test_setup_teardown(test_dn_l4_cksum_chain_odd_pieces, setup, teardown),
 		cmocka_unit_test(test_dn_raw_cksum_matches_dpdk),
 		cmocka_unit_test_setup_teardown(test_dn_random_frames_never_crash, setup, teardown),

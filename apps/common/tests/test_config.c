@@ -149,9 +149,9 @@ static void test_config_flags_full_cluster(void **state)
 static void test_config_defaults_core_numbers_follow_connections(void **state)
 {
 	struct fx *f = *state;
-	const char *argv[] = { "psd", "--role=ps", "--ps=a:1,b:1,c:1", "--num-workers=12",
+	const char *argv[] = { "psd", "--role=ps", "--ps=10.0.0.1:1,10.0.0.2:1,10.0.0.3:1", "--num-workers=12",
 			       "--protocol=kernel" };
-	const char *argv2[] = { "psd", "--role=ps", "--ps=a:1", "--num-workers=3", "--protocol=kernel" };
+	const char *argv2[] = { "psd", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=3", "--protocol=kernel" };
 	char *envp[] = { NULL };
 
 	assert_int_equal(load(f, envp, 5, argv), 0);
@@ -228,10 +228,10 @@ static void test_config_flags_app_options_mix(void **state)
 static void test_config_tfconfig_roles_and_chief(void **state)
 {
 	struct fx *f = *state;
-	char *envp[] = { "TF_CONFIG={\"cluster\":{\"chief\":[\"h0:2000\"],\"worker\":[\"h1:2000\","
-			 "\"h2:2000\"],\"ps\":[\"p0:3000\",\"p1:3000\"]},\"task\":{\"type\":\"worker\","
-			 "\"index\":1}}", "WHARF_PROTOCOL=kernel", NULL };
-	char *envp2[] = { "TF_CONFIG={\"cluster\":{\"ps\":[\"p0:3000\"],\"worker\":[\"w:1\"]},"
+	char *envp[] = { "TF_CONFIG={\"cluster\":{\"chief\":[\"10.0.1.0:2000\"],\"worker\":"
+			 "[\"10.0.1.1:2000\",\"10.0.1.2:2000\"],\"ps\":[\"10.0.2.0:3000\",\"10.0.2.1:3000\"]},"
+			 "\"task\":{\"type\":\"worker\",\"index\":1}}", "WHARF_PROTOCOL=kernel", NULL };
+	char *envp2[] = { "TF_CONFIG={\"cluster\":{\"ps\":[\"10.0.2.0:3000\"],\"worker\":[\"w:1\"]},"
 			  "\"task\":{\"type\":\"ps\",\"index\":0}}", "WHARF_PROTOCOL=kernel", NULL };
 	const char *argv[] = { "t" };
 
@@ -239,7 +239,7 @@ static void test_config_tfconfig_roles_and_chief(void **state)
 	assert_int_equal(f->c.role, WC_ROLE_WORKER);
 	assert_int_equal(f->c.n_workers, 3);
 	assert_int_equal(f->c.task_index, 2); /* chief is worker 0 */
-	assert_string_equal(f->c.worker[0].host, "h0");
+	assert_string_equal(f->c.worker[0].host, "10.0.1.0");
 	assert_int_equal(f->c.n_ps, 2);
 	assert_int_equal(f->c.origin[WC_F_PS], WC_SRC_TF_CONFIG);
 	assert_int_equal(load(f, envp2, 1, argv), 0);
@@ -320,7 +320,7 @@ static void test_config_knobs_env_bools_and_numbers(void **state)
 			 "NETWORK_PS_CORE_NUMBER=4", "NETWORK_WORKER_CORE_NUMBER=3", NULL };
 	char *bad[] = { "WORKER_DISABLE_PIN_CORES=yes", NULL };
 	char *bad2[] = { "NETWORK_PS_CORE_NUMBER=0", NULL };
-	const char *argv[] = { "t", "--role=ps", "--ps=a:1", "--num-workers=1", "--protocol=kernel" };
+	const char *argv[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1", "--protocol=kernel" };
 
 	assert_int_equal(load(f, envp, 5, argv), 0);
 	assert_true(f->c.ps_net.enable_polling);
@@ -341,7 +341,7 @@ static void test_config_log_level_env_checked(void **state)
 	struct fx *f = *state;
 	char *good[] = { "WHARF_LOG_LEVEL=wharf.ps:debug, wharf.*:warning", NULL };
 	char *bad[] = { "WHARF_LOG_LEVEL=wharf.ps:debug,wharf.tl:chatty", NULL };
-	const char *argv[] = { "t", "--role=ps", "--ps=a:1", "--num-workers=1", "--protocol=kernel" };
+	const char *argv[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1", "--protocol=kernel" };
 
 	assert_int_equal(load(f, good, 5, argv), 0);
 	assert_int_equal(load(f, bad, 5, argv), -EINVAL);
@@ -381,14 +381,14 @@ static void test_config_mtu_sources_default_and_range(void **state)
 	char *none[] = { NULL };
 	char *env[] = { "WHARF_MTU=4000", NULL };
 	char *env_bad[] = { "WHARF_MTU=9001", NULL };
-	const char *base[] = { "t", "--role=ps", "--ps=a:1", "--num-workers=1", "--protocol=kernel" };
-	const char *flag[] = { "t", "--role=ps", "--ps=a:1", "--num-workers=1", "--protocol=kernel",
+	const char *base[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1", "--protocol=kernel" };
+	const char *flag[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1", "--protocol=kernel",
 			       "--mtu=9000" };
-	const char *flag_bad[] = { "t", "--role=ps", "--ps=a:1", "--num-workers=1",
+	const char *flag_bad[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1",
 				   "--protocol=kernel", "--mtu", "575" };
 	const char *jpath = write_file(f, "m.json", "{\"mtu\": 20000}\n");
 	char arg[300];
-	const char *file_bad[] = { "t", "--role=ps", "--ps=a:1", "--num-workers=1",
+	const char *file_bad[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1",
 				   "--protocol=kernel", arg };
 
 	assert_int_equal(load(f, none, 5, base), 0);
@@ -435,17 +435,17 @@ static void test_config_precedence_flags_tf_paddle_env_file(void **state)
 {
 	struct fx *f = *state;
 	const char *path = write_file(f, "p.json",
-		"{\"cluster\":{\"ps\":[\"f:1\"],\"worker\":[\"fw:1\"]},\"mode\":\"async\","
+		"{\"cluster\":{\"ps\":[\"10.0.0.6:1\"],\"worker\":[\"10.0.0.7:1\"]},\"mode\":\"async\","
 		"\"protocol\":\"kernel\",\"geo_k\":4,\"net\":{\"ps\":{\"core_number\":5}}}");
 	char arg[300];
 	const char *argv[] = { "t", arg, "--mode=geo" };
-	char *envp[] = { "PADDLE_PSERVERS_IP_PORT_LIST=pp:1", "TRAINING_ROLE=TRAINER",
+	char *envp[] = { "PADDLE_PSERVERS_IP_PORT_LIST=10.0.0.8:1", "TRAINING_ROLE=TRAINER",
 			 "PADDLE_TRAINER_ID=0", "PADDLE_TRAINERS_NUM=1", "NETWORK_PS_CORE_NUMBER=6",
-			 "TF_CONFIG={\"cluster\":{\"ps\":[\"tf:1\"],\"worker\":[\"tw:1\"]}}", NULL };
+			 "TF_CONFIG={\"cluster\":{\"ps\":[\"10.0.0.9:1\"],\"worker\":[\"10.0.0.10:1\"]}}", NULL };
 
 	snprintf(arg, sizeof(arg), "--config=%s", path);
 	assert_int_equal(load(f, envp, 3, argv), 0);
-	assert_string_equal(f->c.ps[0].host, "tf");           /* TF_CONFIG > Paddle > file */
+	assert_string_equal(f->c.ps[0].host, "10.0.0.9");     /* TF_CONFIG > Paddle > file */
 	assert_int_equal(f->c.role, WC_ROLE_WORKER);          /* only Paddle names a role */
 	assert_int_equal(f->c.mode, WC_MODE_GEO);             /* flags > file */
 	assert_int_equal(f->c.geo_k, 4);                      /* file only */
@@ -459,7 +459,7 @@ static void test_config_epmap_parse_and_errors(void **state)
 {
 	struct fx *f = *state;
 	struct wc_epmap *m = calloc(1, sizeof(*m));
-	struct wc_endpoint ctl = { "127.0.0.1", 4444 };
+	struct wc_endpoint ctl = { .host = "127.0.0.1", .port = 4444 };
 	const struct wc_endpoint *d;
 
 	assert_non_null(m);
@@ -500,11 +500,15 @@ static void test_config_epmap_fills_data_for_dpdk(void **state)
 	assert_int_equal(f->c.ps_data[0].port, 6666);
 	assert_string_equal(f->c.self_data.host, "10.1.0.3");
 	assert_true(f->c.have_self_data);
-	/* a PS missing from the map is an error for dpdk, naming it and the file */
+	assert_true(f->c.ps_data[0].resolved);
+	assert_int_equal(f->c.ps_data[0].ip, 0x0a010001);
+	assert_int_equal(f->c.data_prefix, 24); /* the default */
+	assert_false(f->c.data_gateway.resolved);
+	/* a PS the map leaves out: its workers take its data address from its health answer */
 	write_file(f, ".endpoint_map", "127.0.0.1:3333=10.1.0.2:5555\n127.0.0.1:3334=10.1.0.3:5555\n");
-	assert_int_equal(load(f, envp, 5, argv), -EINVAL);
-	assert_non_null(strstr(f->err, "ps 0 (127.0.0.1:4444)"));
-	assert_non_null(strstr(f->err, ".endpoint_map"));
+	assert_int_equal(load(f, envp, 5, argv), 0);
+	assert_string_equal(f->c.ps_data[0].host, "");
+	assert_false(f->c.ps_data[0].resolved);
 	snprintf(envvar, sizeof(envvar), "TF_SEASTAR_ENDPOINT_MAP_PATH=%s/none", f->dir);
 	assert_int_equal(load(f, envp, 5, argv), -ENOENT);
 	assert_non_null(strstr(f->err, "TF_SEASTAR_ENDPOINT_MAP_PATH"));
