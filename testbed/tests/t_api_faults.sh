@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# libwharf's client through a PS crash: testbed/extern/ledger.c (built from the public header
+# and the libraries) pushes from four threads sharing one client while its PS, serving with a
+# checkpoint and write-ahead log, is killed with SIGKILL and started again. The client must
+# reconnect on its own, resend what was not acknowledged, ask again what the lost connection
+# owed, and end with every key holding exactly what was pushed; over kernel TCP and over dpdk
+# (virtio-user through the switch).
+set -u
+. "$(dirname "$0")/../cluster/tb.sh"
+
+tb_init
+B=48020
+MAP=$TB_DIR/.endpoint_map
+printf '127.0.0.1:%d=10.77.0.1:6666\n127.0.0.1:%d=10.77.0.2:5555\n' $B $((B + 1)) >"$MAP"
+PROG=$TB_DIR/ledger
+L=$TB_BUILD/lib
+gcc -O2 -std=c11 -Wall -Wextra -Werror -I"$TB_ROOT/include" "$TB_ROOT/testbed/extern/ledger.c" \
+	-o "$PROG" -Wl,--start-group "$L"/lib*.a -Wl,--end-group \
+	$(pkg-config --libs libdpdk numa jansson) -lrte_net_vhost -lz -lm -lpthread ||
+	tb_fail "ledger does not build"
+
+start_ps() { # PROTO GEN
+	WHARF_EAL_ARGS="$(tb_eal ps-$1-$2 0)" "$PROG" --role ps $CL -- "$TB_DIR/ck-$1" \
+		>>"$TB_DIR/ps-$1.out" 2>>"$TB_DIR/ps-$1.log" &
+	TB_PIDS[ps]=$!
+}
+
+run() { # PROTO ROUNDS
+	local proto=$1 rounds=$2 line
+	CL="--ps 127.0.0.1:$B --workers 127.0.0.1:$((B + 1)) --endpoint-map $MAP --protocol $proto"
+	CL="$CL --mode async --wait-timeout 30 --retry-interval 1"
+	if [ "$proto" = dpdk ]; then tb_switch 2 || tb_fail "switch"; fi
+	start_ps "$proto" 1
+	tb_wait_log "$TB_DIR/ps-$proto.log" "ps 0 serving" 20 || { cat "$TB_DIR/ps-$proto.log" >&2; tb_fail "$proto: PS did not start"; }
+	WHARF_EAL_ARGS="$(tb_eal w-$proto 1)" timeout 120 "$PROG" --role worker $CL -- "$rounds" \
+		>"$TB_DIR/w-$proto.out" 2>"$TB_DIR/w-$proto.log" &
+	TB_PIDS[w]=$!
+	sleep 2
+	kill -0 "${TB_PIDS[w]}" 2>/dev/null || { cat "$TB_DIR/w-$proto.out" "$TB_DIR/w-$proto.log" >&2; tb_fail "$proto: the worker ended before the crash (make ROUNDS larger)"; }
+	kill -KILL "${TB_PIDS[ps]}"; wait "${TB_PIDS[ps]}" 2>/dev/null
+	rm -f /dev/hugepages/wharf-$TB_ID-ps-$proto-1* 2>/dev/null
+	tb_log "$proto: PS killed mid-run; restarting it in 1 s"
+	sleep 1
+	start_ps "$proto" 2
+	wait "${TB_PIDS[w]}"; local rc=$?
+	unset "TB_PIDS[w]"
+	line=$(grep "^ledger: worker" "$TB_DIR/w-$proto.out")
+	[ $rc -eq 0 ] || { cat "$TB_DIR/w-$proto.out" >&2; tail -5 "$TB_DIR/w-$proto.log" "$TB_DIR/ps-$proto.log" >&2; tb_fail "$proto: ledger not exact after the crash (exit $rc)"; }
+	grep -qE "[1-9][0-9]* reconnects" <<<"$line" || { echo "$line" >&2; tb_fail "$proto: the client never reconnected"; }
+	grep -q "restored from" "$TB_DIR/ps-$proto.log" || tb_fail "$proto: the PS did not recover"
+	tb_pass "$proto: ${line#ledger: }"
+	tb_stop ps
+	if [ "$proto" = dpdk ]; then tb_stop switch; fi
+}
+
+run kernel 60000
+run dpdk 30000
