@@ -271,12 +271,15 @@ int ps_load(struct ps_handler *h, const char *path, char *err, size_t errlen);
  * Restart after a stop of any kind: loads ckpt (may be NULL or a missing file: empty
  * tables) and then replays, through the same apply path, every log record not covered by
  * it, in the order the server accepted them (per-shard per-worker sequences make a record
- * that is already in the checkpoint a no-op). A torn last record of a segment (short or
- * bad CRC32C with nothing valid after it) ends that segment's replay and is counted; any
- * other damage, a segment of another server or table layout, or a missing checkpoint that
- * the log needs, is refused (-EBADMSG/-EINVAL/-ENOENT, message in err; tables may then
- * hold part of the log: destroy the server). Same calling rules as ps_load. New records
- * go to new segments; old ones are deleted by the next save to cfg.ckpt_path.
+ * that is already in the checkpoint a no-op). Damage in the last segment of an lcore slot
+ * with no valid record after it (a torn tail: a kill in the middle of an append, or pages a
+ * power loss did not write) ends that slot's replay, is counted, and is cut off the file.
+ * Refused (-EBADMSG/-EINVAL/-ENOENT, message in err; tables may then hold part of the log:
+ * destroy the server): damage followed by a valid record or a later segment, a segment of
+ * another server or table layout, a missing checkpoint that the log needs, and a
+ * checkpoint the log does not continue (older than where the log starts: the records
+ * between were deleted by later saves to cfg.ckpt_path). Same calling rules as ps_load.
+ * New records go to new segments; old ones are deleted by the next save to cfg.ckpt_path.
  */
 struct ps_recover_stats {
 	bool ckpt_loaded;
@@ -284,7 +287,7 @@ struct ps_recover_stats {
 	uint64_t records;     /* log records replayed */
 	uint64_t applied;     /* of them, applied (pushes new to their shards, barrier arrivals) */
 	uint64_t skipped;     /* of them, already in the checkpoint (duplicates: not applied) */
-	uint64_t torn;        /* torn tail records dropped (never acknowledged) */
+	uint64_t torn;        /* torn tails dropped and cut off (one per segment) */
 	uint64_t covered;     /* segment files left out: older than the checkpoint's cut */
 };
 int ps_recover(struct ps_handler *h, const char *ckpt, struct ps_recover_stats *st, char *err,

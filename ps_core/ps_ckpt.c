@@ -2,8 +2,9 @@
  * ps_ckpt.c — checkpoints. ps_save asks every shard's owner for a copy-on-write snapshot
  * (ps_shard.c: values and optimizer state of every row from one moment, copied between
  * ops so applies go on) at one cut — every other handler is parked between two requests
- * while the snapshots begin, so no request is half in it — then writes them to <path>.tmp, appends a CRC32C, fsyncs, renames
- * onto path and fsyncs the directory. ps_load checks everything before loading anything.
+ * while the snapshots begin, so no request is half in it — then writes them to <path>.tmp,
+ * appends a CRC32C, fsyncs, renames onto path and fsyncs the directory. ps_load checks the
+ * structure before loading anything and streams the rest (see "restore" below).
  * Control plane: called from ps_handle (PS_T_SAVE) or by the server's owner (psd).
  *
  * File (little-endian):
@@ -21,8 +22,10 @@
  *            then, when the file's mode is sync, per table: u64 count, count x (u64 key,
  *            dim x f32 the step's pending gradient sum of that row)
  *   trailer  u64 bytes before the trailer, u32 CRC32C of those bytes, u32 0
- * Version 1 files (no durable section) still load. With a log, ps_recover = this file +
- * the log records after its cut.
+ * Every length and offset is 64-bit; the CRC32C is taken in chunks of at most CK_IO bytes
+ * (rte_hash_crc's length is 32-bit; the chunks chain). Version 1 files (no durable section)
+ * still load. With a log, ps_recover = this file + the log records after its cut, when the
+ * log continues it (its floor file, ps_wal.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,6 +47,7 @@
 #define CK_HDR 32u
 #define CK_TDESC 40u
 #define CK_TRAILER 16u
+#define CK_IO (1u << 20) /* write and read buffer, and the CRC's step */
 
 struct ck_out {
 	int fd;
@@ -70,11 +74,25 @@ static void ck_flush(struct ck_out *o)
 	o->len = 0;
 }
 
+/* CRC32C (seeded, no final xor: chunks chain) of n bytes, any n: rte_hash_crc takes a u32. */
+static uint32_t ck_crc(const void *p, uint64_t n, uint32_t crc)
+{
+	const uint8_t *b = p;
+
+	while (n > 0) {
+		uint32_t m = n < CK_IO ? (uint32_t)n : CK_IO;
+		crc = rte_hash_crc(b, m, crc);
+		b += m;
+		n -= m;
+	}
+	return crc;
+}
+
 static void ck_put(struct ck_out *o, const void *p, size_t n)
 {
 	const uint8_t *b = p;
 
-	o->crc = rte_hash_crc(p, (uint32_t)n, o->crc);
+	o->crc = ck_crc(p, n, o->crc);
 	o->total += n;
 	while (n) {
 		size_t m = o->cap - o->len < n ? o->cap - o->len : n;
@@ -202,7 +220,7 @@ int ps_ckpt_write(struct ps_server *s, struct ps_snap **snaps, uint64_t gen, con
 		  uint64_t *rows_out, char *err, size_t errlen)
 {
 	char tmp[4200];
-	struct ck_out o = { .cap = 1u << 20, .crc = 0xffffffffu };
+	struct ck_out o = { .cap = CK_IO, .crc = 0xffffffffu };
 	uint64_t rows = 0, total;
 	uint8_t tr[CK_TRAILER];
 	int rc;
@@ -252,95 +270,168 @@ int ps_ckpt_write(struct ps_server *s, struct ps_snap **snaps, uint64_t gen, con
 
 /* ---------------------------------------------------------------- restore */
 
-static int read_all(const char *path, uint8_t **out, size_t *len, char *err, size_t errlen)
-{
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
-	size_t off = 0;
-	uint8_t *b;
+/*
+ * A load streams the file front to back through one CK_IO buffer, so a checkpoint of any
+ * size costs a megabyte of memory here (the rows themselves go straight into the tables),
+ * and the CRC32C is taken of each chunk as it is read. The structure (header, table list,
+ * every section's length, all 64-bit) is checked first from a few preads, so a file whose
+ * parts do not add up is refused before any row is loaded; rows are loaded as they stream
+ * by, and a checksum that does not match at the end, or a row refused on the way, puts
+ * the tables back to empty (ps_ckpt_unload). The checksum speaks first: a damaged file is
+ * refused as damaged, whatever else it shows.
+ */
+struct ck_in {
+	int fd;
+	uint8_t *buf;
+	uint32_t pos, len;   /* unread bytes: buf[pos, len) */
+	uint64_t off;        /* file offset of buf[len] */
+	uint64_t body;       /* bytes before the trailer: what the CRC covers */
+	uint32_t crc;        /* CRC32C of the bytes [0, off) */
+};
 
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		rc = -errno;
-		ps_errf(err, errlen, "%s: %s", path, strerror(-rc));
-		if (fd >= 0)
-			close(fd);
-		return rc;
-	}
-	b = malloc((size_t)st.st_size + 1);
-	if (!b) {
-		close(fd);
-		return -ENOMEM;
-	}
-	while (off < (size_t)st.st_size) {
-		ssize_t r = read(fd, b + off, (size_t)st.st_size - off);
+static int ck_pread(int fd, uint64_t off, void *dst, size_t n)
+{
+	uint8_t *p = dst;
+
+	while (n > 0) {
+		ssize_t r = pread(fd, p, n, (off_t)off);
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r <= 0) {
-			rc = r < 0 ? -errno : -EIO;
-			ps_errf(err, errlen, "%s: read: %s", path, strerror(-rc));
-			break;
-		}
-		off += (size_t)r;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO; /* short: the file shrank under us */
+		p += r;
+		off += (uint64_t)r;
+		n -= (size_t)r;
 	}
-	close(fd);
-	if (rc < 0) {
-		free(b);
-		return rc;
-	}
-	*out = b;
-	*len = off;
 	return 0;
 }
 
-/* End of the version 2 durable section starting at off; body + 1 when it cannot fit. */
-static uint64_t durable_need(const struct ps_server *s, const uint8_t *b, size_t body, uint64_t off)
+/* The next chunk of the body into the buffer, and into the CRC. */
+static int ck_fill(struct ck_in *in)
 {
-	uint32_t t;
+	uint64_t left = in->body - in->off;
+	uint32_t n = left < CK_IO ? (uint32_t)left : CK_IO;
+	int rc;
 
-	if (off + 24 > body)
-		return body + 1;
-	off += 24 + CK_PAD8((uint64_t)tl_ld32(b + off + 20));
-	if (tl_ld32(b + 24) != PS_MODE_SYNC) /* the file's mode */
-		return off;
-	for (t = 0; t < s->cfg.n_tables; t++) {
-		uint64_t n;
-		if (off + 8 > body)
-			return body + 1;
-		n = tl_ld64(b + off);
-		if (n > body)
-			return body + 1;
-		off += 8 + n * (8 + 4ull * s->tcfg[t].dim);
-		if (off > body)
-			return body + 1;
-	}
-	return off;
+	if (n == 0)
+		return -EBADMSG; /* past the body: the structure check lets no section do this */
+	if ((rc = ck_pread(in->fd, in->off, in->buf, n)) < 0)
+		return rc;
+	in->crc = ck_crc(in->buf, n, in->crc);
+	in->off += n;
+	in->pos = 0;
+	in->len = n;
+	return 0;
 }
 
-/* Checks the header and table layout against the server; sets per-table row counts. */
-static int check_layout(struct ps_server *s, const uint8_t *b, size_t body, uint64_t *rows,
+/* The next n bytes of the body into dst, or skipped (dst NULL). 0 or -errno. */
+static int ck_take(struct ck_in *in, void *dst, uint64_t n)
+{
+	uint8_t *d = dst;
+	int rc;
+
+	while (n > 0) {
+		uint32_t m;
+		if (in->pos == in->len && (rc = ck_fill(in)) < 0)
+			return rc;
+		m = n < in->len - in->pos ? (uint32_t)n : in->len - in->pos;
+		if (d) {
+			memcpy(d, in->buf + in->pos, m);
+			d += m;
+		}
+		in->pos += m;
+		n -= m;
+	}
+	return 0;
+}
+
+static uint64_t ck_used(const struct ck_in *in) { return in->off - (in->len - in->pos); }
+
+static int ck_take_u32(struct ck_in *in, uint32_t *v)
+{
+	uint8_t b[4];
+	int rc = ck_take(in, b, 4);
+
+	*v = tl_ld32(b);
+	return rc;
+}
+
+static int ck_take_u64(struct ck_in *in, uint64_t *v)
+{
+	uint8_t b[8];
+	int rc = ck_take(in, b, 8);
+
+	*v = tl_ld64(b);
+	return rc;
+}
+
+/* End of the version 2 durable section starting at off; body + 1 when it cannot fit. */
+static int durable_need(const struct ps_server *s, int fd, uint64_t body, uint32_t file_mode,
+			uint64_t *off)
+{
+	uint8_t b[24];
+	uint32_t t;
+	int rc;
+
+	if (*off + 24 > body)
+		goto out_nofit;
+	if ((rc = ck_pread(fd, *off, b, 24)) < 0)
+		return rc;
+	*off += 24 + CK_PAD8((uint64_t)tl_ld32(b + 20));
+	if (file_mode != PS_MODE_SYNC)
+		return 0;
+	for (t = 0; t < s->cfg.n_tables; t++) {
+		uint64_t n;
+		if (*off + 8 > body)
+			goto out_nofit;
+		if ((rc = ck_pread(fd, *off, b, 8)) < 0)
+			return rc;
+		n = tl_ld64(b);
+		if (n > body)
+			goto out_nofit;
+		*off += 8 + n * (8 + 4ull * s->tcfg[t].dim);
+		if (*off > body)
+			goto out_nofit;
+	}
+	return 0;
+out_nofit:
+	*off = body + 1;
+	return 0;
+}
+
+/*
+ * Checks the header and table layout against the server, and that the sections add up to
+ * the body; reads hdr (CK_HDR + n_tables * CK_TDESC bytes) and sets per-table row counts.
+ */
+static int check_layout(struct ps_server *s, int fd, uint64_t body, uint8_t *hdr, uint64_t *rows,
 			char *err, size_t errlen)
 {
 	uint32_t nt = s->cfg.n_tables, t;
-	uint64_t need;
+	uint64_t need = CK_HDR + (uint64_t)nt * CK_TDESC;
+	uint8_t b[8];
+	int rc;
 
-	if (memcmp(b, CK_MAGIC, 8) != 0 || tl_ld32(b + 8) < 1 || tl_ld32(b + 8) > CK_VERSION) {
+	if ((rc = ck_pread(fd, 0, hdr, CK_HDR)) < 0)
+		return rc;
+	if (memcmp(hdr, CK_MAGIC, 8) != 0 || tl_ld32(hdr + 8) < 1 || tl_ld32(hdr + 8) > CK_VERSION) {
 		ps_errf(err, errlen, "not a wharf checkpoint (magic/version)");
 		return -EBADMSG;
 	}
-	if (tl_ld32(b + 12) != nt || tl_ld32(b + 16) != s->cfg.server_id ||
-	    tl_ld32(b + 20) != s->cfg.n_servers) {
+	if (tl_ld32(hdr + 12) != nt || tl_ld32(hdr + 16) != s->cfg.server_id ||
+	    tl_ld32(hdr + 20) != s->cfg.n_servers) {
 		ps_errf(err, errlen, "checkpoint of server %u/%u with %u tables, this is server "
-			"%u/%u with %u", tl_ld32(b + 16), tl_ld32(b + 20), tl_ld32(b + 12),
+			"%u/%u with %u", tl_ld32(hdr + 16), tl_ld32(hdr + 20), tl_ld32(hdr + 12),
 			s->cfg.server_id, s->cfg.n_servers, nt);
 		return -EINVAL;
 	}
-	need = CK_HDR + (uint64_t)nt * CK_TDESC;
 	if (need > body) {
 		ps_errf(err, errlen, "checkpoint truncated in the table list");
 		return -EBADMSG;
 	}
+	if ((rc = ck_pread(fd, CK_HDR, hdr + CK_HDR, (size_t)nt * CK_TDESC)) < 0)
+		return rc;
 	for (t = 0; t < nt; t++) {
-		const uint8_t *d = b + CK_HDR + t * CK_TDESC;
+		const uint8_t *d = hdr + CK_HDR + (size_t)t * CK_TDESC;
 		const struct ps_table_config *c = &s->tcfg[t];
 		uint32_t sfl = ps_optim_state_floats(c->optim, c->dim);
 		if (tl_ld32(d) != c->id || tl_ld32(d + 4) != c->kind || tl_ld32(d + 8) != c->dim ||
@@ -360,16 +451,20 @@ static int check_layout(struct ps_server *s, const uint8_t *b, size_t body, uint
 		need += rows[t] * (8 + 4ull * (c->dim + sfl));
 	}
 	if (need + 8 <= body) {
-		uint64_t seqs = (uint64_t)tl_ld32(b + need) * tl_ld32(b + need + 4);
+		uint64_t seqs;
+		if ((rc = ck_pread(fd, need, b, 8)) < 0)
+			return rc;
+		seqs = (uint64_t)tl_ld32(b) * tl_ld32(b + 4);
 		need += 8 + (seqs <= body / 8 ? 8 * seqs : body); /* a huge count cannot fit */
 	} else {
 		need += 8;
 	}
-	if (tl_ld32(b + 8) >= 2 && need <= body)
-		need = durable_need(s, b, body, need);
+	if (tl_ld32(hdr + 8) >= 2 && need <= body &&
+	    (rc = durable_need(s, fd, body, tl_ld32(hdr + 24), &need)) < 0)
+		return rc;
 	if (need != body) {
-		ps_errf(err, errlen, "checkpoint body is %zu bytes, its tables need %llu", body,
-			(unsigned long long)need);
+		ps_errf(err, errlen, "checkpoint body is %llu bytes, its tables need %llu",
+			(unsigned long long)body, (unsigned long long)need);
 		return -EBADMSG;
 	}
 	return 0;
@@ -379,44 +474,55 @@ static int check_layout(struct ps_server *s, const uint8_t *b, size_t body, uint
  * Exactly-once state: per shard, when the file was cut with the same worker count. A file
  * of one shard (every push of a worker applied in order on it) gives its sequences to every
  * shard, exactly; a file cut over another number of shards is refused: a worker's pushes may
- * have been applied out of order across its shards' lanes, so no mapping is exact. *end is
- * the end of the section.
+ * have been applied out of order across its shards' lanes, so no mapping is exact.
  */
-static int load_seqs(struct ps_server *s, const uint8_t *p, const uint8_t **end, char *err,
-		     size_t errlen)
+static int load_seqs(struct ps_server *s, struct ck_in *in, char *err, size_t errlen)
 {
-	uint32_t ns = tl_ld32(p), nw = tl_ld32(p + 4), i, w;
+	uint32_t ns, nw, i, w, k;
+	uint64_t v;
+	int rc;
 
-	*end = p + 8 + 8 * (uint64_t)ns * nw;
+	if ((rc = ck_take_u32(in, &ns)) < 0 || (rc = ck_take_u32(in, &nw)) < 0)
+		return rc;
 	if (nw != s->cfg.n_workers)
-		return 0;
+		return ck_take(in, NULL, 8 * (uint64_t)ns * nw);
 	if (ns != s->cfg.n_shards && ns != 1) {
 		ps_errf(err, errlen, "checkpoint cut over %u shards, this server runs %u: its "
 			"exactly-once state does not map onto them", ns, s->cfg.n_shards);
 		return -EINVAL;
 	}
-	for (i = 0; i < s->cfg.n_shards; i++)
-		for (w = 0; w < nw; w++)
-			s->shards[i].last_seq[w] = tl_ld64(p + 8 + 8 * ((uint64_t)(ns == 1 ? 0 : i) * nw + w));
+	for (i = 0; i < ns; i++)
+		for (w = 0; w < nw; w++) {
+			if ((rc = ck_take_u64(in, &v)) < 0)
+				return rc;
+			for (k = ns == 1 ? 0 : i; k < (ns == 1 ? s->cfg.n_shards : i + 1); k++)
+				s->shards[k].last_seq[w] = v;
+		}
 	return 0;
 }
 
 /* Sync mode: the cut step's pending sums (rows already loaded). */
-static int load_sums(struct ps_server *s, const uint8_t *p, char *err, size_t errlen)
+static int load_sums(struct ps_server *s, struct ck_in *in, char *err, size_t errlen)
 {
 	uint32_t t, ns = s->cfg.n_shards;
-	uint64_t i, n;
+	uint8_t acc[PS_MAX_DIM * sizeof(float)];
+	uint64_t i, n, key;
+	int rc;
 
 	for (t = 0; t < s->cfg.n_tables; t++) {
 		const struct ps_table_config *c = &s->tcfg[t];
-		n = tl_ld64(p);
-		p += 8;
-		for (i = 0; i < n; i++, p += 8 + 4ull * c->dim) {
-			uint64_t key = tl_ld64(p);
-			struct ps_shard *sh = &s->shards[c->kind == PS_TABLE_DENSE ? ps_dense_shard(c->id, ns) :
-							   ps_key_shard(key, ns)];
-			uint32_t r = ps_table_find(&sh->tables[t], key);
-			int rc = r == UINT32_MAX ? -EBADMSG : ps_shard_sync_restore(sh, t, r, p + 8);
+		if ((rc = ck_take_u64(in, &n)) < 0)
+			return rc;
+		for (i = 0; i < n; i++) {
+			struct ps_shard *sh;
+			uint32_t r;
+			if ((rc = ck_take_u64(in, &key)) < 0 ||
+			    (rc = ck_take(in, acc, 4ull * c->dim)) < 0)
+				return rc;
+			sh = &s->shards[c->kind == PS_TABLE_DENSE ? ps_dense_shard(c->id, ns) :
+					ps_key_shard(key, ns)];
+			r = ps_table_find(&sh->tables[t], key);
+			rc = r == UINT32_MAX ? -EBADMSG : ps_shard_sync_restore(sh, t, r, acc);
 			if (rc < 0) {
 				ps_errf(err, errlen, "table %u: pending sync sum for key/row %llu %s", c->id,
 					(unsigned long long)key, rc == -ENOMEM ? ": out of memory" :
@@ -429,43 +535,62 @@ static int load_sums(struct ps_server *s, const uint8_t *p, char *err, size_t er
 }
 
 /* Version 2 section: log generation, barrier, sync step, pending sums. */
-static int load_durable(struct ps_server *s, const uint8_t *p, uint32_t file_mode, uint64_t *gen,
+static int load_durable(struct ps_server *s, struct ck_in *in, uint32_t file_mode, uint64_t *gen,
 			char *err, size_t errlen)
 {
-	uint32_t nw = tl_ld32(p + 20), sync_step = tl_ld32(p + 16), i;
-	const uint8_t *seen = p + 24;
+	uint32_t nw, sync_step, i;
+	uint64_t bar_step;
+	uint8_t b[24];
+	bool same = false;
 	int rc;
 
-	*gen = tl_ld64(p);
+	if ((rc = ck_take(in, b, 24)) < 0)
+		return rc;
+	*gen = tl_ld64(b);
+	bar_step = tl_ld64(b + 8);
+	sync_step = tl_ld32(b + 16);
+	nw = tl_ld32(b + 20);
 	for (i = 0; i < s->cfg.n_shards; i++)
 		s->shards[i].sync_step = sync_step;
-	if (file_mode == PS_MODE_SYNC && s->cfg.mode == PS_MODE_SYNC &&
-	    (rc = load_sums(s, p + 24 + CK_PAD8(nw), err, errlen)) < 0)
+	/* Another cluster size: the barrier starts over. */
+	same = nw == s->cfg.n_workers;
+	if ((rc = ck_take(in, same ? s->bar_seen : NULL, nw)) < 0 ||
+	    (rc = ck_take(in, NULL, CK_PAD8(nw) - nw)) < 0)
 		return rc;
-	if (nw != s->cfg.n_workers)
-		return 0; /* another cluster size: the barrier starts over at the file's step */
-	s->bar_step = tl_ld64(p + 8);
+	if (file_mode == PS_MODE_SYNC) {
+		if (s->cfg.mode == PS_MODE_SYNC)
+			rc = load_sums(s, in, err, errlen);
+		else
+			rc = ck_take(in, NULL, in->body - ck_used(in)); /* the last section */
+		if (rc < 0)
+			return rc;
+	}
+	if (!same)
+		return 0;
+	s->bar_step = bar_step;
 	s->bar_arrived = 0;
 	for (i = 0; i < nw; i++) {
-		s->bar_seen[i] = seen[i] ? 1 : 0;
+		s->bar_seen[i] = s->bar_seen[i] ? 1 : 0;
 		s->bar_arrived += s->bar_seen[i];
 	}
 	return 0;
 }
 
-static int load_rows(struct ps_server *s, const uint8_t *p, const uint64_t *rows,
-		     const uint8_t **end, char *err, size_t errlen)
+static int load_rows(struct ps_server *s, struct ck_in *in, const uint64_t *rows, char *err,
+		     size_t errlen)
 {
 	uint32_t t, ns = s->cfg.n_shards;
-	uint64_t i;
+	uint64_t i, key;
+	int rc;
 
 	for (t = 0; t < s->cfg.n_tables; t++) {
 		const struct ps_table_config *c = &s->tcfg[t];
 		size_t fl = (size_t)c->dim + ps_optim_state_floats(c->optim, c->dim);
-		for (i = 0; i < rows[t]; i++, p += 8 + fl * 4) {
-			uint64_t key = tl_ld64(p);
+		for (i = 0; i < rows[t]; i++) {
 			struct ps_table *tb;
 			uint32_t r;
+			if ((rc = ck_take_u64(in, &key)) < 0)
+				return rc;
 			if (c->kind == PS_TABLE_DENSE) {
 				tb = &s->shards[ps_dense_shard(c->id, ns)].tables[t];
 				r = ps_table_find(tb, key);
@@ -483,14 +608,15 @@ static int load_rows(struct ps_server *s, const uint8_t *p, const uint64_t *rows
 					"server's", c->id, (unsigned long long)key);
 				return -EBADMSG;
 			}
-			memcpy(ps_row_val(tb, r), p + 8, fl * 4);
+			if ((rc = ck_take(in, ps_row_val(tb, r), fl * 4)) < 0)
+				return rc;
 		}
 	}
-	return load_seqs(s, p, end, err, errlen);
+	return 0;
 }
 
 /* Back to empty tables after a refused load, so nothing of it stays. */
-static void reset_tables(struct ps_server *s)
+void ps_ckpt_unload(struct ps_server *s)
 {
 	uint32_t i, t;
 
@@ -506,59 +632,113 @@ static void reset_tables(struct ps_server *s)
 				memset(tb, 0, sizeof(*tb));
 			s->shards[i].n_touched[t] = 0;
 		}
-	for (i = 0; i < s->cfg.n_shards; i++)
+	for (i = 0; i < s->cfg.n_shards; i++) {
 		s->shards[i].sync_step = 0;
+		memset(s->shards[i].last_seq, 0, s->cfg.n_workers * sizeof(*s->shards[i].last_seq));
+	}
 	s->bar_step = 0;
 	s->bar_arrived = 0;
 	memset(s->bar_seen, 0, s->cfg.n_workers);
 }
 
-int ps_ckpt_read(struct ps_server *s, const char *path, uint64_t *gen, char *err, size_t errlen)
+/* Every section in file order, from the start of the body. */
+static int load_all(struct ps_server *s, struct ck_in *in, const uint8_t *hdr,
+		    const uint64_t *rows, uint64_t *gen, char *err, size_t errlen)
 {
-	const uint8_t *end = NULL;
-	uint8_t *b = NULL;
-	size_t len = 0, body;
-	uint64_t *rows = NULL;
-	uint32_t i, t;
 	int rc;
 
-	for (i = 0; i < s->cfg.n_shards; i++)
-		for (t = 0; t < s->cfg.n_tables; t++)
-			if (s->tcfg[t].kind == PS_TABLE_SPARSE && s->shards[i].tables[t].n_rows) {
-				ps_errf(err, errlen, "load into a server that already holds rows");
-				return -EBUSY;
-			}
-	if ((rc = read_all(path, &b, &len, err, errlen)) < 0)
+	if ((rc = ck_take(in, NULL, CK_HDR + (uint64_t)s->cfg.n_tables * CK_TDESC)) < 0 ||
+	    (rc = load_rows(s, in, rows, err, errlen)) < 0 ||
+	    (rc = load_seqs(s, in, err, errlen)) < 0)
 		return rc;
-	rc = -EBADMSG;
-	if (len < CK_HDR + CK_TRAILER) {
-		ps_errf(err, errlen, "%s: %zu bytes, too short for a checkpoint", path, len);
+	if (tl_ld32(hdr + 8) >= 2 &&
+	    (rc = load_durable(s, in, tl_ld32(hdr + 24), gen, err, errlen)) < 0)
+		return rc;
+	if (ck_used(in) != in->body) {
+		ps_errf(err, errlen, "checkpoint body is %llu bytes, %llu of them read",
+			(unsigned long long)in->body, (unsigned long long)ck_used(in));
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+static bool holds_rows(const struct ps_server *s)
+{
+	for (uint32_t i = 0; i < s->cfg.n_shards; i++)
+		for (uint32_t t = 0; t < s->cfg.n_tables; t++)
+			if (s->tcfg[t].kind == PS_TABLE_SPARSE && s->shards[i].tables[t].n_rows)
+				return true;
+	return false;
+}
+
+int ps_ckpt_read(struct ps_server *s, const char *path, uint64_t *gen, char *err, size_t errlen)
+{
+	struct ck_in in = { .fd = -1, .crc = 0xffffffffu };
+	uint8_t tr[CK_TRAILER], *hdr = NULL;
+	uint64_t *rows = NULL;
+	bool loading = false;
+	struct stat st;
+	int rc, rrc;
+
+	if (holds_rows(s)) {
+		ps_errf(err, errlen, "load into a server that already holds rows");
+		return -EBUSY;
+	}
+	in.fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (in.fd < 0 || fstat(in.fd, &st) < 0) {
+		rc = -errno;
+		ps_errf(err, errlen, "%s: %s", path, strerror(-rc));
 		goto out;
 	}
-	body = len - CK_TRAILER;
-	if (tl_ld64(b + body) != body || tl_ld32(b + body + 8) != rte_hash_crc(b, (uint32_t)body, 0xffffffffu)) {
+	if ((uint64_t)st.st_size < CK_HDR + CK_TRAILER) {
+		rc = -EBADMSG;
+		ps_errf(err, errlen, "%s: %llu bytes, too short for a checkpoint", path,
+			(unsigned long long)st.st_size);
+		goto out;
+	}
+	in.body = (uint64_t)st.st_size - CK_TRAILER;
+	if ((rc = ck_pread(in.fd, in.body, tr, CK_TRAILER)) < 0) {
+		ps_errf(err, errlen, "%s: read: %s", path, strerror(-rc));
+		goto out;
+	}
+	if (tl_ld64(tr) != in.body) {
+		rc = -EBADMSG;
 		ps_errf(err, errlen, "%s: checksum or length mismatch: file damaged or truncated", path);
 		goto out;
 	}
+	in.buf = malloc(CK_IO);
 	rows = calloc(s->cfg.n_tables, sizeof(*rows));
-	if (!rows) {
+	hdr = malloc(CK_HDR + (size_t)s->cfg.n_tables * CK_TDESC);
+	if (!in.buf || !rows || !hdr) {
 		rc = -ENOMEM;
+		ps_errf(err, errlen, "%s: out of memory", path);
 		goto out;
 	}
-	if ((rc = check_layout(s, b, body, rows, err, errlen)) < 0)
-		goto out;
 	*gen = 0;
-	rc = load_rows(s, b + CK_HDR + s->cfg.n_tables * CK_TDESC, rows, &end, err, errlen);
-	if (rc == 0 && tl_ld32(b + 8) >= 2)
-		rc = load_durable(s, end, tl_ld32(b + 24), gen, err, errlen);
-	if (rc < 0)
-		reset_tables(s);
-	else
-		PS_LOG(DEBUG, "ps_load: checkpoint %s read: generation %llu, %zu bytes", path,
-		       (unsigned long long)*gen, len);
+	rc = check_layout(s, in.fd, in.body, hdr, rows, err, errlen);
+	if (rc == 0) {
+		loading = true;
+		rc = load_all(s, &in, hdr, rows, gen, err, errlen);
+	}
+	/* The checksum of the whole body, whatever the load stopped at. */
+	if ((rrc = ck_take(&in, NULL, in.body - ck_used(&in))) < 0) {
+		rc = rrc;
+		ps_errf(err, errlen, "%s: read: %s", path, strerror(-rc));
+	} else if (in.crc != tl_ld32(tr + 8)) {
+		rc = -EBADMSG;
+		ps_errf(err, errlen, "%s: checksum or length mismatch: file damaged or truncated", path);
+	}
+	if (rc < 0 && loading)
+		ps_ckpt_unload(s);
+	else if (rc == 0)
+		PS_LOG(DEBUG, "ps_load: checkpoint %s read: generation %llu, %llu bytes", path,
+		       (unsigned long long)*gen, (unsigned long long)st.st_size);
 out:
+	if (in.fd >= 0)
+		close(in.fd);
+	free(in.buf);
 	free(rows);
-	free(b);
+	free(hdr);
 	return rc;
 }
 
@@ -672,7 +852,16 @@ int ps_save_write(struct ps_save_job *j, uint64_t *rows_out, char *err, size_t e
 	rc = ps_ckpt_write(j->s, j->snaps, j->gen, j->path, rows_out, err, errlen);
 	if (rc < 0 || !j->primary)
 		return rc;
-	/* Renamed into place and fsynced: the older segments hold nothing it lacks. */
+	/*
+	 * Renamed into place and fsynced: the older segments hold nothing it lacks. Where the
+	 * log now starts goes to disk first, so a restore of an older checkpoint is refused
+	 * even once they are gone; without it they stay (a later save drops them).
+	 */
+	if ((drop = ps_wal_floor_write(j->s, j->gen)) < 0) {
+		PS_LOG(ERR, "ps_save: log floor file in %s: %s; the log before generation %llu is "
+		       "kept", j->s->wal_dir, strerror(-drop), (unsigned long long)j->gen);
+		return rc;
+	}
 	drop = ps_wal_drop_before(j->s, j->gen);
 	if (drop < 0)
 		PS_LOG(ERR, "ps_save: deleting log segments before generation %llu: %s",
@@ -728,7 +917,7 @@ int ps_recover(struct ps_handler *h, const char *ckpt, struct ps_recover_stats *
 	       size_t errlen)
 {
 	struct ps_server *s = h->s;
-	int64_t max_gen = -1, min_gen = -1;
+	int64_t max_gen = -1, min_gen = -1, floor = -1, start;
 	uint64_t gen = 0;
 	int rc;
 
@@ -741,6 +930,10 @@ int ps_recover(struct ps_handler *h, const char *ckpt, struct ps_recover_stats *
 		ps_errf(err, errlen, "log directory %s: %s", s->wal_dir, strerror(-rc));
 		return rc;
 	}
+	if (s->wal_dir && (rc = ps_wal_floor_read(s, &floor, err, errlen)) < 0)
+		return rc;
+	/* The log holds every record from this generation on (-1: no log at all). */
+	start = floor >= 0 ? floor : min_gen;
 	if (ckpt && access(ckpt, F_OK) == 0) {
 		if ((rc = ps_ckpt_read(s, ckpt, &gen, err, errlen)) < 0)
 			return rc;
@@ -749,19 +942,36 @@ int ps_recover(struct ps_handler *h, const char *ckpt, struct ps_recover_stats *
 		rc = -errno;
 		ps_errf(err, errlen, "%s: %s", ckpt, strerror(-rc));
 		return rc;
-	} else if (min_gen > 0) {
+	} else if (start > 0) {
 		/* The log was cut by a checkpoint, and that checkpoint is not there. */
 		if (ckpt)
 			ps_errf(err, errlen, "checkpoint %s is missing, but the log in %s starts after "
 				"a checkpoint cut (generation %lld): refusing to rebuild a partial "
-				"state", ckpt, s->wal_dir, (long long)min_gen);
+				"state", ckpt, s->wal_dir, (long long)start);
 		else
 			ps_errf(err, errlen, "the log in %s starts after a checkpoint cut (generation "
 				"%lld): recover with that checkpoint (--restore), or remove the "
-				"directory to start empty", s->wal_dir, (long long)min_gen);
+				"directory to start empty", s->wal_dir, (long long)start);
 		return -ENOENT;
 	}
 	if (!s->wal_dir)
 		return 0;
+	if (st->ckpt_loaded && start > (int64_t)gen) {
+		/* An older checkpoint than the log's: what was logged between is gone. */
+		char gap[64];
+		if (start - 1 == (int64_t)gen)
+			snprintf(gap, sizeof(gap), "generation %llu", (unsigned long long)gen);
+		else
+			snprintf(gap, sizeof(gap), "generations %llu..%lld", (unsigned long long)gen,
+				 (long long)start - 1);
+		ps_errf(err, errlen, "checkpoint %s continues the log at generation %llu, but the "
+			"log in %s starts at generation %lld: the pushes logged in %s were deleted "
+			"when later checkpoints were saved. Restore the latest checkpoint, or remove "
+			"the log directory to start from this one alone", ckpt, (unsigned long long)gen,
+			s->wal_dir, (long long)start, gap);
+		ps_ckpt_unload(s);
+		st->ckpt_loaded = false;
+		return -EINVAL;
+	}
 	return ps_wal_replay(h, gen, st, err, errlen);
 }

@@ -337,6 +337,8 @@ void ps_client_detach(struct ps_client *c, void *arg);
 int ps_ckpt_write(struct ps_server *s, struct ps_snap **snaps, uint64_t gen, const char *path,
 		  uint64_t *rows_out, char *err, size_t errlen);
 int ps_ckpt_read(struct ps_server *s, const char *path, uint64_t *gen, char *err, size_t errlen);
+/* Empty tables, barrier and exactly-once state again, as before a load. */
+void ps_ckpt_unload(struct ps_server *s);
 /* Sync mode restore: row r of table ti has pending sum acc (dim floats, wire bytes). */
 int ps_shard_sync_restore(struct ps_shard *sh, uint32_t ti, uint32_t r, const uint8_t *acc);
 
@@ -353,6 +355,13 @@ int ps_wal_drop_before(struct ps_server *s, uint64_t gen);
 /* Replays segments of generation >= gen; sets wal_gen/wal_order above what it found. */
 int ps_wal_replay(struct ps_handler *h, uint64_t gen, struct ps_recover_stats *st, char *err,
 		  size_t errlen);
+/*
+ * The generation from which the log holds every record (the floor file): written by a save
+ * to cfg.ckpt_path before it deletes the segments it covers; read as -1 when there is none
+ * (no such save yet). 0 or -errno (read: a damaged file is -EBADMSG, message in err).
+ */
+int ps_wal_floor_write(struct ps_server *s, uint64_t gen);
+int ps_wal_floor_read(struct ps_server *s, int64_t *gen, char *err, size_t errlen);
 /* Highest generation among the segment files, or -1 when there are none; -errno. */
 int ps_wal_scan(struct ps_server *s, int64_t *max_gen, int64_t *min_gen);
 /* fsync of directory dir, so a file created or renamed in it survives a power loss. 0, -errno. */

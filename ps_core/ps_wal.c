@@ -22,6 +22,12 @@
  *           bytes, u64 order (server-wide, the replay order across slots), the request,
  *           zero padding to 8. len is stored last, so a record cut short by SIGKILL reads
  *           as the end of the segment; the bytes after it are zeros or that torn record.
+ *
+ * Floor file <wal_dir>/wal.floor, 32 bytes: "WHFWALFL", u32 version 1, u32 0, u64 gen,
+ *   u32 CRC32C of bytes 0..23, u32 0. The log holds every record of generations >= gen: a
+ *   save to cfg.ckpt_path writes it (renamed into place, fsynced) before it deletes the
+ *   segments below its cut, so a restore can tell a checkpoint the log continues from an
+ *   older one whose later records are gone, even when no segment is left.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -44,6 +50,9 @@
 #define WAL_REC 16u
 #define WAL_ALIGN8(x) (((x) + 7u) & ~(size_t)7u)
 #define WAL_NAME_LEN 48
+#define WAL_FLOOR "wal.floor"
+#define WAL_FLOOR_MAGIC "WHFWALFL"
+#define WAL_FLOOR_LEN 32u
 /*
  * Prefault step: a first write to each page of a fresh segment is a page fault (allocate,
  * zero, map), about 18 of them for a 72 KB push — on a paravirtualised guest they doubled
@@ -404,6 +413,70 @@ int ps_wal_drop_before(struct ps_server *s, uint64_t gen)
 	return rc < 0 ? rc : dropped;
 }
 
+int ps_wal_floor_write(struct ps_server *s, uint64_t gen)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 8];
+	uint8_t b[WAL_FLOOR_LEN] = { 0 };
+	ssize_t w;
+	int fd, rc = 0;
+
+	memcpy(b, WAL_FLOOR_MAGIC, 8);
+	tl_st32(b + 8, 1);
+	tl_st64(b + 16, gen);
+	tl_st32(b + 24, rte_hash_crc(b, 24, 0xffffffffu));
+	snprintf(path, sizeof(path), "%s/%s", s->wal_dir, WAL_FLOOR);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	w = write(fd, b, sizeof(b));
+	if (w != (ssize_t)sizeof(b) || fsync(fd) < 0)
+		rc = w < 0 || w == (ssize_t)sizeof(b) ? -errno : -EIO;
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = ps_fsync_dir(s->wal_dir);
+	if (rc < 0)
+		unlink(tmp);
+	return rc;
+}
+
+int ps_wal_floor_read(struct ps_server *s, int64_t *gen, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	uint8_t b[WAL_FLOOR_LEN + 1];
+	ssize_t n;
+	int fd, rc;
+
+	*gen = -1;
+	snprintf(path, sizeof(path), "%s/%s", s->wal_dir, WAL_FLOOR);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0) {
+		rc = -errno;
+		ps_errf(err, errlen, "%s: %s", path, strerror(-rc));
+		return rc;
+	}
+	n = read(fd, b, sizeof(b));
+	rc = n < 0 ? -errno : 0;
+	close(fd);
+	if (rc < 0) {
+		ps_errf(err, errlen, "%s: %s", path, strerror(-rc));
+		return rc;
+	}
+	if (n != WAL_FLOOR_LEN || memcmp(b, WAL_FLOOR_MAGIC, 8) != 0 || tl_ld32(b + 8) != 1 ||
+	    tl_ld32(b + 24) != rte_hash_crc(b, 24, 0xffffffffu) || tl_ld64(b + 16) > INT64_MAX) {
+		ps_errf(err, errlen, "%s: damaged (%zd bytes; magic, version or CRC wrong): it says "
+			"where the log starts; remove the log directory to start over", path, n);
+		return -EBADMSG;
+	}
+	*gen = (int64_t)tl_ld64(b + 16);
+	return 0;
+}
+
 /* ---------------------------------------------------------------- replay */
 
 /* One lcore slot's segments in (gen, part) order, read one record at a time. */
@@ -422,7 +495,6 @@ struct wal_replay {
 	struct ps_recover_stats *st;
 	char *err;
 	size_t errlen;
-	uint64_t max_payload;    /* largest request a record can hold: bounds a torn tail */
 	uint64_t max_order;
 	bool any;
 };
@@ -495,8 +567,8 @@ static size_t last_nonzero(const uint8_t *m, size_t from, size_t size)
 	return size;
 }
 
-/* A record with a valid CRC starts at an 8-aligned offset in (from, end)? */
-static bool valid_record_after(const struct wal_stream *w, size_t from, size_t end)
+/* Offset of the first record with a valid CRC at an 8-aligned offset in (from, end), or 0. */
+static size_t valid_record_after(const struct wal_stream *w, size_t from, size_t end)
 {
 	size_t o;
 
@@ -504,41 +576,74 @@ static bool valid_record_after(const struct wal_stream *w, size_t from, size_t e
 		uint32_t len = tl_ld32(w->map + o);
 		if (len >= TL_MSG_HDR_LEN && o + WAL_REC + len <= w->size &&
 		    tl_ld32(w->map + o + 4) == rte_hash_crc(w->map + o + 8, 8 + len, len))
-			return true;
+			return o;
 	}
-	return false;
+	return 0;
 }
 
 /*
- * The record at off does not read (len 0, cut short, or bad CRC). It is a torn tail —
- * the one record a killed process was writing — when whatever follows it fits inside
- * one record and holds no valid record; anything else is damage to data that was complete.
+ * The record at off does not read (len 0, cut short, or bad CRC). Zeros to the end of the
+ * file: the clean end. Otherwise, in the last segment of its lcore slot with no valid record
+ * anywhere after it, it is a torn tail: the record a killed process was writing, or pages a
+ * power loss did not write (the kernel writes a file's dirty pages back in no set order, so
+ * a later page may be on disk and an earlier one not). It is dropped, counted, and cut off
+ * the file (returns 1), so that the next recovery, which will find segments after this one,
+ * reads a clean end. Damage followed by a valid record or by a later segment of the slot is
+ * damage to a log that went on: refused.
  */
 static int stream_tail(struct wal_replay *rp, struct wal_stream *w, bool zero_len)
 {
-	size_t end = last_nonzero(w->map, w->off + 4, w->size);
+	size_t end = last_nonzero(w->map, w->off + 4, w->size), o;
+	bool last = w->cur + 1 == w->nf;
 
 	if (zero_len && end == w->off + 4)
 		return 0; /* the clean end */
-	if (end <= w->off + WAL_REC + rp->max_payload && !valid_record_after(w, w->off, end)) {
+	o = valid_record_after(w, w->off, end);
+	if (last && o == 0) {
 		rp->st->torn++;
-		PS_LOG(WARNING, "ps_recover: log segment %s: torn last record at offset %zu dropped "
-		       "(it was never acknowledged)", w->f[w->cur].name, w->off);
-		return 0;
+		PS_LOG(WARNING, "ps_recover: log segment %s: torn tail at offset %zu (%zu bytes) "
+		       "dropped and cut off", w->f[w->cur].name, w->off, end - w->off);
+		return 1;
 	}
-	ps_errf(rp->err, rp->errlen, "log segment %s: record at offset %zu is damaged (%s) and "
-		"%zu bytes of log follow it", w->f[w->cur].name, w->off,
-		zero_len ? "zero length" : "bad length or CRC32C", end - w->off);
+	if (o != 0)
+		ps_errf(rp->err, rp->errlen, "log segment %s: record at offset %zu is damaged (%s) "
+			"and a valid record follows it at offset %zu", w->f[w->cur].name, w->off,
+			zero_len ? "zero length" : "bad length or CRC32C", o);
+	else
+		ps_errf(rp->err, rp->errlen, "log segment %s: record at offset %zu is damaged (%s) "
+			"and segment %s of lcore slot %u follows it", w->f[w->cur].name, w->off,
+			zero_len ? "zero length" : "bad length or CRC32C", w->f[w->cur + 1].name,
+			w->f[w->cur].slot);
 	return -EBADMSG;
+}
+
+/* Cuts the torn tail at off off segment w->f[w->cur] (unmapped), durably. */
+static int stream_cut(struct wal_replay *rp, struct wal_stream *w, size_t off)
+{
+	char path[PATH_MAX];
+	int fd, rc = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", rp->h->s->wal_dir, w->f[w->cur].name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)off) < 0 || fsync(fd) < 0)
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0)
+		ps_errf(rp->err, rp->errlen, "log segment %s: cannot cut its torn tail off at %zu: %s",
+			path, off, strerror(-rc));
+	return rc;
 }
 
 /* Moves w to its next readable record (w->have), across its files. */
 static int stream_next(struct wal_replay *rp, struct wal_stream *w)
 {
+	bool torn;
 	int rc;
 
 	w->have = false;
 	for (;;) {
+		torn = false;
 		if (w->map == NULL) {
 			if (w->cur >= w->nf)
 				return 0;
@@ -563,8 +668,11 @@ static int stream_next(struct wal_replay *rp, struct wal_stream *w)
 			}
 			if ((rc = stream_tail(rp, w, len == 0)) < 0)
 				return rc;
+			torn = rc == 1;
 		}
 		stream_unmap(w);
+		if (torn && (rc = stream_cut(rp, w, w->off)) < 0)
+			return rc;
 		w->cur++;
 	}
 }
@@ -637,7 +745,7 @@ int ps_wal_replay(struct ps_handler *h, uint64_t gen, struct ps_recover_stats *s
 		  size_t errlen)
 {
 	struct ps_server *s = h->s;
-	struct wal_replay rp = { h, st, err, errlen, 0, 0, false };
+	struct wal_replay rp = { h, st, err, errlen, 0, false };
 	struct wal_file *f = NULL;
 	struct wal_stream *ws = NULL;
 	uint32_t n = 0, i, first, ns = 0;
@@ -648,7 +756,6 @@ int ps_wal_replay(struct ps_handler *h, uint64_t gen, struct ps_recover_stats *s
 		ps_errf(err, errlen, "log directory %s: %s", s->wal_dir, strerror(-rc));
 		return rc;
 	}
-	rp.max_payload = TL_MSG_HDR_LEN + 24 + (uint64_t)s->max_keys * (8 + 4ull * s->max_dim);
 	ws = calloc(n ? n : 1, sizeof(*ws));
 	if (!ws) {
 		free(f);

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -140,6 +142,8 @@ static void test_ckpt_round_trip_restores_values_and_state(void **state)
 	char err[256] = "";
 
 	(void)state;
+	if (access("/dev/shm", W_OK) == 0)
+		snprintf(path, sizeof(path), "/dev/shm/ps_ckpt_test_%d.ckpt", (int)getpid());
 	mk_tabs(4);
 	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_ASYNC, 1, tabs, 2, &a), 0);
 	fill(a, 3);
@@ -261,6 +265,8 @@ static void test_ckpt_save_in_steps_serves_while_it_writes(void **state)
 	pthread_t th;
 
 	(void)state;
+	if (access("/dev/shm", W_OK) == 0)
+		snprintf(path, sizeof(path), "/dev/shm/ps_ckpt_test_%d.ckpt", (int)getpid());
 	mk_tabs(4);
 	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_ASYNC, 1, tabs, 2, &a), 0);
 	fill(a, 3);
@@ -392,6 +398,91 @@ static void test_ckpt_damaged_files_refused(void **state)
 	free(file);
 	free(orig);
 	pt_cluster_destroy(a);
+}
+
+/* ---- a checkpoint past 4 GiB */
+
+/*
+ * The body of a checkpoint above 4 GiB, without writing 4 GiB: a real save whose
+ * exactly-once section is rewritten to claim 2^29 + 1 workers (4 GiB and 8 bytes of zeros, as a hole
+ * of a sparse file: the server of 1 worker skips a section cut for another cluster size),
+ * trailer and CRC32C made over the whole body. The load streams 4 GiB + 8 bytes through
+ * the length and CRC code (what a cast to 32 bits broke), keeps its memory to its buffer,
+ * and restores every value. The file goes to tmpfs when there is one: a hole reads there
+ * at memory speed, where a disk file system fills the page cache with 4 GiB of zeros.
+ */
+#define BIG_WORKERS ((1u << 29) + 1u)
+
+static void test_ckpt_load_past_4gib_streams(void **state)
+{
+	static const uint8_t zeros[1u << 20];
+	struct pt_cluster *a, *b;
+	float sp[400], dn[100], sp2[400], dn2[100];
+	uint64_t rows, seq_off, dur_off, body, hole = 8ull * BIG_WORKERS, left;
+	uint32_t t, crc = 0xffffffffu;
+	uint8_t hd[8], tr[16];
+	struct rusage ru0, ru1;
+	char err[256] = "";
+	struct stat st;
+	FILE *f;
+
+	(void)state;
+	if (access("/dev/shm", W_OK) == 0)
+		snprintf(path, sizeof(path), "/dev/shm/ps_ckpt_test_%d.ckpt", (int)getpid());
+	mk_tabs(4);
+	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_ASYNC, 1, tabs, 2, &a), 0);
+	fill(a, 3);
+	pull_all(a, sp, dn);
+	assert_int_equal(ps_save(a->h[0], path, &rows, err, sizeof(err)), 0);
+	pt_cluster_destroy(a);
+	read_file();
+	/* rows end where the exactly-once section starts: header 32, 2 descriptors of 40 */
+	seq_off = 32 + 2 * 40;
+	for (t = 0; t < 2; t++) {
+		const uint8_t *d = file + 32 + 40 * t;
+		seq_off += tl_ld64(d + 24) * (8 + 4ull * (tl_ld32(d + 8) + tl_ld32(d + 16)));
+	}
+	dur_off = seq_off + 8 + 8ull * tl_ld32(file + seq_off) * tl_ld32(file + seq_off + 4);
+	body = seq_off + 8 + hole + (flen - 16 - dur_off);
+	assert_true(body > (4ull << 30));
+	tl_st32(hd, 1);
+	tl_st32(hd + 4, BIG_WORKERS);
+	crc = rte_hash_crc(file, (uint32_t)seq_off, crc);
+	crc = rte_hash_crc(hd, 8, crc);
+	for (left = hole; left > 0; left -= left < sizeof(zeros) ? left : sizeof(zeros))
+		crc = rte_hash_crc(zeros, (uint32_t)(left < sizeof(zeros) ? left : sizeof(zeros)), crc);
+	crc = rte_hash_crc(file + dur_off, (uint32_t)(flen - 16 - dur_off), crc);
+	tl_st64(tr, body);
+	tl_st32(tr + 8, crc);
+	tl_st32(tr + 12, 0);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(file, 1, seq_off, f), seq_off);
+	assert_int_equal(fwrite(hd, 1, 8, f), 8);
+	assert_int_equal(fseeko(f, (off_t)hole, SEEK_CUR), 0); /* the hole */
+	assert_int_equal(fwrite(file + dur_off, 1, flen - 16 - dur_off, f), flen - 16 - dur_off);
+	assert_int_equal(fwrite(tr, 1, 16, f), 16);
+	assert_int_equal(fclose(f), 0);
+	free(file);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal((uint64_t)st.st_size, body + 16);
+	print_message("checkpoint of %llu bytes, %llu of them on disk\n",
+		      (unsigned long long)st.st_size, (unsigned long long)st.st_blocks * 512);
+
+	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_ASYNC, 1, tabs, 2, &b), 0);
+	getrusage(RUSAGE_SELF, &ru0);
+	if (ps_load(b->h[0], path, err, sizeof(err)) != 0)
+		fail_msg("load of a %llu-byte checkpoint: %s", (unsigned long long)st.st_size, err);
+	getrusage(RUSAGE_SELF, &ru1);
+	print_message("peak RSS %ld kB before the load, %ld kB after\n", ru0.ru_maxrss,
+		      ru1.ru_maxrss);
+	assert_true(ru1.ru_maxrss - ru0.ru_maxrss < 64 * 1024); /* kB: nowhere near the file */
+	pull_all(b, sp2, dn2);
+	assert_memory_equal(sp, sp2, sizeof(sp));
+	assert_memory_equal(dn, dn2, sizeof(dn));
+	pt_cluster_destroy(b);
+	unlink(path);
+	setup(state);
 }
 
 /* ---- snapshot during concurrent applies */
@@ -546,6 +637,7 @@ cmocka_unit_test_setup_teardown(test_ckpt_exactly_once_state_across_shard_counts
 		cmocka_unit_test_setup_teardown(test_ckpt_damaged_files_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ckpt_snapshot_during_concurrent_applies_consistent,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ckpt_load_past_4gib_streams, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("ps_ckpt", tests, NULL, NULL);
 }

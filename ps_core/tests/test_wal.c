@@ -397,6 +397,114 @@ static void test_wal_damaged_log_refused(void **state)
 	expect_refused(-ENOENT, "missing");
 }
 
+/*
+ * A power loss can leave later pages of a segment on disk and earlier ones not: from the
+ * first damaged record on, nothing reads. In the last segment of its slot that is a torn
+ * tail: dropped, counted, and cut off the file, so the recovery after the next crash (the
+ * log has gone on in newer segments meanwhile) finds a clean end.
+ */
+static void test_wal_damaged_tail_torn_and_cut_off(void **state)
+{
+	struct ps_recover_stats st;
+	struct pt_cluster *b;
+	char p[PATH_MAX + 64];
+	struct stat sb;
+	uint8_t *d;
+	size_t len, off[10];
+	uint32_t rl[10], i;
+
+	(void)state;
+	ten_pushes_then_crash();
+	d = seg_read(SEG0, &len);
+	for (i = 0; i < 10; i++)
+		off[i] = rec_at(d, i, &rl[i]);
+	for (i = 7; i < 10; i++)                   /* records 7..9: pages of another moment */
+		d[off[i] + 16 + rl[i] - 1] ^= 0x01;
+	memset(d + off[6], 0, 8);                  /* the page with record 6's head: lost */
+	seg_write(SEG0, d, len);
+	free(d);
+	b = restart(PS_MODE_ASYNC, 2, SEG, &st);
+	assert_int_equal(st.torn, 1);
+	assert_int_equal(st.records, 6);
+	assert_true(count_of(b, 0) == 6.0f);
+	snprintf(p, sizeof(p), "%s/%s", wal, SEG0);
+	assert_int_equal(stat(p, &sb), 0);
+	assert_int_equal((size_t)sb.st_size, off[6]); /* cut where the damage began */
+	count_push(b, 0, 2);                       /* the log goes on, in a newer segment */
+	pt_cluster_destroy(b);                     /* and the server dies again */
+	b = restart(PS_MODE_ASYNC, 2, SEG, &st);
+	assert_int_equal(st.torn, 0);
+	assert_int_equal(st.records, 8);
+	assert_true(count_of(b, 0) == 8.0f);
+	pt_cluster_destroy(b);
+}
+
+/* Damage at the end of a segment that later segments of its slot follow: refused. */
+static void test_wal_damage_before_a_later_segment_refused(void **state)
+{
+	struct ps_recover_stats st;
+	struct pt_cluster *a;
+	uint8_t *d;
+	size_t len, off, last = 0;
+	uint32_t rl, i;
+
+	(void)state;
+	a = restart(PS_MODE_ASYNC, 2, 4096, &st);  /* about 50 count pushes per segment */
+	count_push(a, 0, 80);
+	pt_cluster_destroy(a);
+	assert_true(count_files(wal) >= 2);
+	d = seg_read(SEG0, &len);
+	for (i = 0; (off = rec_at(d, i, &rl)) + 16 <= len && rl != 0; i++)
+		last = off;
+	assert_true(i > 10);
+	d[last + 4] ^= 0x01;                       /* the first segment's last record */
+	seg_write(SEG0, d, len);
+	free(d);
+	expect_refused(-EBADMSG, "wal-0000000000000000-000-000001.log of lcore slot 0 follows");
+}
+
+/*
+ * A checkpoint older than the log: later checkpoints to the log's own path deleted what was
+ * logged after it. Restoring it is refused naming the generations that are gone (also when
+ * no segment is left at all), the latest checkpoint restores everything, and without the
+ * log directory the old one is restored alone.
+ */
+static void test_wal_restore_of_older_checkpoint_refused(void **state)
+{
+	struct ps_recover_stats st;
+	struct pt_cluster *a, *b;
+	char err[256], old[PATH_MAX + 8], latest[PATH_MAX + 8];
+	uint64_t rows;
+
+	(void)state;
+	snprintf(old, sizeof(old), "%s/old.ckpt", dir);
+	snprintf(latest, sizeof(latest), "%s/latest.ckpt", dir);
+	for (int pushes_after = 0; pushes_after < 2; pushes_after++) {
+		nftw(wal, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		unlink(ckpt);
+		a = restart(PS_MODE_ASYNC, 2, SEG, &st);
+		count_push(a, 0, 3);
+		assert_int_equal(ps_save(a->h[0], ckpt, &rows, err, sizeof(err)), 0); /* gen 1 */
+		assert_int_equal(link(ckpt, old), 0);
+		count_push(a, 0, 3);
+		assert_int_equal(ps_save(a->h[0], ckpt, &rows, err, sizeof(err)), 0); /* gen 2 */
+		count_push(a, 0, 3);
+		assert_int_equal(ps_save(a->h[0], ckpt, &rows, err, sizeof(err)), 0); /* gen 3 */
+		if (pushes_after)
+			count_push(a, 0, 3);
+		else
+			assert_int_equal(count_files(wal), 0); /* nothing logged since: no segment */
+		pt_cluster_destroy(a);
+		assert_int_equal(rename(ckpt, latest), 0);
+		assert_int_equal(rename(old, ckpt), 0);
+		expect_refused(-EINVAL, "generations 1..2 were deleted");
+		assert_int_equal(rename(latest, ckpt), 0);
+		b = restart(PS_MODE_ASYNC, 2, SEG, &st);
+		assert_true(count_of(b, 0) == (pushes_after ? 12.0f : 9.0f));
+		pt_cluster_destroy(b);
+	}
+}
+
 /* ---- segments */
 
 static void test_wal_segments_roll_and_checkpoint_deletes_covered(void **state)
@@ -625,6 +733,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_wal_replay_idempotent_over_checkpoint, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wal_torn_tail_dropped_and_counted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wal_damaged_log_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_damaged_tail_torn_and_cut_off, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_damage_before_a_later_segment_refused, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_wal_restore_of_older_checkpoint_refused, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_wal_background_sync_across_rolls, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wal_segments_roll_and_checkpoint_deletes_covered,
 						setup, teardown),
