@@ -86,7 +86,10 @@ enum ps_err_kind {
 	PS_ERR_UNKNOWN_TABLE,  /* table_id not configured, or wrong kind for the op */
 	PS_ERR_WRONG_DIM,      /* dim differs from the table's */
 	PS_ERR_BAD_LENGTH,     /* key_count and body_len do not add up, or too many keys */
-	PS_ERR_NOT_FINITE,     /* a gradient is NaN or infinite */
+	PS_ERR_NOT_FINITE,     /* a gradient is NaN or infinite (-EDOM: nothing applied), or an
+				* update's result would not be finite (-ERANGE: those rows were
+				* left as they were, the push's other rows applied, its sequence
+				* recorded, so a resend is a duplicate) */
 	PS_ERR_BAD_WORKER,     /* worker id out of range */
 	PS_ERR_WRONG_SERVER,   /* a key or row that this server does not own */
 	PS_ERR_BAD_MODE,       /* op not valid in the server's mode */
@@ -217,9 +220,10 @@ struct ps_reply {
  * Handles one request. Always produces a reply (the answer, or a PS_T_ERROR naming the
  * problem) unless rep->cap is below TL_MSG_HDR_LEN + 64 (then -ENOBUFS, nothing applied).
  * Returns 0 when the request was applied/answered, or the -errno that the error reply
- * carries. A refused request changed nothing (validation runs before any shard op; the one
- * exception is running out of memory, where each shard is all-or-nothing but a shard
- * that had room may have applied its part). The request's views are only read during the
+ * carries. A refused request changed nothing (validation runs before any shard op; the
+ * exceptions: running out of memory, where each shard is all-or-nothing but a shard that had
+ * room may have applied its part; and -ERANGE, rows whose update would not have been finite,
+ * which are left as they were while the others are applied). The request's views are only read during the
  * call; the reply buffer must be 4-byte aligned. Shards of other lcores are reached over
  * rings; while waiting for them this handler keeps serving its own inbound rings, so two
  * handlers never deadlock.
@@ -314,9 +318,13 @@ struct ps_table_stats {
 };
 int ps_server_table_stats(struct ps_server *s, uint32_t table_id, struct ps_table_stats *st);
 
-/* Per-shard op counters, for telemetry; readable from any thread at any time. */
+/*
+ * Per-shard op counters, for telemetry; readable from any thread at any time. nonfinite_rows:
+ * row updates refused because their result would not have been finite (the row kept its
+ * values; the request was answered PS_ERR_NOT_FINITE, or, for a sync step, the row skipped it).
+ */
 struct ps_shard_stats {
-	uint64_t pushes, pulls, keys, dup_pushes, failed_ops, cow_rows;
+	uint64_t pushes, pulls, keys, dup_pushes, failed_ops, cow_rows, nonfinite_rows;
 	uint32_t owner;          /* lcore slot */
 };
 int ps_server_shard_stats(struct ps_server *s, uint32_t shard, struct ps_shard_stats *st);

@@ -4,7 +4,9 @@
  * ps_server.c (ps_handler_run_op/wait) and writes the reply into the caller's storage.
  *
  * Rule: every check that can refuse a request runs before the first op is queued, so a
- * refused request changes nothing. Values are read straight from the request's views.
+ * refused request changes nothing. The one refusal that comes later, from the shards, is a
+ * row whose update would not be finite (ps_optim.c): that row stays as it was, the other
+ * rows are applied, and the reply says how many were refused (-ERANGE). Values are read straight from the request's views.
  * Durability: an accepted push-type request goes into the write-ahead log (ps_wal.c) after
  * its checks and before its first op, so nothing is acknowledged that a restart could lose;
  * ps_recover replays the log through ps_handle_replay, i.e. these same functions.
@@ -52,6 +54,14 @@ static int reply_err(struct ps_reply *rep, const struct tl_msg_hdr *req, int rc,
 		n = (int)room - 1;
 	put_hdr(rep, PS_T_ERROR, req, 8 + (uint32_t)n, 0, 0);
 	return rc;
+}
+
+/* Some rows' updates were refused as not finite: the others went in, the sequence counts. */
+static int reply_nonfinite(struct ps_reply *rep, const struct tl_msg_hdr *q, uint32_t refused)
+{
+	return reply_err(rep, q, -ERANGE, PS_ERR_NOT_FINITE, "table %u: %u of %u rows would not "
+			 "be finite after this update (NaN or infinity): left as they were, the "
+			 "others applied", q->table_id, refused, q->key_count);
 }
 
 /* Table index for table_id of the given kind, or an error reply. */
@@ -174,8 +184,11 @@ static int decode_keys(struct ps_handler *h, const struct tl_msg_view *v, struct
 	return 0;
 }
 
-/* Runs one op per shard that has keys, waits for all; returns the worst status. */
-static int run_sparse(struct ps_handler *h, const struct ps_op *tmpl, int *dups)
+/*
+ * Runs one op per shard that has keys, waits for all; returns the worst status. *refused:
+ * rows left as they were because their result would not be finite.
+ */
+static int run_sparse(struct ps_handler *h, const struct ps_op *tmpl, int *dups, uint32_t *refused)
 {
 	uint32_t s, ns = h->s->cfg.n_shards, parts = 0, nd = 0;
 	int worst = 0;
@@ -195,6 +208,7 @@ static int run_sparse(struct ps_handler *h, const struct ps_op *tmpl, int *dups)
 			continue;
 		ps_handler_wait(h, &h->ops[s]);
 		parts++;
+		*refused += h->ops[s].refused;
 		if (h->ops[s].status == 1)
 			nd++;
 		else if (h->ops[s].status < 0)
@@ -211,6 +225,7 @@ static int handle_sparse(struct ps_handler *h, const struct tl_msg_view *v, stru
 	bool push = type != PS_T_PULL, out = type != PS_T_PUSH;
 	uint64_t n = q->key_count, d = q->dim;
 	struct ps_op op = { .kind = push ? PS_OP_PUSH : PS_OP_PULL, .v = v, .keys = h->keys };
+	uint32_t refused = 0;
 	int ti, rc, dups;
 
 	if ((rc = req_table(h, v, rep, PS_TABLE_SPARSE, &ti)) < 0)
@@ -231,9 +246,11 @@ static int handle_sparse(struct ps_handler *h, const struct tl_msg_view *v, stru
 	op.table = (uint32_t)ti;
 	op.vals_off = 16 + (uint32_t)n * 8;
 	op.out = out ? (float *)(rep->buf + TL_MSG_HDR_LEN) : NULL;
-	rc = run_sparse(h, &op, &dups);
+	rc = run_sparse(h, &op, &dups, &refused);
 	if (rc < 0)
 		return reply_err(rep, q, rc, PS_ERR_NO_SPACE, "shard could not apply: %s", strerror(-rc));
+	if (refused > 0)
+		return reply_nonfinite(rep, q, refused);
 	if (out) {
 		put_hdr(rep, type + 1, q, (uint32_t)(n * d * 4), (uint32_t)n, (uint32_t)d);
 		return 0;
@@ -282,6 +299,8 @@ static int handle_dense(struct ps_handler *h, const struct tl_msg_view *v, struc
 	if (op.status < 0)
 		return reply_err(rep, q, op.status, PS_ERR_NO_SPACE, "dense op failed: %s",
 				 strerror(-op.status));
+	if (op.refused > 0)
+		return reply_nonfinite(rep, q, op.refused);
 	if (!push) {
 		put_hdr(rep, PS_T_DENSE_PULL_R, q, (uint32_t)(n * d * 4), (uint32_t)n, (uint32_t)d);
 		return 0;

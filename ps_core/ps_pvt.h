@@ -122,9 +122,14 @@ uint64_t ps_table_bytes(const struct ps_table *t);
 
 /* ---------------------------------------------------------------- optimizers */
 
-/* Applies gradient g (dim floats, maybe unaligned wire bytes) to value+state of a row. */
-void ps_optim_apply(const struct ps_table *t, float *row, const uint8_t *g);
-void ps_optim_apply_f(const struct ps_table *t, float *row, const float *g);
+/*
+ * Applies gradient g (dim floats, maybe unaligned wire bytes) to value+state of a row,
+ * computing the new row in scratch (dim + state floats). Returns false, the row unchanged,
+ * when a float of the result would not be finite.
+ */
+bool ps_optim_apply(const struct ps_table *t, float *row, const uint8_t *g, float *scratch);
+/* Every one of n floats finite? */
+bool ps_all_finite(const float *v, uint32_t n);
 
 /* ---------------------------------------------------------------- shard */
 
@@ -166,6 +171,7 @@ struct ps_op {
 	struct ps_snap *snap;
 	uint64_t dense_first;    /* dense: first global row of the request */
 	uint32_t fresh;          /* barrier: 1 when this was the worker's first arrival at the step */
+	uint32_t refused;        /* push: rows left as they were (their result was not finite) */
 	int status;              /* 0, 1 = duplicate push, or -errno */
 	_Atomic uint32_t done;
 };
@@ -221,13 +227,15 @@ struct ps_shard {
 	uint32_t *rows;           /* max_keys */
 	uint64_t *keys;           /* max_keys: this shard's keys of a request; merge pairs */
 	float *merge;             /* one merged gradient row */
+	float *scratch;           /* a row's new value and state, before it is known finite */
+	uint32_t scratch_n;       /* its floats: the largest dim + state of the tables */
 	struct ps_snap *snap;     /* in progress, or NULL */
 	uint64_t cow_rows;        /* rows copied early because an apply came first */
 	/*
 	 * Counters: written only by the owner (load + store, no read-modify-write), read by
 	 * anyone with relaxed loads: telemetry wants a recent value, not an ordering.
 	 */
-	_Atomic uint64_t n_push, n_pull, n_keys, n_dup, n_fail, n_cow;
+	_Atomic uint64_t n_push, n_pull, n_keys, n_dup, n_fail, n_cow, n_nonfinite;
 	int node;
 };
 

@@ -68,9 +68,45 @@ int ps_server_table_index(const struct ps_server *s, uint32_t table_id)
 	return -ENOENT;
 }
 
-static int check_table(const struct ps_table_config *t, char *err, size_t errlen)
+/*
+ * What the optimizer's arithmetic needs to stay defined on every finite gradient, zero
+ * included: a positive learning rate; Adagrad and Adam a positive eps (0 with a zero
+ * accumulator divides 0 by 0); Adagrad a non-negative initial accumulator (its square root);
+ * Adam betas in [0, 1) (1 divides by 1 - beta^t = 0); FTRL beta, l1, l2 non-negative. Wider
+ * policy (upper bounds) is the caller's: wc_model_table_check for the apps.
+ */
+static int check_optim(const struct ps_table_config *t, char *err, size_t errlen)
 {
 	const struct ps_optim_params *o = &t->op;
+	static const char *const names[] = { "sgd", "adagrad", "adam", "ftrl" };
+	const char *why = NULL;
+
+	if (!isfinite(o->lr) || !isfinite(o->eps) || !isfinite(o->beta1) || !isfinite(o->beta2) ||
+	    !isfinite(o->l1) || !isfinite(o->l2) || !isfinite(o->init_accum))
+		why = "every optimizer parameter must be finite";
+	else if (!(o->lr > 0))
+		why = "lr must be > 0";
+	else if ((t->optim == PS_OPT_ADAGRAD || t->optim == PS_OPT_ADAM) && !(o->eps > 0))
+		why = "eps must be > 0";
+	else if (t->optim == PS_OPT_ADAGRAD && !(o->init_accum >= 0))
+		why = "init_accum must be >= 0";
+	else if (t->optim == PS_OPT_ADAM && !(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 &&
+					      o->beta2 < 1))
+		why = "beta1 and beta2 must be in [0, 1)";
+	else if (t->optim == PS_OPT_FTRL && !(o->beta1 >= 0 && o->l1 >= 0 && o->l2 >= 0))
+		why = "beta (beta1), l1 and l2 must be >= 0";
+	if (!why)
+		return 0;
+	ps_errf(err, errlen, "table %u: %s: %s (lr %g eps %g beta1 %g beta2 %g l1 %g l2 %g "
+		"init_accum %g)", t->id, names[t->optim], why, (double)o->lr, (double)o->eps,
+		(double)o->beta1, (double)o->beta2, (double)o->l1, (double)o->l2,
+		(double)o->init_accum);
+	return -EINVAL;
+}
+
+static int check_table(const struct ps_table_config *t, char *err, size_t errlen)
+{
+	int rc;
 
 	if (t->dim == 0 || t->dim > PS_MAX_DIM) {
 		ps_errf(err, errlen, "table %u: dim %u outside 1..%u", t->id, t->dim, PS_MAX_DIM);
@@ -80,9 +116,14 @@ static int check_table(const struct ps_table_config *t, char *err, size_t errlen
 		ps_errf(err, errlen, "table %u: unknown kind, optimizer or initializer", t->id);
 		return -EINVAL;
 	}
-	if (!(o->lr > 0 && isfinite(o->lr)) || !isfinite(o->eps) || !isfinite(o->beta1) ||
-	    !isfinite(o->beta2) || !isfinite(o->l1) || !isfinite(o->l2) || !isfinite(o->init_accum)) {
-		ps_errf(err, errlen, "table %u: learning rate must be > 0 and parameters finite", t->id);
+	if ((rc = check_optim(t, err, errlen)) < 0)
+		return rc;
+	if (!isfinite(t->init_a) || !isfinite(t->init_b) ||
+	    (t->init == PS_INIT_UNIFORM && !(t->init_a <= t->init_b)) ||
+	    (t->init == PS_INIT_NORMAL && !(t->init_b >= 0))) {
+		ps_errf(err, errlen, "table %u: initializer parameters %g, %g: finite, and uniform "
+			"needs a <= b, normal a stddev b >= 0", t->id, (double)t->init_a,
+			(double)t->init_b);
 		return -EINVAL;
 	}
 	if (t->kind == PS_TABLE_DENSE && (t->dense_rows == 0 || t->dense_rows > UINT32_MAX / 2)) {
@@ -502,6 +543,7 @@ int ps_server_shard_stats(struct ps_server *s, uint32_t shard, struct ps_shard_s
 	st->dup_pushes = atomic_load_explicit(&sh->n_dup, memory_order_relaxed);
 	st->failed_ops = atomic_load_explicit(&sh->n_fail, memory_order_relaxed);
 	st->cow_rows = atomic_load_explicit(&sh->n_cow, memory_order_relaxed);
+	st->nonfinite_rows = atomic_load_explicit(&sh->n_nonfinite, memory_order_relaxed);
 	st->owner = sh->owner;
 	return 0;
 }

@@ -7,7 +7,10 @@
  * A push op: exactly-once check -> reserve (the only step that can fail, before any
  * change) -> rows of the keys (created on first touch) -> duplicate keys merged -> per row:
  * copy-on-write if a snapshot is in progress, then by mode: optimizer (async), add to the
- * step's sum (sync), add the delta and stamp the GEO clock (GEO).
+ * step's sum (sync), add the delta and stamp the GEO clock (GEO). Each row's new floats are
+ * computed into the shard's scratch row first and kept only when all are finite: a row
+ * whose update would not be leaves the op as it was, counted (op->refused, n_nonfinite),
+ * while the op's other rows are applied.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -37,8 +40,14 @@ int ps_shard_init(struct ps_shard *sh, struct ps_server *srv, uint32_t id, uint3
 	sh->rows = ps_mem_alloc((size_t)srv->max_keys * sizeof(uint32_t), node);
 	sh->keys = ps_mem_alloc((size_t)srv->max_keys * sizeof(uint64_t), node);
 	sh->merge = ps_mem_alloc((size_t)srv->max_dim * sizeof(float), node);
+	for (t = 0; t < nt; t++) {
+		uint32_t n = srv->tcfg[t].dim + ps_optim_state_floats(srv->tcfg[t].optim, srv->tcfg[t].dim);
+		if (n > sh->scratch_n)
+			sh->scratch_n = n;
+	}
+	sh->scratch = ps_mem_alloc((size_t)sh->scratch_n * sizeof(float), node);
 	if (!sh->tables || !sh->last_seq || !sh->touched || !sh->n_touched || !sh->cap_touched ||
-	    !sh->geo_seen || !sh->glog || !sh->rows || !sh->keys || !sh->merge)
+	    !sh->geo_seen || !sh->glog || !sh->rows || !sh->keys || !sh->merge || !sh->scratch)
 		goto out_fini;
 	for (t = 0; t < nt; t++) {
 		const struct ps_table_config *tc = &srv->tcfg[t];
@@ -78,6 +87,7 @@ void ps_shard_fini(struct ps_shard *sh)
 	ps_mem_free(sh->rows, (size_t)srv->max_keys * sizeof(uint32_t), sh->node);
 	ps_mem_free(sh->keys, (size_t)srv->max_keys * sizeof(uint64_t), sh->node);
 	ps_mem_free(sh->merge, (size_t)srv->max_dim * sizeof(float), sh->node);
+	ps_mem_free(sh->scratch, (size_t)sh->scratch_n * sizeof(float), sh->node);
 	memset(sh, 0, sizeof(*sh));
 }
 
@@ -259,33 +269,53 @@ static inline void geo_note(struct ps_geo_log *g, struct ps_row_meta *m, uint32_
 	g->e[g->n++] = r;
 }
 
-static inline void apply_row(struct ps_shard *sh, uint32_t ti, uint32_t r, const uint8_t *g)
+static inline void count(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
+/* dst[j] + g[j] for j < d into scratch; copied to dst only when every sum is finite. */
+static inline bool add_finite(struct ps_shard *sh, float *dst, const uint8_t *g, uint32_t d)
+{
+	uint32_t j;
+	float f;
+
+	for (j = 0; j < d; j++) {
+		memcpy(&f, g + 4 * j, 4);
+		sh->scratch[j] = dst[j] + f;
+	}
+	if (PS_UNLIKELY(!ps_all_finite(sh->scratch, d)))
+		return false;
+	memcpy(dst, sh->scratch, d * sizeof(float));
+	return true;
+}
+
+/* One row's update by mode; false (the row as it was) when its result would not be finite. */
+static inline bool apply_row(struct ps_shard *sh, uint32_t ti, uint32_t r, const uint8_t *g)
 {
 	struct ps_table *t = &sh->tables[ti];
 	float *w = ps_row_val(t, r);
-	uint32_t j, d = t->cfg.dim;
-	float f;
+	bool ok = true;
 
 	cow(sh, ti, r);
 	switch (sh->srv->cfg.mode) {
 	case PS_MODE_ASYNC:
-		ps_optim_apply(t, w, g);
+		ok = ps_optim_apply(t, w, g, sh->scratch);
 		break;
 	case PS_MODE_SYNC:
 		sync_touch(sh, ti, r);
-		for (j = 0; j < d; j++) {
-			memcpy(&f, g + 4 * j, 4);
-			w[t->acc_off + j] += f;
-		}
+		ok = add_finite(sh, w + t->acc_off, g, t->cfg.dim);
 		break;
 	case PS_MODE_GEO:
-		for (j = 0; j < d; j++) {
-			memcpy(&f, g + 4 * j, 4);
-			w[j] += f;
-		}
-		geo_note(&sh->glog[ti], ps_row_meta(t, r), r);
+		ok = add_finite(sh, w, g, t->cfg.dim);
+		if (ok)
+			geo_note(&sh->glog[ti], ps_row_meta(t, r), r);
 		break;
 	}
+	if (PS_UNLIKELY(!ok))
+		count(&sh->n_nonfinite, 1);
+	return ok;
 }
 
 /*
@@ -332,11 +362,13 @@ static inline const uint8_t *grad_at(const struct ps_op *op, uint32_t p, uint32_
 }
 
 /* With repeats: each first occurrence gets the sum of its chain, in request order. */
-static void apply_merged(struct ps_shard *sh, uint32_t ti, const struct ps_op *op, const uint32_t *rows)
+static uint32_t apply_merged(struct ps_shard *sh, uint32_t ti, const struct ps_op *op,
+			     const uint32_t *rows)
 {
 	struct ps_table *t = &sh->tables[ti];
 	uint32_t d = t->cfg.dim, i, j, k, n = op->n, *nxt = (uint32_t *)sh->keys, *tail = nxt + n;
 	float *sum = sh->merge, tmp[PS_MAX_DIM];
+	uint32_t refused = 0;
 
 	for (i = 0; i < n; i++) {
 		const uint8_t *g;
@@ -344,7 +376,7 @@ static void apply_merged(struct ps_shard *sh, uint32_t ti, const struct ps_op *o
 			continue;
 		g = grad_at(op, op->idx ? op->idx[i] : i, d, tmp);
 		if (nxt[i] == UINT32_MAX) {
-			apply_row(sh, ti, rows[i], g);
+			refused += !apply_row(sh, ti, rows[i], g);
 			continue;
 		}
 		memcpy(sum, g, d * sizeof(float));
@@ -356,8 +388,9 @@ static void apply_merged(struct ps_shard *sh, uint32_t ti, const struct ps_op *o
 				sum[j] += f;
 			}
 		}
-		apply_row(sh, ti, rows[i], (const uint8_t *)sum);
+		refused += !apply_row(sh, ti, rows[i], (const uint8_t *)sum);
 	}
+	return refused;
 }
 
 static void fill_out(const struct ps_table *t, const struct ps_op *op, const uint32_t *rows)
@@ -397,6 +430,7 @@ static int op_push(struct ps_shard *sh, struct ps_op *op)
 	float tmp[PS_MAX_DIM];
 	int rc;
 
+	op->refused = 0;
 	if (op->seq <= sh->last_seq[op->worker]) {
 		if (!op->out)
 			return 1; /* already applied: acknowledge only */
@@ -413,12 +447,13 @@ static int op_push(struct ps_shard *sh, struct ps_op *op)
 	if (rc < 0)
 		return rc;
 	if (find_dups(sh, t, rows, op->n)) {
-		apply_merged(sh, op->table, op, rows);
+		op->refused = apply_merged(sh, op->table, op, rows);
 	} else {
 		for (i = 0; i < op->n; i++) {
 			if (i + 4 < op->n)
 				__builtin_prefetch(ps_row(t, rows[i + 4]), 1);
-			apply_row(sh, op->table, rows[i], grad_at(op, op->idx ? op->idx[i] : i, d, tmp));
+			op->refused += !apply_row(sh, op->table, rows[i],
+						  grad_at(op, op->idx ? op->idx[i] : i, d, tmp));
 		}
 	}
 	sh->last_seq[op->worker] = op->seq;
@@ -447,7 +482,10 @@ static void op_sync_step(struct ps_shard *sh)
 			uint32_t r = sh->touched[ti][i];
 			float *w = ps_row_val(t, r);
 			cow(sh, ti, r);
-			ps_optim_apply_f(t, w, w + t->acc_off);
+			/* A sum whose step would not be finite leaves the row as it was. */
+			if (PS_UNLIKELY(!ps_optim_apply(t, w, (const uint8_t *)(w + t->acc_off),
+							sh->scratch)))
+				count(&sh->n_nonfinite, 1);
 		}
 		sh->n_touched[ti] = 0;
 	}
@@ -512,12 +550,6 @@ static void op_geo_commit(struct ps_shard *sh, const struct ps_op *op)
 		g->n -= drop;
 		g->base += drop;
 	}
-}
-
-static inline void count(_Atomic uint64_t *c, uint64_t n)
-{
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
-			      memory_order_relaxed);
 }
 
 static void account(struct ps_shard *sh, const struct ps_op *op)

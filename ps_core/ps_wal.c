@@ -696,7 +696,8 @@ static int replay_one(struct wal_replay *rp, struct wal_stream *w, uint8_t *rep_
 	v.iov = &iov;
 	v.iovcnt = iov.len > 0;
 	rc = ps_handle_replay(rp->h, &v, &rep);
-	if (rc < 0) {
+	/* -ERANGE: rows whose update was not finite stayed as they were then, and do again. */
+	if (rc < 0 && rc != -ERANGE) {
 		ps_errf(rp->err, rp->errlen, "log segment %s: record at offset %zu (type %u) refused "
 			"on replay: %.*s", w->f[w->cur].name, w->off, v.hdr.type,
 			rep.len > TL_MSG_HDR_LEN + 8 ? (int)(rep.len - TL_MSG_HDR_LEN - 8) : 0,
@@ -704,7 +705,7 @@ static int replay_one(struct wal_replay *rp, struct wal_stream *w, uint8_t *rep_
 		return rc;
 	}
 	rp->st->records++;
-	if (v.hdr.type == PS_T_BARRIER || tl_ld32(rep_buf + TL_MSG_HDR_LEN + 8) == 1)
+	if (rc == -ERANGE || v.hdr.type == PS_T_BARRIER || tl_ld32(rep_buf + TL_MSG_HDR_LEN + 8) == 1)
 		rp->st->applied++;
 	else
 		rp->st->skipped++;

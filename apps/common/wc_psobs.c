@@ -162,7 +162,7 @@ static int fill_shard(const struct psobs_snap *s, long long p, struct rte_tel_da
 	rte_tel_data_start_dict(d);
 	DICT_U64(d, sh, owner); DICT_U64(d, sh, pushes); DICT_U64(d, sh, pulls);
 	DICT_U64(d, sh, keys); DICT_U64(d, sh, dup_pushes); DICT_U64(d, sh, failed_ops);
-	DICT_U64(d, sh, cow_rows);
+	DICT_U64(d, sh, cow_rows); DICT_U64(d, sh, nonfinite_rows);
 	return 0;
 }
 
