@@ -212,11 +212,24 @@ static int knob_enums(char *const envp[], struct wc_cluster *c, char *err, size_
 	return rc;
 }
 
-/* WHARF_WAL_DIR, WHARF_CKPT_INTERVAL_S, WHARF_WAL_MAX_MB, WHARF_WAL_SYNC_MS. */
+/*
+ * WHARF_WAL_DIR, WHARF_CKPT_INTERVAL_S, WHARF_WAL_MAX_MB, WHARF_WAL_SYNC_MS, and the control
+ * token's file WHARF_CTL_TOKEN_FILE (WHARF_CTL_TOKEN and WHARF_RUNTIME_DIR are read by
+ * wc_cluster_finalize).
+ */
 static int knob_durability(char *const envp[], struct wc_cluster *c, char *err, size_t errlen)
 {
-	const char *v = wc_env_get(envp, "WHARF_WAL_DIR");
+	const char *v = wc_env_get(envp, "WHARF_CTL_TOKEN_FILE");
 	int rc = 0;
+
+	if (v != NULL) {
+		if (v[0] == '\0' || strlen(v) >= WC_PATH_LEN)
+			return wc_errf(err, errlen, -EINVAL, "WHARF_CTL_TOKEN_FILE: expected a path of "
+				       "1..%u bytes", WC_PATH_LEN - 1);
+		snprintf(c->ctl_token_file, sizeof(c->ctl_token_file), "%s", v);
+		wc_mark(c, WC_F_CTL_TOKEN_FILE);
+	}
+	v = wc_env_get(envp, "WHARF_WAL_DIR");
 
 	if (v != NULL) {
 		if (v[0] == '\0' || strlen(v) >= WC_PATH_LEN)

@@ -18,7 +18,8 @@
  *     "net": {"ps": {"core_number": 8, "enable_polling": false, "disable_pin_cores": true},
  *             "worker": {...}},
  *     "durability": {"wal_dir": "path"|"none", "ckpt_interval_s": 300, "wal_max_mb": 1024,
- *                    "wal_sync_ms": 1000} }
+ *                    "wal_sync_ms": 1000},
+ *     "ctl_token_file": "path" }
  */
 #include <errno.h>
 #include <stdio.h>
@@ -363,6 +364,15 @@ static int strings_section(json_t *root, const char *src, struct wc_cluster *out
 		snprintf(out->endpoint_map, sizeof(out->endpoint_map), "%s", s);
 		wc_mark(out, WC_F_EPMAP);
 	}
+	if (rc == 0)
+		rc = get_str(root, "ctl_token_file", src, &s, err, errlen);
+	if (rc == 0 && s != NULL) {
+		if (strlen(s) == 0 || strlen(s) >= WC_PATH_LEN)
+			return wc_errf(err, errlen, -EINVAL, "%s: ctl_token_file: expected a path of "
+				       "1..%u bytes", src, WC_PATH_LEN - 1);
+		snprintf(out->ctl_token_file, sizeof(out->ctl_token_file), "%s", s);
+		wc_mark(out, WC_F_CTL_TOKEN_FILE);
+	}
 	return rc;
 }
 
@@ -372,7 +382,7 @@ static int file_root(json_t *root, const char *src, struct wc_cluster *out, char
 	static const char *const keys[] = {
 		"cluster", "task", "num_workers", "data_addr", "endpoint_map", "protocol",
 		"tensor_fuse", "fuse", "mode", "geo_k", "wait_timeout_s", "retry_interval_s", "net", "mtu",
-		"durability", "data_iface", "data_prefix", "data_gateway", NULL,
+		"durability", "data_iface", "data_prefix", "data_gateway", "ctl_token_file", NULL,
 	};
 	json_t *v;
 	int rc;

@@ -20,6 +20,7 @@ enum {
 	OPT_PROTO, OPT_FUSE, OPT_FUSE_BYTES, OPT_FUSE_MSGS, OPT_FUSE_US, OPT_MODE, OPT_GEO_K,
 	OPT_WAIT, OPT_RETRY, OPT_PS_CORES, OPT_WK_CORES, OPT_PS_POLL, OPT_WK_POLL, OPT_PS_NOPIN,
 	OPT_WK_NOPIN, OPT_WAL_DIR, OPT_CKPT_INTERVAL, OPT_WAL_MAX_MB, OPT_WAL_SYNC_MS, OPT_MTU, OPT_DATA_IFACE, OPT_DATA_PREFIX, OPT_DATA_GW, OPT_CONFIG,
+	OPT_CTL_TOKEN_FILE,
 };
 
 static const struct option wc_opts[] = {
@@ -54,6 +55,7 @@ static const struct option wc_opts[] = {
 	{ "data-prefix", required_argument, NULL, OPT_DATA_PREFIX },
 	{ "data-gateway", required_argument, NULL, OPT_DATA_GW },
 	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "ctl-token-file", required_argument, NULL, OPT_CTL_TOKEN_FILE },
 	{ "help", no_argument, NULL, 'h' },
 };
 
@@ -94,6 +96,7 @@ const char *wc_flags_usage(void)
 	"  --wal-sync-ms N           PS: msync the log every N ms (default 1000; 0 off)\n"
 	"  --mtu M                   dpdk data port MTU 576..9000 (default 1500; all nodes alike)\n"
 	"  --config FILE             JSON cluster file (lowest precedence)\n"
+	"  --ctl-token-file FILE     control token for status/save/shutdown (default: made, in the run dir)\n"
 	"  -h, --help                this text\n"
 	"booleans: True/False/true/false/1/0\n";
 }
@@ -188,6 +191,8 @@ static int set_opt(struct wc_cluster *c, int id, const char *a, char *err, size_
 		return set_path(a, c->endpoint_map, "--endpoint-map", err, el);
 	case OPT_CONFIG:
 		return set_path(a, c->config_path, "--config", err, el);
+	case OPT_CTL_TOKEN_FILE:
+		return set_path(a, c->ctl_token_file, "--ctl-token-file", err, el);
 	case OPT_PROTO:
 		return wc_parse_protocol(a, &c->protocol, "--protocol", err, el);
 	case OPT_MODE:
@@ -205,8 +210,9 @@ static const uint8_t opt_field[] = {
 	WC_F_PS_CORES, WC_F_WORKER_CORES, WC_F_PS_POLLING, WC_F_WORKER_POLLING, WC_F_PS_DISABLE_PIN,
 	WC_F_WORKER_DISABLE_PIN, WC_F_WAL_DIR, WC_F_CKPT_INTERVAL, WC_F_WAL_MAX_MB, WC_F_WAL_SYNC_MS,
 	WC_F_MTU, WC_F_DATA_IFACE, WC_F_DATA_PREFIX, WC_F_DATA_GATEWAY, WC_F_CONFIG_PATH,
+	WC_F_CTL_TOKEN_FILE,
 };
-_Static_assert(sizeof(opt_field) == OPT_CONFIG - OPT_ROLE + 1, "one field per option");
+_Static_assert(sizeof(opt_field) == OPT_CTL_TOKEN_FILE - OPT_ROLE + 1, "one field per option");
 
 static struct option *build_table(const struct wc_app_opts *app, size_t *n_out)
 {
@@ -236,7 +242,7 @@ static int one_opt(int id, int argc, char **argv, const struct wc_app_opts *app,
 		return wc_errf(err, errlen, -EINVAL, "flags: unknown option '%s'; see --help", bad);
 	if (id == ':')
 		return wc_errf(err, errlen, -EINVAL, "flags: option '%s' expects a value", bad);
-	if (id >= OPT_ROLE && id <= OPT_CONFIG) {
+	if (id >= OPT_ROLE && id <= OPT_CTL_TOKEN_FILE) {
 		rc = set_opt(c, id, optarg, err, errlen);
 		if (rc == 0)
 			wc_mark(c, (enum wc_field)opt_field[id - OPT_ROLE]);

@@ -204,6 +204,8 @@ int wc_cluster_finalize_with(struct wc_cluster *c, char *const envp[],
 		rc = wc_cfg_addr_node(c, r, err, errlen);
 	}
 	free(m);
+	if (rc == 0)
+		rc = wc_ctl_token_config(c, envp, err, errlen);
 	return rc;
 }
 

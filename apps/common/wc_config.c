@@ -391,6 +391,8 @@ static void merge_lists(struct wc_cluster *d, const struct wc_cluster *s)
 	}
 	if (wc_has(s, WC_F_CONFIG_PATH))
 		memcpy(d->config_path, s->config_path, sizeof(d->config_path));
+	if (wc_has(s, WC_F_CTL_TOKEN_FILE))
+		memcpy(d->ctl_token_file, s->ctl_token_file, sizeof(d->ctl_token_file));
 }
 
 void wc_cluster_merge(struct wc_cluster *d, const struct wc_cluster *s, enum wc_source kind)

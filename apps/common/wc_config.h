@@ -51,6 +51,8 @@
  * | --ckpt-interval / durability.ckpt_interval_s / WHARF_CKPT_INTERVAL_S | 300            | PS: seconds between periodic checkpoints to --ckpt (0: only at shutdown and on request; 0..86400)
  * | --wal-max-mb / durability.wal_max_mb / WHARF_WAL_MAX_MB         | 1024                 | PS: also checkpoint when the log since the last one passes this many MiB (1..1048576)
  * | --wal-sync-ms / durability.wal_sync_ms / WHARF_WAL_SYNC_MS      | 1000                 | PS: msync the log this often, bounding what a machine crash can take (0: only checkpoints do; 0..60000). A process crash loses nothing either way
+ * | --ctl-token-file / ctl_token_file / WHARF_CTL_TOKEN_FILE       | none: the node makes one | file holding the control token (16..256 printable bytes, no spaces) that status, save and shutdown need; WHARF_CTL_TOKEN gives the token itself (a file given by flag comes first); without either a node makes a token and writes it to <run dir>/ctl-<ip>-<port>.token (mode 0600), where wharf-ctl finds it
+ * | - / - / WHARF_RUNTIME_DIR                                     | $XDG_RUNTIME_DIR/wharf, else /tmp/wharf-<uid> | the run directory for those token files (private: 0700, ours)
  * | --mtu / mtu / WHARF_MTU                                          | 1500                 | protocol=dpdk: the data port's MTU (576..9000; every node of a cluster must agree: jumbo 9000 is what a PS network wants, fewer segments per tensor)
  * | --config / - / -                                                | none                 | the JSON cluster file
  *
@@ -76,6 +78,8 @@
 #define WC_IFNAME_LEN 16      /* a Linux interface name incl. NUL (IFNAMSIZ) */
 #define WC_PATH_LEN 512
 #define WC_MAX_CORES 128
+#define WC_CTL_TOKEN_MIN 16   /* control token bytes */
+#define WC_CTL_TOKEN_MAX 256
 
 #define WC_DEF_FUSE_MAX_BYTES 8192u
 #define WC_DEF_FUSE_MAX_MSGS 64u
@@ -139,6 +143,7 @@ enum wc_field {
 	WC_F_DATA_PREFIX,
 	WC_F_DATA_GATEWAY,
 	WC_F_CONFIG_PATH,
+	WC_F_CTL_TOKEN_FILE,
 	WC_F_COUNT
 };
 
@@ -197,6 +202,16 @@ struct wc_cluster {
 	char data_iface[WC_IFNAME_LEN];
 	unsigned data_prefix;
 	struct wc_endpoint data_gateway;
+
+	/*
+	 * Control plane (wc_psnet_auth.c). ctl_token_file: a source's file; finalize reads the
+	 * token into ctl_token (or takes WHARF_CTL_TOKEN), "" when the node is to make its own;
+	 * ctl_token_src says where it came from; run_dir: where a made token's file goes.
+	 */
+	char ctl_token_file[WC_PATH_LEN];
+	char ctl_token[WC_CTL_TOKEN_MAX + 1];
+	char ctl_token_src[WC_PATH_LEN + 32];
+	char run_dir[WC_PATH_LEN];
 
 	char endpoint_map[WC_PATH_LEN]; /* file path after finalize ("" = none found) */
 	char config_path[WC_PATH_LEN];

@@ -285,13 +285,16 @@ void wc_fleet_stop_worker(struct wc_fleet *f)
 
 int wc_fleet_stop_servers(struct wc_fleet *f, int timeout_ms)
 {
-	char out[256], err[256], ep[WC_HOST_LEN + 8];
+	char out[256], err[256], ep[WC_HOST_LEN + 8], tok[WC_CTL_TOKEN_MAX + 1];
 	int rc, first = 0;
 	unsigned s;
 
 	for (s = 0; s < f->cl.n_ps; s++) {
-		rc = wc_ctl_request(&f->cl.ps[s], "shutdown", timeout_ms, out, sizeof(out), err,
-				    sizeof(err));
+		/* shutdown needs the server's token: the job's, or the one it made beside us. */
+		rc = wc_ctl_token_of(&f->cl, &f->cl.ps[s], tok, sizeof(tok), err, sizeof(err));
+		if (rc == 0)
+			rc = wc_ctl_request(&f->cl.ps[s], tok, "shutdown", timeout_ms, out, sizeof(out),
+					    err, sizeof(err));
 		if (rc == 0 && strncmp(out, "ok", 2) != 0)
 			rc = -EPROTO;
 		if (rc != 0 && first == 0) {

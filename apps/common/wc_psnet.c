@@ -225,6 +225,53 @@ static void wn_on_closed(struct fz_conn *fc, int reason)
 	wn_conn_free(c);
 }
 
+static int ctl_reply(struct wn_conn *c, uint64_t req_id, const char *text);
+
+/* One log line a second at most: a peer that keeps trying must not flood the log. */
+static void plane_refused(struct wn_conn *c, const char *what)
+{
+	struct wc_psnet *n = c->n;
+	uint64_t now = wn_now_us();
+
+	n->ctl_refused++;
+	c->errors++;
+	if (now < n->next_refused_log_us)
+		return;
+	n->next_refused_log_us = now + 1000000u;
+	WC_LOG(WARNING, "%s: connection %u: %s refused (%" PRIu64 " control refusals so far)",
+	       n->name, c->id, what, n->ctl_refused);
+}
+
+/*
+ * Control commands only on the control endpoint, on a connection of their own: a data
+ * connection (a DPDK data port's, a kernel one that sent a PS request first, or one a worker
+ * opened to a server) never carries one, and a control connection carries no PS request.
+ */
+static bool plane_allows(struct wn_conn *c, const struct tl_msg_view *m)
+{
+	bool ctl = m->hdr.type == WC_T_CTL;
+
+	if (c->kind == WN_TO_SERVER) {
+		if (ctl)
+			plane_refused(c, "a control command from a server");
+		return !ctl;
+	}
+	if (c->plane == WN_PLANE_EITHER)
+		c->plane = ctl ? WN_PLANE_CTL : WN_PLANE_DATA;
+	if (ctl == (c->plane == WN_PLANE_CTL))
+		return true;
+	if (ctl) {
+		plane_refused(c, "a control command on a data connection");
+		(void)ctl_reply(c, m->hdr.req_id, "error control commands are answered on the "
+				"control endpoint only, on a connection that sends no data requests");
+	} else {
+		plane_refused(c, "a data request on a control connection");
+		tl_send_error(fz_conn_tl(c->fc), m->hdr.req_id, EPERM, "data requests go to the "
+			      "data endpoint, on a connection that sends no control commands");
+	}
+	return false;
+}
+
 static void wn_on_msg(struct fz_conn *fc, const struct tl_msg_view *m,
 		      const struct tl_msg_view *carrier)
 {
@@ -234,6 +281,8 @@ static void wn_on_msg(struct fz_conn *fc, const struct tl_msg_view *m,
 	if (c == NULL)
 		return;
 	c->bytes_in += TL_MSG_HDR_LEN + m->hdr.body_len;
+	if (!plane_allows(c, m))
+		return;
 	if (m->hdr.type == WC_T_CTL)
 		wn_ctl_handle(c, m);
 	else if (c->kind == WN_TO_SERVER)
@@ -244,9 +293,8 @@ static void wn_on_msg(struct fz_conn *fc, const struct tl_msg_view *m,
 
 const struct fz_conn_ops wn_conn_ops = { wn_on_connected, wn_on_msg, wn_on_closed };
 
-void wn_on_accept(struct fz_conn *fc, void *ctx)
+static void on_accept(struct fz_conn *fc, struct wc_psnet *n, enum wn_plane plane)
 {
-	struct wc_psnet *n = ctx;
 	struct wn_conn *c = wn_conn_new(n, WN_ACCEPTED);
 
 	if (c == NULL) {
@@ -256,8 +304,13 @@ void wn_on_accept(struct fz_conn *fc, void *ctx)
 	}
 	c->fc = fc;
 	c->up = 1;
+	c->plane = plane;
 	fz_conn_set_ctx(fc, c);
 }
+
+void wn_on_accept_data(struct fz_conn *fc, void *ctx) { on_accept(fc, ctx, WN_PLANE_DATA); }
+void wn_on_accept_ctl(struct fz_conn *fc, void *ctx) { on_accept(fc, ctx, WN_PLANE_CTL); }
+void wn_on_accept_either(struct fz_conn *fc, void *ctx) { on_accept(fc, ctx, WN_PLANE_EITHER); }
 
 int wn_endpoint_ip(const struct wc_endpoint *ep, uint32_t *ip, char *err, size_t errlen,
 		   const char *what)
@@ -327,11 +380,38 @@ static int listen_control(struct wc_psnet *n, char *err, size_t errlen)
 		return 0;
 	if ((rc = wn_endpoint_ip(ep, &ip, err, errlen, "control endpoint")) != 0)
 		return rc;
-	rc = fz_net_listen(n->ctl_fz, ip, ep->port, &n->fzc_ctl, &wn_conn_ops, wn_on_accept, n,
+	rc = fz_net_listen(n->ctl_fz, ip, ep->port, &n->fzc_ctl, &wn_conn_ops, wn_on_accept_ctl, n,
 			   &n->ctl_l);
 	if (rc != 0)
 		return wn_errf(err, errlen, rc, "control endpoint %s:%u: cannot listen: %s", ep->host,
 			       ep->port, strerror(-rc));
+	return 0;
+}
+
+/*
+ * The node's control token (lane 0, when the node has a control endpoint): the job's, or
+ * one made now and written where wharf-ctl finds it; the path is logged, as Jupyter does.
+ */
+static int ctl_token_setup(struct wc_psnet *n, char *err, size_t errlen)
+{
+	const struct wc_endpoint *ep = own_control(n->cl);
+	int rc;
+
+	if (ep == NULL || n->lane != 0)
+		return 0;
+	if (n->cl->ctl_token[0] != '\0') {
+		snprintf(n->ctl_token, sizeof(n->ctl_token), "%s", n->cl->ctl_token);
+		WC_LOG(INFO, "%s: control token from %s (health needs none; status, save and "
+		       "shutdown need it)", n->name, n->cl->ctl_token_src);
+		return 0;
+	}
+	rc = wc_ctl_token_make(n->cl->run_dir, ep, n->ctl_token, sizeof(n->ctl_token),
+			       n->ctl_token_made, sizeof(n->ctl_token_made), err, errlen);
+	if (rc != 0)
+		return rc;
+	WC_LOG(INFO, "%s: control token in %s (mode 0600; wharf-ctl on this host reads it; give "
+	       "WHARF_CTL_TOKEN or --ctl-token-file for a token of your own)", n->name,
+	       n->ctl_token_made);
 	return 0;
 }
 
@@ -394,12 +474,17 @@ int wc_psnet_create(const struct wc_psnet_params *p, struct wc_psnet **out, char
 		if ((rc = fz_net_create(n->ctl_tl, &n->ctl_fz)) != 0)
 			goto out_ctl_tl;
 	}
-	if ((rc = listen_control(n, err, errlen)) != 0)
+	if ((rc = ctl_token_setup(n, err, errlen)) != 0)
 		goto out_ctl_fz;
+	if ((rc = listen_control(n, err, errlen)) != 0)
+		goto out_ctl_token;
 	log_knobs(n);
 	*out = n;
 	return 0;
 
+out_ctl_token:
+	if (n->ctl_token_made[0] != '\0')
+		wc_ctl_token_unmake(n->ctl_token_made, n->ctl_token);
 out_ctl_fz:
 	if (n->ctl_fz != n->fz)
 		fz_net_destroy(n->ctl_fz);
@@ -439,6 +524,8 @@ void wc_psnet_destroy(struct wc_psnet *n)
 	if (n->ctl_tl != n->tl)
 		tl_destroy(n->ctl_tl);
 	tl_destroy(n->tl);
+	if (n->ctl_token_made[0] != '\0')
+		wc_ctl_token_unmake(n->ctl_token_made, n->ctl_token);
 	free(n);
 }
 
@@ -539,6 +626,8 @@ static void ctl_status(struct wc_psnet *n, char *out, size_t len)
 	    wc_role_name(n->cl->role), n->cl->task_index, wc_protocol_name(n->cl->protocol),
 	    wc_mode_name(n->cl->mode), n->cl->tensor_fuse ? "on" : "off",
 	    (double)(wn_now_us() - n->t0_us) / 1e6, n->draining ? "  draining" : "");
+	OUT("control  requests %" PRIu64 "  refused %" PRIu64 "  token %s\n", n->ctl_reqs,
+	    n->ctl_refused, n->ctl_token_made[0] ? n->ctl_token_made : n->cl->ctl_token_src);
 	OUT("lcore  0  msgs_in %" PRIu64 "  bytes_in %" PRIu64 "  msgs_out %" PRIu64 "  bytes_out %"
 	    PRIu64 "  rejected %" PRIu64 "  refused_streams %" PRIu64 "  buffers %u/%u free\n",
 	    ts.msgs_in, ts.bytes_in, ts.msgs_out, ts.bytes_out, ts.rejected, ts.refused_streams,
@@ -609,7 +698,8 @@ static int ctl_reply(struct wn_conn *c, uint64_t req_id, const char *text)
 
 static void ctl_save(struct wn_conn *c, const char *path, char *out, size_t len)
 {
-	char err[256];
+	char err[512], target[2 * WC_PATH_LEN + 2];
+	const char *wal = c->n->scfg != NULL ? c->n->scfg->wal_dir : NULL;
 	uint64_t rows = 0;
 	int rc;
 
@@ -625,19 +715,76 @@ static void ctl_save(struct wn_conn *c, const char *path, char *out, size_t len)
 		snprintf(out, len, "error save: no path given and the server has no --ckpt");
 		return;
 	}
-	rc = wn_srv_save(c->n, path, &rows, err, sizeof(err));
+	/* Only under the checkpoint's directory: a control peer picks a name, not a place. */
+	rc = wc_ctl_save_target(c->n->ckpt, wal, path, target, sizeof(target), err, sizeof(err));
+	if (rc == 0)
+		rc = wn_srv_save(c->n, target, &rows, err, sizeof(err));
 	if (rc != 0)
 		snprintf(out, len, "error save %s: %s", path, err);
 	else
-		snprintf(out, len, "ok saved %" PRIu64 " rows to %s", rows, path);
+		snprintf(out, len, "ok saved %" PRIu64 " rows to %s", rows, target);
+}
+
+/*
+ * "token T\n" then the command line; health answers without the token, the rest only with
+ * the node's (constant-time compare). 0 when allowed, else the refusal is in out.
+ */
+static int ctl_auth(struct wn_conn *c, const char *line, const char *tok, size_t toklen,
+		    char *out, size_t len)
+{
+	struct wc_psnet *n = c->n;
+	char what[80];
+
+	if (strcmp(line, "health") == 0)
+		return 0;
+	if (tok != NULL && n->ctl_token[0] != '\0' &&
+	    wc_ctl_token_equal(tok, toklen, n->ctl_token, strlen(n->ctl_token)))
+		return 0;
+	snprintf(what, sizeof(what), "control command '%.16s' %s", line,
+		 tok == NULL ? "without a token" : "with a wrong token");
+	plane_refused(c, what);
+	snprintf(out, len, "error %.32s: %s; health needs none, every other command the node's "
+		 "control token (wharf-ctl reads WHARF_CTL_TOKEN, --ctl-token-file, or the file "
+		 "the node logged at start)", line, tok == NULL ? "no control token given" :
+		 "wrong control token");
+	return -EPERM;
+}
+
+static void ctl_command(struct wn_conn *c, const char *cmd, char *out, size_t len)
+{
+	struct wc_psnet *n = c->n;
+
+	if (strcmp(cmd, "health") == 0) {
+		char layout[256] = "";
+		/* A PS names its lanes and the model it serves (wc_model_digest). */
+		if (n->is_ps && n->h != NULL) {
+			wn_lanes_layout(n, layout, sizeof(layout) - 32);
+			snprintf(layout + strlen(layout), 32, " model %016" PRIx64, n->model_digest);
+		}
+		snprintf(out, len, "%s %s %u%s%s", n->is_ps && n->h == NULL ? "error starting" :
+			 n->draining ? "error draining" : "ok ready", wc_role_name(n->cl->role),
+			 n->cl->task_index, layout[0] ? " " : "", layout);
+	} else if (strcmp(cmd, "status") == 0) {
+		ctl_status(n, out, len);
+	} else if (strncmp(cmd, "save", 4) == 0 && (cmd[4] == ' ' || cmd[4] == '\0')) {
+		ctl_save(c, cmd + 4, out, len);
+	} else if (strcmp(cmd, "shutdown") == 0) {
+		n->stop = true;
+		snprintf(out, len, "ok shutting down");
+	} else {
+		snprintf(out, len, "error unknown command '%.64s'; expected health, status, save "
+			 "[PATH] or shutdown", cmd);
+	}
 }
 
 void wn_ctl_handle(struct wn_conn *c, const struct tl_msg_view *m)
 {
 	struct wc_psnet *n = c->n;
-	char cmd[WC_PATH_LEN + 16];
-	char *out;
+	char cmd[WC_CTL_TOKEN_MAX + WC_PATH_LEN + 32];
+	const char *line = cmd, *tok = NULL;
+	size_t toklen = 0;
 	uint32_t len = m->hdr.body_len;
+	char *out;
 
 	n->ctl_reqs++;
 	out = malloc(WC_CTL_MAX);
@@ -647,30 +794,15 @@ void wn_ctl_handle(struct wn_conn *c, const struct tl_msg_view *m)
 		snprintf(out, WC_CTL_MAX, "error command longer than %zu bytes", sizeof(cmd) - 1);
 	} else {
 		cmd[len] = '\0';
-		cmd[strcspn(cmd, "\r\n")] = '\0';
-		if (strcmp(cmd, "health") == 0) {
-			char layout[256] = "";
-			/* A PS names its lanes and the model it serves (wc_model_digest). */
-			if (n->is_ps && n->h != NULL) {
-				wn_lanes_layout(n, layout, sizeof(layout) - 32);
-				snprintf(layout + strlen(layout), 32, " model %016" PRIx64,
-					 n->model_digest);
-			}
-			snprintf(out, WC_CTL_MAX, "%s %s %u%s%s", n->is_ps && n->h == NULL ?
-				 "error starting" : n->draining ? "error draining" : "ok ready",
-				 wc_role_name(n->cl->role), n->cl->task_index, layout[0] ? " " : "",
-				 layout);
+		if (strncmp(cmd, "token ", 6) == 0) {
+			tok = cmd + 6;
+			toklen = strcspn(tok, "\r\n");
+			line = tok + toklen;
+			line += strspn(line, "\r\n");
 		}
-		else if (strcmp(cmd, "status") == 0)
-			ctl_status(n, out, WC_CTL_MAX);
-		else if (strncmp(cmd, "save", 4) == 0 && (cmd[4] == ' ' || cmd[4] == '\0'))
-			ctl_save(c, cmd + 4, out, WC_CTL_MAX);
-		else if (strcmp(cmd, "shutdown") == 0) {
-			n->stop = true;
-			snprintf(out, WC_CTL_MAX, "ok shutting down");
-		} else
-			snprintf(out, WC_CTL_MAX, "error unknown command '%.64s'; expected health, "
-				 "status, save [PATH] or shutdown", cmd);
+		cmd[line - cmd + strcspn(line, "\r\n")] = '\0';
+		if (ctl_auth(c, line, tok, toklen, out, WC_CTL_MAX) == 0)
+			ctl_command(c, line, out, WC_CTL_MAX);
 	}
 	int rc = ctl_reply(c, m->hdr.req_id, out);
 	if (rc != 0) {

@@ -10,9 +10,11 @@
  *   (hands the buffer to fz_conn_send, a fresh one takes its place) -> io.poll ->
  *   reply callback -> ps_client_on_reply -> completion.
  * Control plane:  wharf-ctl / a worker's readiness check -> one WC_T_CTL message holding a
- *   command line ("health", "status", "save PATH", "shutdown") -> WC_T_CTL_R holding text.
- *   With protocol=dpdk it runs on a second, kernel-socket transport instance; with
- *   protocol=kernel data and control share the control endpoint and are told apart by type.
+ *   command line ("health", "status", "save PATH", "shutdown"), after the node's control
+ *   token for all but health (wc_psnet_auth.c) -> WC_T_CTL_R holding text. With
+ *   protocol=dpdk it runs on a second, kernel-socket transport instance and the data port
+ *   refuses it; with protocol=kernel data and control share the control endpoint and a
+ *   connection is one or the other, by the type of its first message.
  *
  * Threads: one struct wc_psnet is driven by one thread. A PS runs NETWORK_PS_CORE_NUMBER
  * lanes (wc_psnet_lanes.c): one struct wc_psnet per lane, each with its own transport
@@ -38,7 +40,7 @@
  * Control messages. Their numbers sit in ps_core's range (32..255) at its top, which ps_core
  * leaves unused; the glue dispatches them before ps_handle ever sees a message.
  */
-#define WC_T_CTL 240u   /* body: one command line, UTF-8, no NUL */
+#define WC_T_CTL 240u   /* body: ["token T\n"] one command line, UTF-8, no NUL */
 #define WC_T_CTL_R 241u /* body: the answer text; first word "ok" or "error" */
 #define WC_CTL_MAX 16384u
 
@@ -253,11 +255,65 @@ void wc_psnet_cli_stats(const struct wc_psnet *n, struct wc_psnet_cli_stats *out
 /* ---- control plane client (wc_psnet_ctl.c) ---- */
 
 /*
- * Sends one command to a control endpoint over kernel TCP and copies the answer text into
- * out. -ECONNREFUSED/-ETIMEDOUT when nobody answers within timeout_ms; err says so.
+ * Sends one command to a control endpoint over kernel TCP, with token (NULL or "": none;
+ * health needs none), and copies the answer text into out. -ECONNREFUSED/-ETIMEDOUT when
+ * nobody answers within timeout_ms; err says so.
  */
-int wc_ctl_request(const struct wc_endpoint *ep, const char *cmd, int timeout_ms, char *out,
-		   size_t outlen, char *err, size_t errlen);
+int wc_ctl_request(const struct wc_endpoint *ep, const char *token, const char *cmd,
+		   int timeout_ms, char *out, size_t outlen, char *err, size_t errlen);
+
+/* ---- control token and save paths (wc_psnet_auth.c) ---- */
+
+/*
+ * health needs no token (readiness and liveness probes ask it); status, save and shutdown
+ * need the node's control token. wc_ctl_request sends token (NULL or "": none) on a line of
+ * its own before the command ("token T\n" + command).
+ */
+/* 16..256 printable ASCII bytes without spaces, else -EINVAL naming what. */
+int wc_ctl_token_check(const char *tok, const char *what, char *err, size_t errlen);
+/* A token file: one line, trailing newline and spaces dropped, then checked. -errno. */
+int wc_ctl_token_read(const char *path, char *tok, size_t toklen, const char *what, char *err,
+		      size_t errlen);
+/* WHARF_RUNTIME_DIR, else $XDG_RUNTIME_DIR/wharf, else /tmp/wharf-<euid>. */
+void wc_ctl_run_dir_default(char *const envp[], char *out, size_t len);
+/*
+ * <run_dir>/ctl-<ip>-<port>.token (the host as given when ep is not resolved): where the
+ * node at ep writes a token it made.
+ */
+void wc_ctl_token_path(const char *run_dir, const struct wc_endpoint *ep, char *out, size_t len);
+/*
+ * Makes a token (32 random bytes as 64 hex digits) into tok and writes it to
+ * wc_ctl_token_path (mode 0600, renamed into place), run_dir made 0700 when missing and
+ * refused when it is not a private directory of ours. path gets the file's name. -errno.
+ */
+int wc_ctl_token_make(const char *run_dir, const struct wc_endpoint *ep, char *tok, size_t toklen,
+		      char *path, size_t pathlen, char *err, size_t errlen);
+/* Removes path when it still holds tok (a node started on the endpoint since keeps its own). */
+void wc_ctl_token_unmake(const char *path, const char *tok);
+/*
+ * A client's token for the node at ep: file (NULL or "": none given), else WHARF_CTL_TOKEN,
+ * else WHARF_CTL_TOKEN_FILE's file, else the file a node at ep made in the run directory.
+ * tok is "" when that file does not exist either (health still works); src says which
+ * source it was. -errno for a token source that is given but unreadable or malformed.
+ */
+int wc_ctl_token_find(const char *file, char *const envp[], const struct wc_endpoint *ep,
+		      char *tok, size_t toklen, char *src, size_t srclen, char *err, size_t errlen);
+/*
+ * The token a node of cluster cl sends to the node at ep: cl's own (the job's token), else
+ * the file a node at ep made in cl's run directory ("" when there is none).
+ */
+int wc_ctl_token_of(const struct wc_cluster *cl, const struct wc_endpoint *ep, char *tok,
+		    size_t toklen, char *err, size_t errlen);
+/* Equal, in time that depends on wlen only (want is the secret). */
+bool wc_ctl_token_equal(const char *given, size_t glen, const char *want, size_t wlen);
+/*
+ * Where "save PATH" may write: PATH relative to the checkpoint's directory, or absolute
+ * inside it, with no ".." component, its directory existing and (resolved, links and all)
+ * at or below the checkpoint's, and not in the log directory wal_dir (may be NULL). out is
+ * the path to write (ckpt itself when it names the checkpoint). -EPERM/-EINVAL/-errno.
+ */
+int wc_ctl_save_target(const char *ckpt, const char *wal_dir, const char *path, char *out,
+		       size_t outlen, char *err, size_t errlen);
 
 /* ---- whole server (wc_psnet_run.c) ---- */
 

@@ -304,7 +304,7 @@ static int try_servers(struct wc_psnet *n, char *err, size_t errlen)
 			if (n->dst[d] != NULL)
 				drop_conn(n->dst[d]);
 		}
-		if (wc_ctl_request(&n->cl->ps[s], "health", 1000, ans, sizeof(ans), cerr,
+		if (wc_ctl_request(&n->cl->ps[s], NULL, "health", 1000, ans, sizeof(ans), cerr,
 				   sizeof(cerr)) != 0 || strncmp(ans, "ok ready", 8) != 0) {
 			down++;
 			continue;

@@ -57,12 +57,13 @@ static void ctl_closed(struct tl_conn *c, int reason)
 
 static const struct tl_conn_ops ctl_ops = { ctl_connected, ctl_msg, ctl_closed };
 
-int wc_ctl_request(const struct wc_endpoint *ep, const char *cmd, int timeout_ms, char *out,
-		   size_t outlen, char *err, size_t errlen)
+int wc_ctl_request(const struct wc_endpoint *ep, const char *token, const char *cmd,
+		   int timeout_ms, char *out, size_t outlen, char *err, size_t errlen)
 {
 	struct ctl_req r = { .out = out, .outlen = outlen };
 	struct tl_msg_hdr h = { .type = WC_T_CTL, .req_id = 1 };
-	struct tl_iov iov = { (const uint8_t *)cmd, (uint32_t)strlen(cmd) };
+	char line[WC_CTL_TOKEN_MAX + WC_PATH_LEN + 32];
+	struct tl_iov iov = { (const uint8_t *)line, 0 };
 	uint64_t deadline = wn_now_us() + (uint64_t)timeout_ms * 1000u;
 	struct tl_config cfg;
 	struct tl_conn *c = NULL;
@@ -74,6 +75,14 @@ int wc_ctl_request(const struct wc_endpoint *ep, const char *cmd, int timeout_ms
 		out[0] = '\0';
 	if ((rc = wn_endpoint_ip(ep, &ip, err, errlen, "control endpoint")) != 0)
 		return rc;
+	rc = token != NULL && token[0] != '\0' ?
+	     snprintf(line, sizeof(line), "token %s\n%s", token, cmd) :
+	     snprintf(line, sizeof(line), "%s", cmd);
+	if (rc < 0 || (size_t)rc >= sizeof(line))
+		return wn_errf(err, errlen, -E2BIG, "control command longer than %zu bytes",
+			       sizeof(line) - 1);
+	iov.len = (uint32_t)rc;
+	rc = 0;
 	tl_config_default(&cfg);
 	cfg.protocol = TL_PROTO_KERNEL;
 	cfg.max_body = WC_CTL_MAX;

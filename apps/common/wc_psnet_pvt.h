@@ -39,10 +39,18 @@ _Static_assert(sizeof(struct wn_buf) <= WN_BUF_HEAD, "buffer head fits its cache
 
 enum wn_kind { WN_ACCEPTED = 0, WN_TO_SERVER };
 
+/*
+ * What an accepted connection may carry: a data listener's, PS requests only; a control
+ * listener's, control commands only; the one listener of protocol=kernel's lane 0 (data and
+ * control share the control endpoint), either, until the first message decides for good.
+ */
+enum wn_plane { WN_PLANE_EITHER = 0, WN_PLANE_DATA, WN_PLANE_CTL };
+
 struct wn_conn {
 	struct wc_psnet *n;
 	struct fz_conn *fc;
 	enum wn_kind kind;
+	enum wn_plane plane;    /* accepted: what it may carry */
 	uint32_t id, server, lane, dest; /* to-server: its server, lane and ps_client dest */
 	int up;                 /* 0 connecting, 1 up, -1 failed or closed */
 	int reason;
@@ -90,6 +98,10 @@ struct wc_psnet {
 	uint32_t next_conn_id;
 	struct fz_conn_stats fz_gone;     /* fuse counters of the connections already closed */
 	uint64_t t0_us, next_ctl_us, next_sig_us;
+	/* control plane (lane 0): the token status/save/shutdown need, the file of one we made */
+	char ctl_token[WC_CTL_TOKEN_MAX + 1];
+	char ctl_token_made[WC_PATH_LEN + 96];
+	uint64_t ctl_refused, next_refused_log_us;
 
 	/* server */
 	struct ps_server *ps;
@@ -190,6 +202,9 @@ void wn_lanes_status(const struct wc_psnet *n, char *out, size_t len, size_t *of
 void wn_lanes_layout(const struct wc_psnet *n, char *out, size_t len);
 
 extern const struct fz_conn_ops wn_conn_ops;
-void wn_on_accept(struct fz_conn *fc, void *ctx);
+/* Accept callbacks of a data listener, a control listener, and protocol=kernel's shared one. */
+void wn_on_accept_data(struct fz_conn *fc, void *ctx);
+void wn_on_accept_ctl(struct fz_conn *fc, void *ctx);
+void wn_on_accept_either(struct fz_conn *fc, void *ctx);
 
 #endif

@@ -65,7 +65,9 @@ int wc_psnet_serve(struct wc_psnet *n, struct ps_server *ps, struct ps_handler *
 		return wn_errf(err, errlen, -ERANGE, "data port %u + lane %u is past 65535",
 			       data->port, n->lane);
 	}
-	rc = fz_net_listen(n->fz, ip, port, &n->fzc, &wn_conn_ops, wn_on_accept, n, &n->data_l);
+	/* Kernel TCP's lane 0 listens once, on the control endpoint: data and control share it. */
+	rc = fz_net_listen(n->fz, ip, port, &n->fzc, &wn_conn_ops, n->ctl_fz == n->fz && n->lane == 0 ?
+			   wn_on_accept_either : wn_on_accept_data, n, &n->data_l);
 	if (rc != 0) {
 		n->h = NULL;
 		return wn_errf(err, errlen, rc, "data endpoint %s:%u (lane %u): cannot listen: %s",
@@ -73,8 +75,8 @@ int wc_psnet_serve(struct wc_psnet *n, struct ps_server *ps, struct ps_handler *
 	}
 	n->data_port = fz_listener_port(n->data_l);
 	if (n->ctl_fz != n->fz) {
-		rc = fz_net_listen(n->ctl_fz, cip, ctl->port, &n->fzc_ctl, &wn_conn_ops, wn_on_accept, n,
-				   &n->ctl_l);
+		rc = fz_net_listen(n->ctl_fz, cip, ctl->port, &n->fzc_ctl, &wn_conn_ops,
+				   wn_on_accept_ctl, n, &n->ctl_l);
 		if (rc != 0) {
 			fz_unlisten(n->data_l);
 			n->data_l = NULL;

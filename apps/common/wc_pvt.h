@@ -69,4 +69,11 @@ void wc_logf(const struct wc_resolver *r, const char *fmt, ...) __attribute__((f
 int wc_cfg_addr_task(struct wc_cluster *c, const struct wc_resolver *r, char *err, size_t errlen);
 int wc_cfg_addr_node(struct wc_cluster *c, const struct wc_resolver *r, char *err, size_t errlen);
 
+/*
+ * The control token of the configuration (wc_psnet_auth.c), for wc_cluster_finalize: the
+ * file a flag names, else WHARF_CTL_TOKEN, else the file of WHARF_CTL_TOKEN_FILE or the JSON
+ * key, read into c->ctl_token ("" when none: the node makes its own); and c->run_dir.
+ */
+int wc_ctl_token_config(struct wc_cluster *c, char *const envp[], char *err, size_t errlen);
+
 #endif

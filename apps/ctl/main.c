@@ -2,12 +2,16 @@
  * wharf-ctl — talks to a running node's control plane (kernel TCP): readiness, the status
  * table (per-lcore, per-connection, per-table counters), a checkpoint, shutdown.
  *
- *   wharf-ctl [--timeout-ms MS] HOST:PORT health|status|save [PATH]|shutdown
+ *   wharf-ctl [--timeout-ms MS] [--ctl-token-file FILE] HOST:PORT health|status|save [PATH]|shutdown
  *
- * Call chain: main -> wc_parse_endpoint, wc_endpoint_resolve -> wc_ctl_request -> print the
- * answer.
- * Exit status: 0 the node said "ok", 1 it answered an error or did not answer (or HOST does
- * not resolve), 2 bad usage.
+ * health needs no token; the other commands send the node's control token, found as
+ * wc_ctl_token_find says: --ctl-token-file, WHARF_CTL_TOKEN, WHARF_CTL_TOKEN_FILE, or the
+ * file a node at HOST:PORT made in the run directory.
+ *
+ * Call chain: main -> wc_parse_endpoint, wc_endpoint_resolve -> wc_ctl_token_find ->
+ * wc_ctl_request -> print the answer. Exit status: 0 the node said "ok", 1 it answered an
+ * error or did not answer (or HOST does not resolve), 2 bad usage (a token source given but
+ * unreadable included).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,12 +20,19 @@
 
 #include "apps/common/wc_psnet.h"
 
+extern char **environ;
+
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: wharf-ctl [--timeout-ms MS] HOST:PORT COMMAND\n"
+	fprintf(f, "usage: wharf-ctl [--timeout-ms MS] [--ctl-token-file FILE] HOST:PORT COMMAND\n"
 		   "  HOST:PORT   a node's control endpoint (an IPv4 address or host name, and port)\n"
 		   "  COMMAND     health | status | save [PATH] | shutdown\n"
-		   "              save without PATH writes the server's --ckpt file\n"
+		   "              save without PATH writes the server's --ckpt file; with PATH, a\n"
+		   "              file under the checkpoint's directory (relative to it, or inside it)\n"
+		   "  --ctl-token-file FILE  the node's control token (status, save and shutdown\n"
+		   "              need it; health does not). Else WHARF_CTL_TOKEN, WHARF_CTL_TOKEN_FILE,\n"
+		   "              or the file the node made: $WHARF_RUNTIME_DIR (or $XDG_RUNTIME_DIR/wharf,\n"
+		   "              or /tmp/wharf-UID)/ctl-IP-PORT.token\n"
 		   "Exit status: 0 ok, 1 the node refused or did not answer (or HOST does not\n"
 		   "resolve), 2 bad usage.\n");
 }
@@ -29,7 +40,9 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	struct wc_endpoint ep;
-	char cmd[WC_PATH_LEN + 16], err[512];
+	char cmd[WC_PATH_LEN + 16], err[WC_PATH_LEN + 256], src[WC_PATH_LEN + 96];
+	char tok[WC_CTL_TOKEN_MAX + 1];
+	const char *file = NULL;
 	char *out;
 	unsigned timeout = 5000;
 	int i = 1, rc;
@@ -38,12 +51,21 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	if (argc > 2 && strcmp(argv[1], "--timeout-ms") == 0) {
-		if (wc_parse_uint(argv[2], 1, 600000, &timeout, "--timeout-ms", err, sizeof(err)) != 0) {
-			fprintf(stderr, "wharf-ctl: %s\n", err);
+	while (i + 1 < argc && strncmp(argv[i], "--", 2) == 0) {
+		if (strcmp(argv[i], "--timeout-ms") == 0) {
+			if (wc_parse_uint(argv[i + 1], 1, 600000, &timeout, "--timeout-ms", err,
+					  sizeof(err)) != 0) {
+				fprintf(stderr, "wharf-ctl: %s\n", err);
+				return 2;
+			}
+		} else if (strcmp(argv[i], "--ctl-token-file") == 0) {
+			file = argv[i + 1];
+		} else {
+			fprintf(stderr, "wharf-ctl: unknown option %s\n", argv[i]);
+			usage(stderr);
 			return 2;
 		}
-		i = 3;
+		i += 2;
 	}
 	if (argc - i < 2 || argc - i > 3) {
 		usage(stderr);
@@ -62,12 +84,21 @@ int main(int argc, char **argv)
 		fprintf(stderr, "wharf-ctl: only save takes an argument\n");
 		return 2;
 	}
+	if (strlen(argv[i + 1]) + (argc - i == 3 ? strlen(argv[i + 2]) + 1 : 0) >= sizeof(cmd)) {
+		fprintf(stderr, "wharf-ctl: command longer than %zu bytes\n", sizeof(cmd) - 1);
+		return 2;
+	}
 	snprintf(cmd, sizeof(cmd), "%s%s%s", argv[i + 1], argc - i == 3 ? " " : "",
 		 argc - i == 3 ? argv[i + 2] : "");
+	if (wc_ctl_token_find(file, environ, &ep, tok, sizeof(tok), src, sizeof(src), err,
+			      sizeof(err)) != 0) {
+		fprintf(stderr, "wharf-ctl: %s\n", err);
+		return 2;
+	}
 	out = malloc(WC_CTL_MAX);
 	if (out == NULL)
 		return 1;
-	rc = wc_ctl_request(&ep, cmd, (int)timeout, out, WC_CTL_MAX, err, sizeof(err));
+	rc = wc_ctl_request(&ep, tok, cmd, (int)timeout, out, WC_CTL_MAX, err, sizeof(err));
 	if (rc != 0) {
 		fprintf(stderr, "wharf-ctl: %s\n", err);
 		free(out);
@@ -75,6 +106,8 @@ int main(int argc, char **argv)
 	}
 	printf("%s\n", out);
 	rc = strncmp(out, "ok", 2) == 0 ? 0 : 1;
+	if (rc != 0 && strstr(out, "control token") != NULL)
+		fprintf(stderr, "wharf-ctl: the token sent came from %s\n", src);
 	free(out);
 	return rc;
 }

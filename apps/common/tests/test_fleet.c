@@ -550,7 +550,7 @@ static void test_fleet_model_file_served_other_model_refused(void **state)
 	snprintf(ep_s, sizeof(ep_s), "127.0.0.1:%u", f->port);
 	assert_int_equal(wc_parse_endpoint(ep_s, strlen(ep_s), false, &ep, "test", f->err,
 					   sizeof(f->err)), 0);
-	assert_int_equal(wc_ctl_request(&ep, "health", 2000, ans, sizeof(ans), f->err,
+	assert_int_equal(wc_ctl_request(&ep, NULL, "health", 2000, ans, sizeof(ans), f->err,
 					sizeof(f->err)), 0);
 	snprintf(want, sizeof(want), " model %016llx", (unsigned long long)wc_model_digest(&mt));
 	if (strstr(ans, want) == NULL || strncmp(ans, "ok ready ps 0 lanes ", 20) != 0)
