@@ -15,10 +15,11 @@ KCL="--role ps --ps 127.0.0.1:47801 --num-workers 1 --protocol kernel --model co
 DCL="--role ps --ps 127.0.0.1:47800 --num-workers 1 --endpoint-map $MAP --protocol dpdk --model count"
 TS='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z'
 
-# run_ps NAME CTL ARGS...: a PS whose stderr is NAME.log; saves once through CTL, then stops.
+# run_ps NAME CTL ARGS...: a PS whose stderr is NAME.log; saves once through CTL (beside its
+# --ckpt: save PATH writes only under the checkpoint's directory), then stops.
 run_ps() {
 	local name=$1 ctl=$2; shift 2
-	"$@" >"$TB_DIR/$name.out" 2>"$TB_DIR/$name.log" &
+	"$@" --ckpt "$TB_DIR/$name.ckpt" >"$TB_DIR/$name.out" 2>"$TB_DIR/$name.log" &
 	TB_PIDS[$name]=$!
 	for _ in $(seq 1 200); do
 		grep -q "serving" "$TB_DIR/$name.log" && break
