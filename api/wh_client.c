@@ -70,6 +70,7 @@ struct wharf_req {
 	wharf_row_fn *row_fn;
 	void *row_arg;
 	int64_t rows;
+	struct wharf_client *cl;
 	/* network thread only */
 	uint32_t issued, live, per_chunk;
 	struct wharf_req *next;
@@ -401,7 +402,42 @@ static void break_client(struct wharf_client *cl, int rc, const char *why)
 		fail_req(cl, r, rc);
 	}
 	cl->bl_tail = NULL;
-	/* What is in flight stays with ps_client: its slots are forgotten with the client. */
+	/*
+	 * What is in flight fails too. ps_client keeps its slots (they go with the client), so
+	 * from now on the network thread never polls for replies: no chunk_done can run on a
+	 * chunk handed back here.
+	 */
+	for (uint32_t i = 0; i < WH_CHUNKS; i++) {
+		struct wh_chunk *ch = &cl->chunk[i];
+		struct wharf_req *r = ch->r;
+		if (r == NULL)
+			continue;
+		chunk_put(cl, ch);
+		if (r->status == 0)
+			r->status = rc;
+		r->issued = r->n;
+		if (--r->live == 0)
+			complete(cl, r);
+	}
+}
+
+/* A broken client's network thread: fails what still arrives on the ring until closed. */
+static void broken_loop(struct wharf_client *cl)
+{
+	int rc = atomic_load_explicit(&cl->broken, memory_order_relaxed);
+
+	while (!atomic_load_explicit(&cl->stop, memory_order_acquire) ||
+	       rte_ring_count(cl->ring) > 0) {
+		while (take(cl) > 0)
+			;
+		while (cl->bl_head != NULL) {
+			struct wharf_req *r = cl->bl_head;
+			cl->bl_head = r->next;
+			fail_req(cl, r, rc);
+		}
+		cl->bl_tail = NULL;
+		usleep(1000);
+	}
 }
 
 static int recover(struct wharf_client *cl)
@@ -498,10 +534,11 @@ static void *net_main(void *arg)
 			ask_again(cl, ch);
 		}
 		if ((rc < 0 || cl->need_recover || (cl->live > 0 && any_down(cl))) &&
-		    atomic_load_explicit(&cl->broken, memory_order_relaxed) == 0)
-			recover(cl);
-		if (atomic_load_explicit(&cl->stop, memory_order_acquire) &&
-		    (!busy(cl) || atomic_load_explicit(&cl->broken, memory_order_relaxed) != 0) &&
+		    recover(cl) != 0) {
+			broken_loop(cl);
+			break;
+		}
+		if (atomic_load_explicit(&cl->stop, memory_order_acquire) && !busy(cl) &&
 		    rte_ring_count(cl->ring) == 0)
 			break;
 	}
@@ -664,6 +701,7 @@ static int start(struct wharf_client *cl, struct wharf_req *r, wharf_done_fn *do
 		return wh_errf(-ENOMEM, "out of memory");
 	*h = *r;
 	atomic_init(&h->state, WH_RUNNING);
+	h->cl = cl;
 	h->done = done;
 	h->arg = arg;
 	h->handle = req != NULL;
@@ -732,7 +770,12 @@ static int wait_done(struct wharf_req *r, int timeout_ms)
 
 static int result(struct wharf_req *r)
 {
-	if (r->status != 0)
+	struct wharf_client *cl = r->cl;
+
+	if (r->status != 0 && r->status == atomic_load_explicit(&cl->broken, memory_order_acquire))
+		wh_set_err("%s of table %u: %s: %s", op_names[r->op], r->table,
+			   strerror(-r->status), cl->broken_err);
+	else if (r->status != 0)
 		wh_set_err("%s of table %u: %s", op_names[r->op], r->table, strerror(-r->status));
 	return r->status;
 }
@@ -743,6 +786,7 @@ static int call(struct wharf_client *cl, struct wharf_req *r)
 	int rc;
 
 	atomic_init(&r->state, WH_RUNNING);
+	r->cl = cl;
 	r->handle = true;
 	r->heap = false;
 	r->spin = cl->spin_wait;

@@ -4,7 +4,8 @@
 # checkpoint and write-ahead log, is killed with SIGKILL and started again. The client must
 # reconnect on its own, resend what was not acknowledged, ask again what the lost connection
 # owed, and end with every key holding exactly what was pushed; over kernel TCP and over dpdk
-# (virtio-user through the switch).
+# (virtio-user through the switch). Then a PS that never comes back: every thread's call must
+# fail (not hang) once the client's wait timeout passed, with the endpoint named.
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
 
@@ -55,3 +56,22 @@ run() { # PROTO ROUNDS
 
 run kernel 60000
 run dpdk 30000
+
+# A PS that does not come back: the client gives up after --wait-timeout 3.
+CL="--ps 127.0.0.1:$B --num-workers 1 --protocol kernel --mode async --wait-timeout 3 --retry-interval 1"
+rm -f "$TB_DIR/ck-kernel" && rm -rf "$TB_DIR/ck-kernel.wal"
+"$PROG" --role ps $CL >"$TB_DIR/ps-lone.out" 2>"$TB_DIR/ps-lone.log" &
+TB_PIDS[ps]=$!
+tb_wait_log "$TB_DIR/ps-lone.log" "ps 0 serving" 20 || { cat "$TB_DIR/ps-lone.log" >&2; tb_fail "PS did not start"; }
+"$PROG" --role worker $CL -- 1000000 >"$TB_DIR/lone.out" 2>"$TB_DIR/lone.log" &
+TB_PIDS[w]=$!
+sleep 1
+kill -KILL "${TB_PIDS[ps]}"; wait "${TB_PIDS[ps]}" 2>/dev/null; unset "TB_PIDS[ps]"
+t0=$(date +%s)
+for _ in $(seq 1 300); do kill -0 "${TB_PIDS[w]}" 2>/dev/null || break; sleep 0.1; done
+kill -0 "${TB_PIDS[w]}" 2>/dev/null && { tail -5 "$TB_DIR/lone.log" >&2; tb_fail "the client still waits 30 s after its PS died for good"; }
+wait "${TB_PIDS[w]}"; rc=$?; unset "TB_PIDS[w]"
+[ $rc -ne 0 ] || tb_fail "the worker claimed success without its PS"
+n=$(grep -c "^ledger: thread .*127.0.0.1:$B" "$TB_DIR/lone.log")
+[ "$n" -eq 4 ] || { cat "$TB_DIR/lone.log" >&2; tb_fail "$n of 4 threads' failures name the PS"; }
+tb_pass "a PS gone for good: all 4 threads' calls failed after $(( $(date +%s) - t0 )) s: $(grep -m1 '^ledger: thread' "$TB_DIR/lone.log" | cut -c1-200)"
