@@ -206,8 +206,11 @@ static void geo_row(void *arg, uint64_t key, const float *row, uint32_t dim)
 
 /* ---- issuing (network thread) ------------------------------------------------------- */
 
-/* Encodes and sends one chunk. -EAGAIN: no request slot now (try after replies). */
-static int send_chunk(struct wharf_client *cl, struct wh_chunk *ch)
+/*
+ * Encodes and sends one chunk. fresh: a chunk not yet counted in its request's live (a
+ * chunk asked again is counted already). -EAGAIN: no request slot now (try after replies).
+ */
+static int send_chunk(struct wharf_client *cl, struct wh_chunk *ch, bool fresh)
 {
 	const struct ps_client_io *io = wc_psnet_io(cl->n);
 	struct wharf_req *r = ch->r;
@@ -216,7 +219,8 @@ static int send_chunk(struct wharf_client *cl, struct wh_chunk *ch)
 	uint32_t d, f = ch->first, k = ch->count;
 	int rc;
 
-	r->live++; /* first: the encode may complete the chunk at once */
+	if (fresh)
+		r->live++; /* first: the encode may complete the chunk at once */
 	switch (r->op) {
 	case WH_PULL:
 		rc = ps_client_pull(pc, r->table, r->dim, r->keys + f, k, r->out + (size_t)f * r->dim,
@@ -248,7 +252,8 @@ static int send_chunk(struct wharf_client *cl, struct wh_chunk *ch)
 		break;
 	}
 	if (rc < 0) {
-		r->live--;
+		if (fresh)
+			r->live--;
 		return rc;
 	}
 	cl->st.requests++;
@@ -288,7 +293,7 @@ static int issue(struct wharf_client *cl, struct wharf_req *r)
 		ch->count = r->n - r->issued < r->per_chunk ? r->n - r->issued : r->per_chunk;
 		ch->all = ch->more = false;
 		r->issued += ch->count;
-		rc = send_chunk(cl, ch);
+		rc = send_chunk(cl, ch, true);
 		if (rc == -EAGAIN) {
 			r->issued -= ch->count;
 			chunk_put(cl, ch);
@@ -313,7 +318,7 @@ static void reissue(struct wharf_client *cl)
 		int rc;
 
 		list = ch->next;
-		rc = send_chunk(cl, ch);
+		rc = send_chunk(cl, ch, false);
 		if (rc == -EAGAIN) {
 			ask_again(cl, ch);
 			continue;
@@ -896,6 +901,8 @@ int wharf_barrier(struct wharf_client *cl, uint64_t step)
 int wharf_pull_async(struct wharf_client *cl, uint32_t table, const uint64_t *keys, uint32_t n,
 		     float *out, wharf_done_fn *done, void *arg, struct wharf_req **req)
 {
+	if (req != NULL)
+		*req = NULL; /* refused below: nothing queued */
 	struct wharf_req r = REQ(.op = WH_PULL, .table = table, .n = n, .keys = keys, .out = out);
 	int rc = sparse(cl, &r);
 
@@ -905,6 +912,8 @@ int wharf_pull_async(struct wharf_client *cl, uint32_t table, const uint64_t *ke
 int wharf_push_async(struct wharf_client *cl, uint32_t table, const uint64_t *keys, uint32_t n,
 		     const float *grads, wharf_done_fn *done, void *arg, struct wharf_req **req)
 {
+	if (req != NULL)
+		*req = NULL; /* refused below: nothing queued */
 	struct wharf_req r = REQ(.op = WH_PUSH, .table = table, .n = n, .keys = keys,
 				 .grads = grads);
 	int rc = sparse(cl, &r);
@@ -916,6 +925,8 @@ int wharf_push_pull_async(struct wharf_client *cl, uint32_t table, const uint64_
 			  uint32_t n, const float *grads, float *out, wharf_done_fn *done,
 			  void *arg, struct wharf_req **req)
 {
+	if (req != NULL)
+		*req = NULL; /* refused below: nothing queued */
 	struct wharf_req r = REQ(.op = WH_PUSH_PULL, .table = table, .n = n, .keys = keys,
 				 .grads = grads, .out = out);
 	int rc = sparse(cl, &r);
@@ -926,6 +937,8 @@ int wharf_push_pull_async(struct wharf_client *cl, uint32_t table, const uint64_
 int wharf_dense_pull_async(struct wharf_client *cl, uint32_t table, float *out,
 			   wharf_done_fn *done, void *arg, struct wharf_req **req)
 {
+	if (req != NULL)
+		*req = NULL; /* refused below: nothing queued */
 	struct wharf_req r = REQ(.op = WH_DPULL, .table = table, .out = out);
 	int rc = dense(cl, &r);
 
@@ -935,6 +948,8 @@ int wharf_dense_pull_async(struct wharf_client *cl, uint32_t table, float *out,
 int wharf_dense_push_async(struct wharf_client *cl, uint32_t table, const float *grads,
 			   wharf_done_fn *done, void *arg, struct wharf_req **req)
 {
+	if (req != NULL)
+		*req = NULL; /* refused below: nothing queued */
 	struct wharf_req r = REQ(.op = WH_DPUSH, .table = table, .grads = grads);
 	int rc = dense(cl, &r);
 
@@ -944,6 +959,8 @@ int wharf_dense_push_async(struct wharf_client *cl, uint32_t table, const float 
 int wharf_barrier_async(struct wharf_client *cl, uint64_t step, wharf_done_fn *done, void *arg,
 			struct wharf_req **req)
 {
+	if (req != NULL)
+		*req = NULL; /* refused below: nothing queued */
 	struct wharf_req r = REQ(.op = WH_BARRIER, .step = step);
 	int rc = barrier_req(cl, &r);
 
@@ -971,7 +988,7 @@ int wharf_wait_timeout(struct wharf_req *req, int timeout_ms)
 	if (timeout_ms < 0)
 		return wharf_wait(req);
 	if (wait_done(req, timeout_ms) != 0)
-		return wh_errf(-ETIMEDOUT, "%s of table %u: not complete after %d ms",
+		return wh_errf(-EAGAIN, "%s of table %u: not complete after %d ms",
 			       op_names[req->op], req->table, timeout_ms);
 	rc = result(req);
 	free(req);

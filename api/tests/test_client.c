@@ -26,7 +26,7 @@
 #define ROUNDS 50u
 #define BIG 150000u   /* keys in one call: more than one message carries */
 
-static char ps_ep[32], mode_arg[16];
+static char ps_ep[32], mode_arg[16], nw_arg[8] = "1", idx_arg[8] = "0";
 static const char *const no_env[] = { NULL };
 
 static struct wharf_model *model(void)
@@ -50,10 +50,11 @@ static struct wharf_model *model(void)
 
 static struct wharf_config *config(const char *role)
 {
-	const char *argv[] = { "--role", role, "--ps", ps_ep, "--num-workers", "1", "--protocol",
-			       "kernel", "--mode", mode_arg, "--wait-timeout", "20", "--retry-interval", "1" };
+	const char *argv[] = { "--role", role, "--ps", ps_ep, "--num-workers", nw_arg, "--protocol",
+			       "kernel", "--mode", mode_arg, "--wait-timeout", "20", "--retry-interval", "1",
+			       "--task-index", strcmp(role, "ps") == 0 ? "0" : idx_arg };
 	struct wharf_config *c = NULL;
-	int rc = wharf_config_load(14, argv, no_env, &c);
+	int rc = wharf_config_load(16, argv, no_env, &c);
 
 	if (rc != 0)
 		fprintf(stderr, "config: %s\n", wharf_errmsg());
@@ -272,6 +273,9 @@ static void test_client_refuses_bad_calls(void **state)
 	assert_int_equal(wharf_pull(cl, 0, &k, 0, o), 0); /* nothing asked: done at once */
 	assert_int_equal(wharf_pull_async(cl, 0, &k, 1, o, NULL, NULL, &q), 0);
 	assert_int_equal(wharf_wait_timeout(q, 10000), 0);
+	q = (void *)1;
+	assert_int_equal(wharf_pull_async(cl, 0, NULL, 1, o, NULL, NULL, &q), -EINVAL);
+	assert_null(q); /* refused: nothing queued */
 	wharf_client_close(cl);
 	wharf_model_free(m);
 	wharf_config_free(c);
@@ -305,6 +309,66 @@ static void test_client_sync_barrier(void **state)
 	wharf_model_free(m);
 	wharf_config_free(c);
 	server_stop(&s);
+}
+
+struct sync_worker {
+	struct wharf_config *c;
+	int rc;
+	float seen[10];
+};
+
+static void *sync_steps(void *arg)
+{
+	struct sync_worker *w = arg;
+	struct wharf_model *m = model();
+	struct wharf_client *cl;
+	uint64_t k = 42;
+	float g[DIM] = { -1, -1, -1, -1 }, o[DIM];
+	uint64_t step;
+
+	if ((w->rc = wharf_client_open(w->c, m, NULL, &cl)) != 0) {
+		wharf_model_free(m);
+		return NULL;
+	}
+	for (step = 0; step < 10 && w->rc == 0; step++) {
+		if ((w->rc = wharf_push(cl, 0, &k, 1, g)) == 0 &&
+		    (w->rc = wharf_barrier(cl, step)) == 0 &&
+		    (w->rc = wharf_pull(cl, 0, &k, 1, o)) == 0)
+			w->seen[step] = o[0];
+	}
+	wharf_client_close(cl);
+	wharf_model_free(m);
+	return NULL;
+}
+
+/* Two workers in sync mode: a barrier asked again until the other worker arrives completes,
+ * and every step holds both workers' pushes. */
+static void test_client_sync_two_workers(void **state)
+{
+	struct server s;
+	struct sync_worker w[2];
+	pthread_t th[2];
+	unsigned i, step;
+
+	(void)state;
+	snprintf(nw_arg, sizeof(nw_arg), "2");
+	server_start(&s, "sync");
+	for (i = 0; i < 2; i++) {
+		snprintf(idx_arg, sizeof(idx_arg), "%u", i);
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].c = config("worker");
+		assert_int_equal(pthread_create(&th[i], NULL, sync_steps, &w[i]), 0);
+	}
+	for (i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(w[i].rc, 0);
+		for (step = 0; step < 10; step++)
+			assert_float_equal(w[i].seen[step], 2.0f * (float)(step + 1), 0);
+		wharf_config_free(w[i].c);
+	}
+	server_stop(&s);
+	snprintf(nw_arg, sizeof(nw_arg), "1");
+	snprintf(idx_arg, sizeof(idx_arg), "0");
 }
 
 /* A server that is not there: the open gives up after the wait timeout, naming it. */
@@ -352,6 +416,7 @@ int main(void)
 		cmocka_unit_test(test_client_big_call_is_split),
 		cmocka_unit_test(test_client_refuses_bad_calls),
 		cmocka_unit_test(test_client_sync_barrier),
+		cmocka_unit_test(test_client_sync_two_workers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -177,6 +177,8 @@ typedef void wharf_done_fn(void *arg, int status);
  *
  * _async: done (may be NULL) runs at completion with arg; when req is not NULL, *req is a
  * handle the caller must pass to wharf_wait exactly once. At least one of done and req.
+ * An _async call that returns an error queued nothing: done never runs and *req is NULL.
+ * done may run before the _async call returns.
  */
 int wharf_pull(struct wharf_client *cl, uint32_t table, const uint64_t *keys, uint32_t n,
 	       float *out);
@@ -206,7 +208,10 @@ int wharf_barrier_async(struct wharf_client *cl, uint64_t step, wharf_done_fn *d
 
 /* Waits (sleeping unless opts.spin_wait) for req, frees it, returns its status. */
 int wharf_wait(struct wharf_req *req);
-/* As wharf_wait but gives up after timeout_ms: -ETIMEDOUT and req stays the caller's. */
+/*
+ * As wharf_wait but gives up after timeout_ms: -EAGAIN (not complete yet) and req stays the
+ * caller's; any other value is the call's status and req is freed.
+ */
 int wharf_wait_timeout(struct wharf_req *req, int timeout_ms);
 /* True once req completed (wharf_wait then returns at once). */
 bool wharf_req_done(const struct wharf_req *req);
