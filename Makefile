@@ -1,10 +1,11 @@
 # wharf — one Makefile for the whole tree.
 #
-# Layers are discovered by folder: every <layer>/*.c goes into build/lib/lib<layer>.a,
+# Layers are discovered by folder: every <layer>/*.c goes into build/lib/libwharf_<layer>.a,
 # every <layer>/tests/test_*.c becomes one cmocka binary in build/tests/<layer>/ (other
 # .c files in a tests/ folder are shared helpers linked into each of that folder's tests),
 # every apps/<name>/ and testbed/<name>/ folder with C sources becomes build/wharf-<name>.
-# So adding a file never means editing this Makefile.
+# So adding a file never means editing this Makefile. The installable library is every
+# layer at once: build/lib/libwharf.a and build/lib/libwharf.so (make install, below).
 
 CC      ?= gcc
 PKGS    := libdpdk numa cmocka jansson
@@ -25,24 +26,44 @@ TEST_LDLIBS := -lcmocka
 # (include/wharf/wharf.h); apps/common is the code the executables share (configuration
 # sources, datasets, models); it is a library too.
 LAYERS  := api apps/common ps_core fuse transport dpdk_net
-libname  = $(BUILD)/lib/lib$(subst /,_,$(1)).a
+# The internal archives carry the wharf_ prefix: a bare -lfuse or -ltransport names a
+# system library.
+libname  = $(BUILD)/lib/libwharf_$(subst /,_,$(1)).a
 LIBS    := $(foreach l,$(LAYERS),$(call libname,$(l)))
 
 layer_srcs = $(wildcard $(1)/*.c)
 layer_objs = $(patsubst %.c,$(BUILD)/obj/%.o,$(call layer_srcs,$(1)))
 
 APP_DIRS := $(sort $(dir $(wildcard apps/*/*.c testbed/*/*.c)))
+# testbed/extern/ holds programs built only outside the tree, against an installed libwharf.
 APP_DIRS := $(filter-out testbed/tests/ testbed/extern/ apps/common/,$(APP_DIRS))
 APPS     := $(foreach d,$(APP_DIRS),$(BUILD)/wharf-$(notdir $(patsubst %/,%,$(d))))
 
 TEST_SRCS := $(wildcard $(addsuffix /tests/test_*.c,$(LAYERS)))
 TESTS     := $(patsubst %.c,$(BUILD)/tests/%,$(subst /tests/,/,$(TEST_SRCS)))
 
+# The installable library: libwharf.a, every layer's objects in one archive, and
+# libwharf.so.MAJOR.MINOR.PATCH (soname libwharf.so.MAJOR), the same sources compiled again
+# with -fPIC into build/pic/, linked against DPDK and the rest as DT_NEEDED, exporting only
+# the public API (pkg/libwharf.map: wharf_*). The version is written once, in the public
+# header's WHARF_VERSION_* macros.
+WHARF_H    := include/wharf/wharf.h
+wharf_ver   = $(shell sed -nE 's/^\#define WHARF_VERSION_$(1) +([0-9]+).*/\1/p' $(WHARF_H) 2>/dev/null)
+VERSION    := $(call wharf_ver,MAJOR).$(call wharf_ver,MINOR).$(call wharf_ver,PATCH)
+VERSION_OK := $(shell echo '$(VERSION)' | grep -xE '[0-9]+\.[0-9]+\.[0-9]+')
+SONAME     := libwharf.so.$(call wharf_ver,MAJOR)
+LIB_OBJS   := $(foreach l,$(LAYERS),$(call layer_objs,$(l)))
+PIC_OBJS   := $(patsubst $(BUILD)/obj/%,$(BUILD)/pic/%,$(LIB_OBJS))
+WHARF_SO   := $(BUILD)/lib/libwharf.so.$(VERSION)
+WHARF_LIBS := $(BUILD)/lib/libwharf.a $(BUILD)/lib/libwharf.so
+MANS       := $(patsubst $(BUILD)/wharf-%,$(BUILD)/man/wharf-%.1,$(APPS))
+
 # Test helper objects are prerequisites of pattern rules: keep them between runs.
 .SECONDARY:
 
 .PHONY: all deps test unit unit-san build-tests integ fuzz soak e2e-full demo bench clean $(addprefix test-,$(notdir $(LAYERS))) hugepages
-all: $(LIBS) $(APPS) $(TESTS)
+.PHONY: install uninstall man
+all: $(LIBS) $(WHARF_LIBS) $(APPS) $(TESTS)
 
 # ---- libraries -------------------------------------------------------------
 $(BUILD)/obj/%.o: %.c
@@ -56,6 +77,26 @@ $(call libname,$(1)): $(call layer_objs,$(1))
 	$$(if $$^,ar rcs $$@ $$^,ar rcs $$@)
 endef
 $(foreach l,$(LAYERS),$(eval $(call LAYER_RULE,$(l))))
+
+# ---- the installable library -------------------------------------------------
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -c $< -o $@
+
+$(BUILD)/lib/libwharf.a: $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+# -z defs: a symbol no layer or listed library defines fails here, not in a user's link.
+$(WHARF_SO): $(PIC_OBJS) pkg/libwharf.map $(WHARF_H)
+	$(if $(VERSION_OK),,$(error $(WHARF_H) defines no WHARF_VERSION_MAJOR, _MINOR and _PATCH))
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=pkg/libwharf.map -Wl,-z,defs \
+		-o $@ $(PIC_OBJS) $(LDLIBS)
+
+$(BUILD)/lib/libwharf.so: $(WHARF_SO)
+	ln -sf $(notdir $<) $(BUILD)/lib/$(SONAME)
+	ln -sf $(SONAME) $@
 
 # ---- executables -----------------------------------------------------------
 define APP_RULE
@@ -126,7 +167,47 @@ FUZZ_SECONDS ?= 60
 fuzz: deps
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh
 
+# ---- install ---------------------------------------------------------------
+# make install [PREFIX=/usr/local] [DESTDIR=]: the library (shared, static, the public
+# headers, pkg-config files), the executables, their man pages (help2man: make deps installs
+# it) and the LICENSE. make uninstall removes exactly these. ldconfig runs for a system
+# PREFIX installed in place.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+DEST    := $(DESTDIR)$(PREFIX)
+HEADERS := $(wildcard include/wharf/*.h)
+
+man: $(MANS)
+
+$(BUILD)/man/%.1: $(BUILD)/% pkg/man.sh $(WHARF_H)
+	pkg/man.sh $< $(VERSION) $@
+
+install: $(WHARF_LIBS) $(APPS) $(MANS)
+	install -d $(DEST)/bin $(DEST)/lib/pkgconfig $(DEST)/include/wharf $(DEST)/share/man/man1 \
+		$(DEST)/share/doc/wharf
+	install -m 0755 $(APPS) $(DEST)/bin/
+	install -m 0644 $(BUILD)/lib/libwharf.a $(DEST)/lib/
+	install -m 0755 $(WHARF_SO) $(DEST)/lib/
+	ln -sf $(notdir $(WHARF_SO)) $(DEST)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DEST)/lib/libwharf.so
+	install -m 0644 $(HEADERS) $(DEST)/include/wharf/
+	for pc in wharf wharf-libs; do \
+		sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' pkg/$$pc.pc.in \
+			>$(DEST)/lib/pkgconfig/$$pc.pc || exit 1; \
+	done
+	install -m 0644 $(MANS) $(DEST)/share/man/man1/
+	install -m 0644 LICENSE $(DEST)/share/doc/wharf/
+	$(if $(DESTDIR),,$(if $(filter /usr /usr/local,$(PREFIX)),ldconfig))
+
+uninstall:
+	rm -f $(addprefix $(DEST)/bin/,$(notdir $(APPS))) $(DEST)/lib/libwharf.a \
+		$(DEST)/lib/libwharf.so $(DEST)/lib/$(SONAME) $(DEST)/lib/$(notdir $(WHARF_SO)) \
+		$(addprefix $(DEST)/include/wharf/,$(notdir $(HEADERS))) \
+		$(DEST)/lib/pkgconfig/wharf.pc $(DEST)/lib/pkgconfig/wharf-libs.pc \
+		$(addprefix $(DEST)/share/man/man1/,$(notdir $(MANS))) $(DEST)/share/doc/wharf/LICENSE
+	rmdir $(DEST)/include/wharf $(DEST)/share/doc/wharf 2>/dev/null || true
+
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)

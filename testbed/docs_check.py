@@ -119,7 +119,7 @@ def in_source(name, prefixed=False):
 # ---- build outputs, make targets, help texts ------------------------------------------
 APP_NAMES = {d.split("/")[1] for d in DIRS if re.fullmatch(r"(apps|testbed)/[^/]+", d)
              and any(f.startswith(d + "/") and f.endswith(".c") and f.count("/") == 2
-                     for f in FILES)} - {"common", "tests"}
+                     for f in FILES)} - {"common", "tests", "extern"}
 BUILD_OUTPUTS = set(re.findall(r"build/([A-Za-z0-9_.-]+)", SOURCE))
 BUILD_OUTPUTS |= set(re.findall(r"\$\(BUILD\)/([A-Za-z0-9_.-]+)", read("Makefile")))
 
