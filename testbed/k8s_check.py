@@ -7,7 +7,7 @@ container and port names), and:
   - every container runs `wharf-pod wharf-X` with wharf-X an executable of the tree, and
     every --flag of its args is in that executable's own --help;
   - every WHARF_/PADDLE_/TRAINING_ variable it sets is read by the sources (wharf-pod.sh
-    included), WHARF_CTL_TOKEN_FILE excepted (named for the PS's control token);
+    included);
   - WHARF_CTL_TOKEN_FILE points into a mounted Secret volume;
   - a Paddle PS list names the Master's service (JOB-master-0) and its port;
   - WHARF_PROTOCOL=dpdk pods: hugepages-2Mi and one extended (SR-IOV) resource requested and
@@ -18,15 +18,16 @@ Prints one line per problem (FILE: replica: what) and exits 1 if any; else one l
 
 k8s_check.py ROOT --local FILE.yaml OUTDIR PORT [ARG...] — writes OUTDIR/<type>-<index>.sh for
 every pod of the job: the pod's container as the training operator starts it, on this host:
-its command, args (a wharf-train's plus ARG...) and env, TF_CONFIG as the operator writes it (or, for a
-PaddleJob, the Master's service and the pod's address) with 127.0.0.1 and ports PORT, PORT+1..
-for the services, each volume mounted under OUTDIR/mnt/<volume> (a Secret's keys are files
-the caller writes there). t_k8s_configs.sh runs them.
+its command, args (a wharf-train's plus ARG...) and env; TF_CONFIG as the operator writes it
+(a PaddleJob: the Master's service in the PS list) with the services spelled localhost, a
+host name resolved as a service's is, on ports PORT, PORT+1..; the pod's address 127.0.0.1;
+each volume under OUTDIR/mnt/<volume> (the caller writes a Secret's keys there).
+t_k8s_configs.sh runs them.
 """
 import json
-import shlex
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -88,7 +89,7 @@ def check_container(where, job, c, port_name, volumes):
             bad(f"{a}: not an option of {cmd[1]} (its -- --help)")
     env = {e["name"]: e for e in c.get("env") or []}
     for n in env:
-        if re.match(r"(WHARF|PADDLE|TRAINING)_", n) and n != TOKEN_VAR and \
+        if re.match(r"(WHARF|PADDLE|TRAINING)_", n) and \
                 not re.search(r"\b" + n + r"\b", SOURCE):
             bad(f"env {n}: no source reads it")
     mounts = {m["name"]: m for m in c.get("volumeMounts") or []}
@@ -187,7 +188,7 @@ def local(path, outdir, port, extra):
     addr, p = {}, port
     for t in order:
         for i in range(specs[t]["replicas"]):
-            addr[(t, i)] = f"127.0.0.1:{p}"
+            addr[(t, i)] = f"localhost:{p}"
             p += 1
     cluster = {}
     for (t, i), a in addr.items():

@@ -16,8 +16,7 @@ printf '127.0.0.1:%d=10.77.0.1:6666\n127.0.0.1:%d=10.77.0.2:5555\n' $B $((B + 1)
 PROG=$TB_DIR/ledger
 L=$TB_BUILD/lib
 gcc -O2 -std=c11 -Wall -Wextra -Werror -I"$TB_ROOT/include" "$TB_ROOT/testbed/extern/ledger.c" \
-	-o "$PROG" -Wl,--start-group "$L"/lib*.a -Wl,--end-group \
-	$(pkg-config --libs libdpdk numa jansson) -lrte_net_vhost -lz -lm -lpthread ||
+	-o "$PROG" "$L/libwharf.a" $(pkg-config --libs libdpdk numa jansson) -lrte_net_vhost -lz -lm -lpthread ||
 	tb_fail "ledger does not build"
 
 start_ps() { # PROTO GEN

@@ -14,18 +14,24 @@ printf '127.0.0.1:%d=10.77.0.1:6666\n127.0.0.1:%d=10.77.0.2:5555\n127.0.0.1:%d=1
 	$B $((B + 1)) $((B + 2)) >"$MAP"
 PROG=$TB_DIR/two_tables
 
-# Built as a user would: the public header and the libraries, nothing else of the tree.
+# Built as a user would: the public header and the library, nothing else of the tree. With
+# WHARF_PKG_CONFIG_PATH (t_install.sh: a make install prefix), from pkg-config alone against
+# the installed shared libwharf, which the processes load (LD_LIBRARY_PATH there); else from
+# the tree's include/ and build/lib/libwharf.a.
 if [ -n "${WHARF_PKG_CONFIG_PATH:-}" ]; then
-	PKG_CONFIG_PATH=$WHARF_PKG_CONFIG_PATH gcc -O2 -std=c11 -Wall -Wextra -Werror \
-		"$TB_ROOT/testbed/extern/two_tables.c" -o "$PROG" \
-		$(PKG_CONFIG_PATH=$WHARF_PKG_CONFIG_PATH pkg-config --cflags --libs --static wharf) ||
+	export PKG_CONFIG_PATH=$WHARF_PKG_CONFIG_PATH
+	gcc -O2 -std=c11 -Wall -Wextra -Werror "$TB_ROOT/testbed/extern/two_tables.c" -o "$PROG" \
+		$(pkg-config --cflags --libs wharf) -lm -pthread ||
 		tb_fail "two_tables does not build against the installed library"
+	so=$(ldd "$PROG" | awk '$1 ~ /^libwharf\.so/ { print $3 }')
+	[ "$so" = "$(pkg-config --variable=libdir wharf)/$(readelf -d "$PROG" | sed -nE 's/.*NEEDED.*\[(libwharf\.so[^]]*)\].*/\1/p')" ] ||
+		tb_fail "two_tables does not load the installed libwharf.so (ldd: ${so:-none})"
+	tb_log "two_tables built with pkg-config --cflags --libs wharf, loads $so"
 else
-	L=$TB_BUILD/lib
 	gcc -O2 -std=c11 -Wall -Wextra -Werror -I"$TB_ROOT/include" \
-		"$TB_ROOT/testbed/extern/two_tables.c" -o "$PROG" \
-		-Wl,--start-group "$L"/lib*.a -Wl,--end-group $(pkg-config --libs libdpdk numa jansson) \
-		-lrte_net_vhost -lz -lm -lpthread || tb_fail "two_tables does not build"
+		"$TB_ROOT/testbed/extern/two_tables.c" -o "$PROG" "$TB_BUILD/lib/libwharf.a" \
+		$(pkg-config --libs libdpdk numa jansson) -lrte_net_vhost -lz -lm -lpthread ||
+		tb_fail "two_tables does not build"
 fi
 
 run_job() { # PROTO

@@ -10,7 +10,8 @@
 #      every library layer's objects; pkg-config --cflags --libs wharf with PKG_CONFIG_PATH
 #      there; testbed/extern/hello.c copied outside the tree, built shared and static from
 #      pkg-config alone, and run (it calls wharf_version()).
-#   3. (below: training through the installed library from four threads)
+#   3. testbed/extern/two_tables.c built from pkg-config against that prefix trains its own
+#      two-table model from four threads per worker over dpdk and kernel (t_api_train's job).
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
 for t in pkg-config readelf nm ar cc; do
@@ -125,9 +126,16 @@ tb_pass "hello.c, static (libwharf.a and DPDK's archives, no libwharf or librte_
 cd "$TB_ROOT" || tb_fail "cd $TB_ROOT"
 
 # ---- 3. training through the installed library ------------------------------------------
-# The place for a program under testbed/extern/ that defines its own two-table model (one
-# sparse, one dense: wharf_model_add), starts a PS, and trains it from four application
-# threads at once on the kernel and the dpdk protocol, built here exactly as hello.c is.
+# testbed/extern/two_tables.c (its own model: a sparse and a dense table, wharf_model_add)
+# built from pkg-config against this prefix, run as t_api_train runs it: a PS and two
+# workers of four application threads each, over dpdk (virtio-user through the switch) and
+# kernel TCP, each worker to a held-out accuracy of 0.9, every process loading the installed
+# libwharf.so.
+WHARF_PKG_CONFIG_PATH=$P/lib/pkgconfig LD_LIBRARY_PATH=$P/lib TB_KEEP_LOGS= \
+	"$TB_ROOT/testbed/tests/t_api_train.sh" >"$TB_DIR/api_train.log" 2>&1 ||
+	{ tail -n 20 "$TB_DIR/api_train.log" >&2; tb_fail "two_tables.c against the installed library (above)"; }
+grep -E 'PASS|loads' "$TB_DIR/api_train.log" | sed 's/^\[tb [0-9:]*\] /  /'
+tb_pass "two_tables.c built with pkg-config --cflags --libs wharf trained from 4 threads per worker over dpdk and kernel against the installed libwharf.so"
 
 mk uninstall PREFIX="$P"
 left=$(tree_of "$P")

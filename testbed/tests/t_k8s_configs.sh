@@ -8,8 +8,10 @@
 #   2. wharf-pod.sh builds the EAL and wharf arguments from a Multus network-status and the
 #      device plugin's PCIDEVICE_ variable (dry run), and refuses what is missing.
 #   3. Both kernel jobs run here as the operator would start their pods (k8s_check.py --local:
-#      the containers' commands, args and env, TF_CONFIG or Paddle's variables on 127.0.0.1):
-#      the PS and two workers train the MLP (a short run), the PS checkpoints on SIGTERM.
+#      the containers' commands, args and env, TF_CONFIG or Paddle's variables naming the
+#      services localhost, resolved at start as a cluster's service names are):
+#      the PS and two workers train the MLP (a short run); the PS answers status with the
+#      Secret's token only; it checkpoints on SIGTERM.
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
 K=$TB_ROOT/configs/k8s
@@ -110,10 +112,19 @@ run_job() { # FILE PORT PSTYPE
 		acc=$(tb_json "$d/w$i.out" test_accuracy)
 		[ "$(echo "$acc > 0.5" | bc)" = 1 ] || tb_fail "$f: worker $i test accuracy $acc"
 	done
+	grep -q 'resolved localhost -> 127.0.0.1' "$d/w0.log" ||
+		{ tail -n 5 "$d/w0.log" >&2; tb_fail "$f: worker 0 did not resolve the service name"; }
+	# The PS holds the Secret's token: status with it answers, without it is refused.
+	env -u WHARF_CTL_TOKEN -u WHARF_CTL_TOKEN_FILE "$TB_BUILD/wharf-ctl" \
+		--ctl-token-file "$d/mnt/ctl-token/token" "127.0.0.1:$port" status >"$d/status.out" 2>&1 ||
+		{ cat "$d/status.out" >&2; tb_fail "$f: status with the Secret's token refused"; }
+	env -u WHARF_CTL_TOKEN -u WHARF_CTL_TOKEN_FILE WHARF_RUNTIME_DIR="$d/run" \
+		"$TB_BUILD/wharf-ctl" "127.0.0.1:$port" status >"$d/status-none.out" 2>&1 &&
+		tb_fail "$f: status without the token answered"
 	tb_stop "$f-ps"
 	grep -q "checkpoint $d/mnt/state/ps.ckpt: [0-9]* rows" "$d/ps.log" ||
 		{ tail -n 3 "$d/ps.log" >&2; tb_fail "$f: the PS wrote no checkpoint on SIGTERM"; }
-	tb_pass "$f run here as its pods: 2 workers trained the MLP over kernel TCP (test accuracy $acc), the PS checkpointed on SIGTERM"
+	tb_pass "$f run here as its pods: 2 workers trained the MLP over kernel TCP (test accuracy $acc), the control token from the Secret enforced, the PS checkpointed on SIGTERM"
 }
 run_job tfjob-kernel.yaml 47860 ps
 run_job paddlejob-kernel.yaml 47870 master
