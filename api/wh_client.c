@@ -157,6 +157,9 @@ static void ask_again(struct wharf_client *cl, struct wh_chunk *ch)
 	cl->again = ch;
 }
 
+/* A chunk that will not be answered: its request fails with rc (once its other chunks end). */
+static void chunk_fail(struct wharf_client *cl, struct wh_chunk *ch, int rc);
+
 /* ps_client's done callback of one chunk: on the network thread, from ps_client_on_reply
  * (or from inside the encode call when nothing had to be sent). */
 static void chunk_done(void *arg, int status)
@@ -323,15 +326,8 @@ static void reissue(struct wharf_client *cl)
 			ask_again(cl, ch);
 			continue;
 		}
-		if (rc < 0) {
-			struct wharf_req *r = ch->r;
-			chunk_put(cl, ch);
-			if (r->status == 0)
-				r->status = rc;
-			r->issued = r->n;
-			if (--r->live == 0)
-				complete(cl, r);
-		}
+		if (rc < 0)
+			chunk_fail(cl, ch, rc);
 	}
 }
 
@@ -378,27 +374,21 @@ static void issue_backlog(struct wharf_client *cl)
 
 /* ---- faults (network thread) -------------------------------------------------------- */
 
-/* Every request queued or in flight fails with rc; later submits fail at once. */
-static void break_client(struct wharf_client *cl, int rc, const char *why)
+static void chunk_fail(struct wharf_client *cl, struct wh_chunk *ch, int rc)
 {
-	snprintf(cl->broken_err, sizeof(cl->broken_err), "%s", why);
-	atomic_store_explicit(&cl->broken, rc, memory_order_release); /* partner: submit */
-	while (cl->later != NULL) {
-		struct wh_chunk *ch = cl->later;
-		cl->later = ch->next;
-		ask_again(cl, ch);
-	}
-	while (cl->again != NULL) {
-		struct wh_chunk *ch = cl->again;
-		struct wharf_req *r = ch->r;
-		cl->again = ch->next;
-		chunk_put(cl, ch);
-		if (r->status == 0)
-			r->status = rc;
-		r->issued = r->n;
-		if (--r->live == 0)
-			complete(cl, r);
-	}
+	struct wharf_req *r = ch->r;
+
+	chunk_put(cl, ch);
+	if (r->status == 0)
+		r->status = rc;
+	r->issued = r->n;
+	if (--r->live == 0)
+		complete(cl, r);
+}
+
+/* Everything on the ring and in the backlog fails with rc. */
+static void fail_queued(struct wharf_client *cl, int rc)
+{
 	while (take(cl) > 0)
 		;
 	while (cl->bl_head != NULL) {
@@ -407,23 +397,23 @@ static void break_client(struct wharf_client *cl, int rc, const char *why)
 		fail_req(cl, r, rc);
 	}
 	cl->bl_tail = NULL;
+}
+
+/* Every request queued or in flight fails with rc; later submits fail at once. */
+static void break_client(struct wharf_client *cl, int rc, const char *why)
+{
+	snprintf(cl->broken_err, sizeof(cl->broken_err), "%s", why);
+	atomic_store_explicit(&cl->broken, rc, memory_order_release); /* partner: submit */
+	fail_queued(cl, rc);
 	/*
-	 * What is in flight fails too. ps_client keeps its slots (they go with the client), so
-	 * from now on the network thread never polls for replies: no chunk_done can run on a
-	 * chunk handed back here.
+	 * What is in flight (or waiting to be asked again) fails too. ps_client keeps its slots
+	 * (they go with the client), so from now on the network thread never polls for replies:
+	 * no chunk_done can run on a chunk handed back here.
 	 */
-	for (uint32_t i = 0; i < WH_CHUNKS; i++) {
-		struct wh_chunk *ch = &cl->chunk[i];
-		struct wharf_req *r = ch->r;
-		if (r == NULL)
-			continue;
-		chunk_put(cl, ch);
-		if (r->status == 0)
-			r->status = rc;
-		r->issued = r->n;
-		if (--r->live == 0)
-			complete(cl, r);
-	}
+	cl->again = cl->later = NULL;
+	for (uint32_t i = 0; i < WH_CHUNKS; i++)
+		if (cl->chunk[i].r != NULL)
+			chunk_fail(cl, &cl->chunk[i], rc);
 }
 
 /* A broken client's network thread: fails what still arrives on the ring until closed. */
@@ -433,14 +423,7 @@ static void broken_loop(struct wharf_client *cl)
 
 	while (!atomic_load_explicit(&cl->stop, memory_order_acquire) ||
 	       rte_ring_count(cl->ring) > 0) {
-		while (take(cl) > 0)
-			;
-		while (cl->bl_head != NULL) {
-			struct wharf_req *r = cl->bl_head;
-			cl->bl_head = r->next;
-			fail_req(cl, r, rc);
-		}
-		cl->bl_tail = NULL;
+		fail_queued(cl, rc);
 		usleep(1000);
 	}
 }

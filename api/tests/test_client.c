@@ -95,6 +95,31 @@ static void server_stop(struct server *s)
 	wharf_model_free(s->m);
 }
 
+/* A server of mode and one client of it, the fixture of most tests below. */
+struct env {
+	struct server s;
+	struct wharf_config *c;
+	struct wharf_model *m;
+	struct wharf_client *cl;
+};
+
+static void env_up(struct env *e, const char *mode)
+{
+	server_start(&e->s, mode);
+	e->c = config("worker");
+	e->m = model();
+	if (wharf_client_open(e->c, e->m, NULL, &e->cl) != 0)
+		fail_msg("open: %s", wharf_errmsg());
+}
+
+static void env_down(struct env *e)
+{
+	wharf_client_close(e->cl);
+	wharf_model_free(e->m);
+	wharf_config_free(e->c);
+	server_stop(&e->s);
+}
+
 struct worker {
 	struct wharf_client *cl;
 	unsigned id;
@@ -141,9 +166,7 @@ static void count_done(void *arg, int status)
 
 static void test_client_threads_exactly_once(void **state)
 {
-	struct server s;
-	struct wharf_config *c;
-	struct wharf_model *m;
+	struct env e;
 	struct wharf_client *cl;
 	struct worker w[THREADS];
 	pthread_t th[THREADS];
@@ -153,11 +176,8 @@ static void test_client_threads_exactly_once(void **state)
 	int ncb = 0;
 
 	(void)state;
-	server_start(&s, "async");
-	c = config("worker");
-	m = model();
-	if (wharf_client_open(c, m, NULL, &cl) != 0)
-		fail_msg("open: %s", wharf_errmsg());
+	env_up(&e, "async");
+	cl = e.cl;
 	for (i = 0; i < THREADS; i++) {
 		w[i] = (struct worker){ cl, i, 0 };
 		assert_int_equal(pthread_create(&th[i], NULL, work, &w[i]), 0);
@@ -192,18 +212,13 @@ static void test_client_threads_exactly_once(void **state)
 		assert_int_equal(ncb, 1);
 		assert_float_equal(o[1], 2, 0);
 	}
-	wharf_client_close(cl);
-	wharf_model_free(m);
-	wharf_config_free(c);
-	server_stop(&s);
+	env_down(&e);
 }
 
 /* A call of more keys than one message carries is split, and answered in key order. */
 static void test_client_big_call_is_split(void **state)
 {
-	struct server s;
-	struct wharf_config *c;
-	struct wharf_model *m;
+	struct env e;
 	struct wharf_client *cl;
 	struct wharf_client_stats st;
 	uint64_t *keys = malloc(BIG * sizeof(*keys));
@@ -214,11 +229,8 @@ static void test_client_big_call_is_split(void **state)
 	assert_non_null(keys);
 	assert_non_null(g);
 	assert_non_null(out);
-	server_start(&s, "async");
-	c = config("worker");
-	m = model();
-	if (wharf_client_open(c, m, NULL, &cl) != 0)
-		fail_msg("open: %s", wharf_errmsg());
+	env_up(&e, "async");
+	cl = e.cl;
 	for (i = 0; i < BIG; i++) {
 		keys[i] = (uint64_t)i * 7919u + 5;
 		for (unsigned d = 0; d < DIM; d++)
@@ -233,10 +245,7 @@ static void test_client_big_call_is_split(void **state)
 				fail_msg("key %u dim %u: %f", i, d, out[(size_t)i * DIM + d]);
 	wharf_client_stats(cl, &st);
 	assert_true(st.requests >= 4); /* at least two messages each way */
-	wharf_client_close(cl);
-	wharf_model_free(m);
-	wharf_config_free(c);
-	server_stop(&s);
+	env_down(&e);
 	free(keys);
 	free(g);
 	free(out);
@@ -245,20 +254,15 @@ static void test_client_big_call_is_split(void **state)
 /* Bad calls are refused with a message, and the client keeps working. */
 static void test_client_refuses_bad_calls(void **state)
 {
-	struct server s;
-	struct wharf_config *c;
-	struct wharf_model *m;
+	struct env e;
 	struct wharf_client *cl;
 	uint64_t k = 1;
 	float o[DROWS * DDIM];
 	struct wharf_req *q;
 
 	(void)state;
-	server_start(&s, "async");
-	c = config("worker");
-	m = model();
-	if (wharf_client_open(c, m, NULL, &cl) != 0)
-		fail_msg("open: %s", wharf_errmsg());
+	env_up(&e, "async");
+	cl = e.cl;
 	assert_int_equal(wharf_pull(cl, 9, &k, 1, o), -EINVAL);
 	assert_non_null(strstr(wharf_errmsg(), "table 9 does not exist"));
 	assert_int_equal(wharf_pull(cl, 1, &k, 1, o), -EINVAL);
@@ -276,39 +280,28 @@ static void test_client_refuses_bad_calls(void **state)
 	q = (void *)1;
 	assert_int_equal(wharf_pull_async(cl, 0, NULL, 1, o, NULL, NULL, &q), -EINVAL);
 	assert_null(q); /* refused: nothing queued */
-	wharf_client_close(cl);
-	wharf_model_free(m);
-	wharf_config_free(c);
-	server_stop(&s);
+	env_down(&e);
 }
 
 /* Sync mode: pushes of a step are applied when every worker reached its barrier. */
 static void test_client_sync_barrier(void **state)
 {
-	struct server s;
-	struct wharf_config *c;
-	struct wharf_model *m;
+	struct env e;
 	struct wharf_client *cl;
 	uint64_t k = 42;
 	float g[DIM] = { -1, -1, -1, -1 }, o[DIM];
 	uint64_t step;
 
 	(void)state;
-	server_start(&s, "sync");
-	c = config("worker");
-	m = model();
-	if (wharf_client_open(c, m, NULL, &cl) != 0)
-		fail_msg("open: %s", wharf_errmsg());
+	env_up(&e, "sync");
+	cl = e.cl;
 	for (step = 0; step < 5; step++) {
 		assert_int_equal(wharf_push(cl, 0, &k, 1, g), 0);
 		assert_int_equal(wharf_barrier(cl, step), 0);
 		assert_int_equal(wharf_pull(cl, 0, &k, 1, o), 0);
 		assert_float_equal(o[0], (float)(step + 1), 0);
 	}
-	wharf_client_close(cl);
-	wharf_model_free(m);
-	wharf_config_free(c);
-	server_stop(&s);
+	env_down(&e);
 }
 
 struct sync_worker {
