@@ -61,9 +61,9 @@ MANS       := $(patsubst $(BUILD)/wharf-%,$(BUILD)/man/wharf-%.1,$(APPS))
 # Test helper objects are prerequisites of pattern rules: keep them between runs.
 .SECONDARY:
 
-.PHONY: all deps test unit unit-san build-tests integ fuzz soak e2e-full demo bench clean $(addprefix test-,$(notdir $(LAYERS))) hugepages
+.PHONY: all deps test unit unit-san build-tests integ fuzz soak e2e-full demo bench clean $(addprefix test-,$(notdir $(LAYERS))) hugepages python install-python
 .PHONY: install uninstall man
-all: $(LIBS) $(WHARF_LIBS) $(APPS) $(TESTS)
+all: $(LIBS) $(WHARF_LIBS) $(APPS) $(TESTS) python
 
 # ---- libraries -------------------------------------------------------------
 $(BUILD)/obj/%.o: %.c
@@ -114,6 +114,59 @@ test-$(notdir $(1)): $(filter $(BUILD)/tests/$(1)/%,$(TESTS))
 	@testbed/run_tests.sh unit $$^
 endef
 $(foreach l,$(LAYERS),$(eval $(call TEST_RULE,$(l))))
+
+# ---- Python: the package wharf (python/wharf) and its C extensions -------------
+# wharf._wharf (python/src/pw_*.c but pw_data.c) over libwharf's public API; wharf._data
+# (pw_data.c) over apps/common's datasets. Built for Debian's /usr/bin/python3 into
+# build/python/wharf/ with the package's .py files, so PYTHONPATH=build/python imports it.
+# Skipped, with a line saying so, when that Python has no development headers (make deps).
+PYTHON    ?= /usr/bin/python3
+PY_INC    := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+PY_EXT    := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
+PY_VER    := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_python_version())' 2>/dev/null)
+# Debian's python3 looks in /usr/local/lib/python3.X/dist-packages (and /usr/lib/...).
+PY_SITE   ?= $(PREFIX)/lib/python$(PY_VER)/dist-packages
+PY_OUT    := $(BUILD)/python/wharf
+PY_SRCS   := $(filter-out python/src/pw_data.c,$(wildcard python/src/pw_*.c))
+PY_FILES  := $(patsubst python/wharf/%,$(PY_OUT)/%,$(wildcard python/wharf/*.py))
+PY_CFLAGS := $(OPT) -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -fvisibility=hidden -MMD -MP -I. -Iinclude -I$(PY_INC)
+# The extension links the installable libwharf.so; its run path $ORIGIN/../../lib finds the
+# in-tree one from build/python/wharf/ (installed, the system's library path finds it).
+PY_WHARF_SO ?= $(BUILD)/lib/libwharf.so
+
+ifneq ($(wildcard $(PY_INC)/Python.h),)
+python: $(PY_OUT)/_wharf$(PY_EXT) $(PY_OUT)/_data$(PY_EXT) $(PY_FILES)
+else
+python:
+	@echo "python: no Python.h for $(PYTHON) (make deps installs python3-dev): wharf's Python package not built"
+endif
+
+$(BUILD)/pyobj/%.o: python/src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(PY_CFLAGS) -c $< -o $@
+
+$(PY_OUT)/_wharf$(PY_EXT): $(patsubst python/src/%.c,$(BUILD)/pyobj/%.o,$(PY_SRCS)) $(PY_WHARF_SO)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $(filter %.o,$^) -L$(dir $(PY_WHARF_SO)) -lwharf \
+		-Wl,-rpath,'$$ORIGIN/../../lib' -lpthread
+
+# wharf._data links the few apps/common objects it uses, the position-independent ones of
+# libwharf.so (not exported by it).
+PY_DATA_OBJS := $(patsubst %,$(BUILD)/pic/apps/common/%.o,wc_idx wc_ctr wc_rng wc_auc wc_config)
+
+$(PY_OUT)/_data$(PY_EXT): $(BUILD)/pyobj/pw_data.o $(PY_DATA_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $^ -lz -lm
+
+$(PY_OUT)/%.py: python/wharf/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+# Into the dist-packages of $(PYTHON) under PREFIX (/usr/local/lib/python3.X/dist-packages).
+install-python: python
+	install -d $(DESTDIR)$(PY_SITE)/wharf
+	install -m 644 $(PY_FILES) $(DESTDIR)$(PY_SITE)/wharf/
+	install -m 755 $(PY_OUT)/_wharf$(PY_EXT) $(PY_OUT)/_data$(PY_EXT) $(DESTDIR)$(PY_SITE)/wharf/
 
 # ---- the two commands and friends ------------------------------------------
 deps:
@@ -182,7 +235,7 @@ man: $(MANS)
 $(BUILD)/man/%.1: $(BUILD)/% pkg/man.sh $(WHARF_H)
 	pkg/man.sh $< $(VERSION) $@
 
-install: $(WHARF_LIBS) $(APPS) $(MANS)
+install: $(WHARF_LIBS) $(APPS) $(MANS) python
 	install -d $(DEST)/bin $(DEST)/lib/pkgconfig $(DEST)/include/wharf $(DEST)/share/man/man1 \
 		$(DEST)/share/doc/wharf
 	install -m 0755 $(APPS) $(DEST)/bin/
@@ -198,6 +251,7 @@ install: $(WHARF_LIBS) $(APPS) $(MANS)
 	install -m 0644 $(MANS) $(DEST)/share/man/man1/
 	install -m 0644 LICENSE $(DEST)/share/doc/wharf/
 	$(if $(DESTDIR),,$(if $(filter /usr /usr/local,$(PREFIX)),ldconfig))
+	$(if $(wildcard $(PY_OUT)/_wharf$(PY_EXT)),@$(MAKE) --no-print-directory install-python)
 
 uninstall:
 	rm -f $(addprefix $(DEST)/bin/,$(notdir $(APPS))) $(DEST)/lib/libwharf.a \
@@ -206,8 +260,9 @@ uninstall:
 		$(DEST)/lib/pkgconfig/wharf.pc $(DEST)/lib/pkgconfig/wharf-libs.pc \
 		$(addprefix $(DEST)/share/man/man1/,$(notdir $(MANS))) $(DEST)/share/doc/wharf/LICENSE
 	rmdir $(DEST)/include/wharf $(DEST)/share/doc/wharf 2>/dev/null || true
+	rm -rf $(DESTDIR)$(PY_SITE)/wharf
 
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/pic $(BUILD)/pyobj -name '*.d' 2>/dev/null)

@@ -35,6 +35,8 @@ mk() { # make ARGS..., output in $TB_DIR/make.log
 tree_of() { (cd "$1" && find . \( -type f -o -type l \) | sed 's|^\./||' | sort); }
 
 # ---- 1. staged install: the exact file list ------------------------------------------
+PY_VER=$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_python_version())')
+PY_EXT=$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 STAGE=$TB_DIR/stage
 mk install DESTDIR="$STAGE" PREFIX=/usr/local
 want=$( {
@@ -42,6 +44,10 @@ want=$( {
 	(cd "$TB_ROOT/include/wharf" && ls *.h) | sed 's|^|include/wharf/|'
 	printf '%s\n' lib/libwharf.a lib/libwharf.so "lib/libwharf.so.$MAJOR" "lib/libwharf.so.$VERSION" \
 		lib/pkgconfig/wharf.pc lib/pkgconfig/wharf-libs.pc share/doc/wharf/LICENSE
+	# the Python package (make install-python), for Debian's /usr/bin/python3
+	for f in __init__.py data.py torch.py "_wharf$PY_EXT" "_data$PY_EXT"; do
+		echo "lib/python$PY_VER/dist-packages/wharf/$f"
+	done
 } | sort)
 got=$(tree_of "$STAGE/usr/local")
 [ "$got" = "$want" ] || { diff <(echo "$want") <(echo "$got") >&2; tb_fail "staged install: files differ from the expected list (< expected, > installed)"; }

@@ -1,0 +1,138 @@
+/*
+ * pw.h — wharf._wharf, the CPython extension over libwharf's public API (include/wharf/wharf.h):
+ * the types, the error mapping and the buffer checks its files share.
+ *
+ * Call chain: python/wharf/__init__.py -> wharf._wharf (pw_module.c: module, errors, Config,
+ *   run_server; pw_model.c: Model; pw_client.c: Client and its blocking calls; pw_req.c: the
+ *   asynchronous calls and their Request handle; pw_buf.c: argument checks) -> libwharf.
+ *
+ * Threading: every call that can wait (a request, opening a client, serving) runs with the
+ * GIL released; the buffers it reads or writes are held as Py_buffer exports for as long as
+ * the library may touch them, so an array cannot be freed or resized under it.
+ */
+#ifndef WHARF_PW_H
+#define WHARF_PW_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "wharf/wharf.h"
+
+/* ---- errors (pw_module.c) */
+extern PyObject *pw_Error;        /* wharf.Error(RuntimeError): .errno, .message */
+extern PyObject *pw_TimeoutError; /* wharf.TimeoutError(wharf.Error): -ETIMEDOUT */
+extern PyObject *pw_ConfigError;  /* wharf.ConfigError(wharf.Error): a refused config or model */
+
+/*
+ * Raises the exception for rc (a negative errno) with the calling thread's wharf_errmsg(),
+ * or strerror when it is empty; what (may be NULL) prefixes the message. Returns NULL.
+ */
+PyObject *pw_raise(int rc, const char *what, PyObject *cls);
+/* The same with a message of the caller's, read before the GIL was taken back. */
+PyObject *pw_raise_msg(int rc, const char *msg, PyObject *cls);
+
+/* ---- Model (pw_model.c) */
+struct pw_model {
+	PyObject_HEAD
+	struct wharf_model *m;
+	int users; /* clients and servers using it: tables can no longer be added */
+};
+extern PyTypeObject pw_ModelType;
+int pw_model_types_ready(PyObject *mod);
+
+/* ---- Config (pw_module.c) */
+struct pw_config {
+	PyObject_HEAD
+	struct wharf_config *c;
+};
+extern PyTypeObject pw_ConfigType;
+
+/* ---- buffers (pw_buf.c) */
+enum pw_elem { PW_U64, PW_F32 };
+
+/*
+ * The buffer of obj as one C-contiguous array of elem, named arg in every refusal: TypeError
+ * for no buffer or another element type, ValueError for a strided, read-only (when
+ * writable) or byte-swapped one. On success the caller releases view (PyBuffer_Release).
+ */
+int pw_buf_get(PyObject *obj, const char *arg, enum pw_elem elem, bool writable,
+	       Py_buffer *view);
+/* keys: a 1-D uint64 array; *n its length (at most UINT32_MAX). */
+int pw_buf_keys(PyObject *obj, Py_buffer *view, uint32_t *n);
+/*
+ * Rows of a sparse table: shape (n, dim), or (n,) when dim is 1. arg names the argument.
+ */
+int pw_buf_rows(PyObject *obj, const char *arg, bool writable, uint32_t n, uint32_t dim,
+		Py_buffer *view);
+/* A whole dense table: any shape holding rows * dim floats. */
+int pw_buf_dense(PyObject *obj, const char *arg, bool writable, uint64_t rows, uint32_t dim,
+		 Py_buffer *view);
+
+/* ---- Client (pw_client.c) */
+struct pw_table_info {
+	enum wharf_table_kind kind;
+	uint32_t dim;
+	uint64_t rows;
+	char name[WHARF_NAME_MAX];
+};
+
+struct pw_req;
+
+struct pw_client {
+	PyObject_HEAD
+	struct wharf_client *cl;
+	PyObject *model;            /* the struct pw_model it serves */
+	struct pw_table_info *tables;
+	uint32_t n_tables;
+	int busy;                   /* calls in progress (GIL held to change it) */
+	bool closing;
+	struct pw_req *reqs;        /* asynchronous requests not yet completed and waited */
+};
+extern PyTypeObject pw_ClientType;
+
+/* Enters a call on cl (refused when closed); every success is paired with pw_client_leave. */
+int pw_client_enter(struct pw_client *c);
+void pw_client_leave(struct pw_client *c);
+/* The table's description, or NULL with ValueError/TypeError (a kind other than want). */
+const struct pw_table_info *pw_client_table(struct pw_client *c, PyObject *table,
+					    enum wharf_table_kind want, const char *op,
+					    uint32_t *id);
+/* Blocks every signal in the calling thread (threads the library starts inherit it). */
+void pw_block_signals(sigset_t *old);
+
+/* ---- asynchronous requests (pw_req.c) */
+struct pw_req {
+	PyObject_HEAD
+	struct pw_client *client;   /* a strong reference */
+	Py_buffer views[3];
+	int n_views;
+	PyObject *result;           /* what wait() returns (out, or None) */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool completed;             /* set by the network thread under mu */
+	int status;
+	bool issued;                /* the library holds it: the callback will run */
+	bool reaped;                /* completed and the views released */
+	struct pw_req *next, **pprev; /* in client->reqs while issued and not reaped */
+};
+extern PyTypeObject pw_ReqType;
+
+PyObject *pw_req_new(struct pw_client *c);
+/* The library took the request (rc == 0) or refused it: registers it or fails with rc. */
+PyObject *pw_req_issued(struct pw_req *r, int rc, const char *msg);
+wharf_done_fn pw_req_done_cb;
+/* Waits for r's completion with the GIL released; releases its views. */
+void pw_req_reap(struct pw_req *r);
+
+/* Client methods that live in pw_req.c. */
+PyObject *pw_client_pull_async(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *pw_client_push_async(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *pw_client_push_pull_async(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *pw_client_dense_pull_async(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *pw_client_dense_push_async(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *pw_client_barrier_async(PyObject *self, PyObject *args, PyObject *kw);
+
+#endif

@@ -1,0 +1,483 @@
+/*
+ * pw_client.c — wharf._wharf.Client: a worker's connection to every server (wharf_client_open)
+ * and its blocking calls, each with the GIL released so other Python threads run (and call
+ * the same client: libwharf's client takes calls from any thread).
+ *
+ * Call chain: python/wharf/__init__.py Table.pull / push / ... -> Client.pull(table, keys, out)
+ *   -> pw_buf_* (the checks) -> wharf_pull etc. on the caller's own memory -> out returned.
+ * Closing waits for the calls in progress and the asynchronous requests (pw_req.c) first.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pw.h"
+
+int pw_client_enter(struct pw_client *c)
+{
+	if (c->cl == NULL || c->closing) {
+		pw_raise_msg(-EBADF, "the worker's client is closed", NULL);
+		return -1;
+	}
+	c->busy++;
+	return 0;
+}
+
+void pw_client_leave(struct pw_client *c)
+{
+	c->busy--;
+}
+
+const struct pw_table_info *pw_client_table(struct pw_client *c, PyObject *table,
+					    enum wharf_table_kind want, const char *op,
+					    uint32_t *id)
+{
+	const struct pw_table_info *t;
+	unsigned long v;
+
+	if (!PyLong_Check(table)) {
+		PyErr_Format(PyExc_TypeError, "table: expected a table id (int), got %s",
+			     Py_TYPE(table)->tp_name);
+		return NULL;
+	}
+	v = PyLong_AsUnsignedLong(table);
+	if ((v == (unsigned long)-1 && PyErr_Occurred()) || v >= c->n_tables) {
+		PyErr_Clear();
+		PyErr_Format(PyExc_ValueError, "table: no table %R in the model (%u tables)", table,
+			     c->n_tables);
+		return NULL;
+	}
+	t = &c->tables[v];
+	if (t->kind != want) {
+		PyErr_Format(PyExc_TypeError, "%s: table '%s' is %s, the call is for %s tables", op,
+			     t->name, t->kind == WHARF_TABLE_DENSE ? "dense" : "sparse",
+			     want == WHARF_TABLE_DENSE ? "dense" : "sparse");
+		return NULL;
+	}
+	*id = (uint32_t)v;
+	return t;
+}
+
+static int client_tables(struct pw_client *c, const struct wharf_model *m)
+{
+	struct wharf_table t;
+	uint32_t i, n = wharf_model_count(m);
+
+	c->tables = PyMem_Calloc(n ? n : 1, sizeof(*c->tables));
+	if (c->tables == NULL) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		if (wharf_model_table(m, i, &t) != 0) {
+			pw_raise(-EINVAL, "model", NULL);
+			return -1;
+		}
+		c->tables[i].kind = t.kind;
+		c->tables[i].dim = t.dim;
+		c->tables[i].rows = t.rows;
+		memcpy(c->tables[i].name, t.name, sizeof(t.name));
+	}
+	c->n_tables = n;
+	return 0;
+}
+
+/* Client(config, model, spin_wait=False, queue_depth=0): waits for the servers. */
+static int client_init(PyObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "config", "model", "spin_wait", "queue_depth", NULL };
+	struct pw_client *c = (struct pw_client *)self;
+	struct wharf_client_opts opts = { false, 0 };
+	struct wharf_config *cfg;
+	struct pw_model *pm;
+	PyObject *cfg_obj, *model_obj;
+	int spin = 0, rc;
+	unsigned int depth = 0;
+	sigset_t old;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!|pI:Client", kwlist, &pw_ConfigType,
+					 &cfg_obj, &pw_ModelType, &model_obj, &spin, &depth))
+		return -1;
+	if (c->cl != NULL || c->closing) {
+		PyErr_SetString(PyExc_RuntimeError, "Client: already opened");
+		return -1;
+	}
+	cfg = ((struct pw_config *)cfg_obj)->c;
+	pm = (struct pw_model *)model_obj;
+	if (cfg == NULL || pm->m == NULL) {
+		PyErr_SetString(PyExc_RuntimeError, "Client: config or model not loaded");
+		return -1;
+	}
+	if (client_tables(c, pm->m) != 0)
+		return -1;
+	opts.spin_wait = spin != 0;
+	opts.queue_depth = depth;
+	pm->users++; /* no table added while the servers may be checking the digest */
+	Py_BEGIN_ALLOW_THREADS
+	pw_block_signals(&old); /* the network thread inherits it: no signal lands there */
+	rc = wharf_client_open(cfg, pm->m, &opts, &c->cl);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	Py_END_ALLOW_THREADS
+	if (rc != 0) {
+		pm->users--;
+		c->cl = NULL;
+		pw_raise(rc, NULL, NULL);
+		return -1;
+	}
+	Py_INCREF(model_obj);
+	c->model = model_obj;
+	return 0;
+}
+
+/* Completes every request, waits out the calls in progress, closes. Idempotent. */
+static void client_close_now(struct pw_client *c)
+{
+	struct wharf_client *cl = c->cl;
+
+	if (cl == NULL || c->closing)
+		return;
+	c->closing = true;
+	while (c->busy > 0) { /* calls of other threads, and submissions that register a req */
+		Py_BEGIN_ALLOW_THREADS
+		usleep(1000);
+		Py_END_ALLOW_THREADS
+	}
+	while (c->reqs != NULL)
+		pw_req_reap(c->reqs);
+	Py_BEGIN_ALLOW_THREADS
+	wharf_client_close(cl);
+	Py_END_ALLOW_THREADS
+	c->cl = NULL;
+	if (c->model != NULL)
+		((struct pw_model *)c->model)->users--;
+}
+
+static PyObject *client_close(PyObject *self, PyObject *unused)
+{
+	(void)unused;
+	client_close_now((struct pw_client *)self);
+	Py_RETURN_NONE;
+}
+
+static void client_dealloc(PyObject *self)
+{
+	struct pw_client *c = (struct pw_client *)self;
+
+	client_close_now(c);
+	Py_CLEAR(c->model);
+	PyMem_Free(c->tables);
+	Py_TYPE(self)->tp_free(self);
+}
+
+/* The end of every blocking call: views released, out or None returned, or the error. */
+static PyObject *call_done(struct pw_client *c, int rc, Py_buffer *v, int nv, PyObject *out)
+{
+	int i;
+
+	pw_client_leave(c);
+	for (i = 0; i < nv; i++)
+		PyBuffer_Release(&v[i]);
+	if (rc != 0)
+		return pw_raise(rc, NULL, NULL);
+	if (out == NULL)
+		Py_RETURN_NONE;
+	Py_INCREF(out);
+	return out;
+}
+
+/* pull(table, keys, out) -> out */
+static PyObject *client_pull(PyObject *self, PyObject *args)
+{
+	struct pw_client *c = (struct pw_client *)self;
+	const struct pw_table_info *t;
+	PyObject *table, *keys, *out;
+	Py_buffer v[2];
+	uint32_t id, n;
+	int rc = 0;
+
+	if (!PyArg_ParseTuple(args, "OOO:pull", &table, &keys, &out) ||
+	    (t = pw_client_table(c, table, WHARF_TABLE_SPARSE, "pull", &id)) == NULL ||
+	    pw_buf_keys(keys, &v[0], &n) != 0)
+		return NULL;
+	if (pw_buf_rows(out, "out", true, n, t->dim, &v[1]) != 0)
+		goto out_keys;
+	if (pw_client_enter(c) != 0)
+		goto out_both;
+	Py_BEGIN_ALLOW_THREADS
+	if (n > 0)
+		rc = wharf_pull(c->cl, id, v[0].buf, n, v[1].buf);
+	Py_END_ALLOW_THREADS
+	return call_done(c, rc, v, 2, out);
+out_both:
+	PyBuffer_Release(&v[1]);
+out_keys:
+	PyBuffer_Release(&v[0]);
+	return NULL;
+}
+
+/* push(table, keys, grads) */
+static PyObject *client_push(PyObject *self, PyObject *args)
+{
+	struct pw_client *c = (struct pw_client *)self;
+	const struct pw_table_info *t;
+	PyObject *table, *keys, *grads;
+	Py_buffer v[2];
+	uint32_t id, n;
+	int rc = 0;
+
+	if (!PyArg_ParseTuple(args, "OOO:push", &table, &keys, &grads) ||
+	    (t = pw_client_table(c, table, WHARF_TABLE_SPARSE, "push", &id)) == NULL ||
+	    pw_buf_keys(keys, &v[0], &n) != 0)
+		return NULL;
+	if (pw_buf_rows(grads, "grads", false, n, t->dim, &v[1]) != 0)
+		goto out_keys;
+	if (pw_client_enter(c) != 0)
+		goto out_both;
+	Py_BEGIN_ALLOW_THREADS
+	if (n > 0)
+		rc = wharf_push(c->cl, id, v[0].buf, n, v[1].buf);
+	Py_END_ALLOW_THREADS
+	return call_done(c, rc, v, 2, NULL);
+out_both:
+	PyBuffer_Release(&v[1]);
+out_keys:
+	PyBuffer_Release(&v[0]);
+	return NULL;
+}
+
+/* push_pull(table, keys, grads, out) -> out */
+static PyObject *client_push_pull(PyObject *self, PyObject *args)
+{
+	struct pw_client *c = (struct pw_client *)self;
+	const struct pw_table_info *t;
+	PyObject *table, *keys, *grads, *out;
+	Py_buffer v[3];
+	uint32_t id, n;
+	int rc = 0;
+
+	if (!PyArg_ParseTuple(args, "OOOO:push_pull", &table, &keys, &grads, &out) ||
+	    (t = pw_client_table(c, table, WHARF_TABLE_SPARSE, "push_pull", &id)) == NULL ||
+	    pw_buf_keys(keys, &v[0], &n) != 0)
+		return NULL;
+	if (pw_buf_rows(grads, "grads", false, n, t->dim, &v[1]) != 0)
+		goto out_keys;
+	if (pw_buf_rows(out, "out", true, n, t->dim, &v[2]) != 0)
+		goto out_grads;
+	if (pw_client_enter(c) != 0)
+		goto out_all;
+	Py_BEGIN_ALLOW_THREADS
+	if (n > 0)
+		rc = wharf_push_pull(c->cl, id, v[0].buf, n, v[1].buf, v[2].buf);
+	Py_END_ALLOW_THREADS
+	return call_done(c, rc, v, 3, out);
+out_all:
+	PyBuffer_Release(&v[2]);
+out_grads:
+	PyBuffer_Release(&v[1]);
+out_keys:
+	PyBuffer_Release(&v[0]);
+	return NULL;
+}
+
+/* dense_pull(table, out) -> out */
+static PyObject *client_dense_pull(PyObject *self, PyObject *args)
+{
+	struct pw_client *c = (struct pw_client *)self;
+	const struct pw_table_info *t;
+	PyObject *table, *out;
+	Py_buffer v;
+	uint32_t id;
+	int rc;
+
+	if (!PyArg_ParseTuple(args, "OO:dense_pull", &table, &out) ||
+	    (t = pw_client_table(c, table, WHARF_TABLE_DENSE, "dense_pull", &id)) == NULL ||
+	    pw_buf_dense(out, "out", true, t->rows, t->dim, &v) != 0)
+		return NULL;
+	if (pw_client_enter(c) != 0) {
+		PyBuffer_Release(&v);
+		return NULL;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	rc = wharf_dense_pull(c->cl, id, v.buf);
+	Py_END_ALLOW_THREADS
+	return call_done(c, rc, &v, 1, out);
+}
+
+/* dense_push(table, grads) */
+static PyObject *client_dense_push(PyObject *self, PyObject *args)
+{
+	struct pw_client *c = (struct pw_client *)self;
+	const struct pw_table_info *t;
+	PyObject *table, *grads;
+	Py_buffer v;
+	uint32_t id;
+	int rc;
+
+	if (!PyArg_ParseTuple(args, "OO:dense_push", &table, &grads) ||
+	    (t = pw_client_table(c, table, WHARF_TABLE_DENSE, "dense_push", &id)) == NULL ||
+	    pw_buf_dense(grads, "grads", false, t->rows, t->dim, &v) != 0)
+		return NULL;
+	if (pw_client_enter(c) != 0) {
+		PyBuffer_Release(&v);
+		return NULL;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	rc = wharf_dense_push(c->cl, id, v.buf);
+	Py_END_ALLOW_THREADS
+	return call_done(c, rc, &v, 1, NULL);
+}
+
+/* barrier(step) */
+static PyObject *client_barrier(PyObject *self, PyObject *args)
+{
+	struct pw_client *c = (struct pw_client *)self;
+	unsigned long long step;
+	int rc;
+
+	if (!PyArg_ParseTuple(args, "K:barrier", &step) || pw_client_enter(c) != 0)
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	rc = wharf_barrier(c->cl, step);
+	Py_END_ALLOW_THREADS
+	return call_done(c, rc, NULL, 0, NULL);
+}
+
+/* The rows wharf_geo_pull hands over, gathered on the network thread (no Python there). */
+struct geo_rows {
+	uint64_t *keys;
+	float *rows;
+	size_t n, cap;
+	uint32_t dim;
+	bool nomem;
+};
+
+static void geo_on_row(void *arg, uint64_t key, const float *row, uint32_t dim)
+{
+	struct geo_rows *g = arg;
+
+	if (g->nomem || dim != g->dim)
+		return;
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? g->cap * 2 : 256;
+		uint64_t *k = realloc(g->keys, cap * sizeof(*k));
+		float *r = k ? realloc(g->rows, cap * dim * sizeof(*r)) : NULL;
+
+		if (k)
+			g->keys = k;
+		if (r == NULL) {
+			g->nomem = true;
+			return;
+		}
+		g->rows = r;
+		g->cap = cap;
+	}
+	g->keys[g->n] = key;
+	memcpy(g->rows + g->n * dim, row, dim * sizeof(float));
+	g->n++;
+}
+
+/* geo_pull(table) -> (keys, rows, n), bytearrays: the rows others changed since the last. */
+static PyObject *client_geo_pull(PyObject *self, PyObject *args)
+{
+	struct pw_client *c = (struct pw_client *)self;
+	const struct pw_table_info *t;
+	struct geo_rows g;
+	PyObject *table, *res = NULL;
+	uint32_t id;
+	int64_t rc;
+
+	if (!PyArg_ParseTuple(args, "O:geo_pull", &table) ||
+	    (t = pw_client_table(c, table, WHARF_TABLE_SPARSE, "geo_pull", &id)) == NULL ||
+	    pw_client_enter(c) != 0)
+		return NULL;
+	memset(&g, 0, sizeof(g));
+	g.dim = t->dim;
+	Py_BEGIN_ALLOW_THREADS
+	rc = wharf_geo_pull(c->cl, id, geo_on_row, &g);
+	Py_END_ALLOW_THREADS
+	pw_client_leave(c);
+	if (rc < 0)
+		pw_raise((int)rc, NULL, NULL);
+	else if (g.nomem)
+		PyErr_NoMemory();
+	else
+		res = Py_BuildValue("(NNn)",
+			PyByteArray_FromStringAndSize((const char *)g.keys, (Py_ssize_t)(g.n * 8)),
+			PyByteArray_FromStringAndSize((const char *)g.rows,
+						      (Py_ssize_t)(g.n * g.dim * 4)),
+			(Py_ssize_t)g.n);
+	free(g.keys);
+	free(g.rows);
+	return res;
+}
+
+static PyObject *client_stats(PyObject *self, PyObject *unused)
+{
+	struct pw_client *c = (struct pw_client *)self;
+	struct wharf_client_stats s;
+
+	(void)unused;
+	if (pw_client_enter(c) != 0)
+		return NULL;
+	wharf_client_stats(c->cl, &s);
+	pw_client_leave(c);
+	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "calls", s.calls, "requests",
+			     s.requests, "replies", s.replies, "bytes_out", s.bytes_out, "bytes_in",
+			     s.bytes_in, "reconnects", s.reconnects, "resent", s.resent);
+}
+
+static PyObject *client_closed(PyObject *self, void *unused)
+{
+	struct pw_client *c = (struct pw_client *)self;
+
+	(void)unused;
+	return PyBool_FromLong(c->cl == NULL || c->closing);
+}
+
+static PyMethodDef client_methods[] = {
+	{ "pull", client_pull, METH_VARARGS, "pull(table, keys, out) -> out" },
+	{ "push", client_push, METH_VARARGS, "push(table, keys, grads)" },
+	{ "push_pull", client_push_pull, METH_VARARGS, "push_pull(table, keys, grads, out) -> out" },
+	{ "dense_pull", client_dense_pull, METH_VARARGS, "dense_pull(table, out) -> out" },
+	{ "dense_push", client_dense_push, METH_VARARGS, "dense_push(table, grads)" },
+	{ "barrier", client_barrier, METH_VARARGS, "barrier(step)" },
+	{ "pull_async", (PyCFunction)(void (*)(void))pw_client_pull_async,
+	  METH_VARARGS | METH_KEYWORDS, "pull_async(table, keys, out) -> Request" },
+	{ "push_async", (PyCFunction)(void (*)(void))pw_client_push_async,
+	  METH_VARARGS | METH_KEYWORDS, "push_async(table, keys, grads) -> Request" },
+	{ "push_pull_async", (PyCFunction)(void (*)(void))pw_client_push_pull_async,
+	  METH_VARARGS | METH_KEYWORDS, "push_pull_async(table, keys, grads, out) -> Request" },
+	{ "dense_pull_async", (PyCFunction)(void (*)(void))pw_client_dense_pull_async,
+	  METH_VARARGS | METH_KEYWORDS, "dense_pull_async(table, out) -> Request" },
+	{ "dense_push_async", (PyCFunction)(void (*)(void))pw_client_dense_push_async,
+	  METH_VARARGS | METH_KEYWORDS, "dense_push_async(table, grads) -> Request" },
+	{ "barrier_async", (PyCFunction)(void (*)(void))pw_client_barrier_async,
+	  METH_VARARGS | METH_KEYWORDS, "barrier_async(step) -> Request" },
+	{ "geo_pull", client_geo_pull, METH_VARARGS,
+	  "geo_pull(table) -> (keys, rows, n) as bytearrays: the rows changed since this worker's "
+	  "last geo_pull" },
+	{ "stats", client_stats, METH_NOARGS, "stats() -> dict of the client's counters" },
+	{ "close", client_close, METH_NOARGS,
+	  "close(): completes what is in flight (requests included) and disconnects" },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef client_getset[] = {
+	{ "closed", client_closed, NULL, "True once close() began", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+PyTypeObject pw_ClientType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "wharf._wharf.Client",
+	.tp_basicsize = sizeof(struct pw_client),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "Client(config, model, spin_wait=False, queue_depth=0): a worker's connection",
+	.tp_new = PyType_GenericNew,
+	.tp_init = client_init,
+	.tp_dealloc = client_dealloc,
+	.tp_methods = client_methods,
+	.tp_getset = client_getset,
+};

@@ -1,0 +1,408 @@
+/*
+ * pw_req.c — the asynchronous calls (Client.pull_async etc.) and their handle, Request: the
+ * library reads or writes the caller's arrays until the call completes, so the Request holds
+ * their buffer exports (and so the arrays) until then; wait() returns out (or None) or raises.
+ *
+ * Call chain: Client.pull_async(table, keys, out) -> pw_buf_* -> wharf_pull_async(...,
+ *   pw_req_done_cb, req, NULL) -> (network thread) pw_req_done_cb: status, signal -> (any
+ *   Python thread) Request.wait() -> pw_req_reap: buffers released.
+ * The completion comes by callback, not by wharf_wait: a wait with a timeout stays the
+ * handle's to repeat, and a Request dropped unwaited (or a client closed under it) is reaped
+ * by waiting for its callback, never by freeing memory the network thread may still write.
+ */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "pw.h"
+
+PyObject *pw_req_new(struct pw_client *c)
+{
+	struct pw_req *r = (struct pw_req *)pw_ReqType.tp_alloc(&pw_ReqType, 0);
+
+	if (r == NULL)
+		return NULL;
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->cv, NULL);
+	Py_INCREF(c);
+	r->client = c;
+	return (PyObject *)r;
+}
+
+void pw_req_done_cb(void *arg, int status)
+{
+	struct pw_req *r = arg;
+
+	pthread_mutex_lock(&r->mu);
+	r->status = status;
+	r->completed = true;
+	pthread_cond_broadcast(&r->cv); /* to pw_req_reap and wait_slice */
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void req_release_views(struct pw_req *r)
+{
+	for (int i = 0; i < r->n_views; i++)
+		PyBuffer_Release(&r->views[i]);
+	r->n_views = 0;
+}
+
+static void req_unlink(struct pw_req *r)
+{
+	if (r->pprev == NULL)
+		return;
+	*r->pprev = r->next;
+	if (r->next != NULL)
+		r->next->pprev = r->pprev;
+	r->next = NULL;
+	r->pprev = NULL;
+}
+
+void pw_req_reap(struct pw_req *r)
+{
+	if (r->reaped)
+		return;
+	if (r->issued) {
+		Py_BEGIN_ALLOW_THREADS
+		pthread_mutex_lock(&r->mu);
+		while (!r->completed)
+			pthread_cond_wait(&r->cv, &r->mu);
+		pthread_mutex_unlock(&r->mu);
+		Py_END_ALLOW_THREADS
+		if (r->reaped) /* another thread reaped it while this one waited */
+			return;
+	}
+	req_release_views(r);
+	req_unlink(r);
+	r->reaped = true;
+}
+
+PyObject *pw_req_issued(struct pw_req *r, int rc, const char *what)
+{
+	struct pw_client *c = r->client;
+
+	pw_client_leave(c);
+	if (rc != 0) {
+		req_release_views(r);
+		r->reaped = true;
+		pw_raise(rc, what, NULL);
+		Py_DECREF(r);
+		return NULL;
+	}
+	r->issued = true;
+	r->next = c->reqs;
+	if (c->reqs != NULL)
+		c->reqs->pprev = &r->next;
+	c->reqs = r;
+	r->pprev = &c->reqs;
+	return (PyObject *)r;
+}
+
+/* An empty call (no keys) completes at once, without the library. */
+static PyObject *req_completed_now(struct pw_req *r)
+{
+	pw_client_leave(r->client);
+	req_release_views(r);
+	r->completed = true;
+	r->reaped = true;
+	return (PyObject *)r;
+}
+
+/* Parses and checks a sparse call's arguments into r: keys, then grads and/or out. */
+static int req_sparse_args(struct pw_req *r, PyObject *table, PyObject *keys, PyObject *grads,
+			   PyObject *out, const char *op, uint32_t *id, uint32_t *n)
+{
+	const struct pw_table_info *t = pw_client_table(r->client, table, WHARF_TABLE_SPARSE, op, id);
+
+	if (t == NULL || pw_buf_keys(keys, &r->views[r->n_views], n) != 0)
+		return -1;
+	r->n_views++;
+	if (grads != NULL) {
+		if (pw_buf_rows(grads, "grads", false, *n, t->dim, &r->views[r->n_views]) != 0)
+			return -1;
+		r->n_views++;
+	}
+	if (out != NULL) {
+		if (pw_buf_rows(out, "out", true, *n, t->dim, &r->views[r->n_views]) != 0)
+			return -1;
+		r->n_views++;
+		Py_INCREF(out);
+		r->result = out;
+	}
+	return pw_client_enter(r->client);
+}
+
+static PyObject *req_fail(struct pw_req *r)
+{
+	req_release_views(r);
+	r->reaped = true;
+	Py_DECREF(r);
+	return NULL;
+}
+
+PyObject *pw_client_pull_async(PyObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "table", "keys", "out", NULL };
+	PyObject *table, *keys, *out;
+	struct pw_req *r;
+	uint32_t id, n;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:pull_async", kwlist, &table, &keys, &out))
+		return NULL;
+	if ((r = (struct pw_req *)pw_req_new((struct pw_client *)self)) == NULL)
+		return NULL;
+	if (req_sparse_args(r, table, keys, NULL, out, "pull_async", &id, &n) != 0)
+		return req_fail(r);
+	if (n == 0)
+		return req_completed_now(r);
+	Py_BEGIN_ALLOW_THREADS
+	rc = wharf_pull_async(r->client->cl, id, r->views[0].buf, n, r->views[1].buf,
+			      pw_req_done_cb, r, NULL);
+	Py_END_ALLOW_THREADS
+	return pw_req_issued(r, rc, "pull_async");
+}
+
+PyObject *pw_client_push_async(PyObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "table", "keys", "grads", NULL };
+	PyObject *table, *keys, *grads;
+	struct pw_req *r;
+	uint32_t id, n;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:push_async", kwlist, &table, &keys, &grads))
+		return NULL;
+	if ((r = (struct pw_req *)pw_req_new((struct pw_client *)self)) == NULL)
+		return NULL;
+	if (req_sparse_args(r, table, keys, grads, NULL, "push_async", &id, &n) != 0)
+		return req_fail(r);
+	if (n == 0)
+		return req_completed_now(r);
+	Py_BEGIN_ALLOW_THREADS
+	rc = wharf_push_async(r->client->cl, id, r->views[0].buf, n, r->views[1].buf,
+			      pw_req_done_cb, r, NULL);
+	Py_END_ALLOW_THREADS
+	return pw_req_issued(r, rc, "push_async");
+}
+
+PyObject *pw_client_push_pull_async(PyObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "table", "keys", "grads", "out", NULL };
+	PyObject *table, *keys, *grads, *out;
+	struct pw_req *r;
+	uint32_t id, n;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO:push_pull_async", kwlist, &table, &keys,
+					 &grads, &out))
+		return NULL;
+	if ((r = (struct pw_req *)pw_req_new((struct pw_client *)self)) == NULL)
+		return NULL;
+	if (req_sparse_args(r, table, keys, grads, out, "push_pull_async", &id, &n) != 0)
+		return req_fail(r);
+	if (n == 0)
+		return req_completed_now(r);
+	Py_BEGIN_ALLOW_THREADS
+	rc = wharf_push_pull_async(r->client->cl, id, r->views[0].buf, n, r->views[1].buf,
+				   r->views[2].buf, pw_req_done_cb, r, NULL);
+	Py_END_ALLOW_THREADS
+	return pw_req_issued(r, rc, "push_pull_async");
+}
+
+/* A dense call's arguments: the whole table in obj (out when writable, else grads). */
+static int req_dense_args(struct pw_req *r, PyObject *table, PyObject *obj, bool writable,
+			  const char *op, uint32_t *id)
+{
+	const struct pw_table_info *t = pw_client_table(r->client, table, WHARF_TABLE_DENSE, op, id);
+
+	if (t == NULL || pw_buf_dense(obj, writable ? "out" : "grads", writable, t->rows, t->dim,
+				      &r->views[0]) != 0)
+		return -1;
+	r->n_views = 1;
+	if (writable) {
+		Py_INCREF(obj);
+		r->result = obj;
+	}
+	return pw_client_enter(r->client);
+}
+
+PyObject *pw_client_dense_pull_async(PyObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "table", "out", NULL };
+	PyObject *table, *out;
+	struct pw_req *r;
+	uint32_t id;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:dense_pull_async", kwlist, &table, &out))
+		return NULL;
+	if ((r = (struct pw_req *)pw_req_new((struct pw_client *)self)) == NULL)
+		return NULL;
+	if (req_dense_args(r, table, out, true, "dense_pull_async", &id) != 0)
+		return req_fail(r);
+	Py_BEGIN_ALLOW_THREADS
+	rc = wharf_dense_pull_async(r->client->cl, id, r->views[0].buf, pw_req_done_cb, r, NULL);
+	Py_END_ALLOW_THREADS
+	return pw_req_issued(r, rc, "dense_pull_async");
+}
+
+PyObject *pw_client_dense_push_async(PyObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "table", "grads", NULL };
+	PyObject *table, *grads;
+	struct pw_req *r;
+	uint32_t id;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:dense_push_async", kwlist, &table, &grads))
+		return NULL;
+	if ((r = (struct pw_req *)pw_req_new((struct pw_client *)self)) == NULL)
+		return NULL;
+	if (req_dense_args(r, table, grads, false, "dense_push_async", &id) != 0)
+		return req_fail(r);
+	Py_BEGIN_ALLOW_THREADS
+	rc = wharf_dense_push_async(r->client->cl, id, r->views[0].buf, pw_req_done_cb, r, NULL);
+	Py_END_ALLOW_THREADS
+	return pw_req_issued(r, rc, "dense_push_async");
+}
+
+PyObject *pw_client_barrier_async(PyObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "step", NULL };
+	unsigned long long step;
+	struct pw_req *r;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "K:barrier_async", kwlist, &step))
+		return NULL;
+	if ((r = (struct pw_req *)pw_req_new((struct pw_client *)self)) == NULL)
+		return NULL;
+	if (pw_client_enter(r->client) != 0)
+		return req_fail(r);
+	Py_BEGIN_ALLOW_THREADS
+	rc = wharf_barrier_async(r->client->cl, step, pw_req_done_cb, r, NULL);
+	Py_END_ALLOW_THREADS
+	return pw_req_issued(r, rc, "barrier_async");
+}
+
+/* ------------------------------------------------------------------ Request */
+
+/* Waits up to ms (at most 100) for completion; true once completed. GIL released. */
+static bool wait_slice(struct pw_req *r, long ms)
+{
+	struct timespec ts;
+	bool done;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += ms * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&r->mu);
+	while (!r->completed && pthread_cond_timedwait(&r->cv, &r->mu, &ts) == 0)
+		;
+	done = r->completed;
+	pthread_mutex_unlock(&r->mu);
+	return done;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* wait(timeout=None) -> out or None; raises the call's error, or TimeoutError. */
+static PyObject *req_wait(PyObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "timeout", NULL };
+	struct pw_req *r = (struct pw_req *)self;
+	PyObject *timeout = Py_None;
+	double limit = -1, t0 = now_s(), left;
+	bool done = r->reaped;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:wait", kwlist, &timeout))
+		return NULL;
+	if (timeout != Py_None) {
+		limit = PyFloat_AsDouble(timeout);
+		if (limit == -1.0 && PyErr_Occurred())
+			return NULL;
+		if (!(limit >= 0)) {
+			PyErr_Format(PyExc_ValueError, "timeout: expected seconds >= 0 or None, got %R",
+				     timeout);
+			return NULL;
+		}
+	}
+	while (!done) {
+		long ms = 100;
+		if (limit >= 0) {
+			left = limit - (now_s() - t0);
+			if (left <= 0)
+				break;
+			if (left * 1000 < ms)
+				ms = (long)(left * 1000) + 1;
+		}
+		Py_BEGIN_ALLOW_THREADS
+		done = wait_slice(r, ms);
+		Py_END_ALLOW_THREADS
+		if (!done && PyErr_CheckSignals() != 0)
+			return NULL; /* still pending: wait() may be called again */
+	}
+	if (!done) {
+		char m[96];
+		snprintf(m, sizeof(m), "wait: the request did not complete within %g s", limit);
+		return pw_raise_msg(-ETIMEDOUT, m, pw_TimeoutError);
+	}
+	pw_req_reap(r);
+	if (r->status != 0)
+		return pw_raise_msg(r->status, NULL, NULL);
+	if (r->result == NULL)
+		Py_RETURN_NONE;
+	Py_INCREF(r->result);
+	return r->result;
+}
+
+static PyObject *req_done(PyObject *self, PyObject *unused)
+{
+	struct pw_req *r = (struct pw_req *)self;
+	bool done;
+
+	(void)unused;
+	pthread_mutex_lock(&r->mu);
+	done = r->completed;
+	pthread_mutex_unlock(&r->mu);
+	return PyBool_FromLong(done);
+}
+
+static void req_dealloc(PyObject *self)
+{
+	struct pw_req *r = (struct pw_req *)self;
+
+	pw_req_reap(r); /* the library may still write the arrays: wait for it */
+	Py_CLEAR(r->result);
+	Py_CLEAR(r->client);
+	pthread_mutex_destroy(&r->mu);
+	pthread_cond_destroy(&r->cv);
+	Py_TYPE(self)->tp_free(self);
+}
+
+static PyMethodDef req_methods[] = {
+	{ "wait", (PyCFunction)(void (*)(void))req_wait, METH_VARARGS | METH_KEYWORDS,
+	  "wait(timeout=None) -> out or None: the call's result, its error raised, or "
+	  "wharf.TimeoutError when it is still in flight after timeout seconds" },
+	{ "done", req_done, METH_NOARGS, "done() -> True once the call completed" },
+	{ NULL, NULL, 0, NULL },
+};
+
+PyTypeObject pw_ReqType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "wharf._wharf.Request",
+	.tp_basicsize = sizeof(struct pw_req),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "An asynchronous call in flight: wait(timeout=None), done(). It holds the "
+		  "arrays the call reads or writes until it completed.",
+	.tp_dealloc = req_dealloc,
+	.tp_methods = req_methods,
+};

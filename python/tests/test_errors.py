@@ -1,0 +1,249 @@
+"""Each bad input is refused with an exception naming the argument (TypeError, ValueError) or
+the cause (wharf.ConfigError for a bad flag, variable, file or table; wharf.TimeoutError for
+servers that did not come up; wharf.Error for a request the servers refused), and the library
+is left usable."""
+import errno
+import time
+
+import numpy as np
+import pytest
+
+import wharf
+from wharf import _wharf
+from conftest import next_port
+
+K3 = np.array([1, 2, 3], np.uint64)
+
+
+def refused(exc, match, fn, *args, **kw):
+    with pytest.raises(exc, match=match):
+        fn(*args, **kw)
+
+
+@pytest.mark.modes("async")
+@pytest.mark.parametrize("bad, exc, match", [
+    (K3.astype(np.int64), TypeError, r"keys: expected dtype uint64, got int64"),
+    (K3.astype(np.uint32), TypeError, r"keys: expected dtype uint64, got uint32"),
+    ([1, 2, 3], TypeError, r"keys: expected a NumPy uint64 array .* got list"),
+    (np.arange(6, dtype=np.uint64)[::2], ValueError, r"keys: expected a C-contiguous array"),
+    (K3.reshape(3, 1), ValueError, r"keys: expected a 1-D array, got shape \(3, 1\)"),
+    (K3.astype(">u8"), ValueError, r"keys: expected native byte order"),
+])
+def test_bad_keys(job, bad, exc, match):
+    refused(exc, match, wharf.table("emb").pull, bad)
+    refused(exc, match, wharf.table("emb").push, bad, np.zeros((3, 4), np.float32))
+    refused(exc, match, wharf.table("emb").pull_async, bad, np.zeros((3, 4), np.float32))
+
+
+def _ro():
+    a = np.zeros((3, 4), np.float32)
+    a.setflags(write=False)
+    return a
+
+
+@pytest.mark.modes("async")
+@pytest.mark.parametrize("bad, exc, match", [
+    (np.zeros((3, 4)), TypeError, r"out: expected dtype float32, got float64"),
+    (np.zeros((3, 5), np.float32), ValueError, r"out: expected shape \(3, 4\).* got \(3, 5\)"),
+    (np.zeros(12, np.float32), ValueError, r"out: expected shape \(3, 4\).* got \(12,\)"),
+    (np.zeros((4, 3), np.float32).T, ValueError, r"out: expected a C-contiguous array"),
+    (_ro(), ValueError, r"out: the array is read-only"),
+    (b"x" * 48, TypeError, r"out: expected dtype float32, got uint8"),
+])
+def test_bad_out(job, bad, exc, match):
+    emb = wharf.table("emb")
+    refused(exc, match, emb.pull, K3, out=bad)
+    refused(exc, match, emb.pull_async, K3, out=bad)
+
+
+@pytest.mark.modes("async")
+@pytest.mark.parametrize("bad, exc, match", [
+    (np.zeros((3, 4), np.float64), TypeError, r"grads: expected dtype float32, got float64"),
+    (np.zeros((2, 4), np.float32), ValueError, r"grads: expected shape \(3, 4\)"),
+    ("grads", TypeError, r"grads: expected a NumPy float32 array .* got str"),
+])
+def test_bad_grads(job, bad, exc, match):
+    emb = wharf.table("emb")
+    refused(exc, match, emb.push, K3, bad)
+    refused(exc, match, emb.push_async, K3, bad)
+    refused(exc, match, emb.push_pull, K3, bad)
+
+
+@pytest.mark.modes("async")
+def test_bad_dense_arrays(job):
+    w = wharf.table("w")
+    refused(ValueError, r"out: expected 15 floats .*3 rows x 5.* got shape \(16,\)", w.pull,
+            out=np.zeros(16, np.float32))
+    refused(ValueError, r"grads: expected 15 floats", w.push, np.zeros((5, 3, 2), np.float32))
+    refused(TypeError, r"grads: expected dtype float32, got int32", w.push_async,
+            np.zeros(15, np.int32))
+
+
+@pytest.mark.modes("async")
+def test_wrong_table_kind_and_id(job):
+    c = wharf.init_worker()
+    w, emb = wharf.table("w"), wharf.table("emb")
+    refused(TypeError, r"pull: table 'w' is dense, the call is for sparse tables", c.pull, w.id,
+            K3, np.zeros((3, 5), np.float32))
+    refused(TypeError, r"dense_pull: table 'emb' is sparse", c.dense_pull, emb.id,
+            np.zeros(15, np.float32))
+    refused(ValueError, r"table: no table 4096 in the model", c.pull, 4096, K3,
+            np.zeros((3, 4), np.float32))
+    refused(TypeError, r"table: expected a table id \(int\), got str", c.pull, "emb", K3,
+            np.zeros((3, 4), np.float32))
+    refused(KeyError, r"no table 'nope' in the model", wharf.table, "nope")
+
+
+def test_a_refused_request_raises_the_servers_reason(job, fresh_keys):
+    g = np.zeros((3, 4), np.float32)
+    g[1, 2] = np.nan
+    with pytest.raises(wharf.Error) as e:
+        wharf.table("emb").push(fresh_keys(3), g)
+    assert e.value.errno > 0 and e.value.message == str(e.value)
+    assert "push of table %d" % wharf.table("emb").id in str(e.value)
+    assert not isinstance(e.value, wharf.TimeoutError)
+    wharf.table("emb").pull(fresh_keys(3))  # still usable
+
+
+@pytest.mark.modes("async")
+def test_wait_timeout_argument(job):
+    h = wharf.table("emb").pull_async(K3)
+    refused(ValueError, r"timeout: expected seconds >= 0", h.wait, timeout=-1)
+    h.wait()
+
+
+@pytest.mark.modes("async")
+def test_tables_declared_after_the_client_opened_are_refused(job):
+    with pytest.raises(wharf.Error, match="in use by a client or a server"):
+        wharf.sparse_table("late", dim=2)
+
+
+# ---- configuration and model: the same checks the executables make, without a cluster
+
+@pytest.mark.parametrize("argv, match", [
+    (["--role", "chief"], r"--role"),
+    (["--role", "worker", "--ps", "10.0.0.1:99999"], r"--ps"),
+    (["--role", "worker", "--ps", "127.0.0.1:4444", "--mode", "sometimes"], r"--mode"),
+    (["--role", "worker", "--ps", "127.0.0.1:4444", "--no-such-flag", "1"],
+     r"unknown option '--no-such-flag'"),
+])
+def test_bad_config_flags(argv, match):
+    with pytest.raises(wharf.ConfigError, match=match) as e:
+        _wharf.Config(argv)
+    assert e.value.errno == errno.EINVAL
+
+
+def test_bad_config_file_names_its_line(tmp_path):
+    p = tmp_path / "cluster.json"
+    p.write_text('{"cluster": {"ps": ["127.0.0.1:4444"]},\n "mode": 17}\n')
+    with pytest.raises(wharf.ConfigError, match=r"cluster.json: mode: expected a string"):
+        _wharf.Config(["--role", "worker", "--config", str(p)])
+    p.write_text('{"mode": "sync",\n oops}\n')
+    with pytest.raises(wharf.ConfigError, match=r"cluster.json:2:5: JSON syntax error"):
+        _wharf.Config(["--role", "worker", "--config", str(p)])
+
+
+def test_bad_environment_names_the_variable(monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", "{not json")
+    with pytest.raises(wharf.ConfigError, match="TF_CONFIG:1:4: JSON syntax error"):
+        _wharf.Config([])
+
+
+def test_bad_model_files(tmp_path):
+    with pytest.raises(wharf.ConfigError, match="nonexistent.json") as e:
+        _wharf.Model.load(str(tmp_path / "nonexistent.json"))
+    assert e.value.errno == errno.ENOENT
+    p = tmp_path / "model.json"
+    p.write_text('{"tables": [\n  {"name": "emb", "kind": "sparse", "dim": 0}\n]}\n')
+    with pytest.raises(wharf.ConfigError, match=r"model.json: table 0 'emb': dim: 0 outside"):
+        _wharf.Model.load(str(p))
+    with pytest.raises(wharf.ConfigError, match=r"text:1"):
+        _wharf.Model.parse("{", "text")
+
+
+@pytest.mark.parametrize("kw, exc, match", [
+    (dict(dim=0), wharf.ConfigError, r"dim"),
+    (dict(dim=2000), wharf.ConfigError, r"dim"),
+    (dict(kind="dense", rows=0, dim=4), wharf.ConfigError, r"rows"),
+    (dict(optimizer="sgdd"), ValueError, r"optimizer: expected one of sgd, adagrad, adam, ftrl"),
+    (dict(kind="tree"), ValueError, r"kind: expected one of sparse, dense"),
+    (dict(init="ones"), ValueError, r"init: expected one of zeros, uniform, normal"),
+    (dict(dim=-1), ValueError, r"dim: expected an integer 0\.\."),
+    (dict(dim="4"), TypeError, r"dim: expected an integer, got str"),
+    (dict(lr="fast"), TypeError, r"lr: expected a number, got str"),
+    (dict(lr=0.0), wharf.ConfigError, r"lr"),
+    (dict(colour=1), TypeError, r"unknown table field 'colour'"),
+])
+def test_bad_table_declarations(kw, exc, match):
+    m = _wharf.Model()
+    with pytest.raises(exc, match=match):
+        m.add("t", **kw)
+    assert len(m) == 0  # nothing added by a refusal
+    m.add("t", dim=2)
+    with pytest.raises(wharf.ConfigError):
+        m.add("t", dim=2)  # the name is taken
+    with pytest.raises(ValueError, match="name: expected 1..63 bytes"):
+        m.add("x" * 64)
+
+
+def test_servers_that_do_not_come_up_time_out():
+    """A worker whose server never answers gives up after --wait-timeout: TimeoutError."""
+    port = next_port()
+    cfg = _wharf.Config(["--role", "worker", "--ps", "127.0.0.1:%d" % port, "--protocol",
+                         "kernel", "--num-workers", "1", "--wait-timeout", "1",
+                         "--retry-interval", "1"])
+    m = _wharf.Model()
+    m.add("emb", dim=4)
+    t0 = time.time()
+    with pytest.raises(wharf.TimeoutError) as e:
+        _wharf.Client(cfg, m)
+    assert e.value.errno == errno.ETIMEDOUT
+    assert "127.0.0.1:%d" % port in str(e.value)
+    assert time.time() - t0 < 15
+
+
+def test_calls_before_init_and_on_a_server_are_refused():
+    import subprocess
+    import sys
+    code = ("import wharf\n"
+            "try:\n    wharf.table('x')\nexcept wharf.Error as e:\n    print('E1', e)\n"
+            "wharf.init(role='ps', ps='127.0.0.1:1', num_workers=1, protocol='kernel')\n"
+            "wharf.sparse_table('emb', dim=2)\n"
+            "try:\n    wharf.table('emb').pull(__import__('numpy').zeros(1, 'uint64'))\n"
+            "except wharf.Error as e:\n    print('E2', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60).stdout
+    assert "E1 wharf: call wharf.init() first" in out
+    assert "E2 this node's role is server" in out
+
+
+# ---- the cluster from the executables' sources (no servers needed)
+
+def test_config_from_tf_config_paddle_and_flags(monkeypatch):
+    for k in ("TF_CONFIG", "TRAINING_ROLE", "PADDLE_PSERVERS_IP_PORT_LIST", "PADDLE_TRAINER_ID",
+              "PADDLE_TRAINERS_NUM", "WHARF_MODE", "WHARF_PROTOCOL"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("TF_CONFIG", '{"cluster":{"ps":["127.0.0.1:4444"],"worker":'
+                       '["127.0.0.1:3333","127.0.0.1:3334"]},"task":{"type":"worker","index":1}}')
+    monkeypatch.setenv("WHARF_MODE", "geo")
+    monkeypatch.setenv("WHARF_PROTOCOL", "kernel")
+    c = _wharf.Config([])
+    assert (c.role, c.index, c.servers, c.workers, c.mode, c.protocol) == \
+        ("worker", 1, 1, 2, "geo", "kernel")
+    # flags (wharf.init's keyword arguments) come before TF_CONFIG
+    c = _wharf.Config(wharf.flags_of({"task_index": 0, "mode": "sync", "geo_k": None}))
+    assert (c.index, c.mode) == (0, "sync")
+    monkeypatch.delenv("TF_CONFIG")
+    monkeypatch.setenv("TRAINING_ROLE", "PSERVER")
+    monkeypatch.setenv("PADDLE_PSERVERS_IP_PORT_LIST", "127.0.0.1:4444,127.0.0.1:4445")
+    monkeypatch.setenv("PADDLE_TRAINERS_NUM", "3")
+    monkeypatch.setenv("POD_IP", "127.0.0.1")
+    monkeypatch.setenv("PADDLE_PORT", "4445")
+    c = _wharf.Config([])
+    assert (c.role, c.index, c.servers, c.workers) == ("server", 1, 2, 3)
+
+
+def test_flags_of_keyword_arguments():
+    assert wharf.flags_of({"task_index": 1, "ps": ["a:1", "b:2"], "tensor_fuse": True,
+                           "geo_k": None, "mode": "sync"}) == \
+        ["--task-index", "1", "--ps", "a:1,b:2", "--tensor-fuse", "true", "--mode", "sync"]
