@@ -530,6 +530,10 @@ static void *net_main(void *arg)
 		    rte_ring_count(cl->ring) == 0)
 			break;
 	}
+	/* The transport goes on the thread that brought it up: with dpdk this is the EAL's main
+	 * lcore, whose per-thread epoll set and lcore id the teardown (and EAL cleanup) expect. */
+	wc_psnet_destroy(cl->n);
+	cl->n = NULL;
 	return NULL;
 }
 
@@ -641,10 +645,10 @@ void wharf_client_close(struct wharf_client *cl)
 {
 	if (cl == NULL)
 		return;
+	/* No wake-up: the network thread sleeps 1 ms at most, and may tear down its transport as
+	 * soon as it sees stop. */
 	atomic_store_explicit(&cl->stop, 1, memory_order_release); /* partner: net_main */
-	wc_psnet_wake(cl->n);
 	pthread_join(cl->th, NULL);
-	wc_psnet_destroy(cl->n);
 	ps_client_destroy(cl->pc);
 	pthread_cond_destroy(&cl->cv);
 	pthread_mutex_destroy(&cl->mu);
