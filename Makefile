@@ -91,6 +91,7 @@ $(BUILD)/lib/libwharf.a: $(LIB_OBJS)
 # -z defs: a symbol no layer or listed library defines fails here, not in a user's link.
 $(WHARF_SO): $(PIC_OBJS) pkg/libwharf.map $(WHARF_H)
 	$(if $(VERSION_OK),,$(error $(WHARF_H) defines no WHARF_VERSION_MAJOR, _MINOR and _PATCH))
+	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=pkg/libwharf.map -Wl,-z,defs \
 		-o $@ $(PIC_OBJS) $(LDLIBS)
 
