@@ -2,7 +2,9 @@
 """bench_docs.py [REPORT] — the benchmark tables of the docs, from the last `make bench`.
 
 Rewrites the region between `<!-- bench:table:begin -->` and `<!-- bench:table:end -->` in
-docs/benchmarks.md (every figure with what it is compared against) and the one between
+docs/benchmarks.md (every figure with what it is compared against), the one between
+`<!-- bench:psbytes:begin -->` and `<!-- bench:psbytes:end -->` there (every PS bytes phase,
+each placement's goodput and latency, and its ratio to the DPDK stream), and the one between
 `<!-- bench:summary:begin -->` and `<!-- bench:summary:end -->` in README.md (the headline
 ratios), from REPORT (default build/bench/report.json, written by testbed/bench_report.py).
 Each table says when and on what machine its figures were measured; a figure the report
@@ -41,6 +43,11 @@ def num(v, unit=""):
     if pre and unit.startswith("/"):
         return f"{s} {pre}{unit}"
     return " ".join(x for x in (s, pre, unit) if x)
+
+
+def lat(us):
+    """A latency in µs below a millisecond, else in ms."""
+    return num(us, "µs") if us is None or us < 1000 else num(us / 1000, "ms")
 
 
 def ratio(v):
@@ -141,6 +148,15 @@ def rows(rep):
                         ps.get(f"{op}_keys_per_s_ratio_dpdk_over_kernel_{nw}w"), None))
     out.append(("PS keys/s via the switch (geometric mean of the 4)", "", "",
                 h.get("ps_keys_per_s_ratio_dpdk_over_kernel"), None))
+    for nw in (1, 2):
+        for op in ("pull", "push"):
+            out.append((f"PS {op} keys/s, {nw} worker{'s' if nw > 1 else ''}, switch / kernel "
+                        "over a bridge",
+                        num(get(runs, f"dpdk_{nw}w", f"{op}_keys_per_s"), "key/s"),
+                        num(get(runs, f"kernel_bridge_{nw}w", f"{op}_keys_per_s"), "key/s"),
+                        ps.get(f"{op}_keys_per_s_ratio_dpdk_over_kernel_bridge_{nw}w"), None))
+    out.append(("PS keys/s, switch / kernel over a bridge (geometric mean of the 4)", "", "",
+                h.get("ps_keys_per_s_ratio_dpdk_over_kernel_bridge"), None))
     druns = pd.get("runs") or {}
     for mode in ("sleeping", "polling"):
         for op in ("pull", "push"):
@@ -148,6 +164,15 @@ def rows(rep):
                         num(get(druns, f"dpdk_{mode}", f"{op}_keys_per_s"), "key/s"),
                         num(get(druns, f"kernel_{mode}", f"{op}_keys_per_s"), "key/s"),
                         pd.get(f"{op}_keys_per_s_ratio_dpdk_over_kernel_{mode}"), None))
+            out.append((f"PS {op} keys/s, 1 worker, direct pair / kernel over a bridge, {mode}",
+                        num(get(druns, f"dpdk_{mode}", f"{op}_keys_per_s"), "key/s"),
+                        num(get(druns, f"kernel_bridge_{mode}", f"{op}_keys_per_s"), "key/s"),
+                        pd.get(f"{op}_keys_per_s_ratio_dpdk_over_kernel_bridge_{mode}"), None))
+    for label, what in (("dpdk_over_kernel_loopback", "DPDK / kernel over loopback"),
+                        ("dpdk_over_kernel_bridge", "DPDK / kernel over a bridge"),
+                        ("ps_virtio_over_ps_vhost", "PS on the virtio side / on the vhost side")):
+        out.append((f"PS bytes goodput, {what} (geometric mean of the phases)", "", "",
+                    h.get(f"ps_bytes_ratio_{label}"), None))
     pl = p.get("ps_lanes") or {}
     lruns = pl.get("runs") or {}
     for lanes in (1, 2):
@@ -201,6 +226,21 @@ def summary_rows(rep):
         ("PS keys/s, DPDK / kernel, direct pair, sleeping / polling",
          ratio(ps_direct) + " / " +
          ratio(h.get("ps_direct_keys_per_s_ratio_dpdk_over_kernel_polling")), ""),
+        ("PS keys/s, DPDK / kernel over a bridge: switch; direct pair sleeping / polling",
+         ratio(h.get("ps_keys_per_s_ratio_dpdk_over_kernel_bridge")) + "; " +
+         ratio(h.get("ps_direct_keys_per_s_ratio_dpdk_over_kernel_bridge_sleeping")) + " / " +
+         ratio(h.get("ps_direct_keys_per_s_ratio_dpdk_over_kernel_bridge_polling")), ""),
+        ("PS 1 MiB pull goodput / DPDK stream (sparse, 8 in flight)",
+         ratio(h.get("ps_bytes_pull_1MiB_over_stream")), target(rep, "ps_bytes_pull_1MiB_over_stream")),
+        ("PS 1 MiB push goodput / DPDK stream (sparse, 8 in flight)",
+         ratio(h.get("ps_bytes_push_1MiB_over_stream")), target(rep, "ps_bytes_push_1MiB_over_stream")),
+        ("PS 64 KiB pull goodput / DPDK stream (sparse, 8 in flight)",
+         ratio(h.get("ps_bytes_pull_64KiB_over_stream")), target(rep, "ps_bytes_pull_64KiB_over_stream")),
+        ("PS 64 KiB push goodput / DPDK stream (sparse, 8 in flight)",
+         ratio(h.get("ps_bytes_push_64KiB_over_stream")), target(rep, "ps_bytes_push_64KiB_over_stream")),
+        ("PS bytes goodput, DPDK / kernel over loopback / over a bridge",
+         ratio(h.get("ps_bytes_ratio_dpdk_over_kernel_loopback")) + " / " +
+         ratio(h.get("ps_bytes_ratio_dpdk_over_kernel_bridge")), ""),
         ("PS keys per PS CPU-second, DPDK / kernel, 1 / 2 lanes",
          ratio(h.get("ps_keys_per_cpu_s_ratio_dpdk_over_kernel_1lane")) + " / " +
          ratio(h.get("ps_keys_per_cpu_s_ratio_dpdk_over_kernel_2lane")),
@@ -241,6 +281,39 @@ def table(rep):
     return "\n".join(lines)
 
 
+def ps_bytes_table(rep):
+    """Every PS bytes phase: each run's Gbit/s (p50 / p99), the DPDK ones over the stream."""
+    p = rep.get("parts") or {}
+    pb, over = p.get("ps_bytes") or {}, rep.get("ps_bytes_over_stream") or {}
+    stream = get(p, "dpdk_stream", "gbit_per_s")
+    lines = [provenance(rep), "",
+             f"Goodput in Gbit/s, then p50 / p99 per request; "
+             f"÷ stream: over the DPDK 1 MiB stream of the same run ({num(stream, 'Gbit/s')}).",
+             "", "| kind | op | size | in flight | PS on vhost | ÷ stream | PS on virtio | "
+             "÷ stream | kernel, loopback | kernel, bridge | DPDK (vhost) / bridge |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    if not pb.get("phases"):
+        why = get(rep, "notes", "ps_bytes") or "; ".join((pb.get("notes") or {}).values())
+        return "\n".join(lines + [f"| n/a ({why or 'not run'}) | | | | | | | | | | |"])
+
+    def cell(e, n):
+        r = e.get(n)
+        if not r:
+            return "n/a"
+        return f"{num(r['gbit_per_s'])} ({lat(r['p50_us'])} / {lat(r['p99_us'])})"
+
+    for k, e in pb["phases"].items():
+        size = e["value_bytes"]
+        size = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+        o = over.get(k) or {}
+        lines.append(f"| {e['kind']} | {e['op']} | {size} | {e['inflight']} | "
+                     f"{cell(e, 'dpdk_ps_vhost')} | {ratio(o.get('dpdk_ps_vhost'))} | "
+                     f"{cell(e, 'dpdk_ps_virtio')} | {ratio(o.get('dpdk_ps_virtio'))} | "
+                     f"{cell(e, 'kernel_loopback')} | {cell(e, 'kernel_bridge')} | "
+                     f"{ratio(e.get('ratio_dpdk_over_kernel_bridge'))} |")
+    return "\n".join(lines)
+
+
 def summary(rep):
     lines = [provenance(rep), "", "| figure | ratio | target |", "|---|---:|---|"]
     lines += [f"| {f} | {v} | {t} |" for f, v, t in summary_rows(rep)]
@@ -270,6 +343,7 @@ def main():
         t = datetime.datetime.fromtimestamp(os.path.getmtime(REPORT), datetime.timezone.utc)
         rep["run"] = {"date": t.strftime("%Y-%m-%dT%H:%M:%SZ")}
     rewrite(os.path.join(ROOT, "docs", "benchmarks.md"), "table", table(rep))
+    rewrite(os.path.join(ROOT, "docs", "benchmarks.md"), "psbytes", ps_bytes_table(rep))
     rewrite(os.path.join(ROOT, "README.md"), "summary", summary(rep))
     print("bench_docs: docs/benchmarks.md and README.md tables from " + os.path.relpath(REPORT))
 

@@ -4,16 +4,29 @@
 #
 #   OUT_DIR/ps.json     wharf-ps-bench: PS pull and push keys/s and p50/p99 per request of
 #                       BATCH keys (Zipf over 10^7 ids, sparse dim 16, SGD, async), 1 PS with 1
-#                       and 2 workers, DPDK (switch, virtio-user) vs kernel (loopback). Top
-#                       level: ps_keys_per_s_ratio_dpdk_over_kernel = geometric mean of the
-#                       four dpdk/kernel keys/s ratios (pull and push, 1 and 2 workers).
+#                       and 2 workers, DPDK (switch, virtio-user) vs kernel (loopback) and vs
+#                       kernel over a Linux bridge (each node in a network namespace of its own,
+#                       veth to the bridge: kernel TCP between containers or hosts). Top level:
+#                       ps_keys_per_s_ratio_dpdk_over_kernel = geometric mean of the four
+#                       dpdk/kernel keys/s ratios (pull and push, 1 and 2 workers), and
+#                       ps_keys_per_s_ratio_dpdk_over_kernel_bridge the same against the bridge.
 #   OUT_DIR/ps_direct.json  the same PS bench with no switch, as on NIC hosts where each node
 #                       has the wire to itself: 1 PS on net_vhost0 (core 1), 1 worker on
 #                       virtio_user0 attached to it (core 0), both sleeping and both polling
 #                       ({PS,WORKER}_ENABLE_POLLING=True; the kernel backend then spins in
-#                       epoll_wait(0)), DPDK vs kernel with the same pinning. Top level:
-#                       ps_direct_keys_per_s_ratio_dpdk_over_kernel_{sleeping,polling} =
-#                       geometric mean of the pull and push dpdk/kernel keys/s ratios.
+#                       epoll_wait(0)), DPDK vs kernel (loopback, and the bridge) with the same
+#                       pinning. Top level: ps_direct_keys_per_s_ratio_dpdk_over_kernel[_bridge]_
+#                       {sleeping,polling} = geometric mean of the pull and push keys/s ratios.
+#   OUT_DIR/ps_bytes.json  PS bytes: 1 PS and 1 worker, both polling, the PS on core 1 and
+#                       the worker on core 0, a sweep of timed phases (BENCH_PS_BYTES_SECONDS
+#                       each): sparse (Zipf over 10^4 ids) and dense tables of dim 1024, 64 KiB
+#                       and 1 MiB requests (16 and 256 rows), 1 and 8 in flight, pull, push and
+#                       push-pull; goodput (Gbit/s of values) and p50/p99. Four runs: the direct
+#                       pair with the PS on the vhost side and with it on the virtio side (so
+#                       the copy's owner shows), the kernel over loopback and over the bridge.
+#                       Top level: ps_bytes_ratio_dpdk_over_kernel_{loopback,bridge} (PS on the
+#                       vhost side) and ps_bytes_ratio_ps_virtio_over_ps_vhost, geometric means
+#                       over the phases; "phases" has every phase's figures per run.
 #   OUT_DIR/ps_lanes.json  the PS serving on 1 and on 2 lanes (--ps-cores; DPDK: EAL -l 0-1),
 #                       2 workers over the switch, DPDK and kernel, all sleeping: keys/s and
 #                       keys per PS CPU-second (utime+stime of the PS over the timed phases).
@@ -27,9 +40,11 @@
 # Every process runs where its EAL -l puts it, kernel ones too (TB_PIN: taskset to the same
 # cores). Every process is non-polling in ps and train (the machine has 2 cores for switch, PS and 2
 # workers), as in the demo. A run that fails is recorded as null with its reason under "notes"; the file is
-# written anyway. About 100 s with the defaults on 2 shared cores (PS ~50 s, train ~45 s).
+# written anyway. The bridge: bridge_up below (root and iproute2; without them its runs are
+# recorded as failed, with why). About 6 minutes with the defaults on 2 shared cores.
 # Knobs: BENCH_MTU (DPDK data-plane MTU, 1500), BENCH_PS_SECONDS (BENCH_SECONDS or 3, per phase), BENCH_PS_BATCH (1000), BENCH_TRAIN_LIMIT (60000
-# images), BENCH_TRAIN_EPOCHS (2), BENCH_E2E_PARTS ("ps ps_direct train"), BENCH_E2E_BUDGET (330 s:
+# images), BENCH_TRAIN_EPOCHS (2), BENCH_PS_BYTES_SECONDS (1, per phase of ps_bytes),
+# BENCH_E2E_PARTS ("ps ps_direct ps_bytes ps_lanes train"), BENCH_E2E_BUDGET (560 s:
 # a run that would start past it is skipped and recorded as such). PS_ENABLE_POLLING and
 # WORKER_ENABLE_POLLING pass through to every node (spinning needs a core per process).
 set -u
@@ -41,17 +56,75 @@ PS_SECS=${BENCH_PS_SECONDS:-${BENCH_SECONDS:-3}}
 PS_BATCH=${BENCH_PS_BATCH:-1000}
 TR_LIMIT=${BENCH_TRAIN_LIMIT:-60000}
 TR_EPOCHS=${BENCH_TRAIN_EPOCHS:-2}
-PARTS=${BENCH_E2E_PARTS:-ps ps_direct ps_lanes train}
+PB_SECS=${BENCH_PS_BYTES_SECONDS:-1}
+PARTS=${BENCH_E2E_PARTS:-ps ps_direct ps_bytes ps_lanes train}
 export TB_PIN=1
-BUDGET=${BENCH_E2E_BUDGET:-330}
+BUDGET=${BENCH_E2E_BUDGET:-560}
 tb_init
 RES=$TB_DIR/results
 mkdir -p "$RES"
 
+# The kernel baseline between containers or hosts: node i in network namespace bridge_ns i,
+# on the end of a veth pair whose other end is a port of one Linux bridge in the root
+# namespace, address 198.18.7.(i+1)/24, MTU 1500 as the DPDK side's. Made once per run
+# (BR_NODES namespaces); BR_WHY says why not when it could not be.
+BR_NODES=3
+BR_WHY="not made"
+bridge_ns() { echo "wb$TB_ID-n$1"; }
+bridge_ip() { echo "198.18.7.$(($1 + 1))"; }
+bridge_up() {
+	local i ns br=wb${TB_ID}br log=$TB_DIR/bridge.log
+	command -v ip >/dev/null || { BR_WHY="no ip command (iproute2)"; return 1; }
+	(
+		ip link add "$br" type bridge && ip link set "$br" up &&
+		for i in $(seq 0 $((BR_NODES - 1))); do
+			ns=$(bridge_ns "$i")
+			ip netns add "$ns" && ip -n "$ns" link set lo up &&
+				ip link add "wb${TB_ID}v$i" type veth peer name eth0 netns "$ns" &&
+				ip link set "wb${TB_ID}v$i" master "$br" up &&
+				ip -n "$ns" addr add "$(bridge_ip "$i")/24" dev eth0 &&
+				ip -n "$ns" link set eth0 up || exit 1
+		done
+	) >"$log" 2>&1 || { BR_WHY="cannot make the bridge: $(tail -n 1 "$log")"; return 1; }
+	# Reachable from the first namespace before any run relies on it.
+	command -v ping >/dev/null || { BR_WHY=""; return 0; }
+	for i in $(seq 1 $((BR_NODES - 1))); do
+		ip netns exec "$(bridge_ns 0)" ping -c 1 -W 2 "$(bridge_ip "$i")" >>"$log" 2>&1 ||
+			{ BR_WHY="bridge made, but $(bridge_ip "$i") does not answer ping"; return 1; }
+	done
+	BR_WHY=""
+	tb_log "bridge $br: namespaces $(bridge_ns 0)..$(bridge_ns $((BR_NODES - 1))), 198.18.7.1-$BR_NODES"
+}
+bridge_down() {
+	local i
+	for i in $(seq 0 $((BR_NODES - 1))); do ip netns del "$(bridge_ns "$i")" 2>/dev/null; done
+	ip link del "wb${TB_ID}br" 2>/dev/null
+	return 0
+}
+# What the bridge's kernel runs went through, for the report.
+bridge_how() {
+	local nf
+	nf=$(cat /proc/sys/net/bridge/bridge-nf-call-iptables 2>/dev/null || echo "absent (no br_netfilter)")
+	echo "each node in a network namespace, veth (MTU 1500) to one Linux bridge, 198.18.7.0/24; bridge-nf-call-iptables: $nf"
+}
+# The namespace of node IDX for protocol PROTO: only bridge runs have one.
+node_ns() { [ "$1" = bridge ] && bridge_ns "$2"; return 0; }
+trap 'rc=$?; bridge_down; (exit $rc); tb_cleanup exit' EXIT
+case " $PARTS " in *" ps "*|*" ps_direct "*|*" ps_bytes "*) bridge_up || tb_log "no bridge runs: $BR_WHY" ;; esac
+
 # Control endpoints on loopback; with protocol=dpdk the map gives each node its data address
-# on the switch. Sets CL (cluster flags) for PROTO, BASEPORT, NWORKERS.
+# on the switch. PROTO bridge: kernel TCP, node i's endpoint on its bridge address. Sets CL
+# (cluster flags) for PROTO, BASEPORT, NWORKERS, and CTL (the PS's control endpoint; CTL_NS:
+# the namespace it is reached from, "" for the root one).
 cluster() { # PROTO BASEPORT NWORKERS
 	local proto=$1 base=$2 nw=$3 map=$TB_DIR/map$2 ws="" i
+	CTL=127.0.0.1:$base CTL_NS=""
+	if [ "$proto" = bridge ]; then
+		for i in $(seq 1 "$nw"); do ws="$ws${ws:+,}$(bridge_ip "$i"):$((base + i))"; done
+		CTL=$(bridge_ip 0):$base CTL_NS=$(bridge_ns 0)
+		CL="--ps $CTL --workers $ws --protocol kernel --wait-timeout 40 --retry-interval 1"
+		return 0
+	fi
 	printf '127.0.0.1:%s=10.77.0.1:6666\n' "$base" >"$map"
 	for i in $(seq 1 "$nw"); do
 		ws="$ws${ws:+,}127.0.0.1:$((base + i))"
@@ -71,6 +144,24 @@ result() { # NODE
 	tail -n 5 "$TB_DIR/$node.log" >&2
 	echo "{\"failed\":\"$(tail -n 1 "$TB_DIR/$node.log" 2>/dev/null | tr -d '"\\' | cut -c1-200)\"}" \
 		>"$RES/$node.json"
+}
+
+# `wharf-ctl CTL shutdown`, from the namespace that reaches the PS.
+ctl_shutdown() {
+	if [ -n "$CTL_NS" ]; then
+		ip netns exec "$CTL_NS" "$TB_BUILD/wharf-ctl" "$CTL" shutdown >/dev/null 2>&1
+	else
+		"$TB_BUILD/wharf-ctl" "$CTL" shutdown >/dev/null 2>&1
+	fi
+}
+
+# A run that cannot start: its NWORKERS workers' results say why.
+not_run() { # NAME NWORKERS WHY
+	local i
+	tb_log "$1: not run: $3"
+	for i in $(seq 0 $(($2 - 1))); do
+		echo "{\"failed\":\"$(printf '%s' "$3" | tr -d '"\\' | cut -c1-200)\"}" >"$RES/$1-w$i.json"
+	done
 }
 
 # The whole script stays within BUDGET seconds: with less than MIN left, a run is skipped
@@ -97,17 +188,20 @@ job() { # NAME PROTO BASEPORT NWORKERS TIMEOUT CMD PS_ARGS... -- WORKER_ARGS...
 	wargs=("$@")
 	cluster "$proto" "$base" "$nw"
 	spent "$name" "$nw" 15 && return 1
+	[ "$proto" = bridge ] && [ -n "$BR_WHY" ] && { not_run "$name" "$nw" "no bridge: $BR_WHY"; return 1; }
 	local left=$((BUDGET - SECONDS))
 	[ "$to" -gt "$left" ] && to=$left
 	if [ "$proto" = dpdk ]; then tb_switch $((nw + 1)) || return 1; fi
-	TB_EAL_CORE=${JOB_PS_CORES:-} tb_node "$name-ps" 0 "$cmd" $CL --role ps "${psargs[@]}"
+	TB_NETNS=$(node_ns "$proto" 0) TB_EAL_CORE=${JOB_PS_CORES:-} tb_node "$name-ps" 0 "$cmd" $CL \
+		--role ps "${psargs[@]}"
 	# JOB_CPU_AT: the PS's CPU seconds from that Unix time to the workers' end (RES/NAME-cpu).
 	if [ -n "${JOB_CPU_AT:-}" ]; then
 		while [ "$(date +%s)" -lt "$JOB_CPU_AT" ]; do sleep 0.05; done
 		local cpu0; cpu0=$(ps_cpu_ticks "${TB_PIDS[$name-ps]}")
 	fi
 	for i in $(seq 0 $((nw - 1))); do
-		tb_node "$name-w$i" $((i + 1)) "$cmd" $CL --role worker --task-index "$i" "${wargs[@]}"
+		TB_NETNS=$(node_ns "$proto" $((i + 1))) tb_node "$name-w$i" $((i + 1)) "$cmd" $CL \
+			--role worker --task-index "$i" "${wargs[@]}"
 	done
 	for _ in $(seq 1 "$to"); do
 		local alive=0
@@ -120,7 +214,7 @@ job() { # NAME PROTO BASEPORT NWORKERS TIMEOUT CMD PS_ARGS... -- WORKER_ARGS...
 		[ -n "$cpu0" ] && [ -n "$cpu1" ] &&
 			echo "{\"ps_cpu_s\":$(awk -v a="$cpu0" -v b="$cpu1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.3f", (b - a) / hz }')}" >"$RES/$name-cpu.json"
 	fi
-	"$TB_BUILD/wharf-ctl" "127.0.0.1:$base" shutdown >/dev/null 2>&1
+	ctl_shutdown
 	for i in $(seq 0 $((nw - 1))); do
 		tb_stop "$name-w$i"
 		result "$name-w$i"
@@ -133,7 +227,7 @@ job() { # NAME PROTO BASEPORT NWORKERS TIMEOUT CMD PS_ARGS... -- WORKER_ARGS...
 part_ps() {
 	local proto nw base=48100 start
 	for nw in 1 2; do
-		for proto in dpdk kernel; do
+		for proto in dpdk kernel bridge; do
 			# Workers start their timed phases together, after DPDK start-up is done.
 			start=$(( $(date +%s) + 6 ))
 			tb_log "ps: $proto, $nw worker(s)"
@@ -145,34 +239,99 @@ part_ps() {
 	done
 }
 
-# 1 PS + 1 worker over a direct virtio-user/vhost pair (no switch), sleeping then polling.
-# Each node has a core of its own (-l 1 and -l 0), for the kernel runs as well.
+# 1 PS (core 1) + 1 worker (core 0), both taskset there, idle mode PAIR_POLL (True: both
+# polling, else both sleeping). dpdk: the direct virtio-user/vhost pair, the PS on the SIDE
+# (vhost or virtio) and the worker on the other; the vhost side starts first (virtio-user
+# attaches to its socket). kernel: loopback; bridge: the PS in namespace 0, the worker in 1.
+pair_run() { # NAME PROTO BASEPORT SIDE TIMEOUT PS_ARGS... -- WORKER_ARGS...
+	local name=$1 proto=$2 base=$3 side=$4 to=$5 ps_eal="" w_eal="" ps_pre=() w_pre=(); shift 5
+	local psargs=() wargs=() poll=${PAIR_POLL:-False}
+	while [ $# -gt 0 ] && [ "$1" != "--" ]; do psargs+=("$1"); shift; done
+	[ $# -gt 0 ] && shift
+	wargs=("$@")
+	cluster "$proto" "$base" 1
+	[ "$proto" = bridge ] && [ -n "$BR_WHY" ] && { not_run "$name" 1 "no bridge: $BR_WHY"; return 1; }
+	[ "$to" -gt $((BUDGET - SECONDS)) ] && to=$((BUDGET - SECONDS))
+	if [ "$proto" = dpdk ] && [ "$side" = vhost ]; then
+		ps_eal=$(tb_pair_eal "$name-ps" server 1) w_eal=$(tb_pair_eal "$name-w0" client 0)
+	elif [ "$proto" = dpdk ]; then
+		ps_eal=$(tb_pair_eal "$name-ps" client 1) w_eal=$(tb_pair_eal "$name-w0" server 0)
+	fi
+	[ "$proto" = bridge ] && ps_pre=(ip netns exec "$(bridge_ns 0)") w_pre=(ip netns exec "$(bridge_ns 1)")
+	rm -f "$TB_DIR/pair.sock"
+	if [ "$proto" = dpdk ] && [ "$side" = virtio ]; then
+		pair_worker "$name" "$to" "$w_eal" "${w_pre[@]}" -- "${wargs[@]}"
+		for _ in $(seq 1 100); do [ -S "$TB_DIR/pair.sock" ] && break; sleep 0.1; done
+		pair_ps "$name" "$ps_eal" "${ps_pre[@]}" -- "${psargs[@]}"
+	else
+		pair_ps "$name" "$ps_eal" "${ps_pre[@]}" -- "${psargs[@]}"
+		tb_wait_log "$TB_DIR/$name-ps.log" "serving" 10 || sleep 1
+		pair_worker "$name" "$to" "$w_eal" "${w_pre[@]}" -- "${wargs[@]}"
+	fi
+	wait "${TB_PIDS[$name-w0]}" 2>/dev/null
+	unset "TB_PIDS[$name-w0]"
+	ctl_shutdown
+	tb_stop "$name-ps"
+	result "$name-w0"
+}
+pair_ps() { # NAME EAL PREFIX... -- ARGS...
+	local name=$1 eal=$2 pre=(); shift 2
+	while [ "$1" != "--" ]; do pre+=("$1"); shift; done
+	shift
+	PS_ENABLE_POLLING=$poll WORKER_ENABLE_POLLING=$poll "${pre[@]}" taskset -c 1 \
+		"$TB_BUILD/wharf-ps-bench" $eal -- $CL --role ps "$@" >"$TB_DIR/$name-ps.out" \
+		2>"$TB_DIR/$name-ps.log" &
+	TB_PIDS[$name-ps]=$!
+}
+pair_worker() { # NAME TIMEOUT EAL PREFIX... -- ARGS...
+	local name=$1 to=$2 eal=$3 pre=(); shift 3
+	while [ "$1" != "--" ]; do pre+=("$1"); shift; done
+	shift
+	PS_ENABLE_POLLING=$poll WORKER_ENABLE_POLLING=$poll timeout --kill-after=5 "$to" "${pre[@]}" \
+		taskset -c 0 "$TB_BUILD/wharf-ps-bench" $eal -- $CL --role worker --task-index 0 "$@" \
+		>"$TB_DIR/$name-w0.out" 2>"$TB_DIR/$name-w0.log" &
+	TB_PIDS[$name-w0]=$!
+}
+
+# 1 PS + 1 worker over a direct virtio-user/vhost pair (no switch), sleeping then polling,
+# against the kernel over loopback and over the bridge. Each node has a core of its own (-l 1
+# and -l 0), for the kernel runs as well.
 part_ps_direct() {
-	local proto poll base=48300 start name to
+	local proto poll base=48300 start name
 	for poll in False True; do
-		for proto in dpdk kernel; do
+		for proto in dpdk kernel bridge; do
 			name=pd-$proto-$poll
 			spent "$name" 1 30 && continue
-			to=$((2 * PS_SECS + 40))
-			[ "$to" -gt $((BUDGET - SECONDS)) ] && to=$((BUDGET - SECONDS))
 			tb_log "ps_direct: $proto, polling $poll"
-			cluster "$proto" "$base" 1
-			rm -f "$TB_DIR/pair.sock"
 			start=$(( $(date +%s) + 6 ))
-			PS_ENABLE_POLLING=$poll WORKER_ENABLE_POLLING=$poll taskset -c 1 "$TB_BUILD/wharf-ps-bench" \
-				$(tb_pair_eal "$name-ps" server) -- $CL --role ps --mode async --ps-cores 1 \
-				--batch "$PS_BATCH" >"$TB_DIR/$name-ps.out" 2>"$TB_DIR/$name-ps.log" &
-			TB_PIDS[$name-ps]=$!
-			tb_wait_log "$TB_DIR/$name-ps.log" "serving" 10 || sleep 1
-			PS_ENABLE_POLLING=$poll WORKER_ENABLE_POLLING=$poll timeout --kill-after=5 "$to" \
-				taskset -c 0 "$TB_BUILD/wharf-ps-bench" $(tb_pair_eal "$name-w0" client) -- $CL --role worker \
-				--task-index 0 --mode async --batch "$PS_BATCH" --seconds "$PS_SECS" \
-				--start-at "$start" >"$TB_DIR/$name-w0.out" 2>"$TB_DIR/$name-w0.log"
-			"$TB_BUILD/wharf-ctl" "127.0.0.1:$base" shutdown >/dev/null 2>&1
-			tb_stop "$name-ps"
-			result "$name-w0"
+			PAIR_POLL=$poll pair_run "$name" "$proto" "$base" vhost $((2 * PS_SECS + 40)) \
+				--mode async --ps-cores 1 --batch "$PS_BATCH" -- --mode async --batch "$PS_BATCH" \
+				--seconds "$PS_SECS" --start-at "$start"
 			base=$((base + 10))
 		done
+	done
+}
+
+# PS bytes: the sweep of ps_bytes.json's header, both polling, in four placements.
+PB_ARGS=(--mode async --dim 1024 --keys 10000 --kind sparse,dense --dense-rows 4096 --batch 16,256
+	--inflight 1,8 --ops pull,push,push-pull --seconds "$PB_SECS")
+PB_PHASES=24
+PB_RUNS="dpdk_ps_vhost dpdk_ps_virtio kernel_loopback kernel_bridge"
+part_ps_bytes() {
+	local run proto side base=48600 name
+	for run in $PB_RUNS; do
+		case $run in
+		dpdk_ps_vhost) proto=dpdk side=vhost ;;
+		dpdk_ps_virtio) proto=dpdk side=virtio ;;
+		kernel_loopback) proto=kernel side=vhost ;;
+		kernel_bridge) proto=bridge side=vhost ;;
+		esac
+		name=pb-$run
+		spent "$name" 1 $((PB_PHASES * (PB_SECS + 1) / 2)) && continue
+		tb_log "ps_bytes: $run"
+		PAIR_POLL=True pair_run "$name" "$proto" "$base" "$side" $((PB_PHASES * (PB_SECS + 1) + 60)) \
+			"${PB_ARGS[@]}" -- "${PB_ARGS[@]}"
+		base=$((base + 10))
 	done
 }
 
@@ -213,10 +372,13 @@ for p in $PARTS; do
 	tb_log "$p: $(( $(date +%s) - T0 )) s"
 done
 
-/usr/bin/python3 - "$RES" "$OUT_DIR" "$PS_SECS" "$PS_BATCH" "$TR_LIMIT" "$TR_EPOCHS" "$PARTS" <<'EOF'
+/usr/bin/python3 - "$RES" "$OUT_DIR" "$PS_SECS" "$PS_BATCH" "$TR_LIMIT" "$TR_EPOCHS" "$PARTS" \
+	"$PB_SECS" "$(bridge_how)" "${BENCH_MTU:-1500}" "$PB_RUNS" <<'EOF'
 import json, math, os, sys
-res, out, secs, batch, limit, epochs, parts = sys.argv[1:8]
+res, out, secs, batch, limit, epochs, parts, pb_secs, bridge_how, mtu, pb_runs = sys.argv[1:12]
 parts = parts.split()
+# The run names of the PS keys parts: the protocol, and the kernel over the bridge.
+RUN = {"dpdk": "dpdk", "kernel": "kernel", "bridge": "kernel_bridge"}
 
 def load(name):
     try:
@@ -240,7 +402,7 @@ def finish(name, d, prefix):
     d["notes"] = {k: v for k, v in notes.items() if k.startswith(prefix)}
     with open(os.path.join(out, name + ".json"), "w") as f:
         f.write(json.dumps(d) + "\n")
-    print(name + ".json:", json.dumps({k: v for k, v in d.items() if k != "runs"}))
+    print(name + ".json:", json.dumps({k: v for k, v in d.items() if k not in ("runs", "phases")}))
 
 def run(prefix, nw):
     ws = [load(f"{prefix}-w{i}") for i in range(nw)]
@@ -254,9 +416,15 @@ if "ps" in parts:
     ps = {"bench": "ps_e2e", "dim": 16, "batch": int(batch), "key_space": 10000000, "zipf_s": 1.1,
           "seconds_per_phase": int(secs), "servers": 1, "mode": "async",
           "note": "keys/s summed over the workers; p50 the workers' mean, p99 their max; "
-                  "one request of `batch` keys in flight per worker", "runs": {}}
+                  "one request of `batch` keys in flight per worker",
+          "how": {"dpdk": "wharf-vswitch (core 1), PS on its port 0 (core 0), workers on ports "
+                          "1, 2 (cores 1, 0), virtio-user, all sleeping when idle",
+                  "kernel": "the same processes over loopback, taskset to the same cores, all "
+                            "sleeping (epoll_wait)",
+                  "kernel_bridge": "the same as kernel, but " + bridge_how},
+          "runs": {}}
     for nw in (1, 2):
-        for proto in ("dpdk", "kernel"):
+        for proto in ("dpdk", "kernel", "bridge"):
             r = run(f"ps-{proto}-{nw}", nw)
             if r["ok"]:
                 ws = r["workers"]
@@ -264,16 +432,17 @@ if "ps" in parts:
                     r[f"{op}_keys_per_s"] = round(sum(w[f"{op}_keys_per_s"] for w in ws))
                     r[f"{op}_p50_us"] = round(sum(w[f"{op}_p50_us"] for w in ws) / nw, 1)
                     r[f"{op}_p99_us"] = round(max(w[f"{op}_p99_us"] for w in ws), 1)
-            ps["runs"][f"{proto}_{nw}w"] = r
-    rs = []
-    for nw in (1, 2):
-        d, k = ps["runs"][f"dpdk_{nw}w"], ps["runs"][f"kernel_{nw}w"]
-        for op in ("pull", "push"):
-            q = ratio(d.get(f"{op}_keys_per_s"), k.get(f"{op}_keys_per_s"))
-            ps[f"{op}_keys_per_s_ratio_dpdk_over_kernel_{nw}w"] = q
-            ps[f"{op}_p99_ratio_dpdk_over_kernel_{nw}w"] = ratio(d.get(f"{op}_p99_us"), k.get(f"{op}_p99_us"))
-            rs.append(q)
-    ps["ps_keys_per_s_ratio_dpdk_over_kernel"] = gmean(rs)
+            ps["runs"][f"{RUN[proto]}_{nw}w"] = r
+    for base in ("kernel", "kernel_bridge"):
+        rs, sfx = [], "" if base == "kernel" else "_bridge"
+        for nw in (1, 2):
+            d, k = ps["runs"][f"dpdk_{nw}w"], ps["runs"][f"{base}_{nw}w"]
+            for op in ("pull", "push"):
+                q = ratio(d.get(f"{op}_keys_per_s"), k.get(f"{op}_keys_per_s"))
+                ps[f"{op}_keys_per_s_ratio_dpdk_over_kernel{sfx}_{nw}w"] = q
+                ps[f"{op}_p99_ratio_dpdk_over_kernel{sfx}_{nw}w"] = ratio(d.get(f"{op}_p99_us"), k.get(f"{op}_p99_us"))
+                rs.append(q)
+        ps[f"ps_keys_per_s_ratio_dpdk_over_kernel{sfx}"] = gmean(rs)
     finish("ps", ps, "ps-")
 
 if "ps_direct" in parts:
@@ -281,27 +450,74 @@ if "ps_direct" in parts:
           "zipf_s": 1.1, "seconds_per_phase": int(secs), "servers": 1, "workers": 1,
           "mode": "async",
           "note": "1 PS on net_vhost0 (core 1) and 1 worker on virtio_user0 (core 0), no switch; "
-                  "kernel: the same two processes over loopback with the same cores; polling: "
-                  "PS_ENABLE_POLLING and WORKER_ENABLE_POLLING True on both backends",
+                  "kernel: the same two processes over loopback with the same cores (taskset); "
+                  "kernel_bridge: the same, " + bridge_how + "; polling: PS_ENABLE_POLLING and "
+                  "WORKER_ENABLE_POLLING True on every backend (the kernel's spins in "
+                  "epoll_wait(0)), sleeping: both False",
           "runs": {}}
     for poll, mode in (("False", "sleeping"), ("True", "polling")):
-        for proto in ("dpdk", "kernel"):
+        for proto in ("dpdk", "kernel", "bridge"):
             r = run(f"pd-{proto}-{poll}", 1)
             if r["ok"]:
                 w = r["workers"][0]
                 for op in ("pull", "push"):
                     for k in ("keys_per_s", "p50_us", "p99_us"):
                         r[f"{op}_{k}"] = w[f"{op}_{k}"]
-            pd["runs"][f"{proto}_{mode}"] = r
-        rs = []
-        for op in ("pull", "push"):
-            d, k = pd["runs"][f"dpdk_{mode}"], pd["runs"][f"kernel_{mode}"]
-            q = ratio(d.get(f"{op}_keys_per_s"), k.get(f"{op}_keys_per_s"))
-            pd[f"{op}_keys_per_s_ratio_dpdk_over_kernel_{mode}"] = q
-            pd[f"{op}_p50_ratio_dpdk_over_kernel_{mode}"] = ratio(d.get(f"{op}_p50_us"), k.get(f"{op}_p50_us"))
-            rs.append(q)
-        pd[f"ps_direct_keys_per_s_ratio_dpdk_over_kernel_{mode}"] = gmean(rs)
+            pd["runs"][f"{RUN[proto]}_{mode}"] = r
+        for base in ("kernel", "kernel_bridge"):
+            rs, sfx = [], "" if base == "kernel" else "_bridge"
+            for op in ("pull", "push"):
+                d, k = pd["runs"][f"dpdk_{mode}"], pd["runs"][f"{base}_{mode}"]
+                q = ratio(d.get(f"{op}_keys_per_s"), k.get(f"{op}_keys_per_s"))
+                pd[f"{op}_keys_per_s_ratio_dpdk_over_kernel{sfx}_{mode}"] = q
+                pd[f"{op}_p50_ratio_dpdk_over_kernel{sfx}_{mode}"] = ratio(d.get(f"{op}_p50_us"), k.get(f"{op}_p50_us"))
+                rs.append(q)
+            pd[f"ps_direct_keys_per_s_ratio_dpdk_over_kernel{sfx}_{mode}"] = gmean(rs)
     finish("ps_direct", pd, "pd-")
+
+if "ps_bytes" in parts:
+    how = {"dpdk_ps_vhost": "the direct pair: PS on net_vhost0 (EAL -l 1), worker on "
+                            "virtio_user0 (-l 0), both polling; MTU " + mtu + ", TSO",
+           "dpdk_ps_virtio": "the direct pair the other way: PS on virtio_user0 (-l 1), "
+                             "worker on net_vhost0 (-l 0), both polling; MTU " + mtu + ", TSO",
+           "kernel_loopback": "kernel TCP over loopback (MTU 65536), PS taskset -c 1, worker "
+                              "-c 0, both polling (epoll_wait(0))",
+           "kernel_bridge": "kernel TCP, " + bridge_how + "; PS taskset -c 1, worker -c 0, "
+                            "both polling (epoll_wait(0))"}
+    pb = {"bench": "ps_bytes_e2e", "dim": 1024, "key_space": 10000, "zipf_s": 1.1,
+          "dense_rows": 4096, "seconds_per_phase": int(pb_secs), "servers": 1, "workers": 1,
+          "mode": "async", "idle": "polling",
+          "note": "goodput: Gbit/s of the values one request carries each way (a push-pull "
+                  "carries as much back); 64 KiB = 16 rows, 1 MiB = 256 rows of dim 1024; a "
+                  "dense push-pull is a dense push and a dense pull of the same rows sent back "
+                  "to back; latency from issue to the last reply, with `inflight` requests "
+                  "kept in flight", "how": how, "runs": {}, "phases": {}}
+    runs = pb_runs.split()
+    for name in runs:
+        r = run(f"pb-{name}", 1)
+        w = r["workers"][0]
+        pb["runs"][name] = {"ok": r["ok"], "how": how[name], "result": w if not r["ok"] else
+                            {k: v for k, v in w.items() if k != "phases"}}
+        for ph in (w.get("phases") or []) if r["ok"] else []:
+            size = ph["value_bytes"]
+            size = f"{size >> 20}MiB" if size >= 1 << 20 else f"{size >> 10}KiB"
+            key = f"{ph['kind']}_{ph['op'].replace('-', '_')}_{size}_if{ph['inflight']}"
+            e = pb["phases"].setdefault(key, {"kind": ph["kind"], "op": ph["op"],
+                                              "value_bytes": ph["value_bytes"],
+                                              "inflight": ph["inflight"]})
+            e[name] = {k: ph[k] for k in ("gbit_per_s", "p50_us", "p99_us", "requests",
+                                          "mean_inflight")}
+    g = lambda e, n: (e.get(n) or {}).get("gbit_per_s")
+    pairs = (("dpdk_over_kernel_loopback", "dpdk_ps_vhost", "kernel_loopback"),
+             ("dpdk_over_kernel_bridge", "dpdk_ps_vhost", "kernel_bridge"),
+             ("ps_virtio_over_ps_vhost", "dpdk_ps_virtio", "dpdk_ps_vhost"))
+    for label, a, b in pairs:
+        rs = []
+        for e in pb["phases"].values():
+            e[f"ratio_{label}"] = ratio(g(e, a), g(e, b))
+            rs.append(e[f"ratio_{label}"])
+        pb[f"ps_bytes_ratio_{label}"] = gmean(rs)
+    finish("ps_bytes", pb, "pb-")
 
 if "ps_lanes" in parts:
     pl = {"bench": "ps_lanes_e2e", "dim": 16, "batch": int(batch), "key_space": 10000000,

@@ -8,6 +8,8 @@ are missing or failed is null, with the reason under "headline_notes" (and each 
 of the run behind each figure (bench.sh's run_at.json): with BENCH_PARTS, parts not rerun
 keep their earlier time, and report.md marks those figures. "run" says when the report was
 composed and where: the machine (cores, CPU model, kernel) and the commit the tree was at.
+"ps_bytes_over_stream" has every PS bytes phase's goodput over the same run's DPDK 1 MiB
+stream goodput, for each placement of the PS on the direct pair.
 """
 import datetime
 import json
@@ -84,7 +86,7 @@ def part_time(name):
 
 parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "dpdk_pingpong", "kernel_pingpong", "dpdk_rate",
                               "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream", "fuse", "fuse_kernel", "fuse_pmd_step_bytes", "fuse_pmd_step", "fuse_pmd_step_pieces", "fuse_pmd_step_pieces_plain", "shard",
-                              "ps", "ps_direct", "ps_lanes", "train")}
+                              "ps", "ps_direct", "ps_bytes", "ps_lanes", "train")}
 
 
 def why_not(n, v):
@@ -169,6 +171,29 @@ fig("ps_direct_keys_per_s_ratio_dpdk_over_kernel_sleeping",
     get(parts["ps_direct"], "ps_direct_keys_per_s_ratio_dpdk_over_kernel_sleeping"), "ps_direct")
 fig("ps_direct_keys_per_s_ratio_dpdk_over_kernel_polling",
     get(parts["ps_direct"], "ps_direct_keys_per_s_ratio_dpdk_over_kernel_polling"), "ps_direct")
+# The kernel baseline over a Linux bridge between network namespaces (containers, hosts).
+fig("ps_keys_per_s_ratio_dpdk_over_kernel_bridge",
+    get(parts["ps"], "ps_keys_per_s_ratio_dpdk_over_kernel_bridge"), "ps")
+for mode in ("sleeping", "polling"):
+    fig(f"ps_direct_keys_per_s_ratio_dpdk_over_kernel_bridge_{mode}",
+        get(parts["ps_direct"], f"ps_direct_keys_per_s_ratio_dpdk_over_kernel_bridge_{mode}"),
+        "ps_direct")
+# PS bytes: every phase's goodput over the same run's DPDK 1 MiB stream (MTU 1500, one way,
+# both polling, as the PS runs), for both placements of the PS on the direct pair.
+PB_DPDK = ("dpdk_ps_vhost", "dpdk_ps_virtio")
+stream = get(parts["dpdk_stream"], "gbit_per_s")
+ps_bytes_over_stream = {
+    k: {n: ratio(get(e, n, "gbit_per_s"), stream) for n in PB_DPDK}
+    for k, e in (get(parts["ps_bytes"], "phases") or {}).items()}
+# Headlines: sparse, 8 in flight, the PS on the vhost side (where the PS runs in the other
+# direct-pair figures); report.json has every phase and placement.
+for op in ("pull", "push", "push_pull"):
+    for size in ("1MiB", "64KiB"):
+        fig(f"ps_bytes_{op}_{size}_over_stream",
+            get(ps_bytes_over_stream, f"sparse_{op}_{size}_if8", "dpdk_ps_vhost"),
+            "ps_bytes", "dpdk_stream")
+for label in ("dpdk_over_kernel_loopback", "dpdk_over_kernel_bridge", "ps_virtio_over_ps_vhost"):
+    fig(f"ps_bytes_ratio_{label}", get(parts["ps_bytes"], f"ps_bytes_ratio_{label}"), "ps_bytes")
 # The PS on 2 lanes against 1 (this 2-core VM also runs the switch and 2 workers), and the
 # PS's work per CPU-second, the figure that carries over to a host with cores to spare.
 for proto in ("dpdk", "kernel"):
@@ -209,6 +234,10 @@ targets = {
     "ps_keys_per_cpu_s_ratio_dpdk_over_kernel_1lane": (">=", 2.0),
     "ps_keys_per_cpu_s_ratio_dpdk_over_kernel_2lane": (">=", 2.0),
     "shard_key_updates_per_s_dim16_sgd": (">=", 10e6),
+    "ps_bytes_pull_1MiB_over_stream": (">=", 0.7),
+    "ps_bytes_push_1MiB_over_stream": (">=", 0.7),
+    "ps_bytes_pull_64KiB_over_stream": (">=", 0.5),
+    "ps_bytes_push_64KiB_over_stream": (">=", 0.5),
 }
 verdicts = {}
 for k, (op, t) in targets.items():
@@ -222,7 +251,8 @@ run = {"date": iso(datetime.datetime.now().timestamp()),
 report = {"run": run, "headline": headline, "headline_run_at": headline_run_at,
           "headline_notes": headline_notes,
           "targets": {k: f"{op} {t}" for k, (op, t) in targets.items()},
-          "met": verdicts, "parts": parts, "parts_run_at": run_at, "notes": notes}
+          "met": verdicts, "ps_bytes_over_stream": ps_bytes_over_stream, "parts": parts,
+          "parts_run_at": run_at, "notes": notes}
 with open(os.path.join(out, "report.json"), "w") as f:
     json.dump(report, f, indent=1)
 

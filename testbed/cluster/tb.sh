@@ -4,7 +4,7 @@
 #   tb_init [huge|no-huge]       work dir, memory mode, teardown trap
 #   tb_switch N [impairments..]  start wharf-vswitch with N vhost-user ports
 #   tb_node NAME IDX CMD [app args..]   start build/wharf-CMD on switch port IDX (virtio-user)
-#   tb_pair_eal NAME server|client  EAL arguments of a direct virtio-user/vhost pair
+#   tb_pair_eal NAME server|client [CORE]  EAL arguments of a direct virtio-user/vhost pair
 #   tb_eal NAME [IDX]            print the EAL arguments a node NAME on port IDX uses (core
 #                                IDX mod nproc, or TB_EAL_CORE)
 #   tb_wait_log FILE REGEX SECS  wait for a line in a log
@@ -82,15 +82,16 @@ tb_eal() { # NAME [IDX]
 	echo "$a"
 }
 
-# A direct pair, no switch: the server on net_vhost0 (core 1), the client on virtio_user0
-# attached to it (core 0), through $TB_DIR/pair.sock (remove it before the server starts).
-tb_pair_eal() { # NAME server|client
+# A direct pair, no switch: the server on net_vhost0 (core 1, or CORE), the client on
+# virtio_user0 attached to it (core 0, or CORE), through $TB_DIR/pair.sock (remove it before
+# the server starts; the server side must be up before the client's EAL starts).
+tb_pair_eal() { # NAME server|client [CORE]
 	local a="--file-prefix wharf-$TB_ID-$1 --no-pci $(tb_mem_args) --log-level=*:warning"
 	a="$a --log-level=wharf.*:info --log-level=lib.vhost.config:error"
 	if [ "$2" = server ]; then
-		echo "-l 1 $a --vdev=net_vhost0,iface=$TB_DIR/pair.sock,queues=1,tso=1"
+		echo "-l ${3:-1} $a --vdev=net_vhost0,iface=$TB_DIR/pair.sock,queues=1,tso=1"
 	else
-		echo "-l 0 $a --vdev=virtio_user0,path=$TB_DIR/pair.sock,queues=1,queue_size=1024"
+		echo "-l ${3:-0} $a --vdev=virtio_user0,path=$TB_DIR/pair.sock,queues=1,queue_size=1024"
 	fi
 }
 
@@ -114,9 +115,11 @@ tb_switch() { # N [switch args...]
 
 # TB_PIN=1: the process is also pinned with taskset to the cores its EAL -l names, so a
 # node on kernel TCP (which ignores EAL's arguments) runs where its DPDK twin would.
+# TB_NETNS=NS: it runs in network namespace NS (ip netns exec).
 tb_node() { # NAME IDX CMD [app args...]
 	local name=$1 idx=$2 cmd=$3 pin=(); shift 3
-	[ -n "${TB_PIN:-}" ] && pin=(taskset -c "${TB_EAL_CORE:-$(tb_core "$idx")}")
+	[ -n "${TB_NETNS:-}" ] && pin=(ip netns exec "$TB_NETNS")
+	[ -n "${TB_PIN:-}" ] && pin+=(taskset -c "${TB_EAL_CORE:-$(tb_core "$idx")}")
 	"${pin[@]}" "$TB_BUILD/wharf-$cmd" $(tb_eal "$name" "$idx") -- "$@" \
 		>"$TB_DIR/$name.out" 2>"$TB_DIR/$name.log" &
 	TB_PIDS[$name]=$!
