@@ -50,6 +50,8 @@ int dn_eal_init(int argc, char **argv, char *err, size_t errlen)
 
 void dn_eal_fini(void)
 {
+	if (dn_port_keeps_eal())
+		return; /* a port left open until exit still points into EAL's memory */
 	rte_eal_cleanup();
 }
 

@@ -255,6 +255,7 @@ static int port_configure(struct dn_port *p, char *err, size_t errlen)
 		return ret;
 	}
 	p->rx_intr = conf.intr_conf.rxq;
+	p->keep_at_exit = p->rx_intr && strcmp(di.driver_name, "net_virtio_user") == 0;
 	if (p->cfg.mtu != 1500) {
 		ret = rte_eth_dev_set_mtu(p->port_id, p->cfg.mtu);
 		/* Virtual devices without an MTU op take any frame the buffers hold. */
@@ -400,15 +401,36 @@ void dn_port_stop(struct dn_port *p)
 	if (p == NULL || p->stopped)
 		return;
 	p->stopped = true;
-	rte_eth_dev_stop(p->port_id);
+	if (p->keep_at_exit) {
+		/* Not stopped (see eal_keep); what its Tx rings hold goes back as it is sent. */
+		for (uint16_t q = 0; q < p->nb_queues; q++)
+			rte_eth_tx_done_cleanup(p->port_id, q, 0);
+	} else {
+		rte_eth_dev_stop(p->port_id);
+	}
 	if (p->sw_steer)
 		dn_steer_port_drain(p);
 }
+
+/*
+ * With Rx interrupts, virtio_user registers a handler on EAL's interrupt thread for its
+ * vhost-user socket; stopping or closing the device talks on that socket, which wakes the
+ * handler while the close frees what it reads (DPDK 22.11: a crash or rte_panic in the
+ * interrupt thread, seen about once in four process exits). Such a port is left to the
+ * process's exit, with its pools and EAL's memory (dn_eal_fini then keeps EAL).
+ */
+static bool eal_keep;
 
 void dn_port_destroy(struct dn_port *p)
 {
 	if (p == NULL)
 		return;
+	if (p->keep_at_exit) {
+		DN_LOG(DEBUG, "port %u: virtio_user with Rx interrupts: left open until exit",
+		       p->port_id);
+		eal_keep = true;
+		return;
+	}
 	rte_eth_dev_stop(p->port_id);
 	rte_eth_dev_close(p->port_id);
 	if (p->nb_lcores > p->nb_queues)
@@ -541,3 +563,5 @@ void dn_lcore_set_echo_reply(struct dn_lcore *lc, dn_echo_reply_fn fn, void *arg
 	lc->echo_fn = fn;
 	lc->echo_arg = arg;
 }
+
+bool dn_port_keeps_eal(void) { return eal_keep; }

@@ -74,6 +74,7 @@ struct dn_port {
 	bool tso;               /* the device cuts TCP segments (TSO) and takes large frames in */
 	bool vhost_tso;         /* a net_vhost endpoint: tso follows its guest (dn_port_tso_refresh) */
 	bool rx_intr;
+	bool keep_at_exit; /* virtio_user with Rx interrupts: never stopped or closed (dn_port_destroy) */
 	bool rss;
 	uint8_t rss_key[DN_RSS_KEY_MAX];
 	uint32_t rss_key_len;
@@ -225,3 +226,6 @@ void dn_eth_fill(struct dn_lcore *lc, struct rte_mbuf *m, const struct rte_ether
 		 uint16_t ether_type);
 
 #endif /* WHARF_DN_PVT_H */
+
+/* True once a port was left open for the process exit (dn_port_destroy): EAL stays up. */
+bool dn_port_keeps_eal(void);

@@ -201,6 +201,17 @@ def rows(rep):
          num(get(truns, "dpdk_fuse_off", "samples_per_s"), "sample/s"),
          h.get("train_samples_ratio_fuse_on_over_off"), None),
     ]
+    pruns = (p.get("train_torch") or {}).get("runs") or {}
+    out += [
+        ("PyTorch MLP samples/s (make demo's job), fusion off",
+         num(get(pruns, "dpdk_fuse_off", "samples_per_s"), "sample/s"),
+         num(get(pruns, "kernel_fuse_off", "samples_per_s"), "sample/s"),
+         h.get("train_torch_samples_ratio_dpdk_over_kernel"), None),
+        ("PyTorch MLP samples/s, DPDK, fusion on / off",
+         num(get(pruns, "dpdk_fuse_on", "samples_per_s"), "sample/s"),
+         num(get(pruns, "dpdk_fuse_off", "samples_per_s"), "sample/s"),
+         h.get("train_torch_samples_ratio_fuse_on_over_off"), None),
+    ]
     return out
 
 
@@ -250,6 +261,9 @@ def summary_rows(rep):
          ratio(h.get("ps_lanes_keys_per_s_ratio_2_over_1_kernel")), ""),
         ("MLP training samples/s, DPDK / kernel",
          ratio(h.get("train_samples_ratio_dpdk_over_kernel")), ""),
+        ("PyTorch MLP training samples/s, DPDK / kernel; fusion on / off",
+         ratio(h.get("train_torch_samples_ratio_dpdk_over_kernel")) + "; " +
+         ratio(h.get("train_torch_samples_ratio_fuse_on_over_off")), ""),
     ]
 
 

@@ -36,15 +36,18 @@
 #                       testbed/demo.sh runs it, DPDK vs kernel and --tensor-fuse off vs on.
 #                       Top level: train_samples_ratio_dpdk_over_kernel (fusion off) and
 #                       train_samples_ratio_fuse_on_over_off (DPDK), plus the other pairings.
+#   OUT_DIR/train_torch.json  the same job as a PyTorch program (python/examples/mlp_fmnist.py
+#                       on the package wharf, as `make demo` runs it): DPDK vs kernel and
+#                       --tensor-fuse off vs on. Top level: train_torch_samples_ratio_* as above.
 #
 # Every process runs where its EAL -l puts it, kernel ones too (TB_PIN: taskset to the same
 # cores). Every process is non-polling in ps and train (the machine has 2 cores for switch, PS and 2
 # workers), as in the demo. A run that fails is recorded as null with its reason under "notes"; the file is
 # written anyway. The bridge: bridge_up below (root and iproute2; without them its runs are
-# recorded as failed, with why). About 6 minutes with the defaults on 2 shared cores.
+# recorded as failed, with why). About 7 minutes with the defaults on 2 shared cores.
 # Knobs: BENCH_MTU (DPDK data-plane MTU, 1500), BENCH_PS_SECONDS (BENCH_SECONDS or 3, per phase), BENCH_PS_BATCH (1000), BENCH_TRAIN_LIMIT (60000
 # images), BENCH_TRAIN_EPOCHS (2), BENCH_PS_BYTES_SECONDS (1, per phase of ps_bytes),
-# BENCH_E2E_PARTS ("ps ps_direct ps_bytes ps_lanes train"), BENCH_E2E_BUDGET (560 s:
+# BENCH_E2E_PARTS ("ps ps_direct ps_bytes ps_lanes train train_torch"), BENCH_E2E_BUDGET (620 s:
 # a run that would start past it is skipped and recorded as such). PS_ENABLE_POLLING and
 # WORKER_ENABLE_POLLING pass through to every node (spinning needs a core per process).
 set -u
@@ -57,9 +60,9 @@ PS_BATCH=${BENCH_PS_BATCH:-1000}
 TR_LIMIT=${BENCH_TRAIN_LIMIT:-60000}
 TR_EPOCHS=${BENCH_TRAIN_EPOCHS:-2}
 PB_SECS=${BENCH_PS_BYTES_SECONDS:-1}
-PARTS=${BENCH_E2E_PARTS:-ps ps_direct ps_bytes ps_lanes train}
+PARTS=${BENCH_E2E_PARTS:-ps ps_direct ps_bytes ps_lanes train train_torch}
 export TB_PIN=1
-BUDGET=${BENCH_E2E_BUDGET:-560}
+BUDGET=${BENCH_E2E_BUDGET:-620}
 tb_init
 RES=$TB_DIR/results
 mkdir -p "$RES"
@@ -178,6 +181,15 @@ spent() { # NAME NWORKERS MIN
 # utime + stime of a process, in clock ticks (empty when it is gone).
 ps_cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null; }
 
+# One node: build/wharf-CMD, or with CMD py:SCRIPT a Python program on the package wharf.
+node() { # NAME IDX CMD ARGS...
+	local name=$1 idx=$2 cmd=$3; shift 3
+	case $cmd in
+	py:*) tb_pynode "$name" "$idx" "${cmd#py:}" "$@" ;;
+	*) tb_node "$name" "$idx" "$cmd" "$@" ;;
+	esac
+}
+
 # Starts the nodes of one job: NAME PROTO CMD PS_ARGS -- WORKER_ARGS; the PS on port 0, worker
 # i on port i+1 (a switch with nw+1 ports when dpdk). Waits for the workers (bounded).
 job() { # NAME PROTO BASEPORT NWORKERS TIMEOUT CMD PS_ARGS... -- WORKER_ARGS...
@@ -192,7 +204,7 @@ job() { # NAME PROTO BASEPORT NWORKERS TIMEOUT CMD PS_ARGS... -- WORKER_ARGS...
 	local left=$((BUDGET - SECONDS))
 	[ "$to" -gt "$left" ] && to=$left
 	if [ "$proto" = dpdk ]; then tb_switch $((nw + 1)) || return 1; fi
-	TB_NETNS=$(node_ns "$proto" 0) TB_EAL_CORE=${JOB_PS_CORES:-} tb_node "$name-ps" 0 "$cmd" $CL \
+	TB_NETNS=$(node_ns "$proto" 0) TB_EAL_CORE=${JOB_PS_CORES:-} node "$name-ps" 0 "$cmd" $CL \
 		--role ps "${psargs[@]}"
 	# JOB_CPU_AT: the PS's CPU seconds from that Unix time to the workers' end (RES/NAME-cpu).
 	if [ -n "${JOB_CPU_AT:-}" ]; then
@@ -200,7 +212,7 @@ job() { # NAME PROTO BASEPORT NWORKERS TIMEOUT CMD PS_ARGS... -- WORKER_ARGS...
 		local cpu0; cpu0=$(ps_cpu_ticks "${TB_PIDS[$name-ps]}")
 	fi
 	for i in $(seq 0 $((nw - 1))); do
-		TB_NETNS=$(node_ns "$proto" $((i + 1))) tb_node "$name-w$i" $((i + 1)) "$cmd" $CL \
+		TB_NETNS=$(node_ns "$proto" $((i + 1))) node "$name-w$i" $((i + 1)) "$cmd" $CL \
 			--role worker --task-index "$i" "${wargs[@]}"
 	done
 	for _ in $(seq 1 "$to"); do
@@ -361,6 +373,21 @@ part_train() {
 				--model mlp --lr 0.1 --ps-cores 1 -- --mode sync --tensor-fuse="$fuse" --model mlp \
 				--epochs "$TR_EPOCHS" --batch 64 --lr 0.1 --train-limit "$TR_LIMIT" \
 				--test-limit 2000 --decay-epochs 0
+			base=$((base + 10))
+		done
+	done
+}
+
+# The same job in PyTorch (the MLP of python/examples, sync; its PS is a Python process too).
+part_train_torch() {
+	local proto fuse base=48500
+	for fuse in false true; do
+		for proto in dpdk kernel; do
+			tb_log "train_torch: $proto, tensor_fuse $fuse"
+			job "tt-$proto-$fuse" "$proto" "$base" 2 150 "py:$TB_ROOT/python/examples/mlp_fmnist.py" \
+				--mode sync --tensor-fuse="$fuse" --lr 0.1 --ps-cores 1 -- --mode sync \
+				--tensor-fuse="$fuse" --ps-cores 1 --epochs "$TR_EPOCHS" --batch 64 --lr 0.1 \
+				--train-limit "$TR_LIMIT" --test-limit 2000 --decay-epochs 0
 			base=$((base + 10))
 		done
 	done
@@ -571,4 +598,24 @@ if "train" in parts:
     tr["train_samples_ratio_fuse_on_over_off"] = ratio(g("dpdk_fuse_on"), g("dpdk_fuse_off"))
     tr["train_samples_ratio_fuse_on_over_off_kernel"] = ratio(g("kernel_fuse_on"), g("kernel_fuse_off"))
     finish("train", tr, "tr-")
+
+if "train_torch" in parts:
+    tt = {"bench": "train_torch_e2e", "model": "mlp", "framework": "pytorch", "mode": "sync",
+          "servers": 1, "workers": 2, "epochs": int(epochs), "train_limit": int(limit), "batch": 64,
+          "note": "python/examples/mlp_fmnist.py (PyTorch) on the package wharf; samples/s "
+                  "summed over the 2 workers, each timed from the end of its first step",
+          "runs": {}}
+    for fuse in ("false", "true"):
+        for proto in ("dpdk", "kernel"):
+            r = run(f"tt-{proto}-{fuse}", 2)
+            if r["ok"]:
+                r["samples_per_s"] = round(sum(w["samples_per_s"] for w in r["workers"]), 1)
+                r["test_accuracy"] = r["workers"][0].get("test_accuracy")
+            tt["runs"][f"{proto}_fuse_{'on' if fuse == 'true' else 'off'}"] = r
+    g = lambda n: tt["runs"][n].get("samples_per_s")
+    tt["train_torch_samples_ratio_dpdk_over_kernel"] = ratio(g("dpdk_fuse_off"), g("kernel_fuse_off"))
+    tt["train_torch_samples_ratio_dpdk_over_kernel_fuse_on"] = ratio(g("dpdk_fuse_on"), g("kernel_fuse_on"))
+    tt["train_torch_samples_ratio_fuse_on_over_off"] = ratio(g("dpdk_fuse_on"), g("dpdk_fuse_off"))
+    tt["train_torch_samples_ratio_fuse_on_over_off_kernel"] = ratio(g("kernel_fuse_on"), g("kernel_fuse_off"))
+    finish("train_torch", tt, "tt-")
 EOF

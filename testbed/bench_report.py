@@ -86,7 +86,7 @@ def part_time(name):
 
 parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "dpdk_pingpong", "kernel_pingpong", "dpdk_rate",
                               "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream", "fuse", "fuse_kernel", "fuse_pmd_step_bytes", "fuse_pmd_step", "fuse_pmd_step_pieces", "fuse_pmd_step_pieces_plain", "shard",
-                              "ps", "ps_direct", "ps_bytes", "ps_lanes", "train")}
+                              "ps", "ps_direct", "ps_bytes", "ps_lanes", "train", "train_torch")}
 
 
 def why_not(n, v):
@@ -206,6 +206,10 @@ fig("train_samples_ratio_dpdk_over_kernel",
     get(parts["train"], "train_samples_ratio_dpdk_over_kernel"), "train")
 fig("train_samples_ratio_fuse_on_over_off",
     get(parts["train"], "train_samples_ratio_fuse_on_over_off"), "train")
+fig("train_torch_samples_ratio_dpdk_over_kernel",
+    get(parts["train_torch"], "train_torch_samples_ratio_dpdk_over_kernel"), "train_torch")
+fig("train_torch_samples_ratio_fuse_on_over_off",
+    get(parts["train_torch"], "train_torch_samples_ratio_fuse_on_over_off"), "train_torch")
 
 # Per figure: the time(s) of the run(s) it comes from, and why it is null or what it stands on.
 headline_run_at, headline_notes = {}, {}

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# make demo — the Fashion-MNIST MLP on a parameter server, twice: first over DPDK (TCP-lite on
-# virtio-user through the testbed switch), then over the kernel's TCP, side by side.
+# make demo — a PyTorch training script on wharf's parameter server, twice: the Fashion-MNIST
+# MLP of python/examples/mlp_fmnist.py, first over DPDK (TCP-lite on virtio-user through the
+# testbed switch), then over the kernel's TCP, side by side.
 #
-# 1 PS + 2 workers (wharf-train, roles from flags; the same cluster with protocol=dpdk|kernel),
-# sync mode, non-polling (the machine has 2 cores). Worker 0's progress bar is shown per epoch.
-# Everything started here is torn down on exit, failure or Ctrl-C (tb.sh's trap). The LAST line
-# is one JSON object:
+# 1 PS + 2 workers, each its own /usr/bin/python3 process (roles from flags; the same cluster
+# with protocol=dpdk|kernel), sync mode, non-polling (the machine has 2 cores), the PS on one
+# lane, every process pinned alike on both protocols (EAL -l, taskset). Each worker's
+# progress bar is shown live (a line per update when the output is not a terminal), worker 0's
+# test accuracy after each epoch. Everything started here is torn down on exit, failure or
+# Ctrl-C (tb.sh's trap). The LAST line is one JSON object:
 #   {"dpdk":{"test_accuracy":..,"samples_per_s":..},"kernel":{"test_accuracy":..,"samples_per_s":..}}
 # Knobs (environment): DEMO_EPOCHS (10), DEMO_BATCH (64), DEMO_LR (0.1), DEMO_TRAIN_LIMIT (all),
 # DEMO_PROTOCOLS ("dpdk kernel"), DEMO_TIMEOUT (seconds per run, 900), WHARF_MEM (huge|no-huge).
@@ -18,40 +21,68 @@ LR=${DEMO_LR:-0.1}
 LIMIT=${DEMO_TRAIN_LIMIT:-}
 PROTOCOLS=${DEMO_PROTOCOLS:-dpdk kernel}
 RUN_TIMEOUT=${DEMO_TIMEOUT:-900}
+SCRIPT=$TB_ROOT/python/examples/mlp_fmnist.py
 declare -A ACC=() SPS=() SECS=()
 
+ls "$TB_BUILD"/python/wharf/_wharf.*.so >/dev/null 2>&1 ||
+	{ tb_log "the Python package is not built (make python needs python3-dev: make deps)"; exit 1; }
 tb_init
 T0=$(date +%s)
+export TB_PIN=1
+# Workers print a progress line 20 times an epoch when not on a terminal (ours reads them).
+export EX_PROGRESS_LINES=20
+
+# The workers' progress until they exit (at most RUN_TIMEOUT s). On a terminal: epoch ends and
+# test accuracies scroll, and the last line of each worker is redrawn below them; otherwise
+# every line as it comes.
+show_progress() { # NODE...
+	local tty=0 drawn=0 alive n i total new
+	declare -A seen=()
+	[ -t 1 ] && tty=1
+	for n in "$@"; do seen[$n]=0; done
+	for i in $(seq 1 $((RUN_TIMEOUT * 4))); do
+		alive=0
+		for n in "$@"; do kill -0 "${TB_PIDS[$n]}" 2>/dev/null && alive=1; done
+		[ $tty = 1 ] && [ $drawn -gt 0 ] && printf '\033[%dA\033[J' "$drawn"
+		for n in "$@"; do
+			total=0; [ -f "$TB_DIR/$n.out" ] && total=$(wc -l <"$TB_DIR/$n.out")
+			[ "$total" -gt "${seen[$n]}" ] || continue
+			new=$(sed -n "$((seen[$n] + 1)),${total}p" "$TB_DIR/$n.out" | grep -vE '^\{')
+			seen[$n]=$total
+			[ $tty = 1 ] && new=$(grep -E '100%|test accuracy' <<<"$new")
+			[ -n "$new" ] && printf '%s\n' "$new"
+		done
+		drawn=0
+		if [ $tty = 1 ] && [ $alive = 1 ]; then
+			for n in "$@"; do
+				grep -E '^w[0-9]+ epoch' "$TB_DIR/$n.out" 2>/dev/null | tail -n 1 | grep -v '100%' &&
+					drawn=$((drawn + 1))
+			done
+		fi
+		[ $alive = 0 ] && break
+		sleep 0.25
+	done
+}
 
 # One run: PROTO BASEPORT. Sets ACC/SPS/SECS[PROTO].
 demo_run() {
-	local proto=$1 base=$2 psc wc0 wc1 flags map=$TB_DIR/.endpoint_map t0 t1 i
+	local proto=$1 base=$2 psc wc0 wc1 flags map=$TB_DIR/.endpoint_map t0 t1
 	psc=127.0.0.1:$base; wc0=127.0.0.1:$((base + 1)); wc1=127.0.0.1:$((base + 2))
 	printf '%s=10.77.0.1:6666\n%s=10.77.0.2:5555\n%s=10.77.0.3:5555\n' "$psc" "$wc0" "$wc1" >"$map"
-	flags="--ps $psc --workers $wc0,$wc1 --endpoint-map $map --protocol $proto --mode sync"
-	local train="--model mlp --epochs $EPOCHS --batch $BATCH --lr $LR ${LIMIT:+--train-limit $LIMIT}"
+	flags=(--ps "$psc" --workers "$wc0,$wc1" --endpoint-map "$map" --protocol "$proto" --mode sync
+		--ps-cores 1 --lr "$LR")
+	local train=(--epochs "$EPOCHS" --batch "$BATCH" ${LIMIT:+--train-limit "$LIMIT"})
 	echo
-	echo "=== $proto: 1 PS + 2 workers, Fashion-MNIST MLP 784-128-10, sync, $EPOCHS epochs, batch $BATCH per worker"
+	echo "=== $proto: 1 PS + 2 workers, PyTorch MLP 784-128-10 on Fashion-MNIST, sync, $EPOCHS epochs, batch $BATCH per worker"
 	if [ "$proto" = dpdk ]; then
 		tb_switch 3 || tb_fail "the switch did not start"
 	fi
-	tb_node ps-$proto 0 train $flags --role ps --model mlp --lr "$LR"
+	tb_pynode ps-$proto 0 "$SCRIPT" "${flags[@]}" --role ps
 	t0=$(date +%s.%N)
-	tb_node w0-$proto 1 train $flags --role worker --task-index 0 $train
-	tb_node w1-$proto 2 train $flags --role worker --task-index 1 $train
-	# Worker 0's progress, live, until both workers are done.
-	local shown=0 lines
-	for i in $(seq 1 "$RUN_TIMEOUT"); do
-		lines=$(grep -cE '^(epoch|  )' "$TB_DIR/w0-$proto.out" 2>/dev/null)
-		if [ "${lines:-0}" -gt "$shown" ]; then
-			grep -E '^(epoch|  )' "$TB_DIR/w0-$proto.out" | sed -n "$((shown + 1)),${lines}p"
-			shown=$lines
-		fi
-		kill -0 "${TB_PIDS[w0-$proto]}" 2>/dev/null || kill -0 "${TB_PIDS[w1-$proto]}" 2>/dev/null || break
-		sleep 1
-	done
+	tb_pynode w0-$proto 1 "$SCRIPT" "${flags[@]}" --role worker --task-index 0 "${train[@]}"
+	tb_pynode w1-$proto 2 "$SCRIPT" "${flags[@]}" --role worker --task-index 1 "${train[@]}"
+	show_progress w0-$proto w1-$proto
 	t1=$(date +%s.%N)
-	grep -E '^(epoch|  )' "$TB_DIR/w0-$proto.out" 2>/dev/null | sed -n "$((shown + 1)),\$p"
 	"$TB_BUILD/wharf-ctl" "$psc" status 2>/dev/null | sed 's/^/    /' | head -n 8
 	"$TB_BUILD/wharf-ctl" "$psc" shutdown >/dev/null 2>&1
 	for n in w0-$proto w1-$proto ps-$proto; do tb_stop "$n"; done
@@ -87,6 +118,9 @@ printf '%-8s %14s %14s %10s\n' protocol test_accuracy samples_per_s seconds
 for p in $PROTOCOLS; do
 	printf '%-8s %14s %14s %10s\n' "$p" "${ACC[$p]}" "${SPS[$p]}" "${SECS[$p]}"
 done
+if [[ "${SPS[dpdk]:-null}" != null && "${SPS[kernel]:-null}" != null ]]; then
+	echo "samples/s dpdk/kernel: $(echo "scale=3; ${SPS[dpdk]} / ${SPS[kernel]}" | bc)"
+fi
 echo "total $(( $(date +%s) - T0 )) s"
 tb_cleanup
 printf '{"dpdk":{"test_accuracy":%s,"samples_per_s":%s},"kernel":{"test_accuracy":%s,"samples_per_s":%s}}\n' \

@@ -2,6 +2,7 @@
 is a wharf cluster flag, as after `--` on wharf-train), a progress bar and the JSON result."""
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -22,22 +23,30 @@ def parse(doc, defaults):
 
 
 class Progress:
-    """A bar per epoch, redrawn on a terminal, a line per quarter epoch otherwise."""
+    """A bar per epoch, redrawn on a terminal; otherwise a line EX_PROGRESS_LINES times an
+    epoch (4; make demo, which shows both workers' bars, asks for 20)."""
 
     def __init__(self, epochs, steps, batch):
         self.epochs, self.steps, self.batch = epochs, steps, batch
         self.tty = sys.stdout.isatty()
         self.who = "w%d " % wharf.worker_index()
+        try:
+            lines = int(os.environ.get("EX_PROGRESS_LINES", "4"))
+        except ValueError:
+            lines = 4
+        self.every = max(1, steps // max(1, lines))
 
     def start(self):
         self.t0 = time.time()
 
     def show(self, epoch, done, loss, acc, final=False):
-        if not final and not self.tty and (self.steps < 4 or done % (self.steps // 4) != 0
-                                           or done == self.steps):
+        if not final and not self.tty and (done % self.every != 0 or done == self.steps):
             return
         fill = 30 * done // self.steps if self.steps else 30
-        sps = done * self.batch * wharf.num_workers() / max(time.time() - self.t0, 1e-9)
+        now = time.time()
+        if done <= 1:  # timed from the end of the epoch's first step (its barrier lines the
+            self.t0 = now  # workers up; the first one waits for the others' start-up)
+        sps = (done - 1) * self.batch * wharf.num_workers() / max(now - self.t0, 1e-9)
         end = "\n" if final or not self.tty else ""
         print("%s%sepoch %2d/%d [%s%s] %3d%%  loss %.4f  acc %.4f  %8.0f samples/s" % (
             "\r" if self.tty else "", self.who, epoch, self.epochs, "#" * fill, "." * (30 - fill),

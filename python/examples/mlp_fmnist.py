@@ -57,6 +57,7 @@ def train(o, model, ps):
     model.train()
     ps.pull()
     train_s = 0.0
+    timed = 0  # steps in train_s: all but the first, whose barrier waits for every worker's start-up
     for e in range(o.epochs):
         scale = 0.3 if o.epochs > o.decay_epochs and e + o.decay_epochs >= o.epochs else 1.0
         order = rng.permutation(mine)
@@ -73,6 +74,10 @@ def train(o, model, ps):
             loss_sum += loss.item()
             corr += (out.argmax(1) == yb).sum().item()
             bar.show(e + 1, b + 1, loss_sum / (b + 1), corr / ((b + 1) * o.batch))
+            if e == 0 and b == 0:
+                t0 = time.time()
+            else:
+                timed += 1
         train_s += time.time() - t0
         bar.show(e + 1, steps, loss_sum / steps, corr / (steps * o.batch), final=True)
         if me == 0:
@@ -83,7 +88,8 @@ def train(o, model, ps):
     n = steps * o.epochs
     excommon.result(model="mlp", epochs=o.epochs, batch=o.batch, steps=n,
                     samples=n * o.batch, seconds=round(train_s, 2),
-                    samples_per_s=round(n * o.batch / train_s, 1), test_accuracy=round(acc, 4),
+                    samples_per_s=round(timed * o.batch / train_s, 1) if timed else 0.0,
+                    test_accuracy=round(acc, 4),
                     test_loss=round(tl, 4))
 
 

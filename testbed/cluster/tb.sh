@@ -4,6 +4,8 @@
 #   tb_init [huge|no-huge]       work dir, memory mode, teardown trap
 #   tb_switch N [impairments..]  start wharf-vswitch with N vhost-user ports
 #   tb_node NAME IDX CMD [app args..]   start build/wharf-CMD on switch port IDX (virtio-user)
+#   tb_pynode NAME IDX SCRIPT [args..]  start a Python script of the package wharf the same way
+#                                (Debian's python3, build/python, the EAL arguments as --eal)
 #   tb_pair_eal NAME server|client [CORE]  EAL arguments of a direct virtio-user/vhost pair
 #   tb_eal NAME [IDX]            print the EAL arguments a node NAME on port IDX uses (core
 #                                IDX mod nproc, or TB_EAL_CORE)
@@ -125,6 +127,15 @@ tb_node() { # NAME IDX CMD [app args...]
 	TB_PIDS[$name]=$!
 }
 
+# A Python program on wharf (python/examples): the same core, EAL arguments (--eal) and logs.
+tb_pynode() { # NAME IDX SCRIPT [args...]
+	local name=$1 idx=$2 script=$3 pin=(); shift 3
+	[ -n "${TB_PIN:-}" ] && pin=(taskset -c "${TB_EAL_CORE:-$(tb_core "$idx")}")
+	PYTHONPATH=$TB_BUILD/python${PYTHONPATH:+:$PYTHONPATH} "${pin[@]}" "${TB_PYTHON:-/usr/bin/python3}" \
+		-u "$script" --eal "$(tb_eal "$name" "$idx")" "$@" >"$TB_DIR/$name.out" 2>"$TB_DIR/$name.log" &
+	TB_PIDS[$name]=$!
+}
+
 # Runs a node in the foreground (bounded by SECS), output in $TB_DIR/NAME.out.
 tb_run() { # NAME IDX SECS CMD [app args...]
 	local name=$1 idx=$2 secs=$3 cmd=$4; shift 4
@@ -221,7 +232,7 @@ tb_train_job() { # WAIT NAME MODE KEY MIN MODEL-ARGS...
 # about a run that already failed) DEFAULT is printed instead.
 tb_json() {
 	local v
-	v=$(grep '^{' "$1" 2>/dev/null | tail -n 1 | sed -nE "s/.*\"$2\":(-?[0-9][0-9.eE+-]*).*/\\1/p")
+	v=$(grep '^{' "$1" 2>/dev/null | tail -n 1 | sed -nE "s/.*\"$2\": ?(-?[0-9][0-9.eE+-]*).*/\\1/p")
 	if [ -n "$v" ]; then
 		echo "$v"
 	elif [ $# -ge 3 ]; then

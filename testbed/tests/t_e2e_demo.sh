@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A short `make demo` (1 epoch on 6000 images): both runs (dpdk over the switch, then kernel)
+# A short `make demo` (the PyTorch MLP, 1 epoch on 6000 images): both runs (dpdk over the switch, then kernel)
 # finish, the comparison table is printed, and the last line is the one JSON object with both
 # protocols' accuracy and samples/s.
 set -u
@@ -18,6 +18,10 @@ for p in ("dpdk", "kernel"):
     assert d[p]["test_accuracy"] > 0.6, (p, d[p])
     assert d[p]["samples_per_s"] > 0, (p, d[p])
 PY
+grep -q "PyTorch MLP" "$out" || { echo "FAIL: the demo did not run the PyTorch example"; exit 1; }
 grep -q '^protocol  *test_accuracy' "$out" || { echo "FAIL: no comparison table"; exit 1; }
-grep -q '^epoch  1/1 \[#*\] 100%' "$out" || { echo "FAIL: no progress bar"; exit 1; }
+for w in w0 w1; do
+	grep -q "^$w epoch  1/1 \[#*\] 100%" "$out" || { echo "FAIL: no progress bar of $w"; exit 1; }
+done
+grep -q '^ *test accuracy 0\.[0-9]*' "$out" || { echo "FAIL: no per-epoch test accuracy"; exit 1; }
 echo "PASS: demo (short): $last"
