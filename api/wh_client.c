@@ -187,10 +187,14 @@ static void chunk_done(void *arg, int status)
 		ask_again(cl, ch);
 		return;
 	}
-	if (status < 0 && r->status == 0) {
+	if (status < 0 && r->status == 0)
 		r->status = status;
-		r->issued = r->n; /* the rest of a failed request is not sent */
-	}
+	/*
+	 * The rest of a failed request is not sent; a partial refusal (rows left as they were,
+	 * keys a full table refused) is applied otherwise: the rest goes on.
+	 */
+	if (status < 0 && status != -EDQUOT && status != -ERANGE)
+		r->issued = r->n;
 	chunk_put(cl, ch);
 	if (--r->live == 0 && r->issued >= r->n) {
 		cl->st.replies++;
@@ -767,6 +771,10 @@ static int result(struct wharf_req *r)
 	if (r->status != 0 && r->status == atomic_load_explicit(&cl->broken, memory_order_acquire))
 		wh_set_err("%s of table %u: %s: %s", op_names[r->op], r->table,
 			   strerror(-r->status), cl->broken_err);
+	else if (r->status == -EDQUOT)
+		wh_set_err("%s of table %u: the table is at its memory cap (max_rows, max_bytes) on a "
+			   "server: keys new to it were refused, their gradients dropped; the other "
+			   "keys were applied", op_names[r->op], r->table);
 	else if (r->status != 0)
 		wh_set_err("%s of table %u: %s", op_names[r->op], r->table, strerror(-r->status));
 	return r->status;

@@ -182,6 +182,49 @@ int wharf_model_find(const struct wharf_model *m, const char *name, uint32_t *id
 	return 0;
 }
 
+int wharf_model_set_memory(struct wharf_model *m, uint32_t id, const struct wharf_table_memory *mem)
+{
+	struct ps_table_config t;
+	char err[256];
+	int rc;
+
+	if (m == NULL || mem == NULL)
+		return wh_errf(-EINVAL, "wharf_model_set_memory: model or policies are NULL");
+	if (id >= m->mt.n)
+		return wh_errf(-ENOENT, "wharf_model_set_memory: no table %u (the model has %u)",
+			       id, m->mt.n);
+	t = m->mt.t[id];
+	t.max_rows = mem->max_rows;
+	t.max_bytes = mem->max_bytes;
+	t.admit_after = mem->admit_after;
+	t.evict_after = mem->evict_after;
+	t.pull_inserts = mem->pull_inserts;
+	if ((rc = wc_model_table_check(&t, m->mt.name[id], err, sizeof(err))) != 0)
+		return wh_errf(rc, "wharf_model_set_memory: table %u '%s': %s", id, m->mt.name[id],
+			       err);
+	m->mt.t[id] = t;
+	return 0;
+}
+
+int wharf_model_memory(const struct wharf_model *m, uint32_t id, struct wharf_table_memory *out)
+{
+	const struct ps_table_config *t;
+
+	if (m == NULL || out == NULL)
+		return wh_errf(-EINVAL, "wharf_model_memory: model or out is NULL");
+	if (id >= m->mt.n)
+		return wh_errf(-ENOENT, "wharf_model_memory: no table %u (the model has %u)", id,
+			       m->mt.n);
+	t = &m->mt.t[id];
+	memset(out, 0, sizeof(*out));
+	out->max_rows = t->max_rows;
+	out->max_bytes = t->max_bytes;
+	out->admit_after = t->admit_after;
+	out->evict_after = t->evict_after;
+	out->pull_inserts = t->pull_inserts;
+	return 0;
+}
+
 uint64_t wharf_model_digest(const struct wharf_model *m)
 {
 	return m != NULL ? wc_model_digest(&m->mt) : 0;

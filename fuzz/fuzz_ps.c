@@ -8,7 +8,8 @@
  *
  * Input layout (fuzz/gen_seeds.c writes seeds in it):
  *   u8  server  bits 0..1 mode (async, sync, geo; 3 = async), bits 2..3 the sparse
- *               table's optimizer, bits 4..5 the dense table's
+ *               table's optimizer, bits 4..5 the dense table's, bit 7 the sparse table's
+ *               memory policies (8 rows, admission at 2 pushes, eviction after 3 steps)
  *   then requests, each:
  *   u8  pieces  body pieces - 1 (low 2 bits), u8 cuts[3] where they are cut
  *   u16 len     message length (little-endian), then len bytes: the 32-byte header and
@@ -25,9 +26,10 @@
  *
  * Invariants checked besides ASan/UBSan: every request gets a well-formed reply that
  * carries its req_id; a refused request (rc < 0) gets a PS_T_ERROR reply and changes no
- * table's row count ("nothing of a refused request is applied"), except -ERANGE: rows whose
- * update would not be finite were left as they were and the push's other rows applied
- * (new keys among them created).
+ * table's row count ("nothing of a refused request is applied"), except the partial
+ * refusals: -ERANGE, rows whose update would not be finite were left as they were, and
+ * -EDQUOT, keys new to the full table got no row, while the push's other rows were applied
+ * (new keys among them created, old ones evicted).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -120,7 +122,7 @@ static int ps_fz_request(struct fh_in *in, struct ps_server *s, struct ps_handle
 	rep->len = 0;
 	rc = ps_handle(h, &v, rep);
 	ps_fz_check_reply(&v.hdr, rc, rep);
-	if (rc < 0 && rc != -ERANGE)
+	if (rc < 0 && rc != -ERANGE && rc != -EDQUOT)
 		FH_CHECK(ps_fz_rows(s) == rows);
 	fh_pieces_free(&ps);
 	return 0;
@@ -245,6 +247,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ps_server_config sc = {.server_id = 0, .n_servers = 1, .n_shards = 2, .n_lcores = 1,
 				      .n_workers = 2, .mode = mode, .max_keys = 64,
 				      .tables = t, .n_tables = 2};
+
 	struct ps_reply rep = {.cap = PS_FZ_REPLY_CAP};
 	struct ps_server *s = NULL;
 	struct ps_handler *h = NULL;
@@ -253,6 +256,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size > 65536)
 		return 0;
+	if (sel & 0x80) {
+		t[0].max_rows = 8;
+		t[0].admit_after = 2;
+		t[0].evict_after = 3;
+	}
 	/* One reply buffer for the process: a fresh 256 KiB mmap per input cost most of
 	 * the time. Nothing survives in it between inputs (each reply is checked at once). */
 	if (ps_fz_reply_buf == NULL)

@@ -243,6 +243,9 @@ static void gs_ps(struct gs_buf *o)
 		}
 		snprintf(name, sizeof(name), "all-mode%u", mode);
 		gs_write("ps", name, &all);
+		all.b[0] |= 0x80; /* the same on a sparse table with memory policies */
+		snprintf(name, sizeof(name), "all-policed-mode%u", mode);
+		gs_write("ps", name, &all);
 		free(all.b);
 		ps_client_destroy(c);
 	}

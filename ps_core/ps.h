@@ -96,6 +96,9 @@ enum ps_err_kind {
 	PS_ERR_NO_SPACE,       /* reply does not fit, or memory ran out before applying */
 	PS_ERR_IO,             /* checkpoint save failed, or the write-ahead log could not take
 				* the request (nothing applied: retry later) */
+	PS_ERR_TABLE_FULL,     /* -EDQUOT: keys new to a table at its cap (max_rows, max_bytes)
+				* were refused, their gradients dropped; the push's other keys
+				* were applied and its sequence recorded (a resend is a duplicate) */
 };
 
 enum ps_mode { PS_MODE_ASYNC = 0, PS_MODE_SYNC, PS_MODE_GEO };
@@ -121,7 +124,37 @@ struct ps_table_config {
 	enum ps_init_kind init;
 	float init_a, init_b;    /* uniform [a, b) or normal (mean a, stddev b) */
 	uint64_t seed;           /* initializer seed; a row's init depends on (seed, key) only */
+	/*
+	 * Memory policies, sparse tables only (0 / false: off). Each is per server (each PS
+	 * process), split evenly over its shards, and a function of the pushes alone, so a
+	 * write-ahead log replays to the same table:
+	 * - max_rows, max_bytes: at most this many rows / bytes (with admit_after, max_rows
+	 *   admission counters too; max_bytes counts rows, their index and the
+	 *   admission counters as allocated: whole 1024-row chunks, the index at its size; with
+	 *   admit_after, 1/8 of max_bytes is the counters', at least a chunk of them a shard).
+	 *   A push's keys new to a full table are refused (PS_ERR_TABLE_FULL), the rest
+	 *   applied; existing rows keep being served.
+	 * - admit_after: a key becomes a row at its admit_after-th push (DeepRec's counter
+	 *   filter); until then pulls get the initializer's values and its gradients are dropped
+	 *   and counted. Counters live in a compact side table (32 bytes a key).
+	 * - evict_after: a row (or an admission counter) not pushed for more than this many
+	 *   steps is dropped (DeepRec's steps_to_live). A step is a sync step in sync mode, and
+	 *   otherwise one push to the table that reaches the shard. Checked every
+	 *   ceil(evict_after / 8) steps.
+	 * - pull_inserts: a pull of an unknown key creates its row, as a push would. Off, it is
+	 *   answered with the initializer's values and nothing is stored (the same values: a
+	 *   row's first value depends on (seed, key) only). Not with the other policies: pulls
+	 *   are not logged, so the table would no longer be a function of the log.
+	 */
+	uint64_t max_rows;
+	uint64_t max_bytes;
+	uint32_t admit_after;
+	uint64_t evict_after;
+	bool pull_inserts;
 };
+
+#define PS_ADMIT_MAX 1000000u       /* admit_after: 0..this */
+#define PS_EVICT_MAX (1ull << 40)   /* evict_after: 0..this steps */
 
 /* Per-row optimizer state floats, as a multiple of dim plus a constant. */
 uint32_t ps_optim_state_floats(enum ps_optim_kind k, uint32_t dim);
@@ -222,8 +255,9 @@ struct ps_reply {
  * Returns 0 when the request was applied/answered, or the -errno that the error reply
  * carries. A refused request changed nothing (validation runs before any shard op; the
  * exceptions: running out of memory, where each shard is all-or-nothing but a shard that had
- * room may have applied its part; and -ERANGE, rows whose update would not have been finite,
- * which are left as they were while the others are applied). The request's views are only read during the
+ * room may have applied its part; -ERANGE, rows whose update would not have been finite,
+ * which are left as they were while the others are applied; and -EDQUOT, keys new to a table
+ * at its cap, which get no row while the others are applied). The request's views are only read during the
  * call; the reply buffer must be 4-byte aligned. Shards of other lcores are reached over
  * rings; while waiting for them this handler keeps serving its own inbound rings, so two
  * handlers never deadlock.
@@ -311,10 +345,21 @@ int ps_server_wal_sync_bg(struct ps_server *s);
 /* Log bytes appended since the last save to cfg.ckpt_path (all handlers; any thread). */
 uint64_t ps_server_wal_bytes(struct ps_server *s);
 
-/* Introspection for tests and benchmarks. */
+/*
+ * Introspection for tests, benchmarks and telemetry (any thread; a recent value). Counters
+ * of the memory policies, summed over the shards: rows_refused_cap, keys of pushes refused
+ * because the table was at its cap; admission_pending, keys counted but not admitted yet;
+ * admission_admitted, keys that became rows by admission; admission_dropped, key gradients
+ * dropped because their key was not admitted (yet); admission_expired, counters dropped by
+ * eviction; evicted, rows dropped by eviction. rows_cap and pending_cap: what the server's
+ * shards may hold together (0: no cap).
+ */
 struct ps_table_stats {
 	uint64_t rows;
-	uint64_t bytes;      /* slots + row storage, all shards */
+	uint64_t bytes;      /* slots + row storage + admission counters, all shards */
+	uint64_t rows_cap, pending_cap;
+	uint64_t rows_refused_cap, admission_pending, admission_admitted, admission_dropped;
+	uint64_t admission_expired, evicted;
 };
 int ps_server_table_stats(struct ps_server *s, uint32_t table_id, struct ps_table_stats *st);
 

@@ -10,9 +10,11 @@
  * File (little-endian):
  *   header   8 "WHFCKPT1", u32 version 1, u32 n_tables, u32 server_id, u32 n_servers,
  *            u32 mode, u32 0
- *   tables   per table: u32 id, u32 kind, u32 dim, u32 optim, u32 state floats, u32 0,
- *            u64 rows in file, u64 dense_rows
- *   rows     per table, per row: u64 key, (dim + state) x f32
+ *   tables   per table: u32 id, u32 kind, u32 dim, u32 optim, u32 state floats, u32 flags
+ *            (version 3; bit 0: the table evicts, its row records carry an age), u64 rows in
+ *            file, u64 dense_rows
+ *   rows     per table, per row: u64 key, (dim + state) x f32, [u64 age: the table's clock
+ *            at the cut minus the row's last-update step]
  *   seqs     u32 n_shards, u32 n_workers, then per shard per worker the u64 last applied
  *            push sequence (exactly-once state of the same cut; restored when the
  *            shard and worker counts match, so a resent push already in it stays single)
@@ -21,10 +23,13 @@
  *            step, u32 n_workers, n_workers bytes "reached the barrier step", zeros to 8;
  *            then, when the file's mode is sync, per table: u64 count, count x (u64 key,
  *            dim x f32 the step's pending gradient sum of that row)
+ *   memory   (version 3) the memory policies' state (ps_mem.c): u32 n_shards, u32 0; per
+ *            table: n_shards x u64 clock (the table's steps on each shard), u64 admission
+ *            counters, each u64 key, u32 pushes counted, u32 0, u64 age
  *   trailer  u64 bytes before the trailer, u32 CRC32C of those bytes, u32 0
  * Every length and offset is 64-bit; the CRC32C is taken in chunks of at most CK_IO bytes
  * (rte_hash_crc's length is 32-bit; the chunks chain). Version 1 files (no durable section)
- * still load. With a log, ps_recover = this file + the log records after its cut, when the
+ * and version 2 files (no memory section: every row as fresh as the cut) still load. With a log, ps_recover = this file + the log records after its cut, when the
  * log continues it (its floor file, ps_wal.c).
  */
 #include <errno.h>
@@ -42,7 +47,8 @@
 #include "ps_core/ps_pvt.h"
 
 #define CK_MAGIC "WHFCKPT1"
-#define CK_VERSION 2u
+#define CK_VERSION 3u
+#define CK_F_AGES 1u /* table flag: row records carry an age */
 #define CK_PAD8(x) (((x) + 7ull) & ~7ull)
 #define CK_HDR 32u
 #define CK_TDESC 40u
@@ -108,13 +114,43 @@ static void ck_put(struct ck_out *o, const void *p, size_t n)
 static void ck_u32(struct ck_out *o, uint32_t v) { uint8_t b[4]; tl_st32(b, v); ck_put(o, b, 4); }
 static void ck_u64(struct ck_out *o, uint64_t v) { uint8_t b[8]; tl_st64(b, v); ck_put(o, b, 8); }
 
-static uint64_t snap_rows(struct ps_server *s, struct ps_snap **snaps, uint32_t t)
+/* A snapshot copy of a row of tb: not a free row? (its step, when kept, is not PS_ROW_FREE) */
+static bool snap_live(const struct ps_table *tb, const uint8_t *row)
+{
+	uint64_t u;
+
+	if (!tb->upd_off)
+		return true;
+	memcpy(&u, row + tb->upd_off, sizeof(u));
+	return u != PS_ROW_FREE;
+}
+
+/* The row's age at the cut: the clock minus its last-update step. */
+static uint64_t snap_age(const struct ps_table *tb, const struct ps_snap_table *st,
+			 const uint8_t *row)
+{
+	uint64_t u;
+
+	memcpy(&u, row + tb->upd_off, sizeof(u));
+	return u < st->clock ? st->clock - u : 0;
+}
+
+/* Rows in use of snapshot table t (si: in snaps[i]->t) over all shards. */
+static uint64_t snap_rows(struct ps_server *s, struct ps_snap **snaps, const struct ps_table *tb,
+			  uint32_t si)
 {
 	uint64_t n = 0;
-	uint32_t i;
+	uint32_t i, r;
 
-	for (i = 0; i < s->cfg.n_shards; i++)
-		n += snaps[i]->t[t].n_rows;
+	for (i = 0; i < s->cfg.n_shards; i++) {
+		const struct ps_snap_table *st = &snaps[i]->t[si];
+		if (!tb->upd_off) {
+			n += st->n_rows;
+			continue;
+		}
+		for (r = 0; r < st->n_rows; r++)
+			n += snap_live(tb, st->rows + (size_t)r * tb->stride);
+	}
 	return n;
 }
 
@@ -131,13 +167,14 @@ static void write_body(struct ck_out *o, struct ps_server *s, struct ps_snap **s
 	ck_u32(o, 0);
 	for (t = 0; t < nt; t++) {
 		const struct ps_table_config *c = &s->tcfg[t];
+		const struct ps_table *tb = &s->shards[0].tables[t];
 		ck_u32(o, c->id);
 		ck_u32(o, c->kind);
 		ck_u32(o, c->dim);
 		ck_u32(o, c->optim);
 		ck_u32(o, ps_optim_state_floats(c->optim, c->dim));
-		ck_u32(o, 0);
-		ck_u64(o, snap_rows(s, snaps, t));
+		ck_u32(o, tb->upd_off ? CK_F_AGES : 0);
+		ck_u64(o, snap_rows(s, snaps, tb, t));
 		ck_u64(o, c->kind == PS_TABLE_DENSE ? c->dense_rows : 0);
 	}
 	for (t = 0; t < nt; t++) {
@@ -147,10 +184,14 @@ static void write_body(struct ck_out *o, struct ps_server *s, struct ps_snap **s
 			const struct ps_snap_table *st = &snaps[i]->t[t];
 			for (r = 0; r < st->n_rows; r++) {
 				const uint8_t *row = st->rows + (size_t)r * tb->stride;
+				if (!snap_live(tb, row))
+					continue;
 				ck_u64(o, ((const struct ps_row_meta *)row)->key);
 				ck_put(o, row + sizeof(struct ps_row_meta), fl * sizeof(float));
+				if (tb->upd_off)
+					ck_u64(o, snap_age(tb, st, row));
+				++*rows;
 			}
-			*rows += st->n_rows;
 		}
 	}
 	ck_u32(o, s->cfg.n_shards);
@@ -161,12 +202,44 @@ static void write_body(struct ck_out *o, struct ps_server *s, struct ps_snap **s
 }
 
 /* Rows of snapshot table st whose sum was touched in the cut's step (sync mode). */
-static bool snap_touched(const struct ps_snap *sn, const struct ps_snap_table *st, uint32_t stride,
-			 uint32_t r)
+static bool snap_touched(const struct ps_snap *sn, const struct ps_snap_table *st,
+			 const struct ps_table *tb, uint32_t r)
 {
-	const struct ps_row_meta *m = (const void *)(st->rows + (size_t)r * stride);
+	const uint8_t *row = st->rows + (size_t)r * tb->stride;
+	const struct ps_row_meta *m = (const void *)row;
 
-	return m->version == sn->sync_step + 1;
+	return m->version == sn->sync_step + 1 && snap_live(tb, row);
+}
+
+/* Version 3: each table's clocks, then its admission counters (ps_mem.c). */
+static void write_memory(struct ck_out *o, struct ps_server *s, struct ps_snap **snaps)
+{
+	uint32_t nt = s->cfg.n_tables, ns = s->cfg.n_shards, t, i, r;
+
+	ck_u32(o, ns);
+	ck_u32(o, 0);
+	for (t = 0; t < nt; t++) {
+		const struct ps_table *pb = s->shards[0].tables[t].pend;
+		uint64_t n = 0;
+		for (i = 0; i < ns; i++)
+			ck_u64(o, snaps[i]->t[t].clock);
+		if (pb)
+			n = snap_rows(s, snaps, pb, nt + t);
+		ck_u64(o, n);
+		for (i = 0; pb && i < ns; i++) {
+			const struct ps_snap_table *st = &snaps[i]->t[nt + t];
+			for (r = 0; r < st->n_rows; r++) {
+				const uint8_t *row = st->rows + (size_t)r * pb->stride;
+				const struct ps_row_meta *m = (const void *)row;
+				if (!snap_live(pb, row))
+					continue;
+				ck_u64(o, m->key);
+				ck_u32(o, m->version);
+				ck_u32(o, 0);
+				ck_u64(o, snap_age(pb, st, row));
+			}
+		}
+	}
 }
 
 static void write_durable(struct ck_out *o, struct ps_server *s, struct ps_snap **snaps, uint64_t gen)
@@ -187,13 +260,13 @@ static void write_durable(struct ck_out *o, struct ps_server *s, struct ps_snap 
 		uint64_t n = 0;
 		for (i = 0; i < s->cfg.n_shards; i++)
 			for (r = 0; r < snaps[i]->t[t].n_rows; r++)
-				n += snap_touched(snaps[i], &snaps[i]->t[t], tb->stride, r);
+				n += snap_touched(snaps[i], &snaps[i]->t[t], tb, r);
 		ck_u64(o, n);
 		for (i = 0; i < s->cfg.n_shards; i++) {
 			const struct ps_snap_table *st = &snaps[i]->t[t];
 			for (r = 0; r < st->n_rows; r++) {
 				const uint8_t *row = st->rows + (size_t)r * tb->stride;
-				if (!snap_touched(snaps[i], st, tb->stride, r))
+				if (!snap_touched(snaps[i], st, tb, r))
 					continue;
 				ck_u64(o, ((const struct ps_row_meta *)row)->key);
 				ck_put(o, row + sizeof(struct ps_row_meta) + tb->acc_off * sizeof(float),
@@ -241,6 +314,7 @@ int ps_ckpt_write(struct ps_server *s, struct ps_snap **snaps, uint64_t gen, con
 	}
 	write_body(&o, s, snaps, &rows);
 	write_durable(&o, s, snaps, gen);
+	write_memory(&o, s, snaps);
 	total = o.total;
 	tl_st64(tr, total);
 	tl_st32(tr + 8, o.crc);
@@ -365,6 +439,12 @@ static int ck_take_u64(struct ck_in *in, uint64_t *v)
 	return rc;
 }
 
+/* Do table t's row records carry an age? (hdr: the header and table list) */
+static bool ck_ages(const uint8_t *hdr, uint32_t t)
+{
+	return tl_ld32(hdr + 8) >= 3 && (tl_ld32(hdr + CK_HDR + (size_t)t * CK_TDESC + 20) & CK_F_AGES);
+}
+
 /* End of the version 2 durable section starting at off; body + 1 when it cannot fit. */
 static int durable_need(const struct ps_server *s, int fd, uint64_t body, uint32_t file_mode,
 			uint64_t *off)
@@ -390,6 +470,37 @@ static int durable_need(const struct ps_server *s, int fd, uint64_t body, uint32
 		if (n > body)
 			goto out_nofit;
 		*off += 8 + n * (8 + 4ull * s->tcfg[t].dim);
+		if (*off > body)
+			goto out_nofit;
+	}
+	return 0;
+out_nofit:
+	*off = body + 1;
+	return 0;
+}
+
+/* End of the version 3 memory section starting at off; body + 1 when it cannot fit. */
+static int memory_need(const struct ps_server *s, int fd, uint64_t body, uint64_t *off)
+{
+	uint8_t b[8];
+	uint64_t ns, n;
+	int rc;
+
+	if (*off + 8 > body)
+		goto out_nofit;
+	if ((rc = ck_pread(fd, *off, b, 8)) < 0)
+		return rc;
+	ns = tl_ld32(b);
+	*off += 8;
+	for (uint32_t t = 0; t < s->cfg.n_tables; t++) {
+		if (ns > body / 8 || (*off += 8 * ns) + 8 > body)
+			goto out_nofit;
+		if ((rc = ck_pread(fd, *off, b, 8)) < 0)
+			return rc;
+		n = tl_ld64(b);
+		if (n > body / 24)
+			goto out_nofit;
+		*off += 8 + 24 * n;
 		if (*off > body)
 			goto out_nofit;
 	}
@@ -448,7 +559,7 @@ static int check_layout(struct ps_server *s, int fd, uint64_t body, uint8_t *hdr
 			ps_errf(err, errlen, "table %u: %llu rows", c->id, (unsigned long long)rows[t]);
 			return -EBADMSG;
 		}
-		need += rows[t] * (8 + 4ull * (c->dim + sfl));
+		need += rows[t] * (8 + 4ull * (c->dim + sfl) + (ck_ages(hdr, t) ? 8 : 0));
 	}
 	if (need + 8 <= body) {
 		uint64_t seqs;
@@ -461,6 +572,8 @@ static int check_layout(struct ps_server *s, int fd, uint64_t body, uint8_t *hdr
 	}
 	if (tl_ld32(hdr + 8) >= 2 && need <= body &&
 	    (rc = durable_need(s, fd, body, tl_ld32(hdr + 24), &need)) < 0)
+		return rc;
+	if (tl_ld32(hdr + 8) >= 3 && need <= body && (rc = memory_need(s, fd, body, &need)) < 0)
 		return rc;
 	if (need != body) {
 		ps_errf(err, errlen, "checkpoint body is %llu bytes, its tables need %llu",
@@ -576,11 +689,16 @@ static int load_durable(struct ps_server *s, struct ck_in *in, uint32_t file_mod
 	return 0;
 }
 
-static int load_rows(struct ps_server *s, struct ck_in *in, const uint64_t *rows, char *err,
-		     size_t errlen)
+/*
+ * Rows of every table. A row's age (when the file has them) is parked in its last-update
+ * step until load_memory knows the clocks (mem_fixup); a table that evicts without ages in
+ * the file gets age 0: its rows as fresh as the cut.
+ */
+static int load_rows(struct ps_server *s, struct ck_in *in, const uint8_t *hdr,
+		     const uint64_t *rows, char *err, size_t errlen)
 {
 	uint32_t t, ns = s->cfg.n_shards;
-	uint64_t i, key;
+	uint64_t i, key, age;
 	int rc;
 
 	for (t = 0; t < s->cfg.n_tables; t++) {
@@ -610,9 +728,82 @@ static int load_rows(struct ps_server *s, struct ck_in *in, const uint64_t *rows
 			}
 			if ((rc = ck_take(in, ps_row_val(tb, r), fl * 4)) < 0)
 				return rc;
+			age = 0;
+			if (ck_ages(hdr, t) && (rc = ck_take_u64(in, &age)) < 0)
+				return rc;
+			if (tb->upd_off)
+				*ps_row_upd(tb, r) = age;
 		}
 	}
 	return 0;
+}
+
+/*
+ * Version 3: each table's clocks and admission counters. The same shard count takes the
+ * clocks shard by shard; another one gives every shard the largest (rows keep their ages).
+ */
+static int load_memory(struct ps_server *s, struct ck_in *in, char *err, size_t errlen)
+{
+	uint32_t ns, i, t, cnt;
+	uint64_t n, j, clock, key, age, max;
+	uint8_t b[24];
+	int rc;
+
+	if ((rc = ck_take_u32(in, &ns)) < 0 || (rc = ck_take(in, NULL, 4)) < 0)
+		return rc;
+	for (t = 0; t < s->cfg.n_tables; t++) {
+		for (i = 0, max = 0; i < ns; i++) {
+			if ((rc = ck_take_u64(in, &clock)) < 0)
+				return rc;
+			if (ns == s->cfg.n_shards)
+				s->shards[i].tables[t].clock = clock;
+			max = clock > max ? clock : max;
+		}
+		for (i = 0; ns != s->cfg.n_shards && i < s->cfg.n_shards; i++)
+			s->shards[i].tables[t].clock = max;
+		if ((rc = ck_take_u64(in, &n)) < 0)
+			return rc;
+		for (j = 0; j < n; j++) {
+			struct ps_table *p;
+			uint32_t r;
+			if ((rc = ck_take(in, b, 24)) < 0)
+				return rc;
+			key = tl_ld64(b);
+			cnt = tl_ld32(b + 8);
+			age = tl_ld64(b + 16);
+			p = s->shards[ps_key_shard(key, s->cfg.n_shards)].tables[t].pend;
+			if (!p)
+				continue; /* the table no longer admits by count */
+			if (ps_table_reserve(p, 1) < 0)
+				return -ENOMEM;
+			if ((r = ps_table_insert(p, key)) == UINT32_MAX) {
+				ps_errf(err, errlen, "table %u: admission counter of key %llu twice",
+					s->tcfg[t].id, (unsigned long long)key);
+				return -EBADMSG;
+			}
+			ps_row_meta(p, r)->version = cnt;
+			*ps_row_upd(p, r) = age;
+		}
+	}
+	return 0;
+}
+
+/* Ages parked by the loads become steps of the loaded clocks (sync mode: the sync step). */
+static void mem_fixup(struct ps_server *s)
+{
+	for (uint32_t i = 0; i < s->cfg.n_shards; i++)
+		for (uint32_t t = 0; t < s->cfg.n_tables; t++) {
+			struct ps_table *tb = &s->shards[i].tables[t];
+			if (s->cfg.mode == PS_MODE_SYNC)
+				tb->clock = s->shards[i].sync_step;
+			for (struct ps_table *x = tb; x; x = x == tb ? tb->pend : NULL) {
+				x->clock = tb->clock;
+				for (uint32_t r = 0; x->upd_off && r < x->n_rows; r++) {
+					uint64_t *u = ps_row_upd(x, r);
+					*u = *u < x->clock ? x->clock - *u : 0;
+				}
+			}
+		}
 }
 
 /* Back to empty tables after a refused load, so nothing of it stays. */
@@ -628,7 +819,7 @@ void ps_ckpt_unload(struct ps_server *s)
 			bool acc = tb->acc_off != 0;
 			ps_table_fini(tb);
 			/* Same sizes as at creation; cannot fail worse than creation did. */
-			if (ps_table_init(tb, &s->tcfg[t], acc, first, n, node) < 0)
+			if (ps_table_init(tb, &s->tcfg[t], acc, first, n, node, s->cfg.n_shards) < 0)
 				memset(tb, 0, sizeof(*tb));
 			s->shards[i].n_touched[t] = 0;
 		}
@@ -648,12 +839,15 @@ static int load_all(struct ps_server *s, struct ck_in *in, const uint8_t *hdr,
 	int rc;
 
 	if ((rc = ck_take(in, NULL, CK_HDR + (uint64_t)s->cfg.n_tables * CK_TDESC)) < 0 ||
-	    (rc = load_rows(s, in, rows, err, errlen)) < 0 ||
+	    (rc = load_rows(s, in, hdr, rows, err, errlen)) < 0 ||
 	    (rc = load_seqs(s, in, err, errlen)) < 0)
 		return rc;
 	if (tl_ld32(hdr + 8) >= 2 &&
 	    (rc = load_durable(s, in, tl_ld32(hdr + 24), gen, err, errlen)) < 0)
 		return rc;
+	if (tl_ld32(hdr + 8) >= 3 && (rc = load_memory(s, in, err, errlen)) < 0)
+		return rc;
+	mem_fixup(s);
 	if (ck_used(in) != in->body) {
 		ps_errf(err, errlen, "checkpoint body is %llu bytes, %llu of them read",
 			(unsigned long long)in->body, (unsigned long long)ck_used(in));

@@ -4,9 +4,11 @@
  * ps_server.c (ps_handler_run_op/wait) and writes the reply into the caller's storage.
  *
  * Rule: every check that can refuse a request runs before the first op is queued, so a
- * refused request changes nothing. The one refusal that comes later, from the shards, is a
- * row whose update would not be finite (ps_optim.c): that row stays as it was, the other
- * rows are applied, and the reply says how many were refused (-ERANGE). Values are read straight from the request's views.
+ * refused request changes nothing. Two refusals come later, from the shards, and are
+ * partial: a row whose update would not be finite (ps_optim.c) stays as it was (-ERANGE),
+ * and a key new to a table at its cap gets no row (ps_mem.c, -EDQUOT); the other rows are
+ * applied, the push's sequence is recorded, and the reply says how many were refused.
+ * Values are read straight from the request's views.
  * Durability: an accepted push-type request goes into the write-ahead log (ps_wal.c) after
  * its checks and before its first op, so nothing is acknowledged that a restart could lose;
  * ps_recover replays the log through ps_handle_replay, i.e. these same functions.
@@ -62,6 +64,19 @@ static int reply_nonfinite(struct ps_reply *rep, const struct tl_msg_hdr *q, uin
 	return reply_err(rep, q, -ERANGE, PS_ERR_NOT_FINITE, "table %u: %u of %u rows would not "
 			 "be finite after this update (NaN or infinity): left as they were, the "
 			 "others applied", q->table_id, refused, q->key_count);
+}
+
+/* Keys new to a table at its cap were refused: the others went in, the sequence counts. */
+static int reply_full(struct ps_handler *h, struct ps_reply *rep, const struct tl_msg_hdr *q,
+		      uint32_t full)
+{
+	const struct ps_table_config *t = &h->s->tcfg[ps_server_table_index(h->s, q->table_id)];
+
+	return reply_err(rep, q, -EDQUOT, PS_ERR_TABLE_FULL, "table %u is full on server %u "
+			 "(max_rows %llu, max_bytes %llu): %u of %u keys new to it refused, their "
+			 "gradients dropped; the others applied", q->table_id, h->s->cfg.server_id,
+			 (unsigned long long)t->max_rows, (unsigned long long)t->max_bytes, full,
+			 q->key_count);
 }
 
 /* Table index for table_id of the given kind, or an error reply. */
@@ -186,9 +201,11 @@ static int decode_keys(struct ps_handler *h, const struct tl_msg_view *v, struct
 
 /*
  * Runs one op per shard that has keys, waits for all; returns the worst status. *refused:
- * rows left as they were because their result would not be finite.
+ * rows left as they were because their result would not be finite; *full: keys refused by
+ * the table's cap.
  */
-static int run_sparse(struct ps_handler *h, const struct ps_op *tmpl, int *dups, uint32_t *refused)
+static int run_sparse(struct ps_handler *h, const struct ps_op *tmpl, int *dups, uint32_t *refused,
+		      uint32_t *full)
 {
 	uint32_t s, ns = h->s->cfg.n_shards, parts = 0, nd = 0;
 	int worst = 0;
@@ -209,6 +226,7 @@ static int run_sparse(struct ps_handler *h, const struct ps_op *tmpl, int *dups,
 		ps_handler_wait(h, &h->ops[s]);
 		parts++;
 		*refused += h->ops[s].refused;
+		*full += h->ops[s].full;
 		if (h->ops[s].status == 1)
 			nd++;
 		else if (h->ops[s].status < 0)
@@ -225,7 +243,7 @@ static int handle_sparse(struct ps_handler *h, const struct tl_msg_view *v, stru
 	bool push = type != PS_T_PULL, out = type != PS_T_PUSH;
 	uint64_t n = q->key_count, d = q->dim;
 	struct ps_op op = { .kind = push ? PS_OP_PUSH : PS_OP_PULL, .v = v, .keys = h->keys };
-	uint32_t refused = 0;
+	uint32_t refused = 0, full = 0;
 	int ti, rc, dups;
 
 	if ((rc = req_table(h, v, rep, PS_TABLE_SPARSE, &ti)) < 0)
@@ -246,9 +264,11 @@ static int handle_sparse(struct ps_handler *h, const struct tl_msg_view *v, stru
 	op.table = (uint32_t)ti;
 	op.vals_off = 16 + (uint32_t)n * 8;
 	op.out = out ? (float *)(rep->buf + TL_MSG_HDR_LEN) : NULL;
-	rc = run_sparse(h, &op, &dups, &refused);
+	rc = run_sparse(h, &op, &dups, &refused, &full);
 	if (rc < 0)
 		return reply_err(rep, q, rc, PS_ERR_NO_SPACE, "shard could not apply: %s", strerror(-rc));
+	if (full > 0)
+		return reply_full(h, rep, q, full);
 	if (refused > 0)
 		return reply_nonfinite(rep, q, refused);
 	if (out) {

@@ -70,8 +70,19 @@ struct ps_slot {
 	uint32_t h;
 };
 
+#define PS_ROWS_MAX (UINT32_MAX / 2 - 1) /* rows of one shard's table */
+/* Bytes of an admission counter: meta, then the u64 step of its last push. */
+#define PS_PEND_STRIDE 32u
+_Static_assert(((sizeof(struct ps_row_meta) + sizeof(uint64_t) + 15) & ~15u) == PS_PEND_STRIDE,
+	       "an admission counter is a row of dim 0 with its step");
+
 #define PS_CHUNK_SHIFT 10u
 #define PS_CHUNK_ROWS  (1u << PS_CHUNK_SHIFT)
+
+/* A row's last-update step (upd_off) when it is free: on the free list, in no slot. */
+#define PS_ROW_FREE UINT64_MAX
+/* rows[] entry of a key that has no row and gets none (not admitted, or the table is full). */
+#define PS_ROW_NONE UINT32_MAX
 
 struct ps_table {
 	struct ps_table_config cfg;
@@ -82,13 +93,30 @@ struct ps_table {
 	/* rows */
 	uint8_t **chunks;
 	uint32_t n_chunks, cap_chunks;
-	uint32_t n_rows;
+	uint32_t n_rows;        /* rows of the arena in use or free: [0, n_rows) */
 	/* sparse index: slots (new) and, while growing, old slots still being moved */
 	struct ps_slot *slots, *old;
 	uint32_t mask, old_mask;
 	uint32_t mig;           /* next old slot to move */
 	uint32_t limit;         /* rows at which the next grow starts */
 	uint64_t dense_first;   /* dense: first global row held here */
+	/*
+	 * Memory policies (ps_mem.c), owner lcore only. upd_off: byte offset in a row of its
+	 * u64 last-update step (0: not kept, the table never evicts); PS_ROW_FREE marks a free
+	 * row, whose meta key links the free list (free_head, PS_ROW_NONE = empty). cap: live
+	 * rows this shard may hold. clock: the table's steps on this shard. pend: the
+	 * admission counters (a table of dim 0: meta key, version = pushes counted, mark = the
+	 * stamp of the last push that counted, upd = its step; its own cap), or NULL;
+	 * pend_mark: the next such stamp.
+	 */
+	uint32_t upd_off;
+	uint32_t n_free, free_head;
+	uint32_t cap;
+	uint64_t clock;
+	struct ps_table *pend;
+	uint32_t pend_mark;
+	/* Counters: written by the owner only (load + store), read relaxed by anyone. */
+	_Atomic uint64_t n_refused_cap, n_adm_dropped, n_admitted, n_expired, n_evicted;
 };
 
 static inline uint8_t *ps_row(const struct ps_table *t, uint32_t r)
@@ -104,21 +132,57 @@ static inline float *ps_row_val(const struct ps_table *t, uint32_t r)
 	return (float *)(ps_row(t, r) + sizeof(struct ps_row_meta));
 }
 
+/*
+ * n_shards: the server's, over which the memory policies' caps are split. -EINVAL for a
+ * policy that cannot hold one row per shard (ps_table_caps says why), -ENOMEM.
+ */
 int ps_table_init(struct ps_table *t, const struct ps_table_config *cfg, bool sync_acc,
-		  uint64_t dense_first, uint64_t dense_rows, int node);
+		  uint64_t dense_first, uint64_t dense_rows, int node, uint32_t n_shards);
 void ps_table_fini(struct ps_table *t);
+/* Bytes per row of a table of cfg (sync_acc: with the sync step's sum). */
+uint32_t ps_table_stride(const struct ps_table_config *cfg, bool sync_acc);
+/*
+ * Per-shard caps of cfg's memory policies over n_shards shards: live rows and admission
+ * counters (UINT32_MAX / 2 when uncapped). 0, or -EINVAL with why in err.
+ */
+int ps_table_caps(const struct ps_table_config *cfg, bool sync_acc, uint32_t n_shards,
+		  uint32_t *rows, uint32_t *pend, char *err, size_t errlen);
 /* Row of key, or UINT32_MAX. */
 uint32_t ps_table_find(const struct ps_table *t, uint64_t key);
+/* Rows of n keys, PS_ROW_NONE for a key without one. Prefetches ahead; changes nothing. */
+void ps_table_find_batch(const struct ps_table *t, const uint64_t *keys, uint32_t n,
+			 uint32_t *rows);
 /*
  * Rows of n keys, created (and initialised) on first touch. Prefetches ahead. Call
- * ps_table_reserve(t, n) first: after it succeeds this cannot fail.
+ * ps_table_reserve(t, n) first: after it succeeds this cannot fail. Never on a table with
+ * free rows (ps_mem.c inserts there, one key at a time).
  */
 void ps_table_lookup_batch(struct ps_table *t, const uint64_t *keys, uint32_t n, uint32_t *rows);
+/* Room for n more live rows (a free row is used before the arena grows). */
 int ps_table_reserve(struct ps_table *t, uint32_t n);
-/* New initialised row for key (restore), or UINT32_MAX if the key exists. Reserve first. */
+/*
+ * New initialised row for key (a free one first), or UINT32_MAX if the key exists.
+ * Reserve first. ps_table_next_row: the row the next insert takes (to copy it for a
+ * snapshot before it changes).
+ */
 uint32_t ps_table_insert(struct ps_table *t, uint64_t key);
+uint32_t ps_table_next_row(const struct ps_table *t);
+/* Takes row r out of the index and onto the free list (a table with upd_off only). */
+void ps_table_remove(struct ps_table *t, uint32_t r);
+/* Rows in use (not free). */
+static inline uint32_t ps_table_live(const struct ps_table *t) { return t->n_rows - t->n_free; }
 void ps_table_init_row(const struct ps_table *t, uint32_t r, uint64_t key);
+/* The initializer's values of key's row (dim floats) into v: what a row starts as. */
+void ps_table_init_values(const struct ps_table *t, uint64_t key, float *v);
 uint64_t ps_table_bytes(const struct ps_table *t);
+static inline uint64_t *ps_row_upd(const struct ps_table *t, uint32_t r)
+{
+	return (uint64_t *)(ps_row(t, r) + t->upd_off);
+}
+static inline bool ps_row_is_free(const struct ps_table *t, uint32_t r)
+{
+	return t->upd_off != 0 && *ps_row_upd(t, r) == PS_ROW_FREE;
+}
 
 /* ---------------------------------------------------------------- optimizers */
 
@@ -172,19 +236,24 @@ struct ps_op {
 	uint64_t dense_first;    /* dense: first global row of the request */
 	uint32_t fresh;          /* barrier: 1 when this was the worker's first arrival at the step */
 	uint32_t refused;        /* push: rows left as they were (their result was not finite) */
+	uint32_t full;           /* push: keys refused because the table was at its cap */
 	int status;              /* 0, 1 = duplicate push, or -errno */
 	_Atomic uint32_t done;
 };
 
-/* Snapshot of one shard: copies of rows [0, n_rows[t]) of each table. */
+/*
+ * Snapshot of one shard: copies of rows [0, n_rows[t]) of each table, then of each table's
+ * admission counters (snapshot table n_tables + t; none when the table has no admission).
+ */
 struct ps_snap_table {
 	uint8_t *rows;           /* n_rows * stride bytes */
 	uint64_t *copied;        /* bitmap: row already copied (copy-on-write done) */
 	uint32_t n_rows;
+	uint64_t clock;          /* the table's clock at the cut */
 };
 struct ps_snap {
-	struct ps_snap_table *t; /* one per table */
-	uint32_t n_tables;
+	struct ps_snap_table *t; /* 2 x n_tables: the tables, then their admission counters */
+	uint32_t n_tables;       /* 2 x the shard's tables */
 	uint64_t *last_seq;      /* exactly-once state at the same moment, per worker */
 	uint32_t cur_table, cursor;
 	uint32_t sync_step;      /* the shard's sync step at the cut */
@@ -226,6 +295,7 @@ struct ps_shard {
 	/* merge scratch for pushes with duplicate keys */
 	uint32_t *rows;           /* max_keys */
 	uint64_t *keys;           /* max_keys: this shard's keys of a request; merge pairs */
+	uint32_t *pos;            /* max_keys: request positions of the keys that have rows */
 	float *merge;             /* one merged gradient row */
 	float *scratch;           /* a row's new value and state, before it is known finite */
 	uint32_t scratch_n;       /* its floats: the largest dim + state of the tables */
@@ -239,12 +309,61 @@ struct ps_shard {
 	int node;
 };
 
+/* A counter only its owner thread writes: a plain add, published for readers. */
+static inline void ps_count(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
+void ps_snap_copy(struct ps_snap_table *st, const struct ps_table *t, uint32_t r);
+/*
+ * Before row r of table t changes: keeps its pre-snapshot contents if the snapshot still
+ * needs them. si: t's snapshot table (ti, or n_tables + ti for its admission counters).
+ */
+static inline void ps_cow(struct ps_shard *sh, uint32_t si, const struct ps_table *t, uint32_t r)
+{
+	struct ps_snap_table *st;
+
+	if (PS_LIKELY(!sh->snap))
+		return;
+	st = &sh->snap->t[si];
+	if (r < st->n_rows && !(st->copied[r >> 6] & (1ull << (r & 63)))) {
+		ps_snap_copy(st, t, r);
+		sh->cow_rows++;
+	}
+}
+
 int ps_shard_init(struct ps_shard *sh, struct ps_server *srv, uint32_t id, uint32_t owner, int node);
 void ps_shard_fini(struct ps_shard *sh);
 void ps_shard_run(struct ps_shard *sh, struct ps_op *op);
 /* Copies up to budget rows of an in-progress snapshot. */
 void ps_shard_snap_step(struct ps_shard *sh, uint32_t budget);
 void ps_snap_free(struct ps_snap *s);
+
+/* ---------------------------------------------------------------- memory policies */
+
+/* A table whose pushes go through ps_mem.c: a cap, admission or eviction. */
+static inline bool ps_mem_policed(const struct ps_table *t)
+{
+	return t->cap < PS_ROWS_MAX || t->pend || t->upd_off;
+}
+/*
+ * Rows of a push op's keys on a policed table (async and GEO: the push is one step of the
+ * table first): existing rows, and new keys the admission filter and the cap let in
+ * (created); PS_ROW_NONE for the others, counted (admission_dropped; *full for the cap).
+ * -ENOMEM/-ENOSPC before any row changed.
+ */
+int ps_mem_push_rows(struct ps_shard *sh, uint32_t ti, const struct ps_op *op, uint32_t *rows,
+		     uint32_t *full);
+/* Sync mode, at the end of a step: every table's clock moves on; evictions when due. */
+void ps_mem_step(struct ps_shard *sh);
+/* Row r was pushed now: its last-update step. */
+static inline void ps_mem_stamp(struct ps_table *t, uint32_t r)
+{
+	if (t->upd_off)
+		*ps_row_upd(t, r) = t->clock;
+}
 
 /* ---------------------------------------------------------------- server */
 

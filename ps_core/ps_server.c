@@ -134,6 +134,42 @@ static int check_table(const struct ps_table_config *t, char *err, size_t errlen
 	return 0;
 }
 
+/* Memory policies: sparse only, within range, each shard able to hold a row. */
+static int check_mem(const struct ps_table_config *t, const struct ps_server_config *c, char *err,
+		     size_t errlen)
+{
+	uint32_t rows, pend;
+	bool any = t->max_rows || t->max_bytes || t->admit_after > 1 || t->evict_after;
+	int rc;
+
+	if (t->kind == PS_TABLE_DENSE && (any || t->admit_after || t->pull_inserts)) {
+		ps_errf(err, errlen, "table %u: max_rows, max_bytes, admit_after, evict_after and "
+			"pull_inserts are for sparse tables (a dense table holds all its rows)", t->id);
+		return -EINVAL;
+	}
+	if (t->admit_after > PS_ADMIT_MAX || t->evict_after > PS_EVICT_MAX) {
+		ps_errf(err, errlen, "table %u: admit_after %u (at most %u) or evict_after %llu (at "
+			"most %llu) out of range", t->id, t->admit_after, PS_ADMIT_MAX,
+			(unsigned long long)t->evict_after, (unsigned long long)PS_EVICT_MAX);
+		return -EINVAL;
+	}
+	if (t->pull_inserts && any) {
+		ps_errf(err, errlen, "table %u: pull_inserts makes rows from pulls, which the "
+			"write-ahead log does not hold: not with max_rows, max_bytes, admit_after "
+			"or evict_after", t->id);
+		return -EINVAL;
+	}
+	if (t->kind == PS_TABLE_SPARSE &&
+	    (rc = ps_table_caps(t, c->mode == PS_MODE_SYNC, c->n_shards, &rows, &pend, err,
+				errlen)) < 0) {
+		char why[200];
+		snprintf(why, sizeof(why), "%s", err ? err : "");
+		ps_errf(err, errlen, "table %u: %s", t->id, why);
+		return rc;
+	}
+	return 0;
+}
+
 static int check_config(const struct ps_server_config *c, char *err, size_t errlen)
 {
 	uint32_t i, j;
@@ -147,7 +183,8 @@ static int check_config(const struct ps_server_config *c, char *err, size_t errl
 		return -EINVAL;
 	}
 	for (i = 0; i < c->n_tables; i++) {
-		if ((rc = check_table(&c->tables[i], err, errlen)) < 0)
+		if ((rc = check_table(&c->tables[i], err, errlen)) < 0 ||
+		    (rc = check_mem(&c->tables[i], c, err, errlen)) < 0)
 			return rc;
 		for (j = 0; j < i; j++)
 			if (c->tables[j].id == c->tables[i].id) {
@@ -524,8 +561,19 @@ int ps_server_table_stats(struct ps_server *s, uint32_t table_id, struct ps_tabl
 		return ti;
 	memset(st, 0, sizeof(*st));
 	for (i = 0; i < s->cfg.n_shards; i++) {
-		st->rows += s->shards[i].tables[ti].n_rows;
-		st->bytes += ps_table_bytes(&s->shards[i].tables[ti]);
+		const struct ps_table *t = &s->shards[i].tables[ti];
+		st->rows += ps_table_live(t);
+		st->bytes += ps_table_bytes(t);
+		st->rows_cap += t->cap < PS_ROWS_MAX ? t->cap : 0;
+		if (t->pend) {
+			st->admission_pending += ps_table_live(t->pend);
+			st->pending_cap += t->pend->cap < PS_ROWS_MAX ? t->pend->cap : 0;
+		}
+		st->rows_refused_cap += atomic_load_explicit(&t->n_refused_cap, memory_order_relaxed);
+		st->admission_admitted += atomic_load_explicit(&t->n_admitted, memory_order_relaxed);
+		st->admission_dropped += atomic_load_explicit(&t->n_adm_dropped, memory_order_relaxed);
+		st->admission_expired += atomic_load_explicit(&t->n_expired, memory_order_relaxed);
+		st->evicted += atomic_load_explicit(&t->n_evicted, memory_order_relaxed);
 	}
 	return 0;
 }

@@ -5,7 +5,9 @@
  * nothing is locked and nothing does an atomic read-modify-write.
  *
  * A push op: exactly-once check -> reserve (the only step that can fail, before any
- * change) -> rows of the keys (created on first touch) -> duplicate keys merged -> per row:
+ * change) -> rows of the keys (created by the push; on a table with memory policies,
+ * ps_mem.c decides which keys get one and the others are left out) -> duplicate keys
+ * merged -> per row:
  * copy-on-write if a snapshot is in progress, then by mode: optimizer (async), add to the
  * step's sum (sync), add the delta and stamp the GEO clock (GEO). Each row's new floats are
  * computed into the shard's scratch row first and kept only when all are finite: a row
@@ -39,6 +41,7 @@ int ps_shard_init(struct ps_shard *sh, struct ps_server *srv, uint32_t id, uint3
 	sh->glog = calloc(nt, sizeof(*sh->glog));
 	sh->rows = ps_mem_alloc((size_t)srv->max_keys * sizeof(uint32_t), node);
 	sh->keys = ps_mem_alloc((size_t)srv->max_keys * sizeof(uint64_t), node);
+	sh->pos = ps_mem_alloc((size_t)srv->max_keys * sizeof(uint32_t), node);
 	sh->merge = ps_mem_alloc((size_t)srv->max_dim * sizeof(float), node);
 	for (t = 0; t < nt; t++) {
 		uint32_t n = srv->tcfg[t].dim + ps_optim_state_floats(srv->tcfg[t].optim, srv->tcfg[t].dim);
@@ -47,14 +50,16 @@ int ps_shard_init(struct ps_shard *sh, struct ps_server *srv, uint32_t id, uint3
 	}
 	sh->scratch = ps_mem_alloc((size_t)sh->scratch_n * sizeof(float), node);
 	if (!sh->tables || !sh->last_seq || !sh->touched || !sh->n_touched || !sh->cap_touched ||
-	    !sh->geo_seen || !sh->glog || !sh->rows || !sh->keys || !sh->merge || !sh->scratch)
+	    !sh->geo_seen || !sh->glog || !sh->rows || !sh->keys || !sh->pos || !sh->merge ||
+	    !sh->scratch)
 		goto out_fini;
 	for (t = 0; t < nt; t++) {
 		const struct ps_table_config *tc = &srv->tcfg[t];
 		uint64_t first = 0, last = 0;
 		if (tc->kind == PS_TABLE_DENSE && ps_dense_shard(tc->id, c->n_shards) == id)
 			ps_dense_range(tc->dense_rows, c->server_id, c->n_servers, &first, &last);
-		rc = ps_table_init(&sh->tables[t], tc, c->mode == PS_MODE_SYNC, first, last - first, node);
+		rc = ps_table_init(&sh->tables[t], tc, c->mode == PS_MODE_SYNC, first, last - first, node,
+				   c->n_shards);
 		if (rc < 0)
 			goto out_fini;
 	}
@@ -86,6 +91,7 @@ void ps_shard_fini(struct ps_shard *sh)
 	free(sh->glog);
 	ps_mem_free(sh->rows, (size_t)srv->max_keys * sizeof(uint32_t), sh->node);
 	ps_mem_free(sh->keys, (size_t)srv->max_keys * sizeof(uint64_t), sh->node);
+	ps_mem_free(sh->pos, (size_t)srv->max_keys * sizeof(uint32_t), sh->node);
 	ps_mem_free(sh->merge, (size_t)srv->max_dim * sizeof(float), sh->node);
 	ps_mem_free(sh->scratch, (size_t)sh->scratch_n * sizeof(float), sh->node);
 	memset(sh, 0, sizeof(*sh));
@@ -93,24 +99,21 @@ void ps_shard_fini(struct ps_shard *sh)
 
 /* ---------------------------------------------------------------- snapshot */
 
-static void snap_copy(struct ps_snap_table *st, const struct ps_table *t, uint32_t r)
+void ps_snap_copy(struct ps_snap_table *st, const struct ps_table *t, uint32_t r)
 {
 	memcpy(st->rows + (size_t)r * t->stride, ps_row(t, r), t->stride);
 	st->copied[r >> 6] |= 1ull << (r & 63);
 }
 
-/* Before a row changes: keep its pre-snapshot contents if the snapshot still needs them. */
 static inline void cow(struct ps_shard *sh, uint32_t ti, uint32_t r)
 {
-	struct ps_snap_table *st;
+	ps_cow(sh, ti, &sh->tables[ti], r);
+}
 
-	if (PS_LIKELY(!sh->snap))
-		return;
-	st = &sh->snap->t[ti];
-	if (r < st->n_rows && !(st->copied[r >> 6] & (1ull << (r & 63)))) {
-		snap_copy(st, &sh->tables[ti], r);
-		sh->cow_rows++;
-	}
+/* The table behind snapshot table i: a table, or a table's admission counters (or NULL). */
+static const struct ps_table *snap_src(const struct ps_shard *sh, uint32_t i)
+{
+	return i < sh->n_tables ? &sh->tables[i] : sh->tables[i - sh->n_tables].pend;
 }
 
 void ps_snap_free(struct ps_snap *s)
@@ -135,10 +138,10 @@ static int snap_begin(struct ps_shard *sh, struct ps_snap *s)
 
 	if (sh->snap)
 		return -EBUSY;
-	s->t = calloc(sh->n_tables, sizeof(*s->t));
+	s->t = calloc(2 * (size_t)sh->n_tables, sizeof(*s->t));
 	if (!s->t)
 		return -ENOMEM;
-	s->n_tables = sh->n_tables;
+	s->n_tables = 2 * sh->n_tables;
 	s->last_seq = malloc(sh->srv->cfg.n_workers * sizeof(*s->last_seq));
 	if (!s->last_seq)
 		return -ENOMEM;
@@ -152,10 +155,13 @@ static int snap_begin(struct ps_shard *sh, struct ps_snap *s)
 			return -ENOMEM;
 		memcpy(s->bar_seen, sh->srv->bar_seen, sh->srv->cfg.n_workers);
 	}
-	for (t = 0; t < sh->n_tables; t++) {
-		const struct ps_table *tb = &sh->tables[t];
+	for (t = 0; t < s->n_tables; t++) {
+		const struct ps_table *tb = snap_src(sh, t);
 		struct ps_snap_table *st = &s->t[t];
+		if (!tb)
+			continue; /* no admission counters: nothing to copy */
 		st->n_rows = tb->n_rows;
+		st->clock = tb->clock;
 		st->rows = malloc((size_t)tb->n_rows * tb->stride + 1);
 		st->copied = calloc((tb->n_rows + 63) / 64 + 1, sizeof(uint64_t));
 		if (!st->rows || !st->copied)
@@ -175,14 +181,14 @@ void ps_shard_snap_step(struct ps_shard *sh, uint32_t budget)
 		return;
 	while (budget > 0 && s->cur_table < s->n_tables) {
 		struct ps_snap_table *st = &s->t[s->cur_table];
-		const struct ps_table *t = &sh->tables[s->cur_table];
+		const struct ps_table *t = snap_src(sh, s->cur_table);
 		if (s->cursor >= st->n_rows) {
 			s->cur_table++;
 			s->cursor = 0;
 			continue;
 		}
 		if (!(st->copied[s->cursor >> 6] & (1ull << (s->cursor & 63))))
-			snap_copy(st, t, s->cursor);
+			ps_snap_copy(st, t, s->cursor);
 		s->cursor++;
 		budget--;
 	}
@@ -271,8 +277,7 @@ static inline void geo_note(struct ps_geo_log *g, struct ps_row_meta *m, uint32_
 
 static inline void count(_Atomic uint64_t *c, uint64_t n)
 {
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
-			      memory_order_relaxed);
+	ps_count(c, n);
 }
 
 /* dst[j] + g[j] for j < d into scratch; copied to dst only when every sum is finite. */
@@ -299,6 +304,7 @@ static inline bool apply_row(struct ps_shard *sh, uint32_t ti, uint32_t r, const
 	bool ok = true;
 
 	cow(sh, ti, r);
+	ps_mem_stamp(t, r);
 	switch (sh->srv->cfg.mode) {
 	case PS_MODE_ASYNC:
 		ok = ps_optim_apply(t, w, g, sh->scratch);
@@ -393,18 +399,26 @@ static uint32_t apply_merged(struct ps_shard *sh, uint32_t ti, const struct ps_o
 	return refused;
 }
 
+/* Values of the op's rows into op->out; a key without a row gets its initializer's values. */
 static void fill_out(const struct ps_table *t, const struct ps_op *op, const uint32_t *rows)
 {
 	uint32_t i, d = t->cfg.dim;
 
 	for (i = 0; i < op->n; i++) {
 		uint32_t p = op->idx ? op->idx[i] : i;
-		memcpy(op->out + (size_t)p * d, ps_row_val(t, rows[i]), d * sizeof(float));
+		if (PS_UNLIKELY(rows[i] == PS_ROW_NONE))
+			ps_table_init_values(t, op->keys[p], op->out + (size_t)p * d);
+		else
+			memcpy(op->out + (size_t)p * d, ps_row_val(t, rows[i]), d * sizeof(float));
 	}
 }
 
-/* Rows of the op's keys (sparse) or row range (dense), creating them; may fail -ENOMEM. */
-static int op_rows(struct ps_shard *sh, struct ps_table *t, const struct ps_op *op, uint32_t *rows)
+/*
+ * Rows of the op's keys (sparse) or row range (dense). create: keys without a row get one
+ * (may fail -ENOMEM before any is made); else they are PS_ROW_NONE.
+ */
+static int op_rows(struct ps_shard *sh, struct ps_table *t, const struct ps_op *op, uint32_t *rows,
+		   bool create)
 {
 	uint32_t i;
 	int rc;
@@ -414,28 +428,73 @@ static int op_rows(struct ps_shard *sh, struct ps_table *t, const struct ps_op *
 			rows[i] = (uint32_t)(op->dense_first - t->dense_first) + i;
 		return 0;
 	}
-	rc = ps_table_reserve(t, op->n);
-	if (rc < 0)
+	if (create && (rc = ps_table_reserve(t, op->n)) < 0)
 		return rc;
 	for (i = 0; i < op->n; i++)
 		sh->keys[i] = op->keys[op->idx[i]];
-	ps_table_lookup_batch(t, sh->keys, op->n, rows);
+	if (create)
+		ps_table_lookup_batch(t, sh->keys, op->n, rows);
+	else
+		ps_table_find_batch(t, sh->keys, op->n, rows);
 	return 0;
+}
+
+/*
+ * A policed push: the keys that got no row leave the op (their values out, for a push-pull,
+ * are the initializer's); sub takes the rest, with rows[] compacted to match.
+ */
+static void drop_rowless(struct ps_shard *sh, const struct ps_table *t, const struct ps_op *op,
+			 uint32_t *rows, struct ps_op *sub)
+{
+	uint32_t i, m = 0, d = t->cfg.dim;
+
+	*sub = *op;
+	sub->idx = sh->pos;
+	for (i = 0; i < op->n; i++) {
+		uint32_t p = op->idx[i];
+		if (rows[i] == PS_ROW_NONE) {
+			if (op->out)
+				ps_table_init_values(t, op->keys[p], op->out + (size_t)p * d);
+			continue;
+		}
+		sh->pos[m] = p;
+		rows[m++] = rows[i];
+	}
+	sub->n = m;
+}
+
+/* The op's gradients into its rows (all of them rows: none PS_ROW_NONE); rows refused. */
+static uint32_t apply_op(struct ps_shard *sh, struct ps_table *t, const struct ps_op *op,
+			 const uint32_t *rows)
+{
+	uint32_t i, d = t->cfg.dim, refused = 0;
+	float tmp[PS_MAX_DIM];
+
+	if (find_dups(sh, t, rows, op->n))
+		return apply_merged(sh, op->table, op, rows);
+	for (i = 0; i < op->n; i++) {
+		if (i + 4 < op->n)
+			__builtin_prefetch(ps_row(t, rows[i + 4]), 1);
+		refused += !apply_row(sh, op->table, rows[i],
+				      grad_at(op, op->idx ? op->idx[i] : i, d, tmp));
+	}
+	return refused;
 }
 
 static int op_push(struct ps_shard *sh, struct ps_op *op)
 {
 	struct ps_table *t = &sh->tables[op->table];
-	uint32_t *rows = sh->rows, i, d = t->cfg.dim;
-	float tmp[PS_MAX_DIM];
+	uint32_t *rows = sh->rows;
+	struct ps_op sub;
 	int rc;
 
 	op->refused = 0;
+	op->full = 0;
 	if (op->seq <= sh->last_seq[op->worker]) {
 		if (!op->out)
 			return 1; /* already applied: acknowledge only */
-		rc = op_rows(sh, t, op, rows); /* a push-pull still answers with values */
-		if (rc == 0 && op->out)
+		rc = op_rows(sh, t, op, rows, false); /* a push-pull still answers with values */
+		if (rc == 0)
 			fill_out(t, op, rows);
 		return rc < 0 ? rc : 1;
 	}
@@ -443,29 +502,28 @@ static int op_push(struct ps_shard *sh, struct ps_op *op)
 		return rc;
 	if (sh->srv->cfg.mode == PS_MODE_GEO && (rc = geo_reserve(&sh->glog[op->table], op->n)) < 0)
 		return rc;
-	rc = op_rows(sh, t, op, rows);
-	if (rc < 0)
-		return rc;
-	if (find_dups(sh, t, rows, op->n)) {
-		op->refused = apply_merged(sh, op->table, op, rows);
+	if (!ps_mem_policed(t)) {
+		if ((rc = op_rows(sh, t, op, rows, true)) < 0)
+			return rc;
+		op->refused = apply_op(sh, t, op, rows);
+		if (op->out)
+			fill_out(t, op, rows);
 	} else {
-		for (i = 0; i < op->n; i++) {
-			if (i + 4 < op->n)
-				__builtin_prefetch(ps_row(t, rows[i + 4]), 1);
-			op->refused += !apply_row(sh, op->table, rows[i],
-						  grad_at(op, op->idx ? op->idx[i] : i, d, tmp));
-		}
+		if ((rc = ps_mem_push_rows(sh, op->table, op, rows, &op->full)) < 0)
+			return rc;
+		drop_rowless(sh, t, op, rows, &sub);
+		op->refused = apply_op(sh, t, &sub, rows);
+		if (op->out)
+			fill_out(t, &sub, rows);
 	}
 	sh->last_seq[op->worker] = op->seq;
-	if (op->out)
-		fill_out(t, op, rows);
 	return 0;
 }
 
 static int op_pull(struct ps_shard *sh, struct ps_op *op)
 {
 	struct ps_table *t = &sh->tables[op->table];
-	int rc = op_rows(sh, t, op, sh->rows);
+	int rc = op_rows(sh, t, op, sh->rows, t->cfg.pull_inserts);
 
 	if (rc == 0)
 		fill_out(t, op, sh->rows);
@@ -490,6 +548,7 @@ static void op_sync_step(struct ps_shard *sh)
 		sh->n_touched[ti] = 0;
 	}
 	sh->sync_step++;
+	ps_mem_step(sh);
 }
 
 /*
@@ -510,8 +569,8 @@ static int op_geo_pull(struct ps_shard *sh, struct ps_op *op)
 	for (i = from > g->base ? from - g->base : 0; i < g->n; i++) {
 		uint32_t r = g->e[i];
 		const struct ps_row_meta *m = ps_row_meta(t, r);
-		if (m->version != g->base + i + 1)
-			continue; /* not the row's latest entry */
+		if (m->version != g->base + i + 1 || ps_row_is_free(t, r))
+			continue; /* not the row's latest entry, or the row was evicted */
 		if (n == op->geo_cap) {
 			/* Full: commit up to this entry only; the caller asks again for the rest. */
 			if (g->base + i > g->max_pos)

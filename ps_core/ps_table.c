@@ -102,16 +102,11 @@ static inline uint64_t sm64(uint64_t *s)
 }
 static inline double u01(uint64_t *s) { return (double)(sm64(s) >> 11) * (1.0 / 9007199254740992.0); }
 
-void ps_table_init_row(const struct ps_table *t, uint32_t r, uint64_t key)
+void ps_table_init_values(const struct ps_table *t, uint64_t key, float *v)
 {
-	struct ps_row_meta *m = ps_row_meta(t, r);
-	float *v = ps_row_val(t, r);
 	uint32_t d = t->cfg.dim, j;
 	uint64_t s = ps_mix64(t->cfg.seed ^ ps_mix64(key));
 
-	m->key = key;
-	m->version = 0;
-	m->mark = 0;
 	for (j = 0; j < d; j++) {
 		if (t->cfg.init == PS_INIT_UNIFORM) {
 			v[j] = (float)(t->cfg.init_a + (t->cfg.init_b - t->cfg.init_a) * u01(&s));
@@ -123,7 +118,21 @@ void ps_table_init_row(const struct ps_table *t, uint32_t r, uint64_t key)
 			v[j] = 0.0f;
 		}
 	}
+}
+
+void ps_table_init_row(const struct ps_table *t, uint32_t r, uint64_t key)
+{
+	struct ps_row_meta *m = ps_row_meta(t, r);
+	float *v = ps_row_val(t, r);
+	uint32_t d = t->cfg.dim, j;
+
+	m->key = key;
+	m->version = 0;
+	m->mark = 0;
+	ps_table_init_values(t, key, v);
 	memset(v + d, 0, ((size_t)t->sfl + (t->acc_off ? d : 0)) * sizeof(float));
+	if (t->upd_off)
+		*ps_row_upd(t, r) = t->clock;
 	if (t->cfg.optim == PS_OPT_ADAGRAD)
 		for (j = 0; j < d; j++)
 			v[d + j] = t->cfg.op.init_accum;
@@ -148,25 +157,143 @@ static int alloc_slots(struct ps_table *t, uint32_t n_slots)
 	return 0;
 }
 
-int ps_table_init(struct ps_table *t, const struct ps_table_config *cfg, bool sync_acc,
-		  uint64_t dense_first, uint64_t dense_rows, int node)
+/* Floats of a row: value, optimizer state and (sync) the step's sum. */
+static uint32_t row_floats(const struct ps_table_config *cfg, bool sync_acc)
 {
-	uint32_t floats, r;
+	return cfg->dim + ps_optim_state_floats(cfg->optim, cfg->dim) + (sync_acc ? cfg->dim : 0);
+}
+
+/* Byte offset of the last-update step: after the floats, 8-byte aligned. */
+static uint32_t upd_offset(const struct ps_table_config *cfg, bool sync_acc)
+{
+	return (uint32_t)((sizeof(struct ps_row_meta) + row_floats(cfg, sync_acc) * sizeof(float) +
+			   7) & ~7u);
+}
+
+uint32_t ps_table_stride(const struct ps_table_config *cfg, bool sync_acc)
+{
+	size_t end = sizeof(struct ps_row_meta) + row_floats(cfg, sync_acc) * sizeof(float);
+
+	if (cfg->evict_after)
+		end = upd_offset(cfg, sync_acc) + sizeof(uint64_t);
+	return (uint32_t)((end + 15) & ~(size_t)15);
+}
+
+/*
+ * The most a shard's table of `rows` rows can take: whole chunks of rows, an index sized for
+ * them, and the half-size index a grow may still be moving.
+ */
+static uint64_t model_bytes(uint64_t rows, uint32_t stride)
+{
+	uint64_t slots = PS_MIN_SLOTS;
+
+	while (slots / 4 * 3 < rows)
+		slots *= 2;
+	return (rows + PS_CHUNK_ROWS - 1) / PS_CHUNK_ROWS * PS_CHUNK_ROWS * stride +
+	       slots * sizeof(struct ps_slot) * 3 / 2;
+}
+
+/* The most rows whose model_bytes fit in bytes (0: not even one). */
+static uint32_t rows_in(uint64_t bytes, uint32_t stride)
+{
+	uint64_t lo = 0, hi = PS_ROWS_MAX;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo + 1) / 2;
+		if (model_bytes(mid, stride) <= bytes)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return (uint32_t)lo;
+}
+
+int ps_table_caps(const struct ps_table_config *cfg, bool sync_acc, uint32_t n_shards,
+		  uint32_t *rows, uint32_t *pend, char *err, size_t errlen)
+{
+	uint64_t q, qr, qp;
+	bool adm = cfg->admit_after > 1;
+
+	*rows = PS_ROWS_MAX;
+	*pend = PS_ROWS_MAX;
+	if (cfg->max_rows) {
+		if (cfg->max_rows < n_shards) {
+			ps_errf(err, errlen, "max_rows %llu is below the server's %u shards (each "
+				"holds max_rows / shards rows)", (unsigned long long)cfg->max_rows,
+				n_shards);
+			return -EINVAL;
+		}
+		if (cfg->max_rows / n_shards < *rows)
+			*rows = (uint32_t)(cfg->max_rows / n_shards);
+		if (adm)
+			*pend = *rows;
+	}
+	if (cfg->max_bytes == 0)
+		return 0;
+	/* The admission counters' share: 1/8, at least their first chunk. */
+	q = cfg->max_bytes / n_shards;
+	qp = adm ? q / 8 : 0;
+	if (adm && qp < model_bytes(1, PS_PEND_STRIDE))
+		qp = model_bytes(1, PS_PEND_STRIDE);
+	qr = q > qp ? q - qp : 0;
+	if (rows_in(qr, ps_table_stride(cfg, sync_acc)) == 0) {
+		ps_errf(err, errlen, "max_bytes %llu leaves a shard (of %u) %llu bytes: below what "
+			"its first rows%s take (%llu)", (unsigned long long)cfg->max_bytes,
+			n_shards, (unsigned long long)q, adm ? " and admission counters" : "",
+			(unsigned long long)(model_bytes(1, ps_table_stride(cfg, sync_acc)) +
+					     (adm ? model_bytes(1, PS_PEND_STRIDE) : 0)));
+		return -EINVAL;
+	}
+	if (rows_in(qr, ps_table_stride(cfg, sync_acc)) < *rows)
+		*rows = rows_in(qr, ps_table_stride(cfg, sync_acc));
+	if (adm && rows_in(qp, PS_PEND_STRIDE) < *pend)
+		*pend = rows_in(qp, PS_PEND_STRIDE);
+	return 0;
+}
+
+/* The admission counters of cfg: rows of dim 0 with a last-update step. */
+static int pend_init(struct ps_table *t, uint32_t cap)
+{
+	struct ps_table_config pc = { .id = t->cfg.id, .kind = PS_TABLE_SPARSE, .evict_after = 1 };
+	int rc;
+
+	t->pend = calloc(1, sizeof(*t->pend));
+	if (!t->pend)
+		return -ENOMEM;
+	if ((rc = ps_table_init(t->pend, &pc, false, 0, 0, t->node, 1)) < 0) {
+		free(t->pend);
+		t->pend = NULL;
+		return rc;
+	}
+	t->pend->cap = cap;
+	return 0;
+}
+
+int ps_table_init(struct ps_table *t, const struct ps_table_config *cfg, bool sync_acc,
+		  uint64_t dense_first, uint64_t dense_rows, int node, uint32_t n_shards)
+{
+	uint32_t r, pend_cap;
+	int rc;
 
 	memset(t, 0, sizeof(*t));
 	t->cfg = *cfg;
 	t->node = node;
 	t->sfl = ps_optim_state_floats(cfg->optim, cfg->dim);
-	floats = cfg->dim + t->sfl;
-	if (sync_acc) {
-		t->acc_off = floats;
-		floats += cfg->dim;
-	}
-	t->stride = (uint32_t)((sizeof(struct ps_row_meta) + floats * sizeof(float) + 15) & ~15u);
+	if (sync_acc)
+		t->acc_off = cfg->dim + t->sfl;
+	t->stride = ps_table_stride(cfg, sync_acc);
+	t->free_head = PS_ROW_NONE;
+	t->cap = PS_ROWS_MAX;
 	if (cfg->kind == PS_TABLE_SPARSE) {
+		if ((rc = ps_table_caps(cfg, sync_acc, n_shards, &t->cap, &pend_cap, NULL, 0)) < 0)
+			return rc;
+		if (cfg->evict_after)
+			t->upd_off = upd_offset(cfg, sync_acc);
 		if (alloc_slots(t, PS_MIN_SLOTS) < 0)
 			return -ENOMEM;
 		t->old = NULL;
+		if (cfg->admit_after > 1 && pend_init(t, pend_cap) < 0)
+			goto out_fini;
 		return 0;
 	}
 	if (dense_rows > UINT32_MAX / 2)
@@ -190,6 +317,10 @@ void ps_table_fini(struct ps_table *t)
 
 	if (!t)
 		return;
+	if (t->pend) {
+		ps_table_fini(t->pend);
+		free(t->pend);
+	}
 	for (i = 0; i < t->n_chunks; i++)
 		ps_mem_free(t->chunks[i], chunk_bytes(t), t->node);
 	free(t->chunks);
@@ -201,6 +332,8 @@ void ps_table_fini(struct ps_table *t)
 }
 
 static inline uint32_t slot_hash(uint64_t key) { return (uint32_t)ps_mix64(key ^ PS_H3_SALT); }
+
+#define PS_PF_DIST 8u /* keys a batch lookup prefetches ahead */
 
 static inline uint32_t probe(const struct ps_table *t, const struct ps_slot *s, uint32_t mask,
 			     uint32_t h, uint64_t key, uint32_t *pos)
@@ -263,11 +396,12 @@ uint32_t ps_table_find(const struct ps_table *t, uint64_t key)
 
 int ps_table_reserve(struct ps_table *t, uint32_t n)
 {
-	uint64_t need = (uint64_t)t->n_rows + n;
+	uint64_t need = (uint64_t)ps_table_live(t) + n;
+	uint64_t arena = (uint64_t)t->n_rows + (n > t->n_free ? n - t->n_free : 0);
 
-	if (need >= UINT32_MAX / 2)
+	if (arena >= UINT32_MAX / 2)
 		return -ENOSPC;
-	while ((uint64_t)t->n_chunks * PS_CHUNK_ROWS < need)
+	while ((uint64_t)t->n_chunks * PS_CHUNK_ROWS < arena)
 		if (add_chunk(t) < 0)
 			return -ENOMEM;
 	if (need <= t->limit)
@@ -282,10 +416,22 @@ int ps_table_reserve(struct ps_table *t, uint32_t n)
 	return alloc_slots(t, (uint32_t)slots);
 }
 
+uint32_t ps_table_next_row(const struct ps_table *t)
+{
+	return t->free_head != PS_ROW_NONE ? t->free_head : t->n_rows;
+}
+
 static uint32_t insert_at(struct ps_table *t, uint64_t key, uint32_t h, uint32_t pos)
 {
-	uint32_t r = t->n_rows++;
+	uint32_t r;
 
+	if (t->free_head != PS_ROW_NONE) {
+		r = t->free_head;
+		t->free_head = (uint32_t)ps_row_meta(t, r)->key;
+		t->n_free--;
+	} else {
+		r = t->n_rows++;
+	}
 	ps_table_init_row(t, r, key);
 	t->slots[pos].row1 = r + 1;
 	t->slots[pos].h = h;
@@ -302,10 +448,59 @@ uint32_t ps_table_insert(struct ps_table *t, uint64_t key)
 }
 
 /*
+ * Linear probing's deletion without tombstones (Knuth's algorithm R): empty the slot, then
+ * move back every later slot of the run whose home is not between the hole and it.
+ */
+void ps_table_remove(struct ps_table *t, uint32_t r)
+{
+	struct ps_row_meta *m = ps_row_meta(t, r);
+	uint32_t h = slot_hash(m->key), i, j, home;
+
+	migrate(t, UINT32_MAX); /* one index to delete from */
+	for (i = h & t->mask; t->slots[i].row1 != r + 1; i = (i + 1) & t->mask)
+		;
+	for (j = i;;) {
+		j = (j + 1) & t->mask;
+		if (t->slots[j].row1 == 0)
+			break;
+		home = t->slots[j].h & t->mask;
+		if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+			continue;
+		t->slots[i] = t->slots[j];
+		i = j;
+	}
+	t->slots[i].row1 = 0;
+	*ps_row_upd(t, r) = PS_ROW_FREE;
+	m->key = t->free_head;
+	t->free_head = r;
+	t->n_free++;
+}
+
+/* As ps_table_lookup_batch (rows[] the hash scratch too), without creating rows. */
+void ps_table_find_batch(const struct ps_table *t, const uint64_t *keys, uint32_t n,
+			 uint32_t *rows)
+{
+	uint32_t i, pos;
+
+	for (i = 0; i < n && i < PS_PF_DIST; i++) {
+		rows[i] = slot_hash(keys[i]);
+		__builtin_prefetch(&t->slots[rows[i] & t->mask]);
+	}
+	for (i = 0; i < n; i++) {
+		uint32_t h = rows[i];
+		if (i + PS_PF_DIST < n) {
+			uint32_t hn = slot_hash(keys[i + PS_PF_DIST]);
+			rows[i + PS_PF_DIST] = hn;
+			__builtin_prefetch(&t->slots[hn & t->mask]);
+		}
+		rows[i] = find_h(t, keys[i], h, &pos);
+	}
+}
+
+/*
  * rows[] doubles as the hash scratch: rows[i+D] holds key i+D's hash while key i is
  * resolved, so the slot of key i+D is prefetched D keys ahead without another array.
  */
-#define PS_PF_DIST 8u
 void ps_table_lookup_batch(struct ps_table *t, const uint64_t *keys, uint32_t n, uint32_t *rows)
 {
 	uint32_t i, pos;
@@ -336,7 +531,7 @@ void ps_table_lookup_batch(struct ps_table *t, const uint64_t *keys, uint32_t n,
 
 uint64_t ps_table_bytes(const struct ps_table *t)
 {
-	uint64_t b = (uint64_t)t->n_chunks * chunk_bytes(t);
+	uint64_t b = (uint64_t)t->n_chunks * chunk_bytes(t) + (t->pend ? ps_table_bytes(t->pend) : 0);
 
 	if (t->slots)
 		b += ((uint64_t)t->mask + 1) * sizeof(struct ps_slot);

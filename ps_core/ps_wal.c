@@ -696,8 +696,11 @@ static int replay_one(struct wal_replay *rp, struct wal_stream *w, uint8_t *rep_
 	v.iov = &iov;
 	v.iovcnt = iov.len > 0;
 	rc = ps_handle_replay(rp->h, &v, &rep);
-	/* -ERANGE: rows whose update was not finite stayed as they were then, and do again. */
-	if (rc < 0 && rc != -ERANGE) {
+	/*
+	 * -ERANGE: rows whose update was not finite stayed as they were then, and do again;
+	 * -EDQUOT: keys a full table refused then are refused again (the table is the same).
+	 */
+	if (rc < 0 && rc != -ERANGE && rc != -EDQUOT) {
 		ps_errf(rp->err, rp->errlen, "log segment %s: record at offset %zu (type %u) refused "
 			"on replay: %.*s", w->f[w->cur].name, w->off, v.hdr.type,
 			rep.len > TL_MSG_HDR_LEN + 8 ? (int)(rep.len - TL_MSG_HDR_LEN - 8) : 0,
@@ -705,7 +708,8 @@ static int replay_one(struct wal_replay *rp, struct wal_stream *w, uint8_t *rep_
 		return rc;
 	}
 	rp->st->records++;
-	if (rc == -ERANGE || v.hdr.type == PS_T_BARRIER || tl_ld32(rep_buf + TL_MSG_HDR_LEN + 8) == 1)
+	if (rc == -ERANGE || rc == -EDQUOT || v.hdr.type == PS_T_BARRIER ||
+	    tl_ld32(rep_buf + TL_MSG_HDR_LEN + 8) == 1)
 		rp->st->applied++;
 	else
 		rp->st->skipped++;

@@ -91,7 +91,7 @@ static void test_model_defaults_as_documented(void **state)
 	assert_true(t.l1 == 0 && t.l2 == 0 && t.init_accum == 0 && t.init_a == 0 && t.init_b == 0);
 	assert_int_equal(t.init, WHARF_INIT_ZEROS);
 	assert_int_equal(t.seed, 42);
-	assert_string_equal(wharf_version(), "0.2.0");
+	assert_string_equal(wharf_version(), "0.3.0");
 }
 
 static void test_model_add_find_table_round_trip(void **state)
@@ -145,6 +145,51 @@ static void test_model_add_find_table_round_trip(void **state)
 	assert_int_equal(wh_model_tables(m)->t[1].id, 1);
 	wharf_model_free(m);
 	wharf_model_free(NULL);
+}
+
+/* Memory policies from a file and through the API; servers' own, so not in the digest. */
+static void test_model_memory_policies_file_and_api(void **state)
+{
+	static const char text[] = "{\"tables\": [{\"name\": \"emb\", \"dim\": 8, "
+		"\"max_rows\": 1000000, \"max_bytes\": 1073741824, \"admit_after\": 2, "
+		"\"evict_after\": 50000}, {\"name\": \"ids\", \"pull_inserts\": true}, "
+		"{\"name\": \"b\", \"kind\": \"dense\", \"rows\": 1}]}";
+	struct wharf_table_memory mem, back;
+	struct wharf_model *m = NULL, *plain = NULL;
+	struct wharf_table t;
+
+	(void)state;
+	assert_int_equal(wharf_model_parse(text, "mem.json", &m), 0);
+	assert_int_equal(wharf_model_memory(m, 0, &back), 0);
+	assert_true(back.max_rows == 1000000 && back.max_bytes == 1073741824 &&
+		    back.admit_after == 2 && back.evict_after == 50000 && !back.pull_inserts);
+	assert_int_equal(wharf_model_memory(m, 1, &back), 0);
+	assert_true(back.pull_inserts && back.max_rows == 0);
+	/* The same tables without policies: the same digest. */
+	assert_int_equal(wharf_model_new(&plain), 0);
+	for (uint32_t i = 0; i < 3; i++) {
+		assert_int_equal(wharf_model_table(m, i, &t), 0);
+		assert_int_equal(wharf_model_add(plain, &t, NULL), 0);
+	}
+	assert_true(wharf_model_digest(plain) == wharf_model_digest(m));
+	memset(&mem, 0, sizeof(mem));
+	mem.max_bytes = 1 << 20;
+	mem.evict_after = 10;
+	assert_int_equal(wharf_model_set_memory(plain, 0, &mem), 0);
+	assert_int_equal(wharf_model_memory(plain, 0, &back), 0);
+	assert_memory_equal(&back, &mem, sizeof(mem));
+	/* Refused: a dense table, pull_inserts with eviction; the table keeps what it had. */
+	assert_int_equal(wharf_model_set_memory(plain, 2, &mem), -EINVAL);
+	assert_non_null(strstr(wharf_errmsg(), "table 2 'b': max_bytes: only a sparse table"));
+	mem.pull_inserts = true;
+	assert_int_equal(wharf_model_set_memory(plain, 0, &mem), -EINVAL);
+	assert_non_null(strstr(wharf_errmsg(), "pull_inserts: not with"));
+	assert_int_equal(wharf_model_memory(plain, 0, &back), 0);
+	assert_false(back.pull_inserts);
+	assert_int_equal(wharf_model_set_memory(plain, 3, &mem), -ENOENT);
+	assert_int_equal(wharf_model_memory(plain, 3, &back), -ENOENT);
+	wharf_model_free(m);
+	wharf_model_free(plain);
 }
 
 static void test_model_file_thirty_tables(void **state)
@@ -257,6 +302,21 @@ static void test_model_file_malformed_refused_with_line_or_table(void **state)
 		{ "{\"tables\": {\"name\": \"a\"}}", { "bad.json: tables: expected an array" } },
 		{ "[1, 2]", { "bad.json: expected an object" } },
 		{ "{\"tables\": [\"a\"]}", { "table 0", "expected an object" } },
+		{ "{\"tables\": [{\"name\": \"a\", \"max_rows\": -1}]}",
+		  { "table 0 'a'", "max_rows: expected an integer in 0..281474976710656" } },
+		{ "{\"tables\": [{\"name\": \"a\", \"max_bytes\": \"1G\"}]}",
+		  { "table 0 'a'", "max_bytes: expected an integer" } },
+		{ "{\"tables\": [{\"name\": \"a\", \"admit_after\": 1000001}]}",
+		  { "table 0 'a'", "admit_after: expected an integer in 0..1000000" } },
+		{ "{\"tables\": [{\"name\": \"a\", \"evict_after\": 2.5}]}",
+		  { "table 0 'a'", "evict_after: expected an integer" } },
+		{ "{\"tables\": [{\"name\": \"a\", \"pull_inserts\": 1}]}",
+		  { "table 0 'a'", "pull_inserts: expected true or false" } },
+		{ "{\"tables\": [{\"name\": \"a\", \"pull_inserts\": true, \"evict_after\": 5}]}",
+		  { "table 0 'a'", "pull_inserts: not with max_rows, max_bytes, admit_after or "
+		    "evict_after" } },
+		{ "{\"tables\": [{\"name\": \"a\", \"kind\": \"dense\", \"rows\": 4, \"max_rows\": 10}]}",
+		  { "table 0 'a'", "max_rows: only a sparse table has memory policies" } },
 	};
 	struct wharf_model *m = (struct wharf_model *)(uintptr_t)1;
 
@@ -456,6 +516,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_model_defaults_as_documented),
 		cmocka_unit_test(test_model_add_find_table_round_trip),
+		cmocka_unit_test(test_model_memory_policies_file_and_api),
 		cmocka_unit_test(test_model_file_thirty_tables),
 		cmocka_unit_test(test_model_file_malformed_refused_with_line_or_table),
 		cmocka_unit_test(test_model_file_over_4096_tables_refused),

@@ -2,7 +2,8 @@
  * wc_model_file.c — a model file: the tables of a job in JSON (docs/api.md, "Model files").
  *
  *   {"tables": [{"name": "emb", "kind": "sparse", "dim": 16, "optimizer": "adagrad",
- *                "lr": 0.05, "eps": 1e-8, "init": "normal", "init_a": 0, "init_b": 0.01},
+ *                "lr": 0.05, "eps": 1e-8, "init": "normal", "init_a": 0, "init_b": 0.01,
+ *                "max_bytes": 1073741824, "admit_after": 2, "evict_after": 100000},
  *               {"name": "fc", "kind": "dense", "rows": 16, "dim": 1}]}
  *
  * Call chain: wharf-psd --model-file / wharf_model_load -> wc_model_file_load ->
@@ -26,7 +27,8 @@
 
 static const char *const table_keys[] = {
 	"name", "kind", "dim", "rows", "optimizer", "lr", "eps", "beta1", "beta2", "l1", "l2",
-	"init_accum", "init", "init_a", "init_b", "seed", NULL,
+	"init_accum", "init", "init_a", "init_b", "seed", "max_rows", "max_bytes", "admit_after",
+	"evict_after", "pull_inserts", NULL,
 };
 
 /* The keys each optimizer reads beyond lr. */
@@ -111,6 +113,18 @@ static int get_float(const struct tctx *c, json_t *o, const char *key, float *ou
 	return 0;
 }
 
+static int get_bool(const struct tctx *c, json_t *o, const char *key, bool *out)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (v == NULL)
+		return 0;
+	if (!json_is_boolean(v))
+		return terr(c, -EINVAL, "%s: expected true or false", key);
+	*out = json_is_true(v);
+	return 0;
+}
+
 static bool listed(const char *const *list, const char *key)
 {
 	for (; *list != NULL; list++)
@@ -125,12 +139,17 @@ static int check_relevant(const struct tctx *c, json_t *o, const struct ps_table
 	static const char *const opt_all[] = { "eps", "beta1", "beta2", "l1", "l2", "init_accum",
 					       NULL };
 	static const char *const init_ab[] = { "init_a", "init_b", NULL };
+	static const char *const memory[] = { "max_rows", "max_bytes", "admit_after",
+					      "evict_after", "pull_inserts", NULL };
 	const char *key;
 	json_t *v;
 
 	json_object_foreach(o, key, v) {
 		if (strcmp(key, "rows") == 0 && t->kind != PS_TABLE_DENSE)
 			return terr(c, -EINVAL, "rows: only a dense table has rows");
+		if (listed(memory, key) && t->kind == PS_TABLE_DENSE)
+			return terr(c, -EINVAL, "%s: only a sparse table has memory policies (a "
+				    "dense one holds all its rows)", key);
 		if (listed(opt_all, key) && !listed(optim_keys[t->optim], key))
 			return terr(c, -EINVAL, "%s: not a parameter of %s", key,
 				    optim_names[t->optim]);
@@ -144,7 +163,7 @@ static int one_table(json_t *o, struct tctx *c, struct wc_model_tables *out)
 {
 	struct ps_table_config t;
 	unsigned kind = PS_TABLE_SPARSE, optim = PS_OPT_SGD, init = PS_INIT_ZEROS;
-	uint64_t dim = 1, rows = 0, seed;
+	uint64_t dim = 1, rows = 0, seed, admit = 0;
 	json_t *name;
 	const char *key;
 	json_t *v;
@@ -175,8 +194,14 @@ static int one_table(json_t *o, struct tctx *c, struct wc_model_tables *out)
 	    (rc = get_enum(c, o, "init", init_names, 3, &init)) ||
 	    (rc = get_float(c, o, "init_a", &t.init_a)) ||
 	    (rc = get_float(c, o, "init_b", &t.init_b)) ||
-	    (rc = get_uint(c, o, "seed", UINT64_MAX >> 1, &seed)))
+	    (rc = get_uint(c, o, "seed", UINT64_MAX >> 1, &seed)) ||
+	    (rc = get_uint(c, o, "max_rows", WC_MODEL_MAX_CAP_ROWS, &t.max_rows)) ||
+	    (rc = get_uint(c, o, "max_bytes", WC_MODEL_MAX_CAP_BYTES, &t.max_bytes)) ||
+	    (rc = get_uint(c, o, "admit_after", PS_ADMIT_MAX, &admit)) ||
+	    (rc = get_uint(c, o, "evict_after", PS_EVICT_MAX, &t.evict_after)) ||
+	    (rc = get_bool(c, o, "pull_inserts", &t.pull_inserts)))
 		return rc;
+	t.admit_after = (uint32_t)admit;
 	t.kind = (enum ps_table_kind)kind;
 	t.dim = (uint32_t)dim;
 	t.dense_rows = rows;

@@ -172,6 +172,35 @@ static int check_init(const struct ps_table_config *t, char *err, size_t errlen)
 	return 0;
 }
 
+/* The memory policies (ps.h): sparse only, in range, pull_inserts alone. */
+static int check_memory(const struct ps_table_config *t, char *err, size_t errlen)
+{
+	bool any = t->max_rows || t->max_bytes || t->admit_after || t->evict_after;
+
+	if (t->kind == PS_TABLE_DENSE && (any || t->pull_inserts))
+		return wc_errf(err, errlen, -EINVAL, "%s: only a sparse table has memory policies "
+			       "(a dense one holds all its rows)", t->max_rows ? "max_rows" :
+			       t->max_bytes ? "max_bytes" : t->admit_after ? "admit_after" :
+			       t->evict_after ? "evict_after" : "pull_inserts");
+	if (t->max_rows > WC_MODEL_MAX_CAP_ROWS)
+		return wc_errf(err, errlen, -EINVAL, "max_rows: %llu outside 0..%llu",
+			       (unsigned long long)t->max_rows, WC_MODEL_MAX_CAP_ROWS);
+	if (t->max_bytes > WC_MODEL_MAX_CAP_BYTES)
+		return wc_errf(err, errlen, -EINVAL, "max_bytes: %llu outside 0..%llu",
+			       (unsigned long long)t->max_bytes, WC_MODEL_MAX_CAP_BYTES);
+	if (t->admit_after > PS_ADMIT_MAX)
+		return wc_errf(err, errlen, -EINVAL, "admit_after: %u outside 0..%u",
+			       t->admit_after, PS_ADMIT_MAX);
+	if (t->evict_after > PS_EVICT_MAX)
+		return wc_errf(err, errlen, -EINVAL, "evict_after: %llu outside 0..%llu",
+			       (unsigned long long)t->evict_after, (unsigned long long)PS_EVICT_MAX);
+	if (t->pull_inserts && (t->max_rows || t->max_bytes || t->admit_after > 1 || t->evict_after))
+		return wc_errf(err, errlen, -EINVAL, "pull_inserts: not with max_rows, max_bytes, "
+			       "admit_after or evict_after (rows made by pulls are not in the "
+			       "write-ahead log, so the table would not replay)");
+	return 0;
+}
+
 int wc_model_table_check(const struct ps_table_config *t, const char *name, char *err,
 			 size_t errlen)
 {
@@ -198,9 +227,9 @@ int wc_model_table_check(const struct ps_table_config *t, const char *name, char
 	if ((unsigned)t->init > PS_INIT_NORMAL)
 		return wc_errf(err, errlen, -EINVAL, "init: %u is not zeros, uniform or normal",
 			       (unsigned)t->init);
-	if ((rc = check_optim(t, err, errlen)) != 0)
+	if ((rc = check_optim(t, err, errlen)) != 0 || (rc = check_init(t, err, errlen)) != 0)
 		return rc;
-	return check_init(t, err, errlen);
+	return check_memory(t, err, errlen);
 }
 
 int wc_model_tables_find(const struct wc_model_tables *mt, const char *name)
@@ -320,6 +349,7 @@ static uint64_t fnv_f32(uint64_t h, float f)
 	return fnv_u64(h, bits);
 }
 
+/* The memory policies are the servers' own: a worker never sees them, so they are left out. */
 uint64_t wc_model_digest(const struct wc_model_tables *mt)
 {
 	static const char tag[] = "wharf model 1";

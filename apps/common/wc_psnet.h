@@ -52,6 +52,8 @@
 #define WC_MODEL_MAX_ROWS 2147483647u /* rows of a dense table (ps_core's limit) */
 #define WC_MODEL_MAX_KEYS 65536u    /* keys of one sparse request (ps_core's limit) */
 #define WC_MODEL_DEF_MAX_KEYS 6656u /* 256 CTR samples x 26 fields */
+#define WC_MODEL_MAX_CAP_ROWS (1ull << 48) /* max_rows of a table */
+#define WC_MODEL_MAX_CAP_BYTES (1ull << 60) /* max_bytes of a table */
 /*
  * Bytes of values one request or reply carries at most: a larger sparse request or dense
  * slice is split by the caller (wc_model_req_rows says where). Keeps every message buffer,
@@ -114,8 +116,9 @@ uint32_t wc_model_req_rows(const struct wc_model_tables *mt, uint32_t id);
 uint32_t wc_model_max_msg(const struct wc_model_tables *mt);
 /*
  * 64-bit digest of every table's definition (name, kind, dim, rows, optimizer and its
- * parameters, initializer, seed, in id order): FNV-1a 64 over a little-endian encoding, so
- * the same model gives the same digest in every process and on every architecture.
+ * parameters, initializer, seed, in id order; not the memory policies, which only servers
+ * apply): FNV-1a 64 over a little-endian encoding, so the same model gives the same digest
+ * in every process and on every architecture.
  */
 uint64_t wc_model_digest(const struct wc_model_tables *mt);
 

@@ -159,8 +159,16 @@ void wn_srv_status(struct wc_psnet *n, char *out, size_t len, size_t *off)
 		const struct ps_table_config *t = &n->scfg->tables[i];
 		memset(&st, 0, sizeof(st));
 		ps_server_table_stats(n->ps, t->id, &st);
-		OUT("table  %u %s  dim %u  rows %" PRIu64 "  bytes %" PRIu64 "\n", t->id,
+		OUT("table  %u %s  dim %u  rows %" PRIu64 "  bytes %" PRIu64, t->id,
 		    t->kind == PS_TABLE_DENSE ? "dense " : "sparse", t->dim, st.rows, st.bytes);
+		/* The memory policies' counters, for a table that has any (ps.h). */
+		if (t->max_rows || t->max_bytes || t->admit_after > 1 || t->evict_after)
+			OUT("  rows_cap %" PRIu64 "  rows_refused_cap %" PRIu64 "  admission_pending %"
+			    PRIu64 "  admission_admitted %" PRIu64 "  admission_dropped %" PRIu64
+			    "  admission_expired %" PRIu64 "  evicted %" PRIu64, st.rows_cap,
+			    st.rows_refused_cap, st.admission_pending, st.admission_admitted,
+			    st.admission_dropped, st.admission_expired, st.evicted);
+		OUT("\n");
 	}
 #undef OUT
 }

@@ -42,6 +42,7 @@ struct psobs_snap {
 	uint64_t data_ops_remote, ctl_ops_remote;
 	uint32_t server_id, n_servers, mode, n_tables, n_shards, nconns, shown, lanes;
 	struct psobs_table t[WC_PSOBS_TABLES];
+	struct ps_table_stats mem[WC_PSOBS_TABLES]; /* the memory policies' counters */
 	struct ps_shard_stats sh[WC_PSOBS_SHARDS];
 	struct psobs_conn c[WC_PSOBS_CONNS];
 };
@@ -147,6 +148,11 @@ static int fill_table(const struct psobs_snap *s, long long p, struct rte_tel_da
 		DICT_U64(d, t, pulls); DICT_U64(d, t, pushes); DICT_U64(d, t, dense_pulls);
 		DICT_U64(d, t, dense_pushes); DICT_U64(d, t, geo_pulls);
 		DICT_U64(d, t, keys_pulled); DICT_U64(d, t, keys_pushed); DICT_U64(d, t, errors);
+		DICT_U64(d, &s->mem[i], rows_cap); DICT_U64(d, &s->mem[i], rows_refused_cap);
+		DICT_U64(d, &s->mem[i], admission_pending);
+		DICT_U64(d, &s->mem[i], admission_admitted);
+		DICT_U64(d, &s->mem[i], admission_dropped);
+		DICT_U64(d, &s->mem[i], admission_expired); DICT_U64(d, &s->mem[i], evicted);
 		return 0;
 	}
 	return -EINVAL;
@@ -368,6 +374,7 @@ static void psobs_fill(struct wc_psobs *o, const struct wc_psnet *n, struct psob
 		if (ps_server_table_stats(o->ps, s->t[i].id, &ts) == 0) {
 			s->t[i].rows = ts.rows;
 			s->t[i].bytes = ts.bytes;
+			s->mem[i] = ts;
 		}
 	}
 	for (uint32_t i = 0; i < s->n_shards; i++)

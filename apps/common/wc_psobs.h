@@ -4,7 +4,8 @@
  *
  *   /wharf/ps/server          node counters (requests, errors, replies in flight, ...)
  *   /wharf/ps/tables          ids of the tables served
- *   /wharf/ps/table,<id>      one table: kind, dim, rows, bytes, ops and keys by kind, errors
+ *   /wharf/ps/table,<id>      one table: kind, dim, rows, bytes, ops and keys by kind, errors,
+ *                             the memory policies' counters (struct ps_table_stats)
  *   /wharf/ps/shard,<i>       one shard's op counters and its owner lcore slot
  *   /wharf/ps/conns           one line per connection (up to WC_PSOBS_CONNS)
  *

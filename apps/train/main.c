@@ -25,6 +25,7 @@ extern char **environ;
 enum {
 	O_MODEL = 1000, O_EPOCHS, O_BATCH, O_LR, O_HIDDEN, O_FMK, O_TRAIN_LIMIT, O_TEST_LIMIT,
 	O_CTR_SAMPLES, O_DECAY, O_COUNT, O_COUNT_DELAY, O_SEED, O_CKPT, O_RESTORE, O_DATA_DIR,
+	O_CTR_TAIL,
 };
 
 static const struct option tr_longopts[] = {
@@ -37,6 +38,7 @@ static const struct option tr_longopts[] = {
 	{ "train-limit", required_argument, NULL, O_TRAIN_LIMIT },
 	{ "test-limit", required_argument, NULL, O_TEST_LIMIT },
 	{ "ctr-samples", required_argument, NULL, O_CTR_SAMPLES },
+	{ "ctr-tail", required_argument, NULL, O_CTR_TAIL },
 	{ "decay-epochs", required_argument, NULL, O_DECAY },
 	{ "count-pushes", required_argument, NULL, O_COUNT },
 	{ "count-delay-us", required_argument, NULL, O_COUNT_DELAY },
@@ -59,6 +61,9 @@ static const char tr_usage[] =
 	"  --train-limit N    use the first N training images (default all 60000)\n"
 	"  --test-limit N     use the first N test images (default all 10000)\n"
 	"  --ctr-samples N    CTR training samples over all workers (default 300000)\n"
+	"  --ctr-tail N       CTR: N more fields of ever-new ids, a long tail that grows as long\n"
+	"                     as training runs (field k's id changes every 4^k samples; 0..8,\n"
+	"                     default 0; not in GEO mode)\n"
 	"  --decay-epochs N   dense: last N epochs at 0.3x the learning rate (default 2)\n"
 	"  --count-pushes N   count: pushes per worker (default 1000)\n"
 	"  --count-delay-us U count: pause between pushes (default 2000)\n"
@@ -81,6 +86,7 @@ static int tr_on_opt(void *ctx, int val, const char *arg, char *err, size_t errl
 	case O_TRAIN_LIMIT: return wc_parse_uint(arg, 1, 60000, &o->train_limit, "--train-limit", err, errlen);
 	case O_TEST_LIMIT: return wc_parse_uint(arg, 1, 10000, &o->test_limit, "--test-limit", err, errlen);
 	case O_CTR_SAMPLES: return wc_parse_uint(arg, 1000, 10000000, &o->ctr_samples, "--ctr-samples", err, errlen);
+	case O_CTR_TAIL: return wc_parse_uint(arg, 0, 8, &o->ctr_tail, "--ctr-tail", err, errlen);
 	case O_DECAY: return wc_parse_uint(arg, 0, 1000, &o->decay_epochs, "--decay-epochs", err, errlen);
 	case O_COUNT: return wc_parse_uint(arg, 1, 10000000, &o->count_pushes, "--count-pushes", err, errlen);
 	case O_COUNT_DELAY: return wc_parse_uint(arg, 0, 1000000, &o->count_delay_us, "--count-delay-us", err, errlen);

@@ -17,7 +17,7 @@
 struct tr_opts {
 	enum wc_ps_model model;
 	unsigned epochs, batch, hidden, fm_k, train_limit, test_limit, ctr_samples;
-	unsigned decay_epochs, count_pushes, count_delay_us, seed;
+	unsigned decay_epochs, count_pushes, count_delay_us, seed, ctr_tail;
 	float lr;
 	const char *ckpt, *restore, *data_dir;
 };
@@ -30,6 +30,7 @@ struct tr_net {
 	struct wc_psnet *n;
 	const sigset_t *sigs;
 	char err[512];
+	uint64_t full_pushes;   /* pushes a server answered "table full" (-EDQUOT) */
 };
 
 int tr_net_open(struct tr_net *t, const struct wc_cluster *cl, const struct tr_opts *o,
@@ -41,6 +42,12 @@ void tr_net_close(struct tr_net *t);
  * unacknowledged pushes were resent), else the error to give up with (message printed).
  */
 int tr_net_recover(struct tr_net *t, int rc);
+/*
+ * A push answered -EDQUOT: applied, but keys new to sparse table `table` were refused by its
+ * memory cap on a server (their gradients dropped). Counted and reported (the first, then
+ * every 1000th); training goes on. Returns 0.
+ */
+int tr_net_table_full(struct tr_net *t, uint32_t table);
 /* The sync barrier of step, retried across reconnects. */
 int tr_net_barrier(struct tr_net *t, uint64_t step);
 double tr_now(void);

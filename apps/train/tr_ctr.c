@@ -6,6 +6,8 @@
  *
  * Call chain: main -> tr_ctr_run -> ctr_step -> ctr_pull / ctr_push (sparse + bias requests in
  * flight together) -> wc_psnet_call_*; GEO: local rows, delta push, ps_client_geo_pull.
+ * --ctr-tail adds fields of ever-new ids (tail_fill): the long tail the PS's memory policies
+ * are for (a push a server answers "table full" is reported and training goes on).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,6 +26,7 @@ struct ctr {
 	struct wc_ctr_spec spec;
 	struct wc_ctr_gen *gen;
 	uint32_t dim, k, n_train, fields;
+	uint32_t tail;                  /* --ctr-tail: the last `tail` of the fields */
 	uint64_t *keys, *tkeys;        /* train / test samples' keys */
 	float *labels, *tlabels, *tp, *tscore;
 	struct wc_keymap *km;           /* this batch's distinct keys */
@@ -96,6 +99,8 @@ static int ctr_push(struct ctr *c, const uint64_t *keys, uint32_t n, const float
 	for (;;) {
 		rc = net != 0 ? net : wc_psnet_call_wait(t->n);
 		net = 0;
+		if (rc == -EDQUOT)
+			return tr_net_table_full(t, 0);
 		if (rc == 0 || (rc = tr_net_recover(t, rc)) != 0)
 			return rc;
 	}
@@ -290,7 +295,7 @@ static int ctr_eval(struct ctr *c, uint32_t batch, double *auc, double *loss)
 static int ctr_alloc(struct ctr *c, const struct tr_opts *o)
 {
 	size_t bk = (size_t)o->batch * c->fields;
-	uint32_t local = c->spec.vocab * c->fields;
+	uint32_t local = c->spec.vocab * (c->fields - c->tail);
 
 	c->keys = malloc((size_t)c->n_train * c->fields * sizeof(uint64_t));
 	c->labels = malloc((size_t)c->n_train * sizeof(float));
@@ -322,6 +327,39 @@ static void ctr_free(struct ctr *c)
 	free(c->lrows); free(c->lbase); free(c->touched);
 }
 
+/*
+ * The long tail (--ctr-tail): field k of the tail takes, at sample `idx` of this worker's
+ * stream (epochs one after the other), an id that changes every 4^k samples and never comes
+ * back: keys seen once, in a push or two, in a few pushes, as long as training runs. The
+ * labels do not depend on them. salt tells the training stream from the test set's.
+ */
+static uint64_t tail_key(const struct ctr *c, uint64_t salt, uint32_t k, uint64_t idx)
+{
+	return wc_mix64(salt ^ ((uint64_t)c->t->cl->task_index << 52) ^ ((uint64_t)k << 44) ^
+			(idx >> (2 * k)));
+}
+
+static void tail_fill(struct ctr *c, uint64_t *keys, uint32_t n, uint64_t salt, uint64_t first)
+{
+	uint32_t head = c->fields - c->tail;
+
+	for (uint32_t i = 0; i < n; i++)
+		for (uint32_t k = 0; k < c->tail; k++)
+			keys[(size_t)i * c->fields + head + k] = tail_key(c, salt, k, first + i);
+}
+
+/* Samples generated with the head fields only, spread out to make room for the tail. */
+static void tail_spread(struct ctr *c, uint64_t *keys, uint32_t n)
+{
+	uint32_t head = c->fields - c->tail;
+
+	for (uint32_t i = n; c->tail && i-- > 0;)
+		memmove(keys + (size_t)i * c->fields, keys + (size_t)i * head, head * sizeof(*keys));
+}
+
+#define TAIL_TRAIN 0x7a11c0de5eed0001ull
+#define TAIL_TEST 0x7a11c0de5eed0002ull
+
 static int ctr_train(struct ctr *c, uint64_t *step, double *secs)
 {
 	const struct tr_opts *o = c->t->o;
@@ -334,6 +372,8 @@ static int ctr_train(struct ctr *c, uint64_t *step, double *secs)
 		lsum = 0;
 		t0 = tr_now();
 		for (b = 0; b < steps; b++, (*step)++) {
+			tail_fill(c, c->keys + (size_t)b * o->batch * c->fields, o->batch, TAIL_TRAIN,
+				  ((uint64_t)e * steps + b) * o->batch);
 			rc = ctr_step(c, c->keys + (size_t)b * o->batch * c->fields,
 				      c->labels + (size_t)b * o->batch, o->batch, *step, scale, &l);
 			if (rc != 0)
@@ -364,16 +404,26 @@ int tr_ctr_run(struct tr_net *t, const struct wc_model_tables *mt)
 	c.dim = mt->t[0].dim;
 	c.k = o->model == WC_PSM_FM ? o->fm_k : 0;
 	wc_ctr_spec_default(&c.spec);
-	c.fields = c.spec.n_fields;
+	c.tail = o->ctr_tail;
+	c.fields = c.spec.n_fields + c.tail;
 	c.n_train = o->ctr_samples / t->cl->n_workers / o->batch * o->batch;
+	if (c.tail && t->cl->mode == WC_MODE_GEO) {
+		fprintf(stderr, "wharf-train: --ctr-tail: not in GEO mode (a GEO worker keeps every "
+			"row it has seen)\n");
+		rc = -EINVAL;
+		goto out;
+	}
 	if ((rc = wc_ctr_gen_create(&c.spec, &c.gen)) != 0 || (rc = ctr_alloc(&c, o)) != 0) {
 		fprintf(stderr, "wharf-train: CTR set-up: %s\n", strerror(-rc));
 		goto out;
 	}
 	wc_rng_seed(&rng, 1000003ull * (o->seed + 1) + t->cl->task_index);
 	wc_ctr_gen_sample(c.gen, &rng, c.n_train, c.keys, c.labels, NULL);
+	tail_spread(&c, c.keys, c.n_train);
 	wc_rng_seed(&rng, 424242); /* the same test set on every worker */
 	wc_ctr_gen_sample(c.gen, &rng, CTR_TEST, c.tkeys, c.tlabels, c.tp);
+	tail_spread(&c, c.tkeys, CTR_TEST);
+	tail_fill(&c, c.tkeys, CTR_TEST, TAIL_TEST, 0); /* never trained: initial rows */
 	wc_auc(c.tp, c.tlabels, CTR_TEST, &bayes);
 	if (t->cl->mode == WC_MODE_GEO && (rc = ctr_pull(&c, NULL, 0, NULL, &c.lbias)) == 0)
 		c.lbias_base = c.lbias;

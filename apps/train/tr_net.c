@@ -88,6 +88,16 @@ int tr_net_recover(struct tr_net *t, int rc)
 	return rc;
 }
 
+int tr_net_table_full(struct tr_net *t, uint32_t table)
+{
+	if (t->full_pushes++ % 1000 == 0)
+		fprintf(stderr, "wharf-train: table %u is at its memory cap on a server: keys new to "
+			"it were refused, their gradients dropped; training goes on (%llu push%s so "
+			"far)\n", table, (unsigned long long)t->full_pushes,
+			t->full_pushes == 1 ? "" : "es");
+	return 0;
+}
+
 int tr_net_barrier(struct tr_net *t, uint64_t step)
 {
 	int rc;

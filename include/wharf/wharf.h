@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 #define WHARF_VERSION_MAJOR 0
-#define WHARF_VERSION_MINOR 2
+#define WHARF_VERSION_MINOR 3
 #define WHARF_VERSION_PATCH 0
 
 /* "MAJOR.MINOR.PATCH" of the library actually loaded. */
@@ -46,7 +46,7 @@ enum wharf_init { WHARF_INIT_ZEROS = 0, WHARF_INIT_UNIFORM, WHARF_INIT_NORMAL };
 #define WHARF_MAX_DIM 1024u       /* floats per row */
 
 /*
- * One table. Sparse: rows created on first touch, keyed by any uint64; dense: `rows` rows
+ * One table. Sparse: rows created by a key's first push, keyed by any uint64; dense: `rows` rows
  * numbered 0..rows-1. Each row has `dim` floats. The optimizer runs on the servers.
  * The model file spells the same fields in JSON (see docs/api.md).
  */
@@ -91,6 +91,29 @@ uint32_t wharf_model_count(const struct wharf_model *m);
 int wharf_model_table(const struct wharf_model *m, uint32_t id, struct wharf_table *out);
 /* The id of the table called name; -ENOENT when there is none. */
 int wharf_model_find(const struct wharf_model *m, const char *name, uint32_t *id_out);
+/*
+ * A sparse table's memory policies (docs/api.md, "Memory policies"; a model file spells them
+ * as the table's keys of the same names). All zero: none, as wharf_table_defaults leaves a
+ * table: rows are made by pushes only, without bound. Each holds on every server, split
+ * evenly over its shards; only servers apply them (they are not in the digest).
+ */
+struct wharf_table_memory {
+	uint64_t max_rows;     /* rows on a server at most (0: no cap) */
+	uint64_t max_bytes;    /* bytes on a server at most: rows, index, admission counters */
+	uint32_t admit_after;  /* a key becomes a row at its admit_after-th push (0, 1: first) */
+	uint64_t evict_after;  /* rows not pushed for more than this many steps go (0: never) */
+	bool pull_inserts;     /* a pull of an unknown key makes its row (false: answered with
+				* the initializer's values, nothing stored); not with the others */
+};
+
+/*
+ * Sets table id's memory policies, checked as wharf_model_add checks a table (-EINVAL with
+ * the field and why; the table keeps the policies it had). A push's keys new to a table at
+ * its cap are refused with -EDQUOT, the push's other keys applied.
+ */
+int wharf_model_set_memory(struct wharf_model *m, uint32_t id, const struct wharf_table_memory *mem);
+/* Table id's memory policies into *out; -ENOENT when there is no such table. */
+int wharf_model_memory(const struct wharf_model *m, uint32_t id, struct wharf_table_memory *out);
 /* A 64-bit digest of every table's definition: servers and workers compare it. */
 uint64_t wharf_model_digest(const struct wharf_model *m);
 void wharf_model_free(struct wharf_model *m);
@@ -173,7 +196,8 @@ typedef void wharf_done_fn(void *arg, int status);
  * are read or written by the network thread until the call completes: no copy is made of
  * out. A push returns once every server that holds its keys acknowledged it (and logged it);
  * after a lost connection the client reconnects and resends it, and the server applies it
- * exactly once.
+ * exactly once. A push that returns -EDQUOT was applied but for keys new to a table at its
+ * memory cap (wharf_table_memory), whose gradients were dropped: not an error to retry.
  *
  * _async: done (may be NULL) runs at completion with arg; when req is not NULL, *req is a
  * handle the caller must pass to wharf_wait exactly once. At least one of done and req.

@@ -38,7 +38,7 @@ static void run_keys(const uint64_t *keys, uint32_t n, uint32_t batch)
 	uint32_t *rows = malloc(batch * sizeof(*rows)), i, j;
 	bool saw_migration = false;
 
-	assert_int_equal(ps_table_init(&t, &cfg, false, 0, 0, -1), 0);
+	assert_int_equal(ps_table_init(&t, &cfg, false, 0, 0, -1, 1), 0);
 	for (i = 0; i < n; i += batch) {
 		uint32_t m = n - i < batch ? n - i : batch;
 		lookup_keys(&t, keys + i, m, rows);
@@ -123,7 +123,7 @@ static void test_table_collisions_same_hash_tag(void **state)
 			keys[n++] = pairs[2 * i + 1];
 		}
 	assert_true(n >= 50);
-	assert_int_equal(ps_table_init(&t, &cfg, false, 0, 0, -1), 0);
+	assert_int_equal(ps_table_init(&t, &cfg, false, 0, 0, -1, 1), 0);
 	lookup_keys(&t, keys, n, r);
 	assert_int_equal(t.n_rows, n);
 	check_all(&t, keys, n);
@@ -149,7 +149,7 @@ static void test_table_initializers(void **state)
 	cfg.init_a = -0.5f;
 	cfg.init_b = 0.5f;
 	cfg.seed = 42;
-	assert_int_equal(ps_table_init(&t, &cfg, false, 0, 0, -1), 0);
+	assert_int_equal(ps_table_init(&t, &cfg, false, 0, 0, -1, 1), 0);
 	lookup_keys(&t, keys, 256, rows);
 	for (i = 0; i < 256; i++)
 		for (j = 0; j < 64; j++) {
@@ -159,7 +159,7 @@ static void test_table_initializers(void **state)
 			assert_true(ps_row_val(&t, rows[i])[64 + j] == cfg.op.init_accum);
 		}
 	/* A row's initial value depends on (seed, key) only, not on touch order. */
-	assert_int_equal(ps_table_init(&t2, &cfg, false, 0, 0, -1), 0);
+	assert_int_equal(ps_table_init(&t2, &cfg, false, 0, 0, -1, 1), 0);
 	lookup_keys(&t2, keys + 100, 1, rows);
 	assert_memory_equal(ps_row_val(&t2, rows[0]), ps_row_val(&t, ps_table_find(&t, keys[100])),
 			    64 * sizeof(float));
@@ -169,7 +169,7 @@ static void test_table_initializers(void **state)
 	cfg.init = PS_INIT_NORMAL;
 	cfg.init_a = 1.0f;
 	cfg.init_b = 2.0f;
-	assert_int_equal(ps_table_init(&t, &cfg, false, 0, 0, -1), 0);
+	assert_int_equal(ps_table_init(&t, &cfg, false, 0, 0, -1, 1), 0);
 	lookup_keys(&t, keys, 256, rows);
 	for (i = 0; i < 256; i++)
 		for (j = 0; j < 64; j++) {
@@ -192,7 +192,7 @@ static void test_table_dense_rows_preallocated(void **state)
 	(void)state;
 	cfg.kind = PS_TABLE_DENSE;
 	cfg.dense_rows = 3000;
-	assert_int_equal(ps_table_init(&t, &cfg, false, 1000, 1500, -1), 0);
+	assert_int_equal(ps_table_init(&t, &cfg, false, 1000, 1500, -1, 1), 0);
 	assert_int_equal(t.n_rows, 1500);
 	assert_int_equal(ps_table_find(&t, 1000), 0);
 	assert_int_equal(ps_table_find(&t, 2499), 1499);
@@ -213,7 +213,7 @@ static void test_table_overhead_small(void **state)
 	(void)state;
 	for (i = 0; i < n; i++)
 		keys[i] = ps_mix64(i);
-	assert_int_equal(ps_table_init(&t, &cfg, false, 0, 0, -1), 0);
+	assert_int_equal(ps_table_init(&t, &cfg, false, 0, 0, -1, 1), 0);
 	lookup_keys(&t, keys, n, rows);
 	per_row = (double)ps_table_bytes(&t) / n;
 	/* 64 bytes of values; meta 16; index <= 8 / (3/8) plus arena slack */

@@ -1,7 +1,8 @@
 /*
  * pw_model.c — wharf._wharf.Model: a job's tables, from a JSON model file (wharf_model_load),
  * from text (wharf_model_parse) or declared one by one (wharf_model_add), with the table
- * fields of struct wharf_table as keyword arguments and their names as strings.
+ * fields of struct wharf_table and struct wharf_table_memory (wharf_model_set_memory) as
+ * keyword arguments and their names as strings.
  *
  * Call chain: python/wharf/__init__.py init(model=...), add_table() -> Model.load / parse /
  *   add -> libwharf; Client and run_server read the model (pw_model.users: no table can be
@@ -153,12 +154,46 @@ static PyObject *model_parse(PyObject *type, PyObject *args, PyObject *kw)
 	return model_wrap((PyTypeObject *)type, m);
 }
 
-/* One keyword of add(): the field it sets in t. */
-static int add_field(struct wharf_table *t, const char *k, PyObject *v)
+/* A memory policy keyword of add() (struct wharf_table_memory): 1 when k is one, -1 refused. */
+static int mem_field(struct wharf_table_memory *m, const char *k, PyObject *v)
+{
+	uint64_t u;
+
+	if (strcmp(k, "max_rows") == 0)
+		return get_u64(v, k, UINT64_MAX, &m->max_rows) == 0 ? 1 : -1;
+	if (strcmp(k, "max_bytes") == 0)
+		return get_u64(v, k, UINT64_MAX, &m->max_bytes) == 0 ? 1 : -1;
+	if (strcmp(k, "evict_after") == 0)
+		return get_u64(v, k, UINT64_MAX, &m->evict_after) == 0 ? 1 : -1;
+	if (strcmp(k, "admit_after") == 0) {
+		if (get_u64(v, k, UINT32_MAX, &u) != 0)
+			return -1;
+		m->admit_after = (uint32_t)u;
+		return 1;
+	}
+	if (strcmp(k, "pull_inserts") == 0) {
+		if (!PyBool_Check(v)) {
+			PyErr_Format(PyExc_TypeError, "pull_inserts: expected True or False, got %s",
+				     Py_TYPE(v)->tp_name);
+			return -1;
+		}
+		m->pull_inserts = v == Py_True;
+		return 1;
+	}
+	return 0;
+}
+
+/* One keyword of add(): the field it sets in t (or in mem, *has_mem set). */
+static int add_field(struct wharf_table *t, struct wharf_table_memory *mem, bool *has_mem,
+		     const char *k, PyObject *v)
 {
 	uint64_t u;
 	int i;
 
+	if ((i = mem_field(mem, k, v)) != 0) {
+		*has_mem = true;
+		return i < 0 ? -1 : 0;
+	}
 	if (strcmp(k, "kind") == 0) {
 		if ((i = name_index(v, k, kind_names, 2)) < 0)
 			return -1;
@@ -204,14 +239,33 @@ static int add_field(struct wharf_table *t, const char *k, PyObject *v)
 	return 0;
 }
 
-/* add(name, **fields) -> id: wharf_table_defaults, the fields given, wharf_model_add. */
+/* The table t with policies mem, checked alone in a model of its own: 0 or raised. */
+static int check_with_memory(const struct wharf_table *t, const struct wharf_table_memory *mem)
+{
+	struct wharf_model *tmp;
+	int rc;
+
+	if ((rc = wharf_model_new(&tmp)) == 0 && (rc = wharf_model_add(tmp, t, NULL)) == 0)
+		rc = wharf_model_set_memory(tmp, 0, mem);
+	wharf_model_free(tmp);
+	if (rc != 0)
+		pw_raise(rc, t->name, pw_ConfigError);
+	return rc;
+}
+
+/*
+ * add(name, **fields) -> id: wharf_table_defaults, the fields given, wharf_model_add, and the
+ * memory policies among them with wharf_model_set_memory (checked first: all or nothing).
+ */
 static PyObject *model_add(PyObject *self, PyObject *args, PyObject *kw)
 {
 	struct pw_model *pm = (struct pw_model *)self;
+	struct wharf_table_memory mem;
 	struct wharf_table t;
 	const char *name;
 	Py_ssize_t len, pos = 0;
 	PyObject *k, *v;
+	bool has_mem = false;
 	uint32_t id;
 	int rc;
 
@@ -226,10 +280,15 @@ static PyObject *model_add(PyObject *self, PyObject *args, PyObject *kw)
 		return NULL;
 	}
 	wharf_table_defaults(&t, name);
+	memset(&mem, 0, sizeof(mem));
 	while (kw != NULL && PyDict_Next(kw, &pos, &k, &v))
-		if (v != Py_None && add_field(&t, PyUnicode_AsUTF8(k), v) != 0)
+		if (v != Py_None && add_field(&t, &mem, &has_mem, PyUnicode_AsUTF8(k), v) != 0)
 			return NULL;
+	if (has_mem && check_with_memory(&t, &mem) != 0)
+		return NULL;
 	if ((rc = wharf_model_add(pm->m, &t, &id)) != 0)
+		return pw_raise(rc, name, pw_ConfigError);
+	if (has_mem && (rc = wharf_model_set_memory(pm->m, id, &mem)) != 0)
 		return pw_raise(rc, name, pw_ConfigError);
 	return PyLong_FromUnsignedLong(id);
 }
@@ -248,9 +307,30 @@ static PyObject *table_dict(const struct wharf_table *t)
 		"seed", (unsigned long long)t->seed);
 }
 
+/* The memory policies into the table's dict d (a new reference, released on failure). */
+static PyObject *add_memory(PyObject *d, const struct wharf_table_memory *mem)
+{
+	PyObject *mm;
+
+	if (d == NULL)
+		return NULL;
+	mm = Py_BuildValue("{s:K,s:K,s:I,s:K,s:O}", "max_rows", (unsigned long long)mem->max_rows,
+			   "max_bytes", (unsigned long long)mem->max_bytes, "admit_after",
+			   mem->admit_after, "evict_after", (unsigned long long)mem->evict_after,
+			   "pull_inserts", mem->pull_inserts ? Py_True : Py_False);
+	if (mm == NULL || PyDict_Update(d, mm) != 0) {
+		Py_XDECREF(mm);
+		Py_DECREF(d);
+		return NULL;
+	}
+	Py_DECREF(mm);
+	return d;
+}
+
 static PyObject *model_table(PyObject *self, PyObject *arg)
 {
 	struct wharf_model *m = model_get(self);
+	struct wharf_table_memory mem;
 	struct wharf_table t;
 	uint64_t id;
 	int rc;
@@ -265,7 +345,9 @@ static PyObject *model_table(PyObject *self, PyObject *arg)
 		}
 		return pw_raise(rc, "table", NULL);
 	}
-	return table_dict(&t);
+	if ((rc = wharf_model_memory(m, (uint32_t)id, &mem)) != 0)
+		return pw_raise(rc, "table", NULL);
+	return add_memory(table_dict(&t), &mem);
 }
 
 static PyObject *model_find(PyObject *self, PyObject *arg)
@@ -313,7 +395,8 @@ static PyMethodDef model_methods[] = {
 	{ "parse", (PyCFunction)(void (*)(void))model_parse, METH_VARARGS | METH_KEYWORDS | METH_CLASS,
 	  "parse(text, name='<string>') -> Model: JSON model text" },
 	{ "add", (PyCFunction)(void (*)(void))model_add, METH_VARARGS | METH_KEYWORDS,
-	  "add(name, kind='sparse', dim=1, rows=0, optimizer='sgd', lr=0.01, ..., seed=42) -> id" },
+	  "add(name, kind='sparse', dim=1, rows=0, optimizer='sgd', lr=0.01, ..., seed=42, "
+	  "max_rows=0, max_bytes=0, admit_after=0, evict_after=0, pull_inserts=False) -> id" },
 	{ "table", model_table, METH_O, "table(id) -> dict of the table's fields" },
 	{ "find", model_find, METH_O, "find(name) -> id (KeyError when absent)" },
 	{ "digest", model_digest, METH_NOARGS, 

@@ -106,6 +106,19 @@ def test_a_refused_request_raises_the_servers_reason(job, fresh_keys):
 
 
 @pytest.mark.modes("async")
+def test_a_full_table_refuses_new_keys_and_applies_the_rest(job, fresh_keys):
+    capped = wharf.table("capped")
+    assert capped.info["max_rows"] == 64 and capped.info["admit_after"] == 0
+    keys, g = fresh_keys(300), -np.ones(300, np.float32)
+    assert not capped.pull(keys).any()  # unknown keys: the initializer's values
+    with pytest.raises(wharf.Error, match=r"memory cap .* keys new to it were refused") as e:
+        capped.push(keys, g)  # 64 become rows, the table is full, the rest refused
+    assert e.value.errno == errno.EDQUOT
+    rows = capped.pull(keys)
+    assert set(np.unique(rows)) <= {0.0, 1.0} and 0 < (rows == 1).sum() <= 64
+
+
+@pytest.mark.modes("async")
 def test_wait_timeout_argument(job):
     h = wharf.table("emb").pull_async(K3)
     refused(ValueError, r"timeout: expected seconds >= 0", h.wait, timeout=-1)
@@ -173,6 +186,11 @@ def test_bad_model_files(tmp_path):
     (dict(lr="fast"), TypeError, r"lr: expected a number, got str"),
     (dict(lr=0.0), wharf.ConfigError, r"lr"),
     (dict(colour=1), TypeError, r"unknown table field 'colour'"),
+    (dict(max_rows=-1), ValueError, r"max_rows: expected an integer 0\.\."),
+    (dict(pull_inserts=1), TypeError, r"pull_inserts: expected True or False, got int"),
+    (dict(pull_inserts=True, evict_after=9), wharf.ConfigError, r"pull_inserts: not with"),
+    (dict(kind="dense", rows=2, admit_after=2), wharf.ConfigError,
+     r"admit_after: only a sparse table has memory policies"),
 ])
 def test_bad_table_declarations(kw, exc, match):
     m = _wharf.Model()

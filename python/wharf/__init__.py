@@ -245,8 +245,9 @@ def sparse_table(name, dim=1, **fields):
     """Declares a sparse table (before the client opens or the server runs; every node of
     the job declares the same tables). fields: optimizer ('sgd', 'adagrad', 'adam', 'ftrl'),
     lr, eps, beta1, beta2, l1, l2, init_accum, init ('zeros', 'uniform', 'normal'), init_a,
-    init_b, seed. A table of that name already in the model (from its file) is returned
-    when its kind and dim agree."""
+    init_b, seed; the memory policies max_rows, max_bytes, admit_after, evict_after,
+    pull_inserts (docs/api.md, servers apply them). A table of that name already in the model
+    (from its file) is returned when its kind and dim agree."""
     return _declare(name, "sparse", dim, 0, fields)
 
 

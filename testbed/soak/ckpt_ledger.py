@@ -62,19 +62,21 @@ def read_ckpt(path):
     if total != body or crc != crc32c(b[:body]):
         raise CkptError(f"{path}: trailer or CRC32C does not match (damaged file)")
     version, n_tables, _srv, _nsrv, _mode, _z = struct.unpack_from("<6I", b, 8)
-    if version not in (1, 2):
-        raise CkptError(f"{path}: version {version}, expected 1 or 2")
+    if version not in (1, 2, 3):
+        raise CkptError(f"{path}: version {version}, expected 1, 2 or 3")
     off = 32
     tables = []
     for _ in range(n_tables):
         if off + 40 > body:
             raise CkptError(f"{path}: truncated table descriptors")
-        tid, _kind, dim, _optim, state, _z, rows, _dense = struct.unpack_from("<6IQQ", b, off)
-        tables.append((tid, dim, state, rows))
+        tid, _kind, dim, _optim, state, flags, rows, _dense = struct.unpack_from("<6IQQ", b, off)
+        # version 3: flag bit 0, the table evicts and each row record ends in its u64 age
+        ages = 8 if version >= 3 and flags & 1 else 0
+        tables.append((tid, dim, state, rows, ages))
         off += 40
     values = {}
-    for tid, dim, state, rows in tables:
-        rec = 8 + 4 * (dim + state)
+    for tid, dim, state, rows, ages in tables:
+        rec = 8 + 4 * (dim + state) + ages
         if off + rows * rec > body:
             raise CkptError(f"{path}: table {tid} rows run past the end")
         for r in range(rows):
@@ -88,7 +90,8 @@ def read_ckpt(path):
         raise CkptError(f"{path}: no sequence section")
     n_shards, n_workers = struct.unpack_from("<II", b, off)
     off += 8
-    # version 2 goes on with the durable section (log generation, barrier, sync sums)
+    # version 2 goes on with the durable section (log generation, barrier, sync sums), version 3
+    # then with the memory policies' section
     end = off + 8 * n_shards * n_workers
     if end > body or (version == 1 and end != body):
         raise CkptError(f"{path}: sequence section size does not match the file")
