@@ -74,6 +74,7 @@ struct wharf_req {
 	/* network thread only */
 	uint32_t issued, live, per_chunk;
 	struct wharf_req *next;
+	char why[192];          /* the failure's text (a server's, or the client's), for result */
 };
 
 struct wh_chunk {
@@ -96,6 +97,7 @@ struct wharf_client {
 	_Atomic int broken;     /* 0, or the -errno every request now fails with */
 	char broken_err[1024];  /* written before broken (release) */
 	_Atomic uint64_t calls;
+	_Atomic uint64_t step;  /* ps_client_step, stored by the network thread for wharf_step */
 	struct wc_psnet *n;
 	struct ps_client *pc;
 
@@ -157,6 +159,15 @@ static void ask_again(struct wharf_client *cl, struct wh_chunk *ch)
 	cl->again = ch;
 }
 
+/* A request's first failure: its status, and the text that says why (may be ""). */
+static void req_fail(struct wharf_req *r, int rc, const char *why)
+{
+	if (r->status != 0)
+		return;
+	r->status = rc;
+	snprintf(r->why, sizeof(r->why), "%.*s", (int)sizeof(r->why) - 1, why);
+}
+
 /* A chunk that will not be answered: its request fails with rc (once its other chunks end). */
 static void chunk_fail(struct wharf_client *cl, struct wh_chunk *ch, int rc);
 
@@ -175,6 +186,8 @@ static void chunk_done(void *arg, int status)
 		ask_again(cl, ch);
 		return;
 	}
+	if (r->op == WH_BARRIER) /* a completed step moves the worker's step */
+		atomic_store_explicit(&cl->step, ps_client_step(cl->pc), memory_order_relaxed);
 	if (status == 0 && r->op == WH_BARRIER && !ch->all) {
 		/* Not everyone reached the step yet: ask again after the next poll round (which
 		 * may sleep), not in a tight loop. */
@@ -188,7 +201,7 @@ static void chunk_done(void *arg, int status)
 		return;
 	}
 	if (status < 0 && r->status == 0)
-		r->status = status;
+		req_fail(r, status, ps_client_done_error(cl->pc));
 	/*
 	 * The rest of a failed request is not sent; a partial refusal (rows left as they were,
 	 * keys a full table refused) is applied otherwise: the rest goes on.
@@ -308,6 +321,7 @@ static int issue(struct wharf_client *cl, struct wharf_req *r)
 		}
 		if (rc < 0) {
 			chunk_put(cl, ch);
+			req_fail(r, rc, ps_client_error(cl->pc)); /* e.g. a barrier of another step */
 			fail_req(cl, r, rc);
 			return 0;
 		}
@@ -448,6 +462,7 @@ static int recover(struct wharf_client *cl)
 	}
 	cl->st.reconnects++;
 	cl->need_recover = false;
+	atomic_store_explicit(&cl->step, ps_client_step(cl->pc), memory_order_relaxed);
 	return 0;
 }
 
@@ -499,6 +514,8 @@ static void *net_main(void *arg)
 		wc_psnet_destroy(cl->n);
 		cl->n = NULL;
 	}
+	if (rc == 0)
+		atomic_store_explicit(&cl->step, ps_client_step(cl->pc), memory_order_relaxed);
 	started(cl, rc, err);
 	if (rc != 0)
 		return NULL;
@@ -614,6 +631,8 @@ int wharf_client_open(const struct wharf_config *c, const struct wharf_model *m,
 	cc.n_servers = c->cl.n_ps;
 	cc.max_inflight = WH_CHUNKS;
 	cc.max_keys = cl->mt->max_keys;
+	/* Each open is a new process of its worker id: the servers refuse the ones before. */
+	cc.incarnation = ps_incarnation_new();
 	if ((rc = ps_client_create(&cc, &cl->pc)) != 0) {
 		rc = wh_errf(rc, "ps client: %s", strerror(-rc));
 		goto out_ring;
@@ -776,7 +795,8 @@ static int result(struct wharf_req *r)
 			   "server: keys new to it were refused, their gradients dropped; the other "
 			   "keys were applied", op_names[r->op], r->table);
 	else if (r->status != 0)
-		wh_set_err("%s of table %u: %s", op_names[r->op], r->table, strerror(-r->status));
+		wh_set_err("%s of table %u: %s%s%s", op_names[r->op], r->table, strerror(-r->status),
+			   r->why[0] ? ": " : "", r->why);
 	return r->status;
 }
 
@@ -1011,6 +1031,11 @@ int64_t wharf_geo_pull(struct wharf_client *cl, uint32_t table, wharf_row_fn *fn
 	r.per_chunk = 1;
 	rc = call(cl, &r);
 	return rc != 0 ? rc : r.rows;
+}
+
+uint64_t wharf_step(const struct wharf_client *cl)
+{
+	return cl != NULL ? atomic_load_explicit(&cl->step, memory_order_relaxed) : 0;
 }
 
 void wharf_client_stats(const struct wharf_client *cl, struct wharf_client_stats *out)

@@ -20,7 +20,7 @@
  * Client mode (server bit 6): the same records are replies from a hostile server to a
  * ps_client with one request of each kind outstanding, fed to ps_client_on_reply. When
  * bit 2 of a record's pieces byte is set, its req_id is replaced by the id of outstanding
- * request (header byte 16 mod 7), so the fuzzer reaches the reply decoders without having
+ * request (header byte 16 mod 8), so the fuzzer reaches the reply decoders without having
  * to guess ids. Checked: on_reply returns 0, -ENOENT or -EBADMSG; every request completes
  * at most once; GEO rows have the table's dim.
  *
@@ -131,9 +131,9 @@ static int ps_fz_request(struct fh_in *in, struct ps_server *s, struct ps_handle
 /* ---- client mode ---------------------------------------------------------------------- */
 
 struct ps_fz_cl {
-	uint64_t ids[7];
-	uint32_t dones[7];
-	float out[7][6 * 4];
+	uint64_t ids[8];
+	uint32_t dones[8];
+	float out[8][6 * 4];
 	bool barrier_done;
 	bool geo_more;
 };
@@ -183,8 +183,9 @@ static int ps_fz_request_kind(struct ps_client *c, struct ps_fz_cl *st, uint32_t
 	case 2: return ps_client_push_pull(c, 1, 4, keys, 3, grads, out, ps_fz_done, d, mb);
 	case 3: return ps_client_dense_pull(c, 2, 3, 16, 2, 5, out, ps_fz_done, d, mb);
 	case 4: return ps_client_dense_push(c, 2, 3, 16, 0, 4, grads, ps_fz_done, d, mb);
-	case 5: return ps_client_barrier(c, 1, &st->barrier_done, ps_fz_done, d, mb);
-	default: return ps_client_geo_pull(c, 1, 4, ps_fz_geo_row, NULL, &st->geo_more, ps_fz_done, d, mb);
+	case 5: return ps_client_barrier(c, 0, &st->barrier_done, ps_fz_done, d, mb);
+	case 6: return ps_client_geo_pull(c, 1, 4, ps_fz_geo_row, NULL, &st->geo_more, ps_fz_done, d, mb);
+	default: return ps_client_hello(c, ps_fz_done, d, mb);
 	}
 }
 
@@ -197,7 +198,7 @@ static void ps_fz_client(struct fh_in *in)
 	int n = 0;
 
 	FH_CHECK(st != NULL && ps_client_create(&cc, &c) == 0);
-	for (uint32_t k = 0; k < 7; k++)
+	for (uint32_t k = 0; k < 8; k++)
 		if (ps_fz_request_kind(c, st, k, &mb) == 0 && mb.len >= TL_MSG_HDR_LEN)
 			st->ids[k] = tl_ld64(mb.buf + 16);
 	while (n++ < 64 && in->n > 0) {
@@ -216,7 +217,7 @@ static void ps_fz_client(struct fh_in *in)
 		tl_st16(hb, TL_MSG_MAGIC);
 		hb[2] = TL_MSG_VERSION;
 		if (pieces & 4)
-			tl_st64(hb + 16, st->ids[hb[16] % 7u]);
+			tl_st64(hb + 16, st->ids[hb[16] % 8u]);
 		len = got > TL_MSG_HDR_LEN ? got - TL_MSG_HDR_LEN : 0;
 		tl_st32(hb + 8, (uint32_t)len);
 		if (tl_msg_hdr_decode(hb, UINT32_MAX, &v.hdr) != 0)

@@ -210,15 +210,16 @@ static int gs_ps_encode(struct ps_client *c, uint32_t k, struct ps_msgbuf *mb)
 	case 2: return ps_client_push_pull(c, 1, 4, keys, 3, grads, out, gs_done, NULL, mb);
 	case 3: return ps_client_dense_pull(c, 2, 3, 16, 2, 5, out, gs_done, NULL, mb);
 	case 4: return ps_client_dense_push(c, 2, 3, 16, 0, 4, grads, gs_done, NULL, mb);
-	case 5: return ps_client_barrier(c, 1, &done_flag, gs_done, NULL, mb);
-	default: return ps_client_geo_pull(c, 1, 4, gs_geo_row, NULL, &done_flag, gs_done, NULL, mb);
+	case 5: return ps_client_barrier(c, 0, &done_flag, gs_done, NULL, mb);
+	case 6: return ps_client_geo_pull(c, 1, 4, gs_geo_row, NULL, &done_flag, gs_done, NULL, mb);
+	default: return ps_client_hello(c, gs_done, NULL, mb);
 	}
 }
 
 static void gs_ps(struct gs_buf *o)
 {
-	static const char *const kinds[7] = {"pull", "push", "push_pull", "dense_pull",
-					     "dense_push", "barrier", "geo_pull"};
+	static const char *const kinds[8] = {"pull", "push", "push_pull", "dense_pull",
+					     "dense_push", "barrier", "geo_pull", "hello"};
 	struct ps_client_config cc = {.worker_id = 1, .n_servers = 1};
 	struct ps_msgbuf mb = {.buf = malloc(GS_BUF), .cap = GS_BUF};
 	struct ps_client *c;
@@ -230,7 +231,7 @@ static void gs_ps(struct gs_buf *o)
 		if (ps_client_create(&cc, &c) != 0)
 			exit(1);
 		gs_u8(&all, sel);
-		for (uint32_t k = 0; k < 7; k++) {
+		for (uint32_t k = 0; k < 8; k++) {
 			if (gs_ps_encode(c, k, &mb) != 0)
 				continue;
 			o->n = 0;
@@ -256,15 +257,16 @@ static void gs_ps(struct gs_buf *o)
 static void gs_ps_replies(struct gs_buf *o)
 {
 	/* kind: reply type, key_count, dim, body bytes */
-	static const uint32_t r[7][4] = {
+	static const uint32_t r[8][4] = {
 		{PS_T_PULL_R, 6, 4, 96}, {PS_T_PUSH_R, 6, 4, 16}, {PS_T_PUSH_PULL_R, 3, 4, 48},
 		{PS_T_DENSE_PULL_R, 5, 3, 60}, {PS_T_DENSE_PUSH_R, 4, 3, 16},
-		{PS_T_BARRIER_R, 0, 0, 24}, {PS_T_GEO_PULL_R, 2, 4, 48}};
+		{PS_T_BARRIER_R, 0, 0, 24}, {PS_T_GEO_PULL_R, 2, 4, 48},
+		{PS_T_HELLO_R, 0, 0, PS_HELLO_R_BODY}};
 	uint8_t hb[TL_MSG_HDR_LEN];
 
 	o->n = 0;
 	gs_u8(o, 0x40);
-	for (uint32_t k = 0; k < 7; k++) {
+	for (uint32_t k = 0; k < 8; k++) {
 		struct tl_msg_hdr h = {.type = (uint8_t)r[k][0], .aux = PS_ELEM_F32,
 				       .body_len = r[k][3], .table_id = k == 3 || k == 4 ? 2 : 1,
 				       .req_id = k, .key_count = r[k][1], .dim = r[k][2]};

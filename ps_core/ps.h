@@ -28,18 +28,23 @@
  *
  * PS_T_PULL           body: key_count x u64 key
  * PS_T_PULL_R         body: key_count x dim x f32 values, in request key order
- * PS_T_PUSH           body: u32 worker, u32 zero, u64 seq, key_count x u64 key,
- *                           key_count x dim x f32 gradient (GEO mode: parameter delta)
+ * PS_T_PUSH           body: u32 worker, u32 zero, u64 seq, u64 incarnation, u64 step,
+ *                           key_count x u64 key, key_count x dim x f32 gradient (GEO mode:
+ *                           parameter delta). incarnation: the sending process's (see
+ *                           PS_T_HELLO); step: sync mode, the step the push belongs to (the
+ *                           other modes ignore it). A push of another step than the server's
+ *                           is refused (PS_ERR_WRONG_STEP): never mixed into a later step.
  * PS_T_PUSH_R         body: u64 seq, u32 applied (1) or duplicate (0), u32 zero
  * PS_T_PUSH_PULL      body: as PS_T_PUSH; the reply carries the values after the apply
  * PS_T_PUSH_PULL_R    body: key_count x dim x f32 values
  * PS_T_DENSE_PULL     body: u64 first row (global row index); key_count = rows
  * PS_T_DENSE_PULL_R   body: key_count x dim x f32
- * PS_T_DENSE_PUSH     body: u32 worker, u32 zero, u64 seq, u64 first row,
- *                           key_count x dim x f32 gradient
+ * PS_T_DENSE_PUSH     body: u32 worker, u32 zero, u64 seq, u64 incarnation, u64 step,
+ *                           u64 first row, key_count x dim x f32 gradient
  * PS_T_DENSE_PUSH_R   body: as PS_T_PUSH_R
- * PS_T_BARRIER        body: u32 worker, u32 zero, u64 step. table_id, key_count, dim 0.
- *                     Idempotent: resending it only asks again. Any lcore may receive it.
+ * PS_T_BARRIER        body: u32 worker, u32 zero, u64 step, u64 incarnation. table_id,
+ *                     key_count, dim 0. Idempotent: resending it only asks again. Any lcore
+ *                     may receive it.
  * PS_T_BARRIER_R      body: u64 step, u32 arrived, u32 workers, u32 done (1 when every
  *                     worker reached the step and the summed gradients were applied), u32 0
  * PS_T_GEO_PULL       body: u32 worker, u32 zero. Rows of table_id changed since that
@@ -48,11 +53,21 @@
  *                     PS_F_MORE: the reply was full; pull again for the remaining rows.
  * PS_T_SAVE           body: UTF-8 path of the checkpoint file (no NUL). Control plane.
  * PS_T_SAVE_R         body: u64 rows written
- * PS_T_HELLO          body: u32 worker, u32 zero. table_id, key_count, dim 0. Asks for the
- *                     last push sequence this server applied from that worker id (a worker
- *                     restarted under its old id numbers its pushes after it). Read only.
+ * PS_T_HELLO          body: u32 worker, u32 zero, u64 incarnation. table_id, key_count, dim
+ *                     0. A worker process says it before its first push (and after every
+ *                     reconnect). Incarnation fencing: the server keeps the largest
+ *                     incarnation each worker id said hello with; a hello, push or barrier
+ *                     of a smaller one (an older process of that id) is refused
+ *                     (PS_ERR_FENCED), as are pushes and barriers of a larger one that has
+ *                     not said hello yet.
  * PS_T_HELLO_R        body: u64 last applied sequence (max over shards; 0 = none), u32
- *                     worker, u32 zero
+ *                     worker, u32 zero, u64 epoch (the server state's: made when a server
+ *                     starts empty, kept by its checkpoints and log, so a new epoch means a
+ *                     server that came back without its state), u64 sync step (the step
+ *                     its barrier is at), u64 step seq (the sequence of the worker's first
+ *                     push applied in that step, 0 = none: a worker restarted mid-step
+ *                     numbers the step's pushes from there again, so the ones it repeats
+ *                     are taken for what its previous process already handed in)
  * PS_T_ERROR          body: i32 -errno, u32 PS_ERR_* kind, UTF-8 text naming the problem
  */
 enum ps_msg_type {
@@ -80,6 +95,13 @@ enum ps_msg_type {
 #define PS_ELEM_F32 1u
 #define PS_F_MORE   1u  /* header flag of PS_T_GEO_PULL_R: more changed rows remain */
 
+/* Fixed parts of the bodies above, in bytes. */
+#define PS_PUSH_HEAD       32u  /* worker, zero, seq, incarnation, step */
+#define PS_DENSE_PUSH_HEAD 40u  /* the same, then the first row */
+#define PS_BARRIER_BODY    24u
+#define PS_HELLO_BODY      16u
+#define PS_HELLO_R_BODY    40u
+
 /* What a PS_T_ERROR reply names. */
 enum ps_err_kind {
 	PS_ERR_BAD_TYPE = 1,   /* unknown message type or element type */
@@ -99,9 +121,21 @@ enum ps_err_kind {
 	PS_ERR_TABLE_FULL,     /* -EDQUOT: keys new to a table at its cap (max_rows, max_bytes)
 				* were refused, their gradients dropped; the push's other keys
 				* were applied and its sequence recorded (a resend is a duplicate) */
+	PS_ERR_FENCED,         /* -ESTALE: the worker id said hello with a larger incarnation (a
+				* newer process took it over: this one must stop); -EPROTO: an
+				* incarnation that has not said hello to this server */
+	PS_ERR_WRONG_STEP,     /* sync push of another step: -ESTALE an earlier one (the step
+				* closed without it), -EINVAL a later one. Nothing applied */
+	PS_ERR_BARRIER_TIMEOUT,/* -ETIME: the step waited past the barrier timeout for the
+				* workers the text names (policy PS_BARRIER_FAIL) */
 };
 
 enum ps_mode { PS_MODE_ASYNC = 0, PS_MODE_SYNC, PS_MODE_GEO };
+/* What a barrier does once its step waited barrier_timeout_ms for missing workers. */
+enum ps_barrier_policy {
+	PS_BARRIER_FAIL = 0, /* answer the waiting workers PS_ERR_BARRIER_TIMEOUT */
+	PS_BARRIER_CONTINUE, /* close the step without the missing workers */
+};
 enum ps_table_kind { PS_TABLE_SPARSE = 0, PS_TABLE_DENSE };
 enum ps_optim_kind { PS_OPT_SGD = 0, PS_OPT_ADAGRAD, PS_OPT_ADAM, PS_OPT_FTRL };
 enum ps_init_kind { PS_INIT_ZEROS = 0, PS_INIT_UNIFORM, PS_INIT_NORMAL };
@@ -223,6 +257,18 @@ struct ps_server_config {
 	 * handler's thread calls ps_handler_wal_sync itself.
 	 */
 	bool wal_bg_sync;
+	/*
+	 * A step whose barrier has waited barrier_timeout_ms (0: for ever) since its first
+	 * arrival names the workers still missing (PS log, once per step, and
+	 * ps_server_barrier_stats), then by barrier_policy: PS_BARRIER_FAIL answers every
+	 * worker that asks PS_ERR_BARRIER_TIMEOUT naming them (the step still completes if they
+	 * come); PS_BARRIER_CONTINUE closes the step with the pushes that arrived and leaves the
+	 * missing workers out of the barrier until they say hello or reach a barrier again
+	 * (their pushes of the closed step are refused as PS_ERR_WRONG_STEP). The closing is
+	 * logged, so recovery replays it.
+	 */
+	uint32_t barrier_timeout_ms;
+	enum ps_barrier_policy barrier_policy;
 };
 
 struct ps_server;
@@ -370,9 +416,29 @@ int ps_server_table_stats(struct ps_server *s, uint32_t table_id, struct ps_tabl
  */
 struct ps_shard_stats {
 	uint64_t pushes, pulls, keys, dup_pushes, failed_ops, cow_rows, nonfinite_rows;
+	uint64_t fenced;         /* pushes refused: PS_ERR_FENCED */
+	uint64_t wrong_step;     /* pushes refused: PS_ERR_WRONG_STEP */
 	uint32_t owner;          /* lcore slot */
 };
 int ps_server_shard_stats(struct ps_server *s, uint32_t shard, struct ps_shard_stats *st);
+
+/*
+ * The barrier, readable from any thread (recent values, for telemetry and logs). missing:
+ * up to cap ids of the workers the last timeout found missing (late_n of them in all).
+ */
+struct ps_barrier_stats {
+	uint64_t step;           /* the step the barrier is at */
+	uint32_t arrived;        /* workers that reached it */
+	uint32_t gone;           /* workers left out (PS_BARRIER_CONTINUE) until they return */
+	uint64_t waited_ms;      /* since the step's first arrival; 0: nobody waits */
+	uint64_t timeouts;       /* steps that waited past the timeout */
+	uint64_t dropped;        /* workers left out by those timeouts */
+	uint64_t late_step;      /* the step of the last timeout */
+	uint32_t late_n;         /* workers missing then */
+	uint64_t epoch;          /* the server state's epoch (PS_T_HELLO_R) */
+};
+int ps_server_barrier_stats(struct ps_server *s, struct ps_barrier_stats *st, uint32_t *missing,
+			    uint32_t cap);
 
 /*
  * Per lcore slot, readable from any thread: ops this slot's handler ran on shards of other
@@ -392,7 +458,19 @@ struct ps_client_config {
 	uint32_t n_servers;
 	uint32_t max_inflight;  /* requests in flight; 0 means 64 */
 	uint32_t max_keys;      /* per request; 0 means 65536 */
+	/*
+	 * This process's incarnation (ps_incarnation_new): a later process of the same worker
+	 * id must have a larger one. 0 (tests) is the servers' initial value: no hello needed.
+	 */
+	uint64_t incarnation;
 };
+
+/*
+ * An incarnation for a process starting now: the wall clock in ns with its low 16 bits
+ * random, so a restart (later) gets a larger one and two processes started together
+ * differ. Hosts' clocks must agree better than the time a restart takes.
+ */
+uint64_t ps_incarnation_new(void);
 
 /* One encoded message per server. len == 0 means nothing to send to that server. */
 struct ps_msgbuf {
@@ -434,14 +512,45 @@ int ps_client_dense_push(struct ps_client *c, uint32_t table, uint32_t dim, uint
 			 uint64_t first, uint32_t rows, const float *grads, ps_done_fn *done,
 			 void *arg, struct ps_msgbuf *msgs);
 /*
- * Asks every server for the last sequence it applied from this worker id and continues
- * numbering after the largest (never backwards). Call it after connecting and before the
- * first push, so a worker restarted under its old id is not taken for its own resends.
+ * Says hello with this process's incarnation to every server: asks for the last sequence
+ * each applied from this worker id, its state's epoch and its sync step. Numbering goes on
+ * after the largest sequence (never backwards); a client that never pushed and whose
+ * servers are in the middle of a step it already pushed to (its previous process did)
+ * numbers from that step's first push instead, so the pushes it repeats are recognised.
+ * The client's step becomes the servers' (ps_client_step); servers more than one step
+ * apart fail it (-EPROTO, ps_client_error says which). Call it after connecting and before
+ * the first push. A server whose epoch differs from the one this client first met there
+ * came back without its state: see ps_client_epoch_changed.
  */
 int ps_client_hello(struct ps_client *c, ps_done_fn *done, void *arg, struct ps_msgbuf *msgs);
 /* The sequence the next push will carry. */
 uint64_t ps_client_next_seq(const struct ps_client *c);
-/* Sync mode: *done_out (read after done runs) is true when the step completed. */
+/*
+ * Sync mode: the step this worker is in, which its pushes carry: the servers' step at the
+ * last hello (where a restarted worker resumes), then one more per completed barrier.
+ */
+uint64_t ps_client_step(const struct ps_client *c);
+/*
+ * True when server's last hello answered another epoch than the first one this client met
+ * there (*was, *now: the two): the server came back without its state. The new epoch is
+ * taken only by ps_client_epoch_accept.
+ */
+bool ps_client_epoch_changed(const struct ps_client *c, uint32_t server, uint64_t *was,
+			     uint64_t *now);
+void ps_client_epoch_accept(struct ps_client *c, uint32_t server);
+/*
+ * The text of the last error reply (a server's PS_T_ERROR), or of the last call this client
+ * refused itself (a barrier of the wrong step, servers steps apart at hello); "" if none.
+ */
+const char *ps_client_error(const struct ps_client *c);
+/* Inside a done callback: the text of the error that request got, "" if none. */
+const char *ps_client_done_error(const struct ps_client *c);
+/*
+ * Sync mode: *done_out (read after done runs) is true when the step completed, and the
+ * client's step then moves past it. step must be ps_client_step (-EINVAL otherwise, with
+ * ps_client_error saying why: a worker that counts its own steps from 0 after a restart
+ * would take the earlier steps' barriers for done and hand extra pushes to this one).
+ */
 int ps_client_barrier(struct ps_client *c, uint64_t step, bool *done_out, ps_done_fn *done,
 		      void *arg, struct ps_msgbuf *msgs);
 /*

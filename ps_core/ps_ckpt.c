@@ -18,9 +18,13 @@
  *   seqs     u32 n_shards, u32 n_workers, then per shard per worker the u64 last applied
  *            push sequence (exactly-once state of the same cut; restored when the
  *            shard and worker counts match, so a resent push already in it stays single)
+ *   fence    (version 4) u64 the server state's epoch, u32 n_shards, u32 n_workers, then
+ *            per shard per worker: u64 the incarnation it said hello with, u64 the sequence
+ *            of its first push applied in the cut's sync step (0 none); restored as seqs
  *   durable  (version 2) u64 log generation the cut covers up to (ps_wal.c: segments of
  *            lower generations hold nothing the file lacks), u64 barrier step, u32 sync
- *            step, u32 n_workers, n_workers bytes "reached the barrier step", zeros to 8;
+ *            step, u32 n_workers, n_workers bytes (0 waited for, 1 reached the barrier step, 2 left
+ *            out by a barrier timeout), zeros to 8;
  *            then, when the file's mode is sync, per table: u64 count, count x (u64 key,
  *            dim x f32 the step's pending gradient sum of that row)
  *   memory   (version 3) the memory policies' state (ps_mem.c): u32 n_shards, u32 0; per
@@ -28,8 +32,10 @@
  *            counters, each u64 key, u32 pushes counted, u32 0, u64 age
  *   trailer  u64 bytes before the trailer, u32 CRC32C of those bytes, u32 0
  * Every length and offset is 64-bit; the CRC32C is taken in chunks of at most CK_IO bytes
- * (rte_hash_crc's length is 32-bit; the chunks chain). Version 1 files (no durable section)
- * and version 2 files (no memory section: every row as fresh as the cut) still load. With a log, ps_recover = this file + the log records after its cut, when the
+ * (rte_hash_crc's length is 32-bit; the chunks chain). Version 1 files (no durable section),
+ * version 2 files (no memory section: every row as fresh as the cut) and version 3 files (no
+ * fence section) still load. With a log, ps_recover = this file + the log records after its
+ * cut, when the
  * log continues it (its floor file, ps_wal.c).
  */
 #include <errno.h>
@@ -47,7 +53,7 @@
 #include "ps_core/ps_pvt.h"
 
 #define CK_MAGIC "WHFCKPT1"
-#define CK_VERSION 3u
+#define CK_VERSION 4u
 #define CK_F_AGES 1u /* table flag: row records carry an age */
 #define CK_PAD8(x) (((x) + 7ull) & ~7ull)
 #define CK_HDR 32u
@@ -199,6 +205,14 @@ static void write_body(struct ck_out *o, struct ps_server *s, struct ps_snap **s
 	for (i = 0; i < s->cfg.n_shards; i++)
 		for (r = 0; r < s->cfg.n_workers; r++)
 			ck_u64(o, snaps[i]->last_seq[r]);
+	ck_u64(o, s->epoch);
+	ck_u32(o, s->cfg.n_shards);
+	ck_u32(o, s->cfg.n_workers);
+	for (i = 0; i < s->cfg.n_shards; i++)
+		for (r = 0; r < s->cfg.n_workers; r++) {
+			ck_u64(o, snaps[i]->inc[r]);
+			ck_u64(o, snaps[i]->step_first[r]);
+		}
 }
 
 /* Rows of snapshot table st whose sum was touched in the cut's step (sync mode). */
@@ -511,6 +525,27 @@ out_nofit:
 }
 
 /*
+ * A section of `head` bytes, then u32 n_shards, u32 n_workers and n_shards x n_workers
+ * entries of `entry` bytes, at *need: *need moves past it (past the body when it cannot fit).
+ */
+static int table_need(int fd, uint64_t body, uint32_t head, uint32_t entry, uint64_t *need)
+{
+	uint64_t n;
+	uint8_t b[8];
+	int rc;
+
+	if (*need + head + 8 > body) {
+		*need = body + 1;
+		return 0;
+	}
+	if ((rc = ck_pread(fd, *need + head, b, 8)) < 0)
+		return rc;
+	n = (uint64_t)tl_ld32(b) * tl_ld32(b + 4);
+	*need += head + 8 + (n <= body / entry ? entry * n : body); /* a huge count cannot fit */
+	return 0;
+}
+
+/*
  * Checks the header and table layout against the server, and that the sections add up to
  * the body; reads hdr (CK_HDR + n_tables * CK_TDESC bytes) and sets per-table row counts.
  */
@@ -519,7 +554,6 @@ static int check_layout(struct ps_server *s, int fd, uint64_t body, uint8_t *hdr
 {
 	uint32_t nt = s->cfg.n_tables, t;
 	uint64_t need = CK_HDR + (uint64_t)nt * CK_TDESC;
-	uint8_t b[8];
 	int rc;
 
 	if ((rc = ck_pread(fd, 0, hdr, CK_HDR)) < 0)
@@ -561,15 +595,10 @@ static int check_layout(struct ps_server *s, int fd, uint64_t body, uint8_t *hdr
 		}
 		need += rows[t] * (8 + 4ull * (c->dim + sfl) + (ck_ages(hdr, t) ? 8 : 0));
 	}
-	if (need + 8 <= body) {
-		uint64_t seqs;
-		if ((rc = ck_pread(fd, need, b, 8)) < 0)
-			return rc;
-		seqs = (uint64_t)tl_ld32(b) * tl_ld32(b + 4);
-		need += 8 + (seqs <= body / 8 ? 8 * seqs : body); /* a huge count cannot fit */
-	} else {
-		need += 8;
-	}
+	if ((rc = table_need(fd, body, 0, 8, &need)) < 0)
+		return rc;
+	if (tl_ld32(hdr + 8) >= 4 && (rc = table_need(fd, body, 8, 16, &need)) < 0)
+		return rc;
 	if (tl_ld32(hdr + 8) >= 2 && need <= body &&
 	    (rc = durable_need(s, fd, body, tl_ld32(hdr + 24), &need)) < 0)
 		return rc;
@@ -610,6 +639,35 @@ static int load_seqs(struct ps_server *s, struct ck_in *in, char *err, size_t er
 				return rc;
 			for (k = ns == 1 ? 0 : i; k < (ns == 1 ? s->cfg.n_shards : i + 1); k++)
 				s->shards[k].last_seq[w] = v;
+		}
+	return 0;
+}
+
+/*
+ * Version 3: the state's epoch, and per shard per worker the incarnation and the first
+ * sequence of the cut's step, mapped onto the shards as load_seqs maps the sequences.
+ */
+static int load_fence(struct ps_server *s, struct ck_in *in)
+{
+	uint32_t ns, nw, i, w, k;
+	uint64_t inc, first;
+	int rc;
+
+	if ((rc = ck_take_u64(in, &s->epoch)) < 0 || (rc = ck_take_u32(in, &ns)) < 0 ||
+	    (rc = ck_take_u32(in, &nw)) < 0)
+		return rc;
+	s->epoch_restored = true;
+	if (nw != s->cfg.n_workers || (ns != s->cfg.n_shards && ns != 1))
+		return ck_take(in, NULL, 16 * (uint64_t)ns * nw);
+	for (i = 0; i < ns; i++)
+		for (w = 0; w < nw; w++) {
+			if ((rc = ck_take_u64(in, &inc)) < 0 || (rc = ck_take_u64(in, &first)) < 0)
+				return rc;
+			for (k = ns == 1 ? 0 : i; k < (ns == 1 ? s->cfg.n_shards : i + 1); k++) {
+				s->shards[k].inc[w] = inc;
+				s->shards[k].pfirst[w] = first;
+				s->shards[k].pstep1[w] = first ? 1 : 0; /* "this step": set with the step */
+			}
 		}
 	return 0;
 }
@@ -681,10 +739,11 @@ static int load_durable(struct ps_server *s, struct ck_in *in, uint32_t file_mod
 	if (!same)
 		return 0;
 	s->bar_step = bar_step;
-	s->bar_arrived = 0;
+	s->bar_arrived = s->bar_gone = 0;
 	for (i = 0; i < nw; i++) {
-		s->bar_seen[i] = s->bar_seen[i] ? 1 : 0;
-		s->bar_arrived += s->bar_seen[i];
+		s->bar_seen[i] = s->bar_seen[i] > 2 ? 1 : s->bar_seen[i];
+		s->bar_arrived += s->bar_seen[i] == 1;
+		s->bar_gone += s->bar_seen[i] == 2;
 	}
 	return 0;
 }
@@ -824,23 +883,35 @@ void ps_ckpt_unload(struct ps_server *s)
 			s->shards[i].n_touched[t] = 0;
 		}
 	for (i = 0; i < s->cfg.n_shards; i++) {
-		s->shards[i].sync_step = 0;
-		memset(s->shards[i].last_seq, 0, s->cfg.n_workers * sizeof(*s->shards[i].last_seq));
+		struct ps_shard *sh = &s->shards[i];
+		size_t nw = s->cfg.n_workers;
+		sh->sync_step = 0;
+		sh->step = 0;
+		memset(sh->last_seq, 0, nw * sizeof(*sh->last_seq));
+		memset(sh->inc, 0, nw * sizeof(*sh->inc));
+		memset(sh->pstep1, 0, nw * sizeof(*sh->pstep1));
+		memset(sh->pfirst, 0, nw * sizeof(*sh->pfirst));
 	}
 	s->bar_step = 0;
-	s->bar_arrived = 0;
+	s->bar_arrived = s->bar_gone = 0;
+	s->bar_applying = false;
+	s->bar_t0 = s->bar_told = 0;
 	memset(s->bar_seen, 0, s->cfg.n_workers);
+	ps_barrier_publish(s);
 }
 
 /* Every section in file order, from the start of the body. */
 static int load_all(struct ps_server *s, struct ck_in *in, const uint8_t *hdr,
 		    const uint64_t *rows, uint64_t *gen, char *err, size_t errlen)
 {
+	uint32_t i, w;
 	int rc;
 
 	if ((rc = ck_take(in, NULL, CK_HDR + (uint64_t)s->cfg.n_tables * CK_TDESC)) < 0 ||
 	    (rc = load_rows(s, in, hdr, rows, err, errlen)) < 0 ||
 	    (rc = load_seqs(s, in, err, errlen)) < 0)
+		return rc;
+	if (tl_ld32(hdr + 8) >= 4 && (rc = load_fence(s, in)) < 0)
 		return rc;
 	if (tl_ld32(hdr + 8) >= 2 &&
 	    (rc = load_durable(s, in, tl_ld32(hdr + 24), gen, err, errlen)) < 0)
@@ -848,6 +919,14 @@ static int load_all(struct ps_server *s, struct ck_in *in, const uint8_t *hdr,
 	if (tl_ld32(hdr + 8) >= 3 && (rc = load_memory(s, in, err, errlen)) < 0)
 		return rc;
 	mem_fixup(s);
+	/* Pushes carry the step the barrier is at; the step-first sequences are of that step. */
+	for (i = 0; i < s->cfg.n_shards; i++) {
+		s->shards[i].step = s->bar_step;
+		for (w = 0; w < s->cfg.n_workers; w++)
+			if (s->shards[i].pstep1[w])
+				s->shards[i].pstep1[w] = s->bar_step + 1;
+	}
+	ps_barrier_publish(s);
 	if (ck_used(in) != in->body) {
 		ps_errf(err, errlen, "checkpoint body is %llu bytes, %llu of them read",
 			(unsigned long long)in->body, (unsigned long long)ck_used(in));
@@ -981,14 +1060,12 @@ int ps_save_start(struct ps_handler *h, const char *path, struct ps_save_job **o
 	snprintf(j->path, sizeof(j->path), "%s", path);
 	j->primary = s->wal_dir && s->ckpt_path && strcmp(path, s->ckpt_path) == 0;
 	h->in_request = true; /* a second saver must not park us halfway through ours */
-	/* Every other handler parks between requests: the snapshots begin at one cut. */
-	rc = ps_server_pause(h);
-	if (rc < 0) {
-		ps_errf(err, errlen, "a save is already running");
-		h->in_request = was_in_request;
-		ps_save_free(j);
-		return rc;
-	}
+	/*
+	 * Every other handler parks between requests: the snapshots begin at one cut. The one
+	 * other holder of the pause is a handler applying a sync step or a hello (save_busy
+	 * keeps other saves out): wait for it.
+	 */
+	ps_server_pause_wait(h);
 	/*
 	 * A save to the log's own checkpoint starts the next log generation at this cut: every
 	 * handler is parked between requests, so each record is on one side of it (handlers

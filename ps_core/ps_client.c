@@ -7,8 +7,10 @@
  * server has answered. Pushes carry (worker id, sequence) and keep an encoded copy per
  * server until acknowledged: ps_client_resend replays them after a reconnect, and the
  * server's per-worker sequence makes a replay that was already applied a no-op.
- * ps_client_hello, before the first push, continues the numbering after what the servers
- * already applied from this worker id (a worker restarted under its old id).
+ * ps_client_hello, before the first push, says which process this is (its incarnation: the
+ * servers refuse an older process of the same worker id from then on), continues the
+ * numbering after what the servers already applied from this worker id (a worker restarted
+ * under its old id), and gives the client the servers' sync step, which every push carries.
  *
  * Shard-aware: a server running several lcores announces them (lanes), the glue opens one
  * connection per lane, and every key goes to the lane owning its shard, so no request's
@@ -19,6 +21,7 @@
  * slot), so a reply finds its slot in O(1) and a stale reply finds nothing.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,9 +48,12 @@ struct cl_slot {
 	uint8_t **msg;           /* per destination: encoded push kept for resend */
 	uint32_t *msg_len, *msg_cap;
 	bool *bar_done;
+	uint64_t bar_step;       /* barrier: its step */
+	bool bar_all;            /* barrier: every server said done so far */
 	bool *more;              /* GEO: a server said PS_F_MORE */
 	ps_geo_row_fn *row_fn;
 	void *row_arg;
+	char err[192];           /* the first error reply's text */
 };
 
 struct ps_client {
@@ -55,6 +61,15 @@ struct ps_client {
 	struct cl_slot *slots;
 	uint32_t n_slots, inflight;
 	uint64_t gen, next_seq;
+	uint64_t step;           /* sync: the step pushes carry (hello, then completed barriers) */
+	/* per server: the state epoch first met there, and another one a later hello saw */
+	uint64_t *epoch, *epoch_new;
+	/* the hello round in flight: largest last sequence, smallest step-first sequence
+	 * (0 none), smallest and largest step and their servers */
+	uint64_t h_last, h_first, h_step_lo, h_step_hi;
+	uint32_t h_srv_lo, h_srv_hi;
+	char err[512];           /* ps_client_error */
+	const char *done_err;    /* during a done callback: its slot's err */
 	float *row;              /* PS_MAX_DIM: a GEO row, aligned */
 	/* Layout: server s's destinations are dbase[s] .. dbase[s] + lanes[s] - 1. */
 	uint32_t n_dst;
@@ -117,13 +132,17 @@ int ps_client_create(const struct ps_client_config *cfg, struct ps_client **out)
 		c->cfg.max_keys = 65536;
 	c->gen = 1;
 	c->next_seq = 1;
+	c->done_err = "";
 	c->n_dst = ns;
 	c->slots = calloc(c->n_slots, sizeof(*c->slots));
 	c->row = malloc(PS_MAX_DIM * sizeof(float));
 	c->dbase = calloc(ns + 1, sizeof(*c->dbase));
 	c->lanes = calloc(ns, sizeof(*c->lanes));
 	c->shards = calloc(ns, sizeof(*c->shards));
-	if (!c->slots || !c->row || !c->dbase || !c->lanes || !c->shards)
+	c->epoch = calloc(ns, sizeof(*c->epoch));
+	c->epoch_new = calloc(ns, sizeof(*c->epoch_new));
+	if (!c->slots || !c->row || !c->dbase || !c->lanes || !c->shards || !c->epoch ||
+	    !c->epoch_new)
 		goto out_destroy;
 	for (i = 0; i <= ns; i++)
 		c->dbase[i] = i;
@@ -154,6 +173,8 @@ void ps_client_destroy(struct ps_client *c)
 	free(c->dbase);
 	free(c->lanes);
 	free(c->shards);
+	free(c->epoch);
+	free(c->epoch_new);
 	free(c->kdst);
 	free(c);
 }
@@ -269,21 +290,34 @@ static void slot_commit(struct ps_client *c, struct cl_slot *s, uint8_t kind, ps
 	s->kind = kind;
 	s->waiting = waiting;
 	s->status = 0;
+	s->err[0] = '\0';
 	s->done = done;
 	s->arg = arg;
 	c->inflight++;
 }
 
+static void hello_finish(struct ps_client *c, struct cl_slot *s);
+
 static void slot_finish(struct ps_client *c, struct cl_slot *s)
 {
 	ps_done_fn *done = s->done;
 	void *arg = s->arg;
-	int status = s->status;
+	int status;
 
+	if (s->kind == PS_T_HELLO)
+		hello_finish(c, s);
+	else if (s->kind == PS_T_BARRIER && s->status == 0 && s->bar_all &&
+		 s->bar_step + 1 > c->step)
+		c->step = s->bar_step + 1; /* the step completed everywhere: the next one */
+	status = s->status;
 	s->req_id = 0;
 	c->inflight--;
+	if (s->kind == PS_T_HELLO && status < 0 && s->err[0] == '\0')
+		snprintf(s->err, sizeof(s->err), "%.*s", (int)sizeof(s->err) - 1, c->err);
+	c->done_err = s->err;
 	if (done)
 		done(arg, status);
+	c->done_err = "";
 }
 
 /* The destination of a key: its server, and there the lane owning its shard. */
@@ -334,6 +368,17 @@ static int keep_copy(struct cl_slot *s, uint32_t srv, const uint8_t *m, uint32_t
 	return 0;
 }
 
+/* A push's head (PS_PUSH_HEAD bytes) at p; returns what follows it. */
+static uint8_t *push_head(const struct ps_client *c, uint8_t *p)
+{
+	tl_st32(p, c->cfg.worker_id);
+	tl_st32(p + 4, 0);
+	tl_st64(p + 8, c->next_seq);
+	tl_st64(p + 16, c->cfg.incarnation);
+	tl_st64(p + 24, c->step);
+	return p + PS_PUSH_HEAD;
+}
+
 /* Sparse pull/push/push-pull: checks every buffer first, then encodes. */
 static int sparse_req(struct ps_client *c, uint8_t type, uint32_t table, uint32_t dim,
 		      const uint64_t *keys, uint32_t n, const float *grads, float *out,
@@ -352,7 +397,7 @@ static int sparse_req(struct ps_client *c, uint8_t type, uint32_t table, uint32_
 	route_keys(c, s, keys, n);
 	for (srv = 0; srv < ns; srv++) {
 		uint32_t k = s->srv_off[srv + 1] - s->srv_off[srv];
-		uint64_t need = TL_MSG_HDR_LEN + (push ? 16 + k * (8 + 4ull * dim) : 8ull * k);
+		uint64_t need = TL_MSG_HDR_LEN + (push ? PS_PUSH_HEAD + k * (8 + 4ull * dim) : 8ull * k);
 		if (k && need > msgs[srv].cap)
 			return -ENOBUFS;
 	}
@@ -366,12 +411,8 @@ static int sparse_req(struct ps_client *c, uint8_t type, uint32_t table, uint32_
 		if (!k)
 			continue;
 		p = b + TL_MSG_HDR_LEN;
-		if (push) {
-			tl_st32(p, c->cfg.worker_id);
-			tl_st32(p + 4, 0);
-			tl_st64(p + 8, c->next_seq);
-			p += 16;
-		}
+		if (push)
+			p = push_head(c, p);
 		for (i = 0; i < k; i++, p += 8)
 			tl_st64(p, keys[s->pos[a + i]]);
 		for (i = 0; push && i < k; i++, p += 4 * dim)
@@ -446,7 +487,8 @@ static int dense_req(struct ps_client *c, bool push, uint32_t table, uint32_t di
 		a = first > lo ? first : lo;
 		b = first + rows < hi ? first + rows : hi;
 		d = dense_dest(c, srv, table);
-		if (a < b && TL_MSG_HDR_LEN + (push ? 24 : 8) + (push ? (b - a) * dim * 4 : 0) > msgs[d].cap)
+		if (a < b && TL_MSG_HDR_LEN + (push ? PS_DENSE_PUSH_HEAD + (b - a) * dim * 4 : 8) >
+		    msgs[d].cap)
 			return -ENOBUFS;
 	}
 	rid = c->gen << SLOT_BITS | (uint64_t)(s - c->slots);
@@ -465,12 +507,8 @@ static int dense_req(struct ps_client *c, bool push, uint32_t table, uint32_t di
 		s->srv_off[d] = (uint32_t)(a - first);
 		s->dcnt[d] = (uint32_t)(b - a);
 		p = m + TL_MSG_HDR_LEN;
-		if (push) {
-			tl_st32(p, c->cfg.worker_id);
-			tl_st32(p + 4, 0);
-			tl_st64(p + 8, c->next_seq);
-			p += 16;
-		}
+		if (push)
+			p = push_head(c, p);
 		tl_st64(p, a);
 		p += 8;
 		if (push) {
@@ -508,9 +546,12 @@ int ps_client_dense_push(struct ps_client *c, uint32_t table, uint32_t dim, uint
 	return dense_req(c, true, table, dim, total_rows, first, rows, grads, NULL, done, arg, msgs);
 }
 
-/* A request with the same small body to lane 0 of every server (barrier, hello, GEO pull). */
+/*
+ * A request with the same small body to lane 0 of every server (barrier, hello, GEO pull):
+ * u32 worker, u32 zero, then w1 and w2 as far as body reaches.
+ */
 static struct cl_slot *bcast(struct ps_client *c, uint8_t type, uint32_t table, uint32_t dim,
-			     uint64_t word, struct ps_msgbuf *msgs, uint32_t body, int *rc)
+			     uint64_t w1, uint64_t w2, struct ps_msgbuf *msgs, uint32_t body, int *rc)
 {
 	uint32_t srv;
 	struct cl_slot *s = slot_get(c, 0);
@@ -530,8 +571,10 @@ static struct cl_slot *bcast(struct ps_client *c, uint8_t type, uint32_t table, 
 		uint8_t *p = msgs[d].buf + TL_MSG_HDR_LEN;
 		tl_st32(p, c->cfg.worker_id);
 		tl_st32(p + 4, 0);
-		if (body == 16)
-			tl_st64(p + 8, word);
+		if (body >= 16)
+			tl_st64(p + 8, w1);
+		if (body >= 24)
+			tl_st64(p + 16, w2);
 		put_hdr(msgs[d].buf, type, table, rid, body, 0, dim);
 		msgs[d].len = TL_MSG_HDR_LEN + body;
 		s->answered[d] = 0;
@@ -544,12 +587,22 @@ int ps_client_barrier(struct ps_client *c, uint64_t step, bool *done_out, ps_don
 		      void *arg, struct ps_msgbuf *msgs)
 {
 	int rc;
-	struct cl_slot *s = bcast(c, PS_T_BARRIER, 0, 0, step, msgs, 16, &rc);
+	struct cl_slot *s;
 
+	if (step != c->step) {
+		snprintf(c->err, sizeof(c->err), "barrier for step %llu, but this worker is at step "
+			 "%llu%s", (unsigned long long)step, (unsigned long long)c->step,
+			 step < c->step ? " (where its servers were when it said hello, or after "
+			 "the barriers it completed): count steps from ps_client_step" : "");
+		return -EINVAL;
+	}
+	s = bcast(c, PS_T_BARRIER, 0, 0, step, c->cfg.incarnation, msgs, PS_BARRIER_BODY, &rc);
 	if (!s)
 		return rc;
 	*done_out = true;
 	s->bar_done = done_out;
+	s->bar_step = step;
+	s->bar_all = true;
 	slot_commit(c, s, PS_T_BARRIER, done, arg);
 	return 0;
 }
@@ -557,12 +610,38 @@ int ps_client_barrier(struct ps_client *c, uint64_t step, bool *done_out, ps_don
 int ps_client_hello(struct ps_client *c, ps_done_fn *done, void *arg, struct ps_msgbuf *msgs)
 {
 	int rc;
-	struct cl_slot *s = bcast(c, PS_T_HELLO, 0, 0, 0, msgs, 8, &rc);
+	struct cl_slot *s = bcast(c, PS_T_HELLO, 0, 0, c->cfg.incarnation, 0, msgs, PS_HELLO_BODY,
+				  &rc);
 
 	if (!s)
 		return rc;
+	c->h_last = c->h_first = c->h_step_hi = 0;
+	c->h_step_lo = UINT64_MAX;
+	c->err[0] = '\0';
 	slot_commit(c, s, PS_T_HELLO, done, arg);
 	return 0;
+}
+
+uint64_t ps_client_step(const struct ps_client *c) { return c->step; }
+const char *ps_client_error(const struct ps_client *c) { return c->err; }
+const char *ps_client_done_error(const struct ps_client *c) { return c->done_err; }
+
+bool ps_client_epoch_changed(const struct ps_client *c, uint32_t server, uint64_t *was,
+			     uint64_t *now)
+{
+	if (server >= c->cfg.n_servers || c->epoch_new[server] == 0)
+		return false;
+	*was = c->epoch[server];
+	*now = c->epoch_new[server];
+	return true;
+}
+
+void ps_client_epoch_accept(struct ps_client *c, uint32_t server)
+{
+	if (server >= c->cfg.n_servers || c->epoch_new[server] == 0)
+		return;
+	c->epoch[server] = c->epoch_new[server];
+	c->epoch_new[server] = 0;
 }
 
 uint64_t ps_client_next_seq(const struct ps_client *c) { return c->next_seq; }
@@ -576,7 +655,7 @@ int ps_client_geo_pull(struct ps_client *c, uint32_t table, uint32_t dim, ps_geo
 
 	if (dim == 0 || dim > PS_MAX_DIM || !row_fn || !more_out)
 		return -EINVAL;
-	s = bcast(c, PS_T_GEO_PULL, table, dim, 0, msgs, 8, &rc);
+	s = bcast(c, PS_T_GEO_PULL, table, dim, 0, 0, msgs, 8, &rc);
 	if (!s)
 		return rc;
 	s->dim = dim;
@@ -629,6 +708,74 @@ static int geo_rows(struct ps_client *c, struct cl_slot *s, const struct tl_msg_
 	return 0;
 }
 
+/* The server of destination d (the lane-0 destinations are the servers' first). */
+static uint32_t dest_server(const struct ps_client *c, uint32_t d)
+{
+	uint32_t srv = 0;
+
+	while (srv + 1 < c->cfg.n_servers && c->dbase[srv + 1] <= d)
+		srv++;
+	return srv;
+}
+
+/* One server's hello answer: its numbers into the round's, its epoch against the known one. */
+static int hello_reply(struct ps_client *c, uint32_t dest, const struct tl_msg_view *v)
+{
+	uint8_t b[PS_HELLO_R_BODY];
+	const uint8_t *p = v->hdr.body_len == PS_HELLO_R_BODY ?
+			   tl_view_get(v, 0, PS_HELLO_R_BODY, b) : NULL;
+	uint32_t srv = dest_server(c, dest);
+	uint64_t last, epoch, step, first;
+
+	if (!p || tl_ld32(p + 8) != c->cfg.worker_id)
+		return -EBADMSG;
+	last = tl_ld64(p);
+	epoch = tl_ld64(p + 16);
+	step = tl_ld64(p + 24);
+	first = tl_ld64(p + 32);
+	if (last > c->h_last && last < UINT64_MAX)
+		c->h_last = last;
+	if (first && (c->h_first == 0 || first < c->h_first))
+		c->h_first = first;
+	if (step < c->h_step_lo) {
+		c->h_step_lo = step;
+		c->h_srv_lo = srv;
+	}
+	if (step >= c->h_step_hi) {
+		c->h_step_hi = step;
+		c->h_srv_hi = srv;
+	}
+	if (c->epoch[srv] == 0)
+		c->epoch[srv] = epoch;
+	else if (epoch != c->epoch[srv])
+		c->epoch_new[srv] = epoch; /* it came back without its state */
+	return 0;
+}
+
+/*
+ * Every server answered the hello: numbering goes on after the largest last sequence, or,
+ * for a client that never pushed, from the first push of the step its servers are in (its
+ * previous process's, which it is about to repeat); its step becomes theirs.
+ */
+static void hello_finish(struct ps_client *c, struct cl_slot *s)
+{
+	if (s->status != 0)
+		return;
+	if (c->h_step_hi > c->h_step_lo + 1) {
+		snprintf(c->err, sizeof(c->err), "servers are more than one sync step apart: ps %u "
+			 "at step %llu, ps %u at step %llu (a server that came back without its "
+			 "state?)", c->h_srv_lo, (unsigned long long)c->h_step_lo, c->h_srv_hi,
+			 (unsigned long long)c->h_step_hi);
+		s->status = -EPROTO;
+		return;
+	}
+	if (c->next_seq == 1 && c->h_first != 0)
+		c->next_seq = c->h_first;
+	else if (c->h_last >= c->next_seq)
+		c->next_seq = c->h_last + 1;
+	c->step = c->h_step_lo;
+}
+
 static int apply_reply(struct ps_client *c, struct cl_slot *s, uint32_t srv, const struct tl_msg_view *v)
 {
 	uint8_t b[24];
@@ -636,7 +783,18 @@ static int apply_reply(struct ps_client *c, struct cl_slot *s, uint32_t srv, con
 
 	if (v->hdr.type == PS_T_ERROR) {
 		p = tl_view_get(v, 0, 4, b);
-		return p ? (int)tl_ld32(p) : -EBADMSG;
+		if (!p)
+			return -EBADMSG;
+		if (v->hdr.body_len > 8) {
+			uint32_t n = v->hdr.body_len - 8 < sizeof(c->err) - 1 ?
+				     v->hdr.body_len - 8 : (uint32_t)sizeof(c->err) - 1;
+			tl_view_copy(v, 8, c->err, n);
+			c->err[n] = '\0';
+			if (s->err[0] == '\0')
+				snprintf(s->err, sizeof(s->err), "%.*s", (int)sizeof(s->err) - 1,
+					 c->err);
+		}
+		return (int)tl_ld32(p);
 	}
 	if (v->hdr.type != s->kind + 1u)
 		return -EBADMSG;
@@ -646,24 +804,21 @@ static int apply_reply(struct ps_client *c, struct cl_slot *s, uint32_t srv, con
 	case PS_T_DENSE_PULL:
 		return s->out ? scatter(c, s, srv, v) : 0; /* detached: nowhere to put them */
 	case PS_T_BARRIER:
-		p = tl_view_get(v, 0, 24, b);
+		p = v->hdr.body_len == 24 ? tl_view_get(v, 0, 24, b) : NULL;
 		if (!p)
 			return -EBADMSG;
-		if (!tl_ld32(p + 16) && s->bar_done)
-			*s->bar_done = false;
+		if (!tl_ld32(p + 16)) {
+			s->bar_all = false;
+			if (s->bar_done)
+				*s->bar_done = false;
+		}
 		return 0;
 	case PS_T_GEO_PULL:
 		if ((v->hdr.flags & PS_F_MORE) && s->more)
 			*s->more = true;
 		return geo_rows(c, s, v);
 	case PS_T_HELLO:
-		/* Numbering goes on after the last push any server applied from this id. */
-		p = tl_view_get(v, 0, 16, b);
-		if (!p || v->hdr.body_len != 16)
-			return -EBADMSG;
-		if (tl_ld64(p) >= c->next_seq && tl_ld64(p) < UINT64_MAX)
-			c->next_seq = tl_ld64(p) + 1;
-		return 0;
+		return hello_reply(c, srv, v);
 	default: /* push acks: applied or duplicate, both mean "the server has it" */
 		return v->hdr.body_len == 16 ? 0 : -EBADMSG;
 	}

@@ -12,6 +12,7 @@
  * Durability: an accepted push-type request goes into the write-ahead log (ps_wal.c) after
  * its checks and before its first op, so nothing is acknowledged that a restart could lose;
  * ps_recover replays the log through ps_handle_replay, i.e. these same functions.
+ * Barriers and hellos: ps_barrier.c.
  */
 #include <errno.h>
 #include <math.h>
@@ -79,6 +80,47 @@ static int reply_full(struct ps_handler *h, struct ps_reply *rep, const struct t
 			 q->key_count);
 }
 
+int ps_reply_text(struct ps_reply *rep, const struct tl_msg_hdr *req, int rc,
+		  enum ps_err_kind kind, const char *text)
+{
+	return reply_err(rep, req, rc, kind, "%s", text);
+}
+
+void ps_reply_hdr(struct ps_reply *rep, uint8_t type, const struct tl_msg_hdr *req,
+		  uint32_t body_len)
+{
+	put_hdr(rep, type, req, body_len, 0, 0);
+}
+
+int ps_reply_fenced(struct ps_reply *rep, const struct tl_msg_hdr *req, uint32_t worker,
+		    uint64_t inc, uint64_t have, int rc)
+{
+	if (rc == -ESTALE)
+		return reply_err(rep, req, rc, PS_ERR_FENCED, "worker %u: incarnation %016llx is "
+				 "older than %016llx, which said hello to this server: a newer "
+				 "process took over this worker id, this one must stop", worker,
+				 (unsigned long long)inc, (unsigned long long)have);
+	return reply_err(rep, req, rc, PS_ERR_FENCED, "worker %u: incarnation %016llx has not "
+			 "said hello to this server (it knows %016llx): hello first", worker,
+			 (unsigned long long)inc, (unsigned long long)have);
+}
+
+/* A shard's refusal of a push: fenced, of another sync step, or out of memory. */
+static int reply_op_err(struct ps_reply *rep, const struct tl_msg_hdr *q, const struct ps_op *op)
+{
+	int rc = op->status;
+
+	if (op->err_kind == PS_ERR_FENCED)
+		return ps_reply_fenced(rep, q, op->worker, op->inc, op->have, rc);
+	if (op->err_kind == PS_ERR_WRONG_STEP)
+		return reply_err(rep, q, rc, PS_ERR_WRONG_STEP, "push of worker %u for sync step "
+				 "%llu, the server is at step %llu: %s; nothing applied", op->worker,
+				 (unsigned long long)op->step, (unsigned long long)op->have,
+				 rc == -ESTALE ? "that step closed without it" :
+				 "that step has not begun");
+	return reply_err(rep, q, rc, PS_ERR_NO_SPACE, "shard could not apply: %s", strerror(-rc));
+}
+
 /* Table index for table_id of the given kind, or an error reply. */
 static int req_table(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep,
 		     enum ps_table_kind kind, int *ti)
@@ -117,18 +159,21 @@ static int check_len(struct ps_handler *h, const struct tl_msg_view *v, struct p
 	return 0;
 }
 
+/* A push's head: worker, sequence, incarnation, step (PS_PUSH_HEAD bytes). */
 static int check_worker(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep,
-			uint32_t *worker, uint64_t *seq)
+			struct ps_op *op)
 {
-	uint8_t tmp[16];
-	const uint8_t *p = tl_view_get(v, 0, 16, tmp);
+	uint8_t tmp[PS_PUSH_HEAD];
+	const uint8_t *p = tl_view_get(v, 0, PS_PUSH_HEAD, tmp);
 
-	*worker = tl_ld32(p);
-	*seq = tl_ld64(p + 8);
-	if (*worker >= h->s->cfg.n_workers)
+	op->worker = tl_ld32(p);
+	op->seq = tl_ld64(p + 8);
+	op->inc = tl_ld64(p + 16);
+	op->step = tl_ld64(p + 24);
+	if (op->worker >= h->s->cfg.n_workers)
 		return reply_err(rep, &v->hdr, -EINVAL, PS_ERR_BAD_WORKER, "worker %u out of range "
-				 "(%u workers)", *worker, h->s->cfg.n_workers);
-	if (*seq == 0 && v->hdr.type != PS_T_BARRIER) /* for a barrier it is the step */
+				 "(%u workers)", op->worker, h->s->cfg.n_workers);
+	if (op->seq == 0)
 		return reply_err(rep, &v->hdr, -EINVAL, PS_ERR_BAD_WORKER, "push sequence 0: "
 				 "sequences start at 1");
 	return 0;
@@ -205,7 +250,7 @@ static int decode_keys(struct ps_handler *h, const struct tl_msg_view *v, struct
  * the table's cap.
  */
 static int run_sparse(struct ps_handler *h, const struct ps_op *tmpl, int *dups, uint32_t *refused,
-		      uint32_t *full)
+		      uint32_t *full, const struct ps_op **bad)
 {
 	uint32_t s, ns = h->s->cfg.n_shards, parts = 0, nd = 0;
 	int worst = 0;
@@ -227,10 +272,12 @@ static int run_sparse(struct ps_handler *h, const struct ps_op *tmpl, int *dups,
 		parts++;
 		*refused += h->ops[s].refused;
 		*full += h->ops[s].full;
-		if (h->ops[s].status == 1)
+		if (h->ops[s].status == 1) {
 			nd++;
-		else if (h->ops[s].status < 0)
+		} else if (h->ops[s].status < 0) {
 			worst = h->ops[s].status;
+			*bad = &h->ops[s];
+		}
 	}
 	*dups = parts > 0 && nd == parts;
 	return worst;
@@ -243,30 +290,31 @@ static int handle_sparse(struct ps_handler *h, const struct tl_msg_view *v, stru
 	bool push = type != PS_T_PULL, out = type != PS_T_PUSH;
 	uint64_t n = q->key_count, d = q->dim;
 	struct ps_op op = { .kind = push ? PS_OP_PUSH : PS_OP_PULL, .v = v, .keys = h->keys };
-	uint32_t refused = 0, full = 0;
+	const struct ps_op *bad = NULL;
+	uint32_t refused = 0, full = 0, head = push ? PS_PUSH_HEAD : 0;
 	int ti, rc, dups;
 
 	if ((rc = req_table(h, v, rep, PS_TABLE_SPARSE, &ti)) < 0)
 		return rc;
-	if ((rc = check_len(h, v, rep, push ? 16 + n * 8 + n * d * 4 : n * 8,
+	if ((rc = check_len(h, v, rep, head + n * 8 + (push ? n * d * 4 : 0),
 			    out ? n * d * 4 : 16)) < 0)
 		return rc;
-	if (push && (rc = check_worker(h, v, rep, &op.worker, &op.seq)) < 0)
+	if (push && (rc = check_worker(h, v, rep, &op)) < 0)
 		return rc;
-	if (push && (rc = check_finite(h, v, rep, 16 + (uint32_t)n * 8, n * d)) < 0)
+	if (push && (rc = check_finite(h, v, rep, head + (uint32_t)n * 8, n * d)) < 0)
 		return rc;
-	if ((rc = decode_keys(h, v, rep, push ? 16 : 0)) < 0)
+	if ((rc = decode_keys(h, v, rep, head)) < 0)
 		return rc;
 	/* A push-pull is logged as a push: replaying it needs no values back. */
 	if (push && (rc = ps_wal_append(h, v, PS_T_PUSH)) < 0)
 		return reply_err(rep, q, rc, PS_ERR_IO, "write-ahead log cannot take the push (%s); "
 				 "nothing applied, retry", strerror(-rc));
 	op.table = (uint32_t)ti;
-	op.vals_off = 16 + (uint32_t)n * 8;
+	op.vals_off = head + (uint32_t)n * 8;
 	op.out = out ? (float *)(rep->buf + TL_MSG_HDR_LEN) : NULL;
-	rc = run_sparse(h, &op, &dups, &refused, &full);
+	rc = run_sparse(h, &op, &dups, &refused, &full, &bad);
 	if (rc < 0)
-		return reply_err(rep, q, rc, PS_ERR_NO_SPACE, "shard could not apply: %s", strerror(-rc));
+		return reply_op_err(rep, q, bad);
 	if (full > 0)
 		return reply_full(h, rep, q, full);
 	if (refused > 0)
@@ -293,18 +341,19 @@ static int handle_dense(struct ps_handler *h, const struct tl_msg_view *v, struc
 
 	if ((rc = req_table(h, v, rep, PS_TABLE_DENSE, &ti)) < 0)
 		return rc;
-	if ((rc = check_len(h, v, rep, push ? 24 + n * d * 4 : 8, push ? 16 : n * d * 4)) < 0)
+	if ((rc = check_len(h, v, rep, push ? PS_DENSE_PUSH_HEAD + n * d * 4 : 8,
+			    push ? 16 : n * d * 4)) < 0)
 		return rc;
-	if (push && (rc = check_worker(h, v, rep, &op.worker, &op.seq)) < 0)
+	if (push && (rc = check_worker(h, v, rep, &op)) < 0)
 		return rc;
-	first = tl_ld64(tl_view_get(v, push ? 16 : 0, 8, tmp));
+	first = tl_ld64(tl_view_get(v, push ? PS_PUSH_HEAD : 0, 8, tmp));
 	ps_dense_range(h->s->tcfg[ti].dense_rows, h->s->cfg.server_id, h->s->cfg.n_servers, &lo, &hi);
 	if (first < lo || first > hi || n > hi - first)
 		return reply_err(rep, q, -EXDEV, PS_ERR_WRONG_SERVER, "rows [%llu, %llu) are not "
 				 "all in this server's range [%llu, %llu)", (unsigned long long)first,
 				 (unsigned long long)(first + n), (unsigned long long)lo,
 				 (unsigned long long)hi);
-	if (push && (rc = check_finite(h, v, rep, 24, n * d)) < 0)
+	if (push && (rc = check_finite(h, v, rep, PS_DENSE_PUSH_HEAD, n * d)) < 0)
 		return rc;
 	if (push && (rc = ps_wal_append(h, v, PS_T_DENSE_PUSH)) < 0)
 		return reply_err(rep, q, rc, PS_ERR_IO, "write-ahead log cannot take the push (%s); "
@@ -312,13 +361,12 @@ static int handle_dense(struct ps_handler *h, const struct tl_msg_view *v, struc
 	op.table = (uint32_t)ti;
 	op.n = (uint32_t)n;
 	op.dense_first = first;
-	op.vals_off = 24;
+	op.vals_off = PS_DENSE_PUSH_HEAD;
 	op.out = push ? NULL : (float *)(rep->buf + TL_MSG_HDR_LEN);
 	ps_handler_run_op(h, ps_dense_shard(q->table_id, h->s->cfg.n_shards), &op);
 	ps_handler_wait(h, &op);
 	if (op.status < 0)
-		return reply_err(rep, q, op.status, PS_ERR_NO_SPACE, "dense op failed: %s",
-				 strerror(-op.status));
+		return reply_op_err(rep, q, &op);
 	if (op.refused > 0)
 		return reply_nonfinite(rep, q, op.refused);
 	if (!push) {
@@ -329,106 +377,6 @@ static int handle_dense(struct ps_handler *h, const struct tl_msg_view *v, struc
 	tl_st32(rep->buf + TL_MSG_HDR_LEN + 8, op.status == 1 ? 0 : 1);
 	tl_st32(rep->buf + TL_MSG_HDR_LEN + 12, 0);
 	put_hdr(rep, PS_T_DENSE_PUSH_R, q, 16, (uint32_t)n, (uint32_t)d);
-	return 0;
-}
-
-/*
- * Barrier state is server-wide and belongs to shard 0's owner (lcore slot 0): every
- * lcore reaches it with a PS_OP_BARRIER op, so a worker's barrier may arrive on any lcore.
- * Runs on slot 0 only. status: 0 waiting, 1 step done, 2 "you are last: apply the step,
- * then send PS_OP_BARRIER_DONE" (queries meanwhile keep waiting), -EINVAL future step.
- */
-void ps_barrier_run(struct ps_server *s, struct ps_op *op)
-{
-	if (op->kind == PS_OP_BARRIER_DONE) {
-		memset(s->bar_seen, 0, s->cfg.n_workers);
-		s->bar_arrived = 0;
-		s->bar_applying = false;
-		s->bar_step++;
-		op->status = 1;
-		return;
-	}
-	op->dense_first = s->bar_step; /* reported back: the server's step */
-	if (op->seq > s->bar_step) {
-		op->status = -EINVAL;
-		return;
-	}
-	if (op->seq < s->bar_step) {
-		op->status = 1;
-		op->n = s->cfg.n_workers;
-		return;
-	}
-	op->fresh = !s->bar_seen[op->worker];
-	if (op->fresh) {
-		s->bar_seen[op->worker] = 1;
-		s->bar_arrived++;
-	}
-	op->n = s->bar_arrived;
-	op->status = 0;
-	if (s->bar_arrived == s->cfg.n_workers && !s->bar_applying) {
-		s->bar_applying = true;
-		op->status = 2;
-	}
-}
-
-/* The last worker's lcore applies the step's sums on every shard, then closes the step. */
-static void barrier_apply(struct ps_handler *h, struct ps_op *bar)
-{
-	struct ps_server *s = h->s;
-	uint32_t sh;
-
-	if (s->cfg.mode == PS_MODE_SYNC) {
-		for (sh = 0; sh < s->cfg.n_shards; sh++) {
-			memset(&h->ops[sh], 0, sizeof(h->ops[sh]));
-			h->ops[sh].kind = PS_OP_SYNC_STEP;
-			ps_handler_run_op(h, sh, &h->ops[sh]);
-		}
-		for (sh = 0; sh < s->cfg.n_shards; sh++)
-			ps_handler_wait(h, &h->ops[sh]);
-	}
-	bar->kind = PS_OP_BARRIER_DONE;
-	ps_handler_run_op(h, 0, bar);
-	ps_handler_wait(h, bar);
-}
-
-static int handle_barrier(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep)
-{
-	const struct tl_msg_hdr *q = &v->hdr;
-	struct ps_op bar = { .kind = PS_OP_BARRIER };
-	uint32_t n_workers = h->s->cfg.n_workers, done;
-	int rc;
-
-	if (q->body_len != 16)
-		return reply_err(rep, q, -EBADMSG, PS_ERR_BAD_LENGTH, "barrier body is %u bytes, "
-				 "not 16", q->body_len);
-	if ((rc = check_worker(h, v, rep, &bar.worker, &bar.seq)) < 0)
-		return rc;
-	ps_handler_run_op(h, 0, &bar);
-	ps_handler_wait(h, &bar);
-	if (bar.status < 0)
-		return reply_err(rep, q, -EINVAL, PS_ERR_BAD_MODE, "barrier for step %llu while "
-				 "the server is at step %llu", (unsigned long long)bar.seq,
-				 (unsigned long long)bar.dense_first);
-	/*
-	 * A first arrival changes the step's state: logged before the step may be applied
-	 * and before the reply. Asking again (the client polls) changes nothing: not logged.
-	 * Should the log refuse it, the arrival stays counted in memory (the barrier cannot
-	 * take it back) and the worker, told to retry, asks again.
-	 */
-	if (bar.fresh && (rc = ps_wal_append(h, v, PS_T_BARRIER)) < 0)
-		return reply_err(rep, q, rc, PS_ERR_IO, "write-ahead log cannot take the barrier "
-				 "(%s); retry", strerror(-rc));
-	if (bar.status == 2) {
-		barrier_apply(h, &bar);
-		bar.n = n_workers;
-	}
-	done = bar.status == 1;
-	tl_st64(rep->buf + TL_MSG_HDR_LEN, bar.seq);
-	tl_st32(rep->buf + TL_MSG_HDR_LEN + 8, bar.n);
-	tl_st32(rep->buf + TL_MSG_HDR_LEN + 12, n_workers);
-	tl_st32(rep->buf + TL_MSG_HDR_LEN + 16, done);
-	tl_st32(rep->buf + TL_MSG_HDR_LEN + 20, 0);
-	put_hdr(rep, PS_T_BARRIER_R, q, 24, 0, 0);
 	return 0;
 }
 
@@ -508,39 +456,6 @@ static int handle_save(struct ps_handler *h, const struct tl_msg_view *v, struct
 	return 0;
 }
 
-/* PS_T_HELLO: the worker's last applied sequence, max over this server's shards. */
-static int handle_hello(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep)
-{
-	const struct tl_msg_hdr *q = &v->hdr;
-	uint32_t ns = h->s->cfg.n_shards, s, worker;
-	uint64_t last = 0;
-	uint8_t tmp[8];
-
-	if (q->body_len != 8 || q->key_count != 0)
-		return reply_err(rep, q, -EBADMSG, PS_ERR_BAD_LENGTH, "hello body is %u bytes with "
-				 "%u keys, expected 8 and 0", q->body_len, q->key_count);
-	worker = tl_ld32(tl_view_get(v, 0, 8, tmp));
-	if (worker >= h->s->cfg.n_workers)
-		return reply_err(rep, q, -EINVAL, PS_ERR_BAD_WORKER, "worker %u out of range (%u "
-				 "workers)", worker, h->s->cfg.n_workers);
-	for (s = 0; s < ns; s++) {
-		memset(&h->ops[s], 0, sizeof(h->ops[s]));
-		h->ops[s].kind = PS_OP_HELLO;
-		h->ops[s].worker = worker;
-		ps_handler_run_op(h, s, &h->ops[s]);
-	}
-	for (s = 0; s < ns; s++) {
-		ps_handler_wait(h, &h->ops[s]);
-		if (h->ops[s].seq > last)
-			last = h->ops[s].seq;
-	}
-	tl_st64(rep->buf + TL_MSG_HDR_LEN, last);
-	tl_st32(rep->buf + TL_MSG_HDR_LEN + 8, worker);
-	tl_st32(rep->buf + TL_MSG_HDR_LEN + 12, 0);
-	put_hdr(rep, PS_T_HELLO_R, q, 16, 0, 0);
-	return 0;
-}
-
 static int handle_one(struct ps_handler *h, const struct tl_msg_view *req, struct ps_reply *rep);
 
 int ps_handle_replay(struct ps_handler *h, const struct tl_msg_view *req, struct ps_reply *rep)
@@ -549,11 +464,12 @@ int ps_handle_replay(struct ps_handler *h, const struct tl_msg_view *req, struct
 	int rc;
 
 	rep->len = 0;
-	if (t != PS_T_PUSH && t != PS_T_DENSE_PUSH && t != PS_T_BARRIER)
+	if (t != PS_T_PUSH && t != PS_T_DENSE_PUSH && t != PS_T_BARRIER && t != PS_T_HELLO &&
+	    t != PS_T_WAL_STEP)
 		return reply_err(rep, &req->hdr, -EBADMSG, PS_ERR_BAD_TYPE, "message type %u is "
 				 "never logged", t);
 	h->in_request = true;
-	rc = handle_one(h, req, rep);
+	rc = t == PS_T_WAL_STEP ? ps_handle_wal_step(h, req, rep) : handle_one(h, req, rep);
 	h->in_request = false;
 	return rc;
 }
@@ -583,13 +499,13 @@ static int handle_one(struct ps_handler *h, const struct tl_msg_view *req, struc
 	case PS_T_DENSE_PUSH:
 		return handle_dense(h, req, rep);
 	case PS_T_BARRIER:
-		return handle_barrier(h, req, rep);
+		return ps_handle_barrier(h, req, rep);
 	case PS_T_GEO_PULL:
 		return handle_geo_pull(h, req, rep);
 	case PS_T_SAVE:
 		return handle_save(h, req, rep);
 	case PS_T_HELLO:
-		return handle_hello(h, req, rep);
+		return ps_handle_hello(h, req, rep);
 	default:
 		return reply_err(rep, &req->hdr, -EPROTO, PS_ERR_BAD_TYPE, "message type %u is not "
 				 "a PS request", req->hdr.type);

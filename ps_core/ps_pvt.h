@@ -206,10 +206,29 @@ enum ps_op_kind {
 	PS_OP_GEO_PULL,
 	PS_OP_GEO_COMMIT,
 	PS_OP_SNAP_BEGIN,
-	PS_OP_BARRIER,    /* on shard 0: a worker reached a step (see ps_barrier_run) */
-	PS_OP_BARRIER_DONE,
-	PS_OP_HELLO,      /* the worker's last applied sequence on this shard, into op->seq */
+	/* The barrier (shard 0, see ps_barrier_run): */
+	PS_OP_BARRIER,        /* a worker asks at a step: fenced? done? new arrival? overdue? */
+	PS_OP_BARRIER_ARRIVE, /* counts an arrival that is in the log */
+	PS_OP_BARRIER_CLAIM,  /* the step is to be applied: by this caller (others paused) */
+	PS_OP_BARRIER_UNCLAIM,/* the claim's log record could not be written */
+	PS_OP_BARRIER_DONE,   /* the step was applied: left-out workers marked, next step */
+	PS_OP_HELLO,      /* a worker's sequences and fence on this shard (see ps_shard_run) */
+	PS_OP_HELLO_COMMIT,
 };
+
+/* ps_barrier_run's answers besides 0 (waiting), 1 (done) and -errno. */
+#define PS_BAR_APPLY 2u  /* every worker is in: the step is to be applied (claim it) */
+#define PS_BAR_DROP  3u  /* overdue, policy continue: to be applied without the missing */
+#define PS_BAR_FRESH 4u  /* this worker's first arrival at the step: log it, then arrive */
+
+/*
+ * A record only the write-ahead log holds (never accepted from a peer): a sync step was
+ * applied. body: u64 step, u32 count, u32 zero, count x u32 the workers it left out (its
+ * barrier timed out, policy continue). Logged, with every other handler paused, right
+ * before the step's sums are applied, so the replay applies each step at the same place in
+ * the stream of pushes as the live server did.
+ */
+#define PS_T_WAL_STEP 62u
 
 struct ps_snap;
 
@@ -228,6 +247,14 @@ struct ps_op {
 	uint32_t vals_off;       /* body offset of the gradient block */
 	uint32_t worker;
 	uint64_t seq;
+	uint64_t inc;            /* the sender's incarnation */
+	uint64_t step;           /* push: its sync step; hello: out, the barrier's step */
+	uint64_t have;           /* refused: the registered incarnation, or the shard's step */
+	uint8_t err_kind;        /* refused: enum ps_err_kind */
+	bool replay;             /* barrier ops from the log: no clock, no apply of its own */
+	bool first;              /* barrier: the first report of this step's timeout */
+	uint32_t *ids;           /* barrier: workers missing / left out (n_workers room) */
+	uint32_t n_ids;
 	float *out;              /* values out, request order (row pos * dim) */
 	/* GEO pull output */
 	uint8_t *geo_out;        /* records of u64 key + dim f32 */
@@ -255,6 +282,8 @@ struct ps_snap {
 	struct ps_snap_table *t; /* 2 x n_tables: the tables, then their admission counters */
 	uint32_t n_tables;       /* 2 x the shard's tables */
 	uint64_t *last_seq;      /* exactly-once state at the same moment, per worker */
+	uint64_t *inc;           /* registered incarnations, per worker */
+	uint64_t *step_first;    /* per worker: first sequence applied in the cut's step, 0 none */
 	uint32_t cur_table, cursor;
 	uint32_t sync_step;      /* the shard's sync step at the cut */
 	/* shard 0's snapshot only (its owner holds the barrier): barrier state of the cut */
@@ -284,11 +313,15 @@ struct ps_shard {
 	struct ps_table *tables;  /* one per configured table */
 	uint32_t n_tables;
 	uint64_t *last_seq;       /* per worker: last applied push sequence (+1; 0 = none) */
+	uint64_t *inc;            /* per worker: incarnation it said hello with (fence) */
 	uint32_t push_mark;       /* stamp for duplicate detection */
 	/* sync */
 	uint32_t **touched;       /* per table: rows whose acc is non-zero this step */
 	uint32_t *n_touched, *cap_touched;
-	uint32_t sync_step;
+	uint32_t sync_step;       /* steps applied, mod 2^32: marks the rows of this step */
+	uint64_t step;            /* steps applied: the step pushes must carry */
+	/* per worker: step + 1 of its last applied push (0 none), and that step's first sequence */
+	uint64_t *pstep1, *pfirst;
 	/* GEO */
 	struct ps_geo_log *glog;  /* per table */
 	uint32_t *geo_seen;       /* per worker x table: log position of its last GEO pull */
@@ -306,6 +339,7 @@ struct ps_shard {
 	 * anyone with relaxed loads: telemetry wants a recent value, not an ordering.
 	 */
 	_Atomic uint64_t n_push, n_pull, n_keys, n_dup, n_fail, n_cow, n_nonfinite;
+	_Atomic uint64_t n_fenced, n_wrong_step;
 	int node;
 };
 
@@ -377,11 +411,26 @@ struct ps_server {
 	int *lcore_node;            /* NUMA node per lcore slot, -1: no preference */
 	struct ps_handler **handlers;
 	uint32_t max_keys, max_dim;
-	/* barrier: which workers reached bar_step (server-wide; touched by shard 0's owner) */
+	/*
+	 * Barrier (server-wide; touched only by shard 0's owner): per worker 0 waited for, 1
+	 * arrived at bar_step, 2 left out by a timeout (policy continue) until it returns.
+	 */
 	uint64_t bar_step;
 	uint8_t *bar_seen;
-	uint32_t bar_arrived;
+	uint32_t bar_arrived, bar_gone;
 	bool bar_applying;
+	uint64_t bar_t0;            /* CLOCK_MONOTONIC ns the step's wait began; 0: not yet */
+	uint64_t bar_told;          /* step + 1 whose timeout was reported */
+	/*
+	 * For any thread (ps_server_barrier_stats): copies the owner stores (relaxed) as they
+	 * change; late: bitmap of the workers the last timeout found missing.
+	 */
+	_Atomic uint64_t pub_step, pub_t0, pub_timeouts, pub_dropped, pub_late_step;
+	_Atomic uint32_t pub_arrived, pub_gone, pub_late_n;
+	_Atomic uint64_t *pub_late;
+	/* The server state's epoch: made at create, replaced by a restored checkpoint or log. */
+	uint64_t epoch;
+	bool epoch_restored;
 	/*
 	 * Save epoch in progress, 0 = none. Set by the saving handler (CAS from 0: one save at
 	 * a time), read by every handler between requests, which then parks until it clears.
@@ -434,6 +483,8 @@ struct ps_handler {
 	uint32_t *ksh;     /* the request's shard per key (hashed once) */
 	struct ps_op *ops; /* per shard */
 	float *tmp;        /* PS_MAX_DIM floats: a gradient that straddles views */
+	uint32_t *ids;     /* n_workers: a barrier's missing or left-out workers */
+	uint8_t *rec;      /* a PS_T_WAL_STEP record being built */
 	bool in_request;   /* inside ps_handle: never park mid-request */
 	bool replaying;    /* ps_recover: no logging, every shard run directly */
 	struct ps_wal wal;
@@ -445,12 +496,24 @@ struct ps_handler {
 
 /* Checkpoint cut (ps_server.c): park every other handler between requests. */
 int ps_server_pause(struct ps_handler *h);
+/*
+ * ps_server_pause from inside a request (a sync step's apply, a hello that changes the
+ * fence): while another handler holds the pause, this one parks for it (its state is whole:
+ * what it changed so far is logged), then takes it. Never fails.
+ */
+void ps_server_pause_wait(struct ps_handler *h);
+/* CLOCK_MONOTONIC in ns. */
+uint64_t ps_now_ns(void);
 void ps_server_resume(struct ps_handler *h);
 void ps_handler_park_if_asked(struct ps_handler *h);
 
 /* snprintf into err (may be NULL). */
 void ps_errf(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void ps_barrier_run(struct ps_server *s, struct ps_op *op);
+/* Copies the barrier's state for other threads (after it changed, or was loaded). */
+void ps_barrier_publish(struct ps_server *s);
+/* A left-out worker said hello: the barrier waits for it again (shard 0's owner). */
+void ps_barrier_readmit(struct ps_server *s, uint32_t w);
 int ps_server_table_index(const struct ps_server *s, uint32_t table_id);
 void ps_handler_run_op(struct ps_handler *h, uint32_t shard, struct ps_op *op);
 void ps_handler_wait(struct ps_handler *h, struct ps_op *op);
@@ -495,5 +558,18 @@ int ps_wal_scan(struct ps_server *s, int64_t *max_gen, int64_t *min_gen);
 int ps_fsync_dir(const char *dir);
 /* ps_handle for one log record: no logging, reply into rep. */
 int ps_handle_replay(struct ps_handler *h, const struct tl_msg_view *req, struct ps_reply *rep);
+
+/* Replies (ps_handle.c) for the request handlers of ps_barrier.c. */
+int ps_reply_text(struct ps_reply *rep, const struct tl_msg_hdr *req, int rc,
+		  enum ps_err_kind kind, const char *text);
+void ps_reply_hdr(struct ps_reply *rep, uint8_t type, const struct tl_msg_hdr *req,
+		  uint32_t body_len);
+/* PS_ERR_FENCED: rc -ESTALE (inc older than have) or -EPROTO (inc not said hello). */
+int ps_reply_fenced(struct ps_reply *rep, const struct tl_msg_hdr *req, uint32_t worker,
+		    uint64_t inc, uint64_t have, int rc);
+/* PS_T_BARRIER, PS_T_HELLO and the log's PS_T_WAL_STEP (ps_barrier.c). */
+int ps_handle_barrier(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep);
+int ps_handle_hello(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep);
+int ps_handle_wal_step(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep);
 
 #endif /* WHARF_PS_PVT_H */

@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rte_hash_crc.h>
@@ -47,6 +49,37 @@ uint32_t ps_key_shard(uint64_t key, uint32_t n_shards)
 {
 	/* Multiply-shift onto [0, n): no division per key (a PS hashes every key it serves). */
 	return (uint32_t)(((ps_mix64(key ^ PS_H2_SALT) >> 32) * n_shards) >> 32);
+}
+
+uint64_t ps_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* 64 random bits: getrandom, or (no entropy yet) the clocks and the pid mixed. */
+static uint64_t random64(void)
+{
+	struct timespec a, b;
+	uint64_t v;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v))
+		return v;
+	clock_gettime(CLOCK_REALTIME, &a);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return ps_mix64((uint64_t)a.tv_nsec ^ (uint64_t)a.tv_sec << 32 ^ ps_mix64((uint64_t)b.tv_nsec) ^
+			(uint64_t)getpid() << 40);
+}
+
+uint64_t ps_incarnation_new(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) & ~0xffffull) |
+	       (random64() & 0xffffull);
 }
 
 void ps_dense_range(uint64_t rows, uint32_t s, uint32_t n, uint64_t *first, uint64_t *last)
@@ -177,9 +210,11 @@ static int check_config(const struct ps_server_config *c, char *err, size_t errl
 
 	if (c->n_servers == 0 || c->server_id >= c->n_servers || c->n_shards == 0 ||
 	    c->n_lcores == 0 || c->n_lcores > 64 || c->n_workers == 0 || c->n_workers > 65536 ||
-	    c->mode > PS_MODE_GEO || c->n_tables == 0 || !c->tables) {
+	    c->mode > PS_MODE_GEO || c->n_tables == 0 || !c->tables ||
+	    c->barrier_policy > PS_BARRIER_CONTINUE) {
 		ps_errf(err, errlen, "server config: need server_id < n_servers, 1..64 lcores, "
-		     "shards >= 1, 1..65536 workers, a known mode and at least one table");
+		     "shards >= 1, 1..65536 workers, a known mode and barrier policy and at least "
+		     "one table");
 		return -EINVAL;
 	}
 	for (i = 0; i < c->n_tables; i++) {
@@ -290,8 +325,12 @@ int ps_server_create(const struct ps_server_config *cfg, struct ps_server **out,
 	s->shards = calloc(cfg->n_shards, sizeof(*s->shards));
 	s->handlers = calloc(cfg->n_lcores, sizeof(*s->handlers));
 	s->bar_seen = calloc(cfg->n_workers, 1);
-	if (!s->tcfg || !s->shards || !s->handlers || !s->bar_seen)
+	s->pub_late = calloc((cfg->n_workers + 63) / 64, sizeof(*s->pub_late));
+	if (!s->tcfg || !s->shards || !s->handlers || !s->bar_seen || !s->pub_late)
 		goto out_nomem;
+	/* A server that starts empty starts a new state; ps_load / ps_recover may restore one. */
+	while ((s->epoch = random64()) == 0)
+		;
 	memcpy(s->tcfg, cfg->tables, cfg->n_tables * sizeof(*s->tcfg));
 	s->cfg.tables = s->tcfg;
 	s->cfg.lcore_numa = NULL; /* the caller's array: copied into lcore_node */
@@ -343,6 +382,7 @@ void ps_server_destroy(struct ps_server *s)
 	free(s->shards);
 	free(s->handlers);
 	free(s->bar_seen);
+	free(s->pub_late);
 	free(s->tcfg);
 	free(s->wal_dir);
 	free(s->ckpt_path);
@@ -370,7 +410,9 @@ int ps_handler_create(struct ps_server *s, uint32_t slot, struct ps_handler **ou
 	h->cnt = calloc(ns + 1, sizeof(*h->cnt));
 	h->ops = calloc(ns, sizeof(*h->ops));
 	h->tmp = malloc(PS_MAX_DIM * sizeof(float));
-	if (!h->keys || !h->idx || !h->ksh || !h->cnt || !h->ops || !h->tmp) {
+	h->ids = calloc(s->cfg.n_workers, sizeof(*h->ids));
+	h->rec = calloc(1, TL_MSG_HDR_LEN + 16 + 4 * (size_t)s->cfg.n_workers);
+	if (!h->keys || !h->idx || !h->ksh || !h->cnt || !h->ops || !h->tmp || !h->ids || !h->rec) {
 		ps_handler_destroy(h);
 		return -ENOMEM;
 	}
@@ -392,6 +434,8 @@ void ps_handler_destroy(struct ps_handler *h)
 	free(h->cnt);
 	free(h->ops);
 	free(h->tmp);
+	free(h->ids);
+	free(h->rec);
 	free(h);
 }
 
@@ -460,6 +504,25 @@ int ps_server_pause(struct ps_handler *h)
 				rte_pause();
 	}
 	return 0;
+}
+
+void ps_server_pause_wait(struct ps_handler *h)
+{
+	struct ps_server *s = h->s;
+	uint32_t e;
+
+	while (ps_server_pause(h) != 0) {
+		/* Partner: the release CAS in ps_server_pause of the holder. */
+		e = atomic_load_explicit(&s->pause, memory_order_acquire);
+		if (e == 0)
+			continue;
+		/* Partner: the holder's acquire load of parked in ps_server_pause. */
+		atomic_store_explicit(&h->parked, e, memory_order_release);
+		/* Partner: the release store in ps_server_resume. */
+		while (atomic_load_explicit(&s->pause, memory_order_acquire) == e)
+			if (serve_rings(h) == 0)
+				rte_pause();
+	}
 }
 
 void ps_server_resume(struct ps_handler *h)
@@ -592,6 +655,8 @@ int ps_server_shard_stats(struct ps_server *s, uint32_t shard, struct ps_shard_s
 	st->failed_ops = atomic_load_explicit(&sh->n_fail, memory_order_relaxed);
 	st->cow_rows = atomic_load_explicit(&sh->n_cow, memory_order_relaxed);
 	st->nonfinite_rows = atomic_load_explicit(&sh->n_nonfinite, memory_order_relaxed);
+	st->fenced = atomic_load_explicit(&sh->n_fenced, memory_order_relaxed);
+	st->wrong_step = atomic_load_explicit(&sh->n_wrong_step, memory_order_relaxed);
 	st->owner = sh->owner;
 	return 0;
 }

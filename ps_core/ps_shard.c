@@ -4,10 +4,12 @@
  * from ps_server.c (ps_handler_run_op directly, or ps_handler_poll after an SPSC ring), so
  * nothing is locked and nothing does an atomic read-modify-write.
  *
- * A push op: exactly-once check -> reserve (the only step that can fail, before any
- * change) -> rows of the keys (created by the push; on a table with memory policies,
- * ps_mem.c decides which keys get one and the others are left out) -> duplicate keys
- * merged -> per row:
+ * A push op: fence (the sender's incarnation is the one its worker id said hello with) ->
+ * sync step and exactly-once checks (a push of another step than the shard's is refused,
+ * never mixed into a later step, unless it is a resend of one applied) -> reserve (the
+ * only step that can fail, before any change) -> rows of the keys (created by the push; on
+ * a table with memory policies, ps_mem.c decides which keys get one and the others are left
+ * out) -> duplicate keys merged -> per row:
  * copy-on-write if a snapshot is in progress, then by mode: optimizer (async), add to the
  * step's sum (sync), add the delta and stamp the GEO clock (GEO). Each row's new floats are
  * computed into the shard's scratch row first and kept only when all are finite: a row
@@ -34,6 +36,9 @@ int ps_shard_init(struct ps_shard *sh, struct ps_server *srv, uint32_t id, uint3
 	sh->n_tables = nt;
 	sh->tables = calloc(nt, sizeof(*sh->tables));
 	sh->last_seq = calloc(nw, sizeof(*sh->last_seq));
+	sh->inc = calloc(nw, sizeof(*sh->inc));
+	sh->pstep1 = calloc(nw, sizeof(*sh->pstep1));
+	sh->pfirst = calloc(nw, sizeof(*sh->pfirst));
 	sh->touched = calloc(nt, sizeof(*sh->touched));
 	sh->n_touched = calloc(nt, sizeof(uint32_t));
 	sh->cap_touched = calloc(nt, sizeof(uint32_t));
@@ -49,9 +54,9 @@ int ps_shard_init(struct ps_shard *sh, struct ps_server *srv, uint32_t id, uint3
 			sh->scratch_n = n;
 	}
 	sh->scratch = ps_mem_alloc((size_t)sh->scratch_n * sizeof(float), node);
-	if (!sh->tables || !sh->last_seq || !sh->touched || !sh->n_touched || !sh->cap_touched ||
-	    !sh->geo_seen || !sh->glog || !sh->rows || !sh->keys || !sh->pos || !sh->merge ||
-	    !sh->scratch)
+	if (!sh->tables || !sh->last_seq || !sh->inc || !sh->pstep1 || !sh->pfirst || !sh->touched ||
+	    !sh->n_touched || !sh->cap_touched || !sh->geo_seen || !sh->glog || !sh->rows ||
+	    !sh->keys || !sh->pos || !sh->merge || !sh->scratch)
 		goto out_fini;
 	for (t = 0; t < nt; t++) {
 		const struct ps_table_config *tc = &srv->tcfg[t];
@@ -82,6 +87,9 @@ void ps_shard_fini(struct ps_shard *sh)
 			free(sh->touched[t]);
 	free(sh->tables);
 	free(sh->last_seq);
+	free(sh->inc);
+	free(sh->pstep1);
+	free(sh->pfirst);
 	free(sh->touched);
 	free(sh->n_touched);
 	free(sh->cap_touched);
@@ -128,13 +136,15 @@ void ps_snap_free(struct ps_snap *s)
 	}
 	free(s->t);
 	free(s->last_seq);
+	free(s->inc);
+	free(s->step_first);
 	free(s->bar_seen);
 	free(s);
 }
 
 static int snap_begin(struct ps_shard *sh, struct ps_snap *s)
 {
-	uint32_t t;
+	uint32_t t, w, nw = sh->srv->cfg.n_workers;
 
 	if (sh->snap)
 		return -EBUSY;
@@ -146,6 +156,13 @@ static int snap_begin(struct ps_shard *sh, struct ps_snap *s)
 	if (!s->last_seq)
 		return -ENOMEM;
 	memcpy(s->last_seq, sh->last_seq, sh->srv->cfg.n_workers * sizeof(*s->last_seq));
+	s->inc = malloc(nw * sizeof(*s->inc));
+	s->step_first = malloc(nw * sizeof(*s->step_first));
+	if (!s->inc || !s->step_first)
+		return -ENOMEM;
+	memcpy(s->inc, sh->inc, nw * sizeof(*s->inc));
+	for (w = 0; w < nw; w++)
+		s->step_first[w] = sh->pstep1[w] == sh->step + 1 ? sh->pfirst[w] : 0;
 	s->sync_step = sh->sync_step;
 	if (sh->id == 0) {
 		/* Shard 0's owner holds the barrier (ps_barrier_run): its state of the cut too. */
@@ -481,16 +498,52 @@ static uint32_t apply_op(struct ps_shard *sh, struct ps_table *t, const struct p
 	return refused;
 }
 
+/*
+ * Whether op's sender may act for its worker id here: its incarnation is the one the id
+ * said hello with. 0, or -ESTALE (an older process: fenced) / -EPROTO (a newer one that did
+ * not say hello), with the registered one in op->have.
+ */
+static int fence(const struct ps_shard *sh, struct ps_op *op)
+{
+	uint64_t reg = sh->inc[op->worker];
+
+	if (PS_LIKELY(op->inc == reg))
+		return 0;
+	op->have = reg;
+	op->err_kind = PS_ERR_FENCED;
+	return op->inc < reg ? -ESTALE : -EPROTO;
+}
+
+/* A sync push of another step than the shard's: refused, nothing applied. */
+static int wrong_step(struct ps_shard *sh, struct ps_op *op, int rc)
+{
+	count(&sh->n_wrong_step, 1);
+	op->have = sh->step;
+	op->err_kind = PS_ERR_WRONG_STEP;
+	return rc;
+}
+
 static int op_push(struct ps_shard *sh, struct ps_op *op)
 {
 	struct ps_table *t = &sh->tables[op->table];
-	uint32_t *rows = sh->rows;
+	uint32_t *rows = sh->rows, w = op->worker;
 	struct ps_op sub;
 	int rc;
 
 	op->refused = 0;
 	op->full = 0;
-	if (op->seq <= sh->last_seq[op->worker]) {
+	if (PS_UNLIKELY((rc = fence(sh, op)) < 0)) {
+		count(&sh->n_fenced, 1);
+		return rc;
+	}
+	/*
+	 * Sync: a push of a step not begun is refused before anything (no push is a resend of
+	 * a later step); one of a closed step only when it is not a resend (a restarted worker
+	 * repeats the pushes of the step its predecessor was in: answered as duplicates).
+	 */
+	if (sh->srv->cfg.mode == PS_MODE_SYNC && PS_UNLIKELY(op->step > sh->step))
+		return wrong_step(sh, op, -EINVAL);
+	if (op->seq <= sh->last_seq[w]) {
 		if (!op->out)
 			return 1; /* already applied: acknowledge only */
 		rc = op_rows(sh, t, op, rows, false); /* a push-pull still answers with values */
@@ -498,6 +551,8 @@ static int op_push(struct ps_shard *sh, struct ps_op *op)
 			fill_out(t, op, rows);
 		return rc < 0 ? rc : 1;
 	}
+	if (sh->srv->cfg.mode == PS_MODE_SYNC && PS_UNLIKELY(op->step < sh->step))
+		return wrong_step(sh, op, -ESTALE); /* the step closed without it */
 	if (sh->srv->cfg.mode == PS_MODE_SYNC && (rc = sync_reserve(sh, op->table, op->n)) < 0)
 		return rc;
 	if (sh->srv->cfg.mode == PS_MODE_GEO && (rc = geo_reserve(&sh->glog[op->table], op->n)) < 0)
@@ -516,7 +571,12 @@ static int op_push(struct ps_shard *sh, struct ps_op *op)
 		if (op->out)
 			fill_out(t, &sub, rows);
 	}
-	sh->last_seq[op->worker] = op->seq;
+	sh->last_seq[w] = op->seq;
+	/* Where this worker's pushes of the step began: a restart of it numbers from there. */
+	if (sh->srv->cfg.mode == PS_MODE_SYNC && sh->pstep1[w] != sh->step + 1) {
+		sh->pstep1[w] = sh->step + 1;
+		sh->pfirst[w] = op->seq;
+	}
 	return 0;
 }
 
@@ -549,6 +609,7 @@ static void op_sync_step(struct ps_shard *sh)
 	}
 	sh->sync_step++;
 	ps_mem_step(sh);
+	sh->step++;
 }
 
 /*
@@ -611,6 +672,37 @@ static void op_geo_commit(struct ps_shard *sh, const struct ps_op *op)
 	}
 }
 
+/*
+ * PS_OP_HELLO: the worker's last applied sequence (op->seq), the first sequence it pushed in
+ * the current sync step (op->dense_first, 0 none), shard 0 the barrier's step (op->step);
+ * the fence: -ESTALE when op->inc is older than the registered incarnation (op->have), 1
+ * when the hello changes something (a newer incarnation; on shard 0 also a left-out worker
+ * coming back), else 0. PS_OP_HELLO_COMMIT makes that change (-ESTALE when a newer one came
+ * first), then answers the same.
+ */
+static int op_hello(struct ps_shard *sh, struct ps_op *op)
+{
+	struct ps_server *s = sh->srv;
+	uint32_t w = op->worker;
+	bool change;
+
+	if (op->inc < sh->inc[w]) {
+		op->have = sh->inc[w];
+		return -ESTALE;
+	}
+	if (op->kind == PS_OP_HELLO_COMMIT) {
+		sh->inc[w] = op->inc;
+		if (sh->id == 0 && s->bar_seen[w] == 2)
+			ps_barrier_readmit(s, w);
+	}
+	change = op->inc > sh->inc[w] || (sh->id == 0 && s->bar_seen[w] == 2);
+	op->seq = sh->last_seq[w];
+	op->dense_first = sh->pstep1[w] == sh->step + 1 ? sh->pfirst[w] : 0;
+	if (sh->id == 0)
+		op->step = s->bar_step; /* shard 0's owner holds the barrier */
+	return change;
+}
+
 static void account(struct ps_shard *sh, const struct ps_op *op)
 {
 	bool push = op->kind == PS_OP_PUSH || op->kind == PS_OP_DENSE_PUSH;
@@ -619,7 +711,7 @@ static void account(struct ps_shard *sh, const struct ps_op *op)
 		count(push ? &sh->n_push : &sh->n_pull, 1);
 		count(&sh->n_keys, op->n);
 	}
-	if (op->status == 1)
+	if (push && op->status == 1) /* other ops' 1 means something else (done, more) */
 		count(&sh->n_dup, 1);
 	else if (op->status < 0)
 		count(&sh->n_fail, 1);
@@ -653,11 +745,16 @@ void ps_shard_run(struct ps_shard *sh, struct ps_op *op)
 		op->status = snap_begin(sh, op->snap);
 		break;
 	case PS_OP_HELLO:
-		op->seq = sh->last_seq[op->worker];
-		op->status = 0;
+	case PS_OP_HELLO_COMMIT:
+		op->status = op_hello(sh, op);
 		break;
 	case PS_OP_BARRIER:
+	case PS_OP_BARRIER_ARRIVE:
+	case PS_OP_BARRIER_CLAIM:
+	case PS_OP_BARRIER_UNCLAIM:
 	case PS_OP_BARRIER_DONE:
+		if (op->kind == PS_OP_BARRIER && (op->status = fence(sh, op)) < 0)
+			break; /* the barrier's fence is shard 0's */
 		ps_barrier_run(sh->srv, op); /* shard 0 only: its owner holds the barrier */
 		break;
 	default:

@@ -14,9 +14,10 @@
  * (posix_fallocate), so a full disk shows up as a refused roll, never as SIGBUS on a page.
  *
  * Segment file <wal_dir>/wal-<gen:16 hex>-<slot:3>-<part:6>.log:
- *   header  64 bytes: "WHFWAL01", u32 version 1, u32 slot, u64 gen, u32 part, u32 server_id,
- *           u32 n_servers, u32 mode, u32 n_tables, u32 layout CRC, u32 CRC32C of bytes 0..47,
- *           zeros
+ *   header  64 bytes: "WHFWAL01", u32 version 2, u32 slot, u64 gen, u32 part, u32 server_id,
+ *           u32 n_servers, u32 mode, u32 n_tables, u32 layout CRC, u64 the server state's
+ *           epoch, u32 CRC32C of bytes 0..55, zeros. (Version 1 segments, whose pushes had
+ *           no incarnation or step, are refused.)
  *   records at 8-byte aligned offsets: u32 len (bytes of the request: 32-byte header +
  *           body; 0 = no more records), u32 CRC32C (seeded with len) of the next 8 + len
  *           bytes, u64 order (server-wide, the replay order across slots), the request,
@@ -45,7 +46,7 @@
 #include "ps_core/ps_pvt.h"
 
 #define WAL_MAGIC "WHFWAL01"
-#define WAL_VERSION 1u
+#define WAL_VERSION 2u
 #define WAL_SEG_HDR 64u
 #define WAL_REC 16u
 #define WAL_ALIGN8(x) (((x) + 7u) & ~(size_t)7u)
@@ -86,7 +87,8 @@ static void seg_header(const struct ps_server *s, uint32_t slot, uint64_t gen, u
 	tl_st32(m + 36, s->cfg.mode);
 	tl_st32(m + 40, s->cfg.n_tables);
 	tl_st32(m + 44, s->layout_crc);
-	tl_st32(m + 48, rte_hash_crc(m, 48, 0xffffffffu));
+	tl_st64(m + 48, s->epoch);
+	tl_st32(m + 56, rte_hash_crc(m, 56, 0xffffffffu));
 }
 
 void ps_wal_close(struct ps_wal *w)
@@ -538,8 +540,14 @@ static int stream_open(struct wal_replay *rp, struct wal_stream *w)
 	w->size = (size_t)sb.st_size;
 	w->off = WAL_SEG_HDR;
 	rp->st->segments++;
-	if (memcmp(m, WAL_MAGIC, 8) != 0 || tl_ld32(m + 8) != WAL_VERSION ||
-	    tl_ld32(m + 48) != rte_hash_crc(m, 48, 0xffffffffu) || tl_ld32(m + 12) != f->slot ||
+	if (memcmp(m, WAL_MAGIC, 8) == 0 && tl_ld32(m + 8) != WAL_VERSION) {
+		ps_errf(rp->err, rp->errlen, "log segment %s: format version %u, this server reads "
+			"version %u (pushes with incarnation and step): remove the log directory to "
+			"start from the checkpoint", path, tl_ld32(m + 8), WAL_VERSION);
+		return -EINVAL;
+	}
+	if (memcmp(m, WAL_MAGIC, 8) != 0 || tl_ld32(m + 56) != rte_hash_crc(m, 56, 0xffffffffu) ||
+	    tl_ld32(m + 12) != f->slot ||
 	    tl_ld64(m + 16) != f->gen || tl_ld32(m + 24) != f->part) {
 		ps_errf(rp->err, rp->errlen, "log segment %s: damaged header (magic, version, CRC or "
 			"name mismatch)", path);
@@ -555,6 +563,15 @@ static int stream_open(struct wal_replay *rp, struct wal_stream *w)
 			s->cfg.mode, s->cfg.n_tables, s->layout_crc);
 		return -EINVAL;
 	}
+	/* One state from start to end: the checkpoint's epoch, or the first segment's. */
+	if (s->epoch_restored && tl_ld64(m + 48) != s->epoch) {
+		ps_errf(rp->err, rp->errlen, "log segment %s belongs to server state %016llx, the "
+			"checkpoint or the segments before it to %016llx", path,
+			(unsigned long long)tl_ld64(m + 48), (unsigned long long)s->epoch);
+		return -EINVAL;
+	}
+	s->epoch = tl_ld64(m + 48);
+	s->epoch_restored = true;
 	PS_LOG(DEBUG, "ps_recover: replaying log segment %s, %zu bytes", path, w->size);
 	return 0;
 }
@@ -698,8 +715,17 @@ static int replay_one(struct wal_replay *rp, struct wal_stream *w, uint8_t *rep_
 	rc = ps_handle_replay(rp->h, &v, &rep);
 	/*
 	 * -ERANGE: rows whose update was not finite stayed as they were then, and do again;
-	 * -EDQUOT: keys a full table refused then are refused again (the table is the same).
+	 * -EDQUOT: keys a full table refused then are refused again (the table is the same). A
+	 * push or hello refused as fenced or of another step was refused so when it was
+	 * logged (the log is in the order of the fence and step changes): again, skipped.
 	 */
+	if (rc < 0 && rep.len >= TL_MSG_HDR_LEN + 8 && rep_buf[3] == PS_T_ERROR &&
+	    (tl_ld32(rep_buf + TL_MSG_HDR_LEN + 4) == PS_ERR_FENCED ||
+	     tl_ld32(rep_buf + TL_MSG_HDR_LEN + 4) == PS_ERR_WRONG_STEP)) {
+		rp->st->records++;
+		rp->st->skipped++;
+		goto out_next;
+	}
 	if (rc < 0 && rc != -ERANGE && rc != -EDQUOT) {
 		ps_errf(rp->err, rp->errlen, "log segment %s: record at offset %zu (type %u) refused "
 			"on replay: %.*s", w->f[w->cur].name, w->off, v.hdr.type,
@@ -709,10 +735,12 @@ static int replay_one(struct wal_replay *rp, struct wal_stream *w, uint8_t *rep_
 	}
 	rp->st->records++;
 	if (rc == -ERANGE || rc == -EDQUOT || v.hdr.type == PS_T_BARRIER ||
+	    v.hdr.type == PS_T_HELLO || v.hdr.type == PS_T_WAL_STEP ||
 	    tl_ld32(rep_buf + TL_MSG_HDR_LEN + 8) == 1)
 		rp->st->applied++;
 	else
 		rp->st->skipped++;
+out_next:
 	if (!rp->any || w->order > rp->max_order)
 		rp->max_order = w->order;
 	rp->any = true;
@@ -786,6 +814,7 @@ int ps_wal_replay(struct ps_handler *h, uint64_t gen, struct ps_recover_stats *s
 	h->replaying = true;
 	rc = replay_merge(&rp, ws, ns);
 	h->replaying = false;
+	ps_barrier_publish(s);
 	for (i = 0; i < ns; i++)
 		stream_unmap(&ws[i]);
 	free(ws);

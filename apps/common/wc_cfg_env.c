@@ -209,6 +209,19 @@ static int knob_enums(char *const envp[], struct wc_cluster *c, char *err, size_
 		rc = wc_parse_mode(v, &c->mode, "WHARF_MODE", err, errlen);
 		wc_mark(c, WC_F_MODE);
 	}
+	v = wc_env_get(envp, "WHARF_BARRIER_POLICY");
+	if (rc == 0 && v != NULL) {
+		rc = wc_parse_policy(v, &c->barrier_policy, "WHARF_BARRIER_POLICY", err, errlen);
+		wc_mark(c, WC_F_BARRIER_POLICY);
+	}
+	v = wc_env_get(envp, "WHARF_PS_LOST_STATE");
+	if (rc == 0 && v != NULL) {
+		rc = wc_parse_policy(v, &c->ps_lost_state, "WHARF_PS_LOST_STATE", err, errlen);
+		wc_mark(c, WC_F_PS_LOST_STATE);
+	}
+	if (rc == 0)
+		rc = knob_uint(envp, "WHARF_BARRIER_TIMEOUT_S", 0, 86400, &c->barrier_timeout_s, c,
+			       WC_F_BARRIER_TIMEOUT, err, errlen);
 	return rc;
 }
 

@@ -14,7 +14,8 @@
  *     "protocol": "dpdk"|"kernel", "tensor_fuse": false,
  *     "fuse": {"max_bytes": 8192, "max_msgs": 64, "flush_us": 20},
  *     "mode": "sync"|"async"|"geo", "geo_k": 10, "wait_timeout_s": 60, "retry_interval_s": 3,
- *     "mtu": 1500,
+ *     "barrier_timeout_s": 600, "barrier_policy": "fail"|"continue",
+ *     "ps_lost_state": "fail"|"continue", "mtu": 1500,
  *     "net": {"ps": {"core_number": 8, "enable_polling": false, "disable_pin_cores": true},
  *             "worker": {...}},
  *     "durability": {"wal_dir": "path"|"none", "ckpt_interval_s": 300, "wal_max_mb": 1024,
@@ -335,6 +336,20 @@ static int strings_section(json_t *root, const char *src, struct wc_cluster *out
 		wc_mark(out, WC_F_MODE);
 	}
 	if (rc == 0)
+		rc = get_str(root, "barrier_policy", src, &s, err, errlen);
+	if (rc == 0 && s != NULL) {
+		snprintf(what, sizeof(what), "%s: barrier_policy", src);
+		rc = wc_parse_policy(s, &out->barrier_policy, what, err, errlen);
+		wc_mark(out, WC_F_BARRIER_POLICY);
+	}
+	if (rc == 0)
+		rc = get_str(root, "ps_lost_state", src, &s, err, errlen);
+	if (rc == 0 && s != NULL) {
+		snprintf(what, sizeof(what), "%s: ps_lost_state", src);
+		rc = wc_parse_policy(s, &out->ps_lost_state, what, err, errlen);
+		wc_mark(out, WC_F_PS_LOST_STATE);
+	}
+	if (rc == 0)
 		rc = get_str(root, "data_addr", src, &s, err, errlen);
 	if (rc == 0 && s != NULL) {
 		snprintf(what, sizeof(what), "%s: data_addr", src);
@@ -382,7 +397,8 @@ static int file_root(json_t *root, const char *src, struct wc_cluster *out, char
 	static const char *const keys[] = {
 		"cluster", "task", "num_workers", "data_addr", "endpoint_map", "protocol",
 		"tensor_fuse", "fuse", "mode", "geo_k", "wait_timeout_s", "retry_interval_s", "net", "mtu",
-		"durability", "data_iface", "data_prefix", "data_gateway", "ctl_token_file", NULL,
+		"durability", "data_iface", "data_prefix", "data_gateway", "ctl_token_file",
+		"barrier_timeout_s", "barrier_policy", "ps_lost_state", NULL,
 	};
 	json_t *v;
 	int rc;
@@ -413,6 +429,9 @@ static int file_root(json_t *root, const char *src, struct wc_cluster *out, char
 	if (rc == 0)
 		rc = get_uint(root, "retry_interval_s", src, "", 1, 3600, &out->retry_interval_s, out,
 			      WC_F_RETRY_INTERVAL, err, errlen);
+	if (rc == 0)
+		rc = get_uint(root, "barrier_timeout_s", src, "", 0, 86400, &out->barrier_timeout_s,
+			      out, WC_F_BARRIER_TIMEOUT, err, errlen);
 	v = json_object_get(root, "fuse");
 	if (rc == 0 && v != NULL)
 		rc = fuse_section(v, src, out, err, errlen);

@@ -20,7 +20,7 @@ enum {
 	OPT_PROTO, OPT_FUSE, OPT_FUSE_BYTES, OPT_FUSE_MSGS, OPT_FUSE_US, OPT_MODE, OPT_GEO_K,
 	OPT_WAIT, OPT_RETRY, OPT_PS_CORES, OPT_WK_CORES, OPT_PS_POLL, OPT_WK_POLL, OPT_PS_NOPIN,
 	OPT_WK_NOPIN, OPT_WAL_DIR, OPT_CKPT_INTERVAL, OPT_WAL_MAX_MB, OPT_WAL_SYNC_MS, OPT_MTU, OPT_DATA_IFACE, OPT_DATA_PREFIX, OPT_DATA_GW, OPT_CONFIG,
-	OPT_CTL_TOKEN_FILE,
+	OPT_CTL_TOKEN_FILE, OPT_BAR_TIMEOUT, OPT_BAR_POLICY, OPT_LOST_STATE,
 };
 
 static const struct option wc_opts[] = {
@@ -56,6 +56,9 @@ static const struct option wc_opts[] = {
 	{ "data-gateway", required_argument, NULL, OPT_DATA_GW },
 	{ "config", required_argument, NULL, OPT_CONFIG },
 	{ "ctl-token-file", required_argument, NULL, OPT_CTL_TOKEN_FILE },
+	{ "barrier-timeout", required_argument, NULL, OPT_BAR_TIMEOUT },
+	{ "barrier-policy", required_argument, NULL, OPT_BAR_POLICY },
+	{ "ps-lost-state", required_argument, NULL, OPT_LOST_STATE },
 	{ "help", no_argument, NULL, 'h' },
 };
 
@@ -94,6 +97,9 @@ const char *wc_flags_usage(void)
 	"  --ckpt-interval S         PS periodic checkpoint to --ckpt every S s (default 300; 0 off)\n"
 	"  --wal-max-mb N            PS: checkpoint also when the log passes N MiB (default 1024)\n"
 	"  --wal-sync-ms N           PS: msync the log every N ms (default 1000; 0 off)\n"
+	"  --barrier-timeout S       PS sync: a barrier waits S s for missing workers (default 600; 0 for ever)\n"
+	"  --barrier-policy P        PS: after it, fail (default) the waiting workers or continue without\n"
+	"  --ps-lost-state P         worker: a PS came back without its state: fail (default) or continue\n"
 	"  --mtu M                   dpdk data port MTU 576..9000 (default 1500; all nodes alike)\n"
 	"  --config FILE             JSON cluster file (lowest precedence)\n"
 	"  --ctl-token-file FILE     control token for status/save/shutdown (default: made, in the run dir)\n"
@@ -166,6 +172,12 @@ static int set_opt_net(struct wc_cluster *c, int id, const char *a, char *err, s
 		return wc_parse_prefix(a, &c->data_prefix, "--data-prefix", err, el);
 	case OPT_DATA_GW:
 		return wc_parse_gateway(a, &c->data_gateway, "--data-gateway", err, el);
+	case OPT_BAR_TIMEOUT:
+		return wc_parse_uint(a, 0, 86400, &c->barrier_timeout_s, "--barrier-timeout", err, el);
+	case OPT_BAR_POLICY:
+		return wc_parse_policy(a, &c->barrier_policy, "--barrier-policy", err, el);
+	case OPT_LOST_STATE:
+		return wc_parse_policy(a, &c->ps_lost_state, "--ps-lost-state", err, el);
 	default:
 		return -ENOENT;
 	}
@@ -210,9 +222,9 @@ static const uint8_t opt_field[] = {
 	WC_F_PS_CORES, WC_F_WORKER_CORES, WC_F_PS_POLLING, WC_F_WORKER_POLLING, WC_F_PS_DISABLE_PIN,
 	WC_F_WORKER_DISABLE_PIN, WC_F_WAL_DIR, WC_F_CKPT_INTERVAL, WC_F_WAL_MAX_MB, WC_F_WAL_SYNC_MS,
 	WC_F_MTU, WC_F_DATA_IFACE, WC_F_DATA_PREFIX, WC_F_DATA_GATEWAY, WC_F_CONFIG_PATH,
-	WC_F_CTL_TOKEN_FILE,
+	WC_F_CTL_TOKEN_FILE, WC_F_BARRIER_TIMEOUT, WC_F_BARRIER_POLICY, WC_F_PS_LOST_STATE,
 };
-_Static_assert(sizeof(opt_field) == OPT_CTL_TOKEN_FILE - OPT_ROLE + 1, "one field per option");
+_Static_assert(sizeof(opt_field) == OPT_LOST_STATE - OPT_ROLE + 1, "one field per option");
 
 static struct option *build_table(const struct wc_app_opts *app, size_t *n_out)
 {
@@ -242,7 +254,7 @@ static int one_opt(int id, int argc, char **argv, const struct wc_app_opts *app,
 		return wc_errf(err, errlen, -EINVAL, "flags: unknown option '%s'; see --help", bad);
 	if (id == ':')
 		return wc_errf(err, errlen, -EINVAL, "flags: option '%s' expects a value", bad);
-	if (id >= OPT_ROLE && id <= OPT_CTL_TOKEN_FILE) {
+	if (id >= OPT_ROLE && id <= OPT_LOST_STATE) {
 		rc = set_opt(c, id, optarg, err, errlen);
 		if (rc == 0)
 			wc_mark(c, (enum wc_field)opt_field[id - OPT_ROLE]);

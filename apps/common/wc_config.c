@@ -258,6 +258,18 @@ int wc_parse_mode(const char *s, enum wc_mode *out, const char *what, char *err,
 	return 0;
 }
 
+int wc_parse_policy(const char *s, enum wc_policy *out, const char *what, char *err,
+		    size_t errlen)
+{
+	if (strcmp(s, "fail") == 0)
+		*out = WC_POLICY_FAIL;
+	else if (strcmp(s, "continue") == 0)
+		*out = WC_POLICY_CONTINUE;
+	else
+		return wc_errf(err, errlen, -EINVAL, "%s: '%.64s' expected fail or continue", what, s);
+	return 0;
+}
+
 int wc_endpoint_ipv4(const struct wc_endpoint *ep, uint32_t *be_addr)
 {
 	struct in_addr a;
@@ -334,6 +346,11 @@ const char *wc_mode_name(enum wc_mode m)
 	return m == WC_MODE_ASYNC ? "async" : m == WC_MODE_GEO ? "geo" : "sync";
 }
 
+const char *wc_policy_name(enum wc_policy p)
+{
+	return p == WC_POLICY_CONTINUE ? "continue" : "fail";
+}
+
 const char *wc_source_name(enum wc_source s)
 {
 	static const char *const names[WC_SRC_COUNT] = {
@@ -358,6 +375,7 @@ void wc_cluster_init(struct wc_cluster *c)
 	c->mtu = WC_DEF_MTU;
 	c->wal_max_mb = WC_DEF_WAL_MAX_MB;
 	c->wal_sync_ms = WC_DEF_WAL_SYNC_MS;
+	c->barrier_timeout_s = WC_DEF_BARRIER_TIMEOUT_S;
 	/* DeepRec: "not pinned by default", polling off by default. */
 	c->ps_net.disable_pin_cores = true;
 	c->worker_net.disable_pin_cores = true;
@@ -424,6 +442,9 @@ void wc_cluster_merge(struct wc_cluster *d, const struct wc_cluster *s, enum wc_
 	WC_COPY(WC_F_DATA_PREFIX, data_prefix);
 	WC_COPY(WC_F_WAL_MAX_MB, wal_max_mb);
 	WC_COPY(WC_F_WAL_SYNC_MS, wal_sync_ms);
+	WC_COPY(WC_F_BARRIER_TIMEOUT, barrier_timeout_s);
+	WC_COPY(WC_F_BARRIER_POLICY, barrier_policy);
+	WC_COPY(WC_F_PS_LOST_STATE, ps_lost_state);
 #undef WC_COPY
 	merge_lists(d, s);
 	for (f = 0; f < WC_F_COUNT; f++)

@@ -53,6 +53,9 @@
  * | --wal-sync-ms / durability.wal_sync_ms / WHARF_WAL_SYNC_MS      | 1000                 | PS: msync the log this often, bounding what a machine crash can take (0: only checkpoints do; 0..60000). A process crash loses nothing either way
  * | --ctl-token-file / ctl_token_file / WHARF_CTL_TOKEN_FILE       | none: the node makes one | file holding the control token (16..256 printable bytes, no spaces) that status, save and shutdown need; WHARF_CTL_TOKEN gives the token itself (a file given by flag comes first); without either a node makes a token and writes it to <run dir>/ctl-<ip>-<port>.token (mode 0600), where wharf-ctl finds it
  * | - / - / WHARF_RUNTIME_DIR                                     | $XDG_RUNTIME_DIR/wharf, else /tmp/wharf-<uid> | the run directory for those token files (private: 0700, ours)
+ * | --barrier-timeout / barrier_timeout_s / WHARF_BARRIER_TIMEOUT_S | 600                 | PS, sync: seconds a step's barrier waits for missing workers before it names them (log, telemetry) and acts by the policy (0: for ever; 0..86400)
+ * | --barrier-policy / barrier_policy / WHARF_BARRIER_POLICY        | fail                 | fail: the waiting workers fail naming the missing ones; continue: the step goes on without them (they rejoin when they return)
+ * | --ps-lost-state / ps_lost_state / WHARF_PS_LOST_STATE           | fail                 | worker: what to do when a PS comes back without its state (a new epoch in its hello): fail, or continue with the empty PS
  * | --mtu / mtu / WHARF_MTU                                          | 1500                 | protocol=dpdk: the data port's MTU (576..9000; every node of a cluster must agree: jumbo 9000 is what a PS network wants, fewer segments per tensor)
  * | --config / - / -                                                | none                 | the JSON cluster file
  *
@@ -94,10 +97,13 @@
 #define WC_DEF_WAL_SYNC_MS 1000u
 #define WC_DEF_MTU 1500u
 #define WC_DEF_DATA_PREFIX 24u
+#define WC_DEF_BARRIER_TIMEOUT_S 600u
 
 enum wc_role { WC_ROLE_UNSET = 0, WC_ROLE_PS, WC_ROLE_WORKER };
 enum wc_protocol { WC_PROTO_DPDK = 0, WC_PROTO_KERNEL };
 enum wc_mode { WC_MODE_SYNC = 0, WC_MODE_ASYNC, WC_MODE_GEO };
+/* What a node does when a fault outlasts its patience (barrier_policy, ps_lost_state). */
+enum wc_policy { WC_POLICY_FAIL = 0, WC_POLICY_CONTINUE };
 
 /* Where a field's value came from; higher value = higher precedence. */
 enum wc_source {
@@ -144,6 +150,9 @@ enum wc_field {
 	WC_F_DATA_GATEWAY,
 	WC_F_CONFIG_PATH,
 	WC_F_CTL_TOKEN_FILE,
+	WC_F_BARRIER_TIMEOUT,
+	WC_F_BARRIER_POLICY,
+	WC_F_PS_LOST_STATE,
 	WC_F_COUNT
 };
 
@@ -189,6 +198,9 @@ struct wc_cluster {
 	unsigned geo_k;
 	unsigned wait_timeout_s;
 	unsigned retry_interval_s;
+	unsigned barrier_timeout_s;     /* PS: 0 = wait for ever */
+	enum wc_policy barrier_policy;  /* PS: after barrier_timeout_s */
+	enum wc_policy ps_lost_state;   /* worker: a PS came back without its state */
 
 	struct wc_net_knobs ps_net;
 	struct wc_net_knobs worker_net;
@@ -326,6 +338,9 @@ int wc_parse_role(const char *s, enum wc_role *out, const char *what, char *err,
 int wc_parse_protocol(const char *s, enum wc_protocol *out, const char *what, char *err,
 		      size_t errlen);
 int wc_parse_mode(const char *s, enum wc_mode *out, const char *what, char *err, size_t errlen);
+/* "fail" | "continue". */
+int wc_parse_policy(const char *s, enum wc_policy *out, const char *what, char *err,
+		    size_t errlen);
 
 /* IPv4 of an endpoint in network byte order: the resolved address or the literal;
  * -EINVAL for a name not resolved. */
@@ -344,6 +359,7 @@ bool wc_endpoint_equal(const struct wc_endpoint *a, const struct wc_endpoint *b)
 const char *wc_role_name(enum wc_role r);
 const char *wc_protocol_name(enum wc_protocol p);
 const char *wc_mode_name(enum wc_mode m);
+const char *wc_policy_name(enum wc_policy p);
 const char *wc_source_name(enum wc_source s);
 
 /* ---- .endpoint_map ---- */

@@ -198,7 +198,8 @@ int wc_fleet_run_server(struct wc_fleet *f)
 
 int wc_fleet_init_worker(struct wc_fleet *f, const struct wc_model_tables *tables)
 {
-	struct ps_client_config cc = { f->cl.task_index, f->cl.n_ps, 256, 65536 };
+	struct ps_client_config cc = { f->cl.task_index, f->cl.n_ps, 256, 65536,
+				       ps_incarnation_new() };
 	struct wc_psnet_params np = { &f->cl, f->eal_argc, f->eal_argv, 0, f->name, 0, 0, NULL, 0 };
 	int rc;
 
@@ -252,7 +253,8 @@ int wc_fleet_recover(struct wc_fleet *f, int rc)
 	if (rc == -ECANCELED || wc_psnet_signalled(f->n, &f->sigs))
 		return fl_errf(f, -ECANCELED, "fleet: stopped by a signal or a shutdown");
 	if (!conn_error(rc))
-		return fl_errf(f, rc, "fleet: the server refused a request: %s", strerror(-rc));
+		return fl_errf(f, rc, "fleet: the server refused a request: %s%s%s", strerror(-rc),
+			       ps_client_error(f->pc)[0] ? ": " : "", ps_client_error(f->pc));
 	WC_LOG(WARNING, "%s: lost a server (%s); waiting for it to come back", f->name,
 		strerror(-rc));
 	return wc_psnet_recover(f->n, f->err, sizeof(f->err));

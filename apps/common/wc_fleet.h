@@ -107,7 +107,10 @@ struct ps_client *wc_fleet_client(struct wc_fleet *f, const struct ps_client_io 
  * give up with (-ECANCELED after a signal; a server's refusal is returned as is).
  */
 int wc_fleet_recover(struct wc_fleet *f, int rc);
-/* Sync mode: the barrier of step, retried across reconnects. */
+/*
+ * Sync mode: the barrier of step, retried across reconnects. step is the one the worker is
+ * in (ps_client_step of wc_fleet_client's client: where the servers were at its start).
+ */
 int wc_fleet_barrier(struct wc_fleet *f, uint64_t step);
 /* SIGINT/SIGTERM arrived (checked at most every 100 ms; false before init_worker). */
 bool wc_fleet_signalled(struct wc_fleet *f);

@@ -4,9 +4,12 @@
  * each server (its health answer names them; ps_client routes each key to its shard's lane),
  * drives ps_core's client through struct ps_client_io, routes replies to ps_client_on_reply,
  * and after a server restart reconnects and resends every unacknowledged push exactly once.
- * Before the first push and after every reconnect it says hello (PS_T_HELLO): the client's
- * numbering continues after the last sequence any server applied from this worker id, so a
- * worker restarted under its old id is not taken for a resend of its previous life.
+ * Before the first push and after every reconnect it says hello (PS_T_HELLO) with this
+ * process's incarnation: an older process of the same worker id is refused from then on; the
+ * client's numbering continues after the last sequence any server applied from this worker
+ * id (a worker restarted under its old id is not taken for a resend of its previous life),
+ * and its sync step becomes the servers'. A server whose state epoch changed came back
+ * without its state: said, and handled by ps_lost_state.
  *
  * Call chain: trainer -> ps_client_*_wait | wc_psnet_call_* -> cli_send -> fz_conn_send;
  *   cli_poll -> wc_psnet_poll -> fz_net_poll -> wn_on_msg -> wn_cli_on_msg -> ps_client_on_reply.
@@ -373,11 +376,40 @@ static int wait_servers(struct wc_psnet *n, char *err, size_t errlen)
 }
 
 /*
- * Every server up, then the hello round trip. A server lost again meanwhile: wait again
- * (bounded by the same wait_timeout_s per round, at most a few rounds).
+ * After a hello: a server whose state epoch changed came back without its state (a fresh
+ * start, not a restore). Said, then by ps_lost_state: fail (-ESTALE), or go on with it.
+ */
+static int check_epochs(struct wc_psnet *n, char *err, size_t errlen)
+{
+	char ep[WC_HOST_LEN + 8];
+	uint64_t was, now;
+
+	for (uint32_t s = 0; s < n->cl->n_ps; s++) {
+		if (!ps_client_epoch_changed(n->pc, s, &was, &now))
+			continue;
+		wc_endpoint_format(&n->cl->ps[s], ep, sizeof(ep));
+		if (n->cl->ps_lost_state == WC_POLICY_FAIL)
+			return wn_errf(err, errlen, -ESTALE, "ps %u (%s) came back without its state "
+				       "(state epoch %016" PRIx64 ", it had %016" PRIx64 "): what it "
+				       "held is gone; ps_lost_state fail: stopping (restore it from its "
+				       "checkpoint, or restart the job)", s, ep, now, was);
+		WC_LOG(WARNING, "%s: ps %u (%s) came back without its state (state epoch %016" PRIx64
+		       ", it had %016" PRIx64 "); ps_lost_state continue: training goes on with it",
+		       n->name, s, ep, now, was);
+		ps_client_epoch_accept(n->pc, s);
+	}
+	return 0;
+}
+
+/*
+ * Every server up, then the hello round trip (this process's incarnation; the servers'
+ * last applied sequence from this worker id, their sync step and state epoch). A server
+ * lost again meanwhile: wait again (bounded by the same wait_timeout_s per round, at most
+ * a few rounds). A refused hello (a newer process has this worker id) is final.
  */
 static int connect_and_hello(struct wc_psnet *n, char *err, size_t errlen)
 {
+	const char *why;
 	int rc = 0, i;
 
 	for (i = 0; i < 5; i++) {
@@ -385,12 +417,13 @@ static int connect_and_hello(struct wc_psnet *n, char *err, size_t errlen)
 			return rc;
 		rc = ps_client_hello_wait(n->pc, &n->io);
 		if (rc == 0)
-			return 0;
+			return check_epochs(n, err, errlen);
 		if (rc != -ECONNRESET && rc != -ENOTCONN && rc != -ETIMEDOUT)
 			break;
 	}
-	return wn_errf(err, errlen, rc, "asking the servers for this worker's last applied "
-		       "sequence: %s", strerror(-rc));
+	why = ps_client_error(n->pc);
+	return wn_errf(err, errlen, rc, "saying hello to the servers (worker %u): %s%s%s",
+		       n->cl->task_index, strerror(-rc), why[0] ? ": " : "", why);
 }
 
 int wc_psnet_connect(struct wc_psnet *n, struct ps_client *pc, char *err, size_t errlen)

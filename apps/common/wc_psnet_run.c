@@ -95,6 +95,9 @@ int wc_psnet_run_server(const struct wc_cluster *cl, const struct wc_model_table
 	sc.n_tables = mt->n;
 	/* The log's syncs run on a thread of their own (wn_lanes_run): lanes never wait for disk. */
 	sc.wal_bg_sync = sc.wal_dir != NULL && cl->wal_sync_ms > 0;
+	sc.barrier_timeout_ms = cl->barrier_timeout_s * 1000u;
+	sc.barrier_policy = cl->barrier_policy == WC_POLICY_CONTINUE ? PS_BARRIER_CONTINUE :
+			    PS_BARRIER_FAIL;
 	wn_lanes_wake_hook(g, &sc);
 	if ((rc = ps_server_create(&sc, &ps, err, errlen)) != 0)
 		goto out_lanes;

@@ -85,12 +85,16 @@ int wc_psnet_serve(struct wc_psnet *n, struct ps_server *ps, struct ps_handler *
 				       ctl->host, ctl->port, strerror(-rc));
 		}
 	}
-	if (n->lane == 0)
+	if (n->lane == 0) {
+		struct ps_barrier_stats bs;
+		ps_server_barrier_stats(ps, &bs, NULL, 0);
 		WC_LOG(INFO, "%s: ps %u serving %u table%s, mode %s, %u worker%s: data %s:%u (%s), "
-			"control %s:%u", n->name, cl->task_index, cfg->n_tables,
-			cfg->n_tables == 1 ? "" : "s", wc_mode_name(cl->mode), cfg->n_workers,
-			cfg->n_workers == 1 ? "" : "s", data->host, data->port,
-			wc_protocol_name(cl->protocol), ctl->host, ctl->port);
+			"control %s:%u; state epoch %016" PRIx64 ", barrier timeout %u s (%s)", n->name,
+			cl->task_index, cfg->n_tables, cfg->n_tables == 1 ? "" : "s",
+			wc_mode_name(cl->mode), cfg->n_workers, cfg->n_workers == 1 ? "" : "s",
+			data->host, data->port, wc_protocol_name(cl->protocol), ctl->host, ctl->port,
+			bs.epoch, cl->barrier_timeout_s, wc_policy_name(cl->barrier_policy));
+	}
 	return 0;
 }
 

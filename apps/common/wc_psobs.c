@@ -41,6 +41,9 @@ struct psobs_snap {
 	uint64_t requests, errors, dropped, inflight, control, barriers, saves, hellos, unknown;
 	uint64_t data_ops_remote, ctl_ops_remote;
 	uint32_t server_id, n_servers, mode, n_tables, n_shards, nconns, shown, lanes;
+	struct ps_barrier_stats bar;
+	uint64_t fenced, wrong_step;           /* summed over the shards */
+	char late[RTE_TEL_MAX_STRING_LEN];     /* workers the last barrier timeout found missing */
 	struct psobs_table t[WC_PSOBS_TABLES];
 	struct ps_table_stats mem[WC_PSOBS_TABLES]; /* the memory policies' counters */
 	struct ps_shard_stats sh[WC_PSOBS_SHARDS];
@@ -122,6 +125,16 @@ static int fill_server(const struct psobs_snap *s, long long p, struct rte_tel_d
 	DICT_U64(d, s, saves); DICT_U64(d, s, hellos); DICT_U64(d, s, unknown); DICT_U64(d, s, n_tables);
 	DICT_U64(d, s, n_shards); DICT_U64(d, s, nconns); DICT_U64(d, s, lanes);
 	DICT_U64(d, s, data_ops_remote); DICT_U64(d, s, ctl_ops_remote);
+	rte_tel_data_add_dict_u64(d, "epoch", s->bar.epoch);
+	rte_tel_data_add_dict_u64(d, "barrier_step", s->bar.step);
+	rte_tel_data_add_dict_u64(d, "barrier_arrived", s->bar.arrived);
+	rte_tel_data_add_dict_u64(d, "barrier_gone", s->bar.gone);
+	rte_tel_data_add_dict_u64(d, "barrier_waited_ms", s->bar.waited_ms);
+	rte_tel_data_add_dict_u64(d, "barrier_timeouts", s->bar.timeouts);
+	rte_tel_data_add_dict_u64(d, "barrier_dropped", s->bar.dropped);
+	rte_tel_data_add_dict_u64(d, "barrier_late_step", s->bar.late_step);
+	rte_tel_data_add_dict_string(d, "barrier_late", s->late);
+	DICT_U64(d, s, fenced); DICT_U64(d, s, wrong_step);
 	return 0;
 }
 
@@ -168,7 +181,8 @@ static int fill_shard(const struct psobs_snap *s, long long p, struct rte_tel_da
 	rte_tel_data_start_dict(d);
 	DICT_U64(d, sh, owner); DICT_U64(d, sh, pushes); DICT_U64(d, sh, pulls);
 	DICT_U64(d, sh, keys); DICT_U64(d, sh, dup_pushes); DICT_U64(d, sh, failed_ops);
-	DICT_U64(d, sh, cow_rows); DICT_U64(d, sh, nonfinite_rows);
+	DICT_U64(d, sh, cow_rows); DICT_U64(d, sh, nonfinite_rows); DICT_U64(d, sh, fenced);
+	DICT_U64(d, sh, wrong_step);
 	return 0;
 }
 
@@ -341,6 +355,21 @@ static void live_table_sum(const struct wc_psobs *o, uint32_t i, struct psobs_ta
 	}
 }
 
+/* The barrier, and the workers its last timeout found missing as "3,5" (cut to fit). */
+static void psobs_late(struct wc_psobs *o, struct psobs_snap *s)
+{
+	uint32_t ids[64], n, i;
+	size_t off = 0;
+
+	n = (uint32_t)ps_server_barrier_stats(o->ps, &s->bar, ids, 64);
+	s->late[0] = '\0';
+	for (i = 0; i < n && off + 12 < sizeof(s->late); i++)
+		off += (size_t)snprintf(s->late + off, sizeof(s->late) - off, "%s%u", i ? "," : "",
+					ids[i]);
+	if (i < s->bar.late_n && off + 4 < sizeof(s->late))
+		snprintf(s->late + off, sizeof(s->late) - off, ",...");
+}
+
 static void psobs_fill(struct wc_psobs *o, const struct wc_psnet *n, struct psobs_snap *s)
 {
 	struct ps_table_stats ts;
@@ -377,8 +406,13 @@ static void psobs_fill(struct wc_psobs *o, const struct wc_psnet *n, struct psob
 			s->mem[i] = ts;
 		}
 	}
-	for (uint32_t i = 0; i < s->n_shards; i++)
+	s->fenced = s->wrong_step = 0;
+	for (uint32_t i = 0; i < s->n_shards; i++) {
 		ps_server_shard_stats(o->ps, i, &s->sh[i]);
+		s->fenced += s->sh[i].fenced;
+		s->wrong_step += s->sh[i].wrong_step;
+	}
+	psobs_late(o, s);
 	for (const struct wn_conn *c = n->conns; c != NULL; c = c->next, nconns++) {
 		if (shown == WC_PSOBS_CONNS)
 			continue;

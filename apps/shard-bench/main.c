@@ -113,7 +113,7 @@ static int cmp_d(const void *a, const void *b)
 static uint32_t encode(uint8_t *m, bool push, const uint64_t *keys, const float *grads,
 		       uint32_t dim, uint64_t seq)
 {
-	uint32_t body = push ? 16 + KEYS_PER_REQ * (8 + 4 * dim) : KEYS_PER_REQ * 8, i;
+	uint32_t body = push ? PS_PUSH_HEAD + KEYS_PER_REQ * (8 + 4 * dim) : KEYS_PER_REQ * 8, i;
 	struct tl_msg_hdr h = { .type = push ? PS_T_PUSH : PS_T_PULL, .aux = PS_ELEM_F32,
 				.table_id = 1, .body_len = body, .key_count = KEYS_PER_REQ, .dim = dim,
 				.req_id = seq };
@@ -121,10 +121,9 @@ static uint32_t encode(uint8_t *m, bool push, const uint64_t *keys, const float 
 
 	tl_msg_hdr_encode(m, &h);
 	if (push) {
-		tl_st32(p, 0);
-		tl_st32(p + 4, 0);
+		memset(p, 0, PS_PUSH_HEAD); /* worker 0, incarnation 0, step 0 (async) */
 		tl_st64(p + 8, seq);
-		p += 16;
+		p += PS_PUSH_HEAD;
 	}
 	for (i = 0; i < KEYS_PER_REQ; i++, p += 8)
 		tl_st64(p, keys[i]);
@@ -185,7 +184,7 @@ static int run_config(uint32_t dim, enum ps_optim_kind opt, const uint64_t *pool
 				       .mode = PS_MODE_ASYNC, .max_keys = KEYS_PER_REQ,
 				       .tables = &t, .n_tables = 1 };
 	uint32_t rep_cap = TL_MSG_HDR_LEN + KEYS_PER_REQ * dim * 4 + 1024, i;
-	uint8_t *req = malloc(TL_MSG_HDR_LEN + 16 + KEYS_PER_REQ * (8 + 4 * dim));
+	uint8_t *req = malloc(TL_MSG_HDR_LEN + PS_PUSH_HEAD + KEYS_PER_REQ * (8 + 4 * dim));
 	uint8_t *rep = aligned_alloc(64, rep_cap + 64 - rep_cap % 64);
 	float *grads = malloc((size_t)KEYS_PER_REQ * dim * sizeof(float));
 	double *lat = malloc((size_t)passes * n_req * sizeof(double));

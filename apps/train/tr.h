@@ -50,6 +50,11 @@ int tr_net_recover(struct tr_net *t, int rc);
 int tr_net_table_full(struct tr_net *t, uint32_t table);
 /* The sync barrier of step, retried across reconnects. */
 int tr_net_barrier(struct tr_net *t, uint64_t step);
+/*
+ * Sync mode: the step to start at, where the servers are (0 on a new job; a worker
+ * restarted under its old id resumes there and skips the steps before). 0 in other modes.
+ */
+uint64_t tr_net_resume(struct tr_net *t);
 double tr_now(void);
 /* One progress line: "\r" redraw on a terminal, a plain line per quarter epoch otherwise. */
 void tr_progress(unsigned epoch, unsigned epochs, uint64_t done, uint64_t total, double loss,

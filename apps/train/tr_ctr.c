@@ -364,6 +364,7 @@ static int ctr_train(struct ctr *c, uint64_t *step, double *secs)
 {
 	const struct tr_opts *o = c->t->o;
 	uint32_t steps = c->n_train / o->batch, e, b;
+	uint64_t resume = tr_net_resume(c->t);
 	double l, lsum, t0;
 	int rc;
 
@@ -372,6 +373,8 @@ static int ctr_train(struct ctr *c, uint64_t *step, double *secs)
 		lsum = 0;
 		t0 = tr_now();
 		for (b = 0; b < steps; b++, (*step)++) {
+			if (*step < resume)
+				continue; /* done before this process: the same batches, in order */
 			tail_fill(c, c->keys + (size_t)b * o->batch * c->fields, o->batch, TAIL_TRAIN,
 				  ((uint64_t)e * steps + b) * o->batch);
 			rc = ctr_step(c, c->keys + (size_t)b * o->batch * c->fields,
@@ -447,34 +450,99 @@ out:
 }
 
 /*
+ * The exactly-once ledger, sync mode: every step each worker pushes -1 to its own key
+ * (1000 + id) and to a shared key 999, waits count_delay_us, then reaches the barrier. After
+ * each step the model must be the single-process sum of the pushes, step by step: this
+ * worker's key counts the steps so far, no worker's counts more, and the shared key is the
+ * sum of the workers' keys (a worker a barrier timeout left out, policy continue, counts
+ * fewer; left_out says how many). A worker restarted under its old id resumes at the
+ * servers' step and repeats that step's push if its previous process pushed it already:
+ * taken for the same push, not a second one.
+ */
+static int count_sync(struct tr_net *t, struct ctr *c)
+{
+	const struct tr_opts *o = t->o;
+	uint32_t nw = t->cl->n_workers, w, left = 0;
+	uint64_t first = tr_net_resume(t), step, keys[1 + WC_MAX_NODES], own = 1000u + t->cl->task_index;
+	float g[2] = { -1.0f, -1.0f }, v[1 + WC_MAX_NODES], sum;
+	bool exact = true;
+	int rc = 0;
+
+	keys[0] = 999;
+	for (w = 0; w < nw; w++)
+		keys[1 + w] = 1000u + w;
+	for (step = first; step < o->count_pushes && rc == 0 && exact; step++) {
+		uint64_t mine[2] = { 999, own };
+		rc = ctr_push(c, mine, 2, g, NULL);
+		if (rc == 0 && o->count_delay_us)
+			usleep(o->count_delay_us);
+		if (rc == 0)
+			rc = tr_net_barrier(t, step);
+		if (rc == 0)
+			rc = ctr_pull(c, keys, 1 + nw, v, NULL);
+		if (rc != 0)
+			break;
+		for (w = 0, sum = 0, left = 0; w < nw; w++) {
+			exact &= v[1 + w] <= (float)(step + 1);
+			left += v[1 + w] < (float)(step + 1);
+			sum += v[1 + w];
+		}
+		exact &= v[1 + t->cl->task_index] == (float)(step + 1) && v[0] == sum;
+		if (!exact)
+			fprintf(stderr, "wharf-train: NOT exact after sync step %llu: shared key %.0f, "
+				"the workers' keys sum to %.0f, this worker's holds %.0f (want %llu)\n",
+				(unsigned long long)step, (double)v[0], (double)sum,
+				(double)v[1 + t->cl->task_index], (unsigned long long)step + 1);
+	}
+	if (rc != 0)
+		return rc;
+	printf("{\"role\":\"worker\",\"id\":%u,\"model\":\"count\",\"mode\":\"sync\","
+	       "\"steps\":%u,\"first_step\":%llu,\"shared\":%.0f,\"value\":%.0f,"
+	       "\"left_out\":%u,\"exactly_once\":%s}\n", t->cl->task_index, o->count_pushes,
+	       (unsigned long long)first, (double)v[0], (double)v[1 + t->cl->task_index], left,
+	       exact ? "true" : "false");
+	fflush(stdout);
+	return exact ? 0 : -EPROTO;
+}
+
+/*
  * The exactly-once ledger: push a gradient of -1 to this worker's key count_pushes times on a
  * table with SGD lr 1 and zero init, so the value must grow by exactly count_pushes however
  * often the servers restarted in between (floats are exact up to 2^24). The value at the
  * start counts the pushes of earlier processes under the same worker id (a restart under
- * the old id); only one process uses an id at a time, so nothing else moves it.
+ * the old id, or one this process took the id from: that one is refused from then on and
+ * says how many of its pushes were acknowledged). Sync mode: count_sync.
  */
 int tr_count_run(struct tr_net *t)
 {
 	const struct tr_opts *o = t->o;
 	uint64_t key = 1000u + t->cl->task_index;
 	float g = -1.0f, v = 0, v0 = 0;
-	uint32_t i;
+	uint32_t acked = 0;
 	int rc = 0;
 	struct ctr c;
 
 	memset(&c, 0, sizeof(c));
 	c.t = t;
 	c.dim = 1;
+	if (t->cl->mode == WC_MODE_SYNC)
+		return count_sync(t, &c);
 	rc = ctr_pull(&c, &key, 1, &v0, NULL);
-	for (i = 0; i < o->count_pushes && rc == 0; i++) {
-		rc = ctr_push(&c, &key, 1, &g, NULL);
+	while (acked < o->count_pushes && rc == 0) {
+		if ((rc = ctr_push(&c, &key, 1, &g, NULL)) != 0)
+			break;
+		acked++;
 		if (o->count_delay_us)
 			usleep(o->count_delay_us);
 	}
 	if (rc == 0)
 		rc = ctr_pull(&c, &key, 1, &v, NULL);
-	if (rc != 0)
+	if (rc != 0) {
+		printf("{\"role\":\"worker\",\"id\":%u,\"model\":\"count\",\"acked\":%u,"
+		       "\"start\":%.0f,\"error\":%d}\n", t->cl->task_index, acked, (double)v0, rc);
+		fflush(stdout);
 		return rc;
+	}
 	v -= v0;
 	printf("{\"role\":\"worker\",\"id\":%u,\"model\":\"count\",\"pushes\":%u,\"value\":%.0f,"
 	       "\"start\":%.0f,\"exactly_once\":%s}\n", t->cl->task_index, o->count_pushes,

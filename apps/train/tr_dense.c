@@ -215,6 +215,8 @@ static int dense_epochs(struct dense *d, uint32_t steps, uint64_t *step, double 
 	uint32_t e, b, corr, corr_sum, n_steps;
 	int rc;
 
+	uint64_t resume = tr_net_resume(d->t);
+
 	wc_rng_seed(&rng, o->seed * 7919u + d->t->cl->task_index);
 	for (e = 0; e < o->epochs; e++) {
 		float scale = e + o->decay_epochs >= o->epochs && o->epochs > o->decay_epochs ? 0.3f : 1.0f;
@@ -223,6 +225,8 @@ static int dense_epochs(struct dense *d, uint32_t steps, uint64_t *step, double 
 		corr_sum = 0;
 		t0 = tr_now();
 		for (b = 0; b < n_steps; b++, (*step)++) {
+			if (*step < resume)
+				continue; /* done before this process: the same batches, in order */
 			if ((rc = dense_step(d, *step, b, scale, &l, &corr)) != 0)
 				return rc;
 			loss_sum += l;

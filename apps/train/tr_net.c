@@ -28,7 +28,7 @@ int tr_net_open(struct tr_net *t, const struct wc_cluster *cl, const struct tr_o
 {
 	struct wc_psnet_params np = { cl, eal_argc, eal_argv, wc_model_max_msg(mt), "wharf-train",
 				      0, 0, NULL, wc_model_digest(mt) };
-	struct ps_client_config cc = { cl->task_index, cl->n_ps, 256, 65536 };
+	struct ps_client_config cc = { cl->task_index, cl->n_ps, 256, 65536, ps_incarnation_new() };
 	int rc;
 
 	memset(t, 0, sizeof(*t));
@@ -77,7 +77,9 @@ int tr_net_recover(struct tr_net *t, int rc)
 		return -ECANCELED;
 	}
 	if (!conn_error(rc)) {
-		fprintf(stderr, "wharf-train: the server refused a request: %s\n", strerror(-rc));
+		const char *why = ps_client_error(t->pc);
+		fprintf(stderr, "wharf-train: the server refused a request: %s%s%s\n", strerror(-rc),
+			why[0] ? ": " : "", why);
 		return rc;
 	}
 	fprintf(stderr, "wharf-train: lost a server (%s); waiting for it to come back\n",
@@ -106,6 +108,16 @@ int tr_net_barrier(struct tr_net *t, uint64_t step)
 		if ((rc = tr_net_recover(t, rc)) != 0)
 			return rc;
 	return 0;
+}
+
+uint64_t tr_net_resume(struct tr_net *t)
+{
+	uint64_t step = t->cl->mode == WC_MODE_SYNC ? ps_client_step(t->pc) : 0;
+
+	if (step > 0)
+		fprintf(stderr, "wharf-train: worker %u resumes at sync step %llu, where its servers "
+			"are\n", t->cl->task_index, (unsigned long long)step);
+	return step;
 }
 
 void tr_progress(unsigned epoch, unsigned epochs, uint64_t done, uint64_t total, double loss,

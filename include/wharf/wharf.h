@@ -213,8 +213,18 @@ int wharf_push_pull(struct wharf_client *cl, uint32_t table, const uint64_t *key
 		    const float *grads, float *out);
 int wharf_dense_pull(struct wharf_client *cl, uint32_t table, float *out);
 int wharf_dense_push(struct wharf_client *cl, uint32_t table, const float *grads);
-/* Sync mode: returns once every worker reached step and the step's pushes were applied. */
+/*
+ * Sync mode: returns once every worker reached step and the step's pushes were applied.
+ * step is wharf_step's (-EINVAL otherwise). A step whose barrier waited past the servers'
+ * barrier timeout fails with -ETIME naming the missing workers (policy fail).
+ */
 int wharf_barrier(struct wharf_client *cl, uint64_t step);
+/*
+ * Sync mode: the step this worker is in, which its pushes belong to: where its servers were
+ * when it connected (a worker restarted under its old id resumes there: count steps from
+ * it), then one more per completed barrier. 0 on a new job.
+ */
+uint64_t wharf_step(const struct wharf_client *cl);
 
 int wharf_pull_async(struct wharf_client *cl, uint32_t table, const uint64_t *keys, uint32_t n,
 		     float *out, wharf_done_fn *done, void *arg, struct wharf_req **req);

@@ -35,6 +35,8 @@ int pt_cluster_create(uint32_t n_servers, uint32_t n_shards, enum ps_mode mode, 
 }
 
 bool pt_wal_bg_sync;
+uint32_t pt_barrier_timeout_ms;
+enum ps_barrier_policy pt_barrier_policy;
 
 int pt_cluster_create_wal(uint32_t n_servers, uint32_t n_shards, enum ps_mode mode,
 			  uint32_t n_workers, const struct ps_table_config *t, uint32_t nt,
@@ -56,6 +58,7 @@ int pt_cluster_create_wal(uint32_t n_servers, uint32_t n_shards, enum ps_mode mo
 		struct ps_server_config sc = { .server_id = i, .n_servers = n_servers,
 			.n_shards = n_shards, .n_lcores = 1, .n_workers = n_workers, .mode = mode,
 			.max_keys = 8192, .tables = t, .n_tables = nt,
+			.barrier_timeout_ms = pt_barrier_timeout_ms, .barrier_policy = pt_barrier_policy,
 			.allow_save_requests = true /* the test stands for the control plane */ };
 		if (dir) {
 			pt_wal_paths(dir, i, wal, ckpt, sizeof(wal));
@@ -83,6 +86,17 @@ int pt_cluster_create_wal(uint32_t n_servers, uint32_t n_shards, enum ps_mode mo
 out:
 	pt_cluster_destroy(c);
 	return rc;
+}
+
+void pt_client_restart(struct pt_cluster *c, uint32_t w, uint64_t inc)
+{
+	struct ps_client_config cc = { .worker_id = w, .n_servers = c->n_servers, .max_keys = 8192,
+				       .incarnation = inc };
+
+	ps_client_destroy(c->cl[w]);
+	c->cl[w] = NULL;
+	if (ps_client_create(&cc, &c->cl[w]) < 0)
+		abort();
 }
 
 void pt_cluster_destroy(struct pt_cluster *c)
@@ -164,6 +178,47 @@ int pt_push(struct pt_cluster *c, uint32_t w, uint32_t table, uint32_t dim, cons
 	    uint32_t n, const float *grads)
 {
 	int st = 1, rc = ps_client_push(c->cl[w], table, dim, keys, n, grads, pt_done, &st, c->msgs);
+
+	if (rc < 0)
+		return rc;
+	pt_deliver(c, w);
+	return st;
+}
+
+int pt_barrier(struct pt_cluster *c, uint32_t w, uint64_t step, bool *done)
+{
+	int st = 1, rc = ps_client_barrier(c->cl[w], step, done, pt_done, &st, c->msgs);
+
+	if (rc < 0)
+		return rc;
+	pt_deliver(c, w);
+	return st;
+}
+
+int pt_barrier_all(struct pt_cluster *c, uint64_t step)
+{
+	uint32_t w, n = c->n_clients;
+	bool done;
+	int rc;
+
+	for (w = 0; w < n; w++) {
+		if ((rc = pt_barrier(c, w, step, &done)) != 0)
+			return rc;
+		if (done != (w == n - 1))
+			return -EPROTO;
+	}
+	for (w = 0; w + 1 < n; w++) {
+		if ((rc = pt_barrier(c, w, step, &done)) != 0)
+			return rc;
+		if (!done)
+			return -EPROTO;
+	}
+	return 0;
+}
+
+int pt_hello(struct pt_cluster *c, uint32_t w)
+{
+	int st = 1, rc = ps_client_hello(c->cl[w], pt_done, &st, c->msgs);
 
 	if (rc < 0)
 		return rc;

@@ -42,6 +42,11 @@ void pt_wal_paths(const char *dir, uint32_t server, char *wal, char *ckpt, size_
 /* Set before pt_cluster_create_wal: the servers' logs are synced by another thread
  * (cfg.wal_bg_sync; the test runs it with ps_server_wal_sync_bg). */
 extern bool pt_wal_bg_sync;
+/* Set before pt_cluster_create*: the servers' barrier timeout and policy (default 0, fail). */
+extern uint32_t pt_barrier_timeout_ms;
+extern enum ps_barrier_policy pt_barrier_policy;
+/* Client w replaced by a new process of the same worker id with incarnation inc (no hello). */
+void pt_client_restart(struct pt_cluster *c, uint32_t w, uint64_t inc);
 void pt_cluster_destroy(struct pt_cluster *c);
 /* Sends every non-empty c->msgs[s] to server s and its reply to client `worker`. */
 void pt_deliver(struct pt_cluster *c, uint32_t worker);
@@ -56,5 +61,15 @@ int pt_pull(struct pt_cluster *c, uint32_t w, uint32_t table, uint32_t dim, cons
 int pt_push(struct pt_cluster *c, uint32_t w, uint32_t table, uint32_t dim, const uint64_t *keys,
 	    uint32_t n, const float *grads);
 struct ps_table_config pt_table(uint32_t id, uint32_t dim, enum ps_optim_kind o);
+/* One barrier request of worker w at step; *done as the replies said. The request's status. */
+int pt_barrier(struct pt_cluster *c, uint32_t w, uint64_t step, bool *done);
+/*
+ * Sync step `step` through the barrier: workers 0..n-1 arrive in turn, only the last one's
+ * reply is done; then each asks again (done), which moves its client to the next step.
+ * 0, or the first failure (-EPROTO when a reply's done flag was not as said).
+ */
+int pt_barrier_all(struct pt_cluster *c, uint64_t step);
+/* Says hello from client w: its status. */
+int pt_hello(struct pt_cluster *c, uint32_t w);
 
 #endif

@@ -555,7 +555,7 @@ static void test_ckpt_snapshot_during_concurrent_applies_consistent(void **state
 	assert_int_equal(ps_handler_create(s, 0, &h0), 0);
 	assert_int_equal(ps_handler_create(s, 1, &p.h), 0);
 	/* one push of gradient 1.0 to every key */
-	p.req_len = TL_MSG_HDR_LEN + 16 + CK_KEYS * (8 + 8);
+	p.req_len = TL_MSG_HDR_LEN + PS_PUSH_HEAD + CK_KEYS * (8 + 8);
 	p.req = m = malloc(p.req_len);
 	p.rep = malloc(1u << 20);
 	{
@@ -563,11 +563,11 @@ static void test_ckpt_snapshot_during_concurrent_applies_consistent(void **state
 					 .body_len = p.req_len - TL_MSG_HDR_LEN, .key_count = CK_KEYS, .dim = 2 };
 		float one = 1.0f;
 		tl_msg_hdr_encode(m, &hd);
-		memset(m + TL_MSG_HDR_LEN, 0, 16);
+		memset(m + TL_MSG_HDR_LEN, 0, PS_PUSH_HEAD); /* worker 0, incarnation 0 */
 		for (i = 0; i < CK_KEYS; i++)
-			tl_st64(m + TL_MSG_HDR_LEN + 16 + 8 * i, i + 1);
+			tl_st64(m + TL_MSG_HDR_LEN + PS_PUSH_HEAD + 8 * i, i + 1);
 		for (i = 0; i < CK_KEYS * 2; i++)
-			memcpy(m + TL_MSG_HDR_LEN + 16 + 8 * CK_KEYS + 4 * i, &one, 4);
+			memcpy(m + TL_MSG_HDR_LEN + PS_PUSH_HEAD + 8 * CK_KEYS + 4 * i, &one, 4);
 	}
 	assert_int_equal(pthread_create(&th, NULL, pusher_main, &p), 0);
 	while (atomic_load_explicit(&p.done, memory_order_acquire) < 3)

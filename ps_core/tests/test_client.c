@@ -52,7 +52,8 @@ static void test_client_routes_each_key_to_its_server(void **state)
 		assert_int_equal(tl_ld32(m[s].buf + TL_MSG_HDR_LEN), 1);   /* worker */
 		assert_int_equal(tl_ld64(m[s].buf + TL_MSG_HDR_LEN + 8), 1); /* first sequence */
 		for (i = 0; i < h.key_count; i++)
-			assert_int_equal(ps_key_server(tl_ld64(m[s].buf + TL_MSG_HDR_LEN + 16 + 8 * i), NS), s);
+			assert_int_equal(ps_key_server(tl_ld64(m[s].buf + TL_MSG_HDR_LEN + PS_PUSH_HEAD +
+							       8 * i), NS), s);
 		total += h.key_count;
 	}
 	assert_int_equal(total, 100);

@@ -55,17 +55,6 @@ static float pull1(struct pt_cluster *c, uint32_t id, uint64_t key)
 	return v;
 }
 
-static int barrier(struct pt_cluster *c, uint32_t w, uint64_t step)
-{
-	bool done;
-	int st = 1, rc = ps_client_barrier(c->cl[w], step, &done, pt_done, &st, c->msgs);
-
-	if (rc < 0)
-		return rc;
-	pt_deliver(c, w);
-	return st;
-}
-
 /* ---- pulls */
 
 static void test_mem_pull_of_unknown_keys_stores_nothing(void **state)
@@ -325,8 +314,7 @@ static void test_mem_eviction_counts_sync_steps(void **state)
 			assert_int_equal(push1(c, 0, 1, 1, 1.0f), 0);
 		assert_int_equal(push1(c, 0, 1, 2, 1.0f), 0);
 		assert_int_equal(push1(c, 1, 1, 2, 1.0f), 0);
-		assert_int_equal(barrier(c, 0, step), 0);
-		assert_int_equal(barrier(c, 1, step), 0);
+		assert_int_equal(pt_barrier_all(c, step), 0); /* both arrive, both see it done */
 		/* After step s: key 1 is s + 1 steps old, dropped once that is more than 2. */
 		assert_int_equal(stats(c, 1).rows, step < 2 ? 2 : 1);
 	}

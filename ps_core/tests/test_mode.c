@@ -20,16 +20,6 @@
 #define K 40
 #define D 4
 
-static int barrier(struct pt_cluster *c, uint32_t w, uint64_t step, bool *done)
-{
-	int st = 1, rc = ps_client_barrier(c->cl[w], step, done, pt_done, &st, c->msgs);
-
-	if (rc < 0)
-		return rc;
-	pt_deliver(c, w);
-	return st;
-}
-
 static void test_mode_sync_equals_single_process_sum(void **state)
 {
 	struct ps_table_config t = pt_table(1, D, PS_OPT_ADAGRAD);
@@ -58,12 +48,8 @@ static void test_mode_sync_equals_single_process_sum(void **state)
 		/* Nothing applied before the barrier completes. */
 		assert_int_equal(pt_pull(c, 1, 1, D, keys, K, out), 0);
 		assert_memory_equal(out, before, sizeof(out));
-		for (w = 0; w < W; w++) {
-			assert_int_equal(barrier(c, w, step, &done), 0);
-			assert_true(done == (w == W - 1));
-		}
-		assert_int_equal(barrier(c, 0, step, &done), 0); /* asking again: done */
-		assert_true(done);
+		/* done only for the last to come; asking again: done */
+		assert_int_equal(pt_barrier_all(c, step), 0);
 		/* The reference: one process applies the summed gradient once per step. */
 		assert_int_equal(pt_push(ref, 0, 1, D, keys, K, sum), 0);
 	}
@@ -71,9 +57,20 @@ static void test_mode_sync_equals_single_process_sum(void **state)
 	assert_int_equal(pt_pull(ref, 0, 1, D, keys, K, want), 0);
 	for (i = 0; i < K * D; i++)
 		assert_true(fabsf(out[i] - want[i]) < 1e-5f);
-	/* a barrier for a future step is refused */
-	assert_int_equal(barrier(c, 0, 9, &done), -EINVAL);
+	/* a barrier for another step than the worker's is refused, by the client and the server */
+	assert_int_equal(pt_barrier(c, 0, 9, &done), -EINVAL);
+	assert_int_equal(pt_barrier(c, 0, 4, &done), -EINVAL);
+	assert_non_null(strstr(ps_client_error(c->cl[0]), "count steps from ps_client_step"));
+	assert_int_equal(c->errors, 0);
+	int st = 1;
+	assert_int_equal(ps_client_barrier(c->cl[0], 5, &done, pt_done, &st, c->msgs), 0);
+	tl_st64(c->msgs[0].buf + TL_MSG_HDR_LEN + 8, 9);
+	tl_st64(c->msgs[1].buf + TL_MSG_HDR_LEN + 8, 9);
+	pt_deliver(c, 0);
+	assert_int_equal(st, -EINVAL);
 	assert_int_equal(c->errors, 2);
+	assert_non_null(strstr(ps_client_error(c->cl[0]), "barrier for step 9 while the server is at "
+			       "step 5"));
 	pt_cluster_destroy(c);
 	pt_cluster_destroy(ref);
 }

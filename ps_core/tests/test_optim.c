@@ -325,8 +325,6 @@ static void test_optim_nonfinite_sync_and_geo(void **state)
 	struct pt_cluster *c;
 	uint64_t k = 5;
 	float big = BIG, nbig = -BIG, v;
-	bool done;
-	int st;
 
 	(void)state;
 	t.op.lr = 1;
@@ -334,23 +332,11 @@ static void test_optim_nonfinite_sync_and_geo(void **state)
 	assert_int_equal(pt_push(c, 0, 1, 1, &k, 1, &nbig), 0);
 	assert_int_equal(pt_push(c, 1, 1, 1, &k, 1, &nbig), -ERANGE); /* sum would be -6e38 */
 	expect_nonfinite_reply(c);
-	for (uint32_t w = 0; w < 2; w++) {
-		st = 1;
-		assert_int_equal(ps_client_barrier(c->cl[w], 0, &done, pt_done, &st, c->msgs), 0);
-		pt_deliver(c, w);
-		assert_int_equal(st, 0);
-	}
-	assert_true(done);
+	assert_int_equal(pt_barrier_all(c, 0), 0);
 	assert_int_equal(pt_pull(c, 0, 1, 1, &k, 1, &v), 0);
 	assert_true(v == BIG);                                        /* 0 - 1 * (-3e38) */
 	assert_int_equal(pt_push(c, 0, 1, 1, &k, 1, &nbig), 0);       /* step 1: 3e38 + 3e38 */
-	for (uint32_t w = 0; w < 2; w++) {
-		st = 1;
-		assert_int_equal(ps_client_barrier(c->cl[w], 1, &done, pt_done, &st, c->msgs), 0);
-		pt_deliver(c, w);
-		assert_int_equal(st, 0);
-	}
-	assert_true(done);
+	assert_int_equal(pt_barrier_all(c, 1), 0);
 	assert_int_equal(pt_pull(c, 0, 1, 1, &k, 1, &v), 0);
 	assert_true(v == BIG);                                        /* the step left it */
 	assert_int_equal(nonfinite_rows(c), 2);

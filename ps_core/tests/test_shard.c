@@ -33,7 +33,7 @@ struct lcore {
 static void build(uint8_t *m, uint8_t type, uint32_t worker, uint64_t seq, uint32_t first_key)
 {
 	bool push = type == PS_T_PUSH;
-	uint32_t body = push ? 16 + NKEYS * (8 + 4 * DIM) : NKEYS * 8, i;
+	uint32_t body = push ? PS_PUSH_HEAD + NKEYS * (8 + 4 * DIM) : NKEYS * 8, i;
 	struct tl_msg_hdr h = { .type = type, .aux = PS_ELEM_F32, .table_id = 1, .body_len = body,
 				.key_count = NKEYS, .dim = DIM, .req_id = seq };
 	uint8_t *p = m + TL_MSG_HDR_LEN;
@@ -41,10 +41,10 @@ static void build(uint8_t *m, uint8_t type, uint32_t worker, uint64_t seq, uint3
 
 	tl_msg_hdr_encode(m, &h);
 	if (push) {
+		memset(p, 0, PS_PUSH_HEAD); /* incarnation 0, step 0 */
 		tl_st32(p, worker);
-		tl_st32(p + 4, 0);
 		tl_st64(p + 8, seq);
-		p += 16;
+		p += PS_PUSH_HEAD;
 	}
 	for (i = 0; i < NKEYS; i++, p += 8)
 		tl_st64(p, first_key + i);
@@ -55,7 +55,7 @@ static void build(uint8_t *m, uint8_t type, uint32_t worker, uint64_t seq, uint3
 static void *lcore_main(void *arg)
 {
 	struct lcore *l = arg;
-	uint8_t *req = malloc(TL_MSG_HDR_LEN + 16 + NKEYS * (8 + 4 * DIM));
+	uint8_t *req = malloc(TL_MSG_HDR_LEN + PS_PUSH_HEAD + NKEYS * (8 + 4 * DIM));
 	uint8_t *rep = aligned_alloc(64, 1u << 20);
 	uint32_t it, i, n = l->s->cfg.n_lcores;
 
@@ -172,7 +172,7 @@ static void test_shard_sync_barrier_on_other_lcore(void **state)
 	struct ps_handler *h1;
 	struct poller p = { 0 };
 	pthread_t th;
-	uint8_t *req = malloc(TL_MSG_HDR_LEN + 16 + NKEYS * (8 + 4 * DIM));
+	uint8_t *req = malloc(TL_MSG_HDR_LEN + PS_PUSH_HEAD + NKEYS * (8 + 4 * DIM));
 	uint8_t *rep = aligned_alloc(64, 1u << 20);
 	uint32_t w, i;
 
@@ -186,11 +186,10 @@ static void test_shard_sync_barrier_on_other_lcore(void **state)
 		assert_int_equal(send_req(h1, req, rep), 0);
 	}
 	for (w = 0; w < 2; w++) {
-		struct tl_msg_hdr hd = { .type = PS_T_BARRIER, .body_len = 16, .req_id = 7 };
+		struct tl_msg_hdr hd = { .type = PS_T_BARRIER, .body_len = PS_BARRIER_BODY, .req_id = 7 };
 		tl_msg_hdr_encode(req, &hd);
+		memset(req + TL_MSG_HDR_LEN, 0, PS_BARRIER_BODY); /* step 0, incarnation 0 */
 		tl_st32(req + TL_MSG_HDR_LEN, w);
-		tl_st32(req + TL_MSG_HDR_LEN + 4, 0);
-		tl_st64(req + TL_MSG_HDR_LEN + 8, 0);
 		assert_int_equal(send_req(h1, req, rep), 0);
 		assert_int_equal(rep[3], PS_T_BARRIER_R);
 		assert_int_equal(tl_ld32(rep + TL_MSG_HDR_LEN + 16), w == 1); /* done when both came */
@@ -268,7 +267,7 @@ static void test_shard_lane_aware_client_never_crosses_lcores(void **state)
 		tl_msg_hdr_decode(m[d].buf, UINT32_MAX, &hd);
 		for (i = 0; i < hd.key_count; i++)
 			assert_int_equal(ps_shard_owner(ps_key_shard(tl_ld64(m[d].buf + TL_MSG_HDR_LEN +
-							16 + 8 * i), 8), 2), d);
+							PS_PUSH_HEAD + 8 * i), 8), 2), d);
 		assert_int_equal(send_req(h[d], m[d].buf, rep), 0);
 		pt_view(rep, 0, iov, 1, &v);
 		assert_int_equal(ps_client_on_reply(c, d, &v), 0);

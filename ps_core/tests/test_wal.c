@@ -5,8 +5,10 @@
  * the files. Checked: nothing acknowledged after the last checkpoint is lost, replay over a
  * checkpoint that already holds some records applies them once, a torn last record is
  * dropped and counted, damaged or foreign logs are refused, segments roll and the ones a
- * checkpoint covers are deleted, a restarted worker resumes its sequence (PS_T_HELLO), and
- * sync mode's barrier step and pending sums survive a crash in the middle of a step.
+ * checkpoint covers are deleted, a restarted worker resumes its sequence (PS_T_HELLO),
+ * sync mode's barrier step and pending sums survive a crash in the middle of a step, a
+ * barrier record the log refuses changes nothing (the step completes once, the replay is
+ * exact), and a step a barrier timeout closed is closed again on replay.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -284,14 +286,15 @@ static void seg_write(const char *name, const uint8_t *b, size_t len)
 	fclose(f);
 }
 
-/* Offset of record i (0-based) of a segment, and its request length. */
-static size_t rec_at(const uint8_t *b, uint32_t i, uint32_t *len)
+/* Offset of record i (0-based) of a segment of blen bytes, and its request length (0 past
+ * the end of a full segment). */
+static size_t rec_at(const uint8_t *b, size_t blen, uint32_t i, uint32_t *len)
 {
 	size_t off = 64;
 
-	while (i--)
+	while (i-- && off + 16 <= blen)
 		off += 16 + ((tl_ld32(b + off) + 7u) & ~7u);
-	*len = tl_ld32(b + off);
+	*len = off + 16 <= blen ? tl_ld32(b + off) : 0;
 	return off;
 }
 
@@ -329,7 +332,7 @@ static void test_wal_torn_tail_dropped_and_counted(void **state)
 	/* The last record's payload cut short (as a power loss can leave it). */
 	ten_pushes_then_crash();
 	b = seg_read(SEG0, &len);
-	off = rec_at(b, 9, &rl);
+	off = rec_at(b, len, 9, &rl);
 	memset(b + off + 16 + rl - 8, 0, 8);
 	seg_write(SEG0, b, len);
 	free(b);
@@ -338,7 +341,7 @@ static void test_wal_torn_tail_dropped_and_counted(void **state)
 	nftw(wal, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	ten_pushes_then_crash();
 	b = seg_read(SEG0, &len);
-	off = rec_at(b, 9, &rl);
+	off = rec_at(b, len, 9, &rl);
 	memset(b + off, 0, 4);
 	seg_write(SEG0, b, len);
 	free(b);
@@ -371,7 +374,7 @@ static void test_wal_damaged_log_refused(void **state)
 	orig = seg_read(SEG0, &len);
 	b = malloc(len);
 	memcpy(b, orig, len);
-	off = rec_at(b, 3, &rl);                   /* a record in the middle: one bit */
+	off = rec_at(b, len, 3, &rl);              /* a record in the middle: one bit */
 	b[off + 16 + rl / 2] ^= 0x04;
 	seg_write(SEG0, b, len);
 	expect_refused(-EBADMSG, "damaged");
@@ -417,7 +420,7 @@ static void test_wal_damaged_tail_torn_and_cut_off(void **state)
 	ten_pushes_then_crash();
 	d = seg_read(SEG0, &len);
 	for (i = 0; i < 10; i++)
-		off[i] = rec_at(d, i, &rl[i]);
+		off[i] = rec_at(d, len, i, &rl[i]);
 	for (i = 7; i < 10; i++)                   /* records 7..9: pages of another moment */
 		d[off[i] + 16 + rl[i] - 1] ^= 0x01;
 	memset(d + off[6], 0, 8);                  /* the page with record 6's head: lost */
@@ -454,7 +457,7 @@ static void test_wal_damage_before_a_later_segment_refused(void **state)
 	pt_cluster_destroy(a);
 	assert_true(count_files(wal) >= 2);
 	d = seg_read(SEG0, &len);
-	for (i = 0; (off = rec_at(d, i, &rl)) + 16 <= len && rl != 0; i++)
+	for (i = 0; (off = rec_at(d, len, i, &rl)) + 16 <= len && rl != 0; i++)
 		last = off;
 	assert_true(i > 10);
 	d[last + 4] ^= 0x01;                       /* the first segment's last record */
@@ -690,6 +693,7 @@ static void test_wal_sync_step_survives_crash_mid_step(void **state)
 		sync_push(x, 1, 2);
 		barrier(x, 0, 0, false);
 		barrier(x, 1, 0, true);
+		barrier(x, 0, 0, true); /* asking again: done, worker 0 moves to step 1 */
 		sync_push(x, 0, 3);
 		barrier(x, 0, 1, false);
 		if (x == a)
@@ -725,6 +729,295 @@ static void test_wal_sync_step_survives_crash_mid_step(void **state)
 	pt_cluster_destroy(r);
 }
 
+/* ---- a log that refuses a barrier's records */
+
+static char away[PATH_MAX + 8];
+
+/* The log cannot roll to a new segment: its directory is gone (root ignores permissions). */
+static void log_dir_away(void)
+{
+	snprintf(away, sizeof(away), "%s.away", wal);
+	assert_int_equal(rename(wal, away), 0);
+}
+
+static void log_dir_back(void)
+{
+	assert_int_equal(rename(away, wal), 0);
+}
+
+/* A barrier request the log refused: an error reply of kind PS_ERR_IO, "retry". */
+static void barrier_refused(struct pt_cluster *c, uint32_t w, uint64_t step)
+{
+	bool done = false;
+
+	assert_true(pt_barrier(c, w, step, &done) < 0);
+	assert_int_equal(c->rep_buf[3], PS_T_ERROR);
+	assert_int_equal(tl_ld32(c->rep_buf + TL_MSG_HDR_LEN + 4), PS_ERR_IO);
+	assert_non_null(strstr((const char *)c->rep_buf + TL_MSG_HDR_LEN + 8, "retry"));
+}
+
+/* One more sync step on both clusters, both workers, then their states compared. */
+static void step_both_and_compare(struct pt_cluster *r, struct pt_cluster *b, uint64_t step)
+{
+	struct state ref, got;
+
+	for (int k = 0; k < 2; k++) {
+		struct pt_cluster *x = k ? b : r;
+		sync_push(x, 0, 5);
+		sync_push(x, 1, 6);
+		assert_int_equal(pt_barrier_all(x, step), 0);
+	}
+	pull_all(r, &ref);
+	pull_all(b, &got);
+	assert_memory_equal(&ref, &got, sizeof(ref));
+}
+
+static uint64_t epoch_of(struct ps_server *s)
+{
+	struct ps_barrier_stats bs;
+
+	ps_server_barrier_stats(s, &bs, NULL, 0);
+	return bs.epoch;
+}
+
+/*
+ * The last arrival of step 0 cannot be logged: refused, and nothing of it counted (the
+ * barrier still waits for that worker and takes its arrival when the log is back), so the
+ * step completes once, and a crash later replays to the same state.
+ */
+static void test_wal_failed_last_arrival_leaves_barrier_usable(void **state)
+{
+	struct ps_recover_stats st;
+	struct state ref, got;
+	struct pt_cluster *r, *a, *b;
+	char err[256];
+	uint64_t rows;
+
+	(void)state;
+	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_SYNC, 2, tabs, 3, &r), 0);
+	a = restart(PS_MODE_SYNC, 2, SEG, &st);
+	for (int k = 0; k < 2; k++) {
+		struct pt_cluster *x = k ? a : r;
+		sync_push(x, 0, 1);
+		sync_push(x, 1, 2);
+		barrier(x, 0, 0, false);
+	}
+	/* A primary checkpoint starts a new generation: the next record needs a new segment. */
+	assert_int_equal(ps_save(a->h[0], ckpt, &rows, err, sizeof(err)), 0);
+	log_dir_away();
+	barrier_refused(a, 1, 0);
+	barrier(a, 0, 0, false); /* not counted: still waiting for worker 1 */
+	log_dir_back();
+	barrier(a, 1, 0, true);
+	barrier(a, 0, 0, true);
+	barrier(r, 1, 0, true);
+	barrier(r, 0, 0, true);
+	for (int k = 0; k < 2; k++) {
+		struct pt_cluster *x = k ? a : r;
+		sync_push(x, 0, 3);
+		sync_push(x, 1, 4);
+		assert_int_equal(pt_barrier_all(x, 1), 0);
+	}
+	pull_all(r, &ref);
+	pull_all(a, &got);
+	assert_memory_equal(&ref, &got, sizeof(ref));
+	pt_cluster_destroy(a); /* killed */
+	b = restart(PS_MODE_SYNC, 2, SEG, &st);
+	pull_all(b, &got);
+	assert_memory_equal(&ref, &got, sizeof(ref));
+	step_both_and_compare(r, b, 2);
+	pt_cluster_destroy(b);
+	pt_cluster_destroy(r);
+}
+
+/*
+ * A first (not last) arrival the log refuses is not counted either: counted in memory, it
+ * would let the step complete without its record, and the replay would then mix the next
+ * step's pushes into that step and refuse the next barrier records.
+ */
+static void test_wal_failed_arrival_not_counted_replay_exact(void **state)
+{
+	struct ps_recover_stats st;
+	struct state ref, got;
+	struct pt_cluster *r, *a, *b;
+	uint64_t rows, epoch;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_SYNC, 2, tabs, 3, &r), 0);
+	a = restart(PS_MODE_SYNC, 2, SEG, &st);
+	epoch = epoch_of(a->srv[0]);
+	for (int k = 0; k < 2; k++) {
+		struct pt_cluster *x = k ? a : r;
+		sync_push(x, 0, 1);
+		sync_push(x, 1, 2);
+	}
+	assert_int_equal(ps_save(a->h[0], ckpt, &rows, err, sizeof(err)), 0);
+	log_dir_away();
+	barrier_refused(a, 0, 0);
+	log_dir_back();
+	for (int k = 0; k < 2; k++) {
+		struct pt_cluster *x = k ? a : r;
+		barrier(x, 1, 0, false); /* worker 0 is not in yet */
+		barrier(x, 0, 0, true);
+		barrier(x, 1, 0, true);
+		sync_push(x, 0, 3);
+		sync_push(x, 1, 4);
+		barrier(x, 0, 1, false);
+	}
+	pt_cluster_destroy(a); /* killed in the middle of step 1 */
+	b = restart(PS_MODE_SYNC, 2, SEG, &st);
+	assert_int_equal(epoch_of(b->srv[0]), epoch); /* the same state, back */
+	/* New worker processes redo step 1: numbered as before, taken for the same pushes. */
+	sync_push(b, 0, 3);
+	assert_int_equal(tl_ld32(b->rep_buf + TL_MSG_HDR_LEN + 8), 0); /* "duplicate" */
+	sync_push(b, 1, 4);
+	barrier(b, 1, 1, true);  /* worker 0's arrival at step 1 came back from the log */
+	barrier(b, 0, 1, true);
+	barrier(r, 1, 1, true);
+	barrier(r, 0, 1, true);
+	pull_all(r, &ref);
+	pull_all(b, &got);
+	assert_memory_equal(&ref, &got, sizeof(ref));
+	step_both_and_compare(r, b, 2);
+	pt_cluster_destroy(b);
+	pt_cluster_destroy(r);
+}
+
+/* Worker w pushes k keys of the counter table (dim 1): a record of 16 + align8(64 + 12k). */
+static void pad_push(struct pt_cluster *c, uint32_t w, uint32_t k)
+{
+	uint64_t *keys = malloc(k * sizeof(*keys));
+	float *g = malloc(k * sizeof(*g));
+
+	for (uint32_t i = 0; i < k; i++) {
+		keys[i] = 50000 + i;
+		g[i] = -1.0f;
+	}
+	assert_int_equal(pt_push(c, w, 3, 1, keys, k, g), 0);
+	free(keys);
+	free(g);
+}
+
+/* Fills handler h's segment with worker w's pushes until what is left takes a barrier
+ * arrival (72 bytes) but not then the step's record (64 more). */
+static void pad_segment(struct pt_cluster *c, uint32_t w)
+{
+	const struct ps_wal *lw = &c->h[0]->wal;
+	size_t left = lw->size - lw->off;
+
+	while (left >= 136) {
+		uint32_t k = left >= 400 ? (uint32_t)((left - 104 - 80) / 12) : 1;
+		while (k > 1 && 16 + ((64 + 12 * (size_t)k + 7) & ~(size_t)7) > left - 72)
+			k--;
+		pad_push(c, w, k);
+		assert_true(lw->size - lw->off < left);
+		left = lw->size - lw->off;
+	}
+	assert_true(left >= 72);
+}
+
+/*
+ * The step's own record (PS_T_WAL_STEP) cannot be logged: the step is left complete but not
+ * applied (not "being applied" for ever, which would answer "not done" to everyone), the
+ * worker is told to retry, and the next ask applies it.
+ */
+static void test_wal_failed_step_record_leaves_barrier_usable(void **state)
+{
+	struct ps_recover_stats st;
+	struct state ref, got;
+	struct pt_cluster *r, *a, *b;
+
+	(void)state;
+	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_SYNC, 2, tabs, 3, &r), 0);
+	a = restart(PS_MODE_SYNC, 2, SEG, &st);
+	for (int k = 0; k < 2; k++) {
+		struct pt_cluster *x = k ? a : r;
+		sync_push(x, 0, 1);
+		sync_push(x, 1, 2);
+		barrier(x, 0, 0, false);
+	}
+	pad_segment(a, 1);
+	log_dir_away();
+	barrier_refused(a, 1, 0); /* its arrival fitted; the step's record did not */
+	barrier_refused(a, 0, 0); /* asking again tries to apply it again */
+	log_dir_back();
+	barrier(a, 1, 0, true);
+	barrier(a, 0, 0, true);
+	barrier(r, 1, 0, true);
+	barrier(r, 0, 0, true);
+	pull_all(r, &ref);
+	pull_all(a, &got);
+	assert_memory_equal(&ref, &got, sizeof(ref));
+	pt_cluster_destroy(a);
+	b = restart(PS_MODE_SYNC, 2, SEG, &st);
+	pull_all(b, &got);
+	assert_memory_equal(&ref, &got, sizeof(ref));
+	step_both_and_compare(r, b, 1);
+	pt_cluster_destroy(b);
+	pt_cluster_destroy(r);
+}
+
+/*
+ * A step closed by a barrier timeout without worker 2 (policy continue) is in the log with
+ * the workers it left out: the replay closes it at the same place, and worker 2 stays left
+ * out after the restart until it says hello.
+ */
+static void test_wal_barrier_timeout_closure_replayed(void **state)
+{
+	struct ps_barrier_stats bs;
+	struct ps_recover_stats st;
+	struct state ref, got;
+	struct pt_cluster *r, *a, *b;
+	char err[256] = "";
+	bool done;
+
+	(void)state;
+	assert_int_equal(pt_cluster_create(1, 3, PS_MODE_SYNC, 2, tabs, 3, &r), 0);
+	pt_barrier_timeout_ms = 30;
+	pt_barrier_policy = PS_BARRIER_CONTINUE;
+	a = restart(PS_MODE_SYNC, 3, SEG, &st);
+	for (int k = 0; k < 2; k++) {
+		struct pt_cluster *x = k ? a : r;
+		sync_push(x, 0, 1);
+		sync_push(x, 1, 2);
+		barrier(x, 0, 0, false);
+		barrier(x, 1, 0, x == r);
+	}
+	usleep(50 * 1000);
+	barrier(a, 0, 0, true); /* closes step 0 without worker 2 */
+	barrier(a, 1, 0, true);
+	barrier(r, 0, 0, true);
+	for (int k = 0; k < 2; k++) {
+		struct pt_cluster *x = k ? a : r;
+		sync_push(x, 0, 3);
+		sync_push(x, 1, 4);
+		barrier(x, 0, 1, false);
+	}
+	pt_cluster_destroy(a);
+	b = make(PS_MODE_SYNC, 3, SEG);
+	pt_barrier_timeout_ms = 0;
+	pt_barrier_policy = PS_BARRIER_FAIL;
+	if (ps_recover(b->h[0], ckpt, &st, err, sizeof(err)) != 0)
+		fail_msg("recover: %s", err);
+	ps_server_barrier_stats(b->srv[0], &bs, NULL, 0);
+	assert_int_equal(bs.step, 1);
+	assert_int_equal(bs.gone, 1);
+	assert_int_equal(bs.arrived, 1);
+	assert_int_equal(pt_hello(b, 0), 0);
+	assert_int_equal(pt_hello(b, 1), 0);
+	assert_int_equal(pt_barrier(b, 1, 1, &done), 0);
+	assert_true(done); /* worker 2 is still left out */
+	barrier(b, 0, 1, true);
+	barrier(r, 1, 1, true);
+	barrier(r, 0, 1, true);
+	pull_all(r, &ref);
+	pull_all(b, &got);
+	assert_memory_equal(&ref, &got, sizeof(ref));
+	pt_cluster_destroy(b);
+	pt_cluster_destroy(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -744,6 +1037,14 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_wal_hello_resumes_sequence_after_worker_restart,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wal_sync_step_survives_crash_mid_step, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_failed_last_arrival_leaves_barrier_usable,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_failed_arrival_not_counted_replay_exact,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_failed_step_record_leaves_barrier_usable,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_barrier_timeout_closure_replayed, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests_name("wal", tests, NULL, NULL);

@@ -428,6 +428,19 @@ static PyObject *client_stats(PyObject *self, PyObject *unused)
 			     s.bytes_in, "reconnects", s.reconnects, "resent", s.resent);
 }
 
+static PyObject *client_step(PyObject *self, PyObject *unused)
+{
+	struct pw_client *c = (struct pw_client *)self;
+	uint64_t step;
+
+	(void)unused;
+	if (pw_client_enter(c) != 0)
+		return NULL;
+	step = wharf_step(c->cl);
+	pw_client_leave(c);
+	return PyLong_FromUnsignedLongLong(step);
+}
+
 static PyObject *client_closed(PyObject *self, void *unused)
 {
 	struct pw_client *c = (struct pw_client *)self;
@@ -443,6 +456,8 @@ static PyMethodDef client_methods[] = {
 	{ "dense_pull", client_dense_pull, METH_VARARGS, "dense_pull(table, out) -> out" },
 	{ "dense_push", client_dense_push, METH_VARARGS, "dense_push(table, grads)" },
 	{ "barrier", client_barrier, METH_VARARGS, "barrier(step)" },
+	{ "step", client_step, METH_NOARGS,
+	  "step() -> the sync step this worker is in (where a restarted worker resumes)" },
 	{ "pull_async", (PyCFunction)(void (*)(void))pw_client_pull_async,
 	  METH_VARARGS | METH_KEYWORDS, "pull_async(table, keys, out) -> Request" },
 	{ "push_async", (PyCFunction)(void (*)(void))pw_client_push_async,

@@ -129,7 +129,7 @@ def apply_pushes():
     barrier (step numbers shared with the job's DenseSync), async and GEO at once."""
     if wharf.mode() == "sync":
         ps = _current["job"]["modules"][2]
-        wharf.barrier(ps.steps)
+        wharf.barrier(wharf.step())
         ps.steps += 1
 
 

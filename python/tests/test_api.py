@@ -1,6 +1,7 @@
 """Round trips of every call of the wharf package against a real PS, on kernel TCP and DPDK,
 in sync, async and GEO mode (the job fixture), with the arrays' memory checked: what the
 library writes lands in the very array passed as out=."""
+import errno
 import threading
 
 import numpy as np
@@ -132,8 +133,13 @@ def test_empty_key_batch(job):
 @pytest.mark.modes("sync")
 def test_barrier(job):
     ps = job["modules"][2]
-    wharf.barrier(ps.steps)
-    wharf.barrier_async(ps.steps + 1).wait(timeout=30)
+    s = wharf.step()
+    with pytest.raises(wharf.Error) as e:
+        wharf.barrier(s + 1)  # not this worker's step: refused, naming it
+    assert e.value.errno == errno.EINVAL and "at step %d" % s in e.value.message
+    wharf.barrier(s)
+    wharf.barrier_async(s + 1).wait(timeout=30)
+    assert wharf.step() == s + 2
     ps.steps += 2
 
 

@@ -12,7 +12,7 @@ One script serves as a server or trains as a worker, as Paddle's fleet scripts d
         keys = np.array([1, 7, 42], dtype=np.uint64)
         rows = emb.pull(keys)               # float32 (3, 8), written in place by the library
         emb.push(keys, grads)               # the servers apply their optimizer
-        wharf.barrier(step)                 # sync mode
+        wharf.barrier(wharf.step())         # sync mode: the step this worker is in
         wharf.stop()
 
 Arrays go through the buffer protocol both ways with no copy: keys are 1-D C-contiguous
@@ -38,7 +38,7 @@ __all__ = [
     "Error", "ConfigError", "TimeoutError", "init", "flags_of", "is_server", "is_worker",
     "role", "worker_index", "num_workers", "num_servers", "mode", "geo_k", "protocol",
     "sparse_table", "dense_table", "table", "tables", "run_server", "init_worker",
-    "stop_worker", "stop", "barrier", "barrier_async", "stats", "version", "SparseTable",
+    "stop_worker", "stop", "barrier", "barrier_async", "step", "stats", "version", "SparseTable",
     "DenseTable", "Request",
 ]
 
@@ -356,8 +356,16 @@ def stop():
 
 
 def barrier(step):
-    """Sync mode: returns once every worker reached step and its pushes were applied."""
+    """Sync mode: returns once every worker reached step and its pushes were applied. step is
+    step()'s (a barrier of another step is refused)."""
     _client(_need()).barrier(step)
+
+
+def step():
+    """Sync mode: the step this worker is in: where its servers were when it connected (a
+    worker restarted under its old id resumes there: skip the batches before it), then one
+    more per completed barrier."""
+    return _client(_need()).step()
 
 
 def barrier_async(step):

@@ -315,7 +315,7 @@ class DenseSync:
                 grads.append(None if g is None else g.contiguous().numpy())
             self._push(grads)
             if mode == "sync":
-                wharf.barrier(self.steps)
+                wharf.barrier(wharf.step())  # where the servers are (a restart resumes)
             self.pull()
         for p, _ in self.params:
             p.grad = None

@@ -407,6 +407,58 @@ static void test_config_mtu_sources_default_and_range(void **state)
 	assert_non_null(strstr(f->err, "mtu"));
 }
 
+/* The fault knobs: barrier timeout and policy (PS), ps_lost_state (worker). */
+static void test_config_fault_policies_sources_and_refusals(void **state)
+{
+	struct fx *f = *state;
+	char *none[] = { NULL };
+	char *env[] = { "WHARF_BARRIER_TIMEOUT_S=5", "WHARF_BARRIER_POLICY=continue",
+			"WHARF_PS_LOST_STATE=continue", NULL };
+	char *env_bad[] = { "WHARF_BARRIER_POLICY=retry", NULL };
+	char *env_big[] = { "WHARF_BARRIER_TIMEOUT_S=86401", NULL };
+	const char *base[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1", "--protocol=kernel" };
+	const char *flag[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1", "--protocol=kernel",
+			       "--barrier-timeout=0", "--barrier-policy=fail", "--ps-lost-state", "fail" };
+	const char *flag_bad[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1",
+				   "--protocol=kernel", "--ps-lost-state", "ignore" };
+	const char *jpath = write_file(f, "b.json", "{\"barrier_timeout_s\": 30, \"barrier_policy\": "
+				       "\"continue\", \"ps_lost_state\": \"continue\"}\n");
+	const char *jbad = NULL;
+	char arg[300];
+	const char *file[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1",
+			       "--protocol=kernel", arg };
+
+	assert_int_equal(load(f, none, 5, base), 0);
+	assert_int_equal(f->c.barrier_timeout_s, 600);
+	assert_int_equal(f->c.barrier_policy, WC_POLICY_FAIL);
+	assert_int_equal(f->c.ps_lost_state, WC_POLICY_FAIL);
+	assert_int_equal(load(f, env, 5, base), 0);
+	assert_int_equal(f->c.barrier_timeout_s, 5);
+	assert_int_equal(f->c.barrier_policy, WC_POLICY_CONTINUE);
+	assert_int_equal(f->c.ps_lost_state, WC_POLICY_CONTINUE);
+	assert_int_equal(f->c.origin[WC_F_BARRIER_POLICY], WC_SRC_ENV_KNOBS);
+	assert_int_equal(load(f, env, 9, flag), 0); /* flags beat the variables */
+	assert_int_equal(f->c.barrier_timeout_s, 0);
+	assert_int_equal(f->c.barrier_policy, WC_POLICY_FAIL);
+	assert_int_equal(f->c.ps_lost_state, WC_POLICY_FAIL);
+	snprintf(arg, sizeof(arg), "--config=%s", jpath);
+	assert_int_equal(load(f, none, 6, file), 0);
+	assert_int_equal(f->c.barrier_timeout_s, 30);
+	assert_int_equal(f->c.barrier_policy, WC_POLICY_CONTINUE);
+	assert_int_equal(f->c.ps_lost_state, WC_POLICY_CONTINUE);
+	assert_string_equal(wc_policy_name(f->c.barrier_policy), "continue");
+	assert_int_equal(load(f, env_bad, 5, base), -EINVAL);
+	assert_non_null(strstr(f->err, "WHARF_BARRIER_POLICY: 'retry' expected fail or continue"));
+	assert_int_equal(load(f, env_big, 5, base), -EINVAL);
+	assert_non_null(strstr(f->err, "WHARF_BARRIER_TIMEOUT_S"));
+	assert_int_equal(load(f, none, 7, flag_bad), -EINVAL);
+	assert_non_null(strstr(f->err, "--ps-lost-state: 'ignore'"));
+	jbad = write_file(f, "bb.json", "{\"barrier_policy\": \"wait\"}\n");
+	snprintf(arg, sizeof(arg), "--config=%s", jbad);
+	assert_int_equal(load(f, none, 6, file), -EINVAL);
+	assert_non_null(strstr(f->err, "barrier_policy: 'wait'"));
+}
+
 static void test_config_file_syntax_error_names_line_and_column(void **state)
 {
 	struct fx *f = *state;
@@ -655,6 +707,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_config_log_level_env_checked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_file_full_schema, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_mtu_sources_default_and_range, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_fault_policies_sources_and_refusals, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_config_file_syntax_error_names_line_and_column, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_precedence_flags_tf_paddle_env_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_epmap_parse_and_errors, setup, teardown),
