@@ -1,7 +1,8 @@
 /*
  * wh_config.c — wharf_config: the cluster a library user's process belongs to, read from the
  * same sources as the wharf executables (wc_config_load), and the EAL arguments its DPDK
- * transport starts with.
+ * transport starts with (WHARF_EAL_ARGS, else the cluster file's eal_args, unless
+ * wharf_config_set_eal gives them).
  *
  * Call chain: wharf_config_load -> wc_config_load (flags, file, DeepRec knobs, Paddle,
  *   TF_CONFIG, .endpoint_map) -> wharf_server_run / wharf_client_open read wh_cfg_*.
@@ -68,7 +69,6 @@ int wharf_config_load(int argc, const char *const *argv, const char *const *envp
 	char *const *env = envp != NULL ? (char *const *)envp : environ;
 	struct wharf_config *c;
 	char **av, err[1024];
-	const char *eal;
 	bool help = false;
 	int i, rc;
 
@@ -96,10 +96,9 @@ int wharf_config_load(int argc, const char *const *argv, const char *const *envp
 		rc = wh_errf(-EINVAL, "--help is for the executables; the library takes cluster flags only");
 	else if (rc != 0)
 		rc = wh_errf(rc, "%s", err);
-	if (rc == 0 && (eal = wc_env_get(env, "WHARF_EAL_ARGS")) != NULL)
-		rc = eal_split(c, eal, "WHARF_EAL_ARGS");
-	if (rc == 0 && c->eal_argv == NULL)
-		rc = eal_split(c, "", "EAL arguments");
+	/* WHARF_EAL_ARGS, else the --config file's eal_args (checked as they were read). */
+	if (rc == 0)
+		rc = eal_split(c, c->cl.eal_args, "EAL arguments");
 	if (rc != 0)
 		goto out_free;
 	free(av);

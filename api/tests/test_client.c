@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "api/wh_config.h"
 #include "wharf/wharf.h"
 
 #define DIM 4u
@@ -400,10 +401,48 @@ static void test_config_refuses_bad_flags(void **state)
 	assert_int_equal(wharf_config_load(-1, mode, no_env, &c), -EINVAL);
 }
 
+/* The library's EAL arguments: WHARF_EAL_ARGS, else the cluster file's eal_args, else set. */
+static void test_config_eal_args_env_over_file(void **state)
+{
+	char path[64] = "/tmp/wh_eal_XXXXXX", arg[80];
+	const char *argv[] = { "--role", "worker", "--ps", "127.0.0.1:6000", "--num-workers", "1",
+			       "--protocol", "kernel", arg };
+	const char *const env[] = { "WHARF_EAL_ARGS=-l 1 --no-pci", NULL };
+	struct wharf_config *c;
+	FILE *f;
+	int fd;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	assert_non_null(f);
+	fputs("{\"eal_args\": [\"-l\", \"0\", \"--no-huge\"]}\n", f);
+	fclose(f);
+	snprintf(arg, sizeof(arg), "--config=%s", path);
+	assert_int_equal(wharf_config_load(9, argv, no_env, &c), 0);
+	assert_int_equal(c->eal_argc, 4);
+	assert_string_equal(c->eal_argv[2], "0");
+	assert_string_equal(c->eal_argv[3], "--no-huge");
+	wharf_config_free(c);
+	assert_int_equal(wharf_config_load(9, argv, env, &c), 0);
+	assert_int_equal(c->eal_argc, 4);
+	assert_string_equal(c->eal_argv[2], "1");
+	assert_string_equal(c->eal_argv[3], "--no-pci");
+	assert_int_equal(wharf_config_set_eal(c, "-l 0-1"), 0);
+	assert_int_equal(c->eal_argc, 3);
+	wharf_config_free(c);
+	assert_int_equal(wharf_config_load(8, argv, no_env, &c), 0); /* neither: none */
+	assert_int_equal(c->eal_argc, 1);
+	wharf_config_free(c);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_config_refuses_bad_flags),
+		cmocka_unit_test(test_config_eal_args_env_over_file),
 		cmocka_unit_test(test_client_open_times_out),
 		cmocka_unit_test(test_client_threads_exactly_once),
 		cmocka_unit_test(test_client_big_call_is_split),

@@ -327,6 +327,10 @@ int wc_cfg_env_knobs(char *const envp[], struct wc_cluster *out, char *err, size
 		rc = knob_data_plane(envp, c, err, errlen);
 	if (rc == 0)
 		rc = knob_enums(envp, c, err, errlen);
+	if (rc == 0 && (v = wc_env_get(envp, "WHARF_EAL_ARGS")) != NULL) {
+		rc = wc_parse_eal_args(v, c->eal_args, "WHARF_EAL_ARGS", err, errlen);
+		wc_mark(c, WC_F_EAL_ARGS);
+	}
 	/* Applied as each log type registers, before main (dpdk_net/dn_log.h); refused here. */
 	if (rc == 0 && (v = wc_env_get(envp, "WHARF_LOG_LEVEL")) != NULL)
 		rc = dn_log_check_levels(v, "WHARF_LOG_LEVEL", err, errlen);

@@ -20,7 +20,8 @@
  *             "worker": {...}},
  *     "durability": {"wal_dir": "path"|"none", "ckpt_interval_s": 300, "wal_max_mb": 1024,
  *                    "wal_sync_ms": 1000},
- *     "ctl_token_file": "path" }
+ *     "ctl_token_file": "path",
+ *     "eal_args": "-l 0 --vdev=..." | ["-l", "0", "--vdev=..."] }
  */
 #include <errno.h>
 #include <stdio.h>
@@ -391,6 +392,53 @@ static int strings_section(json_t *root, const char *src, struct wc_cluster *out
 	return rc;
 }
 
+/* "eal_args": a string of words, or an array of words (each a string without blanks). */
+static int eal_args(json_t *v, const char *src, struct wc_cluster *out, char *err, size_t errlen)
+{
+	char what[WC_PATH_LEN + 32], *joined;
+	size_t i, n = 0;
+	json_t *w;
+	int rc;
+
+	snprintf(what, sizeof(what), "%s: eal_args", src);
+	if (json_is_string(v)) {
+		rc = wc_parse_eal_args(json_string_value(v), out->eal_args, what, err, errlen);
+		goto out;
+	}
+	if (!json_is_array(v))
+		return wc_errf(err, errlen, -EINVAL, "%s: expected a string or an array of strings",
+			       what);
+	joined = calloc(1, WC_EAL_ARGS_LEN);
+	if (joined == NULL)
+		return wc_errf(err, errlen, -ENOMEM, "out of memory");
+	rc = 0;
+	json_array_foreach(v, i, w) {
+		const char *s = json_string_value(w);
+		size_t len = s != NULL ? strlen(s) : 0;
+		if (s == NULL || len == 0 || strcspn(s, " \t\n") != len) {
+			rc = wc_errf(err, errlen, -EINVAL, "%s[%zu]: expected one EAL argument: a "
+				     "non-empty string without blanks", what, i);
+			break;
+		}
+		if (n + len + 1 >= WC_EAL_ARGS_LEN) {
+			rc = wc_errf(err, errlen, -E2BIG, "%s: more than %u bytes of EAL arguments",
+				     what, WC_EAL_ARGS_LEN - 1);
+			break;
+		}
+		if (n > 0)
+			joined[n++] = ' ';
+		memcpy(joined + n, s, len);
+		n += len;
+	}
+	if (rc == 0)
+		rc = wc_parse_eal_args(joined, out->eal_args, what, err, errlen);
+	free(joined);
+out:
+	if (rc == 0)
+		wc_mark(out, WC_F_EAL_ARGS);
+	return rc;
+}
+
 static int file_root(json_t *root, const char *src, struct wc_cluster *out, char *err,
 		     size_t errlen)
 {
@@ -398,7 +446,7 @@ static int file_root(json_t *root, const char *src, struct wc_cluster *out, char
 		"cluster", "task", "num_workers", "data_addr", "endpoint_map", "protocol",
 		"tensor_fuse", "fuse", "mode", "geo_k", "wait_timeout_s", "retry_interval_s", "net", "mtu",
 		"durability", "data_iface", "data_prefix", "data_gateway", "ctl_token_file",
-		"barrier_timeout_s", "barrier_policy", "ps_lost_state", NULL,
+		"barrier_timeout_s", "barrier_policy", "ps_lost_state", "eal_args", NULL,
 	};
 	json_t *v;
 	int rc;
@@ -441,6 +489,9 @@ static int file_root(json_t *root, const char *src, struct wc_cluster *out, char
 	v = json_object_get(root, "durability");
 	if (rc == 0 && v != NULL)
 		rc = durability_section(v, src, out, err, errlen);
+	v = json_object_get(root, "eal_args");
+	if (rc == 0 && v != NULL)
+		rc = eal_args(v, src, out, err, errlen);
 	return rc;
 }
 

@@ -411,6 +411,8 @@ static void merge_lists(struct wc_cluster *d, const struct wc_cluster *s)
 		memcpy(d->config_path, s->config_path, sizeof(d->config_path));
 	if (wc_has(s, WC_F_CTL_TOKEN_FILE))
 		memcpy(d->ctl_token_file, s->ctl_token_file, sizeof(d->ctl_token_file));
+	if (wc_has(s, WC_F_EAL_ARGS))
+		memcpy(d->eal_args, s->eal_args, sizeof(d->eal_args));
 }
 
 void wc_cluster_merge(struct wc_cluster *d, const struct wc_cluster *s, enum wc_source kind)
@@ -494,6 +496,50 @@ int wc_is_dir(const char *path)
 	struct stat st;
 
 	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int wc_parse_eal_args(const char *s, char *out, const char *what, char *err, size_t errlen)
+{
+	size_t n = 0, words = 0;
+	const char *p = s;
+
+	while (*p != '\0') {
+		size_t len;
+		p += strspn(p, " \t\n");
+		len = strcspn(p, " \t\n");
+		if (len == 0)
+			break;
+		if (++words > WC_EAL_MAX_ARGS || n + len + (n > 0) >= WC_EAL_ARGS_LEN)
+			return wc_errf(err, errlen, -E2BIG, "%s: more than %u words or %u bytes of EAL "
+				       "arguments", what, WC_EAL_MAX_ARGS, WC_EAL_ARGS_LEN - 1);
+		if (n > 0)
+			out[n++] = ' ';
+		memcpy(out + n, p, len);
+		n += len;
+		p += len;
+	}
+	out[n] = '\0';
+	return 0;
+}
+
+void wc_eal_pick(const struct wc_cluster *c, int cmd_argc, char **cmd_argv, struct wc_eal *e)
+{
+	char *save = NULL, *tok;
+
+	if (cmd_argc > 1 || c->eal_args[0] == '\0') {
+		e->argc = cmd_argc;
+		e->argv = cmd_argv;
+		return;
+	}
+	/* Checked when it was read (wc_parse_eal_args): at most WC_EAL_MAX_ARGS words. */
+	memcpy(e->buf, c->eal_args, sizeof(e->buf));
+	e->v[0] = cmd_argv[0];
+	e->argc = 1;
+	for (tok = strtok_r(e->buf, " ", &save); tok != NULL && e->argc <= WC_EAL_MAX_ARGS;
+	     tok = strtok_r(NULL, " ", &save))
+		e->v[e->argc++] = tok;
+	e->v[e->argc] = NULL;
+	e->argv = e->v;
 }
 
 void wc_split_eal(int *argc, char ***argv, int *eal_argc)

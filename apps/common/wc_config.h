@@ -57,6 +57,7 @@
  * | --barrier-policy / barrier_policy / WHARF_BARRIER_POLICY        | fail                 | fail: the waiting workers fail naming the missing ones; continue: the step goes on without them (they rejoin when they return)
  * | --ps-lost-state / ps_lost_state / WHARF_PS_LOST_STATE           | fail                 | worker: what to do when a PS comes back without its state (a new epoch in its hello): fail, or continue with the empty PS
  * | --mtu / mtu / WHARF_MTU                                          | 1500                 | protocol=dpdk: the data port's MTU (576..9000; every node of a cluster must agree: jumbo 9000 is what a PS network wants, fewer segments per tensor)
+ * | EAL args before "--" / eal_args / WHARF_EAL_ARGS               | none                 | protocol=dpdk: the EAL arguments a node starts with when its command line gives none (the library: always); the file's key a string or an array of words, the variable a string; split at blanks, at most 64 words of 8191 bytes in all
  * | --config / - / -                                                | none                 | the JSON cluster file
  *
  * Booleans accept True/False/true/false/1/0 everywhere (JSON also true/false literals).
@@ -83,6 +84,8 @@
 #define WC_MAX_CORES 128
 #define WC_CTL_TOKEN_MIN 16   /* control token bytes */
 #define WC_CTL_TOKEN_MAX 256
+#define WC_EAL_ARGS_LEN 8192  /* eal_args bytes incl. NUL */
+#define WC_EAL_MAX_ARGS 64    /* its words */
 
 #define WC_DEF_FUSE_MAX_BYTES 8192u
 #define WC_DEF_FUSE_MAX_MSGS 64u
@@ -153,6 +156,7 @@ enum wc_field {
 	WC_F_BARRIER_TIMEOUT,
 	WC_F_BARRIER_POLICY,
 	WC_F_PS_LOST_STATE,
+	WC_F_EAL_ARGS,
 	WC_F_COUNT
 };
 
@@ -225,6 +229,9 @@ struct wc_cluster {
 	char ctl_token_src[WC_PATH_LEN + 32];
 	char run_dir[WC_PATH_LEN];
 
+	/* EAL arguments, words separated by single blanks ("" = none given); see wc_eal_pick. */
+	char eal_args[WC_EAL_ARGS_LEN];
+
 	char endpoint_map[WC_PATH_LEN]; /* file path after finalize ("" = none found) */
 	char config_path[WC_PATH_LEN];
 
@@ -238,6 +245,24 @@ struct wc_cluster {
  * describe the app part with argv[0] = prog, ready for getopt. Nothing is copied.
  */
 void wc_split_eal(int *argc, char ***argv, int *eal_argc);
+
+/*
+ * The EAL arguments a DPDK node starts with, argv[0] first: its command line's part before
+ * "--" when that has any (cmd_argc > 1), else the cluster's eal_args (WHARF_EAL_ARGS, else the
+ * config file's key) split at blanks into e's own storage. argv points at cmd_argv or into e.
+ */
+struct wc_eal {
+	int argc;
+	char **argv;
+	char *v[WC_EAL_MAX_ARGS + 2];
+	char buf[WC_EAL_ARGS_LEN];
+};
+void wc_eal_pick(const struct wc_cluster *c, int cmd_argc, char **cmd_argv, struct wc_eal *e);
+/*
+ * Checks EAL arguments from `what` (a variable, a file's key) and copies them into out
+ * (WC_EAL_ARGS_LEN bytes) with single blanks between words: 0, or -E2BIG naming what.
+ */
+int wc_parse_eal_args(const char *s, char *out, const char *what, char *err, size_t errlen);
 
 /* Environment lookup over an envp-style NULL-terminated array (pass `environ`). */
 const char *wc_env_get(char *const envp[], const char *name);

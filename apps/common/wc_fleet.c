@@ -25,7 +25,8 @@ struct wc_fleet {
 	struct wc_cluster cl;   /* wc_psnet keeps a pointer to it: lives as long as the fleet */
 	char name[32];
 	int eal_argc;
-	char **eal_argv;        /* the caller's argv (EAL may permute it) */
+	char **eal_argv;        /* the caller's argv (EAL may permute it), or eal's */
+	struct wc_eal eal;      /* the cluster's eal_args when the command line has none */
 	char **app_argv;        /* our copy: program name + the part after "--" */
 	sigset_t sigs;          /* SIGINT, SIGTERM: blocked, polled by the loops */
 
@@ -107,6 +108,9 @@ int wc_fleet_init_app(int argc, char **argv, char *const envp[], const struct wc
 			 "TF_CONFIG task.type or --role ps|worker)");
 		goto out_free;
 	}
+	wc_eal_pick(&f->cl, f->eal_argc, f->eal_argv, &f->eal);
+	f->eal_argc = f->eal.argc;
+	f->eal_argv = f->eal.argv;
 	/* Before any thread exists (EAL's among them), so every thread inherits the mask. */
 	sigemptyset(&f->sigs);
 	sigaddset(&f->sigs, SIGINT);

@@ -89,6 +89,7 @@ static int psd_on_opt(void *ctx, int val, const char *arg, char *err, size_t err
 int main(int argc, char **argv)
 {
 	static struct wc_cluster cl; /* large; main's alone */
+	static struct wc_eal eal;
 	struct psd_opts o = { WC_PSM_MLP, 0.0f, 128, 4, 256 * WC_CTR_FIELDS, NULL, NULL, NULL, false };
 	struct wc_app_opts app = { psd_longopts, psd_usage, psd_on_opt, &o };
 	struct wc_model_tables mt;
@@ -133,8 +134,9 @@ int main(int argc, char **argv)
 	fprintf(stderr, "wharf-psd: model %s: %u table%s, digest %016" PRIx64 "\n",
 		o.model_file != NULL ? o.model_file : wc_ps_model_name(o.model), mt.n,
 		mt.n == 1 ? "" : "s", wc_model_digest(&mt));
-	rc = wc_psnet_run_server(&cl, &mt, eal_argc, argv, "wharf-psd", o.ckpt, o.restore, &sigs, err,
-				 sizeof(err));
+	wc_eal_pick(&cl, eal_argc, argv, &eal);
+	rc = wc_psnet_run_server(&cl, &mt, eal.argc, eal.argv, "wharf-psd", o.ckpt, o.restore, &sigs,
+				 err, sizeof(err));
 	wc_model_tables_free(&mt);
 	if (rc != 0)
 		fprintf(stderr, "wharf-psd: %s\n", err);

@@ -157,6 +157,7 @@ static int tr_worker(struct wc_cluster *cl, struct tr_opts *o, const struct wc_m
 int main(int argc, char **argv)
 {
 	static struct wc_cluster cl; /* large (endpoint tables); main's, not shared */
+	static struct wc_eal eal;
 	struct wc_model_tables mt;
 	struct tr_opts o;
 	struct wc_app_opts app = { tr_longopts, tr_usage, tr_on_opt, &o };
@@ -187,13 +188,14 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	wc_eal_pick(&cl, eal_argc, argv, &eal);
 	if (cl.role == WC_ROLE_PS) {
-		rc = wc_psnet_run_server(&cl, &mt, eal_argc, argv, "wharf-train", o.ckpt, o.restore,
-					 &sigs, err, sizeof(err));
+		rc = wc_psnet_run_server(&cl, &mt, eal.argc, eal.argv, "wharf-train", o.ckpt,
+					 o.restore, &sigs, err, sizeof(err));
 		if (rc != 0)
 			fprintf(stderr, "wharf-train: %s\n", err);
 	} else {
-		rc = tr_worker(&cl, &o, &mt, eal_argc, argv, &sigs);
+		rc = tr_worker(&cl, &o, &mt, eal.argc, eal.argv, &sigs);
 	}
 	wc_model_tables_free(&mt);
 	return rc == 0 ? 0 : 1;

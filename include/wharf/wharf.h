@@ -130,8 +130,9 @@ enum wharf_mode { WHARF_MODE_SYNC = 0, WHARF_MODE_ASYNC, WHARF_MODE_GEO };
  * name (e.g. {"--role", "worker", "--ps", "10.0.0.1:6000"}; argc may be 0), merged over
  * envp's TF_CONFIG, Paddle variables, DeepRec knobs and WHARF_* (envp NULL: the process
  * environment), the --config file and .endpoint_map. EAL arguments (protocol dpdk) come from
- * WHARF_EAL_ARGS in envp (split at spaces) unless wharf_config_set_eal gives them. Not
- * thread-safe (getopt): load configurations from one thread.
+ * WHARF_EAL_ARGS in envp (split at spaces), else from the --config file's eal_args, unless
+ * wharf_config_set_eal gives them. Not thread-safe (getopt): load configurations from one
+ * thread.
  */
 int wharf_config_load(int argc, const char *const *argv, const char *const *envp,
 		      struct wharf_config **out);

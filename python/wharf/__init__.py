@@ -90,7 +90,8 @@ def init(argv=None, *, eal=None, model=None, **flags):
     any other flag of `wharf-train -- --help`'s cluster part), then TF_CONFIG, Paddle's
     variables (TRAINING_ROLE, PADDLE_PSERVERS_IP_PORT_LIST, ...), DeepRec's knobs and WHARF_*
     from the environment, the --config file and .endpoint_map. eal: the EAL arguments of
-    protocol dpdk (default: the environment's WHARF_EAL_ARGS). model: a JSON model file's
+    protocol dpdk (default: the environment's WHARF_EAL_ARGS, else the --config file's
+    eal_args). model: a JSON model file's
     path, or None to declare tables with sparse_table() / dense_table().
     A refused source raises wharf.ConfigError naming it.
     """

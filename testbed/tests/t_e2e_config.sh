@@ -2,9 +2,10 @@
 # End to end, one short softmax job (1 PS + 1 worker, protocol dpdk over the switch) per
 # configuration source: flags, TF_CONFIG (+ .endpoint_map found through
 # TF_SEASTAR_ENDPOINT_MAP_PATH), Paddle's variables (+ --data-addr), and the JSON file
-# (+ its endpoint_map key). Each must train (accuracy above chance by far) and the worker must
-# report the protocol and mode the source asked for. Bad input: a malformed .endpoint_map line
-# must be refused with the file and line named.
+# (+ its endpoint_map key, and EAL arguments from its eal_args and WHARF_EAL_ARGS). Each must
+# train (accuracy above chance by far) and the worker must report the protocol and mode the
+# source asked for. Bad input: a malformed .endpoint_map line must be refused with the file
+# and line named.
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
 
@@ -61,16 +62,27 @@ PSENV="$P TRAINING_ROLE=PSERVER POD_IP=127.0.0.1 PADDLE_PORT=47700"; PSF="--mode
 WENV="$P TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=0"; WF="--data-addr 10.77.0.2"
 one_run paddle geo
 
-# 4. the JSON file, with its endpoint_map key
+# 4. the JSON file, with its endpoint_map key, and EAL arguments on no command line: the
+#    worker's from the file's eal_args (an array of words), the PS's from WHARF_EAL_ARGS,
+#    which comes before the file (the file's name the worker's port: taken by the PS, both
+#    would be on one port and the job could not run)
+EALW=$(tb_eal w-json 1 | python3 -c 'import json, sys; print(json.dumps(sys.stdin.read().split()))')
 cat >"$TB_DIR/cluster.json" <<JSON
 {"cluster": {"ps": ["127.0.0.1:47700"], "worker": ["127.0.0.1:47701"]},
  "endpoint_map": "$MAP", "protocol": "dpdk", "mode": "sync", "wait_timeout_s": 30,
- "net": {"ps": {"enable_polling": false}, "worker": {"enable_polling": false}}}
+ "net": {"ps": {"enable_polling": false}, "worker": {"enable_polling": false}},
+ "eal_args": $EALW}
 JSON
-PSENV="WHARF_X=1"; WENV="WHARF_X=1"
-PSF="--config $TB_DIR/cluster.json --role ps --model softmax"
-WF="--config $TB_DIR/cluster.json --role worker --task-index 0"
-one_run json sync
+tb_switch 2 || tb_fail "switch"
+WHARF_EAL_ARGS="$(tb_eal ps-json 0)" "$TB_BUILD/wharf-train" -- --config "$TB_DIR/cluster.json" \
+	--role ps --model softmax >"$TB_DIR/ps-json.out" 2>"$TB_DIR/ps-json.log" &
+TB_PIDS[ps-json]=$!
+timeout 60 "$TB_BUILD/wharf-train" -- --config "$TB_DIR/cluster.json" --role worker --task-index 0 \
+	$TRAIN >"$TB_DIR/w-json.out" 2>"$TB_DIR/w-json.log" ||
+	{ tail -n 8 "$TB_DIR/w-json.log" "$TB_DIR/ps-json.log" >&2; tb_fail "json: worker failed"; }
+"$TB_BUILD/wharf-ctl" 127.0.0.1:47700 shutdown >/dev/null || tb_fail "json: ctl shutdown"
+tb_stop ps-json; tb_stop switch
+check_worker w-json sync
 
 # 5. a malformed .endpoint_map line is refused, naming the file and the line
 printf '127.0.0.1:47700=10.77.0.1:6666\n127.0.0.1:47701 10.77.0.2\n' >"$TB_DIR/bad.map"

@@ -459,6 +459,71 @@ static void test_config_fault_policies_sources_and_refusals(void **state)
 	assert_non_null(strstr(f->err, "barrier_policy: 'wait'"));
 }
 
+/*
+ * EAL arguments: the file's eal_args (a string or an array of words), WHARF_EAL_ARGS above
+ * it, a command line's own above both (wc_eal_pick).
+ */
+static void test_config_eal_args_file_env_command_line(void **state)
+{
+	struct fx *f = *state;
+	const char *spath = write_file(f, "s.json", "{\"eal_args\": \" -l 0  --no-pci \"}\n");
+	char sarg[300], aarg[300];
+	const char *s_argv[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1",
+				 "--protocol=kernel", sarg };
+	const char *a_argv[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1",
+				 "--protocol=kernel", aarg };
+	char *none[] = { NULL };
+	char *env[] = { "WHARF_EAL_ARGS=-l 1 --vdev=net_null0", NULL };
+	char *cmd[] = { "wharf-x", "-l", "3", NULL };
+	struct wc_eal e;
+	struct wc_cluster c;
+	char big[300], *env_big[] = { NULL, NULL };
+	int i;
+
+	snprintf(sarg, sizeof(sarg), "--config=%s", spath);
+	assert_int_equal(load(f, none, 6, s_argv), 0);
+	assert_string_equal(f->c.eal_args, "-l 0 --no-pci");
+	assert_int_equal(f->c.origin[WC_F_EAL_ARGS], WC_SRC_FILE);
+	/* The command line has none: the cluster's, behind its program name. */
+	wc_eal_pick(&f->c, 1, cmd, &e);
+	assert_int_equal(e.argc, 4);
+	assert_string_equal(e.argv[0], "wharf-x");
+	assert_string_equal(e.argv[1], "-l");
+	assert_string_equal(e.argv[3], "--no-pci");
+	assert_null(e.argv[4]);
+	/* The command line's come first. */
+	wc_eal_pick(&f->c, 3, cmd, &e);
+	assert_int_equal(e.argc, 3);
+	assert_ptr_equal(e.argv, cmd);
+	/* The variable beats the file. */
+	assert_int_equal(load(f, env, 6, s_argv), 0);
+	assert_string_equal(f->c.eal_args, "-l 1 --vdev=net_null0");
+	assert_int_equal(f->c.origin[WC_F_EAL_ARGS], WC_SRC_ENV_KNOBS);
+	/* An array of words. */
+	snprintf(aarg, sizeof(aarg), "--config=%s", write_file(f, "a.json",
+		 "{\"eal_args\": [\"-l\", \"0-1\", \"--vdev=virtio_user0,path=/tmp/p.sock\"]}"));
+	assert_int_equal(load(f, none, 6, a_argv), 0);
+	assert_string_equal(f->c.eal_args, "-l 0-1 --vdev=virtio_user0,path=/tmp/p.sock");
+	/* Refused, naming the key or the variable. */
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(wc_cfg_file_parse("{\"eal_args\": 7}", "x.json", &c, f->err,
+					   sizeof(f->err)), -EINVAL);
+	assert_non_null(strstr(f->err, "x.json: eal_args: expected a string or an array of strings"));
+	assert_int_equal(wc_cfg_file_parse("{\"eal_args\": [\"-l\", \"0 1\"]}", "x.json", &c,
+					   f->err, sizeof(f->err)), -EINVAL);
+	assert_non_null(strstr(f->err, "x.json: eal_args[1]: expected one EAL argument"));
+	assert_int_equal(wc_cfg_file_parse("{\"eal_args\": [\"-l\", 0]}", "x.json", &c,
+					   f->err, sizeof(f->err)), -EINVAL);
+	assert_non_null(strstr(f->err, "eal_args[1]"));
+	assert_int_equal(c.set, 0);
+	snprintf(big, sizeof(big), "WHARF_EAL_ARGS=");
+	for (i = 0; i < WC_EAL_MAX_ARGS + 1; i++)
+		strcat(big, "-x ");
+	env_big[0] = big;
+	assert_int_equal(load(f, env_big, 6, s_argv), -E2BIG);
+	assert_non_null(strstr(f->err, "WHARF_EAL_ARGS: more than 64 words"));
+}
+
 static void test_config_file_syntax_error_names_line_and_column(void **state)
 {
 	struct fx *f = *state;
@@ -706,6 +771,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_config_knobs_env_bools_and_numbers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_log_level_env_checked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_file_full_schema, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_eal_args_file_env_command_line, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_config_mtu_sources_default_and_range, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_fault_policies_sources_and_refusals, setup,
 						teardown),
