@@ -581,22 +581,26 @@ if "ps_lanes" in parts:
             g(f"dpdk_{lanes}lane", "keys_per_ps_cpu_s"), g(f"kernel_{lanes}lane", "keys_per_ps_cpu_s"))
     finish("ps_lanes", pl, "pl-")
 
+def train_runs(d, prefix, key):
+    """d's runs (PREFIX-PROTO-FUSE: 2 workers each) and its KEY_samples_ratio_* headlines."""
+    for fuse in ("false", "true"):
+        for proto in ("dpdk", "kernel"):
+            r = run(f"{prefix}-{proto}-{fuse}", 2)
+            if r["ok"]:
+                r["samples_per_s"] = round(sum(w["samples_per_s"] for w in r["workers"]), 1)
+                r["test_accuracy"] = r["workers"][0].get("test_accuracy")
+            d["runs"][f"{proto}_fuse_{'on' if fuse == 'true' else 'off'}"] = r
+    g = lambda n: d["runs"][n].get("samples_per_s")
+    d[f"{key}_samples_ratio_dpdk_over_kernel"] = ratio(g("dpdk_fuse_off"), g("kernel_fuse_off"))
+    d[f"{key}_samples_ratio_dpdk_over_kernel_fuse_on"] = ratio(g("dpdk_fuse_on"), g("kernel_fuse_on"))
+    d[f"{key}_samples_ratio_fuse_on_over_off"] = ratio(g("dpdk_fuse_on"), g("dpdk_fuse_off"))
+    d[f"{key}_samples_ratio_fuse_on_over_off_kernel"] = ratio(g("kernel_fuse_on"), g("kernel_fuse_off"))
+
 if "train" in parts:
     tr = {"bench": "train_e2e", "model": "mlp", "mode": "sync", "servers": 1, "workers": 2,
           "epochs": int(epochs), "train_limit": int(limit), "batch": 64,
           "note": "samples/s summed over the 2 workers", "runs": {}}
-    for fuse in ("false", "true"):
-        for proto in ("dpdk", "kernel"):
-            r = run(f"tr-{proto}-{fuse}", 2)
-            if r["ok"]:
-                r["samples_per_s"] = round(sum(w["samples_per_s"] for w in r["workers"]), 1)
-                r["test_accuracy"] = r["workers"][0].get("test_accuracy")
-            tr["runs"][f"{proto}_fuse_{'on' if fuse == 'true' else 'off'}"] = r
-    g = lambda n: tr["runs"][n].get("samples_per_s")
-    tr["train_samples_ratio_dpdk_over_kernel"] = ratio(g("dpdk_fuse_off"), g("kernel_fuse_off"))
-    tr["train_samples_ratio_dpdk_over_kernel_fuse_on"] = ratio(g("dpdk_fuse_on"), g("kernel_fuse_on"))
-    tr["train_samples_ratio_fuse_on_over_off"] = ratio(g("dpdk_fuse_on"), g("dpdk_fuse_off"))
-    tr["train_samples_ratio_fuse_on_over_off_kernel"] = ratio(g("kernel_fuse_on"), g("kernel_fuse_off"))
+    train_runs(tr, "tr", "train")
     finish("train", tr, "tr-")
 
 if "train_torch" in parts:
@@ -605,17 +609,6 @@ if "train_torch" in parts:
           "note": "python/examples/mlp_fmnist.py (PyTorch) on the package wharf; samples/s "
                   "summed over the 2 workers, each timed from the end of its first step",
           "runs": {}}
-    for fuse in ("false", "true"):
-        for proto in ("dpdk", "kernel"):
-            r = run(f"tt-{proto}-{fuse}", 2)
-            if r["ok"]:
-                r["samples_per_s"] = round(sum(w["samples_per_s"] for w in r["workers"]), 1)
-                r["test_accuracy"] = r["workers"][0].get("test_accuracy")
-            tt["runs"][f"{proto}_fuse_{'on' if fuse == 'true' else 'off'}"] = r
-    g = lambda n: tt["runs"][n].get("samples_per_s")
-    tt["train_torch_samples_ratio_dpdk_over_kernel"] = ratio(g("dpdk_fuse_off"), g("kernel_fuse_off"))
-    tt["train_torch_samples_ratio_dpdk_over_kernel_fuse_on"] = ratio(g("dpdk_fuse_on"), g("kernel_fuse_on"))
-    tt["train_torch_samples_ratio_fuse_on_over_off"] = ratio(g("dpdk_fuse_on"), g("dpdk_fuse_off"))
-    tt["train_torch_samples_ratio_fuse_on_over_off_kernel"] = ratio(g("kernel_fuse_on"), g("kernel_fuse_off"))
+    train_runs(tt, "tt", "train_torch")
     finish("train_torch", tt, "tt-")
 EOF
