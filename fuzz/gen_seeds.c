@@ -260,7 +260,7 @@ static void gs_ps_replies(struct gs_buf *o)
 	static const uint32_t r[8][4] = {
 		{PS_T_PULL_R, 6, 4, 96}, {PS_T_PUSH_R, 6, 4, 16}, {PS_T_PUSH_PULL_R, 3, 4, 48},
 		{PS_T_DENSE_PULL_R, 5, 3, 60}, {PS_T_DENSE_PUSH_R, 4, 3, 16},
-		{PS_T_BARRIER_R, 0, 0, 24}, {PS_T_GEO_PULL_R, 2, 4, 48},
+		{PS_T_BARRIER_R, 0, 0, 24}, {PS_T_GEO_PULL_R, 2, 4, 56},
 		{PS_T_HELLO_R, 0, 0, PS_HELLO_R_BODY}};
 	uint8_t hb[TL_MSG_HDR_LEN];
 

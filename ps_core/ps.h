@@ -47,10 +47,15 @@
  *                     may receive it.
  * PS_T_BARRIER_R      body: u64 step, u32 arrived, u32 workers, u32 done (1 when every
  *                     worker reached the step and the summed gradients were applied), u32 0
- * PS_T_GEO_PULL       body: u32 worker, u32 zero. Rows of table_id changed since that
- *                     worker's last GEO pull.
- * PS_T_GEO_PULL_R     body: key_count records of (u64 key, dim x f32 values). flags
- *                     PS_F_MORE: the reply was full; pull again for the remaining rows.
+ * PS_T_GEO_PULL       body: u32 worker, u32 zero, u64 ack: the id of the last GEO-pull
+ *                     reply for table_id this worker took from this server (0: none).
+ *                     Rows of table_id changed since the position that reply ended at: the
+ *                     server commits a worker's position only when the worker's next GEO
+ *                     pull acknowledges it, so a reply that was lost is served again.
+ * PS_T_GEO_PULL_R     body: u64 id (acknowledge it with the next GEO pull), then key_count
+ *                     records of (u64 key, dim x f32 values). flags PS_F_MORE: the reply
+ *                     was full; pull again for the remaining rows. A worker whose position
+ *                     fell out of the bounded change log gets every row (a full resync).
  * PS_T_SAVE           body: UTF-8 path of the checkpoint file (no NUL). Control plane.
  * PS_T_SAVE_R         body: u64 rows written
  * PS_T_HELLO          body: u32 worker, u32 zero, u64 incarnation. table_id, key_count, dim
@@ -269,7 +274,17 @@ struct ps_server_config {
 	 */
 	uint32_t barrier_timeout_ms;
 	enum ps_barrier_policy barrier_policy;
+	/*
+	 * GEO: the change log of each shard and sparse table holds at most this many entries
+	 * (4 bytes each; 0: PS_GEO_LOG_MAX_DEFAULT; at least max_keys, at most 2^30). It is
+	 * trimmed to the slowest worker's position, and when full past it: a worker whose
+	 * position falls out of it (dead, or far behind) gets a full resync of the table's rows
+	 * at its next GEO pull instead of the log.
+	 */
+	uint32_t geo_log_max;
 };
+
+#define PS_GEO_LOG_MAX_DEFAULT (1u << 20)
 
 struct ps_server;
 struct ps_handler;
@@ -418,6 +433,8 @@ struct ps_shard_stats {
 	uint64_t pushes, pulls, keys, dup_pushes, failed_ops, cow_rows, nonfinite_rows;
 	uint64_t fenced;         /* pushes refused: PS_ERR_FENCED */
 	uint64_t wrong_step;     /* pushes refused: PS_ERR_WRONG_STEP */
+	uint64_t geo_log;        /* GEO: change-log entries held now, all tables */
+	uint64_t geo_resyncs;    /* GEO: full resyncs begun (a worker behind the log's start) */
 	uint32_t owner;          /* lcore slot */
 };
 int ps_server_shard_stats(struct ps_server *s, uint32_t shard, struct ps_shard_stats *st);
@@ -557,7 +574,10 @@ int ps_client_barrier(struct ps_client *c, uint64_t step, bool *done_out, ps_don
  * GEO: rows changed since this worker's last GEO pull. Each (key, row) of every reply
  * is handed to row_fn during ps_client_on_reply (the row is valid during the call only).
  * *more_out (read after done runs) is true when a server had more than fit in its reply:
- * pull again.
+ * pull again. Each pull acknowledges the replies of the last one (per server and table):
+ * a server moves the worker's position only then, so the rows of a reply lost with its
+ * connection come again, as can rows after a server restart or a full resync. row_fn must
+ * take a row as the server's value (idempotent), never as a change to add.
  */
 typedef void ps_geo_row_fn(void *arg, uint64_t key, const float *row, uint32_t dim);
 int ps_client_geo_pull(struct ps_client *c, uint32_t table, uint32_t dim, ps_geo_row_fn *row_fn,

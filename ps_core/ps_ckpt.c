@@ -30,11 +30,18 @@
  *   memory   (version 3) the memory policies' state (ps_mem.c): u32 n_shards, u32 0; per
  *            table: n_shards x u64 clock (the table's steps on each shard), u64 admission
  *            counters, each u64 key, u32 pushes counted, u32 0, u64 age
+ *   geo      (version 5, when the file's mode is GEO) u32 n_shards, u32 n_workers, then per
+ *            shard, per sparse table: u64 log base, u64 max_pos, u64 entries n, n x u64 key
+ *            (the change log, oldest first), then per worker u64 committed position, u32 1
+ *            when a full resync was under way (it starts over), u32 0. Restored when the
+ *            shard and worker counts match (an entry whose key is not in the file, a row
+ *            evicted by the cut, stays as a hole); otherwise, and from files without it,
+ *            every worker's next GEO pull is a full resync
  *   trailer  u64 bytes before the trailer, u32 CRC32C of those bytes, u32 0
  * Every length and offset is 64-bit; the CRC32C is taken in chunks of at most CK_IO bytes
  * (rte_hash_crc's length is 32-bit; the chunks chain). Version 1 files (no durable section),
- * version 2 files (no memory section: every row as fresh as the cut) and version 3 files (no
- * fence section) still load. With a log, ps_recover = this file + the log records after its
+ * version 2 files (no memory section: every row as fresh as the cut), version 3 files (no
+ * fence section) and version 4 files (no GEO section) still load. With a log, ps_recover = this file + the log records after its
  * cut, when the
  * log continues it (its floor file, ps_wal.c).
  */
@@ -53,7 +60,7 @@
 #include "ps_core/ps_pvt.h"
 
 #define CK_MAGIC "WHFCKPT1"
-#define CK_VERSION 4u
+#define CK_VERSION 5u
 #define CK_F_AGES 1u /* table flag: row records carry an age */
 #define CK_PAD8(x) (((x) + 7ull) & ~7ull)
 #define CK_HDR 32u
@@ -290,6 +297,41 @@ static void write_durable(struct ck_out *o, struct ps_server *s, struct ps_snap 
 	}
 }
 
+/*
+ * Version 5, GEO mode: each shard's change logs as keys, and the committed positions. An
+ * entry of a row evicted by the cut writes that row's last key: the load finds no such row
+ * (a hole) or the key's new row, which is then merely sent once more.
+ */
+static void write_geo(struct ck_out *o, struct ps_server *s, struct ps_snap **snaps)
+{
+	uint32_t ns = s->cfg.n_shards, nw = s->cfg.n_workers, nt = s->cfg.n_tables, i, t, j, w;
+
+	ck_u32(o, ns);
+	ck_u32(o, nw);
+	for (i = 0; i < ns; i++)
+		for (t = 0; t < nt; t++) {
+			const struct ps_snap_geo *g = &snaps[i]->geo[t];
+			const struct ps_snap_table *st = &snaps[i]->t[t];
+			uint32_t stride = s->shards[0].tables[t].stride;
+			if (s->tcfg[t].kind != PS_TABLE_SPARSE)
+				continue;
+			ck_u64(o, g->base);
+			ck_u64(o, g->max_pos);
+			ck_u64(o, g->n);
+			/* Logged rows existed at the cut: each is in the snapshot. A hole writes
+			 * key 0: at worst that key's row is sent once more after a restore. */
+			for (j = 0; j < g->n; j++)
+				ck_u64(o, g->e[j] == PS_GEO_HOLE ? 0 : ((const struct ps_row_meta *)
+					(st->rows + (size_t)g->e[j] * stride))->key);
+			for (w = 0; w < nw; w++) {
+				const struct ps_geo_pos *p = &snaps[i]->geo_seen[w * nt + t];
+				ck_u64(o, p->pos);
+				ck_u32(o, p->row != PS_GEO_NO_RESYNC);
+				ck_u32(o, 0);
+			}
+		}
+}
+
 /* fsync of the directory holding path (the rename into it must survive a power loss). */
 static int fsync_dir(const char *path)
 {
@@ -329,6 +371,8 @@ int ps_ckpt_write(struct ps_server *s, struct ps_snap **snaps, uint64_t gen, con
 	write_body(&o, s, snaps, &rows);
 	write_durable(&o, s, snaps, gen);
 	write_memory(&o, s, snaps);
+	if (s->cfg.mode == PS_MODE_GEO)
+		write_geo(&o, s, snaps);
 	total = o.total;
 	tl_st64(tr, total);
 	tl_st32(tr + 8, o.crc);
@@ -524,6 +568,42 @@ out_nofit:
 	return 0;
 }
 
+/* End of the version 5 GEO section starting at off; body + 1 when it cannot fit. */
+static int geo_need(const struct ps_server *s, int fd, uint64_t body, uint64_t *off)
+{
+	uint32_t ns, nw, i, t;
+	uint8_t b[24];
+	int rc;
+
+	if (*off + 8 > body)
+		goto out_nofit;
+	if ((rc = ck_pread(fd, *off, b, 8)) < 0)
+		return rc;
+	ns = tl_ld32(b);
+	nw = tl_ld32(b + 4);
+	*off += 8;
+	for (i = 0; i < ns; i++)
+		for (t = 0; t < s->cfg.n_tables; t++) {
+			uint64_t n;
+			if (s->tcfg[t].kind != PS_TABLE_SPARSE)
+				continue;
+			if (*off + 24 > body)
+				goto out_nofit;
+			if ((rc = ck_pread(fd, *off, b, 24)) < 0)
+				return rc;
+			n = tl_ld64(b + 16);
+			if (n > body)
+				goto out_nofit;
+			*off += 24 + 8 * n + 16ull * nw;
+			if (*off > body)
+				goto out_nofit;
+		}
+	return 0;
+out_nofit:
+	*off = body + 1;
+	return 0;
+}
+
 /*
  * A section of `head` bytes, then u32 n_shards, u32 n_workers and n_shards x n_workers
  * entries of `entry` bytes, at *need: *need moves past it (past the body when it cannot fit).
@@ -603,6 +683,9 @@ static int check_layout(struct ps_server *s, int fd, uint64_t body, uint8_t *hdr
 	    (rc = durable_need(s, fd, body, tl_ld32(hdr + 24), &need)) < 0)
 		return rc;
 	if (tl_ld32(hdr + 8) >= 3 && need <= body && (rc = memory_need(s, fd, body, &need)) < 0)
+		return rc;
+	if (tl_ld32(hdr + 8) >= 5 && tl_ld32(hdr + 24) == PS_MODE_GEO && need <= body &&
+	    (rc = geo_need(s, fd, body, &need)) < 0)
 		return rc;
 	if (need != body) {
 		ps_errf(err, errlen, "checkpoint body is %llu bytes, its tables need %llu",
@@ -865,6 +948,82 @@ static void mem_fixup(struct ps_server *s)
 		}
 }
 
+/*
+ * One shard's log of table t from the file (nw workers' positions after it). An entry whose
+ * key has no row here (evicted by the cut) becomes a hole: PS_GEO_HOLE, never served.
+ */
+static int load_geo_log(struct ps_server *s, struct ck_in *in, struct ps_shard *sh, uint32_t t,
+			uint32_t nw, uint32_t *rows, char *err, size_t errlen)
+{
+	uint64_t base, max_pos, n, skip, key, pos;
+	uint32_t j, w, flag, zero, nt = s->cfg.n_tables;
+	int rc;
+
+	if ((rc = ck_take_u64(in, &base)) < 0 || (rc = ck_take_u64(in, &max_pos)) < 0 ||
+	    (rc = ck_take_u64(in, &n)) < 0)
+		return rc;
+	if (base > UINT64_MAX / 4 || max_pos > UINT64_MAX / 4 || n > UINT64_MAX / 4) {
+		ps_errf(err, errlen, "table %u: GEO log of shard %u at position %llu, %llu entries: "
+			"out of range", s->tcfg[t].id, sh->id, (unsigned long long)base,
+			(unsigned long long)n);
+		return -EBADMSG;
+	}
+	/* A log longer than this server keeps: its oldest entries go (who needed them resyncs). */
+	skip = n > s->geo_log_max ? n - s->geo_log_max : 0;
+	if ((rc = ck_take(in, NULL, 8 * skip)) < 0)
+		return rc;
+	for (j = 0; j < n - skip; j++) {
+		if ((rc = ck_take_u64(in, &key)) < 0)
+			return rc;
+		rows[j] = ps_table_find(&sh->tables[t], key);
+		if (rows[j] == UINT32_MAX)
+			rows[j] = PS_GEO_HOLE;
+	}
+	if ((rc = ps_shard_geo_restore(sh, t, base + skip, max_pos, rows, (uint32_t)(n - skip))) < 0) {
+		ps_errf(err, errlen, "table %u: GEO log of shard %u: %s", s->tcfg[t].id, sh->id,
+			strerror(-rc));
+		return rc;
+	}
+	for (w = 0; w < nw; w++) {
+		struct ps_geo_worker *gw = &sh->geo[w * nt + t];
+		if ((rc = ck_take_u64(in, &pos)) < 0 || (rc = ck_take_u32(in, &flag)) < 0 ||
+		    (rc = ck_take_u32(in, &zero)) < 0)
+			return rc;
+		gw->seen = (struct ps_geo_pos){ pos, flag ? 0 : PS_GEO_NO_RESYNC };
+		gw->pend = gw->seen;
+		gw->pend_id = 0;
+	}
+	return 0;
+}
+
+/*
+ * Version 5 GEO section (the last). Restored when cut over this server's shard and worker
+ * counts (a log's rows are one shard's); otherwise skipped, and every worker resyncs.
+ */
+static int load_geo(struct ps_server *s, struct ck_in *in, char *err, size_t errlen)
+{
+	uint32_t ns, nw, i, t;
+	uint32_t *rows;
+	int rc = 0;
+
+	if ((rc = ck_take_u32(in, &ns)) < 0 || (rc = ck_take_u32(in, &nw)) < 0)
+		return rc;
+	if (s->cfg.mode != PS_MODE_GEO || ns != s->cfg.n_shards || nw != s->cfg.n_workers) {
+		for (i = 0; i < s->cfg.n_shards && s->cfg.mode == PS_MODE_GEO; i++)
+			ps_shard_geo_resync_all(&s->shards[i]);
+		return ck_take(in, NULL, in->body - ck_used(in)); /* the last section */
+	}
+	rows = malloc((size_t)s->geo_log_max * sizeof(*rows));
+	if (!rows)
+		return -ENOMEM;
+	for (i = 0; i < ns && rc == 0; i++)
+		for (t = 0; t < s->cfg.n_tables && rc == 0; t++)
+			if (s->tcfg[t].kind == PS_TABLE_SPARSE)
+				rc = load_geo_log(s, in, &s->shards[i], t, nw, rows, err, errlen);
+	free(rows);
+	return rc;
+}
+
 /* Back to empty tables after a refused load, so nothing of it stays. */
 void ps_ckpt_unload(struct ps_server *s)
 {
@@ -891,6 +1050,7 @@ void ps_ckpt_unload(struct ps_server *s)
 		memset(sh->inc, 0, nw * sizeof(*sh->inc));
 		memset(sh->pstep1, 0, nw * sizeof(*sh->pstep1));
 		memset(sh->pfirst, 0, nw * sizeof(*sh->pfirst));
+		ps_shard_geo_reset(sh);
 	}
 	s->bar_step = 0;
 	s->bar_arrived = s->bar_gone = 0;
@@ -919,6 +1079,15 @@ static int load_all(struct ps_server *s, struct ck_in *in, const uint8_t *hdr,
 	if (tl_ld32(hdr + 8) >= 3 && (rc = load_memory(s, in, err, errlen)) < 0)
 		return rc;
 	mem_fixup(s);
+	if (tl_ld32(hdr + 8) >= 5 && tl_ld32(hdr + 24) == PS_MODE_GEO)
+		rc = load_geo(s, in, err, errlen);
+	else if (s->cfg.mode == PS_MODE_GEO)
+		/* No GEO state in the file: which rows changed since a worker's last pull is
+		 * unknown, so every worker gets every row once. */
+		for (i = 0; i < s->cfg.n_shards; i++)
+			ps_shard_geo_resync_all(&s->shards[i]);
+	if (rc < 0)
+		return rc;
 	/* Pushes carry the step the barrier is at; the step-first sequences are of that step. */
 	for (i = 0; i < s->cfg.n_shards; i++) {
 		s->shards[i].step = s->bar_step;

@@ -11,6 +11,9 @@
  * servers refuse an older process of the same worker id from then on), continues the
  * numbering after what the servers already applied from this worker id (a worker restarted
  * under its old id), and gives the client the servers' sync step, which every push carries.
+ * A GEO pull acknowledges the reply id each server gave the last one of that table (kept
+ * per table and destination), so a server moves the worker's position only once its rows
+ * arrived.
  *
  * Shard-aware: a server running several lcores announces them (lanes), the glue opens one
  * connection per lane, and every key goes to the lane owning its shard, so no request's
@@ -54,6 +57,13 @@ struct cl_slot {
 	ps_geo_row_fn *row_fn;
 	void *row_arg;
 	char err[192];           /* the first error reply's text */
+	uint32_t geo_tab;        /* GEO: index into the client's geo_acks */
+};
+
+/* GEO: per table, the id of the last reply taken from each destination (0: none yet). */
+struct cl_geo_ack {
+	uint32_t table;
+	uint64_t *id;            /* n_dst */
 };
 
 struct ps_client {
@@ -77,6 +87,8 @@ struct ps_client {
 	uint32_t *lanes, *shards;
 	uint32_t *kdst;          /* a request's destination per key (scratch) */
 	uint32_t kdst_cap;
+	struct cl_geo_ack *geo_acks;
+	uint32_t n_geo_acks;
 };
 
 static void slot_arrays_free(struct cl_slot *s, uint32_t nd)
@@ -158,6 +170,15 @@ out_destroy:
 	return -ENOMEM;
 }
 
+static void geo_acks_free(struct ps_client *c)
+{
+	for (uint32_t i = 0; i < c->n_geo_acks; i++)
+		free(c->geo_acks[i].id);
+	free(c->geo_acks);
+	c->geo_acks = NULL;
+	c->n_geo_acks = 0;
+}
+
 void ps_client_destroy(struct ps_client *c)
 {
 	uint32_t i;
@@ -176,6 +197,7 @@ void ps_client_destroy(struct ps_client *c)
 	free(c->epoch);
 	free(c->epoch_new);
 	free(c->kdst);
+	geo_acks_free(c);
 	free(c);
 }
 
@@ -212,6 +234,9 @@ int ps_client_set_lanes(struct ps_client *c, const uint32_t *lanes, const uint32
 	free(c->slots);
 	c->slots = fresh;
 	c->n_dst = nd;
+	/* Acknowledgements were per old destination: the next GEO pulls acknowledge nothing,
+	 * and the servers serve again from the positions they committed. */
+	geo_acks_free(c);
 	for (i = 0, nd = 0; i < ns; i++) {
 		c->dbase[i] = nd;
 		c->lanes[i] = lanes[i];
@@ -246,6 +271,7 @@ void ps_client_detach(struct ps_client *c, void *arg)
 			c->slots[i].bar_done = NULL;
 			c->slots[i].more = NULL;
 			c->slots[i].out = NULL;
+			c->slots[i].row_fn = NULL; /* rows nobody takes are not acknowledged */
 		}
 }
 
@@ -646,18 +672,50 @@ void ps_client_epoch_accept(struct ps_client *c, uint32_t server)
 
 uint64_t ps_client_next_seq(const struct ps_client *c) { return c->next_seq; }
 
+/* The acknowledgement state of table (made on first use), or -ENOMEM. */
+static int geo_ack_of(struct ps_client *c, uint32_t table, uint32_t *idx)
+{
+	struct cl_geo_ack *a;
+	uint32_t i;
+
+	for (i = 0; i < c->n_geo_acks; i++)
+		if (c->geo_acks[i].table == table) {
+			*idx = i;
+			return 0;
+		}
+	a = realloc(c->geo_acks, (c->n_geo_acks + 1) * sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	c->geo_acks = a;
+	a[i].table = table;
+	a[i].id = calloc(c->n_dst, sizeof(*a[i].id));
+	if (!a[i].id)
+		return -ENOMEM;
+	c->n_geo_acks++;
+	*idx = i;
+	return 0;
+}
+
 int ps_client_geo_pull(struct ps_client *c, uint32_t table, uint32_t dim, ps_geo_row_fn *row_fn,
 		       void *row_arg, bool *more_out, ps_done_fn *done, void *arg,
 		       struct ps_msgbuf *msgs)
 {
+	uint32_t tab, srv;
 	int rc;
 	struct cl_slot *s;
 
 	if (dim == 0 || dim > PS_MAX_DIM || !row_fn || !more_out)
 		return -EINVAL;
-	s = bcast(c, PS_T_GEO_PULL, table, dim, 0, 0, msgs, 8, &rc);
+	if ((rc = geo_ack_of(c, table, &tab)) < 0)
+		return rc;
+	s = bcast(c, PS_T_GEO_PULL, table, dim, 0, 0, msgs, 16, &rc);
 	if (!s)
 		return rc;
+	for (srv = 0; srv < c->cfg.n_servers; srv++) {
+		uint32_t d = c->dbase[srv];
+		tl_st64(msgs[d].buf + TL_MSG_HDR_LEN + 8, c->geo_acks[tab].id[d]);
+	}
+	s->geo_tab = tab;
 	s->dim = dim;
 	s->row_fn = row_fn;
 	s->row_arg = row_arg;
@@ -693,18 +751,25 @@ static int scatter(struct ps_client *c, struct cl_slot *s, uint32_t srv, const s
 	return 0;
 }
 
-static int geo_rows(struct ps_client *c, struct cl_slot *s, const struct tl_msg_view *v)
+/* The rows of one server's GEO reply to the caller; then its id is what the next pull acks. */
+static int geo_rows(struct ps_client *c, struct cl_slot *s, uint32_t dest, const struct tl_msg_view *v)
 {
 	uint32_t i, d = s->dim, rec = 8 + d * 4;
 	uint8_t kb[8];
+	uint64_t id;
 
-	if (v->hdr.dim != d || v->hdr.body_len != (uint64_t)v->hdr.key_count * rec)
+	if (v->hdr.dim != d || v->hdr.body_len != 8 + (uint64_t)v->hdr.key_count * rec)
 		return -EBADMSG;
+	id = tl_ld64(tl_view_get(v, 0, 8, kb));
+	if (!s->row_fn)
+		return 0; /* detached: nobody took the rows, so they are not acknowledged */
 	for (i = 0; i < v->hdr.key_count; i++) {
-		uint64_t key = tl_ld64(tl_view_get(v, i * rec, 8, kb));
-		tl_view_copy(v, i * rec + 8, c->row, d * 4);
+		uint64_t key = tl_ld64(tl_view_get(v, 8 + i * rec, 8, kb));
+		tl_view_copy(v, 8 + i * rec + 8, c->row, d * 4);
 		s->row_fn(s->row_arg, key, c->row, d);
 	}
+	if (s->geo_tab < c->n_geo_acks)
+		c->geo_acks[s->geo_tab].id[dest] = id;
 	return 0;
 }
 
@@ -816,7 +881,7 @@ static int apply_reply(struct ps_client *c, struct cl_slot *s, uint32_t srv, con
 	case PS_T_GEO_PULL:
 		if ((v->hdr.flags & PS_F_MORE) && s->more)
 			*s->more = true;
-		return geo_rows(c, s, v);
+		return geo_rows(c, s, srv, v);
 	case PS_T_HELLO:
 		return hello_reply(c, srv, v);
 	default: /* push acks: applied or duplicate, both mean "the server has it" */

@@ -380,13 +380,21 @@ static int handle_dense(struct ps_handler *h, const struct tl_msg_view *v, struc
 	return 0;
 }
 
+/*
+ * GEO pull: every shard commits what the worker acknowledged (the ack is the id of the last
+ * reply it took); then shard by shard the rows changed since its position go into the reply
+ * until one does not fit (PS_F_MORE; the shards after it only commit). The reply's id
+ * comes first in its body, for the worker's next pull to acknowledge.
+ */
 static int handle_geo_pull(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep)
 {
 	const struct tl_msg_hdr *q = &v->hdr;
-	uint32_t ns = h->s->cfg.n_shards, s, worker, n = 0, ran = 0;
-	size_t rec, off = TL_MSG_HDR_LEN;
+	uint32_t ns = h->s->cfg.n_shards, s, worker, n = 0;
+	size_t rec, off = TL_MSG_HDR_LEN + 8;
+	uint64_t ack, id;
 	bool more = false;
-	uint8_t tmp[8];
+	uint8_t tmp[16];
+	const uint8_t *p;
 	int ti, rc;
 
 	if (h->s->cfg.mode != PS_MODE_GEO)
@@ -394,37 +402,43 @@ static int handle_geo_pull(struct ps_handler *h, const struct tl_msg_view *v, st
 				 "not in GEO mode");
 	if ((rc = req_table(h, v, rep, PS_TABLE_SPARSE, &ti)) < 0)
 		return rc;
-	if (q->body_len != 8 || q->key_count != 0)
+	if (q->body_len != 16 || q->key_count != 0)
 		return reply_err(rep, q, -EBADMSG, PS_ERR_BAD_LENGTH, "GEO pull body is %u bytes "
-				 "with %u keys, expected 8 and 0", q->body_len, q->key_count);
-	worker = tl_ld32(tl_view_get(v, 0, 8, tmp));
+				 "with %u keys, expected 16 and 0", q->body_len, q->key_count);
+	p = tl_view_get(v, 0, 16, tmp);
+	worker = tl_ld32(p);
+	ack = tl_ld64(p + 8);
 	if (worker >= h->s->cfg.n_workers)
 		return reply_err(rep, q, -EINVAL, PS_ERR_BAD_WORKER, "worker %u out of range", worker);
+	/* Relaxed: ids need only be distinct (a counter from a random start), not ordered. */
+	do
+		id = atomic_fetch_add_explicit(&h->s->geo_next_id, 1, memory_order_relaxed);
+	while (id == 0);
 	rec = 8 + (size_t)q->dim * 4;
-	for (s = 0; s < ns && !more; s++) {
+	for (s = 0; s < ns; s++) {
 		struct ps_op *op = &h->ops[s];
 		memset(op, 0, sizeof(*op));
 		op->kind = PS_OP_GEO_PULL;
 		op->table = (uint32_t)ti;
 		op->worker = worker;
-		op->geo_out = rep->buf + off;
-		op->geo_cap = (uint32_t)((rep->cap - off) / rec);
+		op->geo_ack = ack;
+		op->geo_id = id;
+		if (!more) {
+			op->geo_out = rep->buf + off;
+			op->geo_cap = rep->cap > off ? (uint32_t)((rep->cap - off) / rec) : 0;
+		}
 		ps_handler_run_op(h, s, op);
 		ps_handler_wait(h, op);
+		if (more)
+			continue;
 		more = op->status == 1; /* this shard stopped early: the rest wait for next time */
 		off += op->geo_n * rec;
 		n += op->geo_n;
-		ran = s + 1;
 	}
 	if (more && n == 0)
 		return reply_err(rep, q, -ENOBUFS, PS_ERR_NO_SPACE, "a GEO row of dim %u does not "
 				 "fit in a %u-byte reply", q->dim, rep->cap);
-	/* Only now move the worker's positions (op->seq: where each shard's part ended). */
-	for (s = 0; s < ran; s++) {
-		h->ops[s].kind = PS_OP_GEO_COMMIT;
-		ps_handler_run_op(h, s, &h->ops[s]);
-		ps_handler_wait(h, &h->ops[s]);
-	}
+	tl_st64(rep->buf + TL_MSG_HDR_LEN, id);
 	put_hdr(rep, PS_T_GEO_PULL_R, q, (uint32_t)(off - TL_MSG_HDR_LEN), n, q->dim);
 	if (more)
 		tl_st16(rep->buf + 4, PS_F_MORE);

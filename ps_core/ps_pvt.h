@@ -59,7 +59,8 @@ int ps_mem_node_of_caller(void);
  */
 struct ps_row_meta {
 	uint64_t key;      /* sparse: key; dense: global row index */
-	uint32_t version;  /* GEO: clock of last change; sync: step+1 when acc was touched */
+	uint32_t version;  /* GEO: low 32 bits of (log position of its latest entry + 1), 0 =
+			    * none; sync: step+1 when acc was touched */
 	uint32_t mark;     /* per-push stamp: detects duplicate keys inside one push */
 };
 _Static_assert(sizeof(struct ps_row_meta) == 16, "row meta stays 16 bytes");
@@ -203,8 +204,7 @@ enum ps_op_kind {
 	PS_OP_DENSE_PULL,
 	PS_OP_DENSE_PUSH,
 	PS_OP_SYNC_STEP,  /* sync: apply the step's sums */
-	PS_OP_GEO_PULL,
-	PS_OP_GEO_COMMIT,
+	PS_OP_GEO_PULL,   /* commit what the worker acknowledged, then read (see op_geo_pull) */
 	PS_OP_SNAP_BEGIN,
 	/* The barrier (shard 0, see ps_barrier_run): */
 	PS_OP_BARRIER,        /* a worker asks at a step: fenced? done? new arrival? overdue? */
@@ -256,7 +256,8 @@ struct ps_op {
 	uint32_t *ids;           /* barrier: workers missing / left out (n_workers room) */
 	uint32_t n_ids;
 	float *out;              /* values out, request order (row pos * dim) */
-	/* GEO pull output */
+	/* GEO pull: the reply acknowledged, this reply's id, the output (NULL: acknowledge only) */
+	uint64_t geo_ack, geo_id;
 	uint8_t *geo_out;        /* records of u64 key + dim f32 */
 	uint32_t geo_cap, geo_n;
 	struct ps_snap *snap;
@@ -266,6 +267,32 @@ struct ps_op {
 	uint32_t full;           /* push: keys refused because the table was at its cap */
 	int status;              /* 0, 1 = duplicate push, or -errno */
 	_Atomic uint32_t done;
+};
+
+/*
+ * GEO: where a worker reads a table's changes in one shard. A full resync (row != none) sends
+ * rows [row, n_rows) first, then goes on with the log at pos.
+ */
+#define PS_GEO_NO_RESYNC UINT32_MAX
+/* A log entry that names no row (restored from a checkpoint whose row was evicted). */
+#define PS_GEO_HOLE UINT32_MAX
+struct ps_geo_pos {
+	uint64_t pos;             /* log position to read from */
+	uint32_t row;             /* next row of a full resync, or PS_GEO_NO_RESYNC */
+};
+
+/* A worker's GEO state for one table in one shard. */
+struct ps_geo_worker {
+	struct ps_geo_pos seen;   /* committed: the worker acknowledged a reply ending here */
+	struct ps_geo_pos pend;   /* where the last reply to it ended, until acknowledged */
+	uint64_t pend_id;         /* that reply's id; 0: nothing pending */
+};
+
+/* A GEO log at a snapshot's cut (copied at the cut: it is bounded by geo_log_max). */
+struct ps_snap_geo {
+	uint32_t *e;
+	uint32_t n;
+	uint64_t base, max_pos;
 };
 
 /*
@@ -289,22 +316,29 @@ struct ps_snap {
 	/* shard 0's snapshot only (its owner holds the barrier): barrier state of the cut */
 	uint64_t bar_step;
 	uint8_t *bar_seen;       /* n_workers */
+	/* GEO mode: each table's log and each worker's committed position (worker x table) */
+	struct ps_snap_geo *geo;  /* n_geo: the shard's tables */
+	struct ps_geo_pos *geo_seen;
+	uint32_t n_geo;
 	_Atomic uint32_t ready;  /* release by owner when complete; acquire in ps_save */
 };
 
 /*
- * GEO: the rows changed, in order of change, as a log of row indices at logical positions
- * base, base+1, ... A worker's GEO pull returns the rows logged at or after its position
- * and moves it to the end. A changed row is logged again only if some worker has already
- * pulled past its last entry (row meta version = that entry's position + 1); the pull skips
- * every entry of a row but its latest, so each changed row comes back once. The prefix
- * that every worker has passed is dropped. O(changed rows) per pull, not O(table).
+ * GEO: the rows of a sparse table changed, in order of change, as a log of row indices at
+ * 64-bit logical positions base, base+1, ... A worker's GEO pull returns the rows logged at
+ * or after its committed position; where the reply ended becomes its position once its next
+ * pull acknowledges that reply. A changed row is logged again only if some worker has been
+ * served past its latest entry (row meta version: the low 32 bits of that entry's position
+ * + 1, checked against the entry itself); the pull skips every entry of a row but its latest,
+ * so each changed row comes back once. The prefix every worker has passed is dropped, and
+ * when the log would pass geo_log_max its oldest part goes regardless: a worker whose
+ * position it held gets a full resync. O(changed rows) per pull, not O(table).
  */
 struct ps_geo_log {
 	uint32_t *e;
 	uint32_t n, cap;
-	uint32_t base;            /* logical position of e[0] */
-	uint32_t max_pos;         /* furthest position any worker pulled to */
+	uint64_t base;            /* logical position of e[0] */
+	uint64_t max_pos;         /* furthest position any worker was served to */
 };
 
 struct ps_shard {
@@ -323,8 +357,8 @@ struct ps_shard {
 	/* per worker: step + 1 of its last applied push (0 none), and that step's first sequence */
 	uint64_t *pstep1, *pfirst;
 	/* GEO */
-	struct ps_geo_log *glog;  /* per table */
-	uint32_t *geo_seen;       /* per worker x table: log position of its last GEO pull */
+	struct ps_geo_log *glog;  /* per table (sparse tables only log) */
+	struct ps_geo_worker *geo; /* per worker x table */
 	/* merge scratch for pushes with duplicate keys */
 	uint32_t *rows;           /* max_keys */
 	uint64_t *keys;           /* max_keys: this shard's keys of a request; merge pairs */
@@ -340,6 +374,7 @@ struct ps_shard {
 	 */
 	_Atomic uint64_t n_push, n_pull, n_keys, n_dup, n_fail, n_cow, n_nonfinite;
 	_Atomic uint64_t n_fenced, n_wrong_step;
+	_Atomic uint64_t n_geo_log, n_geo_resync;
 	int node;
 };
 
@@ -411,6 +446,10 @@ struct ps_server {
 	int *lcore_node;            /* NUMA node per lcore slot, -1: no preference */
 	struct ps_handler **handlers;
 	uint32_t max_keys, max_dim;
+	uint32_t geo_log_max;       /* GEO: entries per shard and table log */
+	/* GEO: the next reply id (relaxed fetch-add per GEO pull; starts at a random value, so
+	 * an id acknowledged to a server before its restart matches nothing after it) */
+	_Atomic uint64_t geo_next_id;
 	/*
 	 * Barrier (server-wide; touched only by shard 0's owner): per worker 0 waited for, 1
 	 * arrived at bar_step, 2 left out by a timeout (policy continue) until it returns.
@@ -531,6 +570,19 @@ int ps_ckpt_read(struct ps_server *s, const char *path, uint64_t *gen, char *err
 void ps_ckpt_unload(struct ps_server *s);
 /* Sync mode restore: row r of table ti has pending sum acc (dim floats, wire bytes). */
 int ps_shard_sync_restore(struct ps_shard *sh, uint32_t ti, uint32_t r, const uint8_t *acc);
+/*
+ * GEO restore of table ti's log: rows[n] oldest first from position base (row versions set
+ * from them), and max_pos. -ENOMEM, or -EINVAL when n passes geo_log_max.
+ */
+int ps_shard_geo_restore(struct ps_shard *sh, uint32_t ti, uint64_t base, uint64_t max_pos,
+			 const uint32_t *rows, uint32_t n);
+/*
+ * GEO state that cannot be restored (a checkpoint without it, or cut over other shard or
+ * worker counts): every worker's next GEO pull of every table is a full resync.
+ */
+void ps_shard_geo_resync_all(struct ps_shard *sh);
+/* GEO: back to an empty log and no positions (a load that was refused). */
+void ps_shard_geo_reset(struct ps_shard *sh);
 
 /* Write-ahead log (ps_wal.c). */
 /*

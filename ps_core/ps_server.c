@@ -217,6 +217,12 @@ static int check_config(const struct ps_server_config *c, char *err, size_t errl
 		     "one table");
 		return -EINVAL;
 	}
+	if (c->geo_log_max != 0 && (c->geo_log_max < (c->max_keys ? c->max_keys : 65536) ||
+				    c->geo_log_max > (1u << 30))) {
+		ps_errf(err, errlen, "server config: GEO log of %u entries: expected the keys of one "
+			"request (%u) .. 2^30", c->geo_log_max, c->max_keys ? c->max_keys : 65536);
+		return -EINVAL;
+	}
 	for (i = 0; i < c->n_tables; i++) {
 		if ((rc = check_table(&c->tables[i], err, errlen)) < 0 ||
 		    (rc = check_mem(&c->tables[i], c, err, errlen)) < 0)
@@ -307,6 +313,24 @@ static int setup_wal(struct ps_server *s, const struct ps_server_config *c, char
 	return 0;
 }
 
+/*
+ * Where GEO reply ids start: random, so that an id a worker acknowledges to a server that
+ * restarted since matches none the new one handed out (it is then served from its committed
+ * position again).
+ */
+static uint64_t geo_id_start(void)
+{
+	struct timespec ts;
+	uint64_t v = 0;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v)) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		v = ps_mix64(((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
+			     ((uint64_t)getpid() << 32));
+	}
+	return v >> 1 | 1; /* far from wrapping to 0, which means "no reply" */
+}
+
 int ps_server_create(const struct ps_server_config *cfg, struct ps_server **out,
 		     char *err, size_t errlen)
 {
@@ -321,6 +345,10 @@ int ps_server_create(const struct ps_server_config *cfg, struct ps_server **out,
 		return -ENOMEM;
 	s->cfg = *cfg;
 	s->max_keys = cfg->max_keys ? cfg->max_keys : 65536;
+	s->geo_log_max = cfg->geo_log_max ? cfg->geo_log_max : PS_GEO_LOG_MAX_DEFAULT;
+	if (s->geo_log_max < s->max_keys)
+		s->geo_log_max = s->max_keys;
+	atomic_init(&s->geo_next_id, geo_id_start());
 	s->tcfg = calloc(cfg->n_tables, sizeof(*s->tcfg));
 	s->shards = calloc(cfg->n_shards, sizeof(*s->shards));
 	s->handlers = calloc(cfg->n_lcores, sizeof(*s->handlers));
@@ -657,6 +685,8 @@ int ps_server_shard_stats(struct ps_server *s, uint32_t shard, struct ps_shard_s
 	st->nonfinite_rows = atomic_load_explicit(&sh->n_nonfinite, memory_order_relaxed);
 	st->fenced = atomic_load_explicit(&sh->n_fenced, memory_order_relaxed);
 	st->wrong_step = atomic_load_explicit(&sh->n_wrong_step, memory_order_relaxed);
+	st->geo_log = atomic_load_explicit(&sh->n_geo_log, memory_order_relaxed);
+	st->geo_resyncs = atomic_load_explicit(&sh->n_geo_resync, memory_order_relaxed);
 	st->owner = sh->owner;
 	return 0;
 }

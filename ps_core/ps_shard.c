@@ -11,10 +11,14 @@
  * a table with memory policies, ps_mem.c decides which keys get one and the others are left
  * out) -> duplicate keys merged -> per row:
  * copy-on-write if a snapshot is in progress, then by mode: optimizer (async), add to the
- * step's sum (sync), add the delta and stamp the GEO clock (GEO). Each row's new floats are
+ * step's sum (sync), add the delta and log the row (GEO). Each row's new floats are
  * computed into the shard's scratch row first and kept only when all are finite: a row
  * whose update would not be leaves the op as it was, counted (op->refused, n_nonfinite),
  * while the op's other rows are applied.
+ *
+ * GEO (struct ps_geo_log): a pull op first commits what the worker acknowledged, then reads
+ * from its committed position (a full resync when the log no longer holds it) and leaves
+ * where it ended pending under the reply's id.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -42,7 +46,7 @@ int ps_shard_init(struct ps_shard *sh, struct ps_server *srv, uint32_t id, uint3
 	sh->touched = calloc(nt, sizeof(*sh->touched));
 	sh->n_touched = calloc(nt, sizeof(uint32_t));
 	sh->cap_touched = calloc(nt, sizeof(uint32_t));
-	sh->geo_seen = calloc((size_t)nw * nt, sizeof(uint32_t));
+	sh->geo = calloc((size_t)nw * nt, sizeof(*sh->geo));
 	sh->glog = calloc(nt, sizeof(*sh->glog));
 	sh->rows = ps_mem_alloc((size_t)srv->max_keys * sizeof(uint32_t), node);
 	sh->keys = ps_mem_alloc((size_t)srv->max_keys * sizeof(uint64_t), node);
@@ -55,7 +59,7 @@ int ps_shard_init(struct ps_shard *sh, struct ps_server *srv, uint32_t id, uint3
 	}
 	sh->scratch = ps_mem_alloc((size_t)sh->scratch_n * sizeof(float), node);
 	if (!sh->tables || !sh->last_seq || !sh->inc || !sh->pstep1 || !sh->pfirst || !sh->touched ||
-	    !sh->n_touched || !sh->cap_touched || !sh->geo_seen || !sh->glog || !sh->rows ||
+	    !sh->n_touched || !sh->cap_touched || !sh->geo || !sh->glog || !sh->rows ||
 	    !sh->keys || !sh->pos || !sh->merge || !sh->scratch)
 		goto out_fini;
 	for (t = 0; t < nt; t++) {
@@ -68,6 +72,7 @@ int ps_shard_init(struct ps_shard *sh, struct ps_server *srv, uint32_t id, uint3
 		if (rc < 0)
 			goto out_fini;
 	}
+	ps_shard_geo_reset(sh);
 	return 0;
 out_fini:
 	ps_shard_fini(sh);
@@ -93,7 +98,7 @@ void ps_shard_fini(struct ps_shard *sh)
 	free(sh->touched);
 	free(sh->n_touched);
 	free(sh->cap_touched);
-	free(sh->geo_seen);
+	free(sh->geo);
 	for (t = 0; sh->glog && t < sh->n_tables; t++)
 		free(sh->glog[t].e);
 	free(sh->glog);
@@ -139,7 +144,36 @@ void ps_snap_free(struct ps_snap *s)
 	free(s->inc);
 	free(s->step_first);
 	free(s->bar_seen);
+	for (t = 0; s->geo && t < s->n_geo; t++)
+		free(s->geo[t].e);
+	free(s->geo);
+	free(s->geo_seen);
 	free(s);
+}
+
+/* GEO state of the cut: each table's log (bounded: copied whole) and committed positions. */
+static int snap_geo(struct ps_shard *sh, struct ps_snap *s)
+{
+	uint32_t t, w, nt = sh->n_tables, nw = sh->srv->cfg.n_workers;
+
+	s->geo = calloc(nt, sizeof(*s->geo));
+	s->geo_seen = malloc((size_t)nw * nt * sizeof(*s->geo_seen));
+	if (!s->geo || !s->geo_seen)
+		return -ENOMEM;
+	s->n_geo = nt;
+	for (t = 0; t < nt; t++) {
+		const struct ps_geo_log *g = &sh->glog[t];
+		s->geo[t].e = malloc((size_t)g->n * sizeof(*g->e) + 1);
+		if (!s->geo[t].e)
+			return -ENOMEM;
+		memcpy(s->geo[t].e, g->e, (size_t)g->n * sizeof(*g->e));
+		s->geo[t].n = g->n;
+		s->geo[t].base = g->base;
+		s->geo[t].max_pos = g->max_pos;
+	}
+	for (w = 0; w < nw * nt; w++)
+		s->geo_seen[w] = sh->geo[w].seen;
+	return 0;
 }
 
 static int snap_begin(struct ps_shard *sh, struct ps_snap *s)
@@ -172,6 +206,8 @@ static int snap_begin(struct ps_shard *sh, struct ps_snap *s)
 			return -ENOMEM;
 		memcpy(s->bar_seen, sh->srv->bar_seen, sh->srv->cfg.n_workers);
 	}
+	if (sh->srv->cfg.mode == PS_MODE_GEO && snap_geo(sh, s) < 0)
+		return -ENOMEM;
 	for (t = 0; t < s->n_tables; t++) {
 		const struct ps_table *tb = snap_src(sh, t);
 		struct ps_snap_table *st = &s->t[t];
@@ -263,17 +299,46 @@ int ps_shard_sync_restore(struct ps_shard *sh, uint32_t ti, uint32_t r, const ui
 	return 0;
 }
 
-static int geo_reserve(struct ps_geo_log *g, uint32_t n)
+static inline void count(_Atomic uint64_t *c, uint64_t n)
 {
-	uint64_t need = (uint64_t)g->n + n;
-	uint32_t cap = g->cap ? g->cap : 1024, *p;
+	ps_count(c, n);
+}
 
-	if (need <= g->cap)
+/* ---------------------------------------------------------------- GEO log */
+
+/* Drops the log's first drop entries (callers make it a large part: amortised O(1)). */
+static void geo_drop(struct ps_geo_log *g, uint32_t drop)
+{
+	memmove(g->e, g->e + drop, (size_t)(g->n - drop) * sizeof(*g->e));
+	g->n -= drop;
+	g->base += drop;
+}
+
+/*
+ * Room for n more entries of table ti's log. A log that would pass geo_log_max loses its
+ * oldest quarter (at least what makes room) whoever still needed it: those workers get a
+ * full resync at their next pull. That can happen before the op fails later (memory): it
+ * changes where workers read, never what they get.
+ */
+static int geo_reserve(struct ps_shard *sh, uint32_t ti, uint32_t n)
+{
+	struct ps_geo_log *g = &sh->glog[ti];
+	uint32_t max = sh->srv->geo_log_max, cap, *p;
+	uint64_t drop;
+
+	if ((uint64_t)g->n + n > max) {
+		drop = max / 4;
+		if ((uint64_t)g->n + n - drop > max)
+			drop = (uint64_t)g->n + n - max;
+		geo_drop(g, drop < g->n ? (uint32_t)drop : g->n);
+	}
+	if ((uint64_t)g->n + n <= g->cap)
 		return 0;
-	if (need > UINT32_MAX / 2)
-		return -ENOSPC;
-	while (cap < need)
-		cap *= 2;
+	cap = g->cap ? g->cap : 1024;
+	while (cap < g->n + n)
+		cap *= 2; /* n <= max_keys <= geo_log_max <= 2^30: no overflow */
+	if (cap > max)
+		cap = max;
 	p = realloc(g->e, (size_t)cap * sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -282,19 +347,94 @@ static int geo_reserve(struct ps_geo_log *g, uint32_t n)
 	return 0;
 }
 
-/* A GEO change of row r: log it unless its latest entry is still ahead of every pull. */
+/*
+ * Position of row r's latest log entry, or UINT64_MAX when the log no longer holds it. The
+ * row keeps the low 32 bits of that position + 1; the log is shorter than 2^32, so they
+ * name one entry, and the entry must be the row's (else an old version aliases).
+ */
+static uint64_t geo_entry_of(const struct ps_geo_log *g, const struct ps_row_meta *m, uint32_t r)
+{
+	uint64_t end = g->base + g->n;
+	uint32_t back;
+
+	if (m->version == 0 || g->n == 0)
+		return UINT64_MAX;
+	back = (uint32_t)(end - 1) - (m->version - 1);
+	if (back >= g->n || g->e[g->n - 1 - back] != r)
+		return UINT64_MAX;
+	return end - 1 - back;
+}
+
+/* Entry i of the log is its row's latest. */
+static inline bool geo_latest(const struct ps_geo_log *g, const struct ps_row_meta *m, uint32_t i)
+{
+	return m->version == (uint32_t)(g->base + i + 1);
+}
+
+/* A GEO change of row r: log it unless its latest entry is still ahead of every reply served. */
 static inline void geo_note(struct ps_geo_log *g, struct ps_row_meta *m, uint32_t r)
 {
-	if (m->version != 0 && m->version - 1 >= g->max_pos)
+	uint64_t p = geo_entry_of(g, m, r);
+
+	if (p != UINT64_MAX && p >= g->max_pos)
 		return;
 	/* Capacity was ensured by geo_reserve before the op changed anything. */
-	m->version = g->base + g->n + 1;
+	m->version = (uint32_t)(g->base + g->n + 1);
 	g->e[g->n++] = r;
 }
 
-static inline void count(_Atomic uint64_t *c, uint64_t n)
+static void geo_reset_log(struct ps_geo_log *g, uint64_t base)
 {
-	ps_count(c, n);
+	g->n = 0;
+	g->base = base;
+	g->max_pos = base;
+}
+
+static void geo_reset_workers(struct ps_shard *sh)
+{
+	uint32_t i, n = sh->srv->cfg.n_workers * sh->n_tables;
+
+	for (i = 0; i < n; i++) {
+		sh->geo[i].seen = (struct ps_geo_pos){ 0, PS_GEO_NO_RESYNC };
+		sh->geo[i].pend = sh->geo[i].seen;
+		sh->geo[i].pend_id = 0;
+	}
+}
+
+void ps_shard_geo_reset(struct ps_shard *sh)
+{
+	for (uint32_t t = 0; t < sh->n_tables; t++)
+		geo_reset_log(&sh->glog[t], 0);
+	geo_reset_workers(sh);
+}
+
+void ps_shard_geo_resync_all(struct ps_shard *sh)
+{
+	/* Every position (0) is then before the log's start (1). */
+	for (uint32_t t = 0; t < sh->n_tables; t++)
+		geo_reset_log(&sh->glog[t], 1);
+	geo_reset_workers(sh);
+}
+
+int ps_shard_geo_restore(struct ps_shard *sh, uint32_t ti, uint64_t base, uint64_t max_pos,
+			 const uint32_t *rows, uint32_t n)
+{
+	struct ps_geo_log *g = &sh->glog[ti];
+	const struct ps_table *t = &sh->tables[ti];
+	int rc;
+
+	if (n > sh->srv->geo_log_max)
+		return -EINVAL;
+	geo_reset_log(g, base);
+	if ((rc = geo_reserve(sh, ti, n)) < 0)
+		return rc;
+	memcpy(g->e, rows, (size_t)n * sizeof(*rows));
+	g->n = n;
+	g->max_pos = max_pos;
+	for (uint32_t i = 0; i < n; i++)
+		if (rows[i] != PS_GEO_HOLE)
+			ps_row_meta(t, rows[i])->version = (uint32_t)(base + i + 1);
+	return 0;
 }
 
 /* dst[j] + g[j] for j < d into scratch; copied to dst only when every sum is finite. */
@@ -332,7 +472,7 @@ static inline bool apply_row(struct ps_shard *sh, uint32_t ti, uint32_t r, const
 		break;
 	case PS_MODE_GEO:
 		ok = add_finite(sh, w, g, t->cfg.dim);
-		if (ok)
+		if (ok && t->cfg.kind == PS_TABLE_SPARSE) /* only sparse tables are GEO-pulled */
 			geo_note(&sh->glog[ti], ps_row_meta(t, r), r);
 		break;
 	}
@@ -555,7 +695,8 @@ static int op_push(struct ps_shard *sh, struct ps_op *op)
 		return wrong_step(sh, op, -ESTALE); /* the step closed without it */
 	if (sh->srv->cfg.mode == PS_MODE_SYNC && (rc = sync_reserve(sh, op->table, op->n)) < 0)
 		return rc;
-	if (sh->srv->cfg.mode == PS_MODE_GEO && (rc = geo_reserve(&sh->glog[op->table], op->n)) < 0)
+	if (sh->srv->cfg.mode == PS_MODE_GEO && t->cfg.kind == PS_TABLE_SPARSE &&
+	    (rc = geo_reserve(sh, op->table, op->n)) < 0)
 		return rc;
 	if (!ps_mem_policed(t)) {
 		if ((rc = op_rows(sh, t, op, rows, true)) < 0)
@@ -613,63 +754,102 @@ static void op_sync_step(struct ps_shard *sh)
 }
 
 /*
- * GEO pull: records (u64 key, dim f32) of rows changed since the worker's position, into
- * op->geo_out, at most geo_cap (then returns 1: more). Does not move the worker's
- * position: PS_OP_GEO_COMMIT does, once the reply is complete, so a refused pull loses
- * nothing. Where this part ended is returned in op->seq; max_pos moves now, so a change
- * made before the commit is logged again.
+ * Drops the log prefix every worker's committed position has passed, when that is a large
+ * part. A position before the log's start needs nothing of it (that worker resyncs).
+ */
+static void geo_trim(struct ps_shard *sh, uint32_t ti)
+{
+	struct ps_geo_log *g = &sh->glog[ti];
+	uint64_t end = g->base + g->n, min = end, drop;
+	uint32_t w, nw = sh->srv->cfg.n_workers;
+
+	for (w = 0; w < nw; w++) {
+		uint64_t p = sh->geo[w * sh->n_tables + ti].seen.pos;
+		if (p >= g->base && p < min)
+			min = p;
+	}
+	drop = min - g->base;
+	if (drop >= 1024 && drop >= g->n / 2)
+		geo_drop(g, (uint32_t)drop);
+}
+
+static inline void geo_emit(const struct ps_table *t, struct ps_op *op, uint32_t r, size_t rec)
+{
+	uint8_t *o = op->geo_out + op->geo_n * rec;
+
+	memcpy(o, &ps_row_meta(t, r)->key, 8);
+	memcpy(o + 8, ps_row_val(t, r), rec - 8);
+	op->geo_n++;
+}
+
+/* Where this reply ended waits for the worker's acknowledgement; served that far. */
+static void geo_pend(struct ps_geo_log *g, struct ps_geo_worker *gw, struct ps_geo_pos at,
+		     uint64_t id)
+{
+	gw->pend = at;
+	gw->pend_id = id;
+	if (at.pos > g->max_pos)
+		g->max_pos = at.pos;
+}
+
+/*
+ * GEO pull: first, if op->geo_ack names the reply pending for this worker, its end becomes
+ * the worker's committed position (then the log is trimmed). Then (op->geo_out set) records
+ * (u64 key, dim f32) of the rows changed since that position, at most geo_cap (then returns
+ * 1: more), and where they end pending under op->geo_id. A position the log no longer holds
+ * starts a full resync: every row of the table, then the log from its end at that moment
+ * (max_pos moves there, so a row changed after it was sent is logged again).
  */
 static int op_geo_pull(struct ps_shard *sh, struct ps_op *op)
 {
 	const struct ps_table *t = &sh->tables[op->table];
 	struct ps_geo_log *g = &sh->glog[op->table];
-	uint32_t from = sh->geo_seen[op->worker * sh->n_tables + op->table], i, n = 0;
-	uint32_t end = g->base + g->n;
+	struct ps_geo_worker *gw = &sh->geo[op->worker * sh->n_tables + op->table];
 	size_t rec = 8 + (size_t)t->cfg.dim * 4;
+	struct ps_geo_pos at;
+	uint32_t i;
 
-	for (i = from > g->base ? from - g->base : 0; i < g->n; i++) {
-		uint32_t r = g->e[i];
-		const struct ps_row_meta *m = ps_row_meta(t, r);
-		if (m->version != g->base + i + 1 || ps_row_is_free(t, r))
-			continue; /* not the row's latest entry, or the row was evicted */
-		if (n == op->geo_cap) {
-			/* Full: commit up to this entry only; the caller asks again for the rest. */
-			if (g->base + i > g->max_pos)
-				g->max_pos = g->base + i;
-			op->geo_n = n;
-			op->seq = g->base + i;
-			return 1;
+	if (op->geo_ack != 0 && op->geo_ack == gw->pend_id) {
+		gw->seen = gw->pend;
+		geo_trim(sh, op->table);
+	}
+	gw->pend_id = 0;
+	op->geo_n = 0;
+	if (!op->geo_out)
+		return 0;
+	at = gw->seen;
+	if (at.pos < g->base) {
+		at = (struct ps_geo_pos){ g->base + g->n, 0 };
+		count(&sh->n_geo_resync, 1);
+	}
+	if (at.row != PS_GEO_NO_RESYNC) {
+		if (at.pos > g->max_pos)
+			g->max_pos = at.pos;
+		for (; at.row < t->n_rows; at.row++) {
+			if (ps_row_is_free(t, at.row))
+				continue; /* evicted: on the free list */
+			if (op->geo_n == op->geo_cap)
+				goto out_full;
+			geo_emit(t, op, at.row, rec);
 		}
-		memcpy(op->geo_out + n * rec, &m->key, 8);
-		memcpy(op->geo_out + n * rec + 8, ps_row_val(t, r), rec - 8);
-		n++;
+		at.row = PS_GEO_NO_RESYNC;
 	}
-	if (end > g->max_pos)
-		g->max_pos = end;
-	op->geo_n = n;
-	op->seq = end;
+	for (i = (uint32_t)(at.pos - g->base); i < g->n; i++) {
+		uint32_t r = g->e[i];
+		if (r == PS_GEO_HOLE || !geo_latest(g, ps_row_meta(t, r), i) || ps_row_is_free(t, r))
+			continue; /* not the row's latest entry, or the row was evicted */
+		if (op->geo_n == op->geo_cap) {
+			at.pos = g->base + i;
+			goto out_full;
+		}
+		geo_emit(t, op, r, rec);
+	}
+	at.pos = g->base + g->n;
+	geo_pend(g, gw, at, op->geo_id);
 	return 0;
-}
-
-/* Moves the worker's position and drops the log prefix every worker has passed. */
-static void op_geo_commit(struct ps_shard *sh, const struct ps_op *op)
-{
-	struct ps_geo_log *g = &sh->glog[op->table];
-	uint32_t w, nw = sh->srv->cfg.n_workers, min = UINT32_MAX, drop;
-
-	sh->geo_seen[op->worker * sh->n_tables + op->table] = (uint32_t)op->seq;
-	for (w = 0; w < nw; w++) {
-		uint32_t p = sh->geo_seen[w * sh->n_tables + op->table];
-		if (p < min)
-			min = p;
-	}
-	drop = min > g->base ? min - g->base : 0;
-	/* Amortised: only when at least half the log is dead. */
-	if (drop >= 1024 && drop >= g->n / 2) {
-		memmove(g->e, g->e + drop, (size_t)(g->n - drop) * sizeof(*g->e));
-		g->n -= drop;
-		g->base += drop;
-	}
+out_full:
+	geo_pend(g, gw, at, op->geo_id);
+	return 1;
 }
 
 /*
@@ -711,6 +891,12 @@ static void account(struct ps_shard *sh, const struct ps_op *op)
 		count(push ? &sh->n_push : &sh->n_pull, 1);
 		count(&sh->n_keys, op->n);
 	}
+	if (sh->srv->cfg.mode == PS_MODE_GEO && (push || op->kind == PS_OP_GEO_PULL)) {
+		uint64_t n = 0;
+		for (uint32_t t = 0; t < sh->n_tables; t++)
+			n += sh->glog[t].n;
+		atomic_store_explicit(&sh->n_geo_log, n, memory_order_relaxed);
+	}
 	if (push && op->status == 1) /* other ops' 1 means something else (done, more) */
 		count(&sh->n_dup, 1);
 	else if (op->status < 0)
@@ -736,10 +922,6 @@ void ps_shard_run(struct ps_shard *sh, struct ps_op *op)
 		break;
 	case PS_OP_GEO_PULL:
 		op->status = op_geo_pull(sh, op);
-		break;
-	case PS_OP_GEO_COMMIT:
-		op_geo_commit(sh, op);
-		op->status = 0;
 		break;
 	case PS_OP_SNAP_BEGIN:
 		op->status = snap_begin(sh, op->snap);

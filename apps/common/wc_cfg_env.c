@@ -317,6 +317,9 @@ int wc_cfg_env_knobs(char *const envp[], struct wc_cluster *out, char *err, size
 	if (rc == 0)
 		rc = knob_uint(envp, "WHARF_GEO_K", 1, 100000, &c->geo_k, c, WC_F_GEO_K, err, errlen);
 	if (rc == 0)
+		rc = knob_uint(envp, "WHARF_GEO_LOG_MAX", 65536, 1u << 30, &c->geo_log_max, c,
+			       WC_F_GEO_LOG_MAX, err, errlen);
+	if (rc == 0)
 		rc = knob_uint(envp, "WHARF_MTU", 576, 9000, &c->mtu, c, WC_F_MTU, err, errlen);
 	if (rc == 0)
 		rc = knob_uint(envp, "WHARF_WAIT_TIMEOUT_S", 1, 86400, &c->wait_timeout_s, c,

@@ -13,7 +13,8 @@
  *     "data_iface": "net1", "data_prefix": 24, "data_gateway": "host"|"none",
  *     "protocol": "dpdk"|"kernel", "tensor_fuse": false,
  *     "fuse": {"max_bytes": 8192, "max_msgs": 64, "flush_us": 20},
- *     "mode": "sync"|"async"|"geo", "geo_k": 10, "wait_timeout_s": 60, "retry_interval_s": 3,
+ *     "mode": "sync"|"async"|"geo", "geo_k": 10, "geo_log_max": 1048576,
+ *     "wait_timeout_s": 60, "retry_interval_s": 3,
  *     "barrier_timeout_s": 600, "barrier_policy": "fail"|"continue",
  *     "ps_lost_state": "fail"|"continue", "mtu": 1500,
  *     "net": {"ps": {"core_number": 8, "enable_polling": false, "disable_pin_cores": true},
@@ -444,9 +445,10 @@ static int file_root(json_t *root, const char *src, struct wc_cluster *out, char
 {
 	static const char *const keys[] = {
 		"cluster", "task", "num_workers", "data_addr", "endpoint_map", "protocol",
-		"tensor_fuse", "fuse", "mode", "geo_k", "wait_timeout_s", "retry_interval_s", "net", "mtu",
-		"durability", "data_iface", "data_prefix", "data_gateway", "ctl_token_file",
-		"barrier_timeout_s", "barrier_policy", "ps_lost_state", "eal_args", NULL,
+		"tensor_fuse", "fuse", "mode", "geo_k", "geo_log_max", "wait_timeout_s",
+		"retry_interval_s", "net", "mtu", "durability", "data_iface", "data_prefix",
+		"data_gateway", "ctl_token_file", "barrier_timeout_s", "barrier_policy",
+		"ps_lost_state", "eal_args", NULL,
 	};
 	json_t *v;
 	int rc;
@@ -466,6 +468,9 @@ static int file_root(json_t *root, const char *src, struct wc_cluster *out, char
 			      err, errlen);
 	if (rc == 0)
 		rc = get_uint(root, "geo_k", src, "", 1, 100000, &out->geo_k, out, WC_F_GEO_K, err, errlen);
+	if (rc == 0)
+		rc = get_uint(root, "geo_log_max", src, "", 65536, 1u << 30, &out->geo_log_max, out,
+			      WC_F_GEO_LOG_MAX, err, errlen);
 	if (rc == 0)
 		rc = get_uint(root, "mtu", src, "", 576, 9000, &out->mtu, out, WC_F_MTU, err, errlen);
 	if (rc == 0)

@@ -18,7 +18,7 @@
 enum {
 	OPT_ROLE = 256, OPT_TASK, OPT_PS, OPT_WORKERS, OPT_NUM_WORKERS, OPT_DATA, OPT_EPMAP,
 	OPT_PROTO, OPT_FUSE, OPT_FUSE_BYTES, OPT_FUSE_MSGS, OPT_FUSE_US, OPT_MODE, OPT_GEO_K,
-	OPT_WAIT, OPT_RETRY, OPT_PS_CORES, OPT_WK_CORES, OPT_PS_POLL, OPT_WK_POLL, OPT_PS_NOPIN,
+	OPT_GEO_LOG_MAX, OPT_WAIT, OPT_RETRY, OPT_PS_CORES, OPT_WK_CORES, OPT_PS_POLL, OPT_WK_POLL, OPT_PS_NOPIN,
 	OPT_WK_NOPIN, OPT_WAL_DIR, OPT_CKPT_INTERVAL, OPT_WAL_MAX_MB, OPT_WAL_SYNC_MS, OPT_MTU, OPT_DATA_IFACE, OPT_DATA_PREFIX, OPT_DATA_GW, OPT_CONFIG,
 	OPT_CTL_TOKEN_FILE, OPT_BAR_TIMEOUT, OPT_BAR_POLICY, OPT_LOST_STATE,
 };
@@ -38,6 +38,7 @@ static const struct option wc_opts[] = {
 	{ "fuse-flush-us", required_argument, NULL, OPT_FUSE_US },
 	{ "mode", required_argument, NULL, OPT_MODE },
 	{ "geo-k", required_argument, NULL, OPT_GEO_K },
+	{ "geo-log-max", required_argument, NULL, OPT_GEO_LOG_MAX },
 	{ "wait-timeout", required_argument, NULL, OPT_WAIT },
 	{ "retry-interval", required_argument, NULL, OPT_RETRY },
 	{ "ps-cores", required_argument, NULL, OPT_PS_CORES },
@@ -85,6 +86,8 @@ const char *wc_flags_usage(void)
 	"  --fuse-flush-us N         flush delay in us (default 20)\n"
 	"  --mode sync|async|geo     consistency mode (default sync)\n"
 	"  --geo-k N                 GEO local steps per push (default 10)\n"
+	"  --geo-log-max N           PS, GEO: change-log entries per shard and table; a worker\n"
+	"                            behind by more gets a full resync (default 1048576)\n"
 	"  --wait-timeout S          seconds to wait for servers (default 60)\n"
 	"  --retry-interval S        seconds between readiness retries (default 3)\n"
 	"  --ps-cores N              PS network lcores (default min(8, workers))\n"
@@ -152,6 +155,8 @@ static int set_opt_net(struct wc_cluster *c, int id, const char *a, char *err, s
 		return opt_bool(a, &c->tensor_fuse, "--tensor-fuse", err, el);
 	case OPT_GEO_K:
 		return wc_parse_uint(a, 1, 100000, &c->geo_k, "--geo-k", err, el);
+	case OPT_GEO_LOG_MAX:
+		return wc_parse_uint(a, 65536, 1u << 30, &c->geo_log_max, "--geo-log-max", err, el);
 	case OPT_WAIT:
 		return wc_parse_uint(a, 1, 86400, &c->wait_timeout_s, "--wait-timeout", err, el);
 	case OPT_RETRY:
@@ -218,8 +223,8 @@ static int set_opt(struct wc_cluster *c, int id, const char *a, char *err, size_
 static const uint8_t opt_field[] = {
 	WC_F_ROLE, WC_F_TASK_INDEX, WC_F_PS, WC_F_WORKERS, WC_F_NUM_WORKERS, WC_F_DATA_ADDR,
 	WC_F_EPMAP, WC_F_PROTOCOL, WC_F_TENSOR_FUSE, WC_F_FUSE_MAX_BYTES, WC_F_FUSE_MAX_MSGS,
-	WC_F_FUSE_FLUSH_US, WC_F_MODE, WC_F_GEO_K, WC_F_WAIT_TIMEOUT, WC_F_RETRY_INTERVAL,
-	WC_F_PS_CORES, WC_F_WORKER_CORES, WC_F_PS_POLLING, WC_F_WORKER_POLLING, WC_F_PS_DISABLE_PIN,
+	WC_F_FUSE_FLUSH_US, WC_F_MODE, WC_F_GEO_K, WC_F_GEO_LOG_MAX, WC_F_WAIT_TIMEOUT,
+	WC_F_RETRY_INTERVAL, WC_F_PS_CORES, WC_F_WORKER_CORES, WC_F_PS_POLLING, WC_F_WORKER_POLLING, WC_F_PS_DISABLE_PIN,
 	WC_F_WORKER_DISABLE_PIN, WC_F_WAL_DIR, WC_F_CKPT_INTERVAL, WC_F_WAL_MAX_MB, WC_F_WAL_SYNC_MS,
 	WC_F_MTU, WC_F_DATA_IFACE, WC_F_DATA_PREFIX, WC_F_DATA_GATEWAY, WC_F_CONFIG_PATH,
 	WC_F_CTL_TOKEN_FILE, WC_F_BARRIER_TIMEOUT, WC_F_BARRIER_POLICY, WC_F_PS_LOST_STATE,

@@ -369,6 +369,7 @@ void wc_cluster_init(struct wc_cluster *c)
 	c->fuse_flush_us = WC_DEF_FUSE_FLUSH_US;
 	c->mode = WC_MODE_SYNC;
 	c->geo_k = WC_DEF_GEO_K;
+	c->geo_log_max = WC_DEF_GEO_LOG_MAX;
 	c->wait_timeout_s = WC_DEF_WAIT_TIMEOUT_S;
 	c->retry_interval_s = WC_DEF_RETRY_INTERVAL_S;
 	c->ckpt_interval_s = WC_DEF_CKPT_INTERVAL_S;
@@ -431,6 +432,7 @@ void wc_cluster_merge(struct wc_cluster *d, const struct wc_cluster *s, enum wc_
 	WC_COPY(WC_F_FUSE_FLUSH_US, fuse_flush_us);
 	WC_COPY(WC_F_MODE, mode);
 	WC_COPY(WC_F_GEO_K, geo_k);
+	WC_COPY(WC_F_GEO_LOG_MAX, geo_log_max);
 	WC_COPY(WC_F_WAIT_TIMEOUT, wait_timeout_s);
 	WC_COPY(WC_F_RETRY_INTERVAL, retry_interval_s);
 	WC_COPY(WC_F_PS_CORES, ps_net.core_number);

@@ -39,6 +39,7 @@
  * | --fuse-flush-us / fuse.flush_us / -                            | 20                   | flush a non-empty batch after this long (0..100000 us)
  * | --mode / mode / WHARF_MODE                                      | sync                 | sync | async | geo (Paddle's three)
  * | --geo-k / geo_k / WHARF_GEO_K                                   | 10                   | GEO: local steps between pushes (1..100000)
+ * | --geo-log-max / geo_log_max / WHARF_GEO_LOG_MAX                 | 1048576              | PS, GEO: change-log entries per shard and sparse table (65536..2^30); a worker behind by more, or dead, gets a full resync of the rows instead
  * | --wait-timeout / wait_timeout_s / WHARF_WAIT_TIMEOUT_S          | 60                   | seconds a worker waits for servers before giving up (1..86400)
  * | --retry-interval / retry_interval_s / -                         | 3 (as Paddle)        | seconds between readiness retries (1..3600)
  * | --ps-cores / net.ps.core_number / NETWORK_PS_CORE_NUMBER        | min(8, connections)  | PS network lcores; connections = number of workers
@@ -91,6 +92,7 @@
 #define WC_DEF_FUSE_MAX_MSGS 64u
 #define WC_DEF_FUSE_FLUSH_US 20u
 #define WC_DEF_GEO_K 10u
+#define WC_DEF_GEO_LOG_MAX (1u << 20)
 #define WC_DEF_WAIT_TIMEOUT_S 60u
 #define WC_DEF_RETRY_INTERVAL_S 3u
 #define WC_DEF_PS_CORE_CAP 8u
@@ -135,6 +137,7 @@ enum wc_field {
 	WC_F_FUSE_FLUSH_US,
 	WC_F_MODE,
 	WC_F_GEO_K,
+	WC_F_GEO_LOG_MAX,
 	WC_F_WAIT_TIMEOUT,
 	WC_F_RETRY_INTERVAL,
 	WC_F_PS_CORES,
@@ -200,6 +203,7 @@ struct wc_cluster {
 
 	enum wc_mode mode;
 	unsigned geo_k;
+	unsigned geo_log_max;        /* PS: GEO change-log entries per shard and table */
 	unsigned wait_timeout_s;
 	unsigned retry_interval_s;
 	unsigned barrier_timeout_s;     /* PS: 0 = wait for ever */

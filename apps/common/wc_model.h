@@ -96,6 +96,45 @@ uint32_t wc_keymap_count(const struct wc_keymap *m);
 /* The keys in index order (count of them). */
 const uint64_t *wc_keymap_keys(const struct wc_keymap *m);
 
+/*
+ * ---- GEO-SGD on a worker: Paddle's GeoCommunicator rules ----
+ * A worker trains local copies (latest) of the parameters it uses and keeps for each one
+ * base, the server's value as far as it knows. At a sync it pushes, for what changed,
+ * delta = (latest - base) / workers and moves base by that delta at once (the push is
+ * recorded before it is sent and resent until acknowledged: applied exactly once); the rest
+ * of its change stays local and goes out with later syncs. A value from the server (a GEO
+ * pull, a first pull) sets latest = value + (latest - base) and base = value, which keeps
+ * local steps not yet pushed and is idempotent: the same value again changes nothing. So
+ * workers that all move a row by c from one start move it on the server by c, not by
+ * workers x c; a row a worker keeps moving is handed in over time in full.
+ */
+/* Dense: delta[i] = (latest[i] - base[i]) / workers, base[i] += delta[i]. */
+void wc_geo_dense_send(const float *latest, float *base, float *delta, size_t n, uint32_t workers);
+/* Dense: server values in: latest[i] = server[i] + (latest[i] - base[i]), base[i] = server[i]. */
+void wc_geo_dense_recv(float *latest, float *base, const float *server, size_t n);
+
+/* Sparse: the rows this worker holds, key -> (latest, base, touched since the last send). */
+struct wc_geo;
+/* capacity: most rows it will hold; dim: floats per row; workers: the job's worker count. */
+int wc_geo_create(uint32_t capacity, uint32_t dim, uint32_t workers, struct wc_geo **out);
+void wc_geo_destroy(struct wc_geo *g);
+/* Index of key's row; -ENOENT when not held. */
+int wc_geo_find(const struct wc_geo *g, uint64_t key, uint32_t *idx);
+/* The server's row for key (the recv rule; a new key starts with latest = base = row). */
+int wc_geo_recv(struct wc_geo *g, uint64_t key, const float *row, uint32_t *idx);
+/* A row's local copy (dim floats), to train; wc_geo_touch marks it for the next send. */
+float *wc_geo_latest(struct wc_geo *g, uint32_t idx);
+/* A row's base: the server's value as far as this worker knows it. */
+const float *wc_geo_base(const struct wc_geo *g, uint32_t idx);
+void wc_geo_touch(struct wc_geo *g, uint32_t idx);
+uint32_t wc_geo_count(const struct wc_geo *g);
+/*
+ * The deltas of every row touched since the last call into keys[] and deltas[] (dim
+ * floats each; room for wc_geo_count rows), base moved by them, touched cleared. Returns
+ * how many. Push them before anything else changes base (a recv).
+ */
+uint32_t wc_geo_send(struct wc_geo *g, uint64_t *keys, float *deltas);
+
 /* ---- CTR generator with a planted logistic model ---- */
 #define WC_CTR_FIELDS 26u
 

@@ -111,6 +111,10 @@ struct wc_psnet {
 	uint64_t srv_reqs, srv_errors, srv_dropped, srv_inflight, ctl_reqs;
 	struct wc_psobs *obs;              /* telemetry slot (the /wharf/ps commands), lane 0's */
 	struct wc_psobs *obs_count;        /* the same slot, counted into by every lane */
+	/* tests only (WHARF_TEST_DROP_GEO_REPLY): every geo_drop_every-th GEO-pull reply is not
+	 * sent and its connection is closed, as a reply lost with its connection */
+	uint32_t geo_drop_every;
+	uint64_t geo_replies, geo_dropped;
 	/* durability: periodic checkpoints (timer, log size) and log msync, in the serve loop */
 	bool wal_on;
 	uint64_t ckpt_every_us, next_ckpt_us, wal_max_bytes, next_walchk_us;

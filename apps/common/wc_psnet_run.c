@@ -91,6 +91,7 @@ int wc_psnet_run_server(const struct wc_cluster *cl, const struct wc_model_table
 	sc.n_workers = cl->n_workers;
 	sc.mode = wc_ps_mode(cl->mode);
 	sc.max_keys = 65536;
+	sc.geo_log_max = cl->geo_log_max;
 	sc.tables = mt->t;
 	sc.n_tables = mt->n;
 	/* The log's syncs run on a thread of their own (wn_lanes_run): lanes never wait for disk. */

@@ -16,12 +16,49 @@
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "apps/common/wc_psnet_pvt.h"
 
 #define WN_DRAIN_US 5000000u
+
+/*
+ * WHARF_TEST_DROP_GEO_REPLY=N (tests only): every N-th GEO-pull reply this lane builds is
+ * dropped and its connection closed, so the integration tests can lose replies on demand.
+ */
+static int test_knobs(struct wc_psnet *n, char *err, size_t errlen)
+{
+	const char *v = getenv("WHARF_TEST_DROP_GEO_REPLY");
+	unsigned every;
+	int rc;
+
+	if (v == NULL)
+		return 0;
+	if ((rc = wc_parse_uint(v, 1, 1000000, &every, "WHARF_TEST_DROP_GEO_REPLY", err, errlen)) != 0)
+		return rc;
+	n->geo_drop_every = every;
+	WC_LOG(WARNING, "%s: lane %u: test knob WHARF_TEST_DROP_GEO_REPLY: every %u%s GEO-pull "
+	       "reply is dropped and its connection closed", n->name, n->lane, every,
+	       every == 1 ? "st" : every == 2 ? "nd" : every == 3 ? "rd" : "th");
+	return 0;
+}
+
+/* The test knob above: true when this GEO-pull reply is to be lost (connection closed). */
+static bool test_drop_geo_reply(struct wn_conn *c, const struct tl_msg_hdr *h)
+{
+	struct wc_psnet *n = c->n;
+
+	if (n->geo_drop_every == 0 || h->type != PS_T_GEO_PULL_R ||
+	    ++n->geo_replies % n->geo_drop_every != 0)
+		return false;
+	n->geo_dropped++;
+	WC_LOG(NOTICE, "%s: test knob: GEO-pull reply %" PRIu64 " dropped (%" PRIu64 " so far), "
+	       "its connection closed", n->name, n->geo_replies, n->geo_dropped);
+	fz_conn_close(c->fc);
+	return true;
+}
 
 int wc_psnet_serve(struct wc_psnet *n, struct ps_server *ps, struct ps_handler *h,
 		   const struct ps_server_config *cfg, const char *ckpt_path, char *err,
@@ -38,6 +75,8 @@ int wc_psnet_serve(struct wc_psnet *n, struct ps_server *ps, struct ps_handler *
 			       wc_role_name(cl->role));
 	if ((rc = wn_endpoint_ip(data, &ip, err, errlen, "data endpoint")) != 0 ||
 	    (rc = wn_endpoint_ip(ctl, &cip, err, errlen, "control endpoint")) != 0)
+		return rc;
+	if ((rc = test_knobs(n, err, errlen)) != 0)
 		return rc;
 	n->ps = ps;
 	n->h = h;
@@ -130,7 +169,8 @@ void wn_srv_handle(struct wn_conn *c, const struct tl_msg_view *m)
 		n->srv_errors++;
 		c->errors++;
 	}
-	if (rep.len < TL_MSG_HDR_LEN || tl_msg_hdr_decode(b->data, UINT32_MAX, &h) != 0) {
+	if (rep.len < TL_MSG_HDR_LEN || tl_msg_hdr_decode(b->data, UINT32_MAX, &h) != 0 ||
+	    test_drop_geo_reply(c, &h)) {
 		wn_buf_put(b);
 		return;
 	}

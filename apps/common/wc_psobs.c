@@ -183,6 +183,7 @@ static int fill_shard(const struct psobs_snap *s, long long p, struct rte_tel_da
 	DICT_U64(d, sh, keys); DICT_U64(d, sh, dup_pushes); DICT_U64(d, sh, failed_ops);
 	DICT_U64(d, sh, cow_rows); DICT_U64(d, sh, nonfinite_rows); DICT_U64(d, sh, fenced);
 	DICT_U64(d, sh, wrong_step);
+	DICT_U64(d, sh, geo_log); DICT_U64(d, sh, geo_resyncs);
 	return 0;
 }
 

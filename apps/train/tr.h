@@ -1,6 +1,7 @@
 /*
  * tr.h — wharf-train internals: the options, the worker's network handle and the model loops
- * (tr_dense.c: Fashion-MNIST softmax/MLP; tr_ctr.c: CTR LR/FM and the exactly-once counter).
+ * (tr_dense.c: Fashion-MNIST softmax/MLP; tr_ctr.c: CTR LR/FM and the exactly-once counter;
+ * tr_geo_ledger.c: the counter in GEO mode).
  *
  * Call chain: main (role from wc_config_load) -> wc_psnet_run_server (server role) |
  *   tr_dense_run / tr_ctr_run / tr_count_run (worker role) -> tr_net_* -> wc_psnet + ps_client.
@@ -55,6 +56,17 @@ int tr_net_barrier(struct tr_net *t, uint64_t step);
  * restarted under its old id resumes there and skips the steps before). 0 in other modes.
  */
 uint64_t tr_net_resume(struct tr_net *t);
+/* A sparse pull asked again across reconnects; a push resent by the recovery until acked. */
+int tr_net_pull(struct tr_net *t, uint32_t table, uint32_t dim, const uint64_t *keys, uint32_t n,
+		float *out);
+int tr_net_push(struct tr_net *t, uint32_t table, uint32_t dim, const uint64_t *keys, uint32_t n,
+		const float *grads);
+/*
+ * GEO: the rows others changed since this worker's last GEO pull of table, each handed to
+ * fn; pulls again while a server says more, and after a reconnect (a reply lost with its
+ * connection is served again: fn must take rows as values, wc_geo_recv).
+ */
+int tr_net_geo_pull(struct tr_net *t, uint32_t table, uint32_t dim, ps_geo_row_fn *fn, void *arg);
 double tr_now(void);
 /* One progress line: "\r" redraw on a terminal, a plain line per quarter epoch otherwise. */
 void tr_progress(unsigned epoch, unsigned epochs, uint64_t done, uint64_t total, double loss,
@@ -63,5 +75,6 @@ void tr_progress(unsigned epoch, unsigned epochs, uint64_t done, uint64_t total,
 int tr_dense_run(struct tr_net *t, const struct wc_model_tables *mt);
 int tr_ctr_run(struct tr_net *t, const struct wc_model_tables *mt);
 int tr_count_run(struct tr_net *t);
+int tr_geo_ledger_run(struct tr_net *t);
 
 #endif

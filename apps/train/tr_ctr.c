@@ -5,7 +5,7 @@
  * the exactly-once ledger ("count"): each push adds exactly 1 to this worker's key.
  *
  * Call chain: main -> tr_ctr_run -> ctr_step -> ctr_pull / ctr_push (sparse + bias requests in
- * flight together) -> wc_psnet_call_*; GEO: local rows, delta push, ps_client_geo_pull.
+ * flight together) -> wc_psnet_call_*; GEO: local rows (wc_geo), delta push, tr_net_geo_pull.
  * --ctr-tail adds fields of ever-new ids (tail_fill): the long tail the PS's memory policies
  * are for (a push a server answers "table full" is reported and training goes on).
  */
@@ -33,10 +33,9 @@ struct ctr {
 	uint32_t *slot;
 	uint64_t *miss;                 /* GEO: batch keys not held locally */
 	float *rows, *row_grad, bias, bias_grad;
-	/* GEO: every row this worker has seen, its value at the last sync, and what changed */
-	struct wc_keymap *local;
-	float *lrows, *lbase, lbias, lbias_base;
-	uint8_t *touched;
+	/* GEO: every row this worker has seen (latest and base), and the bias the same way */
+	struct wc_geo *local;
+	float lbias, lbias_base;
 };
 
 static int ctr_issue_pull(struct ctr *c, const uint64_t *keys, uint32_t n, float *rows, float *bias)
@@ -127,76 +126,39 @@ static int ctr_dedup(struct ctr *c, const uint64_t *keys, uint32_t n)
 	return 0;
 }
 
-static int geo_row(struct ctr *c, uint64_t key, uint32_t *li)
-{
-	int rc = wc_keymap_find(c->local, key, li);
-
-	if (rc == 0)
-		return 0;
-	return wc_keymap_get_or_add(c->local, key, li);
-}
-
 static void geo_on_row(void *arg, uint64_t key, const float *row, uint32_t dim)
 {
 	struct ctr *c = arg;
-	uint32_t li;
 
-	if (geo_row(c, key, &li) != 0)
-		return;
-	memcpy(c->lrows + (size_t)li * dim, row, dim * sizeof(float));
-	memcpy(c->lbase + (size_t)li * dim, row, dim * sizeof(float));
+	(void)dim;
+	wc_geo_recv(c->local, key, row, NULL); /* full (-ENOSPC): a row this worker never uses */
 }
 
-/* GEO sync point: push what changed since the last one, take the rows others changed. */
+/*
+ * GEO sync point: push 1/workers of what changed since the last one (the rest stays local),
+ * then take the rows others changed and the bias (wc_geo's rules).
+ */
 static int geo_sync(struct ctr *c)
 {
 	struct tr_net *t = c->t;
-	uint32_t n = wc_keymap_count(c->local), i, j, m = 0;
-	const uint64_t *lk = wc_keymap_keys(c->local);
+	uint32_t n = wc_geo_count(c->local), m;
 	uint64_t *keys = malloc((size_t)n * sizeof(*keys) + 1);
-	float *delta = malloc((size_t)n * c->dim * sizeof(float) + 4), bd;
-	ps_done_fn *done;
-	void *arg;
+	float *delta = malloc((size_t)n * c->dim * sizeof(float) + 4), bd, bias;
 	int rc = -ENOMEM;
 
 	if (keys == NULL || delta == NULL)
 		goto out;
-	for (i = 0; i < n; i++) {
-		if (!c->touched[i])
-			continue;
-		c->touched[i] = 0;
-		keys[m] = lk[i];
-		for (j = 0; j < c->dim; j++)
-			delta[(size_t)m * c->dim + j] = c->lrows[(size_t)i * c->dim + j] -
-							c->lbase[(size_t)i * c->dim + j];
-		m++;
-	}
-	bd = c->lbias - c->lbias_base;
-	for (uint32_t off = 0; off < m; off += 65536) {
+	m = wc_geo_send(c->local, keys, delta);
+	wc_geo_dense_send(&c->lbias, &c->lbias_base, &bd, 1, t->cl->n_workers);
+	for (uint32_t off = 0; off < m || off == 0; off += 65536) {
 		uint32_t part = m - off < 65536 ? m - off : 65536;
 		if ((rc = ctr_push(c, keys + off, part, delta + (size_t)off * c->dim,
 				   off == 0 ? &bd : NULL)) != 0)
 			goto out;
 	}
-	/* A server whose reply filled up says "more" (PS_F_MORE): pull again until it is not. */
-	for (bool more = true; more;) {
-		more = false;
-		wc_psnet_call_begin(t->n);
-		rc = wc_psnet_call_track(t->n, &done, &arg);
-		if (rc == 0)
-			rc = wc_psnet_call_issue(t->n, ps_client_geo_pull(t->pc, 0, c->dim, geo_on_row, c,
-						 &more, done, arg, wc_psnet_io(t->n)->msgs));
-		if (rc == 0)
-			rc = wc_psnet_call_wait(t->n);
-		if (rc != 0 && (rc = tr_net_recover(t, rc)) == 0) {
-			more = true; /* recovered: ask again */
-			continue;
-		}
-		if (rc != 0)
-			break;
-	}
-	if (rc == 0 && (rc = ctr_pull(c, NULL, 0, NULL, &c->lbias)) == 0)
-		c->lbias_base = c->lbias;
+	rc = tr_net_geo_pull(t, 0, c->dim, geo_on_row, c);
+	if (rc == 0 && (rc = ctr_pull(c, NULL, 0, NULL, &bias)) == 0)
+		wc_geo_dense_recv(&c->lbias, &c->lbias_base, &bias, 1);
 out:
 	free(keys);
 	free(delta);
@@ -211,29 +173,29 @@ static int geo_step(struct ctr *c, const struct wc_sparse_batch *b, float lr, do
 	int rc;
 
 	for (i = 0; i < nu; i++)
-		if (wc_keymap_find(c->local, uk[i], &li) != 0)
+		if (wc_geo_find(c->local, uk[i], &li) != 0)
 			c->miss[miss++] = uk[i];
 	if (miss > 0) {
 		if ((rc = ctr_pull(c, c->miss, miss, c->rows, NULL)) != 0)
 			return rc;
-		for (i = 0; i < miss; i++) {
-			if ((rc = geo_row(c, c->miss[i], &li)) != 0)
+		for (i = 0; i < miss; i++)
+			if ((rc = wc_geo_recv(c->local, c->miss[i], c->rows + (size_t)i * c->dim,
+					      NULL)) != 0)
 				return rc;
-			memcpy(c->lrows + (size_t)li * c->dim, c->rows + (size_t)i * c->dim, c->dim * 4);
-			memcpy(c->lbase + (size_t)li * c->dim, c->rows + (size_t)i * c->dim, c->dim * 4);
-		}
 	}
 	for (i = 0; i < nu; i++) {
-		wc_keymap_find(c->local, uk[i], &li);
-		memcpy(c->rows + (size_t)i * c->dim, c->lrows + (size_t)li * c->dim, c->dim * 4);
+		wc_geo_find(c->local, uk[i], &li);
+		memcpy(c->rows + (size_t)i * c->dim, wc_geo_latest(c->local, li), c->dim * 4);
 	}
 	if ((rc = ctr_loss(c, b, c->rows, c->lbias, NULL, loss, c->row_grad, &c->bias_grad)) != 0)
 		return rc;
 	for (i = 0; i < nu; i++) {
-		wc_keymap_find(c->local, uk[i], &li);
+		float *l;
+		wc_geo_find(c->local, uk[i], &li);
+		l = wc_geo_latest(c->local, li);
 		for (uint32_t j = 0; j < c->dim; j++)
-			c->lrows[(size_t)li * c->dim + j] -= lr * c->row_grad[(size_t)i * c->dim + j];
-		c->touched[li] = 1;
+			l[j] -= lr * c->row_grad[(size_t)i * c->dim + j];
+		wc_geo_touch(c->local, li);
 	}
 	c->lbias -= lr * c->bias_grad;
 	return 0;
@@ -307,12 +269,9 @@ static int ctr_alloc(struct ctr *c, const struct tr_opts *o)
 	c->miss = malloc(bk * sizeof(uint64_t));
 	c->rows = malloc(bk * c->dim * sizeof(float));
 	c->row_grad = malloc(bk * c->dim * sizeof(float));
-	c->lrows = calloc((size_t)local * c->dim, sizeof(float));
-	c->lbase = calloc((size_t)local * c->dim, sizeof(float));
-	c->touched = calloc(local, 1);
 	if (!c->keys || !c->labels || !c->tkeys || !c->tlabels || !c->tp || !c->tscore || !c->slot ||
-	    !c->miss || !c->rows || !c->row_grad || !c->lrows || !c->lbase || !c->touched ||
-	    wc_keymap_create((uint32_t)bk, &c->km) != 0 || wc_keymap_create(local, &c->local) != 0)
+	    !c->miss || !c->rows || !c->row_grad || wc_keymap_create((uint32_t)bk, &c->km) != 0 ||
+	    wc_geo_create(local, c->dim, c->t->cl->n_workers, &c->local) != 0)
 		return -ENOMEM;
 	return 0;
 }
@@ -321,10 +280,9 @@ static void ctr_free(struct ctr *c)
 {
 	wc_ctr_gen_destroy(c->gen);
 	wc_keymap_destroy(c->km);
-	wc_keymap_destroy(c->local);
+	wc_geo_destroy(c->local);
 	free(c->keys); free(c->labels); free(c->tkeys); free(c->tlabels); free(c->tp);
 	free(c->tscore); free(c->slot); free(c->miss); free(c->rows); free(c->row_grad);
-	free(c->lrows); free(c->lbase); free(c->touched);
 }
 
 /*
@@ -522,6 +480,8 @@ int tr_count_run(struct tr_net *t)
 	int rc = 0;
 	struct ctr c;
 
+	if (t->cl->mode == WC_MODE_GEO)
+		return tr_geo_ledger_run(t); /* pushes are deltas there: the ledger GEO-style */
 	memset(&c, 0, sizeof(c));
 	c.t = t;
 	c.dim = 1;

@@ -2,7 +2,8 @@
  * tr_dense.c — the Fashion-MNIST worker: softmax regression or the 784-H-10 MLP, every
  * tensor a dense PS table. Sync: pull, gradient, push, barrier (the server applies the
  * workers' summed gradients once per step). Async: the same without the barrier. GEO: k
- * local SGD steps, then push the parameter delta and pull the merged model.
+ * local SGD steps, then push 1/workers of the change since the last sync and take the
+ * server's model (wc_geo_dense_send/recv: Paddle's GEO rules).
  *
  * Call chain: main -> tr_dense_run -> dense_step -> pull_all / push_all (one request per table
  * in flight together) -> wc_psnet_call_* -> ps_client_dense_pull/push.
@@ -134,6 +135,18 @@ static void dense_free(struct dense *d)
 	free(d->idx);
 }
 
+/* GEO sync: the scaled delta out (base moves with it), the server's model in (d->grad holds it). */
+static int geo_sync(struct dense *d)
+{
+	int rc;
+
+	wc_geo_dense_send(d->params, d->base, d->grad, d->np, d->t->cl->n_workers);
+	if ((rc = push_all(d, d->grad)) != 0 || (rc = pull_all(d, d->grad)) != 0)
+		return rc;
+	wc_geo_dense_recv(d->params, d->base, d->grad, d->np);
+	return 0;
+}
+
 /* One step on batch b of this epoch's order. */
 static int dense_step(struct dense *d, uint64_t step, uint32_t b, float scale, double *loss,
 		      uint32_t *correct)
@@ -157,14 +170,7 @@ static int dense_step(struct dense *d, uint64_t step, uint32_t b, float scale, d
 		return rc;
 	if (cl->mode == WC_MODE_GEO) {
 		wc_sgd_step(d->params, d->grad, d->np, o->lr * scale);
-		if ((step + 1) % cl->geo_k != 0)
-			return 0;
-		for (k = 0; k < d->np; k++)
-			d->grad[k] = d->params[k] - d->base[k];
-		if ((rc = push_all(d, d->grad)) != 0 || (rc = pull_all(d, d->params)) != 0)
-			return rc;
-		memcpy(d->base, d->params, d->np * sizeof(float));
-		return 0;
+		return (step + 1) % cl->geo_k != 0 ? 0 : geo_sync(d);
 	}
 	if (scale != 1.0f)
 		for (k = 0; k < d->np; k++)
@@ -275,13 +281,9 @@ int tr_dense_run(struct tr_net *t, const struct wc_model_tables *mt)
 	memcpy(d.base, d.params, d.np * sizeof(float));
 	if ((rc = dense_epochs(&d, steps, &step, &train_s)) != 0)
 		goto out;
-	/* GEO: hand in what is left of the last round, so every step counts. */
-	if (t->cl->mode == WC_MODE_GEO && step % t->cl->geo_k != 0) {
-		for (size_t k = 0; k < d.np; k++)
-			d.grad[k] = d.params[k] - d.base[k];
-		if ((rc = push_all(&d, d.grad)) != 0)
-			goto out;
-	}
+	/* GEO: a last sync for the steps since the previous one. */
+	if (t->cl->mode == WC_MODE_GEO && step % t->cl->geo_k != 0 && (rc = geo_sync(&d)) != 0)
+		goto out;
 	if ((rc = pull_all(&d, d.params)) != 0)
 		goto out;
 	wc_dense_evaluate(&d.spec, d.ws, d.params, d.test->x, d.test->y, d.test->n, &acc, &loss);

@@ -120,6 +120,74 @@ uint64_t tr_net_resume(struct tr_net *t)
 	return step;
 }
 
+int tr_net_pull(struct tr_net *t, uint32_t table, uint32_t dim, const uint64_t *keys, uint32_t n,
+		float *out)
+{
+	ps_done_fn *done;
+	void *arg;
+	int rc;
+
+	for (;;) {
+		wc_psnet_call_begin(t->n);
+		rc = wc_psnet_call_track(t->n, &done, &arg);
+		if (rc == 0)
+			rc = wc_psnet_call_issue(t->n, ps_client_pull(t->pc, table, dim, keys, n, out,
+							done, arg, wc_psnet_io(t->n)->msgs));
+		if (rc == 0)
+			rc = wc_psnet_call_wait(t->n);
+		if (rc == 0 || (rc = tr_net_recover(t, rc)) != 0)
+			return rc;
+	}
+}
+
+int tr_net_push(struct tr_net *t, uint32_t table, uint32_t dim, const uint64_t *keys, uint32_t n,
+		const float *grads)
+{
+	ps_done_fn *done;
+	void *arg;
+	int rc, enc;
+
+	wc_psnet_call_begin(t->n);
+	if ((rc = wc_psnet_call_track(t->n, &done, &arg)) != 0)
+		return rc;
+	enc = ps_client_push(t->pc, table, dim, keys, n, grads, done, arg, wc_psnet_io(t->n)->msgs);
+	rc = wc_psnet_call_issue(t->n, enc);
+	if (enc < 0)
+		return enc; /* not recorded: nothing to resend */
+	/* Recorded before it was sent: after a failure the recovery resends it; wait again. */
+	for (;;) {
+		if (rc == 0)
+			rc = wc_psnet_call_wait(t->n);
+		if (rc == 0 || (rc = tr_net_recover(t, rc)) != 0)
+			return rc;
+		rc = 0;
+	}
+}
+
+int tr_net_geo_pull(struct tr_net *t, uint32_t table, uint32_t dim, ps_geo_row_fn *fn, void *arg)
+{
+	ps_done_fn *done;
+	void *darg;
+	bool more = true;
+	int rc = 0;
+
+	while (more) {
+		more = false;
+		wc_psnet_call_begin(t->n);
+		rc = wc_psnet_call_track(t->n, &done, &darg);
+		if (rc == 0)
+			rc = wc_psnet_call_issue(t->n, ps_client_geo_pull(t->pc, table, dim, fn, arg,
+						 &more, done, darg, wc_psnet_io(t->n)->msgs));
+		if (rc == 0)
+			rc = wc_psnet_call_wait(t->n);
+		if (rc != 0 && (rc = tr_net_recover(t, rc)) == 0)
+			more = true; /* recovered: ask again */
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
 void tr_progress(unsigned epoch, unsigned epochs, uint64_t done, uint64_t total, double loss,
 		 double acc, double sps, bool final)
 {

@@ -254,7 +254,11 @@ bool wharf_req_done(const struct wharf_req *req);
 /*
  * GEO mode: the rows of sparse table `table` changed since this worker's last call, each
  * handed to fn while the caller waits (fn runs on the network thread; row is valid during
- * the call only; fn must not call the client). Blocking; the number of rows or -errno.
+ * the call only; fn must not call the client). Blocking; the number of rows or -errno. A
+ * server moves this worker's position only when the next call acknowledges the rows, so a
+ * row can come again (after a lost connection, a server restart or a full resync): take it
+ * as the server's value (Paddle's rule: local = row + (local - base), base = row), never as
+ * a change to add. A GEO push is a delta the server adds as it is.
  */
 typedef void wharf_row_fn(void *arg, uint64_t key, const float *row, uint32_t dim);
 int64_t wharf_geo_pull(struct wharf_client *cl, uint32_t table, wharf_row_fn *fn, void *arg);

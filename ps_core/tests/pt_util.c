@@ -37,12 +37,57 @@ int pt_cluster_create(uint32_t n_servers, uint32_t n_shards, enum ps_mode mode, 
 bool pt_wal_bg_sync;
 uint32_t pt_barrier_timeout_ms;
 enum ps_barrier_policy pt_barrier_policy;
+uint32_t pt_geo_log_max;
+
+static int server_make(struct pt_cluster *c, uint32_t i)
+{
+	char wal[PATH_MAX], ckpt[PATH_MAX];
+	struct ps_server_config sc = { .server_id = i, .n_servers = c->n_servers,
+		.n_shards = c->n_shards, .n_lcores = 1, .n_workers = c->n_workers, .mode = c->mode,
+		.max_keys = 8192, .tables = c->t, .n_tables = c->nt, .geo_log_max = pt_geo_log_max,
+		.barrier_timeout_ms = pt_barrier_timeout_ms, .barrier_policy = pt_barrier_policy,
+		.allow_save_requests = true /* the test stands for the control plane */ };
+	int rc;
+
+	if (c->dir[0]) {
+		pt_wal_paths(c->dir, i, wal, ckpt, sizeof(wal));
+		sc.wal_dir = wal;
+		sc.ckpt_path = ckpt;
+		sc.wal_segment_bytes = c->seg;
+		sc.wal_bg_sync = pt_wal_bg_sync;
+	}
+	if ((rc = ps_server_create(&sc, &c->srv[i], NULL, 0)) < 0)
+		return rc;
+	return ps_handler_create(c->srv[i], 0, &c->h[i]);
+}
+
+int pt_server_restart(struct pt_cluster *c, uint32_t i, uint32_t n_shards, const char *restore)
+{
+	struct ps_recover_stats st;
+	char err[256];
+	int rc;
+
+	ps_handler_destroy(c->h[i]);
+	ps_server_destroy(c->srv[i]);
+	c->h[i] = NULL;
+	c->srv[i] = NULL;
+	if (n_shards)
+		c->n_shards = n_shards;
+	if ((rc = server_make(c, i)) < 0)
+		return rc;
+	if (c->dir[0])
+		rc = ps_recover(c->h[i], restore, &st, err, sizeof(err));
+	else if (restore)
+		rc = ps_load(c->h[i], restore, err, sizeof(err));
+	if (rc < 0)
+		fprintf(stderr, "pt_server_restart: %s\n", err);
+	return rc;
+}
 
 int pt_cluster_create_wal(uint32_t n_servers, uint32_t n_shards, enum ps_mode mode,
 			  uint32_t n_workers, const struct ps_table_config *t, uint32_t nt,
 			  const char *dir, uint64_t seg, struct pt_cluster **out)
 {
-	char wal[PATH_MAX], ckpt[PATH_MAX];
 	struct pt_cluster *c = calloc(1, sizeof(*c));
 	uint32_t i;
 	int rc = -ENOMEM;
@@ -51,29 +96,23 @@ int pt_cluster_create_wal(uint32_t n_servers, uint32_t n_shards, enum ps_mode mo
 		return -ENOMEM;
 	c->n_servers = n_servers;
 	c->n_clients = n_workers;
+	c->n_shards = n_shards;
+	c->n_workers = n_workers;
+	c->mode = mode;
+	c->t = t;
+	c->nt = nt;
+	c->seg = seg;
+	if (dir && snprintf(c->dir, sizeof(c->dir), "%s", dir) >= (int)sizeof(c->dir))
+		goto out;
 	c->rep_buf = aligned_alloc(64, PT_BUF);
 	if (!c->rep_buf)
 		goto out;
 	for (i = 0; i < n_servers; i++) {
-		struct ps_server_config sc = { .server_id = i, .n_servers = n_servers,
-			.n_shards = n_shards, .n_lcores = 1, .n_workers = n_workers, .mode = mode,
-			.max_keys = 8192, .tables = t, .n_tables = nt,
-			.barrier_timeout_ms = pt_barrier_timeout_ms, .barrier_policy = pt_barrier_policy,
-			.allow_save_requests = true /* the test stands for the control plane */ };
-		if (dir) {
-			pt_wal_paths(dir, i, wal, ckpt, sizeof(wal));
-			sc.wal_dir = wal;
-			sc.ckpt_path = ckpt;
-			sc.wal_segment_bytes = seg;
-			sc.wal_bg_sync = pt_wal_bg_sync;
-		}
 		c->msgs[i].buf = malloc(PT_BUF);
 		c->msgs[i].cap = PT_BUF;
 		if (!c->msgs[i].buf)
 			goto out;
-		if ((rc = ps_server_create(&sc, &c->srv[i], NULL, 0)) < 0)
-			goto out;
-		if ((rc = ps_handler_create(c->srv[i], 0, &c->h[i])) < 0)
+		if ((rc = server_make(c, i)) < 0)
 			goto out;
 	}
 	for (i = 0; i < n_workers; i++) {

@@ -26,6 +26,12 @@ struct pt_cluster {
 	uint32_t split;       /* 0: one view per body; else views of this many bytes */
 	uint32_t errors;      /* error replies seen by pt_deliver */
 	int last_rc;          /* last ps_handle return */
+	/* how the servers were made, for pt_server_restart */
+	uint32_t n_shards, n_workers, nt;
+	enum ps_mode mode;
+	const struct ps_table_config *t;
+	char dir[256];
+	uint64_t seg;
 };
 
 int pt_cluster_create(uint32_t n_servers, uint32_t n_shards, enum ps_mode mode, uint32_t n_workers,
@@ -39,6 +45,15 @@ int pt_cluster_create_wal(uint32_t n_servers, uint32_t n_shards, enum ps_mode mo
 			  uint32_t n_workers, const struct ps_table_config *t, uint32_t nt,
 			  const char *dir, uint64_t seg, struct pt_cluster **out);
 void pt_wal_paths(const char *dir, uint32_t server, char *wal, char *ckpt, size_t len);
+/*
+ * Server i stops (destroyed as a killed process leaves it: no save) and starts again with
+ * n_shards shards (0: as before), from its log and checkpoint when the cluster has a log
+ * (ps_recover), else from the checkpoint file restore (may be NULL: empty). The clients stay.
+ * 0 or the -errno of the restart.
+ */
+int pt_server_restart(struct pt_cluster *c, uint32_t i, uint32_t n_shards, const char *restore);
+/* Set before pt_cluster_create: the servers' GEO log bound (ps_server_config.geo_log_max). */
+extern uint32_t pt_geo_log_max;
 /* Set before pt_cluster_create_wal: the servers' logs are synced by another thread
  * (cfg.wal_bg_sync; the test runs it with ps_server_wal_sync_bg). */
 extern bool pt_wal_bg_sync;

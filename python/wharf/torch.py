@@ -23,8 +23,11 @@ A fleet-style script declares the same modules on every node, then serves or tra
         ps.finish()
 
 The servers run the optimizer (the table's, e.g. SGD with lr); GEO workers step locally with
-the same learning rate. Rows and parameters go between PyTorch and the library without a copy:
-tensors share memory with the NumPy arrays handed to wharf (torch.from_numpy, .numpy()).
+the same learning rate and follow Paddle's GEO rules: a sync pushes 1/workers of what changed
+since the last one (the rest stays local for later syncs), and a value from the PS becomes
+value + (local - base), base = value (idempotent: a row served twice changes nothing). Rows
+and parameters go between PyTorch and the library without a copy: tensors share memory with
+the NumPy arrays handed to wharf (torch.from_numpy, .numpy()).
 """
 import hashlib
 
@@ -175,8 +178,8 @@ class Embedding(nn.Module):
         g["touched"][idx] = True
 
     def geo_sync(self):
-        """GEO: pushes the deltas of the rows stepped since the last sync, then takes the rows
-        other workers changed."""
+        """GEO: pushes 1/workers of what the rows stepped since the last sync changed (their
+        base moves with it), then takes the rows other workers changed."""
         g = self._geo
         if g is None:
             return
@@ -187,14 +190,14 @@ class Embedding(nn.Module):
             for k, j in g["index"].items():
                 inv[j] = k
             keys = inv[t]
-            delta = g["rows"][t] - g["base"][t]
-            self.table.push(keys, np.ascontiguousarray(delta))
-            g["base"][t] = g["rows"][t]
+            delta = (g["rows"][t] - g["base"][t]) / np.float32(wharf.num_workers())
+            g["base"][t] += delta
             g["touched"][t] = False
+            self.table.push(keys, np.ascontiguousarray(delta))
         keys, rows = self.table.geo_pull()
         if len(keys):
             idx = self._geo_index(keys)
-            g["rows"][idx] = rows
+            g["rows"][idx] = rows + (g["rows"][idx] - g["base"][idx])
             g["base"][idx] = rows
 
 
@@ -330,15 +333,31 @@ class DenseSync:
             self._geo_sync()
 
     def _geo_sync(self):
+        """Pushes 1/workers of each parameter's change since the last sync (its base moves
+        with it), then takes the PS's values: parameter = value + (parameter - base)."""
         if self._base is None:
             self._base = [p.detach().numpy().copy() for p, _ in self.params]
-        self._push([p.detach().numpy() - b for (p, _), b in zip(self.params, self._base)])
+        w = np.float32(wharf.num_workers())
+        deltas = []
+        for (p, _), b in zip(self.params, self._base):
+            d = (p.detach().numpy() - b) / w
+            b += d
+            deltas.append(d)
+        self._push(deltas)
         for e in self.embeddings:
             e.geo_sync()
-        self.pull()
+        server = [np.empty_like(b) for b in self._base]
+        hs = [t.pull_async(out=v) for (_, t), v in zip(self.params, server)]
+        for h in hs:
+            h.wait()
+        with torch.no_grad():
+            for (p, _), b, v in zip(self.params, self._base, server):
+                a = p.detach().numpy()
+                a[...] = v + (a - b)
+                b[...] = v
 
     def finish(self):
-        """The end of training: GEO hands in the steps since the last sync; then every
+        """The end of training: GEO syncs the steps since the last sync; then every
         parameter is pulled, so the module is the PS's model."""
         for e in self.embeddings:
             e.flush()

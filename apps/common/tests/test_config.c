@@ -407,6 +407,43 @@ static void test_config_mtu_sources_default_and_range(void **state)
 	assert_non_null(strstr(f->err, "mtu"));
 }
 
+/* The GEO log bound from each source, its default and its range (one request's keys .. 2^30). */
+static void test_config_geo_log_max_sources_default_and_range(void **state)
+{
+	struct fx *f = *state;
+	char *none[] = { NULL };
+	char *env[] = { "WHARF_GEO_LOG_MAX=70000", NULL };
+	char *env_bad[] = { "WHARF_GEO_LOG_MAX=65535", NULL };
+	const char *base[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1", "--protocol=kernel" };
+	const char *flag[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1", "--protocol=kernel",
+			       "--geo-log-max=1073741824" };
+	const char *flag_bad[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1",
+				   "--protocol=kernel", "--geo-log-max", "1073741825" };
+	const char *jpath = write_file(f, "g.json", "{\"geo_log_max\": 100000}\n");
+	char arg[300];
+	const char *file[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1",
+			       "--protocol=kernel", arg };
+
+	assert_int_equal(load(f, none, 5, base), 0);
+	assert_int_equal(f->c.geo_log_max, 1u << 20);
+	assert_int_equal(load(f, env, 5, base), 0);
+	assert_int_equal(f->c.geo_log_max, 70000);
+	assert_int_equal(f->c.origin[WC_F_GEO_LOG_MAX], WC_SRC_ENV_KNOBS);
+	assert_int_equal(load(f, env, 6, flag), 0);
+	assert_int_equal(f->c.geo_log_max, 1u << 30); /* the flag beats the variable */
+	assert_int_equal(load(f, env_bad, 5, base), -EINVAL);
+	assert_non_null(strstr(f->err, "WHARF_GEO_LOG_MAX"));
+	assert_int_equal(load(f, none, 7, flag_bad), -EINVAL);
+	assert_non_null(strstr(f->err, "--geo-log-max"));
+	snprintf(arg, sizeof(arg), "--config=%s", jpath);
+	assert_int_equal(load(f, none, 6, file), 0);
+	assert_int_equal(f->c.geo_log_max, 100000);
+	jpath = write_file(f, "gb.json", "{\"geo_log_max\": 10}\n");
+	snprintf(arg, sizeof(arg), "--config=%s", jpath);
+	assert_int_equal(load(f, none, 6, file), -EINVAL);
+	assert_non_null(strstr(f->err, "geo_log_max"));
+}
+
 /* The fault knobs: barrier timeout and policy (PS), ps_lost_state (worker). */
 static void test_config_fault_policies_sources_and_refusals(void **state)
 {
@@ -776,6 +813,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_config_mtu_sources_default_and_range, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_fault_policies_sources_and_refusals, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_config_geo_log_max_sources_default_and_range, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_file_syntax_error_names_line_and_column, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_precedence_flags_tf_paddle_env_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_epmap_parse_and_errors, setup, teardown),
