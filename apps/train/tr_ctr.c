@@ -82,7 +82,7 @@ static int ctr_push(struct ctr *c, const uint64_t *keys, uint32_t n, const float
 	int rc, enc, net = 0;
 
 	wc_psnet_call_begin(t->n);
-	for (int part = 0; part < (bias_grad ? 2 : 1); part++) {
+	for (int part = n > 0 ? 0 : 1; part < (bias_grad ? 2 : 1); part++) {
 		if ((rc = wc_psnet_call_track(t->n, &done, &arg)) != 0)
 			return rc;
 		enc = part == 0 ? ps_client_push(t->pc, 0, c->dim, keys, n, grads, done, arg,
