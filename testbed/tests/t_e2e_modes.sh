@@ -24,4 +24,6 @@ fex=$(fz_count explicit) ftm=$(fz_count timer)
 [ -n "$fz" ] && [ "$fin" -gt 0 ] && [ "$sin" -ge "$fin" ] && [ "$ref" = 0 ] || { cat "$TB_DIR/async-status.txt" >&2; tb_fail "async: fused frames at the PS: '$fz'"; }
 [ "$fex" -gt "$ftm" ] || { cat "$TB_DIR/async-status.txt" >&2; tb_fail "async: the PS's frames left on the timer ($ftm) more than at the end of a round ($fex)"; }
 tb_pass "async with tensor_fuse on: the PS unpacked $fin fused frames ($sin sub-messages), refused none; flushed $fex at round ends, $ftm on the timer"
-job geo geo test_accuracy 0.72 $D --geo-k 4
+# GEO's mark: with Paddle's 1/W scaling (apps/common/wc_geo.c) the model measured 0.811-0.821
+# over 15 runs (0.763-0.821 over 5, and once 0.713, when each worker pushed its whole change).
+job geo geo test_accuracy 0.78 $D --geo-k 4
