@@ -62,8 +62,8 @@ def read_ckpt(path):
     if total != body or crc != crc32c(b[:body]):
         raise CkptError(f"{path}: trailer or CRC32C does not match (damaged file)")
     version, n_tables, _srv, _nsrv, _mode, _z = struct.unpack_from("<6I", b, 8)
-    if version not in (1, 2, 3, 4):
-        raise CkptError(f"{path}: version {version}, expected 1 to 4")
+    if version not in (1, 2, 3, 4, 5):
+        raise CkptError(f"{path}: version {version}, expected 1 to 5")
     off = 32
     tables = []
     for _ in range(n_tables):
@@ -92,7 +92,7 @@ def read_ckpt(path):
     off += 8
     # version 2 goes on with the durable section (log generation, barrier, sync sums), version 3
     # then with the memory policies' section, version 4 has the fence section (epoch,
-    # incarnations) before the durable one
+    # incarnations) before the durable one, version 5 a GEO section last (GEO mode)
     end = off + 8 * n_shards * n_workers
     if end > body or (version == 1 and end != body):
         raise CkptError(f"{path}: sequence section size does not match the file")
