@@ -41,9 +41,9 @@
  * Every length and offset is 64-bit; the CRC32C is taken in chunks of at most CK_IO bytes
  * (rte_hash_crc's length is 32-bit; the chunks chain). Version 1 files (no durable section),
  * version 2 files (no memory section: every row as fresh as the cut), version 3 files (no
- * fence section) and version 4 files (no GEO section) still load. With a log, ps_recover = this file + the log records after its
- * cut, when the
- * log continues it (its floor file, ps_wal.c).
+ * fence section) and version 4 files (no GEO section) still load. With a log, ps_recover =
+ * this file + the log records after its cut, when the log continues it (its floor file,
+ * ps_wal.c).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -752,7 +752,8 @@ static int scatter(struct ps_client *c, struct cl_slot *s, uint32_t srv, const s
 }
 
 /* The rows of one server's GEO reply to the caller; then its id is what the next pull acks. */
-static int geo_rows(struct ps_client *c, struct cl_slot *s, uint32_t dest, const struct tl_msg_view *v)
+static int geo_rows(struct ps_client *c, struct cl_slot *s, uint32_t dest,
+		    const struct tl_msg_view *v)
 {
 	uint32_t i, d = s->dim, rec = 8 + d * 4;
 	uint8_t kb[8];

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# GEO through lost GEO-pull replies and a PS SIGKILL: two workers run the GEO ledger
+# GEO through lost GEO-pull replies and PS restarts: two workers run the GEO ledger
 # (wharf-train --model count --mode geo, apps/train/tr_geo_ledger.c: each round a worker
 # moves its counter row and a fresh row locally, pushes the deltas, GEO-pulls the others'
 # rows) against a PS that drops every 20th GEO-pull reply and closes that connection
 # (WHARF_TEST_DROP_GEO_REPLY), and that is killed with SIGKILL mid-run and restarted from its
 # periodic checkpoint and log, then stopped with SIGTERM (drained, checkpointed: the GEO log
-# and positions come back from the checkpoint alone) and started again. Each worker checks, bit for bit: every round's push applied
-# once (lost 0, doubled 0), its counter on the server equal to the sum of the deltas it
-# pushed, every row of the other worker seen through the GEO pulls, the other's counter as
+# and positions come back from the checkpoint alone) and started again. Each worker checks,
+# bit for bit: every round's push applied once (lost 0, doubled 0), its counter on the
+# server equal to the sum of the deltas it pushed (and, with what it holds, to its whole
+# change), every row of the other worker seen through the GEO pulls, the other's counter as
 # held equal to the server's. protocol dpdk over the switch.
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
