@@ -16,11 +16,14 @@
  * release/acquire); the result (status) is written by the network thread before the state
  * store (release), read by the waiter after its load (acquire).
  *
- * Faults: a lost server makes the network thread forget what the connection owed that will
- * not be resent (pulls, barriers, GEO pulls: ps_client_forget_dest), reconnect and resend the
- * unacknowledged pushes (wc_psnet_recover), then ask the forgotten chunks again. A push thus
- * completes once, when acknowledged; a server that stays away past the wait timeout breaks
- * the client: every request then fails with the reason.
+ * Faults: a lost server (or one that answered nothing for request_timeout_s) lets go of what
+ * the connection owed that will not be resent (pulls, barriers, GEO pulls: ps_client does it
+ * as the glue reports the loss), the network thread reconnects and resends the
+ * unacknowledged pushes (wc_psnet_recover), then asks the chunks let go again. A push thus
+ * completes once, when acknowledged; a refusal a server marks for a retry is sent again by
+ * ps_client after a back-off; any other refusal fails the call with the server's text. A
+ * server that stays away past the wait timeout breaks the client: every request then fails
+ * with the reason.
  */
 #include <errno.h>
 #include <limits.h>
@@ -448,13 +451,9 @@ static void broken_loop(struct wharf_client *cl)
 
 static int recover(struct wharf_client *cl)
 {
-	uint32_t d, nd = ps_client_dests(cl->pc);
 	char err[1024];
 	int rc;
 
-	for (d = 0; d < nd; d++)
-		if (!wc_psnet_dest_up(cl->n, d))
-			ps_client_forget_dest(cl->pc, d, -ECONNRESET);
 	rc = wc_psnet_recover(cl->n, err, sizeof(err));
 	if (rc != 0) {
 		break_client(cl, rc, err);
@@ -629,10 +628,11 @@ int wharf_client_open(const struct wharf_config *c, const struct wharf_model *m,
 	cl->free_chunks = &cl->chunk[0];
 	cc.worker_id = c->cl.task_index;
 	cc.n_servers = c->cl.n_ps;
-	cc.max_inflight = WH_CHUNKS;
+	cc.max_inflight = c->cl.request_slots < WH_CHUNKS ? c->cl.request_slots : WH_CHUNKS;
 	cc.max_keys = cl->mt->max_keys;
 	/* Each open is a new process of its worker id: the servers refuse the ones before. */
 	cc.incarnation = ps_incarnation_new();
+	cc.request_timeout_us = (uint64_t)c->cl.request_timeout_s * 1000000u;
 	if ((rc = ps_client_create(&cc, &cl->pc)) != 0) {
 		rc = wh_errf(rc, "ps client: %s", strerror(-rc));
 		goto out_ring;

@@ -73,7 +73,11 @@
  *                     push applied in that step, 0 = none: a worker restarted mid-step
  *                     numbers the step's pushes from there again, so the ones it repeats
  *                     are taken for what its previous process already handed in)
- * PS_T_ERROR          body: i32 -errno, u32 PS_ERR_* kind, UTF-8 text naming the problem
+ * PS_T_ERROR          body: i32 -errno, u32 PS_ERR_* kind, UTF-8 text naming the problem.
+ *                     flags PS_F_RETRY: nothing of the request was applied and the same
+ *                     bytes may succeed when sent again later (the write-ahead log could not
+ *                     take it, or an earlier push of the worker waits for such a retry:
+ *                     PS_ERR_ORDER); without it the refusal is final.
  */
 enum ps_msg_type {
 	PS_T_PULL = TL_TYPE_PS_MIN,
@@ -99,6 +103,7 @@ enum ps_msg_type {
 
 #define PS_ELEM_F32 1u
 #define PS_F_MORE   1u  /* header flag of PS_T_GEO_PULL_R: more changed rows remain */
+#define PS_F_RETRY  2u  /* header flag of PS_T_ERROR: nothing applied, send it again later */
 
 /* Fixed parts of the bodies above, in bytes. */
 #define PS_PUSH_HEAD       32u  /* worker, zero, seq, incarnation, step */
@@ -122,7 +127,7 @@ enum ps_err_kind {
 	PS_ERR_BAD_MODE,       /* op not valid in the server's mode */
 	PS_ERR_NO_SPACE,       /* reply does not fit, or memory ran out before applying */
 	PS_ERR_IO,             /* checkpoint save failed, or the write-ahead log could not take
-				* the request (nothing applied: retry later) */
+				* the request (nothing applied, PS_F_RETRY: retry later) */
 	PS_ERR_TABLE_FULL,     /* -EDQUOT: keys new to a table at its cap (max_rows, max_bytes)
 				* were refused, their gradients dropped; the push's other keys
 				* were applied and its sequence recorded (a resend is a duplicate) */
@@ -133,6 +138,9 @@ enum ps_err_kind {
 				* closed without it), -EINVAL a later one. Nothing applied */
 	PS_ERR_BARRIER_TIMEOUT,/* -ETIME: the step waited past the barrier timeout for the
 				* workers the text names (policy PS_BARRIER_FAIL) */
+	PS_ERR_ORDER,          /* a push after one of the same worker that was refused with
+				* PS_F_RETRY on this connection: it waits until that one is sent
+				* again (PS_F_RETRY; see ps_handle_ordered) */
 };
 
 enum ps_mode { PS_MODE_ASYNC = 0, PS_MODE_SYNC, PS_MODE_GEO };
@@ -326,6 +334,23 @@ struct ps_reply {
 int ps_handle(struct ps_handler *h, const struct tl_msg_view *req, struct ps_reply *rep);
 
 /*
+ * Exactly once needs a worker's pushes applied in the order of their sequences (a shard
+ * takes a sequence at or below the last one it applied for a duplicate). When a push is
+ * refused with PS_F_RETRY, the pushes the worker pipelined behind it on the same connection
+ * must not be applied before it is sent again: the push order, one per connection (the
+ * caller's storage, zeroed when the connection opens), remembers the refused sequence, and
+ * ps_handle_ordered refuses (PS_ERR_ORDER, PS_F_RETRY, -EAGAIN) a later push of that worker
+ * until a push at or below it was answered otherwise. A new connection starts with none:
+ * the client sends everything unacknowledged again, oldest first. Otherwise as ps_handle.
+ */
+struct ps_push_order {
+	uint64_t seq;      /* sequence of the push refused for a retry; 0: none */
+	uint32_t worker;
+};
+int ps_handle_ordered(struct ps_handler *h, struct ps_push_order *o, const struct tl_msg_view *req,
+		      struct ps_reply *rep);
+
+/*
  * Serves ops other lcores queued for this lcore's shards, advances this lcore's part of a
  * running checkpoint, and parks here briefly while another lcore's save takes its cut.
  * Returns ops run. Call it from the lcore loop whenever there is nothing else to do.
@@ -480,6 +505,11 @@ struct ps_client_config {
 	 * id must have a larger one. 0 (tests) is the servers' initial value: no hello needed.
 	 */
 	uint64_t incarnation;
+	/*
+	 * A request that waited this long (on ps_client_tick's clock) for a destination's
+	 * answer gives that destination up: see ps_client_tick. 0: never.
+	 */
+	uint64_t request_timeout_us;
 };
 
 /*
@@ -496,7 +526,10 @@ struct ps_msgbuf {
 	uint32_t len;
 };
 
-/* status: 0, or the -errno of the first error reply; info: see each call. */
+/*
+ * status: 0, or the -errno of the first error; info: see each call. During a call with
+ * status < 0, and until the next request ends, ps_client_error names the reason.
+ */
 typedef void ps_done_fn(void *arg, int status);
 
 struct ps_client;
@@ -585,15 +618,33 @@ int ps_client_geo_pull(struct ps_client *c, uint32_t table, uint32_t dim, ps_geo
 		       struct ps_msgbuf *msgs);
 
 /*
- * Hands one reply from destination `dest` (a server, or one lane of it) to the client. Returns 0, or -ENOENT for a reply that
- * matches no outstanding request (e.g. the answer to a resent push that was already
- * answered: harmless), -EBADMSG for a reply whose length does not add up.
+ * Hands one reply from destination `dest` (a server, or one lane of it) to the client.
+ * Returns 0, or -ENOENT for a reply that matches no outstanding request (e.g. the answer to
+ * a resent push that was already answered: harmless), -EBADMSG for a reply whose length
+ * does not add up. An error reply (PS_T_ERROR, or the transport's TL_TYPE_ERROR) with
+ * PS_F_RETRY keeps the request waiting: its bytes go out again from ps_client_tick after
+ * the destination's back-off (1 ms, doubling per refusal up to 1 s, back to 1 ms after an
+ * answer that is not such a refusal). Any other error reply is final: the request ends
+ * with its -errno, and ps_client_error gives "server S: <the server's text>". A push is
+ * thus never given up while a server asks for it again.
  */
 int ps_client_on_reply(struct ps_client *c, uint32_t dest, const struct tl_msg_view *rep);
 
 /*
- * After a reconnect to `dest`: calls fn for every push to it not yet acknowledged, oldest
- * first, with the exact bytes to send again (valid during the call). Returns the count.
+ * The connection to dest was lost: call this first. Every request still waiting for
+ * dest's answer that ps_client_resend will not send again (pulls, barriers, hellos, GEO
+ * pulls: anything but a push) counts dest as answered with status (e.g. -ECONNRESET), and
+ * completes (its done runs) when nothing else is awaited, freeing its slot; the caller asks
+ * again. Retries to dest wait for ps_client_resend. Returns how many requests it let go.
+ */
+uint32_t ps_client_forget_dest(struct ps_client *c, uint32_t dest, int status);
+
+/*
+ * After a (re)connect to `dest`, before anything else is sent on it: lets go of what
+ * ps_client_forget_dest would (with -ECONNRESET; whatever was sent on the lost connection
+ * or never sent cannot be answered on this one), then calls fn for every push to it not yet
+ * acknowledged, oldest first, with the exact bytes to send again (valid during the call).
+ * Returns the pushes handed to fn.
  */
 typedef void ps_resend_fn(void *arg, const uint8_t *msg, uint32_t len);
 uint32_t ps_client_resend(struct ps_client *c, uint32_t dest, ps_resend_fn *fn, void *arg);
@@ -602,12 +653,20 @@ uint32_t ps_client_resend(struct ps_client *c, uint32_t dest, ps_resend_fn *fn, 
 uint32_t ps_client_inflight(const struct ps_client *c);
 
 /*
- * After the connection to dest was lost: every request still waiting for dest's answer that
- * ps_client_resend would not send again (pulls, barriers, hellos, GEO pulls: anything but a
- * push) counts dest as answered with status (e.g. -ECONNRESET), and completes (its done runs)
- * when nothing else is awaited, freeing its slot; the caller asks again. Returns how many.
+ * Why the last request that ended with an error failed: a server's error text ("server 1:
+ * table 7: no sparse table of that id on this server"), or the client's ("server 0: no
+ * answer in 30000 ms", "server 0: connection lost"). "" before any failure.
  */
-uint32_t ps_client_forget_dest(struct ps_client *c, uint32_t dest, int status);
+const char *ps_client_error(const struct ps_client *c);
+
+/* Counters since create. */
+struct ps_client_stats {
+	uint64_t retries;      /* error replies with PS_F_RETRY: the request was sent again */
+	uint64_t timeouts;     /* requests other than pushes ended by request_timeout_us */
+	uint64_t stalls;       /* destinations given up after a timeout */
+	uint64_t forgotten;    /* (request, destination) waits let go with a lost connection */
+};
+void ps_client_stats_get(const struct ps_client *c, struct ps_client_stats *out);
 
 /*
  * Shard-aware routing. A server that runs several lcores (lanes) takes one connection per
@@ -640,6 +699,22 @@ struct ps_client_io {
 	void *ctx;
 	struct ps_msgbuf *msgs;
 };
+/*
+ * The client's timers; the glue calls it every poll round with a monotonic time in
+ * microseconds. The client's clock advances by the time between calls, at most 100 ms per
+ * call, so time the program spent away from its poll loop (computing a batch) does not
+ * count against a request. It sends again, through io->send, what servers refused with
+ * PS_F_RETRY once the destination's back-off has passed (oldest push first; not to a
+ * destination lost and not yet resent to). A request that waited request_timeout_us for a
+ * destination's answer gives the destination up: it becomes stalled (ps_client_dest_stalled;
+ * the glue closes its connection and recovers as from any loss), and the request, unless it
+ * is a push, counts the destination as answered with -ETIMEDOUT (a push waits for
+ * ps_client_resend). Returns the destinations that became stalled in this call.
+ */
+uint32_t ps_client_tick(struct ps_client *c, uint64_t now_us, const struct ps_client_io *io);
+/* True from a timeout on dest until ps_client_forget_dest or ps_client_resend for it. */
+bool ps_client_dest_stalled(const struct ps_client *c, uint32_t dest);
+
 int ps_client_pull_wait(struct ps_client *c, const struct ps_client_io *io, uint32_t table,
 			uint32_t dim, const uint64_t *keys, uint32_t n, float *out);
 int ps_client_push_wait(struct ps_client *c, const struct ps_client_io *io, uint32_t table,

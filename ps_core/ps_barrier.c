@@ -358,7 +358,7 @@ int ps_handle_barrier(struct ps_handler *h, const struct tl_msg_view *v, struct 
 		if ((rc = ps_wal_append(h, v, PS_T_BARRIER)) < 0) {
 			snprintf(txt, sizeof(txt), "write-ahead log cannot take the barrier (%s); "
 				 "nothing counted, retry", strerror(-rc));
-			return ps_reply_text(rep, q, rc, PS_ERR_IO, txt);
+			return ps_reply_retry_text(rep, q, rc, PS_ERR_IO, txt);
 		}
 		st = bar_op(h, &bar, PS_OP_BARRIER_ARRIVE);
 	}
@@ -378,7 +378,7 @@ int ps_handle_barrier(struct ps_handler *h, const struct tl_msg_view *v, struct 
 		if (rc < 0) {
 			snprintf(txt, sizeof(txt), "write-ahead log cannot take sync step %" PRIu64
 				 " (%s): not applied yet, retry", bar.seq, strerror(-rc));
-			return ps_reply_text(rep, q, rc, PS_ERR_IO, txt);
+			return ps_reply_retry_text(rep, q, rc, PS_ERR_IO, txt);
 		}
 		st = rc;
 	}
@@ -483,7 +483,7 @@ int ps_handle_hello(struct ps_handler *h, const struct tl_msg_view *v, struct ps
 		if (rc < 0 && rc != -ESTALE) {
 			snprintf(txt, sizeof(txt), "write-ahead log cannot take the hello (%s); "
 				 "nothing changed, retry", strerror(-rc));
-			return ps_reply_text(rep, q, rc, PS_ERR_IO, txt);
+			return ps_reply_retry_text(rep, q, rc, PS_ERR_IO, txt);
 		}
 	}
 	if (rc < 0)

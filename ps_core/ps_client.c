@@ -20,10 +20,20 @@
  * keys cross lcores on the server. Messages, replies and resends are per destination
  * (server, lane); with one lane per server a destination is a server.
  *
+ * Every request keeps its encoded bytes per destination until answered: a refusal with
+ * PS_F_RETRY sends the same bytes again after a back-off (ps_client_tick), so a push is
+ * never dropped while a server asks for it again, and a server's other refusals end the
+ * request with the server's text (ps_client_error). ps_client_tick also ends waits past
+ * request_timeout_us, and a lost destination lets go of everything but its pushes
+ * (ps_client_forget_dest, and again at ps_client_resend), so no slot outlives its
+ * connection.
+ *
  * Single-threaded: one client per worker thread. The request id is (generation << 16 |
  * slot), so a reply finds its slot in O(1) and a stale reply finds nothing.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +41,16 @@
 #include "ps_core/ps_pvt.h"
 
 #define SLOT_BITS 16u
+#define RETRY_MIN_US 1000u        /* back-off after a first PS_F_RETRY refusal */
+#define RETRY_MAX_US 1000000u     /* ... doubling up to this */
+#define TICK_GAP_US 100000u       /* most the clock advances per ps_client_tick */
+#define ERR_LEN 200u
+
+/* answered[] per destination */
+enum { ANS_WAIT = 0, ANS_DONE = 1, ANS_NOT_ASKED = 2, ANS_RETRY = 3 /* refused: send again */ };
+/* dflags[] per destination */
+#define DF_LOST    1u  /* connection lost: no retry until ps_client_resend */
+#define DF_STALLED 2u  /* a request timed out on it */
 
 struct cl_slot {
 	uint64_t req_id;         /* 0 = free */
@@ -47,16 +67,17 @@ struct cl_slot {
 	uint32_t *srv_off;       /* n_dst + 1: destination d's keys are pos[srv_off[d]..];
 				  * dense: first row of d's part, relative to the request */
 	uint32_t *dcnt;          /* dense: rows of destination d's part */
-	uint8_t *answered;       /* per destination: 0 waiting, 1 answered, 2 not asked */
-	uint8_t **msg;           /* per destination: encoded push kept for resend */
+	uint8_t *answered;       /* per destination: ANS_* */
+	uint8_t **msg;           /* per destination: encoded request kept until answered */
 	uint32_t *msg_len, *msg_cap;
+	uint64_t sent_at;        /* client clock when last sent */
 	bool *bar_done;
 	uint64_t bar_step;       /* barrier: its step */
 	bool bar_all;            /* barrier: every server said done so far */
 	bool *more;              /* GEO: a server said PS_F_MORE */
 	ps_geo_row_fn *row_fn;
 	void *row_arg;
-	char err[192];           /* the first error reply's text */
+	char err[192];           /* why it failed: the first error reply's text, "server S: ..." */
 	uint32_t geo_tab;        /* GEO: index into the client's geo_acks */
 };
 
@@ -89,6 +110,13 @@ struct ps_client {
 	uint32_t kdst_cap;
 	struct cl_geo_ack *geo_acks;
 	uint32_t n_geo_acks;
+	/* Timers (ps_client_tick): the clock, retries per destination, timeouts. */
+	uint64_t clock, last_now, next_check;
+	uint64_t *retry_at;      /* per destination: clock of the next retry, 0 none due */
+	uint64_t *backoff;       /* per destination: the last back-off, 0 after an answer */
+	uint8_t *dflags;         /* per destination: DF_* */
+	uint32_t held;           /* (slot, destination) pairs in ANS_RETRY */
+	struct ps_client_stats st;
 };
 
 static void slot_arrays_free(struct cl_slot *s, uint32_t nd)
@@ -127,6 +155,26 @@ static int slot_arrays(struct cl_slot *s, uint32_t nd)
 	return 0;
 }
 
+/* The client's per-destination timer arrays for nd destinations; 0 or -ENOMEM (c unchanged). */
+static int dest_arrays(struct ps_client *c, uint32_t nd)
+{
+	uint64_t *ra = calloc(nd, sizeof(*ra)), *bo = calloc(nd, sizeof(*bo));
+	uint8_t *fl = calloc(nd, 1);
+
+	if (!ra || !bo || !fl) {
+		free(ra);
+		free(bo);
+		free(fl);
+		return -ENOMEM;
+	}
+	free(c->retry_at);
+	free(c->backoff);
+	free(c->dflags);
+	c->retry_at = ra;
+	c->backoff = bo;
+	c->dflags = fl;
+	return 0;
+}
 
 int ps_client_create(const struct ps_client_config *cfg, struct ps_client **out)
 {
@@ -154,7 +202,7 @@ int ps_client_create(const struct ps_client_config *cfg, struct ps_client **out)
 	c->epoch = calloc(ns, sizeof(*c->epoch));
 	c->epoch_new = calloc(ns, sizeof(*c->epoch_new));
 	if (!c->slots || !c->row || !c->dbase || !c->lanes || !c->shards || !c->epoch ||
-	    !c->epoch_new)
+	    !c->epoch_new || dest_arrays(c, ns) < 0)
 		goto out_destroy;
 	for (i = 0; i <= ns; i++)
 		c->dbase[i] = i;
@@ -198,6 +246,9 @@ void ps_client_destroy(struct ps_client *c)
 	free(c->epoch_new);
 	free(c->kdst);
 	geo_acks_free(c);
+	free(c->retry_at);
+	free(c->backoff);
+	free(c->dflags);
 	free(c);
 }
 
@@ -220,7 +271,7 @@ int ps_client_set_lanes(struct ps_client *c, const uint32_t *lanes, const uint32
 	for (done = 0; done < c->n_slots; done++)
 		if (slot_arrays(&fresh[done], nd) < 0)
 			break;
-	if (done < c->n_slots) {
+	if (done < c->n_slots || dest_arrays(c, nd) < 0) {
 		for (i = 0; i < done; i++)
 			slot_arrays_free(&fresh[i], nd);
 		free(fresh);
@@ -259,6 +310,26 @@ uint32_t ps_client_dest(const struct ps_client *c, uint32_t server, uint32_t lan
 
 uint32_t ps_client_inflight(const struct ps_client *c) { return c->inflight; }
 uint32_t ps_client_servers(const struct ps_client *c) { return c->cfg.n_servers; }
+void ps_client_stats_get(const struct ps_client *c, struct ps_client_stats *out) { *out = c->st; }
+bool ps_client_dest_stalled(const struct ps_client *c, uint32_t dest)
+{
+	return dest < c->n_dst && (c->dflags[dest] & DF_STALLED);
+}
+
+static inline bool kind_is_push(uint8_t kind)
+{
+	return kind == PS_T_PUSH || kind == PS_T_PUSH_PULL || kind == PS_T_DENSE_PUSH;
+}
+
+/* The server a destination belongs to (error texts). */
+static uint32_t dest_server(const struct ps_client *c, uint32_t dest)
+{
+	uint32_t s = 0;
+
+	while (s + 1 < c->cfg.n_servers && c->dbase[s + 1] <= dest)
+		s++;
+	return s;
+}
 
 void ps_client_detach(struct ps_client *c, void *arg)
 {
@@ -319,6 +390,7 @@ static void slot_commit(struct ps_client *c, struct cl_slot *s, uint8_t kind, ps
 	s->err[0] = '\0';
 	s->done = done;
 	s->arg = arg;
+	s->sent_at = c->clock;
 	c->inflight++;
 }
 
@@ -341,9 +413,52 @@ static void slot_finish(struct ps_client *c, struct cl_slot *s)
 	if (s->kind == PS_T_HELLO && status < 0 && s->err[0] == '\0')
 		snprintf(s->err, sizeof(s->err), "%.*s", (int)sizeof(s->err) - 1, c->err);
 	c->done_err = s->err;
+	if (status < 0 && s->err[0] == '\0')
+		snprintf(s->err, sizeof(s->err), "%s", strerror(-status));
+	if (status < 0) /* ps_client_error: the last failed request's reason */
+		snprintf(c->err, sizeof(c->err), "%s", s->err);
 	if (done)
 		done(arg, status);
 	c->done_err = "";
+}
+
+/* The first failure of a request sets its status and its reason. */
+static void slot_fail(struct ps_client *c, struct cl_slot *s, uint32_t dest, int status,
+		      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void slot_fail(struct ps_client *c, struct cl_slot *s, uint32_t dest, int status,
+		      const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (s->status != 0)
+		return;
+	s->status = status;
+	n = snprintf(s->err, sizeof(s->err), "server %u: ", dest_server(c, dest));
+	if (n < 0 || (size_t)n >= sizeof(s->err))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(s->err + n, sizeof(s->err) - (size_t)n, fmt, ap);
+	va_end(ap);
+}
+
+/* Moves s's state for dest, keeping the count of refusals waiting to be sent again. */
+static void set_answered(struct ps_client *c, struct cl_slot *s, uint32_t dest, uint8_t v)
+{
+	c->held -= s->answered[dest] == ANS_RETRY;
+	c->held += v == ANS_RETRY;
+	s->answered[dest] = v;
+}
+
+/* dest will not answer s: counted as answered with status; s ends if nothing else waits. */
+static void slot_let_go(struct ps_client *c, struct cl_slot *s, uint32_t dest, int status,
+			const char *why)
+{
+	slot_fail(c, s, dest, status, "%s", why);
+	set_answered(c, s, dest, ANS_DONE);
+	s->msg_len[dest] = 0;
+	if (--s->waiting == 0)
+		slot_finish(c, s);
 }
 
 /* The destination of a key: its server, and there the lane owning its shard. */
@@ -445,7 +560,7 @@ static int sparse_req(struct ps_client *c, uint8_t type, uint32_t table, uint32_
 			memcpy(p, grads + (size_t)s->pos[a + i] * dim, 4 * dim);
 		put_hdr(b, type, table, rid, (uint32_t)(p - b - TL_MSG_HDR_LEN), k, dim);
 		msgs[srv].len = (uint32_t)(p - b);
-		if (push && keep_copy(s, srv, b, msgs[srv].len) < 0)
+		if (keep_copy(s, srv, b, msgs[srv].len) < 0)
 			return -ENOMEM;
 	}
 	s->out = out;
@@ -544,7 +659,7 @@ static int dense_req(struct ps_client *c, bool push, uint32_t table, uint32_t di
 		put_hdr(m, push ? PS_T_DENSE_PUSH : PS_T_DENSE_PULL, table, rid,
 			(uint32_t)(p - m - TL_MSG_HDR_LEN), (uint32_t)(b - a), dim);
 		msgs[d].len = (uint32_t)(p - m);
-		if (push && keep_copy(s, d, m, msgs[d].len) < 0)
+		if (keep_copy(s, d, m, msgs[d].len) < 0)
 			return -ENOMEM;
 	}
 	s->out = out;
@@ -603,6 +718,10 @@ static struct cl_slot *bcast(struct ps_client *c, uint8_t type, uint32_t table, 
 			tl_st64(p + 16, w2);
 		put_hdr(msgs[d].buf, type, table, rid, body, 0, dim);
 		msgs[d].len = TL_MSG_HDR_LEN + body;
+		if (keep_copy(s, d, msgs[d].buf, msgs[d].len) < 0) {
+			*rc = -ENOMEM;
+			return NULL;
+		}
 		s->answered[d] = 0;
 	}
 	*rc = 0;
@@ -774,16 +893,6 @@ static int geo_rows(struct ps_client *c, struct cl_slot *s, uint32_t dest,
 	return 0;
 }
 
-/* The server of destination d (the lane-0 destinations are the servers' first). */
-static uint32_t dest_server(const struct ps_client *c, uint32_t d)
-{
-	uint32_t srv = 0;
-
-	while (srv + 1 < c->cfg.n_servers && c->dbase[srv + 1] <= d)
-		srv++;
-	return srv;
-}
-
 /* One server's hello answer: its numbers into the round's, its epoch against the known one. */
 static int hello_reply(struct ps_client *c, uint32_t dest, const struct tl_msg_view *v)
 {
@@ -847,23 +956,11 @@ static int apply_reply(struct ps_client *c, struct cl_slot *s, uint32_t srv, con
 	uint8_t b[24];
 	const uint8_t *p;
 
-	if (v->hdr.type == PS_T_ERROR) {
-		p = tl_view_get(v, 0, 4, b);
-		if (!p)
-			return -EBADMSG;
-		if (v->hdr.body_len > 8) {
-			uint32_t n = v->hdr.body_len - 8 < sizeof(c->err) - 1 ?
-				     v->hdr.body_len - 8 : (uint32_t)sizeof(c->err) - 1;
-			tl_view_copy(v, 8, c->err, n);
-			c->err[n] = '\0';
-			if (s->err[0] == '\0')
-				snprintf(s->err, sizeof(s->err), "%.*s", (int)sizeof(s->err) - 1,
-					 c->err);
-		}
-		return (int)tl_ld32(p);
-	}
-	if (v->hdr.type != s->kind + 1u)
+	if (v->hdr.type != s->kind + 1u) {
+		slot_fail(c, s, srv, -EBADMSG, "a reply of type %u and %u bytes to a request of "
+			  "type %u", v->hdr.type, v->hdr.body_len, s->kind);
 		return -EBADMSG;
+	}
 	switch (s->kind) {
 	case PS_T_PULL:
 	case PS_T_PUSH_PULL:
@@ -890,25 +987,92 @@ static int apply_reply(struct ps_client *c, struct cl_slot *s, uint32_t srv, con
 	}
 }
 
+/*
+ * An error reply: PS_T_ERROR (i32 -errno, u32 kind, text) or the transport's TL_TYPE_ERROR
+ * (u32 errno, text). Final ones fail s with the server's text; returns the -errno.
+ */
+static int error_reply(struct ps_client *c, struct cl_slot *s, uint32_t dest,
+		       const struct tl_msg_view *v)
+{
+	uint32_t head = v->hdr.type == PS_T_ERROR ? 8 : 4, n, raw;
+	char text[ERR_LEN];
+	uint8_t b[8];
+	const uint8_t *p = tl_view_get(v, 0, head, b);
+	int rc;
+
+	if (p == NULL) {
+		slot_fail(c, s, dest, -EBADMSG, "an error reply of %u bytes", v->hdr.body_len);
+		return -EBADMSG;
+	}
+	/* -errno (PS_T_ERROR) or errno (TL_TYPE_ERROR), 1..4095; anything else is -EPROTO. */
+	raw = v->hdr.type == PS_T_ERROR ? 0u - tl_ld32(p) : tl_ld32(p);
+	rc = raw >= 1 && raw <= 4095 ? -(int)raw : -EPROTO;
+	n = v->hdr.body_len - head < sizeof(text) - 1 ? v->hdr.body_len - head : sizeof(text) - 1;
+	tl_view_copy(v, head, text, n);
+	text[n] = '\0';
+	slot_fail(c, s, dest, rc, "%s", n ? text : strerror(-rc));
+	return rc;
+}
+
 int ps_client_on_reply(struct ps_client *c, uint32_t dest, const struct tl_msg_view *rep)
 {
 	uint32_t idx = (uint32_t)(rep->hdr.req_id & ((1u << SLOT_BITS) - 1));
+	bool err = rep->hdr.type == PS_T_ERROR || rep->hdr.type == TL_TYPE_ERROR;
 	struct cl_slot *s;
 	int rc;
 
 	if (dest >= c->n_dst || idx >= c->n_slots)
 		return -ENOENT;
 	s = &c->slots[idx];
-	if (!s->req_id || s->req_id != rep->hdr.req_id || s->answered[dest] != 0)
+	if (!s->req_id || s->req_id != rep->hdr.req_id || s->answered[dest] != ANS_WAIT)
 		return -ENOENT;
-	rc = apply_reply(c, s, dest, rep);
+	if (err && (rep->hdr.flags & PS_F_RETRY)) {
+		/* Nothing applied: the same bytes go again after the destination's back-off. */
+		set_answered(c, s, dest, ANS_RETRY);
+		c->st.retries++;
+		if (c->retry_at[dest] == 0) {
+			uint64_t b = c->backoff[dest] ? 2 * c->backoff[dest] : RETRY_MIN_US;
+			c->backoff[dest] = b < RETRY_MAX_US ? b : RETRY_MAX_US;
+			c->retry_at[dest] = c->clock + c->backoff[dest];
+		}
+		return 0;
+	}
+	if (!err)
+		c->backoff[dest] = 0;
+	rc = err ? error_reply(c, s, dest, rep) : apply_reply(c, s, dest, rep);
 	if (rc < 0 && s->status == 0)
 		s->status = rc;
-	s->answered[dest] = 1;
-	s->msg_len[dest] = 0; /* acknowledged (or refused): nothing to resend */
+	set_answered(c, s, dest, ANS_DONE);
+	s->msg_len[dest] = 0; /* answered: nothing to send again */
 	if (--s->waiting == 0)
 		slot_finish(c, s);
 	return rc == -EBADMSG ? rc : 0;
+}
+
+/* Non-pushes waiting for dest (sent or refused for a retry) let go with status. */
+static uint32_t let_go_dest(struct ps_client *c, uint32_t dest, int status, const char *why)
+{
+	uint32_t i, count = 0;
+
+	for (i = 0; i < c->n_slots; i++) {
+		struct cl_slot *s = &c->slots[i];
+		if (!s->req_id || kind_is_push(s->kind) ||
+		    (s->answered[dest] != ANS_WAIT && s->answered[dest] != ANS_RETRY))
+			continue;
+		count++;
+		slot_let_go(c, s, dest, status, why);
+	}
+	c->st.forgotten += count;
+	return count;
+}
+
+uint32_t ps_client_forget_dest(struct ps_client *c, uint32_t dest, int status)
+{
+	if (dest >= c->n_dst)
+		return 0;
+	c->dflags[dest] = DF_LOST;
+	c->retry_at[dest] = 0;
+	return let_go_dest(c, dest, status, "connection lost");
 }
 
 uint32_t ps_client_resend(struct ps_client *c, uint32_t dest, ps_resend_fn *fn, void *arg)
@@ -918,40 +1082,98 @@ uint32_t ps_client_resend(struct ps_client *c, uint32_t dest, ps_resend_fn *fn, 
 
 	if (dest >= c->n_dst)
 		return 0;
+	let_go_dest(c, dest, -ECONNRESET, "connection lost");
+	c->dflags[dest] = 0;
+	c->retry_at[dest] = 0;
+	c->backoff[dest] = 0;
 	/* Oldest first: repeatedly the smallest sequence above the last one sent. */
 	for (;;) {
 		struct cl_slot *best = NULL;
 		for (i = 0; i < c->n_slots; i++) {
 			struct cl_slot *s = &c->slots[i];
-			if (s->req_id && s->msg_len[dest] && s->seq > last &&
+			if (s->req_id && kind_is_push(s->kind) && s->seq > last &&
+			    (s->answered[dest] == ANS_WAIT || s->answered[dest] == ANS_RETRY) &&
 			    (!best || s->seq < best->seq))
 				best = s;
 		}
 		if (!best)
 			return count;
+		set_answered(c, best, dest, ANS_WAIT);
+		best->sent_at = c->clock;
 		fn(arg, best->msg[dest], best->msg_len[dest]);
 		last = best->seq;
 		count++;
 	}
 }
 
-uint32_t ps_client_forget_dest(struct ps_client *c, uint32_t dest, int status)
-{
-	uint32_t i, count = 0;
+/* ---------------------------------------------------------------- timers */
 
-	if (dest >= c->n_dst)
-		return 0;
+/* dest's requests refused for a retry, sent again: others first, then pushes by sequence. */
+static void retry_dest(struct ps_client *c, uint32_t dest, const struct ps_client_io *io)
+{
+	for (;;) {
+		struct cl_slot *best = NULL;
+		for (uint32_t i = 0; i < c->n_slots; i++) {
+			struct cl_slot *s = &c->slots[i];
+			if (s->req_id && s->answered[dest] == ANS_RETRY &&
+			    (!best || s->seq < best->seq))
+				best = s;
+		}
+		if (!best)
+			return;
+		set_answered(c, best, dest, ANS_WAIT);
+		best->sent_at = c->clock;
+		/* A send that fails means a lost connection: forget_dest/resend take it over. */
+		(void)io->send(io->ctx, dest, best->msg[dest], best->msg_len[dest]);
+	}
+}
+
+/* Requests that waited past the timeout: their destinations stall; non-pushes let go. */
+static uint32_t expire(struct ps_client *c)
+{
+	uint64_t to = c->cfg.request_timeout_us;
+	uint32_t i, d, stalled = 0;
+	char why[64];
+
+	snprintf(why, sizeof(why), "no answer in %" PRIu64 " ms", to / 1000);
 	for (i = 0; i < c->n_slots; i++) {
 		struct cl_slot *s = &c->slots[i];
-		/* A push keeps its bytes for ps_client_resend: it is not forgotten. */
-		if (!s->req_id || s->answered[dest] != 0 || s->msg_len[dest] != 0)
+		if (!s->req_id || c->clock - s->sent_at < to)
 			continue;
-		s->answered[dest] = 1;
-		if (s->status == 0)
-			s->status = status;
-		count++;
-		if (--s->waiting == 0)
-			slot_finish(c, s);
+		for (d = 0; d < c->n_dst && s->req_id; d++) {
+			if (s->answered[d] != ANS_WAIT || (c->dflags[d] & DF_LOST))
+				continue;
+			if (!(c->dflags[d] & DF_STALLED)) {
+				c->dflags[d] |= DF_STALLED;
+				c->st.stalls++;
+				stalled++;
+				PS_LOG(WARNING, "worker %u: a request to server %u got %s: "
+				       "giving its connection up", c->cfg.worker_id,
+				       dest_server(c, d), why);
+			}
+			if (kind_is_push(s->kind))
+				continue; /* waits for ps_client_resend: never given up */
+			c->st.timeouts++;
+			slot_let_go(c, s, d, -ETIMEDOUT, why);
+		}
 	}
-	return count;
+	return stalled;
+}
+
+uint32_t ps_client_tick(struct ps_client *c, uint64_t now_us, const struct ps_client_io *io)
+{
+	uint64_t dt = c->last_now != 0 && now_us > c->last_now ? now_us - c->last_now : 0;
+
+	c->last_now = now_us;
+	c->clock += dt < TICK_GAP_US ? dt : TICK_GAP_US;
+	for (uint32_t d = 0; c->held > 0 && d < c->n_dst; d++)
+		if (c->retry_at[d] != 0 && c->clock >= c->retry_at[d] &&
+		    !(c->dflags[d] & DF_LOST)) {
+			c->retry_at[d] = 0;
+			retry_dest(c, d, io);
+		}
+	if (c->cfg.request_timeout_us == 0 || c->inflight == 0 || c->clock < c->next_check)
+		return 0;
+	c->next_check = c->clock + 1000;
+	return expire(c);
 }

@@ -59,6 +59,15 @@ static int reply_err(struct ps_reply *rep, const struct tl_msg_hdr *req, int rc,
 	return rc;
 }
 
+/* A refusal that changed nothing and may pass later: the same bytes are to be sent again. */
+static int reply_retry(struct ps_reply *rep, const struct tl_msg_hdr *req, int rc,
+		       enum ps_err_kind kind, const char *what)
+{
+	reply_err(rep, req, rc, kind, "%s (%s); nothing applied, retry", what, strerror(-rc));
+	tl_st16(rep->buf + 4, PS_F_RETRY);
+	return rc;
+}
+
 /* Some rows' updates were refused as not finite: the others went in, the sequence counts. */
 static int reply_nonfinite(struct ps_reply *rep, const struct tl_msg_hdr *q, uint32_t refused)
 {
@@ -84,6 +93,14 @@ int ps_reply_text(struct ps_reply *rep, const struct tl_msg_hdr *req, int rc,
 		  enum ps_err_kind kind, const char *text)
 {
 	return reply_err(rep, req, rc, kind, "%s", text);
+}
+
+int ps_reply_retry_text(struct ps_reply *rep, const struct tl_msg_hdr *req, int rc,
+			enum ps_err_kind kind, const char *text)
+{
+	reply_err(rep, req, rc, kind, "%s", text);
+	tl_st16(rep->buf + 4, PS_F_RETRY);
+	return rc;
 }
 
 void ps_reply_hdr(struct ps_reply *rep, uint8_t type, const struct tl_msg_hdr *req,
@@ -307,8 +324,7 @@ static int handle_sparse(struct ps_handler *h, const struct tl_msg_view *v, stru
 		return rc;
 	/* A push-pull is logged as a push: replaying it needs no values back. */
 	if (push && (rc = ps_wal_append(h, v, PS_T_PUSH)) < 0)
-		return reply_err(rep, q, rc, PS_ERR_IO, "write-ahead log cannot take the push (%s); "
-				 "nothing applied, retry", strerror(-rc));
+		return reply_retry(rep, q, rc, PS_ERR_IO, "write-ahead log cannot take the push");
 	op.table = (uint32_t)ti;
 	op.vals_off = head + (uint32_t)n * 8;
 	op.out = out ? (float *)(rep->buf + TL_MSG_HDR_LEN) : NULL;
@@ -356,8 +372,7 @@ static int handle_dense(struct ps_handler *h, const struct tl_msg_view *v, struc
 	if (push && (rc = check_finite(h, v, rep, PS_DENSE_PUSH_HEAD, n * d)) < 0)
 		return rc;
 	if (push && (rc = ps_wal_append(h, v, PS_T_DENSE_PUSH)) < 0)
-		return reply_err(rep, q, rc, PS_ERR_IO, "write-ahead log cannot take the push (%s); "
-				 "nothing applied, retry", strerror(-rc));
+		return reply_retry(rep, q, rc, PS_ERR_IO, "write-ahead log cannot take the push");
 	op.table = (uint32_t)ti;
 	op.n = (uint32_t)n;
 	op.dense_first = first;
@@ -498,6 +513,53 @@ int ps_handle(struct ps_handler *h, const struct tl_msg_view *req, struct ps_rep
 	h->in_request = true;
 	rc = handle_one(h, req, rep);
 	h->in_request = false;
+	return rc;
+}
+
+/* A push's worker and sequence, read before ps_handle checks the rest; false: not a push. */
+static bool push_id(const struct tl_msg_view *v, uint32_t *worker, uint64_t *seq)
+{
+	uint8_t tmp[16];
+	const uint8_t *p;
+
+	if ((v->hdr.type != PS_T_PUSH && v->hdr.type != PS_T_PUSH_PULL &&
+	     v->hdr.type != PS_T_DENSE_PUSH) || v->hdr.body_len < 16)
+		return false;
+	p = tl_view_get(v, 0, 16, tmp);
+	*worker = tl_ld32(p);
+	*seq = tl_ld64(p + 8);
+	return true;
+}
+
+int ps_handle_ordered(struct ps_handler *h, struct ps_push_order *o, const struct tl_msg_view *req,
+		      struct ps_reply *rep)
+{
+	uint32_t worker;
+	uint64_t seq;
+	bool push = push_id(req, &worker, &seq);
+	int rc;
+
+	if (push && o->seq != 0 && worker == o->worker && seq > o->seq) {
+		if (!rep->buf || rep->cap < TL_MSG_HDR_LEN + 64 || ((uintptr_t)rep->buf & 3))
+			return -ENOBUFS;
+		reply_err(rep, &req->hdr, -EAGAIN, PS_ERR_ORDER, "push %llu of worker %u waits for "
+			  "its push %llu, refused for a retry, to be sent again first; nothing "
+			  "applied, retry", (unsigned long long)seq, worker,
+			  (unsigned long long)o->seq);
+		tl_st16(rep->buf + 4, PS_F_RETRY);
+		return -EAGAIN;
+	}
+	rc = ps_handle(h, req, rep);
+	if (!push || rep->len < TL_MSG_HDR_LEN)
+		return rc;
+	if (rc < 0 && (tl_ld16(rep->buf + 4) & PS_F_RETRY)) {
+		if (o->seq == 0 || worker != o->worker || seq < o->seq) {
+			o->worker = worker;
+			o->seq = seq;
+		}
+	} else if (o->seq != 0 && worker == o->worker && seq <= o->seq) {
+		o->seq = 0; /* the refused push (or an older one) went through: order is kept */
+	}
 	return rc;
 }
 

@@ -614,6 +614,9 @@ int ps_handle_replay(struct ps_handler *h, const struct tl_msg_view *req, struct
 /* Replies (ps_handle.c) for the request handlers of ps_barrier.c. */
 int ps_reply_text(struct ps_reply *rep, const struct tl_msg_hdr *req, int rc,
 		  enum ps_err_kind kind, const char *text);
+/* The same with PS_F_RETRY: nothing was applied, the same request may pass later. */
+int ps_reply_retry_text(struct ps_reply *rep, const struct tl_msg_hdr *req, int rc,
+			enum ps_err_kind kind, const char *text);
 void ps_reply_hdr(struct ps_reply *rep, uint8_t type, const struct tl_msg_hdr *req,
 		  uint32_t body_len);
 /* PS_ERR_FENCED: rc -ESTALE (inc older than have) or -EPROTO (inc not said hello). */

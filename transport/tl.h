@@ -20,6 +20,7 @@
 #ifndef WHARF_TL_H
 #define WHARF_TL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "transport/tl_wire.h"
@@ -190,6 +191,17 @@ int tl_send_copy(struct tl_conn *c, const struct tl_msg_hdr *h, const struct tl_
  * it does nothing (the round flushes c at its end). 0, or -ENOTCONN if c is closing.
  */
 int tl_conn_push(struct tl_conn *c);
+/*
+ * Back-pressure for a receiver that cannot take more now: paused, the backend stops
+ * taking c's bytes from the peer, so the peer's messages wait in the TCP window and then in
+ * the peer's own send queue; resumed, reading goes on where it stopped. Messages already
+ * read still arrive after the pause (kernel: the rest of the read in progress, at most
+ * rx_buf_size bytes; dpdk: what the peer sent before the window shut, at most one receive
+ * window), in order. A peer that closes or resets meanwhile is still noticed. 0, or
+ * -ENOTCONN when c is not open.
+ */
+int tl_conn_rx_pause(struct tl_conn *c, bool paused);
+
 /*
  * Sends a TL_TYPE_ERROR reply to req_id: body u32 code (positive errno) then text,
  * copied (at most TL_ERR_TEXT_MAX bytes of it). For upper layers answering a type they

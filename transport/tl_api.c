@@ -626,6 +626,17 @@ void tl_wake(struct tl *tl)
 		tl->be_ops->wake(tl);
 }
 
+int tl_conn_rx_pause(struct tl_conn *c, bool paused)
+{
+	if (c->state != TL_CS_OPEN)
+		return -ENOTCONN;
+	if (c->rx_paused == paused)
+		return 0;
+	c->rx_paused = paused;
+	c->tl->be_ops->rx_pause(c);
+	return 0;
+}
+
 int tl_conn_push(struct tl_conn *c)
 {
 	struct tl *tl = c->tl;

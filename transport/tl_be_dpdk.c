@@ -145,7 +145,8 @@ struct db {
 
 struct db_conn {
 	struct tl_tcp_conn *tc;
-	uint32_t withheld;          /* bytes delivered while mbufs ran short: window kept shut */
+	uint32_t withheld;          /* bytes delivered while mbufs ran short or the receiver
+				     * paused (tl_conn_rx_pause): window kept shut */
 	uint32_t pieces;            /* pieces handed to the core and not yet released */
 	struct db_txrec *cur;       /* the message being handed to the core, if partial */
 	struct db_arena *arena;     /* where small messages are copied, or NULL */
@@ -787,17 +788,40 @@ static void db_recv(void *arg, struct tl_tcp_conn *tc, const uint8_t *data, uint
 	if (rc < 0 && c->state != TL_CS_OPEN)
 		return;
 	/*
-	 * Who waits: first the connections whose own replies are backed up (a peer that does not
-	 * read what we send it must not go on filling our memory); everyone once the pool is
-	 * nearly empty.
+	 * Who waits: a connection its receiver paused (tl_conn_rx_pause); then the connections
+	 * whose own replies are backed up (a peer that does not read what we send it must not go
+	 * on filling our memory); everyone once the pool is nearly empty.
 	 */
-	if (d->pool_critical || (d->pool_low && c->tx_bytes >= DB_BACKED_UP_BYTES)) {
+	if (c->rx_paused || d->pool_critical ||
+	    (d->pool_low && c->tx_bytes >= DB_BACKED_UP_BYTES)) {
 		struct db_conn *dc = tl_conn_priv(c);
 		d->withholding += dc->withheld == 0;
 		dc->withheld += len;
 		return;
 	}
 	tl_tcp_recved(tc, len, db_now(d));
+}
+
+/* Gives c's withheld bytes back to its window. */
+static void db_reopen(struct db *d, struct tl_conn *c)
+{
+	struct db_conn *dc = tl_conn_priv(c);
+
+	if (dc->withheld == 0)
+		return;
+	if (dc->tc != NULL)
+		tl_tcp_recved(dc->tc, dc->withheld, db_now(d));
+	dc->withheld = 0;
+	d->withholding--;
+}
+
+/* Resumed by the receiver: the window reopens unless the mempool still holds it shut. */
+static void db_rx_pause(struct tl_conn *c)
+{
+	struct db *d = db_of(c->tl);
+
+	if (!c->rx_paused && !d->pool_low)
+		db_reopen(d, c);
 }
 
 /* Rechecks the mempool at most every 100 us; reopens withheld windows once it recovered. */
@@ -829,13 +853,10 @@ static void db_pool_watch(struct db *d, uint64_t now_tsc)
 		return;
 	for (struct tl_link *e = d->tl->conns.next; e != &d->tl->conns; e = e->next) {
 		struct tl_conn *c = tl_container_of(e, struct tl_conn, link);
-		struct db_conn *dc = tl_conn_priv(c);
 
-		if (dc->withheld != 0 && dc->tc != NULL)
-			tl_tcp_recved(dc->tc, dc->withheld, db_now(d));
-		dc->withheld = 0;
+		if (!c->rx_paused) /* a paused one's window waits for its receiver */
+			db_reopen(d, c);
 	}
-	d->withholding = 0;
 }
 
 static void db_sent(void *arg, struct tl_tcp_conn *tc, uint32_t acked)
@@ -1395,6 +1416,7 @@ const struct tl_backend_ops tl_be_dpdk_ops = {
 	.kick = db_kick,
 	.wake = db_wake,
 	.send_copy = db_send_copy,
+	.rx_pause = db_rx_pause,
 	.buf_alloc = db_buf_alloc,
 	.buf_free = db_buf_free,
 };

@@ -267,14 +267,31 @@ static void kb_shutdown(struct tl_conn *c)
 	kc->cur = NULL;
 }
 
+/* The events c waits for: input unless paused (tl_conn_rx_pause), output while want_out. */
+static uint32_t kb_conn_events(const struct tl_conn *c, bool out)
+{
+	return (c->rx_paused ? 0 : EPOLLIN) | (out ? EPOLLOUT : 0);
+}
+
 static void kb_want_out(struct tl_conn *c, bool on)
 {
 	struct kb_conn *kc = tl_conn_priv(c);
 
 	if (kc->want_out == on)
 		return;
-	if (kb_ctl(c->tl, EPOLL_CTL_MOD, &kc->ep, EPOLLIN | (on ? EPOLLOUT : 0)) == 0)
+	if (kb_ctl(c->tl, EPOLL_CTL_MOD, &kc->ep, kb_conn_events(c, on)) == 0)
 		kc->want_out = on;
+}
+
+/*
+ * Paused: EPOLLIN off, so the socket's receive buffer fills and the kernel's window shuts.
+ * A hang-up or an error is still reported (epoll always does) and read to its end.
+ */
+static void kb_rx_pause(struct tl_conn *c)
+{
+	struct kb_conn *kc = tl_conn_priv(c);
+
+	(void)kb_ctl(c->tl, EPOLL_CTL_MOD, &kc->ep, kb_conn_events(c, kc->want_out));
 }
 
 /* Gathers the unsent bytes of c's queue, from the head's offset on, into v. */
@@ -353,15 +370,19 @@ static void kb_flush(struct tl_conn *c)
 		kb_want_out(c, !tl_list_empty(&c->txq));
 }
 
-/* Reads until the socket is drained (a short read) or the per-event budget is spent. */
-static void kb_read(struct tl_conn *c)
+/*
+ * Reads until the socket is drained (a short read), the per-event budget is spent, or the
+ * receiver paused c (unless ending: a hang-up is read to its end).
+ */
+static void kb_read(struct tl_conn *c, bool ending)
 {
 	struct kb_conn *kc = tl_conn_priv(c);
 	uint32_t size = c->tl->cfg.rx_buf_size, room;
 	ssize_t n;
 	int i;
 
-	for (i = 0; i < KB_READS_PER_EVENT && c->state == TL_CS_OPEN; i++) {
+	for (i = 0; i < KB_READS_PER_EVENT && c->state == TL_CS_OPEN && (ending || !c->rx_paused);
+	     i++) {
 		if (kc->cur == NULL) {
 			kc->cur = kb_buf_get(c->tl);
 			kc->fill = 0;
@@ -408,7 +429,7 @@ static void kb_connect_done(struct tl_conn *c)
 		tl_up_connected(c, -err);
 		return;
 	}
-	rc = kb_ctl(c->tl, EPOLL_CTL_MOD, &kc->ep, EPOLLIN);
+	rc = kb_ctl(c->tl, EPOLL_CTL_MOD, &kc->ep, kb_conn_events(c, false));
 	tl_up_connected(c, rc);
 }
 
@@ -418,8 +439,10 @@ static void kb_conn_event(struct tl_conn *c, uint32_t events)
 		kb_connect_done(c);
 		return;
 	}
-	if (c->state == TL_CS_OPEN && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
-		kb_read(c);
+	if (c->state == TL_CS_OPEN && (events & (EPOLLHUP | EPOLLERR)))
+		kb_read(c, true);
+	else if (c->state == TL_CS_OPEN && (events & EPOLLIN) && !c->rx_paused)
+		kb_read(c, false);
 	if (c->state == TL_CS_OPEN && (events & EPOLLOUT))
 		kb_flush(c);
 }
@@ -504,4 +527,5 @@ const struct tl_backend_ops tl_be_kernel_ops = {
 	.shutdown = kb_shutdown,
 	.poll = kb_poll,
 	.wake = kb_wake,
+	.rx_pause = kb_rx_pause,
 };

@@ -30,6 +30,9 @@
  *   poll             wait up to timeout_us for events and handle them (dpdk: one run
  *                    loop iteration, rx burst -> TCP-lite -> tl_up_input). Return the
  *                    number handled or -errno.
+ *   rx_pause         stop taking c's bytes from the peer while c->rx_paused, resume after
+ *                    (kernel: EPOLLIN off; dpdk: delivered bytes no longer reopen the
+ *                    window). Bytes already taken are still handed to tl_up_input.
  * And calls back into tl_api.c with:
  *   tl_up_new + tl_up_accepted   for a passive open (after the handshake),
  *   tl_up_connected                outcome of an active open,
@@ -187,6 +190,7 @@ struct tl_conn {
 	bool established;           /* closed (not connected) is owed at the end */
 	bool graceful;              /* closing: tl_close or the peer's end of stream */
 	bool abort;                 /* closing: tl_abort (the backend resets) */
+	bool rx_paused;             /* tl_conn_rx_pause: the backend takes no more bytes */
 	int reason;
 	const char *why;
 	struct tl_link txq;
@@ -237,6 +241,8 @@ struct tl_backend_ops {
 	void (*kick)(struct tl *tl);
 	/* Optional: tl_wake, from any thread. NULL: the instance never sleeps long. */
 	void (*wake)(struct tl *tl);
+	/* Stop or resume reading c (c->rx_paused already says which); c is open. */
+	void (*rx_pause)(struct tl_conn *c);
 	/*
 	 * Optional: copies a small message (header h but body_len, the sum of iov) straight
 	 * into the backend's send buffer, for tl_send_copy when nothing is queued ahead of it

@@ -5,6 +5,7 @@
  * of -1 adds exactly 1 (the exactly-once ledger).
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,7 +28,7 @@
 #define ROUNDS 50u
 #define BIG 150000u   /* keys in one call: more than one message carries */
 
-static char ps_ep[32], mode_arg[16], nw_arg[8] = "1", idx_arg[8] = "0";
+static char ps_ep[32], mode_arg[16], nw_arg[8] = "1", idx_arg[8] = "0", bufs_arg[8] = "512";
 static const char *const no_env[] = { NULL };
 
 static struct wharf_model *model(void)
@@ -53,9 +54,10 @@ static struct wharf_config *config(const char *role)
 {
 	const char *argv[] = { "--role", role, "--ps", ps_ep, "--num-workers", nw_arg, "--protocol",
 			       "kernel", "--mode", mode_arg, "--wait-timeout", "20", "--retry-interval", "1",
-			       "--task-index", strcmp(role, "ps") == 0 ? "0" : idx_arg };
+			       "--task-index", strcmp(role, "ps") == 0 ? "0" : idx_arg,
+			       "--reply-buffers", bufs_arg };
 	struct wharf_config *c = NULL;
-	int rc = wharf_config_load(16, argv, no_env, &c);
+	int rc = wharf_config_load(18, argv, no_env, &c);
 
 	if (rc != 0)
 		fprintf(stderr, "config: %s\n", wharf_errmsg());
@@ -216,6 +218,73 @@ static void test_client_threads_exactly_once(void **state)
 	env_down(&e);
 }
 
+#define PIPE 8u   /* pushes each thread keeps in flight */
+
+/* Each thread: ROUNDS rounds of PIPE asynchronous pushes of -1 at once, then waits for them. */
+static void *pipelined(void *arg)
+{
+	struct worker *w = arg;
+	uint64_t keys[100 + 10];
+	float g[(100 + 10) * DIM];
+	struct wharf_req *q[PIPE];
+	unsigned i, r;
+
+	for (i = 0; i < 100; i++)
+		keys[i] = i;
+	for (i = 0; i < 10; i++)
+		keys[100 + i] = 1000u * (w->id + 1) + i;
+	for (i = 0; i < (100 + 10) * DIM; i++)
+		g[i] = -1.0f;
+	for (r = 0; r < ROUNDS && w->rc == 0; r++) {
+		for (i = 0; i < PIPE && w->rc == 0; i++)
+			w->rc = wharf_push_async(w->cl, 0, keys, 110, g, NULL, NULL, &q[i]);
+		for (unsigned j = 0; j < i; j++) {
+			int rc = wharf_wait(q[j]);
+			if (rc != 0 && w->rc == 0) {
+				w->rc = rc;
+				fprintf(stderr, "pipelined push: %s\n", wharf_errmsg());
+			}
+		}
+	}
+	return NULL;
+}
+
+/*
+ * A server of 2 reply buffers under 4 threads x 8 pipelined pushes: it runs out of buffers
+ * all the time and stops reading until its replies are sent (back-pressure). No push is
+ * refused, none lost, none doubled.
+ */
+static void test_client_overloaded_server_exactly_once(void **state)
+{
+	struct env e;
+	struct worker w[THREADS];
+	pthread_t th[THREADS];
+	float out[110 * DIM];
+	uint64_t keys[110];
+	unsigned i;
+
+	(void)state;
+	snprintf(bufs_arg, sizeof(bufs_arg), "2");
+	env_up(&e, "async");
+	for (i = 0; i < THREADS; i++) {
+		w[i] = (struct worker){ e.cl, i, 0 };
+		assert_int_equal(pthread_create(&th[i], NULL, pipelined, &w[i]), 0);
+	}
+	for (i = 0; i < THREADS; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < THREADS; i++)
+		assert_int_equal(w[i].rc, 0);
+	for (i = 0; i < 110; i++)
+		keys[i] = i < 100 ? i : 1000u * (1 + 1) + (i - 100);
+	assert_int_equal(wharf_pull(e.cl, 0, keys, 110, out), 0);
+	for (i = 0; i < 100 * DIM; i++)
+		assert_float_equal(out[i], (float)(THREADS * ROUNDS * PIPE), 0);
+	for (i = 100 * DIM; i < 110 * DIM; i++)
+		assert_float_equal(out[i], (float)(ROUNDS * PIPE), 0);
+	env_down(&e);
+	snprintf(bufs_arg, sizeof(bufs_arg), "512");
+}
+
 /* A call of more keys than one message carries is split, and answered in key order. */
 static void test_client_big_call_is_split(void **state)
 {
@@ -275,6 +344,12 @@ static void test_client_refuses_bad_calls(void **state)
 	assert_int_equal(wharf_pull_async(cl, 0, &k, 1, o, NULL, NULL, NULL), -EINVAL);
 	assert_int_equal(wharf_barrier(cl, 0), -EINVAL);
 	assert_non_null(strstr(wharf_errmsg(), "async"));
+	/* A server's refusal is final and says why, in the server's words. */
+	o[0] = o[1] = o[2] = 0;
+	o[3] = NAN;
+	assert_int_equal(wharf_push(cl, 0, &k, 1, o), -EDOM);
+	if (strstr(wharf_errmsg(), "server 0: value 3 (row 0) is not finite") == NULL)
+		fail_msg("the server's reason is lost: '%s'", wharf_errmsg());
 	assert_int_equal(wharf_pull(cl, 0, &k, 0, o), 0); /* nothing asked: done at once */
 	assert_int_equal(wharf_pull_async(cl, 0, &k, 1, o, NULL, NULL, &q), 0);
 	assert_int_equal(wharf_wait_timeout(q, 10000), 0);
@@ -445,6 +520,7 @@ int main(void)
 		cmocka_unit_test(test_config_eal_args_env_over_file),
 		cmocka_unit_test(test_client_open_times_out),
 		cmocka_unit_test(test_client_threads_exactly_once),
+		cmocka_unit_test(test_client_overloaded_server_exactly_once),
 		cmocka_unit_test(test_client_big_call_is_split),
 		cmocka_unit_test(test_client_refuses_bad_calls),
 		cmocka_unit_test(test_client_sync_barrier),

@@ -325,6 +325,15 @@ int wc_cfg_env_knobs(char *const envp[], struct wc_cluster *out, char *err, size
 		rc = knob_uint(envp, "WHARF_WAIT_TIMEOUT_S", 1, 86400, &c->wait_timeout_s, c,
 			       WC_F_WAIT_TIMEOUT, err, errlen);
 	if (rc == 0)
+		rc = knob_uint(envp, "WHARF_REQUEST_TIMEOUT_S", 0, 86400, &c->request_timeout_s, c,
+			       WC_F_REQUEST_TIMEOUT, err, errlen);
+	if (rc == 0)
+		rc = knob_uint(envp, "WHARF_REPLY_BUFFERS", 1, 65536, &c->reply_buffers, c,
+			       WC_F_REPLY_BUFFERS, err, errlen);
+	if (rc == 0)
+		rc = knob_uint(envp, "WHARF_REQUEST_SLOTS", 1, 4096, &c->request_slots, c,
+			       WC_F_REQUEST_SLOTS, err, errlen);
+	if (rc == 0)
 		rc = knob_durability(envp, c, err, errlen);
 	if (rc == 0)
 		rc = knob_data_plane(envp, c, err, errlen);

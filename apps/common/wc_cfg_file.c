@@ -17,6 +17,7 @@
  *     "wait_timeout_s": 60, "retry_interval_s": 3,
  *     "barrier_timeout_s": 600, "barrier_policy": "fail"|"continue",
  *     "ps_lost_state": "fail"|"continue", "mtu": 1500,
+ *     "request_timeout_s": 30, "request_slots": 256, "reply_buffers": 512,
  *     "net": {"ps": {"core_number": 8, "enable_polling": false, "disable_pin_cores": true},
  *             "worker": {...}},
  *     "durability": {"wal_dir": "path"|"none", "ckpt_interval_s": 300, "wal_max_mb": 1024,
@@ -448,7 +449,8 @@ static int file_root(json_t *root, const char *src, struct wc_cluster *out, char
 		"tensor_fuse", "fuse", "mode", "geo_k", "geo_log_max", "wait_timeout_s",
 		"retry_interval_s", "net", "mtu", "durability", "data_iface", "data_prefix",
 		"data_gateway", "ctl_token_file", "barrier_timeout_s", "barrier_policy",
-		"ps_lost_state", "eal_args", NULL,
+		"ps_lost_state", "eal_args", "request_timeout_s", "reply_buffers",
+		"request_slots", NULL,
 	};
 	json_t *v;
 	int rc;
@@ -485,6 +487,15 @@ static int file_root(json_t *root, const char *src, struct wc_cluster *out, char
 	if (rc == 0)
 		rc = get_uint(root, "barrier_timeout_s", src, "", 0, 86400, &out->barrier_timeout_s,
 			      out, WC_F_BARRIER_TIMEOUT, err, errlen);
+	if (rc == 0)
+		rc = get_uint(root, "request_timeout_s", src, "", 0, 86400, &out->request_timeout_s,
+			      out, WC_F_REQUEST_TIMEOUT, err, errlen);
+	if (rc == 0)
+		rc = get_uint(root, "reply_buffers", src, "", 1, 65536, &out->reply_buffers, out,
+			      WC_F_REPLY_BUFFERS, err, errlen);
+	if (rc == 0)
+		rc = get_uint(root, "request_slots", src, "", 1, 4096, &out->request_slots, out,
+			      WC_F_REQUEST_SLOTS, err, errlen);
 	v = json_object_get(root, "fuse");
 	if (rc == 0 && v != NULL)
 		rc = fuse_section(v, src, out, err, errlen);

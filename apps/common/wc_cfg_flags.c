@@ -20,7 +20,8 @@ enum {
 	OPT_PROTO, OPT_FUSE, OPT_FUSE_BYTES, OPT_FUSE_MSGS, OPT_FUSE_US, OPT_MODE, OPT_GEO_K,
 	OPT_GEO_LOG_MAX, OPT_WAIT, OPT_RETRY, OPT_PS_CORES, OPT_WK_CORES, OPT_PS_POLL, OPT_WK_POLL, OPT_PS_NOPIN,
 	OPT_WK_NOPIN, OPT_WAL_DIR, OPT_CKPT_INTERVAL, OPT_WAL_MAX_MB, OPT_WAL_SYNC_MS, OPT_MTU, OPT_DATA_IFACE, OPT_DATA_PREFIX, OPT_DATA_GW, OPT_CONFIG,
-	OPT_CTL_TOKEN_FILE, OPT_BAR_TIMEOUT, OPT_BAR_POLICY, OPT_LOST_STATE,
+	OPT_CTL_TOKEN_FILE, OPT_BAR_TIMEOUT, OPT_BAR_POLICY, OPT_LOST_STATE, OPT_REQ_TIMEOUT,
+	OPT_REPLY_BUFS, OPT_REQ_SLOTS,
 };
 
 static const struct option wc_opts[] = {
@@ -60,6 +61,9 @@ static const struct option wc_opts[] = {
 	{ "barrier-timeout", required_argument, NULL, OPT_BAR_TIMEOUT },
 	{ "barrier-policy", required_argument, NULL, OPT_BAR_POLICY },
 	{ "ps-lost-state", required_argument, NULL, OPT_LOST_STATE },
+	{ "request-timeout", required_argument, NULL, OPT_REQ_TIMEOUT },
+	{ "reply-buffers", required_argument, NULL, OPT_REPLY_BUFS },
+	{ "request-slots", required_argument, NULL, OPT_REQ_SLOTS },
 	{ "help", no_argument, NULL, 'h' },
 };
 
@@ -90,6 +94,9 @@ const char *wc_flags_usage(void)
 	"                            behind by more gets a full resync (default 1048576)\n"
 	"  --wait-timeout S          seconds to wait for servers (default 60)\n"
 	"  --retry-interval S        seconds between readiness retries (default 3)\n"
+	"  --request-timeout S       worker: reconnect after S s without an answer (30; 0 off)\n"
+	"  --reply-buffers N         PS: reply buffers per lane before it pauses reading (512)\n"
+	"  --request-slots N         worker: requests in flight at most (default 256)\n"
 	"  --ps-cores N              PS network lcores (default min(8, workers))\n"
 	"  --worker-cores N          worker network lcores (default min(2, servers))\n"
 	"  --ps-polling[=BOOL]       PS lcores busy-poll (default false)\n"
@@ -161,6 +168,13 @@ static int set_opt_net(struct wc_cluster *c, int id, const char *a, char *err, s
 		return wc_parse_uint(a, 1, 86400, &c->wait_timeout_s, "--wait-timeout", err, el);
 	case OPT_RETRY:
 		return wc_parse_uint(a, 1, 3600, &c->retry_interval_s, "--retry-interval", err, el);
+	case OPT_REQ_TIMEOUT:
+		return wc_parse_uint(a, 0, 86400, &c->request_timeout_s, "--request-timeout", err,
+				     el);
+	case OPT_REPLY_BUFS:
+		return wc_parse_uint(a, 1, 65536, &c->reply_buffers, "--reply-buffers", err, el);
+	case OPT_REQ_SLOTS:
+		return wc_parse_uint(a, 1, 4096, &c->request_slots, "--request-slots", err, el);
 	case OPT_WAL_DIR:
 		return set_path(a, c->wal_dir, "--wal-dir", err, el);
 	case OPT_CKPT_INTERVAL:
@@ -228,8 +242,9 @@ static const uint8_t opt_field[] = {
 	WC_F_PS_DISABLE_PIN, WC_F_WORKER_DISABLE_PIN, WC_F_WAL_DIR, WC_F_CKPT_INTERVAL,
 	WC_F_WAL_MAX_MB, WC_F_WAL_SYNC_MS, WC_F_MTU, WC_F_DATA_IFACE, WC_F_DATA_PREFIX, WC_F_DATA_GATEWAY, WC_F_CONFIG_PATH,
 	WC_F_CTL_TOKEN_FILE, WC_F_BARRIER_TIMEOUT, WC_F_BARRIER_POLICY, WC_F_PS_LOST_STATE,
+	WC_F_REQUEST_TIMEOUT, WC_F_REPLY_BUFFERS, WC_F_REQUEST_SLOTS,
 };
-_Static_assert(sizeof(opt_field) == OPT_LOST_STATE - OPT_ROLE + 1, "one field per option");
+_Static_assert(sizeof(opt_field) == OPT_REQ_SLOTS - OPT_ROLE + 1, "one field per option");
 
 static struct option *build_table(const struct wc_app_opts *app, size_t *n_out)
 {
@@ -259,7 +274,7 @@ static int one_opt(int id, int argc, char **argv, const struct wc_app_opts *app,
 		return wc_errf(err, errlen, -EINVAL, "flags: unknown option '%s'; see --help", bad);
 	if (id == ':')
 		return wc_errf(err, errlen, -EINVAL, "flags: option '%s' expects a value", bad);
-	if (id >= OPT_ROLE && id <= OPT_LOST_STATE) {
+	if (id >= OPT_ROLE && id < OPT_ROLE + (int)sizeof(opt_field)) {
 		rc = set_opt(c, id, optarg, err, errlen);
 		if (rc == 0)
 			wc_mark(c, (enum wc_field)opt_field[id - OPT_ROLE]);

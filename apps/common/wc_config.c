@@ -372,6 +372,9 @@ void wc_cluster_init(struct wc_cluster *c)
 	c->geo_log_max = WC_DEF_GEO_LOG_MAX;
 	c->wait_timeout_s = WC_DEF_WAIT_TIMEOUT_S;
 	c->retry_interval_s = WC_DEF_RETRY_INTERVAL_S;
+	c->request_timeout_s = WC_DEF_REQUEST_TIMEOUT_S;
+	c->reply_buffers = WC_DEF_REPLY_BUFFERS;
+	c->request_slots = WC_DEF_REQUEST_SLOTS;
 	c->ckpt_interval_s = WC_DEF_CKPT_INTERVAL_S;
 	c->mtu = WC_DEF_MTU;
 	c->wal_max_mb = WC_DEF_WAL_MAX_MB;
@@ -435,6 +438,9 @@ void wc_cluster_merge(struct wc_cluster *d, const struct wc_cluster *s, enum wc_
 	WC_COPY(WC_F_GEO_LOG_MAX, geo_log_max);
 	WC_COPY(WC_F_WAIT_TIMEOUT, wait_timeout_s);
 	WC_COPY(WC_F_RETRY_INTERVAL, retry_interval_s);
+	WC_COPY(WC_F_REQUEST_TIMEOUT, request_timeout_s);
+	WC_COPY(WC_F_REPLY_BUFFERS, reply_buffers);
+	WC_COPY(WC_F_REQUEST_SLOTS, request_slots);
 	WC_COPY(WC_F_PS_CORES, ps_net.core_number);
 	WC_COPY(WC_F_WORKER_CORES, worker_net.core_number);
 	WC_COPY(WC_F_PS_POLLING, ps_net.enable_polling);

@@ -42,6 +42,9 @@
  * | --geo-log-max / geo_log_max / WHARF_GEO_LOG_MAX                 | 1048576              | PS, GEO: change-log entries per shard and sparse table (65536..2^30); a worker behind by more, or dead, gets a full resync of the rows instead
  * | --wait-timeout / wait_timeout_s / WHARF_WAIT_TIMEOUT_S          | 60                   | seconds a worker waits for servers before giving up (1..86400)
  * | --retry-interval / retry_interval_s / -                         | 3 (as Paddle)        | seconds between readiness retries (1..3600)
+ * | --request-timeout / request_timeout_s / WHARF_REQUEST_TIMEOUT_S | 30                   | worker: a request unanswered this many seconds (counted while the worker polls) gives its server's connection up: the worker reconnects, sends its unacknowledged pushes again and asks the rest again (0: never; 0..86400)
+ * | --request-slots / request_slots / WHARF_REQUEST_SLOTS          | 256                  | worker: requests a process keeps in flight at most (each keeps its encoded bytes until answered; 1..4096; the library's client at most 256)
+ * | --reply-buffers / reply_buffers / WHARF_REPLY_BUFFERS          | 512                  | PS: reply buffers per network lane; while every one waits for its send to complete, the PS stops reading the connections that ask for more (back-pressure: nothing refused, nothing dropped; 1..65536)
  * | --ps-cores / net.ps.core_number / NETWORK_PS_CORE_NUMBER        | min(8, connections)  | PS network lcores; connections = number of workers
  * | --worker-cores / net.worker.core_number / NETWORK_WORKER_CORE_NUMBER | min(2, connections) | worker network lcores; connections = number of PS
  * | --ps-polling / net.ps.enable_polling / PS_ENABLE_POLLING        | false                | PS lcores spin (true) or sleep/interrupt when idle
@@ -95,6 +98,9 @@
 #define WC_DEF_GEO_LOG_MAX (1u << 20)
 #define WC_DEF_WAIT_TIMEOUT_S 60u
 #define WC_DEF_RETRY_INTERVAL_S 3u
+#define WC_DEF_REQUEST_TIMEOUT_S 30u
+#define WC_DEF_REPLY_BUFFERS 512u
+#define WC_DEF_REQUEST_SLOTS 256u
 #define WC_DEF_PS_CORE_CAP 8u
 #define WC_DEF_WORKER_CORE_CAP 2u
 #define WC_DEF_CKPT_INTERVAL_S 300u
@@ -160,6 +166,9 @@ enum wc_field {
 	WC_F_BARRIER_POLICY,
 	WC_F_PS_LOST_STATE,
 	WC_F_EAL_ARGS,
+	WC_F_REQUEST_TIMEOUT,
+	WC_F_REPLY_BUFFERS,
+	WC_F_REQUEST_SLOTS,
 	WC_F_COUNT
 };
 
@@ -209,6 +218,9 @@ struct wc_cluster {
 	unsigned barrier_timeout_s;     /* PS: 0 = wait for ever */
 	enum wc_policy barrier_policy;  /* PS: after barrier_timeout_s */
 	enum wc_policy ps_lost_state;   /* worker: a PS came back without its state */
+	unsigned request_timeout_s;  /* worker: see the table; 0 = none */
+	unsigned reply_buffers;      /* PS: per network lane */
+	unsigned request_slots;      /* worker: the client's requests in flight */
 
 	struct wc_net_knobs ps_net;
 	struct wc_net_knobs worker_net;

@@ -202,8 +202,9 @@ int wc_fleet_run_server(struct wc_fleet *f)
 
 int wc_fleet_init_worker(struct wc_fleet *f, const struct wc_model_tables *tables)
 {
-	struct ps_client_config cc = { f->cl.task_index, f->cl.n_ps, 256, 65536,
-				       ps_incarnation_new() };
+	struct ps_client_config cc = { f->cl.task_index, f->cl.n_ps, f->cl.request_slots, 65536,
+				       ps_incarnation_new(),
+				       (uint64_t)f->cl.request_timeout_s * 1000000u };
 	struct wc_psnet_params np = { &f->cl, f->eal_argc, f->eal_argv, 0, f->name, 0, 0, NULL, 0 };
 	int rc;
 

@@ -44,7 +44,8 @@ int wn_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
 
 /*
  * The pool grows while the node warms up and then only recycles, so the steady path never
- * allocates; WN_POOL_MAX bounds what a flood of requests can take.
+ * allocates; pool_max (a PS lane: cl->reply_buffers; a worker: WN_POOL_MAX) bounds what a
+ * flood of requests can take.
  */
 struct wn_buf *wn_buf_get(struct wc_psnet *n)
 {
@@ -57,7 +58,7 @@ struct wn_buf *wn_buf_get(struct wc_psnet *n)
 		b->next = NULL;
 		return b;
 	}
-	if (n->pool_total >= WN_POOL_MAX)
+	if (n->pool_total >= n->pool_max)
 		return NULL;
 	mem = tl_buf_alloc(n->tl, WN_BUF_HEAD + (size_t)n->buf_size);
 	if (mem == NULL)
@@ -82,10 +83,14 @@ void wn_buf_put(struct wn_buf *b)
 void wn_buf_done(void *arg, int status)
 {
 	struct wn_buf *b = arg;
+	struct wn_conn *c = b->owner;
 
 	(void)status; /* a reply lost with its connection: the client resends the request */
 	if (b->n->is_ps && b->n->srv_inflight > 0)
 		b->n->srv_inflight--;
+	b->owner = NULL;
+	if (c != NULL && --c->out == 0 && c->gone)
+		free(c);
 	wn_buf_put(b);
 }
 
@@ -169,6 +174,7 @@ void wn_conn_free(struct wn_conn *c)
 		c->backlog = b->next;
 		wn_buf_done(b, -ECANCELED);
 	}
+	wn_srv_drop_deferred(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -177,7 +183,12 @@ void wn_conn_free(struct wn_conn *c)
 		c->next->prev = c->prev;
 	if (c->kind == WN_TO_SERVER && c->n->dst[c->dest] == c)
 		c->n->dst[c->dest] = NULL;
-	free(c);
+	if (c->kind == WN_ACCEPTED)
+		c->n->srv_conns--;
+	/* Replies still lent point at c: the last one's completion frees it. */
+	c->gone = true;
+	if (c->out == 0)
+		free(c);
 }
 
 static void wn_on_connected(struct fz_conn *fc, int status)
@@ -220,6 +231,7 @@ static void wn_on_closed(struct fz_conn *fc, int reason)
 		if (reason != -ECONNABORTED)
 			WC_LOG(WARNING, "%s: connection to ps %u closed: %s", c->n->name, c->server,
 			reason == 0 ? "peer closed" : strerror(-reason));
+		wn_cli_lost(c);
 		return;
 	}
 	wn_conn_free(c);
@@ -277,7 +289,6 @@ static void wn_on_msg(struct fz_conn *fc, const struct tl_msg_view *m,
 {
 	struct wn_conn *c = fz_conn_ctx(fc);
 
-	(void)carrier;
 	if (c == NULL)
 		return;
 	c->bytes_in += TL_MSG_HDR_LEN + m->hdr.body_len;
@@ -288,7 +299,7 @@ static void wn_on_msg(struct fz_conn *fc, const struct tl_msg_view *m,
 	else if (c->kind == WN_TO_SERVER)
 		wn_cli_on_msg(c, m);
 	else
-		wn_srv_handle(c, m);
+		wn_srv_handle(c, m, carrier);
 }
 
 const struct fz_conn_ops wn_conn_ops = { wn_on_connected, wn_on_msg, wn_on_closed };
@@ -305,6 +316,7 @@ static void on_accept(struct fz_conn *fc, struct wc_psnet *n, enum wn_plane plan
 	c->fc = fc;
 	c->up = 1;
 	c->plane = plane;
+	n->srv_conns++;
 	fz_conn_set_ctx(fc, c);
 }
 
@@ -451,6 +463,7 @@ int wc_psnet_create(const struct wc_psnet_params *p, struct wc_psnet **out, char
 	n->max_msg = p->max_msg;
 	n->model_digest = p->model_digest;
 	n->buf_size = p->max_msg + TL_MSG_HDR_LEN + 64; /* ps_handle wants room for an error */
+	n->pool_max = n->is_ps ? cl->reply_buffers : WN_POOL_MAX;
 	n->t0_us = wn_now_us();
 	fz_config_defaults(&n->fzc);
 	n->fzc.tensor_fuse = cl->tensor_fuse;
@@ -562,13 +575,18 @@ int wc_psnet_poll_for(struct wc_psnet *n, bool may_sleep)
 
 	flush_round(n);
 	rc = fz_net_poll(n->fz, n->polling || !may_sleep ? 0 : 1000);
+	if (n->srv_deferring > 0) /* buffers the poll gave back serve what waits for them */
+		wn_srv_deferred(n);
 	flush_round(n);
+	if (!n->is_ps && n->pc != NULL)
+		wn_cli_tick(n);
 	if (n->is_ps) {
 		/* For lane 0's status and telemetry: a few relaxed stores per round. */
 		atomic_store_explicit(&n->pub.reqs, n->srv_reqs, memory_order_relaxed);
 		atomic_store_explicit(&n->pub.errors, n->srv_errors, memory_order_relaxed);
 		atomic_store_explicit(&n->pub.dropped, n->srv_dropped, memory_order_relaxed);
 		atomic_store_explicit(&n->pub.inflight, n->srv_inflight, memory_order_relaxed);
+		atomic_store_explicit(&n->pub.deferred, n->srv_deferred, memory_order_relaxed);
 		atomic_store_explicit(&n->pub.polls,
 				      atomic_load_explicit(&n->pub.polls, memory_order_relaxed) + 1,
 				      memory_order_relaxed);

@@ -182,7 +182,9 @@ void wc_psnet_destroy(struct wc_psnet *n);
 /*
  * One round of the node's loop: the data transport (spinning when the role's polling knob
  * is on, else sleeping up to 1 ms waiting for packets), and the control transport at most
- * every 2 ms. Returns tl_poll's count or -errno.
+ * every 2 ms. A PS then serves the requests that waited for a reply buffer; a worker runs
+ * ps_client_tick (retries after a back-off; a connection that answered nothing for
+ * request_timeout_s is closed). Returns tl_poll's count or -errno.
  */
 int wc_psnet_poll(struct wc_psnet *n);
 /* wc_psnet_poll, but never sleeping when may_sleep is false (the caller has work queued). */
@@ -233,8 +235,12 @@ int wc_psnet_connect(struct wc_psnet *n, struct ps_client *pc, char *err, size_t
 /* send/poll for ps_client_*_wait; msgs are pooled buffers of max_msg + header bytes. */
 const struct ps_client_io *wc_psnet_io(struct wc_psnet *n);
 /*
- * After a call failed because a server went away: waits for it as wc_psnet_connect does,
- * reconnects, and resends every push it had not acknowledged (ps_client_resend), oldest first.
+ * After a call failed because a server went away (or answered nothing for request_timeout_s:
+ * the poll closed that connection): waits for it as wc_psnet_connect does, reconnects, says
+ * hello, and then, on every connection opened since the last call (a server lost again
+ * meanwhile included), resends every push it had not acknowledged (ps_client_resend), oldest
+ * first; what else the lost connection owed was let go (its calls end with -ECONNRESET or
+ * -ETIMEDOUT: ask again).
  */
 int wc_psnet_recover(struct wc_psnet *n, char *err, size_t errlen);
 

@@ -10,6 +10,9 @@
  * id (a worker restarted under its old id is not taken for a resend of its previous life),
  * and its sync step becomes the servers'. A server whose state epoch changed came back
  * without its state: said, and handled by ps_lost_state.
+ * A lost connection is reported to the client at once (ps_client_forget_dest: nothing it
+ * owed but pushes keeps a slot), and every poll round ticks the client (ps_client_tick:
+ * retries, and connections that answered nothing for request_timeout_s are closed).
  *
  * Call chain: trainer -> ps_client_*_wait | wc_psnet_call_* -> cli_send -> fz_conn_send;
  *   cli_poll -> wc_psnet_poll -> fz_net_poll -> wn_on_msg -> wn_cli_on_msg -> ps_client_on_reply.
@@ -92,14 +95,41 @@ void wn_cli_on_msg(struct wn_conn *c, const struct tl_msg_view *m)
 		c->errors++;
 }
 
+void wn_cli_lost(struct wn_conn *c)
+{
+	struct wc_psnet *n = c->n;
+
+	if (n->pc != NULL && n->layout_set && c->dest < WN_MAX_DST && n->dst[c->dest] == c)
+		ps_client_forget_dest(n->pc, c->dest, -ECONNRESET);
+}
+
 /* Lets go of a data connection, open or not (its closed callback then finds no context). */
 static void drop_conn(struct wn_conn *c)
 {
+	wn_cli_lost(c);
 	if (c->fc != NULL) {
 		fz_conn_set_ctx(c->fc, NULL);
 		fz_conn_close(c->fc);
 	}
 	wn_conn_free(c);
+}
+
+void wn_cli_tick(struct wc_psnet *n)
+{
+	uint32_t d, nd;
+
+	if (!n->layout_set || ps_client_tick(n->pc, wn_now_us(), &n->io) == 0)
+		return;
+	nd = ps_client_dests(n->pc);
+	for (d = 0; d < nd; d++) {
+		struct wn_conn *c = n->dst[d];
+		if (!ps_client_dest_stalled(n->pc, d) || c == NULL)
+			continue;
+		WC_LOG(WARNING, "%s: ps %u lane %u answered nothing for %u s (request_timeout_s): "
+		       "closing the connection to reconnect", n->name, c->server, c->lane,
+		       n->cl->request_timeout_s);
+		drop_conn(c);
+	}
 }
 
 /* Opens the data connection to lane `lane` of server s; 0 once it is up. */
@@ -133,6 +163,7 @@ static int open_data(struct wc_psnet *n, uint32_t s, uint32_t lane)
 		return rc;
 	}
 	n->dst[c->dest] = c;
+	n->fresh[c->dest] = true; /* wc_psnet_recover sends it what the lost one owed */
 	return 0;
 }
 
@@ -426,20 +457,6 @@ static int connect_and_hello(struct wc_psnet *n, char *err, size_t errlen)
 		       n->cl->task_index, strerror(-rc), why[0] ? ": " : "", why);
 }
 
-int wc_psnet_connect(struct wc_psnet *n, struct ps_client *pc, char *err, size_t errlen)
-{
-	if (n->is_ps)
-		return wn_errf(err, errlen, -EINVAL, "this node is a ps, not a worker");
-	n->pc = pc;
-	n->io.send = cli_send;
-	n->io.poll = cli_poll;
-	n->io.ctx = n;
-	n->io.msgs = n->msgs;
-	return connect_and_hello(n, err, errlen);
-}
-
-const struct ps_client_io *wc_psnet_io(struct wc_psnet *n) { return &n->io; }
-
 struct resend_ctx {
 	struct wc_psnet *n;
 	uint32_t dest;
@@ -455,27 +472,29 @@ static void resend_one(void *arg, const uint8_t *msg, uint32_t len)
 		r->rc = rc;
 }
 
-int wc_psnet_recover(struct wc_psnet *n, char *err, size_t errlen)
+/*
+ * Every destination connected since the last call gets what its lost connection owed
+ * (ps_client_resend: the pushes not acknowledged, oldest first; the rest is let go to be
+ * asked again). Decided per connection as it opens, so a server lost again while the others
+ * were being waited for is not missed.
+ */
+static int resend_fresh(struct wc_psnet *n, bool first, char *err, size_t errlen)
 {
-	bool was_down[WC_MAX_NODES];
 	struct resend_ctx r = { n, 0, 0 };
-	uint32_t s, cnt;
-	int rc;
+	uint32_t s, l, cnt;
+	bool any;
 
-	for (s = 0; s < n->cl->n_ps; s++)
-		was_down[s] = !server_up(n, s);
-	rc = connect_and_hello(n, err, errlen);
-	if (rc != 0)
-		return rc;
 	for (s = 0; s < n->cl->n_ps; s++) {
-		if (!was_down[s])
-			continue;
-		/* Every lane of it was reconnected: each gets what it had not acknowledged. */
-		cnt = 0;
-		for (uint32_t l = 0; l < n->lanes_of[s]; l++) {
+		for (l = 0, cnt = 0, any = false; l < n->lanes_of[s]; l++) {
 			r.dest = ps_client_dest(n->pc, s, l);
+			if (!n->fresh[r.dest])
+				continue;
+			n->fresh[r.dest] = false;
+			any = true;
 			cnt += ps_client_resend(n->pc, r.dest, resend_one, &r);
 		}
+		if (!any || first)
+			continue;
 		n->cst.reconnects++;
 		n->cst.resent += cnt;
 		WC_LOG(NOTICE, "%s: reconnected to ps %u, resent %u unacknowledged push%s",
@@ -485,6 +504,30 @@ int wc_psnet_recover(struct wc_psnet *n, char *err, size_t errlen)
 		return wn_errf(err, errlen, r.rc, "resending to a reconnected server: %s",
 			       strerror(-r.rc));
 	return 0;
+}
+
+int wc_psnet_connect(struct wc_psnet *n, struct ps_client *pc, char *err, size_t errlen)
+{
+	int rc;
+
+	if (n->is_ps)
+		return wn_errf(err, errlen, -EINVAL, "this node is a ps, not a worker");
+	n->pc = pc;
+	n->io.send = cli_send;
+	n->io.poll = cli_poll;
+	n->io.ctx = n;
+	n->io.msgs = n->msgs;
+	rc = connect_and_hello(n, err, errlen);
+	return rc != 0 ? rc : resend_fresh(n, true, err, errlen);
+}
+
+const struct ps_client_io *wc_psnet_io(struct wc_psnet *n) { return &n->io; }
+
+int wc_psnet_recover(struct wc_psnet *n, char *err, size_t errlen)
+{
+	int rc = connect_and_hello(n, err, errlen);
+
+	return rc != 0 ? rc : resend_fresh(n, false, err, errlen);
 }
 
 /* ---- several requests in flight ---------------------------------------------------- */

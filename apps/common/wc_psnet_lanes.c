@@ -135,6 +135,7 @@ void wn_lanes_sum(const struct wc_psnet *n, struct wn_lane_sum *out)
 		out->errors += atomic_load_explicit(&m->pub.errors, memory_order_relaxed);
 		out->dropped += atomic_load_explicit(&m->pub.dropped, memory_order_relaxed);
 		out->inflight += atomic_load_explicit(&m->pub.inflight, memory_order_relaxed);
+		out->deferred += atomic_load_explicit(&m->pub.deferred, memory_order_relaxed);
 		if (n->ps != NULL && ps_server_lcore_stats(n->ps, k, &st) == 0) {
 			out->data_ops_remote += st.data_ops_remote;
 			out->ctl_ops_remote += st.ctl_ops_remote;

@@ -14,7 +14,7 @@
 #include "transport/tl.h"
 
 #define WN_BUF_HEAD 64u     /* struct wn_buf sits in front of the bytes, one cache line */
-#define WN_POOL_MAX 512u    /* buffers in one pool; beyond that a request is refused */
+#define WN_POOL_MAX 512u    /* a worker's buffers; a PS lane's are cl->reply_buffers */
 #define WN_TRACK_MAX 1024u  /* completions a worker may have outstanding */
 #define WN_MAX_LANES 16u    /* serving lanes (network lcores) of one PS */
 /*
@@ -32,12 +32,23 @@ struct wn_buf {
 	struct wc_psnet *n;
 	struct wn_buf *next;    /* free list, or a connection's backlog */
 	struct tl_msg_hdr hdr;  /* for a backlogged reply */
-	uint32_t len;           /* body bytes (after the 32-byte header) */
+	struct wn_conn *owner;  /* server: the connection a reply is lent for (its out count) */
 	uint8_t *data;          /* header + body */
 };
 _Static_assert(sizeof(struct wn_buf) <= WN_BUF_HEAD, "buffer head fits its cache line");
 
 enum wn_kind { WN_ACCEPTED = 0, WN_TO_SERVER };
+
+/*
+ * A request that found no reply buffer: its bytes stay held (the carrier's hold) and its
+ * view is copied, until a buffer is free (wc_psnet_srv.c).
+ */
+struct wn_defer {
+	struct wn_defer *next;
+	struct tl_msg *hold;
+	struct tl_msg_view v;
+	struct tl_iov iov[];    /* v.iov */
+};
 
 /*
  * What an accepted connection may carry: a data listener's, PS requests only; a control
@@ -55,6 +66,11 @@ struct wn_conn {
 	int up;                 /* 0 connecting, 1 up, -1 failed or closed */
 	int reason;
 	struct wn_buf *backlog, *backlog_tail; /* replies that found the send queue full */
+	/* server: requests waiting for a reply buffer, in order; reading paused meanwhile */
+	struct wn_defer *defer, *defer_tail;
+	uint32_t out;                          /* server: replies lent to the transport */
+	bool gone;                             /* freed once the last of them is done */
+	struct ps_push_order order;            /* server: ps_handle_ordered's, per connection */
 	struct wn_conn *prev, *next;           /* every live connection, for status */
 	uint64_t reqs, replies, errors, bytes_in, bytes_out;
 };
@@ -67,13 +83,13 @@ struct wn_track {
 
 /* What a lane publishes for lane 0's status and telemetry (relaxed stores, each poll). */
 struct wn_lane_pub {
-	_Atomic uint64_t reqs, errors, dropped, inflight, conns, polls;
+	_Atomic uint64_t reqs, errors, dropped, inflight, conns, polls, deferred;
 	_Atomic int cpu;        /* where its thread ran at its last poll round */
 };
 
 /* Sums over the lanes of a node (wn_lanes_sum). */
 struct wn_lane_sum {
-	uint64_t reqs, errors, dropped, inflight, data_ops_remote, ctl_ops_remote;
+	uint64_t reqs, errors, dropped, inflight, deferred, data_ops_remote, ctl_ops_remote;
 };
 
 struct wn_group;
@@ -93,7 +109,7 @@ struct wc_psnet {
 	uint32_t max_msg, buf_size;
 	uint64_t model_digest;            /* server: what health names; worker: what it expects */
 	struct wn_buf *pool;              /* free buffers */
-	uint32_t pool_total, pool_free;
+	uint32_t pool_total, pool_free, pool_max;
 	struct wn_conn *conns;
 	uint32_t next_conn_id;
 	struct fz_conn_stats fz_gone;     /* fuse counters of the connections already closed */
@@ -109,6 +125,9 @@ struct wc_psnet {
 	const struct ps_server_config *scfg;
 	char ckpt[WC_PATH_LEN];
 	uint64_t srv_reqs, srv_errors, srv_dropped, srv_inflight, ctl_reqs;
+	/* back-pressure: connections with requests deferred now; requests deferred so far */
+	uint32_t srv_deferring, srv_conns; /* srv_conns: accepted connections */
+	uint64_t srv_deferred;
 	struct wc_psobs *obs;              /* telemetry slot (the /wharf/ps commands), lane 0's */
 	struct wc_psobs *obs_count;        /* the same slot, counted into by every lane */
 	/* tests only (WHARF_TEST_DROP_GEO_REPLY): every geo_drop_every-th GEO-pull reply is not
@@ -134,6 +153,7 @@ struct wc_psnet {
 	struct ps_client_io io;
 	struct ps_msgbuf msgs[WN_MAX_DST];   /* encode buffers, per ps_client destination */
 	struct wn_conn *dst[WN_MAX_DST];     /* data connections, per destination */
+	bool fresh[WN_MAX_DST];              /* connected, not yet resent to (wc_psnet_recover) */
 	/* Each server's layout, from its health answer: lanes, shards, each lane's data port. */
 	uint32_t lanes_of[WC_MAX_NODES], shards_of[WC_MAX_NODES];
 	uint16_t lane_port[WC_MAX_NODES][WN_MAX_LANES];
@@ -167,12 +187,21 @@ int wn_endpoint_ip(const struct wc_endpoint *ep, uint32_t *ip, char *err, size_t
 
 /* Control plane, server side: answers one WC_T_CTL message on c. */
 void wn_ctl_handle(struct wn_conn *c, const struct tl_msg_view *m);
-/* ps requests (wc_psnet_srv.c). */
-void wn_srv_handle(struct wn_conn *c, const struct tl_msg_view *m);
+/* ps requests (wc_psnet_srv.c). carrier: what to hold to keep m's bytes (fz_deliver_fn). */
+void wn_srv_handle(struct wn_conn *c, const struct tl_msg_view *m,
+		   const struct tl_msg_view *carrier);
+/* Serves deferred requests while reply buffers last (each poll round of a PS). */
+void wn_srv_deferred(struct wc_psnet *n);
+/* Lets go of c's deferred requests (its connection is going away). */
+void wn_srv_drop_deferred(struct wn_conn *c);
 void wn_srv_status(struct wc_psnet *n, char *out, size_t len, size_t *off);
 int wn_srv_save(struct wc_psnet *n, const char *path, uint64_t *rows, char *err, size_t errlen);
 /* worker replies (wc_psnet_cli.c). */
 void wn_cli_on_msg(struct wn_conn *c, const struct tl_msg_view *m);
+/* A data connection to a server is gone: what it owed and will not be resent is let go. */
+void wn_cli_lost(struct wn_conn *c);
+/* Each poll round of a worker: ps_client_tick (retries, timeouts: stalled connections closed). */
+void wn_cli_tick(struct wc_psnet *n);
 
 /* Lanes (wc_psnet_lanes.c): the stop flag every lane obeys, sums for status/telemetry. */
 bool wn_stopping(const struct wc_psnet *n);

@@ -9,8 +9,17 @@
  * (each such save deletes the log it covers: the log stays bounded), and msyncs the log
  * every wal_sync_ms.
  *
+ * Back-pressure: a lane has cl->reply_buffers reply buffers, and a connection holds at most
+ * its fair share of them (conn_full). A request that finds none for it waits on its
+ * connection (bytes held, in order), and the connection is not read (tl_conn_rx_pause)
+ * until the buffers that come back have served what waits. So an overloaded PS slows its
+ * clients down through TCP; it never refuses or drops for lack of room. Each connection
+ * keeps its push order (ps_handle_ordered): pushes pipelined behind one refused for a retry
+ * wait for it.
+ *
  * Call chain: wc_psnet_serve_loop -> wc_psnet_poll -> fz_net_poll -> wn_on_msg (wc_psnet.c)
- *   -> wn_srv_handle -> ps_handle -> wn_send_buf -> fz_conn_send -> ... -> wn_buf_done.
+ *   -> wn_srv_handle -> ps_handle_ordered -> wn_send_buf -> fz_conn_send -> ... -> wn_buf_done;
+ *   wc_psnet_poll -> wn_srv_deferred -> (the same from ps_handle_ordered on).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -137,31 +146,18 @@ int wc_psnet_serve(struct wc_psnet *n, struct ps_server *ps, struct ps_handler *
 	return 0;
 }
 
-void wn_srv_handle(struct wn_conn *c, const struct tl_msg_view *m)
+/* Answers m from reply buffer b (taken by the caller); the reply stays lent until sent. */
+static void serve(struct wn_conn *c, const struct tl_msg_view *m, struct wn_buf *b)
 {
 	struct wc_psnet *n = c->n;
 	struct ps_reply rep;
 	struct tl_msg_hdr h;
-	struct wn_buf *b;
 	int rc;
 
-	if (n->draining || n->h == NULL) {
-		/* Not applied, not answered: the client resends it to the next server. */
-		n->srv_dropped++;
-		return;
-	}
-	b = wn_buf_get(n);
-	if (b == NULL) {
-		n->srv_errors++;
-		c->errors++;
-		tl_send_error(fz_conn_tl(c->fc), m->hdr.req_id, ENOBUFS,
-			      "server out of reply buffers; retry");
-		return;
-	}
 	rep.buf = b->data;
 	rep.cap = n->buf_size;
 	rep.len = 0;
-	rc = ps_handle(n->h, m, &rep);
+	rc = ps_handle_ordered(n->h, &c->order, m, &rep);
 	c->reqs++;
 	n->srv_reqs++;
 	wc_psobs_count(n->obs_count, n->lane, m->hdr.type, m->hdr.table_id, m->hdr.key_count, rc);
@@ -175,12 +171,132 @@ void wn_srv_handle(struct wn_conn *c, const struct tl_msg_view *m)
 		return;
 	}
 	n->srv_inflight++;
+	b->owner = c;
+	c->out++;
 	if (wn_send_buf(c, b, &h, true) != 0) {
 		wn_buf_done(b, -ENOTCONN);
 		c->errors++;
 		return;
 	}
 	c->replies++;
+}
+
+/*
+ * The reply buffers one connection may hold: its fair share of the lane's, at most half of
+ * them and never less than 16 (or all, when there are fewer), so a client that does not read
+ * its replies stalls itself, not the others.
+ */
+static bool conn_full(const struct wn_conn *c)
+{
+	const struct wc_psnet *n = c->n;
+	uint32_t share = n->pool_max / (n->srv_conns > 2 ? n->srv_conns : 2);
+	uint32_t floor = n->pool_max < 16 ? n->pool_max : 16;
+
+	return c->out >= (share > floor ? share : floor);
+}
+
+/*
+ * No reply buffer for m (every one waits for its send to complete): m waits, its bytes held,
+ * and c's reading stops until its waiting requests are served (wn_srv_deferred). Nothing is
+ * refused for lack of room, and the requests of a connection stay in order. Without memory
+ * for the record the connection closes: its client sends again what was not answered.
+ */
+static void defer(struct wn_conn *c, const struct tl_msg_view *m, const struct tl_msg_view *carrier)
+{
+	struct wc_psnet *n = c->n;
+	struct wn_defer *d = malloc(sizeof(*d) + (size_t)m->iovcnt * sizeof(d->iov[0]));
+
+	if (d == NULL || (d->hold = tl_msg_hold(carrier)) == NULL) {
+		free(d);
+		WC_LOG(ERR, "%s: connection %u: no memory to hold a request: closing it", n->name,
+		       c->id);
+		fz_conn_close(c->fc);
+		return;
+	}
+	d->next = NULL;
+	d->v = *m;
+	memcpy(d->iov, m->iov, (size_t)m->iovcnt * sizeof(d->iov[0]));
+	d->v.iov = d->iov;
+	if (c->defer_tail != NULL) {
+		c->defer_tail->next = d;
+	} else {
+		c->defer = d;
+		n->srv_deferring++;
+		(void)tl_conn_rx_pause(fz_conn_tl(c->fc), true);
+	}
+	c->defer_tail = d;
+	n->srv_deferred++;
+}
+
+/* Pops and frees c's first deferred request (its bytes released); resumes c when none is left. */
+static void defer_pop(struct wn_conn *c)
+{
+	struct wn_defer *d = c->defer;
+
+	c->defer = d->next;
+	tl_msg_release(d->hold);
+	free(d);
+	if (c->defer != NULL)
+		return;
+	c->defer_tail = NULL;
+	c->n->srv_deferring--;
+	if (c->fc != NULL)
+		(void)tl_conn_rx_pause(fz_conn_tl(c->fc), false);
+}
+
+void wn_srv_drop_deferred(struct wn_conn *c)
+{
+	while (c->defer != NULL)
+		defer_pop(c);
+}
+
+void wn_srv_handle(struct wn_conn *c, const struct tl_msg_view *m,
+		   const struct tl_msg_view *carrier)
+{
+	struct wc_psnet *n = c->n;
+	struct wn_buf *b;
+
+	if (n->draining || n->h == NULL) {
+		/* Not applied, not answered: the client resends it to the next server. */
+		n->srv_dropped++;
+		return;
+	}
+	if (c->defer != NULL || conn_full(c) || (b = wn_buf_get(n)) == NULL) {
+		defer(c, m, carrier);
+		return;
+	}
+	serve(c, m, b);
+}
+
+/*
+ * Each round: the deferred requests, oldest first on each connection and one connection
+ * after another, while buffers last; a draining server drops them unanswered instead.
+ */
+void wn_srv_deferred(struct wc_psnet *n)
+{
+	bool more = true;
+
+	while (n->srv_deferring > 0 && more) {
+		more = false;
+		for (struct wn_conn *c = n->conns; c != NULL; c = c->next) {
+			struct wn_buf *b;
+			if (c->defer == NULL)
+				continue;
+			if (n->draining || n->h == NULL || c->fc == NULL) {
+				n->srv_dropped++;
+				defer_pop(c);
+				more = true;
+				continue;
+			}
+			if (conn_full(c))
+				continue; /* its replies are not read: others go first */
+			if ((b = wn_buf_get(n)) == NULL)
+				return;
+			serve(c, &c->defer->v, b);
+			defer_pop(c);
+			more = true;
+		}
+	}
 }
 
 void wn_srv_status(struct wc_psnet *n, char *out, size_t len, size_t *off)
@@ -193,9 +309,10 @@ void wn_srv_status(struct wc_psnet *n, char *out, size_t len, size_t *off)
 
 	wn_lanes_sum(n, &ls);
 	OUT("server requests %" PRIu64 "  errors %" PRIu64 "  dropped_while_draining %" PRIu64
-	    "  replies_in_flight %" PRIu64 "  control %" PRIu64 "  lanes %u  data_ops_remote %"
-	    PRIu64 "  ctl_ops_remote %" PRIu64 "\n", ls.reqs, ls.errors, ls.dropped, ls.inflight,
-	    n->ctl_reqs, n->lanes, ls.data_ops_remote, ls.ctl_ops_remote);
+	    "  replies_in_flight %" PRIu64 "  deferred %" PRIu64 "  control %" PRIu64 "  lanes %u"
+	    "  data_ops_remote %" PRIu64 "  ctl_ops_remote %" PRIu64 "\n", ls.reqs, ls.errors,
+	    ls.dropped, ls.inflight, ls.deferred, n->ctl_reqs, n->lanes, ls.data_ops_remote,
+	    ls.ctl_ops_remote);
 	OUT("durability  log %s  log_bytes %" PRIu64 "  checkpoints %" PRIu64 "  failed %" PRIu64
 	    "\n", n->wal_on ? n->scfg->wal_dir : "off", n->wal_on ? ps_server_wal_bytes(n->ps) : 0,
 	    n->ckpts, n->ckpt_errors);

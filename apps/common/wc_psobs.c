@@ -38,7 +38,8 @@ struct psobs_conn {
 };
 
 struct psobs_snap {
-	uint64_t requests, errors, dropped, inflight, control, barriers, saves, hellos, unknown;
+	uint64_t requests, errors, dropped, inflight, deferred, control, barriers, saves, hellos,
+		unknown;
 	uint64_t data_ops_remote, ctl_ops_remote;
 	uint32_t server_id, n_servers, mode, n_tables, n_shards, nconns, shown, lanes;
 	struct ps_barrier_stats bar;
@@ -121,7 +122,8 @@ static int fill_server(const struct psobs_snap *s, long long p, struct rte_tel_d
 	rte_tel_data_start_dict(d);
 	DICT_U64(d, s, server_id); DICT_U64(d, s, n_servers); DICT_U64(d, s, mode);
 	DICT_U64(d, s, requests); DICT_U64(d, s, errors); DICT_U64(d, s, dropped);
-	DICT_U64(d, s, inflight); DICT_U64(d, s, control); DICT_U64(d, s, barriers);
+	DICT_U64(d, s, inflight); DICT_U64(d, s, deferred); DICT_U64(d, s, control);
+	DICT_U64(d, s, barriers);
 	DICT_U64(d, s, saves); DICT_U64(d, s, hellos); DICT_U64(d, s, unknown); DICT_U64(d, s, n_tables);
 	DICT_U64(d, s, n_shards); DICT_U64(d, s, nconns); DICT_U64(d, s, lanes);
 	DICT_U64(d, s, data_ops_remote); DICT_U64(d, s, ctl_ops_remote);
@@ -383,6 +385,7 @@ static void psobs_fill(struct wc_psobs *o, const struct wc_psnet *n, struct psob
 	s->errors = ls.errors;
 	s->dropped = ls.dropped;
 	s->inflight = ls.inflight;
+	s->deferred = ls.deferred;
 	s->data_ops_remote = ls.data_ops_remote;
 	s->ctl_ops_remote = ls.ctl_ops_remote;
 	s->control = n->ctl_reqs;

@@ -177,21 +177,19 @@ out_send:
 }
 
 /*
- * A server was lost (rc from a send or the poll): requests that would not be sent again
- * (pulls) complete with rc, then the fleet waits for the servers and resends every
- * unacknowledged push exactly once. 0 to go on, else the error to give up with.
+ * A server was lost (rc from a send or the poll): requests that will not be sent again
+ * (pulls) complete with an error as ps_client lets go of what the lost connection owed (as
+ * the glue reports the loss, and at the resend), then the fleet waits for the servers and
+ * resends every unacknowledged push exactly once. 0 to go on, else the error to give up with.
  */
 static int pipe_recover(struct pb_run *b, int rc)
 {
-	uint32_t d, nd = ps_client_dests(b->pc);
 	unsigned i;
 
 	if (rc == -ECANCELED)
 		return wc_fleet_recover(b->f, rc);
 	for (i = 0; i < PB_MAX_INFLIGHT; i++)
 		b->slot[i].lost = b->slot[i].busy;
-	for (d = 0; d < nd; d++)
-		ps_client_forget_dest(b->pc, d, rc);
 	return wc_fleet_recover(b->f, rc);
 }
 

@@ -70,6 +70,7 @@ static const char tr_usage[] =
 	"                     1000)\n"
 	"  --count-delay-us U count: pause after each push (default 2000)\n"
 	"  --seed S           data order and CTR sampling seed (default 1)\n"
+
 	"  --data-dir DIR     Fashion-MNIST IDX files (default " WC_FMNIST_DIR ")\n"
 	"  --ckpt PATH        server role: checkpoint (shutdown, periodic; log in PATH.wal)\n"
 	"  --restore PATH     server role: start from this checkpoint plus the log after it\n";

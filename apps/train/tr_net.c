@@ -28,7 +28,9 @@ int tr_net_open(struct tr_net *t, const struct wc_cluster *cl, const struct tr_o
 {
 	struct wc_psnet_params np = { cl, eal_argc, eal_argv, wc_model_max_msg(mt), "wharf-train",
 				      0, 0, NULL, wc_model_digest(mt) };
-	struct ps_client_config cc = { cl->task_index, cl->n_ps, 256, 65536, ps_incarnation_new() };
+	struct ps_client_config cc = { cl->task_index, cl->n_ps, cl->request_slots, 65536,
+				       ps_incarnation_new(),
+				       (uint64_t)cl->request_timeout_s * 1000000u };
 	int rc;
 
 	memset(t, 0, sizeof(*t));

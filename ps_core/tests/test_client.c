@@ -180,6 +180,263 @@ static void test_client_forget_dest_frees_all_but_pushes(void **state)
 	ps_client_destroy(c);
 }
 
+/* A reply to the request encoded in m[s]: type, flags and body as given. */
+static void reply_raw(struct ps_client *c, struct ps_msgbuf *m, uint32_t s, uint8_t type,
+		      uint16_t flags, const uint8_t *body, uint32_t len)
+{
+	static uint8_t rep[1024];
+	struct tl_msg_hdr h;
+	struct tl_iov iov[2];
+	struct tl_msg_view v;
+
+	tl_msg_hdr_decode(m[s].buf, UINT32_MAX, &h);
+	h.type = type;
+	h.flags = flags;
+	h.body_len = len;
+	tl_msg_hdr_encode(rep, &h);
+	memcpy(rep + TL_MSG_HDR_LEN, body, len);
+	pt_view(rep, 5, iov, 2, &v);
+	assert_int_equal(ps_client_on_reply(c, s, &v), 0);
+}
+
+/* PS_T_ERROR: i32 -errno, u32 kind, text. */
+static void reply_error(struct ps_client *c, struct ps_msgbuf *m, uint32_t s, int rc,
+			uint32_t kind, uint16_t flags, const char *text)
+{
+	uint8_t b[256];
+
+	tl_st32(b, (uint32_t)rc);
+	tl_st32(b + 4, kind);
+	memcpy(b + 8, text, strlen(text));
+	reply_raw(c, m, s, PS_T_ERROR, flags, b, 8 + (uint32_t)strlen(text));
+}
+
+static void reply_ack(struct ps_client *c, struct ps_msgbuf *m, uint32_t s)
+{
+	uint8_t b[16] = { 0 };
+
+	reply_raw(c, m, s, PS_T_PUSH_R, 0, b, 16);
+}
+
+/* Sent again by ps_client_tick: kept per destination, the last one's bytes. */
+struct sent {
+	uint32_t n[NS];
+	uint8_t last[NS][4096];
+	uint32_t len[NS];
+};
+
+static int sent_send(void *ctx, uint32_t dest, const uint8_t *msg, uint32_t len)
+{
+	struct sent *t = ctx;
+
+	assert_true(dest < NS && len <= sizeof(t->last[0]));
+	t->n[dest]++;
+	memcpy(t->last[dest], msg, len);
+	t->len[dest] = len;
+	return 0;
+}
+
+/*
+ * A refusal with PS_F_RETRY (the server applied nothing: its log could not take the push)
+ * keeps the push: the same bytes go out again after the back-off (1 ms, then 2 ms), and it
+ * completes once acknowledged. A refusal without it is final: the call fails with the
+ * server's -errno and ps_client_error gives the server's text, from PS_T_ERROR and from the
+ * transport's TL_TYPE_ERROR alike; the refused push is not sent again after a reconnect.
+ */
+static void test_client_retry_refusal_sends_push_again_final_one_fails_with_text(void **state)
+{
+	struct ps_msgbuf m[NS];
+	struct ps_client *c = mk(4, m);
+	struct sent t = { 0 };
+	struct ps_client_io io = { .send = sent_send, .ctx = &t, .msgs = m };
+	struct ps_client_stats st;
+	uint8_t orig[4096], b[128];
+	uint32_t olen, i;
+	uint64_t keys[30];
+	float g[60] = { 0 }, out[60];
+	int sp = 1, sq = 1, sr = 1, resent = 0;
+
+	(void)state;
+	for (i = 0; i < 30; i++)
+		keys[i] = i;
+	ps_client_tick(c, 1, &io);
+	assert_int_equal(ps_client_push(c, 1, 2, keys, 30, g, pt_done, &sp, m), 0);
+	olen = m[1].len;
+	memcpy(orig, m[1].buf, olen);
+	reply_ack(c, m, 0);
+	reply_ack(c, m, 2);
+	reply_error(c, m, 1, -EIO, PS_ERR_IO, PS_F_RETRY, "write-ahead log cannot take the push");
+	assert_int_equal(sp, 1);
+	assert_int_equal(ps_client_inflight(c), 1);
+	assert_int_equal(ps_client_tick(c, 900, &io), 0);
+	assert_int_equal(t.n[1], 0);                      /* within the back-off */
+	ps_client_tick(c, 1100, &io);
+	assert_int_equal(t.n[1], 1);
+	assert_int_equal(t.len[1], olen);
+	assert_memory_equal(t.last[1], orig, olen);       /* the same bytes: same sequence */
+	reply_error(c, m, 1, -EIO, PS_ERR_IO, PS_F_RETRY, "write-ahead log cannot take the push");
+	ps_client_tick(c, 2500, &io);
+	assert_int_equal(t.n[1], 1);                      /* the back-off doubled */
+	ps_client_tick(c, 3200, &io);
+	assert_int_equal(t.n[1], 2);
+	reply_ack(c, m, 1);
+	assert_int_equal(sp, 0);
+	assert_int_equal(ps_client_inflight(c), 0);
+	ps_client_stats_get(c, &st);
+	assert_int_equal(st.retries, 2);
+
+	/* Final: the server's words reach the caller. */
+	assert_int_equal(ps_client_pull(c, 9, 2, keys, 30, out, pt_done, &sq, m), 0);
+	reply_error(c, m, 0, -ENOENT, PS_ERR_UNKNOWN_TABLE, 0,
+		    "table 9: no sparse table of that id on this server");
+	reply_pull(c, m, 1, 0);
+	reply_pull(c, m, 2, 0);
+	assert_int_equal(sq, -ENOENT);
+	assert_string_equal(ps_client_error(c),
+			    "server 0: table 9: no sparse table of that id on this server");
+	assert_int_equal(ps_client_push(c, 1, 2, keys, 30, g, pt_done, &sr, m), 0);
+	tl_st32(b, EPERM);
+	memcpy(b + 4, "data requests go to the data endpoint", 37);
+	reply_raw(c, m, 2, TL_TYPE_ERROR, 0, b, 4 + 37);
+	reply_ack(c, m, 0);
+	assert_int_equal(ps_client_resend(c, 2, resend_count, &resent), 0);
+	reply_ack(c, m, 1);
+	assert_int_equal(sr, -EPERM);
+	assert_string_equal(ps_client_error(c), "server 2: data requests go to the data endpoint");
+	assert_int_equal(ps_client_tick(c, 10000000, &io), 0);
+	assert_int_equal(t.n[0] + t.n[1] + t.n[2], 2);    /* nothing else went out again */
+	ps_client_destroy(c);
+}
+
+/* A resend's bytes into m[d], as if encoded there (the replies below answer them). */
+struct resend_into {
+	struct ps_msgbuf *m;
+	uint32_t d;
+};
+
+static void resend_keep(void *arg, const uint8_t *msg, uint32_t len)
+{
+	struct resend_into *ri = arg;
+
+	memcpy(ri->m[ri->d].buf, msg, len);
+	ri->m[ri->d].len = len;
+}
+
+static void count_row(void *arg, uint64_t key, const float *row, uint32_t dim)
+{
+	(void)key;
+	(void)row;
+	(void)dim;
+	(*(int *)arg)++;
+}
+
+/*
+ * Connections lost and made again many more times than the client has slots: whatever was in
+ * flight that will not be resent (a pull, a barrier, a hello, a GEO pull) ends with
+ * -ECONNRESET at ps_client_resend, as the trainers' reconnect calls it (with or without
+ * ps_client_forget_dest first), so its slot is free again; the push waiting meanwhile is
+ * sent again every time and completes once.
+ */
+static void test_client_reconnects_leave_no_slot_behind(void **state)
+{
+	struct ps_msgbuf m[NS];
+	struct ps_client *c = mk(5, m);
+	uint64_t keys[30];
+	float g[60] = { 0 }, out[60];
+	bool all, more;
+	int sp = 1, s[4], rows = 0, resent = 0;
+	uint32_t i, r, d;
+
+	(void)state;
+	for (i = 0; i < 30; i++)
+		keys[i] = i;
+	assert_int_equal(ps_client_push(c, 1, 2, keys, 30, g, pt_done, &sp, m), 0);
+	for (r = 0; r < 20; r++) {
+		for (i = 0; i < 4; i++)
+			s[i] = 1;
+		assert_int_equal(ps_client_pull(c, 1, 2, keys, 30, out, pt_done, &s[0], m), 0);
+		assert_int_equal(ps_client_barrier(c, ps_client_step(c), &all, pt_done, &s[1], m), 0);
+		assert_int_equal(ps_client_hello(c, pt_done, &s[2], m), 0);
+		assert_int_equal(ps_client_geo_pull(c, 1, 2, count_row, &rows, &more, pt_done, &s[3],
+						    m), 0);
+		assert_int_equal(ps_client_inflight(c), 5);
+		if (r % 2)
+			ps_client_forget_dest(c, 1, -ECONNRESET);
+		for (d = 0; d < NS; d++)
+			ps_client_resend(c, d, resend_count, &resent);
+		for (i = 0; i < 4; i++)
+			assert_int_equal(s[i], -ECONNRESET);
+		assert_int_equal(ps_client_inflight(c), 1);   /* the push, waiting */
+	}
+	assert_int_equal(resent, 20 * NS);                /* each of its parts, every time */
+	for (d = 0; d < NS; d++) {
+		struct resend_into ri = { m, d };
+		assert_int_equal(ps_client_resend(c, d, resend_keep, &ri), 1);
+		reply_ack(c, m, d);
+	}
+	assert_int_equal(sp, 0);
+	assert_int_equal(ps_client_inflight(c), 0);
+	ps_client_destroy(c);
+}
+
+/*
+ * The request timeout, on the client's clock: a request unanswered for request_timeout_us
+ * of polling stalls its destinations (for the glue to reconnect); a pull ends with
+ * -ETIMEDOUT, a push waits for the resend. Time away from the poll loop (one tick after a
+ * long gap) counts at most 100 ms.
+ */
+static void test_client_request_timeout(void **state)
+{
+	struct ps_client_config cc = { .worker_id = 1, .n_servers = NS, .max_inflight = 4,
+				       .request_timeout_us = 200000 };
+	struct ps_msgbuf m[NS];
+	struct ps_client *c;
+	struct sent t = { 0 };
+	struct ps_client_io io = { .send = sent_send, .ctx = &t, .msgs = m };
+	uint64_t keys[30], now = 1;
+	float g[60] = { 0 }, out[60];
+	int sq = 1, sp = 1, resent = 0;
+	uint32_t i, d;
+
+	(void)state;
+	assert_int_equal(ps_client_create(&cc, &c), 0);
+	for (i = 0; i < NS; i++)
+		m[i] = (struct ps_msgbuf){ .buf = bufs[i], .cap = sizeof(bufs[i]) };
+	for (i = 0; i < 30; i++)
+		keys[i] = i;
+	ps_client_tick(c, now, &io);
+	assert_int_equal(ps_client_pull(c, 1, 2, keys, 30, out, pt_done, &sq, m), 0);
+	reply_pull(c, m, 0, 0);
+	assert_int_equal(ps_client_tick(c, now += 10000000, &io), 0); /* 10 s away: 100 ms */
+	assert_int_equal(ps_client_tick(c, now += 90000, &io), 0);
+	assert_int_equal(sq, 1);
+	assert_int_equal(ps_client_tick(c, now += 20000, &io), 2);   /* servers 1 and 2 */
+	assert_int_equal(sq, -ETIMEDOUT);
+	assert_non_null(strstr(ps_client_error(c), "no answer in 200 ms"));
+	assert_false(ps_client_dest_stalled(c, 0));
+	assert_true(ps_client_dest_stalled(c, 1));
+	assert_true(ps_client_dest_stalled(c, 2));
+	assert_int_equal(ps_client_inflight(c), 0);
+	for (d = 0; d < NS; d++)
+		ps_client_resend(c, d, resend_count, &resent);
+	assert_false(ps_client_dest_stalled(c, 1));
+
+	assert_int_equal(ps_client_push(c, 1, 2, keys, 30, g, pt_done, &sp, m), 0);
+	reply_ack(c, m, 0);
+	reply_ack(c, m, 2);
+	assert_int_equal(ps_client_tick(c, now += 250000, &io), 0);  /* 100 ms of it count */
+	assert_int_equal(ps_client_tick(c, now += 90000, &io), 0);
+	assert_int_equal(ps_client_tick(c, now += 20000, &io), 1);
+	assert_true(ps_client_dest_stalled(c, 1));
+	assert_int_equal(sp, 1);                                      /* never given up */
+	assert_int_equal(ps_client_tick(c, now += 10000000, &io), 0); /* stalled once */
+	assert_int_equal(ps_client_resend(c, 1, resend_count, &resent), 1);
+	assert_false(ps_client_dest_stalled(c, 1));
+	reply_ack(c, m, 1);
+	assert_int_equal(sp, 0);
+	ps_client_destroy(c);
+}
+
 static void test_client_backpressure_records_nothing(void **state)
 {
 	struct ps_msgbuf m[NS];
@@ -299,6 +556,9 @@ int main(void)
 		cmocka_unit_test(test_client_reply_that_does_not_add_up_refused),
 		cmocka_unit_test(test_client_backpressure_records_nothing),
 		cmocka_unit_test(test_client_forget_dest_frees_all_but_pushes),
+		cmocka_unit_test(test_client_retry_refusal_sends_push_again_final_one_fails_with_text),
+		cmocka_unit_test(test_client_reconnects_leave_no_slot_behind),
+		cmocka_unit_test(test_client_request_timeout),
 		cmocka_unit_test(test_client_blocking_calls_wait_for_every_reply),
 	};
 	return cmocka_run_group_tests_name("ps_client", tests, NULL, NULL);

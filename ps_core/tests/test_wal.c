@@ -652,6 +652,102 @@ static void test_wal_hello_resumes_sequence_after_worker_restart(void **state)
 	pt_cluster_destroy(a);
 }
 
+/* ---- a push refused for a retry, and the ones pipelined behind it */
+
+/* One connection: the server's push order, and the requests the client sent, not yet delivered. */
+struct conn {
+	struct pt_cluster *c;
+	struct ps_push_order order;
+	uint8_t q[4][256];
+	uint32_t qlen[4], n;
+};
+
+static int conn_send(void *ctx, uint32_t dest, const uint8_t *msg, uint32_t len)
+{
+	struct conn *k = ctx;
+
+	assert_int_equal(dest, 0);
+	assert_true(k->n < 4 && len <= sizeof(k->q[0]));
+	memcpy(k->q[k->n], msg, len);
+	k->qlen[k->n++] = len;
+	return 0;
+}
+
+/* The server takes the first max requests sent, in order; the client gets each reply. */
+static void conn_deliver(struct conn *k, uint32_t max, uint16_t *flags, uint32_t *kinds)
+{
+	struct tl_iov iov[4], riov[4];
+	struct tl_msg_view v, rv;
+	uint32_t i, m = max < k->n ? max : k->n;
+
+	for (i = 0; i < m; i++) {
+		struct ps_reply rep = { .buf = k->c->rep_buf, .cap = PT_BUF };
+		pt_view(k->q[i], 0, iov, 4, &v);
+		ps_handle_ordered(k->c->h[0], &k->order, &v, &rep);
+		pt_view(rep.buf, 0, riov, 4, &rv);
+		flags[i] = rv.hdr.flags;
+		kinds[i] = rv.hdr.type == PS_T_ERROR ? tl_ld32(rep.buf + TL_MSG_HDR_LEN + 4) : 0;
+		assert_int_equal(ps_client_on_reply(k->c->cl[0], 0, &rv), 0);
+	}
+	for (i = m; i < k->n; i++) {
+		memcpy(k->q[i - m], k->q[i], k->qlen[i]);
+		k->qlen[i - m] = k->qlen[i];
+	}
+	k->n -= m;
+}
+
+/*
+ * Two pushes pipelined on one connection; the log cannot take the first (its directory is
+ * gone for a moment), so it is refused for a retry. The second, behind it, must not be
+ * applied first: its sequence would make the first one's retry look like a duplicate, lost.
+ * The push order refuses it for a retry too; the client sends both again, in order, after its
+ * back-off, and each counts exactly once.
+ */
+static void test_wal_refused_push_retried_in_order_exactly_once(void **state)
+{
+	struct ps_recover_stats st;
+	struct pt_cluster *c = restart(PS_MODE_ASYNC, 1, SEG, &st);
+	struct conn k = { .c = c };
+	struct ps_client_io io = { .send = conn_send, .poll = NULL, .ctx = &k, .msgs = c->msgs };
+	struct ps_client_stats cs;
+	char away[PATH_MAX + 8];
+	uint64_t key = 1000, now = 1;
+	uint32_t kinds[4];
+	uint16_t flags[4];
+	float g = -1.0f;
+	int sa = 1, sb = 1;
+
+	(void)state;
+	ps_client_tick(c->cl[0], now, &io);
+	assert_int_equal(ps_client_push(c->cl[0], 3, 1, &key, 1, &g, pt_done, &sa, c->msgs), 0);
+	conn_send(&k, 0, c->msgs[0].buf, c->msgs[0].len);
+	assert_int_equal(ps_client_push(c->cl[0], 3, 1, &key, 1, &g, pt_done, &sb, c->msgs), 0);
+	conn_send(&k, 0, c->msgs[0].buf, c->msgs[0].len);
+	snprintf(away, sizeof(away), "%s.away", wal);
+	assert_int_equal(rename(wal, away), 0);
+	conn_deliver(&k, 1, flags, kinds);         /* the first, while the log cannot take it */
+	assert_true(flags[0] & PS_F_RETRY);
+	assert_int_equal(kinds[0], PS_ERR_IO);
+	assert_int_equal(rename(away, wal), 0);
+	conn_deliver(&k, 1, flags, kinds);          /* the second: the log is back */
+	assert_true(flags[0] & PS_F_RETRY);
+	assert_int_equal(kinds[0], PS_ERR_ORDER);
+	assert_int_equal(sa, 1);                    /* both still waiting, neither dropped */
+	assert_int_equal(sb, 1);
+	ps_client_tick(c->cl[0], now += 500, &io);  /* within the back-off: nothing sent */
+	assert_int_equal(k.n, 0);
+	ps_client_tick(c->cl[0], now += 1000, &io);
+	assert_int_equal(k.n, 2);                   /* both again, oldest first */
+	conn_deliver(&k, 2, flags, kinds);
+	assert_int_equal(sa, 0);
+	assert_int_equal(sb, 0);
+	assert_true(count_of(c, 0) == 2.0f);
+	ps_client_stats_get(c->cl[0], &cs);
+	assert_int_equal(cs.retries, 2);
+	assert_int_equal(k.order.seq, 0);
+	pt_cluster_destroy(c);
+}
+
 /* ---- sync mode */
 
 static void sync_push(struct pt_cluster *c, uint32_t w, uint32_t seed)
@@ -745,13 +841,18 @@ static void log_dir_back(void)
 	assert_int_equal(rename(away, wal), 0);
 }
 
-/* A barrier request the log refused: an error reply of kind PS_ERR_IO, "retry". */
+/*
+ * A barrier request the log refused: an error reply of kind PS_ERR_IO, "retry", flagged
+ * PS_F_RETRY, so the client keeps the request to send it again after its back-off (these
+ * tests never tick the client: they ask again themselves).
+ */
 static void barrier_refused(struct pt_cluster *c, uint32_t w, uint64_t step)
 {
 	bool done = false;
 
-	assert_true(pt_barrier(c, w, step, &done) < 0);
+	assert_int_equal(pt_barrier(c, w, step, &done), 1); /* still waiting */
 	assert_int_equal(c->rep_buf[3], PS_T_ERROR);
+	assert_true(tl_ld16(c->rep_buf + 4) & PS_F_RETRY);
 	assert_int_equal(tl_ld32(c->rep_buf + TL_MSG_HDR_LEN + 4), PS_ERR_IO);
 	assert_non_null(strstr((const char *)c->rep_buf + TL_MSG_HDR_LEN + 8, "retry"));
 }
@@ -1033,6 +1134,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_wal_background_sync_across_rolls, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wal_segments_roll_and_checkpoint_deletes_covered,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_refused_push_retried_in_order_exactly_once,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wal_hello_resumes_sequence_after_worker_restart,
 						setup, teardown),

@@ -6,10 +6,13 @@
  *   ledger [cluster flags] [-- CKPT]     ps: serves until SIGINT/SIGTERM, with the checkpoint
  *                                        and its write-ahead log at CKPT (restored from it
  *                                        when the file exists)
- *   ledger [cluster flags] [-- ROUNDS]   worker: four threads push -1 to 100 keys each (25
- *                                        shared by all threads, 75 their own) ROUNDS times,
- *                                        blocking and asynchronous calls mixed, then pulls
- *                                        every key and checks it holds exactly what was pushed
+ *   ledger [cluster flags] [-- ROUNDS [PIPE]]
+ *                                        worker: four threads push -1 to 100 keys each (25
+ *                                        shared by the worker's threads, 75 their own) ROUNDS
+ *                                        times, blocking and asynchronous calls mixed; with
+ *                                        PIPE > 1, PIPE asynchronous pushes in flight at once
+ *                                        per round; then pulls every key and checks it holds
+ *                                        exactly what was pushed. Workers' keys are disjoint.
  *
  * Exits 0 when the ledger is exact; prints the first key that is not.
  */
@@ -29,15 +32,35 @@
 #define KEYS 100u
 #define SHARED 25u
 
+#define PIPE_MAX 64u
+
 struct job {
 	struct wharf_client *cl;
-	unsigned id, rounds;
+	unsigned worker, id, rounds, pipe;
 	int rc;
 };
 
-static uint64_t key_of(unsigned thread, unsigned i)
+static uint64_t key_of(unsigned worker, unsigned thread, unsigned i)
 {
-	return i < SHARED ? i : 1000000ull * (thread + 1) + i;
+	return ((uint64_t)worker << 40) + (i < SHARED ? i : 1000000ull * (thread + 1) + i);
+}
+
+/* PIPE pushes in flight at once, then their completions. */
+static int push_pipelined(struct job *jb, const uint64_t *keys, const float *g)
+{
+	struct wharf_req *q[PIPE_MAX];
+	unsigned i, n;
+	int rc = 0;
+
+	for (n = 0; n < jb->pipe && rc == 0; n++)
+		if ((rc = wharf_push_async(jb->cl, 0, keys, KEYS, g, NULL, NULL, &q[n])) != 0)
+			break;
+	for (i = 0; i < n; i++) {
+		int r = wharf_wait(q[i]);
+		if (r != 0 && rc == 0)
+			rc = r;
+	}
+	return rc;
 }
 
 static void *push_rounds(void *arg)
@@ -48,12 +71,14 @@ static void *push_rounds(void *arg)
 	unsigned i, r;
 
 	for (i = 0; i < KEYS; i++) {
-		keys[i] = key_of(jb->id, i);
+		keys[i] = key_of(jb->worker, jb->id, i);
 		g[i] = -1.0f;
 	}
 	for (r = 0; r < jb->rounds && jb->rc == 0; r++) {
 		struct wharf_req *q;
-		if (r % 3 != 0)
+		if (jb->pipe > 1)
+			jb->rc = push_pipelined(jb, keys, g);
+		else if (r % 3 != 0)
 			jb->rc = wharf_push(jb->cl, 0, keys, KEYS, g);
 		else if ((jb->rc = wharf_push_async(jb->cl, 0, keys, KEYS, g, NULL, NULL, &q)) == 0)
 			jb->rc = wharf_wait(q);
@@ -63,7 +88,7 @@ static void *push_rounds(void *arg)
 	return NULL;
 }
 
-static int check(struct wharf_client *cl, unsigned rounds)
+static int check(struct wharf_client *cl, unsigned worker, unsigned rounds)
 {
 	uint64_t keys[KEYS];
 	float v[KEYS];
@@ -71,7 +96,7 @@ static int check(struct wharf_client *cl, unsigned rounds)
 
 	for (t = 0; t < THREADS; t++) {
 		for (i = 0; i < KEYS; i++)
-			keys[i] = key_of(t, i);
+			keys[i] = key_of(worker, t, i);
 		if (wharf_pull(cl, 0, keys, KEYS, v) != 0) {
 			fprintf(stderr, "ledger: pull: %s\n", wharf_errmsg());
 			return 1;
@@ -98,14 +123,21 @@ int main(int argc, char **argv)
 	struct job jb[THREADS];
 	pthread_t th[THREADS];
 	const char *extra = NULL;
+	unsigned pipe = 1;
 	int nflags = argc - 1, i, rc = 0;
 
 	for (i = 1; i < argc; i++)
 		if (strcmp(argv[i], "--") == 0) {
 			nflags = i - 1;
 			extra = i + 1 < argc ? argv[i + 1] : NULL;
+			if (i + 2 < argc)
+				pipe = (unsigned)atoi(argv[i + 2]);
 			break;
 		}
+	if (pipe < 1 || pipe > PIPE_MAX) {
+		fprintf(stderr, "ledger: PIPE %u: expected 1..%u\n", pipe, PIPE_MAX);
+		return 2;
+	}
 	if (wharf_config_load(nflags, (const char *const *)argv + 1, NULL, &c) != 0 ||
 	    wharf_model_new(&m) != 0) {
 		fprintf(stderr, "ledger: %s\n", wharf_errmsg());
@@ -135,7 +167,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (i = 0; i < (int)THREADS; i++) {
-		jb[i] = (struct job){ cl, (unsigned)i, extra != NULL ? (unsigned)atoi(extra) : 200, 0 };
+		jb[i] = (struct job){ cl, wharf_config_index(c), (unsigned)i,
+				      extra != NULL ? (unsigned)atoi(extra) : 200, pipe, 0 };
 		pthread_create(&th[i], NULL, push_rounds, &jb[i]);
 	}
 	for (i = 0; i < (int)THREADS; i++) {
@@ -143,10 +176,11 @@ int main(int argc, char **argv)
 		rc |= jb[i].rc;
 	}
 	if (rc == 0)
-		rc = check(cl, jb[0].rounds);
+		rc = check(cl, wharf_config_index(c), jb[0].rounds * pipe);
 	wharf_client_stats(cl, &st);
-	printf("ledger: worker %u: %u threads x %u rounds, %llu calls, %llu reconnects, %llu pushes "
-	       "resent: %s\n", wharf_config_index(c), THREADS, jb[0].rounds,
+	printf("ledger: worker %u: %u threads x %u rounds x %u in flight, %llu calls, %llu "
+	       "reconnects, %llu pushes resent: %s\n", wharf_config_index(c), THREADS, jb[0].rounds,
+	       pipe,
 	       (unsigned long long)st.calls, (unsigned long long)st.reconnects,
 	       (unsigned long long)st.resent, rc == 0 ? "exact" : "FAILED");
 	wharf_client_close(cl);

@@ -31,6 +31,7 @@ struct kfx {
 	int echo_copy;            /* ... by tl_send_copy when it fits, holding nothing */
 	int srv_hold;             /* server keeps messages instead */
 	int srv_close_on_msg;     /* server closes the connection from its msg callback */
+	int srv_pause_at;         /* server pauses reading at this many messages (0: never) */
 	struct tl_msg *held[8];
 	int nheld;
 	struct tl_conn *srv, *cli;
@@ -67,6 +68,8 @@ static void srv_msg(struct tl_conn *c, const struct tl_msg_view *m)
 	struct tl_msg *h;
 
 	fx->srv_msgs++;
+	if (fx->srv_pause_at && fx->srv_msgs == fx->srv_pause_at)
+		assert_int_equal(tl_conn_rx_pause(c, true), 0);
 	if (fx->srv_close_on_msg) {
 		assert_int_equal(tl_close(c), 0);
 		return;
@@ -682,6 +685,53 @@ static void test_kernel_hold_past_callback(void **state)
 	assert_int_equal(fx->tl->msgs->in_use, 0);
 }
 
+/* Polls for about ms milliseconds. */
+static void poll_for(struct kfx *fx, double ms)
+{
+	double end = now_s() + ms / 1e3;
+
+	while (now_s() < end)
+		assert_true(tl_poll(fx->tl, 1000) >= 0);
+}
+
+/*
+ * tl_conn_rx_pause: a paused receiver gets nothing while the sender's 4 MiB back up (its
+ * sends stay pending), and every message once it resumes. Paused from its own callback, it
+ * gets at most the rest of the read in progress.
+ */
+static void test_kernel_rx_pause_backs_up_the_sender(void **state)
+{
+	struct kfx *fx = *state;
+	const uint32_t n = 64, len = 64u << 10;
+	uint32_t i;
+	int got;
+
+	fx->echo = 0;
+	connect_pair(fx);
+	assert_int_equal(tl_conn_rx_pause(fx->srv, true), 0);
+	for (i = 0; i < n; i++)
+		assert_int_equal(send_req(fx, i, len, i * len), 0);
+	poll_for(fx, 300);
+	assert_int_equal(fx->srv_msgs, 0);
+	assert_true(tl_conn_tx_pending(fx->cli) > 0); /* TCP's window shut on the sender */
+	assert_int_equal(tl_conn_rx_pause(fx->srv, false), 0);
+	POLL_UNTIL(fx, fx->srv_msgs == (int)n && fx->done_ok == (int)n);
+
+	fx->srv_msgs = 0;
+	fx->srv_pause_at = 10;
+	for (i = 0; i < n; i++)
+		assert_int_equal(send_req(fx, n + i, len, i * len), 0);
+	POLL_UNTIL(fx, fx->srv_msgs >= 10);
+	poll_for(fx, 300);
+	got = fx->srv_msgs;
+	assert_true(got <= 10 + 1); /* the rest of one 64 KiB read at most */
+	poll_for(fx, 200);
+	assert_int_equal(fx->srv_msgs, got);
+	assert_int_equal(tl_conn_rx_pause(fx->srv, false), 0);
+	POLL_UNTIL(fx, fx->srv_msgs == (int)n && fx->done_ok == 2 * (int)n);
+	assert_int_equal(fx->cli_bad, 0);
+}
+
 static void test_kernel_config_checked(void **state)
 {
 	struct tl_config cfg;
@@ -733,6 +783,7 @@ int main(void)
 		T(test_kernel_push_writes_before_poll),
 		TS(test_kernel_max_conns_refused),
 		T(test_kernel_hold_past_callback),
+		T(test_kernel_rx_pause_backs_up_the_sender),
 		cmocka_unit_test(test_kernel_config_checked),
 	};
 

@@ -561,6 +561,50 @@ static void test_config_eal_args_file_env_command_line(void **state)
 	assert_non_null(strstr(f->err, "WHARF_EAL_ARGS: more than 64 words"));
 }
 
+/* The request timeout, request slots and the PS's reply buffers: defaults, sources, ranges. */
+static void test_config_request_timeout_and_reply_buffers(void **state)
+{
+	struct fx *f = *state;
+	char *none[] = { NULL };
+	char *env[] = { "WHARF_REQUEST_TIMEOUT_S=5", "WHARF_REPLY_BUFFERS=64", "WHARF_REQUEST_SLOTS=7",
+			NULL };
+	char *env_bad[] = { "WHARF_REPLY_BUFFERS=0", NULL };
+	const char *base[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1", "--protocol=kernel" };
+	const char *flag[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1", "--protocol=kernel",
+			       "--request-timeout=0", "--reply-buffers=8" };
+	const char *flag_bad[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1",
+				   "--protocol=kernel", "--request-timeout", "86401" };
+	const char *jpath = write_file(f, "r.json", "{\"request_timeout_s\": 9, \"reply_buffers\": 4}\n");
+	char arg[300];
+	const char *file[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1",
+			       "--protocol=kernel", arg };
+
+	assert_int_equal(load(f, none, 5, base), 0);
+	assert_int_equal(f->c.request_timeout_s, 30);
+	assert_int_equal(f->c.reply_buffers, 512);
+	assert_int_equal(f->c.request_slots, 256);
+	assert_int_equal(load(f, env, 5, base), 0);
+	assert_int_equal(f->c.request_timeout_s, 5);
+	assert_int_equal(f->c.reply_buffers, 64);
+	assert_int_equal(f->c.request_slots, 7);
+	assert_int_equal(load(f, env, 7, flag), 0);
+	assert_int_equal(f->c.request_timeout_s, 0); /* the flag beats the variable; 0: none */
+	assert_int_equal(f->c.reply_buffers, 8);
+	assert_int_equal(f->c.origin[WC_F_REPLY_BUFFERS], WC_SRC_FLAGS);
+	snprintf(arg, sizeof(arg), "--config=%s", jpath);
+	assert_int_equal(load(f, none, 6, file), 0);
+	assert_int_equal(f->c.request_timeout_s, 9);
+	assert_int_equal(f->c.reply_buffers, 4);
+	assert_int_equal(load(f, env_bad, 5, base), -EINVAL);
+	assert_non_null(strstr(f->err, "WHARF_REPLY_BUFFERS"));
+	assert_int_equal(load(f, none, 7, flag_bad), -EINVAL);
+	assert_non_null(strstr(f->err, "--request-timeout"));
+	snprintf(arg, sizeof(arg), "--config=%s",
+		 write_file(f, "rb.json", "{\"reply_buffers\": 70000}\n"));
+	assert_int_equal(load(f, none, 6, file), -EINVAL);
+	assert_non_null(strstr(f->err, "reply_buffers"));
+}
+
 static void test_config_file_syntax_error_names_line_and_column(void **state)
 {
 	struct fx *f = *state;
@@ -811,6 +855,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_config_eal_args_file_env_command_line, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_config_mtu_sources_default_and_range, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_request_timeout_and_reply_buffers, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_config_fault_policies_sources_and_refusals, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_config_geo_log_max_sources_default_and_range, setup, teardown),
