@@ -8,8 +8,9 @@
  * framer collects the 32-byte header (copied into hbuf only when it straddles two
  * chunks), checks it with tl_msg_hdr_decode against max_body before trusting a single
  * body byte, then describes the body as views straight into the chunks: one view when
- * the body lies in one chunk, several when it spans chunks, each holding its chunk's
- * reference until the message is released. References are taken lazily: the backend's
+ * the body lies in one chunk, several when it spans chunks or pieces of one; a run of
+ * views in one chunk holds its reference once until the message is released. References
+ * are taken lazily: the backend's
  * chunk lives until tl_fr_push returns, so a message delivered within the push that
  * brought its bytes (most small ones) takes none; its views are held only if the
  * receiver keeps it (tl_msg_hold) or it is still incomplete when the push returns (two
@@ -42,10 +43,22 @@ int tl_fr_pool_create(const struct tl_chunk_ops *ops, uint32_t max_msgs, struct 
 	return 0;
 }
 
+/*
+ * Whether view i holds its chunk's reference: only the first of a run of views in one
+ * chunk does (an LRO chain's buffers come as pieces of one chunk, so a message held over
+ * the chain takes one reference on it, not one per piece; the backend's hold touches
+ * every buffer of the chain). Hold and release follow the same rule.
+ */
+static inline bool fr_holder(const struct tl_msg *m, uint32_t i)
+{
+	return i == 0 || m->ref[i] != m->ref[i - 1];
+}
+
 static void fr_release_segs(struct tl_fr_pool *p, struct tl_msg *m)
 {
 	for (uint32_t i = 0; i < m->nheld; i++)
-		p->ops->release(m->ref[i]);
+		if (fr_holder(m, i))
+			p->ops->release(m->ref[i]);
 	m->view.iovcnt = 0;
 	m->nheld = 0;
 }
@@ -54,7 +67,8 @@ static void fr_release_segs(struct tl_fr_pool *p, struct tl_msg *m)
 static void fr_hold_refs(struct tl_msg *m)
 {
 	for (; m->nheld < m->view.iovcnt; m->nheld++)
-		m->pool->ops->hold(m->ref[m->nheld]);
+		if (fr_holder(m, m->nheld))
+			m->pool->ops->hold(m->ref[m->nheld]);
 }
 
 void tl_fr_pool_destroy(struct tl_fr_pool *p)

@@ -88,8 +88,8 @@ static inline void tl_list_del(struct tl_link *e)
 /*
  * A chunk of the in-order byte stream is (pointer, length, ref). The framer never
  * copies body bytes: a message refers to the chunks it lies in and holds each ref
- * once per piece until the message is released. hold/release come from the backend
- * (kernel: receive buffer refcount; dpdk: mbuf refcount).
+ * once per run of its views in that chunk until the message is released. hold/release
+ * come from the backend (kernel: receive buffer refcount; dpdk: mbuf refcount).
  */
 struct tl_chunk_ops {
 	void (*hold)(void *ref);
@@ -103,7 +103,8 @@ struct tl_msg {
 	struct tl_msg *next;   /* free list */
 	struct tl_msg *all;    /* every record of the pool, for destroy */
 	struct tl_iov *seg;    /* capacity cap; view.iov points here */
-	void **ref;            /* ref[i]: seg[i]'s chunk, held once when i < nheld */
+	void **ref;            /* ref[i]: seg[i]'s chunk, held by the first seg of a run of
+				* segs in it once that seg is below nheld */
 	uint32_t cap;
 	uint32_t nheld;        /* leading segs whose chunk references are held */
 	uint32_t users;        /* framer during delivery + holds */

@@ -22,6 +22,7 @@
 #define WHARF_TL_WIRE_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -353,6 +354,7 @@ static inline int tl_view_copy(const struct tl_msg_view *v, uint32_t off, void *
 /*
  * Returns a pointer to body bytes [off, off+len) when they sit in one piece (the common
  * case: zero copy), else copies them into scratch and returns scratch. NULL past the end.
+ * It walks the pieces from the first: for one read; a loop over a body uses a cursor.
  */
 static inline const uint8_t *tl_view_get(const struct tl_msg_view *v, uint32_t off, uint32_t len,
 					 void *scratch)
@@ -370,6 +372,83 @@ static inline const uint8_t *tl_view_get(const struct tl_msg_view *v, uint32_t o
 		o -= v->iov[i].len;
 	}
 	return tl_view_copy(v, off, scratch, len) == 0 ? scratch : NULL;
+}
+
+/*
+ * A cursor over a received body: it remembers the piece it stands in, so reads at offsets
+ * near the last one (a walk over keys or rows, forward or a little back) find their bytes
+ * without rescanning the pieces from the first. Caller storage, no allocation; valid as
+ * long as the view it was set on.
+ */
+struct tl_view_cur {
+	const struct tl_msg_view *v;
+	uint32_t i;     /* the piece the cursor stands in */
+	uint32_t start; /* body offset of piece i's first byte */
+};
+
+static inline void tl_cur_init(struct tl_view_cur *c, const struct tl_msg_view *v)
+{
+	c->v = v;
+	c->i = 0;
+	c->start = 0;
+}
+
+/*
+ * Moves to the piece holding body offset off. False when the pieces end before it (a view
+ * whose pieces add up to less than its body_len): then nothing is read.
+ */
+static inline bool tl_cur_seek(struct tl_view_cur *c, uint32_t off)
+{
+	const struct tl_iov *iov = c->v->iov;
+
+	while (off < c->start)
+		c->start -= iov[--c->i].len;
+	while (c->i < c->v->iovcnt && off - c->start >= iov[c->i].len)
+		c->start += iov[c->i++].len;
+	return c->i < c->v->iovcnt;
+}
+
+/*
+ * Body bytes from off to the end of the piece holding off: a pointer, with their count in
+ * *avail. NULL (and *avail 0) at or past the body's end.
+ */
+static inline const uint8_t *tl_cur_span(struct tl_view_cur *c, uint32_t off, uint32_t *avail)
+{
+	if (off >= c->v->hdr.body_len || !tl_cur_seek(c, off)) {
+		*avail = 0;
+		return NULL;
+	}
+	*avail = c->v->iov[c->i].len - (off - c->start);
+	return c->v->iov[c->i].base + (off - c->start);
+}
+
+/* As tl_view_get, from where the cursor stands: zero copy unless [off, off+len) straddles. */
+static inline const uint8_t *tl_cur_get(struct tl_view_cur *c, uint32_t off, uint32_t len,
+					void *scratch)
+{
+	uint8_t *d = scratch;
+	const uint8_t *p;
+	uint32_t avail;
+
+	if ((uint64_t)off + len > c->v->hdr.body_len)
+		return NULL;
+	if (len == 0)
+		return scratch;
+	p = tl_cur_span(c, off, &avail);
+	if (avail >= len)
+		return p;
+	for (;;) {
+		uint32_t n = avail < len ? avail : len;
+		if (p == NULL)
+			return NULL;
+		memcpy(d, p, n);
+		d += n;
+		len -= n;
+		off += n;
+		if (len == 0)
+			return scratch;
+		p = tl_cur_span(c, off, &avail);
+	}
 }
 
 #endif /* WHARF_TL_WIRE_H */

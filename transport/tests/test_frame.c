@@ -516,6 +516,65 @@ static void test_frame_contiguous_same_chunk_merges(void **state)
 	free(buf);
 }
 
+/*
+ * Pushes stream bytes [0, len) as pieces of piece bytes lying in one chunk with a gap
+ * between them (the buffers of an LRO chain under one reference), then drops the test's
+ * reference, as the DPDK backend does after the frame.
+ */
+static struct chunk *push_chain(struct fx *fx, const uint8_t *p, uint32_t len, uint32_t piece)
+{
+	uint32_t gap = 64, npieces = (len + piece - 1) / piece, i;
+	struct chunk *c = calloc(1, sizeof(*c));
+
+	assert_non_null(c);
+	c->fx = fx;
+	c->refcnt = 1;
+	c->len = npieces * (piece + gap);
+	c->data = malloc(c->len);
+	assert_non_null(c->data);
+	fx->chunks[fx->nchunks++] = c;
+	for (i = 0; i < npieces; i++) {
+		uint32_t n = len - i * piece < piece ? len - i * piece : piece;
+		uint8_t *at = c->data + (size_t)i * (piece + gap);
+		memcpy(at, p + (size_t)i * piece, n);
+		assert_int_equal(tl_fr_push(&fx->fr, at, n, c, &sink, fx), 0);
+	}
+	ck_put(c);
+	return c;
+}
+
+/* A message over a chain's pieces, held: one reference on the chain, not one per piece. */
+static void test_frame_chain_held_once_per_chunk(void **state)
+{
+	struct fx *fx = *state;
+	uint8_t *buf = NULL;
+	uint32_t len = 0;
+	struct chunk *a, *b;
+
+	fx->hold = 1;
+	put_msg(&buf, &len, 40, 1, 3000);
+	put_msg(&buf, &len, 40, 2, 5000);
+	a = push_chain(fx, buf, 6000, 1000);
+	/* Message 1 done and held over 4 pieces of a; message 2 waits, over 3 more of them. */
+	assert_int_equal(fx->ngot, 1);
+	assert_int_equal(fx->got[0].iovcnt, 4);
+	assert_int_equal(a->refcnt, 2);
+	b = push_chain(fx, buf + 6000, len - 6000, 1000);
+	assert_int_equal(fx->ngot, 2);
+	assert_int_equal(fx->got[1].iovcnt, 6);
+	assert_true(fx->got[0].body_ok && fx->got[1].body_ok);
+	assert_int_equal(a->refcnt, 2);
+	assert_int_equal(b->refcnt, 1);
+	assert_int_equal(fx->refs, 3);
+	tl_msg_release(fx->held[0]);
+	assert_int_equal(a->refcnt, 1);
+	tl_msg_release(fx->held[1]);
+	assert_int_equal(a->refcnt, 0);
+	assert_int_equal(b->refcnt, 0);
+	fx->nheld = 0;
+	free(buf);
+}
+
 static void test_frame_sink_stop_halts_push(void **state)
 {
 	struct fx *fx = *state;
@@ -581,6 +640,7 @@ int main(void)
 		T(test_frame_held_limit_refused),
 		T(test_frame_max_segs_refused),
 		T(test_frame_contiguous_same_chunk_merges),
+		T(test_frame_chain_held_once_per_chunk),
 		T(test_frame_sink_stop_halts_push),
 		T(test_frame_records_recycled),
 		T(test_frame_fini_releases_partial),
