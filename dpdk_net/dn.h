@@ -237,6 +237,12 @@ uint16_t dn_lcore_index(const struct dn_lcore *lc);
  */
 void dn_lcore_wake(struct dn_lcore *lc);
 /*
+ * On lc's own thread: true (once) when dn_lcore_wake was called since the last call. A
+ * caller that waits for events in a loop of dn_loop_once and dn_lcore_idle_wait returns on
+ * it, for the work handed over lies outside the device queue the loop looks at.
+ */
+bool dn_lcore_take_wake(struct dn_lcore *lc);
+/*
  * The cheap form for frequent hand-offs under software steering (a ring lc re-checks before
  * sleeping): writes the eventfd only when lc's sleeping flag is up; a no-op without steering.
  */

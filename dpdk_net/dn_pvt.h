@@ -116,6 +116,7 @@ struct dn_lcore {
 	struct rte_ring *rx_ring; /* steering, index > 0: frames lcore 0 handed us */
 	struct rte_ring *tx_ring; /* steering, index > 0: our Tx goes to lcore 0 here */
 	bool efd_registered;    /* our eventfd is in this thread's epoll set */
+	_Atomic uint32_t handed; /* dn_lcore_wake since the last dn_lcore_take_wake */
 	struct rte_epoll_event efd_ev;
 	/*
 	 * Software Tx queue in front of the device ring, like a qdisc: a ring that is full for

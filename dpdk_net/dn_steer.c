@@ -303,8 +303,17 @@ void dn_lcore_wake(struct dn_lcore *lc)
 	uint64_t one = 1;
 	int fd = lc->index < DN_MAX_LCORES ? lc->port->wake[lc->index].efd : -1;
 
+	/* release: what the caller handed over is visible to the lcore's acquire exchange. */
+	atomic_store_explicit(&lc->handed, 1, memory_order_release);
 	if (fd >= 0 && write(fd, &one, sizeof(one)) == (ssize_t)sizeof(one))
 		lc->stats.wakes_sent++;
+}
+
+bool dn_lcore_take_wake(struct dn_lcore *lc)
+{
+	if (atomic_load_explicit(&lc->handed, memory_order_relaxed) == 0)
+		return false;
+	return atomic_exchange_explicit(&lc->handed, 0, memory_order_acquire) != 0;
 }
 
 /* True when a ring this lcore reads (or its device queue) has frames waiting. */

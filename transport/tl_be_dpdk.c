@@ -1106,7 +1106,8 @@ static int db_poll(struct tl *tl, int64_t timeout_us)
 		unsigned n = dn_loop_once(d->lc, rte_rdtsc());
 		if (n + d->work > 0 || timeout_us == 0)
 			return (int)(n + d->work);
-		if (rte_rdtsc() - start >= limit)
+		/* tl_wake: the caller has work of its own to pick up; its sleep ends here. */
+		if (dn_lcore_take_wake(d->lc) || rte_rdtsc() - start >= limit)
 			return 0;
 		dn_lcore_idle_wait(d->lc);
 	}
