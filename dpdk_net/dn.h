@@ -79,6 +79,9 @@ struct dn_stats {
 	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
 	uint64_t arp_requests_out, arp_replies_out, icmp_echo_replies;
 	uint64_t idle_sleeps, intr_wakeups;
+	/* Interrupt sleeps that ran to their timeout, and those of them after which frames were
+	 * waiting (an interrupt that did not come: each cost the whole timeout). */
+	uint64_t intr_timeouts, intr_late;
 	/* Software steering: frames lcore 0 handed to another lcore (steered_out) or this lcore
 	 * took from its ring (steered_in); frames given to lcore 0 for Tx (tx_handoff) and,
 	 * on lcore 0, frames of other lcores it sent (tx_relayed); eventfd wake-ups it caused. */

@@ -105,8 +105,13 @@ void dn_lcore_idle_wait(struct dn_lcore *lc)
 		 */
 		if (!dn_rx_recheck(lc)) {
 			int r = rte_epoll_wait(RTE_EPOLL_PER_THREAD, &ev, 1, DN_INTR_TIMEOUT_MS);
-			if (r > 0)
+			if (r > 0) {
 				lc->stats.intr_wakeups++;
+			} else if (r == 0) {
+				lc->stats.intr_timeouts++;
+				if (dn_rx_recheck(lc))
+					lc->stats.intr_late++;
+			}
 		}
 		rte_eth_dev_rx_intr_disable(lc->port_id, lc->queue);
 		lc->stats.idle_sleeps++;

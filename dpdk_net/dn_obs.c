@@ -65,6 +65,8 @@ static int obs_stats_cmd(const char *cmd, const char *params, struct rte_tel_dat
 	rte_tel_data_add_dict_u64(d, "icmp_echo_replies", lc->stats.icmp_echo_replies);
 	rte_tel_data_add_dict_u64(d, "idle_sleeps", lc->stats.idle_sleeps);
 	rte_tel_data_add_dict_u64(d, "intr_wakeups", lc->stats.intr_wakeups);
+	rte_tel_data_add_dict_u64(d, "intr_timeouts", lc->stats.intr_timeouts);
+	rte_tel_data_add_dict_u64(d, "intr_late", lc->stats.intr_late);
 	rte_tel_data_add_dict_u64(d, "steered_out", lc->stats.steered_out);
 	rte_tel_data_add_dict_u64(d, "steered_in", lc->stats.steered_in);
 	rte_tel_data_add_dict_u64(d, "tx_handoff", lc->stats.tx_handoff);

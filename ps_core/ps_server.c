@@ -12,6 +12,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -471,8 +472,26 @@ void ps_handler_destroy(struct ps_handler *h)
 
 #define PS_POLL_BURST 32u
 #define PS_SNAP_BUDGET 4096u
+/*
+ * Idle rounds a waiting lcore spins (rte_pause) before it yields its core each round. Lanes
+ * need not have a core each (kernel TCP lanes, DPDK lanes left unpinned, a PS taskset to
+ * fewer cores): a waiter that only spun would hold the core the lane it waits for needs, until
+ * the scheduler's time slice ended (a sync step took milliseconds that way).
+ */
+#define PS_SPINS_BEFORE_YIELD 256u
 
 static unsigned serve_rings(struct ps_handler *h);
+
+/* One idle round of a wait: spin at first, then let another thread of this core run. */
+static inline void wait_idle(uint32_t *spins)
+{
+	if (*spins < PS_SPINS_BEFORE_YIELD) {
+		(*spins)++;
+		rte_pause();
+	} else {
+		sched_yield();
+	}
+}
 
 /* A counter only its owner thread writes: a plain add, published for readers. */
 static inline void ctr_add(_Atomic uint64_t *c, uint64_t v)
@@ -495,7 +514,7 @@ unsigned ps_handler_poll(struct ps_handler *h)
 void ps_handler_park_if_asked(struct ps_handler *h)
 {
 	/* Partner: the release CAS in ps_server_pause. */
-	uint32_t e = atomic_load_explicit(&h->s->pause, memory_order_acquire);
+	uint32_t e = atomic_load_explicit(&h->s->pause, memory_order_acquire), spins = 0;
 
 	if (PS_LIKELY(e == 0) || atomic_load_explicit(&h->parked, memory_order_relaxed) == e)
 		return;
@@ -504,13 +523,14 @@ void ps_handler_park_if_asked(struct ps_handler *h)
 	/* Partner: the release store in ps_server_resume. */
 	while (atomic_load_explicit(&h->s->pause, memory_order_acquire) == e)
 		if (serve_rings(h) == 0)
-			rte_pause();
+			wait_idle(&spins);
 }
 
 int ps_server_pause(struct ps_handler *h)
 {
 	struct ps_server *s = h->s;
 	uint32_t e = atomic_load_explicit(&s->save_epoch, memory_order_relaxed) + 1, zero = 0, i;
+	uint32_t spins = 0;
 
 	if (e == 0)
 		e = 1;
@@ -529,7 +549,7 @@ int ps_server_pause(struct ps_handler *h)
 		/* Partner: the release store of parked in ps_handler_park_if_asked. */
 		while (o && o != h && atomic_load_explicit(&o->parked, memory_order_acquire) != e)
 			if (serve_rings(h) == 0) /* others may be finishing a request on our shards */
-				rte_pause();
+				wait_idle(&spins);
 	}
 	return 0;
 }
@@ -537,7 +557,7 @@ int ps_server_pause(struct ps_handler *h)
 void ps_server_pause_wait(struct ps_handler *h)
 {
 	struct ps_server *s = h->s;
-	uint32_t e;
+	uint32_t e, spins = 0;
 
 	while (ps_server_pause(h) != 0) {
 		/* Partner: the release CAS in ps_server_pause of the holder. */
@@ -549,7 +569,7 @@ void ps_server_pause_wait(struct ps_handler *h)
 		/* Partner: the release store in ps_server_resume. */
 		while (atomic_load_explicit(&s->pause, memory_order_acquire) == e)
 			if (serve_rings(h) == 0)
-				rte_pause();
+				wait_idle(&spins);
 	}
 }
 
@@ -620,10 +640,12 @@ void ps_handler_run_op(struct ps_handler *h, uint32_t shard, struct ps_op *op)
 
 void ps_handler_wait(struct ps_handler *h, struct ps_op *op)
 {
+	uint32_t spins = 0;
+
 	/* Partner: the release store in ps_handler_poll on the owner lcore. */
 	while (!atomic_load_explicit(&op->done, memory_order_acquire)) {
 		if (serve_rings(h) == 0)
-			rte_pause();
+			wait_idle(&spins);
 	}
 }
 

@@ -7,12 +7,14 @@
 #include <math.h>
 #include <numa.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "ps_core/ps_pvt.h"
@@ -28,6 +30,7 @@ struct lcore {
 	uint32_t slot;
 	_Atomic uint32_t *finished;
 	int failures;
+	int cpu; /* >= 0: the thread runs on this CPU only */
 };
 
 static void build(uint8_t *m, uint8_t type, uint32_t worker, uint64_t seq, uint32_t first_key)
@@ -55,6 +58,13 @@ static void build(uint8_t *m, uint8_t type, uint32_t worker, uint64_t seq, uint3
 static void *lcore_main(void *arg)
 {
 	struct lcore *l = arg;
+
+	if (l->cpu >= 0) {
+		cpu_set_t one;
+		CPU_ZERO(&one);
+		CPU_SET(l->cpu, &one);
+		assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
+	}
 	uint8_t *req = malloc(TL_MSG_HDR_LEN + PS_PUSH_HEAD + NKEYS * (8 + 4 * DIM));
 	uint8_t *rep = aligned_alloc(64, 1u << 20);
 	uint32_t it, i, n = l->s->cfg.n_lcores;
@@ -79,13 +89,15 @@ static void *lcore_main(void *arg)
 	/* Partner: the acquire loads below (the other lcore's exit condition). */
 	atomic_fetch_add_explicit(l->finished, 1, memory_order_release);
 	while (atomic_load_explicit(l->finished, memory_order_acquire) < n)
-		ps_handler_poll(l->h); /* keep serving the other lcore's ops on our shards */
+		if (ps_handler_poll(l->h) == 0 && l->cpu >= 0) /* serve the other's ops on our shards */
+			sched_yield();
 	free(req);
 	free(rep);
 	return NULL;
 }
 
-static void run(uint32_t ring_size, uint32_t shards, const int *numa)
+/* cpu >= 0: both lcores' threads on that one CPU (lanes sharing a core). Returns seconds. */
+static double run(uint32_t ring_size, uint32_t shards, const int *numa, int cpu)
 {
 	struct ps_table_config t = pt_table(1, DIM, PS_OPT_SGD);
 	struct ps_server_config sc = { .n_servers = 1, .n_shards = shards, .n_lcores = 2,
@@ -97,17 +109,20 @@ static void run(uint32_t ring_size, uint32_t shards, const int *numa)
 	pthread_t th[2];
 	_Atomic uint32_t finished = 0;
 	uint32_t i, sh, j, pushes = ITERS - ITERS / 4;
+	struct timespec t0, t1;
 	char err[128];
 
 	assert_int_equal(ps_server_create(&sc, &s, err, sizeof(err)), 0);
 	for (i = 0; i < 2; i++) {
-		l[i] = (struct lcore){ .s = s, .slot = i, .finished = &finished };
+		l[i] = (struct lcore){ .s = s, .slot = i, .finished = &finished, .cpu = cpu };
 		assert_int_equal(ps_handler_create(s, i, &l[i].h), 0);
 	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (i = 0; i < 2; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, lcore_main, &l[i]), 0);
 	for (i = 0; i < 2; i++)
 		pthread_join(th[i], NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
 	for (i = 0; i < 2; i++)
 		assert_int_equal(l[i].failures, 0);
 	/* every key got 2 workers x `pushes` updates of -0.1: each exactly once */
@@ -120,12 +135,13 @@ static void run(uint32_t ring_size, uint32_t shards, const int *numa)
 	for (i = 0; i < 2; i++)
 		ps_handler_destroy(l[i].h);
 	ps_server_destroy(s);
+	return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 }
 
 static void test_shard_two_lcores_cross_traffic_over_rings(void **state)
 {
 	(void)state;
-	run(1024, 4, NULL);
+	run(1024, 4, NULL, -1);
 }
 
 static void test_shard_two_lcores_full_rings_no_deadlock(void **state)
@@ -134,7 +150,24 @@ static void test_shard_two_lcores_full_rings_no_deadlock(void **state)
 	static const int node0[2] = { 0, 0 };
 
 	/* one free entry per ring: enqueue often finds it full; memory from node 0 if NUMA */
-	run(2, 6, numa_available() >= 0 ? node0 : NULL);
+	run(2, 6, numa_available() >= 0 ? node0 : NULL, -1);
+}
+
+/*
+ * Two lanes on one CPU (kernel lanes, unpinned DPDK lanes, a PS given fewer cores than lanes):
+ * a lane waiting for an op on the other's shards must let that lane run. A waiter that only
+ * spun kept the CPU until its time slice ended, a few milliseconds per wait: this run took
+ * seconds that way (a sync PS on two kernel lanes of one core trained 3x slower); it takes
+ * milliseconds when the waiter yields.
+ */
+static void test_shard_two_lcores_on_one_cpu_wait_by_yielding(void **state)
+{
+	double secs;
+
+	(void)state;
+	secs = run(1024, 4, NULL, sched_getcpu());
+	print_message("two lcores on one CPU: %u requests each in %.3f s\n", ITERS, secs);
+	assert_true(secs < 0.5);
 }
 
 struct poller {
@@ -324,6 +357,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_shard_two_lcores_cross_traffic_over_rings),
 		cmocka_unit_test(test_shard_two_lcores_full_rings_no_deadlock),
+		cmocka_unit_test(test_shard_two_lcores_on_one_cpu_wait_by_yielding),
 		cmocka_unit_test(test_shard_sync_barrier_on_other_lcore),
 		cmocka_unit_test(test_shard_handler_slots_checked),
 		cmocka_unit_test(test_shard_lane_aware_client_never_crosses_lcores),
