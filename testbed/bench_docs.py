@@ -196,6 +196,10 @@ def rows(rep):
          num(get(truns, "dpdk_fuse_off", "samples_per_s"), "sample/s"),
          num(get(truns, "kernel_fuse_off", "samples_per_s"), "sample/s"),
          h.get("train_samples_ratio_dpdk_over_kernel"), None),
+        ("MLP training samples/s, fusion off, kernel over the bridge",
+         num(get(truns, "dpdk_fuse_off", "samples_per_s"), "sample/s"),
+         num(get(truns, "bridge_fuse_off", "samples_per_s"), "sample/s"),
+         h.get("train_samples_ratio_dpdk_over_kernel_bridge"), None),
         ("MLP training samples/s, DPDK, fusion on / off",
          num(get(truns, "dpdk_fuse_on", "samples_per_s"), "sample/s"),
          num(get(truns, "dpdk_fuse_off", "samples_per_s"), "sample/s"),
@@ -207,6 +211,10 @@ def rows(rep):
          num(get(pruns, "dpdk_fuse_off", "samples_per_s"), "sample/s"),
          num(get(pruns, "kernel_fuse_off", "samples_per_s"), "sample/s"),
          h.get("train_torch_samples_ratio_dpdk_over_kernel"), None),
+        ("PyTorch MLP samples/s, fusion off, kernel over the bridge",
+         num(get(pruns, "dpdk_fuse_off", "samples_per_s"), "sample/s"),
+         num(get(pruns, "bridge_fuse_off", "samples_per_s"), "sample/s"),
+         h.get("train_torch_samples_ratio_dpdk_over_kernel_bridge"), None),
         ("PyTorch MLP samples/s, DPDK, fusion on / off",
          num(get(pruns, "dpdk_fuse_on", "samples_per_s"), "sample/s"),
          num(get(pruns, "dpdk_fuse_off", "samples_per_s"), "sample/s"),
@@ -259,8 +267,9 @@ def summary_rows(rep):
         ("PS keys/s on 2 lanes / 1 lane, DPDK / kernel",
          ratio(h.get("ps_lanes_keys_per_s_ratio_2_over_1_dpdk")) + " / " +
          ratio(h.get("ps_lanes_keys_per_s_ratio_2_over_1_kernel")), ""),
-        ("MLP training samples/s, DPDK / kernel",
-         ratio(h.get("train_samples_ratio_dpdk_over_kernel")), ""),
+        ("MLP training samples/s, DPDK / kernel (loopback; bridge)",
+         ratio(h.get("train_samples_ratio_dpdk_over_kernel")) + "; " +
+         ratio(h.get("train_samples_ratio_dpdk_over_kernel_bridge")), ""),
         ("PyTorch MLP training samples/s, DPDK / kernel; fusion on / off",
          ratio(h.get("train_torch_samples_ratio_dpdk_over_kernel")) + "; " +
          ratio(h.get("train_torch_samples_ratio_fuse_on_over_off")), ""),

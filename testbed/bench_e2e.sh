@@ -33,8 +33,11 @@
 #                       Top level: ps_lanes_keys_per_s_ratio_2_over_1_{dpdk,kernel} and
 #                       ps_keys_per_cpu_s_ratio_dpdk_over_kernel_{1,2}lane.
 #   OUT_DIR/train.json  wharf-train: a short Fashion-MNIST MLP sync run, 1 PS + 2 workers, as
-#                       testbed/demo.sh runs it, DPDK vs kernel and --tensor-fuse off vs on.
-#                       Top level: train_samples_ratio_dpdk_over_kernel (fusion off) and
+#                       testbed/demo.sh runs it, DPDK vs kernel and --tensor-fuse off vs on,
+#                       and with fusion off the kernel over the bridge too (the DPDK side pays
+#                       the testbed switch's copies on the workers' cores; the bridge makes the
+#                       kernel pay a hop as well). Top level: train_samples_ratio_dpdk_over_kernel
+#                       (fusion off), train_samples_ratio_dpdk_over_kernel_bridge and
 #                       train_samples_ratio_fuse_on_over_off (DPDK), plus the other pairings.
 #   OUT_DIR/train_torch.json  the same job as a PyTorch program (python/examples/mlp_fmnist.py
 #                       on the package wharf, as `make demo` runs it): DPDK vs kernel and
@@ -113,7 +116,7 @@ bridge_how() {
 # The namespace of node IDX for protocol PROTO: only bridge runs have one.
 node_ns() { [ "$1" = bridge ] && bridge_ns "$2"; return 0; }
 trap 'rc=$?; bridge_down; (exit $rc); tb_cleanup exit' EXIT
-case " $PARTS " in *" ps "*|*" ps_direct "*|*" ps_bytes "*) bridge_up || tb_log "no bridge runs: $BR_WHY" ;; esac
+case " $PARTS " in *" ps "*|*" ps_direct "*|*" ps_bytes "*|*" train "*|*" train_torch "*) bridge_up || tb_log "no bridge runs: $BR_WHY" ;; esac
 
 # Control endpoints on loopback; with protocol=dpdk the map gives each node its data address
 # on the switch. PROTO bridge: kernel TCP, node i's endpoint on its bridge address. Sets CL
@@ -367,7 +370,7 @@ part_ps_lanes() {
 part_train() {
 	local proto fuse base=48200
 	for fuse in false true; do
-		for proto in dpdk kernel; do
+		for proto in dpdk kernel $([ $fuse = false ] && echo bridge); do
 			tb_log "train: $proto, tensor_fuse $fuse"
 			job "tr-$proto-$fuse" "$proto" "$base" 2 150 train --mode sync --tensor-fuse="$fuse" \
 				--model mlp --lr 0.1 --ps-cores 1 -- --mode sync --tensor-fuse="$fuse" --model mlp \
@@ -382,7 +385,7 @@ part_train() {
 part_train_torch() {
 	local proto fuse base=48500
 	for fuse in false true; do
-		for proto in dpdk kernel; do
+		for proto in dpdk kernel $([ $fuse = false ] && echo bridge); do
 			tb_log "train_torch: $proto, tensor_fuse $fuse"
 			job "tt-$proto-$fuse" "$proto" "$base" 2 150 "py:$TB_ROOT/python/examples/mlp_fmnist.py" \
 				--mode sync --tensor-fuse="$fuse" --lr 0.1 --ps-cores 1 -- --mode sync \
@@ -584,7 +587,7 @@ if "ps_lanes" in parts:
 def train_runs(d, prefix, key):
     """d's runs (PREFIX-PROTO-FUSE: 2 workers each) and its KEY_samples_ratio_* headlines."""
     for fuse in ("false", "true"):
-        for proto in ("dpdk", "kernel"):
+        for proto in ("dpdk", "kernel") + (("bridge",) if fuse == "false" else ()):
             r = run(f"{prefix}-{proto}-{fuse}", 2)
             if r["ok"]:
                 r["samples_per_s"] = round(sum(w["samples_per_s"] for w in r["workers"]), 1)
@@ -593,6 +596,7 @@ def train_runs(d, prefix, key):
     g = lambda n: d["runs"][n].get("samples_per_s")
     d[f"{key}_samples_ratio_dpdk_over_kernel"] = ratio(g("dpdk_fuse_off"), g("kernel_fuse_off"))
     d[f"{key}_samples_ratio_dpdk_over_kernel_fuse_on"] = ratio(g("dpdk_fuse_on"), g("kernel_fuse_on"))
+    d[f"{key}_samples_ratio_dpdk_over_kernel_bridge"] = ratio(g("dpdk_fuse_off"), g("bridge_fuse_off"))
     d[f"{key}_samples_ratio_fuse_on_over_off"] = ratio(g("dpdk_fuse_on"), g("dpdk_fuse_off"))
     d[f"{key}_samples_ratio_fuse_on_over_off_kernel"] = ratio(g("kernel_fuse_on"), g("kernel_fuse_off"))
 

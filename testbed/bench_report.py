@@ -204,10 +204,14 @@ for lanes in (1, 2):
         get(parts["ps_lanes"], f"ps_keys_per_cpu_s_ratio_dpdk_over_kernel_{lanes}lane"), "ps_lanes")
 fig("train_samples_ratio_dpdk_over_kernel",
     get(parts["train"], "train_samples_ratio_dpdk_over_kernel"), "train")
+fig("train_samples_ratio_dpdk_over_kernel_bridge",
+    get(parts["train"], "train_samples_ratio_dpdk_over_kernel_bridge"), "train")
 fig("train_samples_ratio_fuse_on_over_off",
     get(parts["train"], "train_samples_ratio_fuse_on_over_off"), "train")
 fig("train_torch_samples_ratio_dpdk_over_kernel",
     get(parts["train_torch"], "train_torch_samples_ratio_dpdk_over_kernel"), "train_torch")
+fig("train_torch_samples_ratio_dpdk_over_kernel_bridge",
+    get(parts["train_torch"], "train_torch_samples_ratio_dpdk_over_kernel_bridge"), "train_torch")
 fig("train_torch_samples_ratio_fuse_on_over_off",
     get(parts["train_torch"], "train_torch_samples_ratio_fuse_on_over_off"), "train_torch")
 

@@ -130,7 +130,8 @@ tb_node() { # NAME IDX CMD [app args...]
 # A Python program on wharf (python/examples): the same core, EAL arguments (--eal) and logs.
 tb_pynode() { # NAME IDX SCRIPT [args...]
 	local name=$1 idx=$2 script=$3 pin=(); shift 3
-	[ -n "${TB_PIN:-}" ] && pin=(taskset -c "${TB_EAL_CORE:-$(tb_core "$idx")}")
+	[ -n "${TB_NETNS:-}" ] && pin=(ip netns exec "$TB_NETNS")
+	[ -n "${TB_PIN:-}" ] && pin+=(taskset -c "${TB_EAL_CORE:-$(tb_core "$idx")}")
 	PYTHONPATH=$TB_BUILD/python${PYTHONPATH:+:$PYTHONPATH} "${pin[@]}" "${TB_PYTHON:-/usr/bin/python3}" \
 		-u "$script" --eal "$(tb_eal "$name" "$idx")" "$@" >"$TB_DIR/$name.out" 2>"$TB_DIR/$name.log" &
 	TB_PIDS[$name]=$!
