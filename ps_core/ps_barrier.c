@@ -390,6 +390,7 @@ int ps_handle_wal_step(struct ps_handler *h, const struct tl_msg_view *v, struct
 {
 	const struct tl_msg_hdr *q = &v->hdr;
 	struct ps_op bar = { .ids = h->ids, .replay = true };
+	struct tl_view_cur cur;
 	uint8_t tmp[16];
 	const uint8_t *p;
 	char txt[200];
@@ -403,8 +404,9 @@ int ps_handle_wal_step(struct ps_handler *h, const struct tl_msg_view *v, struct
 				     "length that does not add up");
 	bar.seq = tl_ld64(p);
 	bar.n_ids = tl_ld32(p + 8);
+	tl_cur_init(&cur, v);
 	for (i = 0; i < bar.n_ids; i++)
-		bar.ids[i] = tl_ld32(tl_view_get(v, 16 + 4 * i, 4, tmp));
+		bar.ids[i] = tl_ld32(tl_cur_get(&cur, 16 + 4 * i, 4, tmp));
 	rc = apply_step(h, &bar, false);
 	if (rc != 1) {
 		snprintf(txt, sizeof(txt), "sync step %" PRIu64 " applied in the log while the barrier "

@@ -850,6 +850,7 @@ int ps_client_geo_pull(struct ps_client *c, uint32_t table, uint32_t dim, ps_geo
 static int scatter(struct ps_client *c, struct cl_slot *s, uint32_t srv, const struct tl_msg_view *v)
 {
 	uint32_t a, k, i, d = s->dim;
+	struct tl_view_cur cur;
 
 	if (s->kind == PS_T_DENSE_PULL) {
 		/* srv_off: where this server's rows start in out; dcnt: how many it holds. */
@@ -863,8 +864,9 @@ static int scatter(struct ps_client *c, struct cl_slot *s, uint32_t srv, const s
 	k = s->srv_off[srv + 1] - a;
 	if (v->hdr.key_count != k || v->hdr.dim != d || v->hdr.body_len != (uint64_t)k * d * 4)
 		return -EBADMSG;
+	tl_cur_init(&cur, v);
 	for (i = 0; i < k; i++) {
-		const uint8_t *p = tl_view_get(v, i * d * 4, d * 4, c->row);
+		const uint8_t *p = tl_cur_get(&cur, i * d * 4, d * 4, c->row);
 		memcpy(s->out + (size_t)s->pos[a + i] * d, p, d * 4);
 	}
 	return 0;
@@ -875,6 +877,7 @@ static int geo_rows(struct ps_client *c, struct cl_slot *s, uint32_t dest,
 		    const struct tl_msg_view *v)
 {
 	uint32_t i, d = s->dim, rec = 8 + d * 4;
+	struct tl_view_cur cur;
 	uint8_t kb[8];
 	uint64_t id;
 
@@ -883,9 +886,12 @@ static int geo_rows(struct ps_client *c, struct cl_slot *s, uint32_t dest,
 	id = tl_ld64(tl_view_get(v, 0, 8, kb));
 	if (!s->row_fn)
 		return 0; /* detached: nobody took the rows, so they are not acknowledged */
+	tl_cur_init(&cur, v);
 	for (i = 0; i < v->hdr.key_count; i++) {
-		uint64_t key = tl_ld64(tl_view_get(v, 8 + i * rec, 8, kb));
-		tl_view_copy(v, 8 + i * rec + 8, c->row, d * 4);
+		uint64_t key = tl_ld64(tl_cur_get(&cur, 8 + i * rec, 8, kb));
+		const uint8_t *row = tl_cur_get(&cur, 8 + i * rec + 8, d * 4, c->row);
+		if (row != (const uint8_t *)c->row)
+			memcpy(c->row, row, d * 4); /* row_fn gets aligned floats */
 		s->row_fn(s->row_arg, key, c->row, d);
 	}
 	if (s->geo_tab < c->n_geo_acks)

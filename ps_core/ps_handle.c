@@ -8,21 +8,18 @@
  * partial: a row whose update would not be finite (ps_optim.c) stays as it was (-ERANGE),
  * and a key new to a table at its cap gets no row (ps_mem.c, -EDQUOT); the other rows are
  * applied, the push's sequence is recorded, and the reply says how many were refused.
- * Values are read straight from the request's views.
+ * Keys and values are read in place from the request's views, through cursors (tl_wire.h).
  * Durability: an accepted push-type request goes into the write-ahead log (ps_wal.c) after
  * its checks and before its first op, so nothing is acknowledged that a restart could lose;
  * ps_recover replays the log through ps_handle_replay, i.e. these same functions.
  * Barriers and hellos: ps_barrier.c.
  */
 #include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ps_core/ps_pvt.h"
-
-#define PS_KEY_CHUNK (PS_MAX_DIM * sizeof(float) / 8) /* keys decoded per tl_view_get */
 
 static void put_hdr(struct ps_reply *rep, uint8_t type, const struct tl_msg_hdr *req,
 		    uint32_t body_len, uint32_t key_count, uint32_t dim)
@@ -196,61 +193,96 @@ static int check_worker(struct ps_handler *h, const struct tl_msg_view *v, struc
 	return 0;
 }
 
-/* n x dim floats from body offset off: all finite, or an error reply. */
-static int check_finite(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep,
-			uint32_t off, uint64_t count)
+static int reply_value(struct ps_reply *rep, const struct tl_msg_view *v, uint64_t i)
 {
-	uint64_t done = 0;
+	return reply_err(rep, &v->hdr, -EDOM, PS_ERR_NOT_FINITE, "value %llu (row %llu) is not "
+			 "finite", (unsigned long long)i, (unsigned long long)(i / v->hdr.dim));
+}
 
-	while (done < count) {
-		uint32_t m = count - done > PS_MAX_DIM ? PS_MAX_DIM : (uint32_t)(count - done), j;
-		const uint8_t *p = tl_view_get(v, off + (uint32_t)done * 4, m * 4, h->tmp);
-		for (j = 0; j < m; j++) {
-			float f;
-			memcpy(&f, p + 4 * j, 4);
-			if (PS_UNLIKELY(!isfinite(f)))
-				return reply_err(rep, &v->hdr, -EDOM, PS_ERR_NOT_FINITE, "value %llu "
-						 "(row %llu) is not finite", (unsigned long long)(done + j),
-						 (unsigned long long)((done + j) / v->hdr.dim));
+/* The first of n floats at p (in place) that is not finite; n when all are. */
+static uint32_t first_nonfinite(const uint8_t *p, uint32_t n)
+{
+	uint32_t j = 0;
+
+	if (PS_LIKELY(ps_all_finite_bytes(p, n)))
+		return n;
+	while (ps_all_finite_bytes(p + 4 * (size_t)j, 1))
+		j++;
+	return j;
+}
+
+/*
+ * count floats from body offset off: all finite, or an error reply. Read in place, view by
+ * view; only a float split between two views is put together (4 bytes).
+ */
+static int check_finite(const struct tl_msg_view *v, struct ps_reply *rep, uint32_t off,
+			uint64_t count)
+{
+	uint64_t at = 0, end = count * 4; /* bytes checked, of the block */
+	uint32_t avail, k, whole, nc = 0, j;
+	struct tl_view_cur c;
+	uint8_t carry[4];
+	const uint8_t *p;
+
+	tl_cur_init(&c, v);
+	while (at < end && (p = tl_cur_span(&c, off + (uint32_t)at, &avail)) != NULL) {
+		if (avail > end - at)
+			avail = (uint32_t)(end - at);
+		k = 0;
+		if (nc > 0) { /* the rest of a float that began in the previous view */
+			k = 4 - nc < avail ? 4 - nc : avail;
+			memcpy(carry + nc, p, k);
+			nc += k;
+			if (nc < 4) { /* a view of fewer bytes than the float's rest */
+				at += avail;
+				continue;
+			}
+			if (!ps_all_finite_bytes(carry, 1))
+				return reply_value(rep, v, (at + k) / 4 - 1);
+			nc = 0;
 		}
-		done += m;
+		whole = (avail - k) / 4;
+		if ((j = first_nonfinite(p + k, whole)) < whole)
+			return reply_value(rep, v, (at + k) / 4 + j);
+		nc = avail - k - 4 * whole;
+		memcpy(carry, p + k + 4 * whole, nc);
+		at += avail;
 	}
 	return 0;
 }
 
-/* Decodes the keys at body offset off into h->keys, checks they are ours, groups by shard. */
-static int decode_keys(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep,
-		       uint32_t off)
+/*
+ * Checks the keys at body offset off are ours and groups their positions by shard (into
+ * h->idx, ascending within a shard; h->cnt[s] is shard s's start). The keys are read in
+ * place through a cursor and not kept: the shards read them again where they lie.
+ */
+static int route_keys(struct ps_handler *h, const struct tl_msg_view *v, struct ps_reply *rep,
+		      uint32_t off)
 {
 	const struct ps_server_config *c = &h->s->cfg;
-	uint32_t n = v->hdr.key_count, i, j, ns = c->n_shards;
+	uint32_t n = v->hdr.key_count, i, ns = c->n_shards;
 	uint32_t *cnt = h->cnt;
+	struct ps_keys k;
 
-	for (i = 0; i < n; i += PS_KEY_CHUNK) {
-		uint32_t m = n - i > PS_KEY_CHUNK ? PS_KEY_CHUNK : n - i;
-		const uint8_t *p = tl_view_get(v, off + i * 8, m * 8, h->tmp);
-		for (j = 0; j < m; j++)
-			h->keys[i + j] = tl_ld64(p + 8 * j);
-	}
-	if (c->n_servers > 1)
-		for (i = 0; i < n; i++)
-			if (ps_key_server(h->keys[i], c->n_servers) != c->server_id)
-				return reply_err(rep, &v->hdr, -EXDEV, PS_ERR_WRONG_SERVER, "key %llu "
-						 "belongs to server %u, this is %u",
-						 (unsigned long long)h->keys[i],
-						 ps_key_server(h->keys[i], c->n_servers), c->server_id);
-	/* Counting sort of positions by shard: cnt[s] becomes shard s's start in idx. */
 	memset(cnt, 0, (ns + 1) * sizeof(*cnt));
-	if (ns == 1) {
+	if (ns == 1 && c->n_servers == 1) {
 		for (i = 0; i < n; i++)
 			h->idx[i] = i;
 		cnt[1] = n;
 		return 0;
 	}
+	ps_keys_view(&k, v, off, NULL, n);
 	for (i = 0; i < n; i++) {
-		h->ksh[i] = ps_key_shard(h->keys[i], ns); /* hashed once, placed below */
+		uint64_t key = k.flat ? tl_ld64(k.flat + 8 * (size_t)i) : ps_key_at_pos(&k, i);
+		if (c->n_servers > 1 && ps_key_server(key, c->n_servers) != c->server_id)
+			return reply_err(rep, &v->hdr, -EXDEV, PS_ERR_WRONG_SERVER, "key %llu "
+					 "belongs to server %u, this is %u",
+					 (unsigned long long)key, ps_key_server(key, c->n_servers),
+					 c->server_id);
+		h->ksh[i] = ns == 1 ? 0 : ps_key_shard(key, ns); /* hashed once, placed below */
 		cnt[h->ksh[i] + 1]++;
 	}
+	/* Counting sort of positions by shard (stable: ascending within each shard). */
 	for (i = 1; i <= ns; i++)
 		cnt[i] += cnt[i - 1];
 	for (i = 0; i < n; i++)
@@ -306,9 +338,9 @@ static int handle_sparse(struct ps_handler *h, const struct tl_msg_view *v, stru
 	uint8_t type = q->type;
 	bool push = type != PS_T_PULL, out = type != PS_T_PUSH;
 	uint64_t n = q->key_count, d = q->dim;
-	struct ps_op op = { .kind = push ? PS_OP_PUSH : PS_OP_PULL, .v = v, .keys = h->keys };
-	const struct ps_op *bad = NULL;
 	uint32_t refused = 0, full = 0, head = push ? PS_PUSH_HEAD : 0;
+	struct ps_op op = { .kind = push ? PS_OP_PUSH : PS_OP_PULL, .v = v, .keys_off = head };
+	const struct ps_op *bad = NULL;
 	int ti, rc, dups;
 
 	if ((rc = req_table(h, v, rep, PS_TABLE_SPARSE, &ti)) < 0)
@@ -318,9 +350,9 @@ static int handle_sparse(struct ps_handler *h, const struct tl_msg_view *v, stru
 		return rc;
 	if (push && (rc = check_worker(h, v, rep, &op)) < 0)
 		return rc;
-	if (push && (rc = check_finite(h, v, rep, head + (uint32_t)n * 8, n * d)) < 0)
+	if (push && (rc = check_finite(v, rep, head + (uint32_t)n * 8, n * d)) < 0)
 		return rc;
-	if ((rc = decode_keys(h, v, rep, head)) < 0)
+	if ((rc = route_keys(h, v, rep, head)) < 0)
 		return rc;
 	/* A push-pull is logged as a push: replaying it needs no values back. */
 	if (push && (rc = ps_wal_append(h, v, PS_T_PUSH)) < 0)
@@ -369,7 +401,7 @@ static int handle_dense(struct ps_handler *h, const struct tl_msg_view *v, struc
 				 "all in this server's range [%llu, %llu)", (unsigned long long)first,
 				 (unsigned long long)(first + n), (unsigned long long)lo,
 				 (unsigned long long)hi);
-	if (push && (rc = check_finite(h, v, rep, PS_DENSE_PUSH_HEAD, n * d)) < 0)
+	if (push && (rc = check_finite(v, rep, PS_DENSE_PUSH_HEAD, n * d)) < 0)
 		return rc;
 	if (push && (rc = ps_wal_append(h, v, PS_T_DENSE_PUSH)) < 0)
 		return reply_retry(rep, q, rc, PS_ERR_IO, "write-ahead log cannot take the push");

@@ -150,6 +150,7 @@ int ps_mem_push_rows(struct ps_shard *sh, uint32_t ti, const struct ps_op *op, u
 {
 	struct ps_table *t = &sh->tables[ti];
 	uint32_t i, n = op->n, stamp = 0, dropped = 0;
+	struct ps_keys k;
 	int rc;
 
 	if (sh->srv->cfg.mode != PS_MODE_SYNC)
@@ -158,16 +159,16 @@ int ps_mem_push_rows(struct ps_shard *sh, uint32_t ti, const struct ps_op *op, u
 	if ((rc = ps_table_reserve(t, room(t, n))) < 0 ||
 	    (t->pend && (rc = ps_table_reserve(t->pend, room(t->pend, n))) < 0))
 		return rc;
-	for (i = 0; i < n; i++)
-		sh->keys[i] = op->keys[op->idx[i]];
-	ps_table_find_batch(t, sh->keys, n, rows);
+	ps_keys_view(&k, op->v, op->keys_off, op->idx, op->v->hdr.key_count);
+	ps_table_find_batch(t, &k, n, rows);
 	if (t->pend)
 		stamp = next_stamp(t);
 	*full = 0;
 	for (i = 0; i < n; i++) {
-		uint64_t key = sh->keys[i];
+		uint64_t key;
 		if (rows[i] != PS_ROW_NONE)
 			continue;
+		key = ps_key_at(&k, i);
 		/* A key repeated in this push may have become a row at its first place. */
 		if ((rows[i] = ps_table_find(t, key)) != PS_ROW_NONE)
 			continue;

@@ -24,6 +24,42 @@ extern int ps_logtype;
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 	       "gradients are read from the wire as host floats");
 
+/*
+ * Four floats / words as one SIMD value (GCC's vector extension, one SSE register): the
+ * hot loops over a row are written with it because -O2 does not vectorize a loop whose trip
+ * count (the dim) is known only at run time. Loads and stores go through memcpy: gradients
+ * lie in received bytes at any alignment.
+ */
+typedef float ps_v4f __attribute__((vector_size(16)));
+typedef uint32_t ps_v4u __attribute__((vector_size(16)));
+
+static inline ps_v4f ps_v4f_ld(const void *p)
+{
+	ps_v4f v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static inline void ps_v4f_st(void *p, ps_v4f v)
+{
+	memcpy(p, &v, sizeof(v));
+}
+
+/* sum[j] += g[j] for j < d (g: floats as received, any alignment). */
+static inline void ps_add_bytes(float *sum, const uint8_t *g, uint32_t d)
+{
+	uint32_t j = 0;
+
+	for (; j + 4 <= d; j += 4)
+		ps_v4f_st(sum + j, ps_v4f_ld(sum + j) + ps_v4f_ld(g + 4 * j));
+	for (; j < d; j++) {
+		float f;
+		memcpy(&f, g + 4 * j, sizeof(f));
+		sum[j] += f;
+	}
+}
+
 #define PS_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define PS_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define PS_CACHE_LINE  64
@@ -124,6 +160,20 @@ static inline uint8_t *ps_row(const struct ps_table *t, uint32_t r)
 {
 	return t->chunks[r >> PS_CHUNK_SHIFT] + (size_t)(r & (PS_CHUNK_ROWS - 1)) * t->stride;
 }
+/* Rows a walk over a batch prefetches ahead (their lines, value and state, for write or not). */
+#define PS_ROW_AHEAD 4u
+static inline void ps_row_prefetch(const struct ps_table *t, uint32_t r, int write)
+{
+	const uint8_t *p = ps_row(t, r);
+
+	if (write) {
+		__builtin_prefetch(p, 1);
+		__builtin_prefetch(p + t->stride - 1, 1);
+	} else {
+		__builtin_prefetch(p, 0);
+		__builtin_prefetch(p + t->stride - 1, 0);
+	}
+}
 static inline struct ps_row_meta *ps_row_meta(const struct ps_table *t, uint32_t r)
 {
 	return (struct ps_row_meta *)ps_row(t, r);
@@ -148,17 +198,82 @@ uint32_t ps_table_stride(const struct ps_table_config *cfg, bool sync_acc);
  */
 int ps_table_caps(const struct ps_table_config *cfg, bool sync_acc, uint32_t n_shards,
 		  uint32_t *rows, uint32_t *pend, char *err, size_t errlen);
+/*
+ * The keys of a batch lookup: an array (arr), or read in place from a request's body
+ * through a cursor: key i is the u64 at body offset off + 8 * idx[i] (the positions this
+ * shard handles, ascending, so the cursor walks forward). The view the cursor last stood
+ * in is kept as [lo, hi) at base, so a key inside it costs one comparison.
+ */
+struct ps_keys {
+	const uint64_t *arr;
+	struct tl_view_cur cur;
+	uint32_t off;
+	const uint32_t *idx;
+	const uint8_t *base; /* body offset lo is at base; bytes up to hi are contiguous */
+	uint32_t lo, hi;
+	const uint8_t *flat; /* all the request's keys in one view (the common case): key 0 */
+};
+
+/* Keys from the body of v, key i at offset off + 8 * idx[i] (the request has n keys). */
+static inline void ps_keys_view(struct ps_keys *k, const struct tl_msg_view *v, uint32_t off,
+				const uint32_t *idx, uint32_t n)
+{
+	uint32_t avail;
+	const uint8_t *p;
+
+	k->arr = NULL;
+	tl_cur_init(&k->cur, v);
+	k->off = off;
+	k->idx = idx;
+	k->base = NULL;
+	k->lo = k->hi = 0;
+	p = n ? tl_cur_span(&k->cur, off, &avail) : NULL;
+	k->flat = p && avail >= 8ull * n ? p : NULL;
+}
+
+/* The key at body offset o when it is outside [lo, hi): moves the cursor there. */
+uint64_t ps_key_slow(struct ps_keys *k, uint32_t o);
+
+/* The key at request position p (from the body). */
+static inline uint64_t ps_key_at_pos(struct ps_keys *k, uint32_t p)
+{
+	uint32_t o = k->off + 8 * p;
+
+	if (PS_LIKELY(o >= k->lo && o + 8 <= k->hi))
+		return tl_ld64(k->base + o);
+	return ps_key_slow(k, o);
+}
+
+/* Key i of the batch. */
+static inline uint64_t ps_key_at(struct ps_keys *k, uint32_t i)
+{
+	return k->arr ? k->arr[i] : ps_key_at_pos(k, k->idx[i]);
+}
+
+/*
+ * Key i of the batch, with k->flat and k->idx loaded by the caller's loop once (stores to
+ * the caller's rows[] would otherwise make the compiler load them again for every key).
+ */
+static inline uint64_t ps_key_fast(struct ps_keys *k, const uint8_t *flat, const uint32_t *idx,
+				   uint32_t i)
+{
+	return flat ? tl_ld64(flat + 8 * (size_t)idx[i]) : ps_key_at(k, i);
+}
+
 /* Row of key, or UINT32_MAX. */
 uint32_t ps_table_find(const struct ps_table *t, uint64_t key);
 /* Rows of n keys, PS_ROW_NONE for a key without one. Prefetches ahead; changes nothing. */
-void ps_table_find_batch(const struct ps_table *t, const uint64_t *keys, uint32_t n,
+void ps_table_find_batch(const struct ps_table *t, struct ps_keys *keys, uint32_t n,
 			 uint32_t *rows);
 /*
- * Rows of n keys, created (and initialised) on first touch. Prefetches ahead. Call
+ * Rows of n keys, created (and initialised) on first touch. Looks keys up in a pipeline:
+ * while key i is resolved, key i+8's home slot names a row that is prefetched and key
+ * i+16 is hashed and its slot prefetched, so the misses of slot and row (what bounds a
+ * shard) overlap instead of one per key in turn. Call
  * ps_table_reserve(t, n) first: after it succeeds this cannot fail. Never on a table with
  * free rows (ps_mem.c inserts there, one key at a time).
  */
-void ps_table_lookup_batch(struct ps_table *t, const uint64_t *keys, uint32_t n, uint32_t *rows);
+void ps_table_lookup_batch(struct ps_table *t, struct ps_keys *keys, uint32_t n, uint32_t *rows);
 /* Room for n more live rows (a free row is used before the arena grows). */
 int ps_table_reserve(struct ps_table *t, uint32_t n);
 /*
@@ -195,6 +310,8 @@ static inline bool ps_row_is_free(const struct ps_table *t, uint32_t r)
 bool ps_optim_apply(const struct ps_table *t, float *row, const uint8_t *g, float *scratch);
 /* Every one of n floats finite? */
 bool ps_all_finite(const float *v, uint32_t n);
+/* Every one of n floats at p (any alignment, as received) finite? */
+bool ps_all_finite_bytes(const uint8_t *p, uint32_t n);
 
 /* ---------------------------------------------------------------- shard */
 
@@ -241,8 +358,8 @@ struct ps_op {
 	uint32_t shard;
 	uint32_t table;          /* index into the server's tables */
 	const struct tl_msg_view *v;
-	const uint64_t *keys;    /* all keys of the request, decoded */
-	const uint32_t *idx;     /* positions (in the request) this shard handles */
+	uint32_t keys_off;       /* body offset of the request's keys (read in place) */
+	const uint32_t *idx;     /* positions (in the request) this shard handles, ascending */
 	uint32_t n;
 	uint32_t vals_off;       /* body offset of the gradient block */
 	uint32_t worker;
@@ -361,7 +478,7 @@ struct ps_shard {
 	struct ps_geo_worker *geo; /* per worker x table */
 	/* merge scratch for pushes with duplicate keys */
 	uint32_t *rows;           /* max_keys */
-	uint64_t *keys;           /* max_keys: this shard's keys of a request; merge pairs */
+	uint32_t *chain;          /* 2 x max_keys: a push's repeated keys (find_dups) */
 	uint32_t *pos;            /* max_keys: request positions of the keys that have rows */
 	float *merge;             /* one merged gradient row */
 	float *scratch;           /* a row's new value and state, before it is known finite */
@@ -516,12 +633,10 @@ struct ps_wal {
 struct ps_handler {
 	struct ps_server *s;
 	uint32_t slot;
-	uint64_t *keys;    /* the request's keys, decoded */
 	uint32_t *idx;     /* request positions grouped by shard */
 	uint32_t *cnt;     /* per shard */
 	uint32_t *ksh;     /* the request's shard per key (hashed once) */
 	struct ps_op *ops; /* per shard */
-	float *tmp;        /* PS_MAX_DIM floats: a gradient that straddles views */
 	uint32_t *ids;     /* n_workers: a barrier's missing or left-out workers */
 	uint8_t *rec;      /* a PS_T_WAL_STEP record being built */
 	bool in_request;   /* inside ps_handle: never park mid-request */

@@ -433,15 +433,13 @@ int ps_handler_create(struct ps_server *s, uint32_t slot, struct ps_handler **ou
 	h->wal.fd = -1;
 	atomic_init(&h->wal.sync_fd, -1);
 	atomic_init(&h->wal.retired_fd, -1);
-	h->keys = malloc((size_t)s->max_keys * sizeof(*h->keys));
 	h->idx = malloc((size_t)s->max_keys * sizeof(*h->idx));
 	h->ksh = malloc((size_t)s->max_keys * sizeof(*h->ksh));
 	h->cnt = calloc(ns + 1, sizeof(*h->cnt));
 	h->ops = calloc(ns, sizeof(*h->ops));
-	h->tmp = malloc(PS_MAX_DIM * sizeof(float));
 	h->ids = calloc(s->cfg.n_workers, sizeof(*h->ids));
 	h->rec = calloc(1, TL_MSG_HDR_LEN + 16 + 4 * (size_t)s->cfg.n_workers);
-	if (!h->keys || !h->idx || !h->ksh || !h->cnt || !h->ops || !h->tmp || !h->ids || !h->rec) {
+	if (!h->idx || !h->ksh || !h->cnt || !h->ops || !h->ids || !h->rec) {
 		ps_handler_destroy(h);
 		return -ENOMEM;
 	}
@@ -457,12 +455,10 @@ void ps_handler_destroy(struct ps_handler *h)
 	if (h->s->handlers[h->slot] == h)
 		h->s->handlers[h->slot] = NULL;
 	ps_wal_close(&h->wal); /* the records stay in the page cache: nothing is lost here */
-	free(h->keys);
 	free(h->idx);
 	free(h->ksh);
 	free(h->cnt);
 	free(h->ops);
-	free(h->tmp);
 	free(h->ids);
 	free(h->rec);
 	free(h);

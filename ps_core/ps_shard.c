@@ -49,7 +49,7 @@ int ps_shard_init(struct ps_shard *sh, struct ps_server *srv, uint32_t id, uint3
 	sh->geo = calloc((size_t)nw * nt, sizeof(*sh->geo));
 	sh->glog = calloc(nt, sizeof(*sh->glog));
 	sh->rows = ps_mem_alloc((size_t)srv->max_keys * sizeof(uint32_t), node);
-	sh->keys = ps_mem_alloc((size_t)srv->max_keys * sizeof(uint64_t), node);
+	sh->chain = ps_mem_alloc(2 * (size_t)srv->max_keys * sizeof(uint32_t), node);
 	sh->pos = ps_mem_alloc((size_t)srv->max_keys * sizeof(uint32_t), node);
 	sh->merge = ps_mem_alloc((size_t)srv->max_dim * sizeof(float), node);
 	for (t = 0; t < nt; t++) {
@@ -60,7 +60,7 @@ int ps_shard_init(struct ps_shard *sh, struct ps_server *srv, uint32_t id, uint3
 	sh->scratch = ps_mem_alloc((size_t)sh->scratch_n * sizeof(float), node);
 	if (!sh->tables || !sh->last_seq || !sh->inc || !sh->pstep1 || !sh->pfirst || !sh->touched ||
 	    !sh->n_touched || !sh->cap_touched || !sh->geo || !sh->glog || !sh->rows ||
-	    !sh->keys || !sh->pos || !sh->merge || !sh->scratch)
+	    !sh->chain || !sh->pos || !sh->merge || !sh->scratch)
 		goto out_fini;
 	for (t = 0; t < nt; t++) {
 		const struct ps_table_config *tc = &srv->tcfg[t];
@@ -103,7 +103,7 @@ void ps_shard_fini(struct ps_shard *sh)
 		free(sh->glog[t].e);
 	free(sh->glog);
 	ps_mem_free(sh->rows, (size_t)srv->max_keys * sizeof(uint32_t), sh->node);
-	ps_mem_free(sh->keys, (size_t)srv->max_keys * sizeof(uint64_t), sh->node);
+	ps_mem_free(sh->chain, 2 * (size_t)srv->max_keys * sizeof(uint32_t), sh->node);
 	ps_mem_free(sh->pos, (size_t)srv->max_keys * sizeof(uint32_t), sh->node);
 	ps_mem_free(sh->merge, (size_t)srv->max_dim * sizeof(float), sh->node);
 	ps_mem_free(sh->scratch, (size_t)sh->scratch_n * sizeof(float), sh->node);
@@ -484,12 +484,12 @@ static inline bool apply_row(struct ps_shard *sh, uint32_t ti, uint32_t r, const
 /*
  * Duplicate keys inside one push, in O(n) and without sorting: a row's mark holds
  * base + (position of its first occurrence in this push), so "seen in this push" is
- * mark - base < n. A repeat is chained behind its first occurrence (nxt/tail packed in
- * sh->keys). Returns true when there was any repeat.
+ * mark - base < n. A repeat is chained behind its first occurrence (nxt/tail in
+ * sh->chain). Returns true when there was any repeat.
  */
 static bool find_dups(struct ps_shard *sh, struct ps_table *t, const uint32_t *rows, uint32_t n)
 {
-	uint32_t i, base, *nxt = (uint32_t *)sh->keys, *tail = nxt + n;
+	uint32_t i, base, *nxt = sh->chain, *tail = nxt + n;
 	bool any = false;
 
 	if (sh->push_mark == 0 || sh->push_mark > UINT32_MAX - n - 1) {
@@ -518,10 +518,14 @@ static bool find_dups(struct ps_shard *sh, struct ps_table *t, const uint32_t *r
 	return any;
 }
 
-/* Gradient of request position p, straight from the views (copied only if it straddles). */
-static inline const uint8_t *grad_at(const struct ps_op *op, uint32_t p, uint32_t dim, float *scratch)
+/*
+ * Gradient of request position p, in place in the views through the op's cursor (copied
+ * into scratch only when it straddles two views).
+ */
+static inline const uint8_t *grad_at(struct tl_view_cur *c, const struct ps_op *op, uint32_t p,
+				     uint32_t dim, float *scratch)
 {
-	return tl_view_get(op->v, op->vals_off + p * dim * 4, dim * 4, scratch);
+	return tl_cur_get(c, op->vals_off + p * dim * 4, dim * 4, scratch);
 }
 
 /* With repeats: each first occurrence gets the sum of its chain, in request order. */
@@ -529,42 +533,53 @@ static uint32_t apply_merged(struct ps_shard *sh, uint32_t ti, const struct ps_o
 			     const uint32_t *rows)
 {
 	struct ps_table *t = &sh->tables[ti];
-	uint32_t d = t->cfg.dim, i, j, k, n = op->n, *nxt = (uint32_t *)sh->keys, *tail = nxt + n;
+	uint32_t d = t->cfg.dim, i, k, n = op->n, *nxt = sh->chain, *tail = nxt + n;
 	float *sum = sh->merge, tmp[PS_MAX_DIM];
 	uint32_t refused = 0;
+	struct tl_view_cur c;
+
+	tl_cur_init(&c, op->v);
 
 	for (i = 0; i < n; i++) {
 		const uint8_t *g;
+		if (i + PS_ROW_AHEAD < n && tail[i + PS_ROW_AHEAD] != UINT32_MAX)
+			ps_row_prefetch(t, rows[i + PS_ROW_AHEAD], 1);
 		if (tail[i] == UINT32_MAX)
 			continue;
-		g = grad_at(op, op->idx ? op->idx[i] : i, d, tmp);
+		g = grad_at(&c, op, op->idx ? op->idx[i] : i, d, tmp);
 		if (nxt[i] == UINT32_MAX) {
 			refused += !apply_row(sh, ti, rows[i], g);
 			continue;
 		}
 		memcpy(sum, g, d * sizeof(float));
-		for (k = nxt[i]; k != UINT32_MAX; k = nxt[k]) {
-			g = grad_at(op, op->idx ? op->idx[k] : k, d, tmp);
-			for (j = 0; j < d; j++) {
-				float f;
-				memcpy(&f, g + 4 * j, 4);
-				sum[j] += f;
-			}
-		}
+		for (k = nxt[i]; k != UINT32_MAX; k = nxt[k])
+			ps_add_bytes(sum, grad_at(&c, op, op->idx ? op->idx[k] : k, d, tmp), d);
 		refused += !apply_row(sh, ti, rows[i], (const uint8_t *)sum);
 	}
 	return refused;
 }
 
-/* Values of the op's rows into op->out; a key without a row gets its initializer's values. */
+/* The op's keys, read in place from its request. */
+static void op_keys(const struct ps_op *op, struct ps_keys *k)
+{
+	ps_keys_view(k, op->v, op->keys_off, op->idx, op->v->hdr.key_count);
+}
+
+
+/*
+ * Values of the op's rows into op->out (the reply's memory: written once, there); a key
+ * without a row gets its initializer's values. Rows are prefetched a few ahead.
+ */
 static void fill_out(const struct ps_table *t, const struct ps_op *op, const uint32_t *rows)
 {
 	uint32_t i, d = t->cfg.dim;
+	struct ps_keys k;
 
+	op_keys(op, &k);
 	for (i = 0; i < op->n; i++) {
 		uint32_t p = op->idx ? op->idx[i] : i;
-		if (PS_UNLIKELY(rows[i] == PS_ROW_NONE))
-			ps_table_init_values(t, op->keys[p], op->out + (size_t)p * d);
+		if (PS_UNLIKELY(rows[i] == PS_ROW_NONE)) /* sparse only: the initializer's values */
+			ps_table_init_values(t, ps_key_at(&k, i), op->out + (size_t)p * d);
 		else
 			memcpy(op->out + (size_t)p * d, ps_row_val(t, rows[i]), d * sizeof(float));
 	}
@@ -574,9 +589,9 @@ static void fill_out(const struct ps_table *t, const struct ps_op *op, const uin
  * Rows of the op's keys (sparse) or row range (dense). create: keys without a row get one
  * (may fail -ENOMEM before any is made); else they are PS_ROW_NONE.
  */
-static int op_rows(struct ps_shard *sh, struct ps_table *t, const struct ps_op *op, uint32_t *rows,
-		   bool create)
+static int op_rows(struct ps_table *t, const struct ps_op *op, uint32_t *rows, bool create)
 {
+	struct ps_keys k;
 	uint32_t i;
 	int rc;
 
@@ -587,12 +602,11 @@ static int op_rows(struct ps_shard *sh, struct ps_table *t, const struct ps_op *
 	}
 	if (create && (rc = ps_table_reserve(t, op->n)) < 0)
 		return rc;
-	for (i = 0; i < op->n; i++)
-		sh->keys[i] = op->keys[op->idx[i]];
+	op_keys(op, &k);
 	if (create)
-		ps_table_lookup_batch(t, sh->keys, op->n, rows);
+		ps_table_lookup_batch(t, &k, op->n, rows);
 	else
-		ps_table_find_batch(t, sh->keys, op->n, rows);
+		ps_table_find_batch(t, &k, op->n, rows);
 	return 0;
 }
 
@@ -604,14 +618,16 @@ static void drop_rowless(struct ps_shard *sh, const struct ps_table *t, const st
 			 uint32_t *rows, struct ps_op *sub)
 {
 	uint32_t i, m = 0, d = t->cfg.dim;
+	struct ps_keys k;
 
+	op_keys(op, &k);
 	*sub = *op;
 	sub->idx = sh->pos;
 	for (i = 0; i < op->n; i++) {
 		uint32_t p = op->idx[i];
 		if (rows[i] == PS_ROW_NONE) {
 			if (op->out)
-				ps_table_init_values(t, op->keys[p], op->out + (size_t)p * d);
+				ps_table_init_values(t, ps_key_at(&k, i), op->out + (size_t)p * d);
 			continue;
 		}
 		sh->pos[m] = p;
@@ -626,14 +642,16 @@ static uint32_t apply_op(struct ps_shard *sh, struct ps_table *t, const struct p
 {
 	uint32_t i, d = t->cfg.dim, refused = 0;
 	float tmp[PS_MAX_DIM];
+	struct tl_view_cur c;
 
 	if (find_dups(sh, t, rows, op->n))
 		return apply_merged(sh, op->table, op, rows);
+	tl_cur_init(&c, op->v);
 	for (i = 0; i < op->n; i++) {
-		if (i + 4 < op->n)
-			__builtin_prefetch(ps_row(t, rows[i + 4]), 1);
+		if (i + PS_ROW_AHEAD < op->n)
+			ps_row_prefetch(t, rows[i + PS_ROW_AHEAD], 1);
 		refused += !apply_row(sh, op->table, rows[i],
-				      grad_at(op, op->idx ? op->idx[i] : i, d, tmp));
+				      grad_at(&c, op, op->idx ? op->idx[i] : i, d, tmp));
 	}
 	return refused;
 }
@@ -686,7 +704,7 @@ static int op_push(struct ps_shard *sh, struct ps_op *op)
 	if (op->seq <= sh->last_seq[w]) {
 		if (!op->out)
 			return 1; /* already applied: acknowledge only */
-		rc = op_rows(sh, t, op, rows, false); /* a push-pull still answers with values */
+		rc = op_rows(t, op, rows, false); /* a push-pull still answers with values */
 		if (rc == 0)
 			fill_out(t, op, rows);
 		return rc < 0 ? rc : 1;
@@ -699,7 +717,7 @@ static int op_push(struct ps_shard *sh, struct ps_op *op)
 	    (rc = geo_reserve(sh, op->table, op->n)) < 0)
 		return rc;
 	if (!ps_mem_policed(t)) {
-		if ((rc = op_rows(sh, t, op, rows, true)) < 0)
+		if ((rc = op_rows(t, op, rows, true)) < 0)
 			return rc;
 		op->refused = apply_op(sh, t, op, rows);
 		if (op->out)
@@ -724,7 +742,7 @@ static int op_push(struct ps_shard *sh, struct ps_op *op)
 static int op_pull(struct ps_shard *sh, struct ps_op *op)
 {
 	struct ps_table *t = &sh->tables[op->table];
-	int rc = op_rows(sh, t, op, sh->rows, t->cfg.pull_inserts);
+	int rc = op_rows(t, op, sh->rows, t->cfg.pull_inserts);
 
 	if (rc == 0)
 		fill_out(t, op, sh->rows);

@@ -333,7 +333,7 @@ void ps_table_fini(struct ps_table *t)
 
 static inline uint32_t slot_hash(uint64_t key) { return (uint32_t)ps_mix64(key ^ PS_H3_SALT); }
 
-#define PS_PF_DIST 8u /* keys a batch lookup prefetches ahead */
+#define PS_PF_DIST 8u /* keys between the stages of a batch lookup's pipeline */
 
 static inline uint32_t probe(const struct ps_table *t, const struct ps_slot *s, uint32_t mask,
 			     uint32_t h, uint64_t key, uint32_t *pos)
@@ -476,58 +476,104 @@ void ps_table_remove(struct ps_table *t, uint32_t r)
 	t->n_free++;
 }
 
-/* As ps_table_lookup_batch (rows[] the hash scratch too), without creating rows. */
-void ps_table_find_batch(const struct ps_table *t, const uint64_t *keys, uint32_t n,
-			 uint32_t *rows)
+uint64_t ps_key_slow(struct ps_keys *k, uint32_t o)
 {
-	uint32_t i, pos;
+	uint8_t tmp[8];
+	uint32_t avail;
+	const uint8_t *p = tl_cur_span(&k->cur, o, &avail);
 
-	for (i = 0; i < n && i < PS_PF_DIST; i++) {
-		rows[i] = slot_hash(keys[i]);
-		__builtin_prefetch(&t->slots[rows[i] & t->mask]);
-	}
-	for (i = 0; i < n; i++) {
-		uint32_t h = rows[i];
-		if (i + PS_PF_DIST < n) {
-			uint32_t hn = slot_hash(keys[i + PS_PF_DIST]);
-			rows[i + PS_PF_DIST] = hn;
-			__builtin_prefetch(&t->slots[hn & t->mask]);
-		}
-		rows[i] = find_h(t, keys[i], h, &pos);
-	}
+	/* The request's length was checked against its key count: never past the body. */
+	k->base = p - o;
+	k->lo = o;
+	k->hi = o + avail;
+	return tl_ld64(avail >= 8 ? p : tl_cur_get(&k->cur, o, 8, tmp));
 }
 
 /*
- * rows[] doubles as the hash scratch: rows[i+D] holds key i+D's hash while key i is
- * resolved, so the slot of key i+D is prefetched D keys ahead without another array.
+ * The lookup pipeline (rows[] holds the hashes ahead of the key being resolved): key j is
+ * hashed and its home slot prefetched PS_PF_DIST keys ahead of the row prefetch, which
+ * reads that slot (there by then) and prefetches the row it names when its tag matches
+ * (almost always the key's row), PS_PF_DIST keys ahead of the resolve. A move or an insert
+ * meanwhile only makes a prefetch useless: the resolving probe does the lookup again.
  */
-void ps_table_lookup_batch(struct ps_table *t, const uint64_t *keys, uint32_t n, uint32_t *rows)
+static inline void pf_slot(const struct ps_table *t, uint64_t key, uint32_t j, uint32_t *rows)
 {
+	rows[j] = slot_hash(key);
+	__builtin_prefetch(&t->slots[rows[j] & t->mask]);
+}
+
+static inline void pf_row(const struct ps_table *t, uint32_t h)
+{
+	const struct ps_slot *s = &t->slots[h & t->mask];
+
+	if (s->row1 != 0 && s->h == h)
+		__builtin_prefetch(ps_row(t, s->row1 - 1));
+}
+
+/* Keys of the batch as the pipeline reads them (k->flat, k->idx loaded once). */
+#define KEY(j) ps_key_fast(keys, flat, idx, (j))
+
+static void pf_start(const struct ps_table *t, struct ps_keys *keys, uint32_t n, uint32_t *rows)
+{
+	const uint8_t *flat = keys->flat;
+	const uint32_t *idx = keys->idx;
+	uint32_t j;
+
+	for (j = 0; j < n && j < 2 * PS_PF_DIST; j++)
+		pf_slot(t, KEY(j), j, rows);
+	for (j = 0; j < n && j < PS_PF_DIST; j++)
+		pf_row(t, rows[j]);
+}
+
+/*
+ * Rows of n keys without creating any (rows[] the hash scratch too): each key's slot is
+ * prefetched PS_PF_DIST keys ahead. The row stage of ps_table_lookup_batch measured no gain
+ * here: a pull's cost is its copy of each row out.
+ */
+void ps_table_find_batch(const struct ps_table *t, struct ps_keys *keys, uint32_t n,
+			 uint32_t *rows)
+{
+	const uint8_t *flat = keys->flat;
+	const uint32_t *idx = keys->idx;
+	uint32_t i, pos;
+
+	for (i = 0; i < n && i < PS_PF_DIST; i++)
+		pf_slot(t, KEY(i), i, rows);
+	for (i = 0; i < n; i++) {
+		if (i + PS_PF_DIST < n)
+			pf_slot(t, KEY(i + PS_PF_DIST), i + PS_PF_DIST, rows);
+		rows[i] = find_h(t, KEY(i), rows[i], &pos);
+	}
+}
+
+void ps_table_lookup_batch(struct ps_table *t, struct ps_keys *keys, uint32_t n, uint32_t *rows)
+{
+	const uint8_t *flat = keys->flat;
+	const uint32_t *idx = keys->idx;
 	uint32_t i, pos;
 
 	if (t->cfg.kind == PS_TABLE_DENSE) {
 		for (i = 0; i < n; i++)
-			rows[i] = (uint32_t)(keys[i] - t->dense_first);
+			rows[i] = (uint32_t)(KEY(i) - t->dense_first);
 		return;
 	}
-	for (i = 0; i < n && i < PS_PF_DIST; i++) {
-		rows[i] = slot_hash(keys[i]);
-		__builtin_prefetch(&t->slots[rows[i] & t->mask]);
-	}
+	pf_start(t, keys, n, rows);
 	for (i = 0; i < n; i++) {
+		uint64_t key = KEY(i);
 		uint32_t h = rows[i], r;
-		if (i + PS_PF_DIST < n) {
-			uint32_t hn = slot_hash(keys[i + PS_PF_DIST]);
-			rows[i + PS_PF_DIST] = hn;
-			__builtin_prefetch(&t->slots[hn & t->mask]);
-		}
+		if (i + 2 * PS_PF_DIST < n)
+			pf_slot(t, KEY(i + 2 * PS_PF_DIST), i + 2 * PS_PF_DIST, rows);
+		if (i + PS_PF_DIST < n)
+			pf_row(t, rows[i + PS_PF_DIST]);
 		migrate(t, PS_MIGRATE_PER_LOOKUP);
-		r = find_h(t, keys[i], h, &pos);
+		r = find_h(t, key, h, &pos);
 		if (r == UINT32_MAX)
-			r = insert_at(t, keys[i], h, pos);
+			r = insert_at(t, key, h, pos);
 		rows[i] = r;
 	}
 }
+
+#undef KEY
 
 uint64_t ps_table_bytes(const struct ps_table *t)
 {

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -223,6 +224,76 @@ static void test_server_refuses_key_of_other_server(void **state)
 	pt_cluster_destroy(c);
 }
 
+/*
+ * Handles c->msgs[0] as a view of two pieces cut at body offset cut; the status, with the
+ * reply's text checked to name value bad (when bad >= 0).
+ */
+static int push_in_two(struct pt_cluster *c, uint32_t cut, int bad)
+{
+	const uint8_t *m = c->msgs[0].buf;
+	struct ps_reply rep = { .buf = c->rep_buf, .cap = PT_BUF };
+	struct tl_iov iov[2];
+	struct tl_msg_view v;
+	char want[64];
+	int rc;
+
+	tl_msg_hdr_decode(m, UINT32_MAX, &v.hdr);
+	iov[0] = (struct tl_iov){ m + TL_MSG_HDR_LEN, cut };
+	iov[1] = (struct tl_iov){ m + TL_MSG_HDR_LEN + cut, v.hdr.body_len - cut };
+	v.iov = iov;
+	v.iovcnt = 2;
+	rc = ps_handle(c->h[0], &v, &rep);
+	if (bad >= 0) {
+		snprintf(want, sizeof(want), "value %d (row %d) is not finite", bad, bad / 4);
+		assert_int_equal(tl_ld32(rep.buf + TL_MSG_HDR_LEN + 4), PS_ERR_NOT_FINITE);
+		assert_non_null(strstr((const char *)rep.buf + TL_MSG_HDR_LEN + 8, want));
+	}
+	return rc;
+}
+
+/*
+ * A gradient row split between two received buffers is checked in place, piece by piece: a
+ * NaN or an infinity in its second half (or in a float whose bytes are split) refuses the
+ * push, naming the value, and nothing is applied.
+ */
+static void test_server_nonfinite_across_views_refused(void **state)
+{
+	struct pt_cluster *c = mk(1, 4);
+	uint64_t keys[8];
+	float g[8 * 4], nan = NAN, inf = -INFINITY;
+	uint32_t g0 = PS_PUSH_HEAD + 8 * 8, i, cut;
+	struct ps_table_stats ts;
+	int st;
+	uint8_t *m;
+
+	(void)state;
+	for (i = 0; i < 8; i++)
+		keys[i] = 100 + i;
+	for (i = 0; i < 8 * 4; i++)
+		g[i] = 0.5f;
+	/* Row 3 is values 12..15: the cut after value 13, the NaN at value 14. */
+	assert_int_equal(ps_client_push(c->cl[0], 1, 4, keys, 8, g, pt_done, &st, c->msgs), 0);
+	m = c->msgs[0].buf + TL_MSG_HDR_LEN;
+	memcpy(m + g0 + 14 * 4, &nan, 4);
+	assert_int_equal(push_in_two(c, g0 + 14 * 4 - 4, 14), -EDOM);
+	/* The NaN's own bytes split between the two, at each place they can be. */
+	for (cut = 1; cut < 4; cut++)
+		assert_int_equal(push_in_two(c, g0 + 14 * 4 + cut, 14), -EDOM);
+	/* The last value, an infinity, in a second piece of three bytes. */
+	memcpy(m + g0 + 14 * 4, &g[14], 4);
+	memcpy(m + g0 + 31 * 4, &inf, 4);
+	assert_int_equal(push_in_two(c, g0 + 31 * 4 + 1, 31), -EDOM);
+	assert_int_equal(push_in_two(c, g0 + 30 * 4 + 2, 31), -EDOM);
+	assert_int_equal(ps_server_table_stats(c->srv[0], 1, &ts), 0);
+	assert_int_equal(ts.rows, 0);
+	/* All finite, cut the same ways: applied. */
+	memcpy(m + g0 + 31 * 4, &g[31], 4);
+	assert_int_equal(push_in_two(c, g0 + 14 * 4 + 2, -1), 0);
+	assert_int_equal(ps_server_table_stats(c->srv[0], 1, &ts), 0);
+	assert_int_equal(ts.rows, 8);
+	pt_cluster_destroy(c);
+}
+
 static void test_server_reply_too_small_refused(void **state)
 {
 	struct pt_cluster *c = mk(1, 1);
@@ -280,6 +351,7 @@ int main(void)
 		cmocka_unit_test(test_server_dense_push_pull_split_by_range),
 		cmocka_unit_test(test_server_refuses_bad_requests_applies_nothing),
 		cmocka_unit_test(test_server_refuses_key_of_other_server),
+		cmocka_unit_test(test_server_nonfinite_across_views_refused),
 		cmocka_unit_test(test_server_reply_too_small_refused),
 		cmocka_unit_test(test_server_config_refused_with_message),
 	};
