@@ -495,6 +495,29 @@ int ps_server_lcore_stats(struct ps_server *s, uint32_t slot, struct ps_lcore_st
 
 /* ---------------------------------------------------------------- client */
 
+struct ps_msgbuf;
+
+/*
+ * Requests kept by reference (ps_client_keep_by_ref). Without it the client copies every
+ * request it encodes, to send the same bytes again after a refusal for a retry or a
+ * reconnect. With it, the client keeps the caller's encode buffer itself until that
+ * destination answered or the request was let go, so the caller counts its buffers and does
+ * not reuse or free one the client holds:
+ *   writable(ctx, m)  before a request is encoded into m->buf: when the client still holds
+ *                     that buffer (a request encoded there was never sent, so the caller
+ *                     did not put a fresh one in its place), the caller puts a fresh one in
+ *                     m: 0, or -ENOBUFS (the request fails with it, nothing held);
+ *   hold(ctx, buf)    the request just encoded in buf is kept there;
+ *   release(ctx, buf) the client lets go of it.
+ * Retries (ps_client_tick) and ps_client_resend pass the held buffer itself to send.
+ */
+struct ps_client_keep {
+	int (*writable)(void *ctx, struct ps_msgbuf *m);
+	void (*hold)(void *ctx, uint8_t *buf);
+	void (*release)(void *ctx, uint8_t *buf);
+	void *ctx;
+};
+
 struct ps_client_config {
 	uint32_t worker_id;
 	uint32_t n_servers;
@@ -535,7 +558,13 @@ typedef void ps_done_fn(void *arg, int status);
 struct ps_client;
 
 int ps_client_create(const struct ps_client_config *cfg, struct ps_client **out);
+/* Frees the client; buffers it holds (ps_client_keep) are not released: see ps_client_unkeep. */
 void ps_client_destroy(struct ps_client *c);
+/*
+ * From now on the client keeps the requests it encodes by reference, through k (which must
+ * outlive the client or the next ps_client_unkeep): see struct ps_client_keep.
+ */
+void ps_client_keep_by_ref(struct ps_client *c, const struct ps_client_keep *k);
 
 /*
  * Each call below routes keys to servers (ps_key_server), encodes one message per
@@ -648,6 +677,12 @@ uint32_t ps_client_forget_dest(struct ps_client *c, uint32_t dest, int status);
  */
 typedef void ps_resend_fn(void *arg, const uint8_t *msg, uint32_t len);
 uint32_t ps_client_resend(struct ps_client *c, uint32_t dest, ps_resend_fn *fn, void *arg);
+/*
+ * With ps_client_keep_by_ref: lets go of every buffer the client holds (release on each)
+ * and keeps requests as copies from then on; what was held is no longer sent again. For
+ * the owner of the buffers, before it frees them.
+ */
+void ps_client_unkeep(struct ps_client *c);
 
 /* Requests still waiting for replies. */
 uint32_t ps_client_inflight(const struct ps_client *c);

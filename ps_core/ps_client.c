@@ -5,7 +5,8 @@
  * and hands each reply to ps_client_on_reply, which scatters values into the caller's
  * output straight from the reply's views and runs the completion callback when every
  * server has answered. Pushes carry (worker id, sequence) and keep an encoded copy per
- * server until acknowledged: ps_client_resend replays them after a reconnect, and the
+ * server until acknowledged (a copy, or with ps_client_keep_by_ref the caller's encode buffer
+ * itself, held by reference): ps_client_resend replays them after a reconnect, and the
  * server's per-worker sequence makes a replay that was already applied a no-op.
  * ps_client_hello, before the first push, says which process this is (its incarnation: the
  * servers refuse an older process of the same worker id from then on), continues the
@@ -89,6 +90,7 @@ struct cl_geo_ack {
 
 struct ps_client {
 	struct ps_client_config cfg;
+	const struct ps_client_keep *keep; /* NULL: requests kept as copies */
 	struct cl_slot *slots;
 	uint32_t n_slots, inflight;
 	uint64_t gen, next_seq;
@@ -119,10 +121,14 @@ struct ps_client {
 	struct ps_client_stats st;
 };
 
+static void drop_held(struct ps_client *c);
+static void msg_drop(struct ps_client *c, struct cl_slot *s, uint32_t dest);
+
 static void slot_arrays_free(struct cl_slot *s, uint32_t nd)
 {
-	for (uint32_t j = 0; s->msg && j < nd; j++)
-		free(s->msg[j]);
+	for (uint32_t j = 0; s->msg && s->msg_cap && j < nd; j++)
+		if (s->msg_cap[j]) /* a copy of its own; a held buffer is the caller's */
+			free(s->msg[j]);
 	free(s->srv_off);
 	free(s->dcnt);
 	free(s->answered);
@@ -277,6 +283,7 @@ int ps_client_set_lanes(struct ps_client *c, const uint32_t *lanes, const uint32
 		free(fresh);
 		return -ENOMEM;
 	}
+	drop_held(c); /* none in flight: at most requests encoded and never sent */
 	for (i = 0; i < c->n_slots; i++) {
 		slot_arrays_free(&c->slots[i], c->n_dst);
 		fresh[i].pos = c->slots[i].pos;
@@ -456,7 +463,7 @@ static void slot_let_go(struct ps_client *c, struct cl_slot *s, uint32_t dest, i
 {
 	slot_fail(c, s, dest, status, "%s", why);
 	set_answered(c, s, dest, ANS_DONE);
-	s->msg_len[dest] = 0;
+	msg_drop(c, s, dest);
 	if (--s->waiting == 0)
 		slot_finish(c, s);
 }
@@ -495,8 +502,32 @@ static void put_hdr(uint8_t *b, uint8_t type, uint32_t table, uint64_t req_id, u
 	tl_msg_hdr_encode(b, &h);
 }
 
-static int keep_copy(struct cl_slot *s, uint32_t srv, const uint8_t *m, uint32_t len)
+/* The request kept for dest is let go: a held buffer goes back to the caller. */
+static void msg_drop(struct ps_client *c, struct cl_slot *s, uint32_t dest)
 {
+	if (s->msg_len[dest] && s->msg_cap[dest] == 0 && s->msg[dest]) {
+		c->keep->release(c->keep->ctx, s->msg[dest]);
+		s->msg[dest] = NULL;
+	}
+	s->msg_len[dest] = 0;
+}
+
+/*
+ * The request just encoded in m, kept to be sent again: the buffer itself, held, when the
+ * caller lends it (ps_client_keep_by_ref), else a copy.
+ */
+static int keep_msg(struct ps_client *c, struct cl_slot *s, uint32_t srv, uint8_t *m, uint32_t len)
+{
+	if (c->keep) {
+		if (s->msg_cap[srv]) { /* a copy from before keeping began */
+			free(s->msg[srv]);
+			s->msg_cap[srv] = 0;
+		}
+		c->keep->hold(c->keep->ctx, m);
+		s->msg[srv] = m;
+		s->msg_len[srv] = len;
+		return 0;
+	}
 	if (s->msg_cap[srv] < len) {
 		uint8_t *p = realloc(s->msg[srv], len);
 		if (!p)
@@ -507,6 +538,12 @@ static int keep_copy(struct cl_slot *s, uint32_t srv, const uint8_t *m, uint32_t
 	memcpy(s->msg[srv], m, len);
 	s->msg_len[srv] = len;
 	return 0;
+}
+
+/* m is about to be encoded into: not a buffer the client holds (ps_client_keep.writable). */
+static int writable(struct ps_client *c, struct ps_msgbuf *m)
+{
+	return c->keep ? c->keep->writable(c->keep->ctx, m) : 0;
 }
 
 /* A push's head (PS_PUSH_HEAD bytes) at p; returns what follows it. */
@@ -529,6 +566,7 @@ static int sparse_req(struct ps_client *c, uint8_t type, uint32_t table, uint32_
 	uint32_t ns = c->n_dst, srv, i;
 	uint64_t rid;
 	struct cl_slot *s;
+	int rc;
 
 	if (dim == 0 || dim > PS_MAX_DIM || (push && !grads) || (type != PS_T_PUSH && !out && n))
 		return -EINVAL;
@@ -541,6 +579,8 @@ static int sparse_req(struct ps_client *c, uint8_t type, uint32_t table, uint32_
 		uint64_t need = TL_MSG_HDR_LEN + (push ? PS_PUSH_HEAD + k * (8 + 4ull * dim) : 8ull * k);
 		if (k && need > msgs[srv].cap)
 			return -ENOBUFS;
+		if (k && (rc = writable(c, &msgs[srv])) < 0)
+			return rc;
 	}
 	rid = c->gen << SLOT_BITS | (uint64_t)(s - c->slots);
 	for (srv = 0; srv < ns; srv++) {
@@ -548,7 +588,7 @@ static int sparse_req(struct ps_client *c, uint8_t type, uint32_t table, uint32_
 		uint8_t *b = msgs[srv].buf, *p;
 		msgs[srv].len = 0;
 		s->answered[srv] = k ? 0 : 2;
-		s->msg_len[srv] = 0;
+		msg_drop(c, s, srv);
 		if (!k)
 			continue;
 		p = b + TL_MSG_HDR_LEN;
@@ -560,7 +600,7 @@ static int sparse_req(struct ps_client *c, uint8_t type, uint32_t table, uint32_
 			memcpy(p, grads + (size_t)s->pos[a + i] * dim, 4 * dim);
 		put_hdr(b, type, table, rid, (uint32_t)(p - b - TL_MSG_HDR_LEN), k, dim);
 		msgs[srv].len = (uint32_t)(p - b);
-		if (keep_copy(s, srv, b, msgs[srv].len) < 0)
+		if (keep_msg(c, s, srv, b, msgs[srv].len) < 0)
 			return -ENOMEM;
 	}
 	s->out = out;
@@ -599,7 +639,7 @@ static void none_asked(struct ps_client *c, struct cl_slot *s, struct ps_msgbuf 
 {
 	for (uint32_t d = 0; d < c->n_dst; d++) {
 		msgs[d].len = 0;
-		s->msg_len[d] = 0;
+		msg_drop(c, s, d);
 		s->answered[d] = 2;
 	}
 }
@@ -616,6 +656,7 @@ static int dense_req(struct ps_client *c, bool push, uint32_t table, uint32_t di
 	uint32_t ns = c->cfg.n_servers, srv, d;
 	uint64_t lo, hi, a, b, rid;
 	struct cl_slot *s;
+	int rc;
 
 	if (dim == 0 || dim > PS_MAX_DIM || first > total || rows > total - first ||
 	    (push ? !grads : !out))
@@ -631,6 +672,8 @@ static int dense_req(struct ps_client *c, bool push, uint32_t table, uint32_t di
 		if (a < b && TL_MSG_HDR_LEN + (push ? PS_DENSE_PUSH_HEAD + (b - a) * dim * 4 : 8) >
 		    msgs[d].cap)
 			return -ENOBUFS;
+		if (a < b && (rc = writable(c, &msgs[d])) < 0)
+			return rc;
 	}
 	rid = c->gen << SLOT_BITS | (uint64_t)(s - c->slots);
 	none_asked(c, s, msgs);
@@ -659,7 +702,7 @@ static int dense_req(struct ps_client *c, bool push, uint32_t table, uint32_t di
 		put_hdr(m, push ? PS_T_DENSE_PUSH : PS_T_DENSE_PULL, table, rid,
 			(uint32_t)(p - m - TL_MSG_HDR_LEN), (uint32_t)(b - a), dim);
 		msgs[d].len = (uint32_t)(p - m);
-		if (keep_copy(s, d, m, msgs[d].len) < 0)
+		if (keep_msg(c, s, d, m, msgs[d].len) < 0)
 			return -ENOMEM;
 	}
 	s->out = out;
@@ -702,9 +745,12 @@ static struct cl_slot *bcast(struct ps_client *c, uint8_t type, uint32_t table, 
 	if (!s)
 		return NULL;
 	*rc = -ENOBUFS;
-	for (srv = 0; srv < c->cfg.n_servers; srv++)
+	for (srv = 0; srv < c->cfg.n_servers; srv++) {
 		if (msgs[c->dbase[srv]].cap < TL_MSG_HDR_LEN + body)
 			return NULL;
+		if ((*rc = writable(c, &msgs[c->dbase[srv]])) < 0)
+			return NULL;
+	}
 	rid = c->gen << SLOT_BITS | (uint64_t)(s - c->slots);
 	none_asked(c, s, msgs);
 	for (srv = 0; srv < c->cfg.n_servers; srv++) {
@@ -718,7 +764,7 @@ static struct cl_slot *bcast(struct ps_client *c, uint8_t type, uint32_t table, 
 			tl_st64(p + 16, w2);
 		put_hdr(msgs[d].buf, type, table, rid, body, 0, dim);
 		msgs[d].len = TL_MSG_HDR_LEN + body;
-		if (keep_copy(s, d, msgs[d].buf, msgs[d].len) < 0) {
+		if (keep_msg(c, s, d, msgs[d].buf, msgs[d].len) < 0) {
 			*rc = -ENOMEM;
 			return NULL;
 		}
@@ -1049,7 +1095,7 @@ int ps_client_on_reply(struct ps_client *c, uint32_t dest, const struct tl_msg_v
 	if (rc < 0 && s->status == 0)
 		s->status = rc;
 	set_answered(c, s, dest, ANS_DONE);
-	s->msg_len[dest] = 0; /* answered: nothing to send again */
+	msg_drop(c, s, dest); /* answered: nothing to send again */
 	if (--s->waiting == 0)
 		slot_finish(c, s);
 	return rc == -EBADMSG ? rc : 0;
@@ -1110,6 +1156,26 @@ uint32_t ps_client_resend(struct ps_client *c, uint32_t dest, ps_resend_fn *fn, 
 		last = best->seq;
 		count++;
 	}
+}
+
+/* Every request buffer held goes back to the caller (msg_drop on each). */
+static void drop_held(struct ps_client *c)
+{
+	for (uint32_t i = 0; c->keep && i < c->n_slots; i++)
+		for (uint32_t d = 0; d < c->n_dst; d++)
+			if (c->slots[i].msg_cap[d] == 0)
+				msg_drop(c, &c->slots[i], d);
+}
+
+void ps_client_keep_by_ref(struct ps_client *c, const struct ps_client_keep *k)
+{
+	c->keep = k;
+}
+
+void ps_client_unkeep(struct ps_client *c)
+{
+	drop_held(c);
+	c->keep = NULL;
 }
 
 /* ---------------------------------------------------------------- timers */

@@ -56,6 +56,7 @@ struct wn_buf *wn_buf_get(struct wc_psnet *n)
 		n->pool = b->next;
 		n->pool_free--;
 		b->next = NULL;
+		b->owner = NULL; /* and a worker's counts */
 		return b;
 	}
 	if (n->pool_total >= n->pool_max)
@@ -80,13 +81,25 @@ void wn_buf_put(struct wn_buf *b)
 	n->pool_free++;
 }
 
+void wn_buf_unref(struct wn_buf *b)
+{
+	if (b->keeps == 0 && b->sends == 0 && !b->in_msgs)
+		wn_buf_put(b);
+}
+
 void wn_buf_done(void *arg, int status)
 {
 	struct wn_buf *b = arg;
-	struct wn_conn *c = b->owner;
+	struct wn_conn *c;
 
 	(void)status; /* a reply lost with its connection: the client resends the request */
-	if (b->n->is_ps && b->n->srv_inflight > 0)
+	if (!b->n->is_ps) { /* a request: ps_client may still hold it */
+		b->sends--;
+		wn_buf_unref(b);
+		return;
+	}
+	c = b->owner;
+	if (b->n->srv_inflight > 0)
 		b->n->srv_inflight--;
 	b->owner = NULL;
 	if (c != NULL && --c->out == 0 && c->gone)
@@ -530,9 +543,14 @@ void wc_psnet_destroy(struct wc_psnet *n)
 	fz_net_destroy(n->fz);
 	while (n->conns)
 		wn_conn_free(n->conns);
-	for (i = 0; i < WN_MAX_DST; i++)
-		if (n->msgs[i].buf)
-			wn_buf_put(wn_buf_of(n->msgs[i].buf));
+	if (n->pc != NULL)
+		ps_client_unkeep(n->pc); /* its held requests come back before the pool goes */
+	for (i = 0; i < WN_MAX_DST; i++) {
+		if (n->msgs[i].buf == NULL)
+			continue;
+		wn_buf_of(n->msgs[i].buf)->in_msgs = false;
+		wn_buf_unref(wn_buf_of(n->msgs[i].buf));
+	}
 	pool_free_all(n);
 	if (n->ctl_tl != n->tl)
 		tl_destroy(n->ctl_tl);

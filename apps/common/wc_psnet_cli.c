@@ -17,7 +17,9 @@
  * Call chain: trainer -> ps_client_*_wait | wc_psnet_call_* -> cli_send -> fz_conn_send;
  *   cli_poll -> wc_psnet_poll -> fz_net_poll -> wn_on_msg -> wn_cli_on_msg -> ps_client_on_reply.
  * Encode buffers are pooled transport buffers: cli_send lends the encoded one to the
- * transport (zero copy) and puts a fresh one in its place.
+ * transport (zero copy) and puts a fresh one in its place. ps_client keeps each request in
+ * that same buffer until answered (ps_client_keep: counted in the buffer, pooled again when
+ * neither a send nor the client has it), and a resend or a retry sends it as it is.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -48,17 +50,25 @@ static int cli_send(void *ctx, uint32_t dest, const uint8_t *msg, uint32_t len)
 		if (fresh == NULL)
 			return -ENOBUFS;
 		b = wn_buf_of(n->msgs[dest].buf);
+		b->in_msgs = false;
+		fresh->in_msgs = true;
 		n->msgs[dest].buf = fresh->data;
+	} else if (wn_buf_of((uint8_t *)msg)->sends == 0) {
+		/* A resend of a request ps_client holds in our buffer (ps_client_keep): as is. */
+		b = wn_buf_of((uint8_t *)msg);
 	} else {
-		/* A resend: the bytes are ps_client's and valid only during this call. */
+		/* ... still being sent (on a lost connection, its completion to come): a copy,
+		 * so one buffer is never on two send queues. */
 		b = wn_buf_get(n);
 		if (b == NULL)
 			return -ENOBUFS;
 		memcpy(b->data, msg, len);
 	}
+	b->sends++;
 	rc = wn_send_buf(c, b, &h, true);
 	if (rc != 0) {
-		wn_buf_put(b);
+		b->sends--;
+		wn_buf_unref(b);
 		return rc;
 	}
 	c->reqs++;
@@ -301,6 +311,36 @@ static int check_model(struct wc_psnet *n, uint32_t s, const char *ans, char *er
 	return 0;
 }
 
+/* ps_client_keep: a request encoded into m->buf and not sent is still held: a fresh one. */
+static int keep_writable(void *ctx, struct ps_msgbuf *m)
+{
+	struct wn_buf *b = wn_buf_of(m->buf), *fresh;
+
+	if (b->keeps == 0)
+		return 0;
+	if ((fresh = wn_buf_get(ctx)) == NULL)
+		return -ENOBUFS;
+	b->in_msgs = false;
+	fresh->in_msgs = true;
+	m->buf = fresh->data;
+	return 0;
+}
+
+static void keep_hold(void *ctx, uint8_t *buf)
+{
+	(void)ctx;
+	wn_buf_of(buf)->keeps++;
+}
+
+static void keep_release(void *ctx, uint8_t *buf)
+{
+	struct wn_buf *b = wn_buf_of(buf);
+
+	(void)ctx;
+	b->keeps--;
+	wn_buf_unref(b);
+}
+
 /* Encode buffers for every destination (once the layout is known). */
 static int ensure_msgs(struct wc_psnet *n)
 {
@@ -310,6 +350,7 @@ static int ensure_msgs(struct wc_psnet *n)
 			continue;
 		if ((b = wn_buf_get(n)) == NULL)
 			return -ENOMEM;
+		b->in_msgs = true;
 		n->msgs[d].buf = b->data;
 		n->msgs[d].cap = n->buf_size;
 		n->msgs[d].len = 0;
@@ -517,6 +558,9 @@ int wc_psnet_connect(struct wc_psnet *n, struct ps_client *pc, char *err, size_t
 	n->io.poll = cli_poll;
 	n->io.ctx = n;
 	n->io.msgs = n->msgs;
+	/* The client keeps each request in the buffer it was sent from, not a copy of it. */
+	n->keep = (struct ps_client_keep){ keep_writable, keep_hold, keep_release, n };
+	ps_client_keep_by_ref(pc, &n->keep);
 	rc = connect_and_hello(n, err, errlen);
 	return rc != 0 ? rc : resend_fresh(n, true, err, errlen);
 }

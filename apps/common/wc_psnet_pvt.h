@@ -32,7 +32,14 @@ struct wn_buf {
 	struct wc_psnet *n;
 	struct wn_buf *next;    /* free list, or a connection's backlog */
 	struct tl_msg_hdr hdr;  /* for a backlogged reply */
-	struct wn_conn *owner;  /* server: the connection a reply is lent for (its out count) */
+	union {
+		struct wn_conn *owner; /* server: the connection a reply is lent for (out count) */
+		struct {               /* worker: who has an encode buffer; pooled when nobody */
+			uint16_t keeps; /* ps_client holds the request in it (ps_client_keep) */
+			uint16_t sends; /* sends of it not completed */
+			bool in_msgs;   /* it is a destination's encode buffer (n->msgs) */
+		};
+	};
 	uint8_t *data;          /* header + body */
 };
 _Static_assert(sizeof(struct wn_buf) <= WN_BUF_HEAD, "buffer head fits its cache line");
@@ -151,6 +158,7 @@ struct wc_psnet {
 	/* worker */
 	struct ps_client *pc;
 	struct ps_client_io io;
+	struct ps_client_keep keep;          /* ps_client keeps its requests in our buffers */
 	struct ps_msgbuf msgs[WN_MAX_DST];   /* encode buffers, per ps_client destination */
 	struct wn_conn *dst[WN_MAX_DST];     /* data connections, per destination */
 	bool fresh[WN_MAX_DST];              /* connected, not yet resent to (wc_psnet_recover) */
@@ -178,6 +186,8 @@ static inline struct wn_buf *wn_buf_of(uint8_t *data)
 {
 	return (struct wn_buf *)(void *)(data - WN_BUF_HEAD);
 }
+/* A worker's buffer nobody has any more goes back to the pool. */
+void wn_buf_unref(struct wn_buf *b);
 /* Sends hdr + body of b on c (zero copy; b goes back to the pool when done), or backlogs it. */
 int wn_send_buf(struct wn_conn *c, struct wn_buf *b, const struct tl_msg_hdr *h, bool backlog);
 struct wn_conn *wn_conn_new(struct wc_psnet *n, enum wn_kind kind);

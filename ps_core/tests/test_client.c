@@ -379,6 +379,124 @@ static void test_client_reconnects_leave_no_slot_behind(void **state)
 	ps_client_destroy(c);
 }
 
+/* The caller's encode buffers when the client keeps requests by reference: counted. */
+#define KB_N 16
+struct kbuf {
+	uint8_t data[4096];
+	int keeps;
+	bool used;
+};
+static struct kbuf kb[KB_N];
+
+static struct kbuf *kb_of(const uint8_t *p)
+{
+	for (int i = 0; i < KB_N; i++)
+		if (p == kb[i].data)
+			return &kb[i];
+	fail_msg("not a buffer of the test");
+	return NULL;
+}
+
+static uint8_t *kb_fresh(void)
+{
+	for (int i = 0; i < KB_N; i++)
+		if (!kb[i].used && kb[i].keeps == 0) {
+			kb[i].used = true;
+			memset(kb[i].data, 0x5a, sizeof(kb[i].data));
+			return kb[i].data;
+		}
+	fail_msg("out of test buffers");
+	return NULL;
+}
+
+static int kb_writable(void *ctx, struct ps_msgbuf *m)
+{
+	(void)ctx;
+	if (kb_of(m->buf)->keeps > 0)
+		m->buf = kb_fresh();
+	return 0;
+}
+static void kb_hold(void *ctx, uint8_t *buf) { (void)ctx; kb_of(buf)->keeps++; }
+static void kb_release(void *ctx, uint8_t *buf) { (void)ctx; kb_of(buf)->keeps--; }
+static const struct ps_client_keep kb_keep = { kb_writable, kb_hold, kb_release, NULL };
+
+/* What the glue does when it sends m[d]: the buffer goes out, a fresh one takes its place. */
+static uint8_t *kb_send(struct ps_msgbuf *m, uint32_t d)
+{
+	uint8_t *sent = m[d].buf;
+
+	kb_of(sent)->used = false; /* the transport is done with it at once here */
+	m[d].buf = kb_fresh();
+	m[d].len = 0;
+	return sent;
+}
+
+static void resend_ptr(void *arg, const uint8_t *msg, uint32_t len)
+{
+	(void)len;
+	*(const uint8_t **)arg = msg;
+}
+
+/*
+ * Kept by reference: the client holds the buffer a request was encoded in (no copy) until
+ * its destination answers or it is let go; a resend hands back that very buffer; a request
+ * encoded and never sent is not overwritten by the next one (writable puts a fresh buffer in
+ * its place); ps_client_unkeep gives back everything still held.
+ */
+static void test_client_keeps_requests_by_reference(void **state)
+{
+	struct ps_msgbuf m[NS], one[NS];
+	struct ps_client *c = mk(8, m);
+	uint8_t *held[NS], snap[NS][512], *unsent[NS], *again = NULL;
+	uint64_t keys[30];
+	float g[60] = { 0 }, out[60];
+	int sp = 1, sq = 1, sr = 1;
+	uint32_t i, s;
+
+	(void)state;
+	memset(kb, 0, sizeof(kb));
+	for (s = 0; s < NS; s++)
+		m[s] = (struct ps_msgbuf){ .buf = kb_fresh(), .cap = sizeof(kb[0].data) };
+	ps_client_keep_by_ref(c, &kb_keep);
+	for (i = 0; i < 30; i++)
+		keys[i] = i * 977;
+	assert_int_equal(ps_client_push(c, 1, 2, keys, 30, g, pt_done, &sp, m), 0);
+	for (s = 0; s < NS; s++) {
+		assert_int_equal(kb_of(m[s].buf)->keeps, 1);
+		memcpy(snap[s], m[s].buf, sizeof(snap[s]));
+		held[s] = kb_send(m, s);
+	}
+	/* A pull encoded and not sent (its connection is down): the next request goes elsewhere. */
+	assert_int_equal(ps_client_pull(c, 1, 2, keys, 30, out, pt_done, &sq, m), 0);
+	for (s = 0; s < NS; s++)
+		unsent[s] = m[s].buf;
+	assert_int_equal(ps_client_pull(c, 1, 2, keys, 30, out, pt_done, &sr, m), 0);
+	for (s = 0; s < NS; s++) {
+		assert_ptr_not_equal(m[s].buf, unsent[s]);
+		/* each buffer still holds its own request (the header's request id differs) */
+		assert_int_equal(unsent[s][3], PS_T_PULL);
+		assert_true(tl_ld64(unsent[s] + 16) != tl_ld64(m[s].buf + 16));
+		assert_memory_equal(held[s], snap[s], sizeof(snap[s]));
+		kb_send(m, s);
+	}
+	/* Server 1 lost: its pulls let go (their buffers back), the push resent as it is. */
+	assert_int_equal(ps_client_forget_dest(c, 1, -ECONNRESET), 2);
+	assert_int_equal(kb_of(unsent[1])->keeps, 0);
+	assert_int_equal(ps_client_resend(c, 1, resend_ptr, &again), 1);
+	assert_ptr_equal(again, held[1]);
+	for (s = 0; s < NS; s++) {
+		one[s].buf = held[s];
+		reply_ack(c, one, s);
+		assert_int_equal(kb_of(held[s])->keeps, 0);
+	}
+	assert_int_equal(sp, 0);
+	/* What is still held (the pulls to servers 0 and 2) comes back at ps_client_unkeep. */
+	ps_client_unkeep(c);
+	for (i = 0; i < KB_N; i++)
+		assert_int_equal(kb[i].keeps, 0);
+	ps_client_destroy(c);
+}
+
 /*
  * The request timeout, on the client's clock: a request unanswered for request_timeout_us
  * of polling stalls its destinations (for the glue to reconnect); a pull ends with
@@ -558,6 +676,7 @@ int main(void)
 		cmocka_unit_test(test_client_forget_dest_frees_all_but_pushes),
 		cmocka_unit_test(test_client_retry_refusal_sends_push_again_final_one_fails_with_text),
 		cmocka_unit_test(test_client_reconnects_leave_no_slot_behind),
+		cmocka_unit_test(test_client_keeps_requests_by_reference),
 		cmocka_unit_test(test_client_request_timeout),
 		cmocka_unit_test(test_client_blocking_calls_wait_for_every_reply),
 	};
