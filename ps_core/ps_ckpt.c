@@ -755,7 +755,11 @@ static int load_fence(struct ps_server *s, struct ck_in *in)
 	return 0;
 }
 
-/* Sync mode: the cut step's pending sums (rows already loaded). */
+/*
+ * A sync file's pending sums of the cut step (rows already loaded): the pushes of that step
+ * were acknowledged, so none is dropped. A sync server keeps them pending for the barrier;
+ * another mode has no barrier, so each sum is applied at once, as the barrier would have.
+ */
 static int load_sums(struct ps_server *s, struct ck_in *in, char *err, size_t errlen)
 {
 	uint32_t t, ns = s->cfg.n_shards;
@@ -776,7 +780,13 @@ static int load_sums(struct ps_server *s, struct ck_in *in, char *err, size_t er
 			sh = &s->shards[c->kind == PS_TABLE_DENSE ? ps_dense_shard(c->id, ns) :
 					ps_key_shard(key, ns)];
 			r = ps_table_find(&sh->tables[t], key);
-			rc = r == UINT32_MAX ? -EBADMSG : ps_shard_sync_restore(sh, t, r, acc);
+			if (r == UINT32_MAX)
+				rc = -EBADMSG;
+			else if (s->cfg.mode == PS_MODE_SYNC)
+				rc = ps_shard_sync_restore(sh, t, r, acc);
+			else if (!ps_optim_apply(&sh->tables[t], ps_row_val(&sh->tables[t], r), acc,
+						 sh->scratch))
+				ps_count(&sh->n_nonfinite, 1); /* left as it was, as the barrier does */
 			if (rc < 0) {
 				ps_errf(err, errlen, "table %u: pending sync sum for key/row %llu %s", c->id,
 					(unsigned long long)key, rc == -ENOMEM ? ": out of memory" :
@@ -811,14 +821,8 @@ static int load_durable(struct ps_server *s, struct ck_in *in, uint32_t file_mod
 	if ((rc = ck_take(in, same ? s->bar_seen : NULL, nw)) < 0 ||
 	    (rc = ck_take(in, NULL, CK_PAD8(nw) - nw)) < 0)
 		return rc;
-	if (file_mode == PS_MODE_SYNC) {
-		if (s->cfg.mode == PS_MODE_SYNC)
-			rc = load_sums(s, in, err, errlen);
-		else
-			rc = ck_take(in, NULL, in->body - ck_used(in)); /* the last section */
-		if (rc < 0)
-			return rc;
-	}
+	if (file_mode == PS_MODE_SYNC && (rc = load_sums(s, in, err, errlen)) < 0)
+		return rc;
 	if (!same)
 		return 0;
 	s->bar_step = bar_step;
@@ -1160,7 +1164,13 @@ int ps_ckpt_read(struct ps_server *s, const char *path, uint64_t *gen, char *err
 	rc = check_layout(s, in.fd, in.body, hdr, rows, err, errlen);
 	if (rc == 0) {
 		loading = true;
+		if (errlen > 0)
+			err[0] = '\0';
 		rc = load_all(s, &in, hdr, rows, gen, err, errlen);
+		/* A section that ended early or does not parse says so, not the reader's errno. */
+		if (rc < 0 && errlen > 0 && err[0] == '\0')
+			ps_errf(err, errlen, "%s: a section is %s", path, rc == -ENOMEM ?
+				"too large for memory" : "truncated or malformed");
 	}
 	/* The checksum of the whole body, whatever the load stopped at. */
 	if ((rrc = ck_take(&in, NULL, in.body - ck_used(&in))) < 0) {
