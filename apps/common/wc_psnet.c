@@ -198,6 +198,8 @@ void wn_conn_free(struct wn_conn *c)
 		c->n->dst[c->dest] = NULL;
 	if (c->kind == WN_ACCEPTED)
 		c->n->srv_conns--;
+	if (c->n->save_ctl == c) /* its save goes on, unanswered */
+		c->n->save_ctl = NULL;
 	/* Replies still lent point at c: the last one's completion frees it. */
 	c->gone = true;
 	if (c->out == 0)
@@ -250,7 +252,6 @@ static void wn_on_closed(struct fz_conn *fc, int reason)
 	wn_conn_free(c);
 }
 
-static int ctl_reply(struct wn_conn *c, uint64_t req_id, const char *text);
 
 /* One log line a second at most: a peer that keeps trying must not flood the log. */
 static void plane_refused(struct wn_conn *c, const char *what)
@@ -287,7 +288,7 @@ static bool plane_allows(struct wn_conn *c, const struct tl_msg_view *m)
 		return true;
 	if (ctl) {
 		plane_refused(c, "a control command on a data connection");
-		(void)ctl_reply(c, m->hdr.req_id, "error control commands are answered on the "
+		(void)wn_ctl_reply(c, m->hdr.req_id, "error control commands are answered on the "
 				"control endpoint only, on a connection that sends no data requests");
 	} else {
 		plane_refused(c, "a data request on a control connection");
@@ -705,7 +706,7 @@ static void free_done(void *arg, int status)
 	free(arg);
 }
 
-static int ctl_reply(struct wn_conn *c, uint64_t req_id, const char *text)
+int wn_ctl_reply(struct wn_conn *c, uint64_t req_id, const char *text)
 {
 	struct tl_msg_hdr h = { .type = WC_T_CTL_R, .req_id = req_id };
 	size_t len = strlen(text);
@@ -732,11 +733,11 @@ static int ctl_reply(struct wn_conn *c, uint64_t req_id, const char *text)
 	return rc;
 }
 
-static void ctl_save(struct wn_conn *c, const char *path, char *out, size_t len)
+/* Answered when the checkpoint is written (out left empty), or at once with an error. */
+static void ctl_save(struct wn_conn *c, uint64_t req_id, const char *path, char *out, size_t len)
 {
 	char err[512], target[2 * WC_PATH_LEN + 2];
 	const char *wal = c->n->scfg != NULL ? c->n->scfg->wal_dir : NULL;
-	uint64_t rows = 0;
 	int rc;
 
 	if (!c->n->is_ps) {
@@ -754,11 +755,11 @@ static void ctl_save(struct wn_conn *c, const char *path, char *out, size_t len)
 	/* Only under the checkpoint's directory: a control peer picks a name, not a place. */
 	rc = wc_ctl_save_target(c->n->ckpt, wal, path, target, sizeof(target), err, sizeof(err));
 	if (rc == 0)
-		rc = wn_srv_save(c->n, target, &rows, err, sizeof(err));
+		rc = wn_srv_save_start(c->n, target, c, req_id, err, sizeof(err));
 	if (rc != 0)
 		snprintf(out, len, "error save %s: %s", path, err);
 	else
-		snprintf(out, len, "ok saved %" PRIu64 " rows to %s", rows, target);
+		out[0] = '\0';
 }
 
 /*
@@ -786,7 +787,8 @@ static int ctl_auth(struct wn_conn *c, const char *line, const char *tok, size_t
 	return -EPERM;
 }
 
-static void ctl_command(struct wn_conn *c, const char *cmd, char *out, size_t len)
+static void ctl_command(struct wn_conn *c, uint64_t req_id, const char *cmd, char *out,
+			size_t len)
 {
 	struct wc_psnet *n = c->n;
 
@@ -803,7 +805,7 @@ static void ctl_command(struct wn_conn *c, const char *cmd, char *out, size_t le
 	} else if (strcmp(cmd, "status") == 0) {
 		ctl_status(n, out, len);
 	} else if (strncmp(cmd, "save", 4) == 0 && (cmd[4] == ' ' || cmd[4] == '\0')) {
-		ctl_save(c, cmd + 4, out, len);
+		ctl_save(c, req_id, cmd + 4, out, len);
 	} else if (strcmp(cmd, "shutdown") == 0) {
 		n->stop = true;
 		snprintf(out, len, "ok shutting down");
@@ -838,9 +840,10 @@ void wn_ctl_handle(struct wn_conn *c, const struct tl_msg_view *m)
 		}
 		cmd[line - cmd + strcspn(line, "\r\n")] = '\0';
 		if (ctl_auth(c, line, tok, toklen, out, WC_CTL_MAX) == 0)
-			ctl_command(c, line, out, WC_CTL_MAX);
+			ctl_command(c, m->hdr.req_id, line, out, WC_CTL_MAX);
 	}
-	int rc = ctl_reply(c, m->hdr.req_id, out);
+	/* Empty: answered later (a save, when written). */
+	int rc = out[0] != '\0' ? wn_ctl_reply(c, m->hdr.req_id, out) : 0;
 	if (rc != 0) {
 		c->errors++;
 		WC_LOG(ERR, "%s: control reply: %s", n->name, strerror(-rc));

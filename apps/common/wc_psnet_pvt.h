@@ -145,9 +145,15 @@ struct wc_psnet {
 	bool wal_on;
 	uint64_t ckpt_every_us, next_ckpt_us, wal_max_bytes, next_walchk_us;
 	uint64_t sync_every_us, next_sync_us, ckpts, ckpt_errors;
-	/* A periodic checkpoint in progress (lane 0): copied while serving, written by save_th. */
+	/* A checkpoint in progress (lane 0: periodic, or asked for by a control save): copied
+	 * while serving, written by save_th. save_ctl: the control connection that asked, answered
+	 * when it is written (NULL once that connection is gone). */
 	struct ps_save_job *save_job;
 	const char *save_why;
+	char save_path[2 * WC_PATH_LEN + 2];
+	struct wn_conn *save_ctl;
+	uint64_t save_ctl_req;
+	uint32_t test_save_delay_ms;  /* tests only (WHARF_TEST_SAVE_DELAY_MS) */
 	pthread_t save_th;
 	bool save_th_on;
 	_Atomic int save_written;     /* release: save_th's result below is complete */
@@ -205,7 +211,15 @@ void wn_srv_deferred(struct wc_psnet *n);
 /* Lets go of c's deferred requests (its connection is going away). */
 void wn_srv_drop_deferred(struct wn_conn *c);
 void wn_srv_status(struct wc_psnet *n, char *out, size_t len, size_t *off);
-int wn_srv_save(struct wc_psnet *n, const char *path, uint64_t *rows, char *err, size_t errlen);
+/*
+ * Starts a checkpoint to path that lane 0 copies while it serves and a thread writes; the
+ * control connection c (request req_id) is answered when it is written. -EBUSY while another
+ * checkpoint is being written.
+ */
+int wn_srv_save_start(struct wc_psnet *n, const char *path, struct wn_conn *c, uint64_t req_id,
+		      char *err, size_t errlen);
+/* A control reply (WC_T_CTL_R) on c. */
+int wn_ctl_reply(struct wn_conn *c, uint64_t req_id, const char *text);
 /* worker replies (wc_psnet_cli.c). */
 void wn_cli_on_msg(struct wn_conn *c, const struct tl_msg_view *m);
 /* A data connection to a server is gone: what it owed and will not be resent is let go. */

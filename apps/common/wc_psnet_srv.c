@@ -39,10 +39,21 @@
  */
 static int test_knobs(struct wc_psnet *n, char *err, size_t errlen)
 {
-	const char *v = getenv("WHARF_TEST_DROP_GEO_REPLY");
-	unsigned every;
+	const char *v = getenv("WHARF_TEST_SAVE_DELAY_MS");
+	unsigned every, ms;
 	int rc;
 
+	/* WHARF_TEST_SAVE_DELAY_MS=N (tests only): the checkpoint writer waits N ms first, as
+	 * a slow disk would, so a test can see lane 0 serve while a checkpoint is written. */
+	if (v != NULL) {
+		if ((rc = wc_parse_uint(v, 0, 600000, &ms, "WHARF_TEST_SAVE_DELAY_MS", err,
+					errlen)) != 0)
+			return rc;
+		n->test_save_delay_ms = ms;
+		WC_LOG(WARNING, "%s: lane %u: test knob WHARF_TEST_SAVE_DELAY_MS: each checkpoint "
+		       "is written %u ms late", n->name, n->lane, ms);
+	}
+	v = getenv("WHARF_TEST_DROP_GEO_REPLY");
 	if (v == NULL)
 		return 0;
 	if ((rc = wc_parse_uint(v, 1, 1000000, &every, "WHARF_TEST_DROP_GEO_REPLY", err, errlen)) != 0)
@@ -334,12 +345,6 @@ void wn_srv_status(struct wc_psnet *n, char *out, size_t len, size_t *off)
 #undef OUT
 }
 
-int wn_srv_save(struct wc_psnet *n, const char *path, uint64_t *rows, char *err, size_t errlen)
-{
-	if (n->h == NULL)
-		return wn_errf(err, errlen, -EAGAIN, "not serving yet");
-	return ps_save(n->h, path, rows, err, errlen);
-}
 
 /* One idle round of a lane: its network, and (with other lanes) ops queued for its shards. */
 int wn_lane_round(struct wc_psnet *n)
@@ -355,6 +360,12 @@ int wn_lane_round(struct wc_psnet *n)
 static void *save_writer(void *arg)
 {
 	struct wc_psnet *n = arg;
+
+	if (n->test_save_delay_ms > 0) {
+		struct timespec d = { n->test_save_delay_ms / 1000,
+				      (long)(n->test_save_delay_ms % 1000) * 1000000 };
+		nanosleep(&d, NULL);
+	}
 
 	n->save_rc = ps_save_write(n->save_job, &n->save_rows, n->save_err, sizeof(n->save_err));
 	/* release: partner, the acquire in save_progress. */
@@ -382,18 +393,32 @@ static void save_progress(struct wc_psnet *n, bool finish)
 			if (n->save_th_on)
 				pthread_join(n->save_th, NULL);
 			n->save_th_on = false;
+			bool primary = strcmp(n->save_path, n->ckpt) == 0;
 			ps_save_free(n->save_job);
 			n->save_job = NULL;
-			n->next_ckpt_us = wn_now_us() + n->ckpt_every_us;
+			if (primary)
+				n->next_ckpt_us = wn_now_us() + n->ckpt_every_us;
 			if (n->save_rc != 0) {
 				n->ckpt_errors++;
-				WC_LOG(ERR, "%s: %s checkpoint %s: %s", n->name, n->save_why, n->ckpt,
-					n->save_err);
+				WC_LOG(ERR, "%s: %s checkpoint %s: %s", n->name, n->save_why,
+				       n->save_path, n->save_err);
 			} else {
 				n->ckpts++;
 				WC_LOG(INFO, "%s: %s checkpoint %s: %" PRIu64 " rows%s", n->name,
-					n->save_why, n->ckpt, n->save_rows,
-					n->wal_on ? "; the log before it deleted" : "");
+				       n->save_why, n->save_path, n->save_rows,
+				       n->wal_on && primary ? "; the log before it deleted" : "");
+			}
+			if (n->save_ctl != NULL) {
+				char out[sizeof(n->save_err) + sizeof(n->save_path) + 64];
+				if (n->save_rc != 0)
+					snprintf(out, sizeof(out), "error save %s: %s", n->save_path,
+						 n->save_err);
+				else
+					snprintf(out, sizeof(out), "ok saved %" PRIu64 " rows to %s",
+						 n->save_rows, n->save_path);
+				if (wn_ctl_reply(n->save_ctl, n->save_ctl_req, out) != 0)
+					n->save_ctl->errors++;
+				n->save_ctl = NULL;
 			}
 			return;
 		}
@@ -449,6 +474,23 @@ static int drain_and_save(struct wc_psnet *n)
 	return rc;
 }
 
+/* Lane 0: the cut of a checkpoint to path; its copy and write go on as lane 0 serves. */
+static int save_begin(struct wc_psnet *n, const char *path, const char *why, char *err,
+		      size_t errlen)
+{
+	int rc = ps_save_start(n->h, path, &n->save_job, err, errlen);
+
+	if (rc != 0) {
+		n->save_job = NULL;
+		return rc;
+	}
+	snprintf(n->save_path, sizeof(n->save_path), "%s", path);
+	n->save_why = why;
+	atomic_store_explicit(&n->save_written, 0, memory_order_relaxed); /* this job's, from now */
+	save_progress(n, false);
+	return 0;
+}
+
 /*
  * Every lane: msync of its own log every wal_sync_ms, unless the sync thread does it
  * (wal_bg_sync, the PS executables' way). Lane 0: a checkpoint to --ckpt on the timer or
@@ -482,17 +524,32 @@ static void periodic_duties(struct wc_psnet *n)
 	}
 	if (!why)
 		return;
-	rc = ps_save_start(n->h, n->ckpt, &n->save_job, err, sizeof(err));
+	rc = save_begin(n, n->ckpt, why, err, sizeof(err));
 	if (rc != 0) {
-		n->save_job = NULL;
 		n->next_ckpt_us = wn_now_us() + n->ckpt_every_us;
 		n->ckpt_errors++;
 		WC_LOG(ERR, "%s: %s checkpoint %s: %s", n->name, why, n->ckpt, err);
-		return;
 	}
-	n->save_why = why;
-	atomic_store_explicit(&n->save_written, 0, memory_order_relaxed); /* this job's, from now */
-	save_progress(n, false);
+}
+
+int wn_srv_save_start(struct wc_psnet *n, const char *path, struct wn_conn *c, uint64_t req_id,
+		      char *err, size_t errlen)
+{
+	int rc;
+
+	if (n->h == NULL)
+		return wn_errf(err, errlen, -EAGAIN, "not serving yet");
+	if (n->save_job != NULL)
+		return wn_errf(err, errlen, -EBUSY, "a %s checkpoint to %s is being written; ask "
+			       "again when it is done", n->save_why, n->save_path);
+	if (n->draining)
+		return wn_errf(err, errlen, -EAGAIN, "shutting down (the shutdown checkpoint "
+			       "follows)");
+	if ((rc = save_begin(n, path, "requested", err, errlen)) != 0)
+		return rc;
+	n->save_ctl = c;
+	n->save_ctl_req = req_id;
+	return 0;
 }
 
 int wc_psnet_serve_loop(struct wc_psnet *n, const sigset_t *sigs)
