@@ -205,6 +205,13 @@ def rows(rep):
          num(get(truns, "dpdk_fuse_off", "samples_per_s"), "sample/s"),
          h.get("train_samples_ratio_fuse_on_over_off"), None),
     ]
+    druns = (p.get("train_direct") or {}).get("runs") or {}
+    out += [
+        (f"MLP training samples/s, 1 worker, direct pair / kernel over {via}",
+         num(get(druns, "dpdk", "samples_per_s"), "sample/s"),
+         num(get(druns, run, "samples_per_s"), "sample/s"),
+         h.get(f"train_direct_samples_ratio_dpdk_over_kernel{sfx}"), None)
+        for via, run, sfx in (("loopback", "kernel", ""), ("a bridge", "kernel_bridge", "_bridge"))]
     pruns = (p.get("train_torch") or {}).get("runs") or {}
     out += [
         ("PyTorch MLP samples/s (make demo's job), fusion off",
@@ -270,6 +277,9 @@ def summary_rows(rep):
         ("MLP training samples/s, DPDK / kernel (loopback; bridge)",
          ratio(h.get("train_samples_ratio_dpdk_over_kernel")) + "; " +
          ratio(h.get("train_samples_ratio_dpdk_over_kernel_bridge")), ""),
+        ("MLP training samples/s, 1 worker, direct pair, DPDK / kernel (loopback; bridge)",
+         ratio(h.get("train_direct_samples_ratio_dpdk_over_kernel")) + "; " +
+         ratio(h.get("train_direct_samples_ratio_dpdk_over_kernel_bridge")), ""),
         ("PyTorch MLP training samples/s, DPDK / kernel; fusion on / off",
          ratio(h.get("train_torch_samples_ratio_dpdk_over_kernel")) + "; " +
          ratio(h.get("train_torch_samples_ratio_fuse_on_over_off")), ""),

@@ -39,6 +39,11 @@
 #                       kernel pay a hop as well). Top level: train_samples_ratio_dpdk_over_kernel
 #                       (fusion off), train_samples_ratio_dpdk_over_kernel_bridge and
 #                       train_samples_ratio_fuse_on_over_off (DPDK), plus the other pairings.
+#   OUT_DIR/train_direct.json  the same MLP job with 1 worker over the direct pair (no switch:
+#                       only the two nodes touch the frames, as with a NIC), both sleeping,
+#                       PS core 1, worker core 0, against the kernel over loopback and the
+#                       bridge pinned alike. Top level: train_direct_samples_ratio_dpdk_over_
+#                       kernel[_bridge].
 #   OUT_DIR/train_torch.json  the same job as a PyTorch program (python/examples/mlp_fmnist.py
 #                       on the package wharf, as `make demo` runs it): DPDK vs kernel and
 #                       --tensor-fuse off vs on. Top level: train_torch_samples_ratio_* as above.
@@ -47,10 +52,10 @@
 # cores). Every process is non-polling in ps and train (the machine has 2 cores for switch, PS and 2
 # workers), as in the demo. A run that fails is recorded as null with its reason under "notes"; the file is
 # written anyway. The bridge: bridge_up below (root and iproute2; without them its runs are
-# recorded as failed, with why). About 7 minutes with the defaults on 2 shared cores.
+# recorded as failed, with why). About 8 minutes with the defaults on 2 shared cores.
 # Knobs: BENCH_MTU (DPDK data-plane MTU, 1500), BENCH_PS_SECONDS (BENCH_SECONDS or 3, per phase), BENCH_PS_BATCH (1000), BENCH_TRAIN_LIMIT (60000
 # images), BENCH_TRAIN_EPOCHS (2), BENCH_PS_BYTES_SECONDS (1, per phase of ps_bytes),
-# BENCH_E2E_PARTS ("ps ps_direct ps_bytes ps_lanes train train_torch"), BENCH_E2E_BUDGET (620 s:
+# BENCH_E2E_PARTS ("ps ps_direct ps_bytes ps_lanes train train_direct train_torch"), BENCH_E2E_BUDGET (720 s:
 # a run that would start past it is skipped and recorded as such). PS_ENABLE_POLLING and
 # WORKER_ENABLE_POLLING pass through to every node (spinning needs a core per process).
 set -u
@@ -63,9 +68,9 @@ PS_BATCH=${BENCH_PS_BATCH:-1000}
 TR_LIMIT=${BENCH_TRAIN_LIMIT:-60000}
 TR_EPOCHS=${BENCH_TRAIN_EPOCHS:-2}
 PB_SECS=${BENCH_PS_BYTES_SECONDS:-1}
-PARTS=${BENCH_E2E_PARTS:-ps ps_direct ps_bytes ps_lanes train train_torch}
+PARTS=${BENCH_E2E_PARTS:-ps ps_direct ps_bytes ps_lanes train train_direct train_torch}
 export TB_PIN=1
-BUDGET=${BENCH_E2E_BUDGET:-620}
+BUDGET=${BENCH_E2E_BUDGET:-720}
 tb_init
 RES=$TB_DIR/results
 mkdir -p "$RES"
@@ -116,7 +121,7 @@ bridge_how() {
 # The namespace of node IDX for protocol PROTO: only bridge runs have one.
 node_ns() { [ "$1" = bridge ] && bridge_ns "$2"; return 0; }
 trap 'rc=$?; bridge_down; (exit $rc); tb_cleanup exit' EXIT
-case " $PARTS " in *" ps "*|*" ps_direct "*|*" ps_bytes "*|*" train "*|*" train_torch "*) bridge_up || tb_log "no bridge runs: $BR_WHY" ;; esac
+case " $PARTS " in *" ps "*|*" ps_direct "*|*" ps_bytes "*|*" train "*|*" train_direct "*|*" train_torch "*) bridge_up || tb_log "no bridge runs: $BR_WHY" ;; esac
 
 # Control endpoints on loopback; with protocol=dpdk the map gives each node its data address
 # on the switch. PROTO bridge: kernel TCP, node i's endpoint on its bridge address. Sets CL
@@ -294,7 +299,7 @@ pair_ps() { # NAME EAL PREFIX... -- ARGS...
 	while [ "$1" != "--" ]; do pre+=("$1"); shift; done
 	shift
 	PS_ENABLE_POLLING=$poll WORKER_ENABLE_POLLING=$poll "${pre[@]}" taskset -c 1 \
-		"$TB_BUILD/wharf-ps-bench" $eal -- $CL --role ps "$@" >"$TB_DIR/$name-ps.out" \
+		"$TB_BUILD/wharf-${PAIR_CMD:-ps-bench}" $eal -- $CL --role ps "$@" >"$TB_DIR/$name-ps.out" \
 		2>"$TB_DIR/$name-ps.log" &
 	TB_PIDS[$name-ps]=$!
 }
@@ -303,7 +308,7 @@ pair_worker() { # NAME TIMEOUT EAL PREFIX... -- ARGS...
 	while [ "$1" != "--" ]; do pre+=("$1"); shift; done
 	shift
 	PS_ENABLE_POLLING=$poll WORKER_ENABLE_POLLING=$poll timeout --kill-after=5 "$to" "${pre[@]}" \
-		taskset -c 0 "$TB_BUILD/wharf-ps-bench" $eal -- $CL --role worker --task-index 0 "$@" \
+		taskset -c 0 "$TB_BUILD/wharf-${PAIR_CMD:-ps-bench}" $eal -- $CL --role worker --task-index 0 "$@" \
 		>"$TB_DIR/$name-w0.out" 2>"$TB_DIR/$name-w0.log" &
 	TB_PIDS[$name-w0]=$!
 }
@@ -378,6 +383,21 @@ part_train() {
 				--test-limit 2000 --decay-epochs 0
 			base=$((base + 10))
 		done
+	done
+}
+
+# The MLP job with 1 PS (core 1) and 1 worker (core 0) over the direct pair: no switch, so
+# no process but the two nodes touches the frames, as with a NIC; sleeping, pinned alike.
+part_train_direct() {
+	local proto base=48600
+	for proto in dpdk kernel bridge; do
+		spent "td-$proto" 1 30 && continue
+		tb_log "train_direct: $proto"
+		PAIR_CMD=train PAIR_POLL=False pair_run "td-$proto" "$proto" "$base" vhost 150 \
+			--mode sync --model mlp --lr 0.1 --ps-cores 1 -- --mode sync --model mlp \
+			--epochs "$TR_EPOCHS" --batch 64 --lr 0.1 --train-limit "$TR_LIMIT" \
+			--test-limit 2000 --decay-epochs 0
+		base=$((base + 10))
 	done
 }
 
@@ -606,6 +626,24 @@ if "train" in parts:
           "note": "samples/s summed over the 2 workers", "runs": {}}
     train_runs(tr, "tr", "train")
     finish("train", tr, "tr-")
+
+if "train_direct" in parts:
+    td = {"bench": "train_direct_e2e", "model": "mlp", "mode": "sync", "servers": 1,
+          "workers": 1, "epochs": int(epochs), "train_limit": int(limit), "batch": 64,
+          "note": "1 PS on net_vhost0 (core 1) and 1 worker on virtio_user0 (core 0), no switch, "
+                  "both sleeping; kernel: the same two processes over loopback with the same "
+                  "cores (taskset); kernel_bridge: the same, " + bridge_how,
+          "runs": {}}
+    for proto in ("dpdk", "kernel", "bridge"):
+        r = run(f"td-{proto}", 1)
+        if r["ok"]:
+            r["samples_per_s"] = r["workers"][0]["samples_per_s"]
+            r["test_accuracy"] = r["workers"][0].get("test_accuracy")
+        td["runs"][RUN[proto]] = r
+    g = lambda n: td["runs"][n].get("samples_per_s")
+    td["train_direct_samples_ratio_dpdk_over_kernel"] = ratio(g("dpdk"), g("kernel"))
+    td["train_direct_samples_ratio_dpdk_over_kernel_bridge"] = ratio(g("dpdk"), g("kernel_bridge"))
+    finish("train_direct", td, "td-")
 
 if "train_torch" in parts:
     tt = {"bench": "train_torch_e2e", "model": "mlp", "framework": "pytorch", "mode": "sync",

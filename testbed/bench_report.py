@@ -86,7 +86,8 @@ def part_time(name):
 
 parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "dpdk_pingpong", "kernel_pingpong", "dpdk_rate",
                               "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream", "fuse", "fuse_kernel", "fuse_pmd_step_bytes", "fuse_pmd_step", "fuse_pmd_step_pieces", "fuse_pmd_step_pieces_plain", "shard",
-                              "ps", "ps_direct", "ps_bytes", "ps_lanes", "train", "train_torch")}
+                              "ps", "ps_direct", "ps_bytes", "ps_lanes", "train", "train_direct",
+                              "train_torch")}
 
 
 def why_not(n, v):
@@ -208,6 +209,10 @@ fig("train_samples_ratio_dpdk_over_kernel_bridge",
     get(parts["train"], "train_samples_ratio_dpdk_over_kernel_bridge"), "train")
 fig("train_samples_ratio_fuse_on_over_off",
     get(parts["train"], "train_samples_ratio_fuse_on_over_off"), "train")
+for sfx in ("", "_bridge"):
+    fig(f"train_direct_samples_ratio_dpdk_over_kernel{sfx}",
+        get(parts["train_direct"], f"train_direct_samples_ratio_dpdk_over_kernel{sfx}"),
+        "train_direct")
 fig("train_torch_samples_ratio_dpdk_over_kernel",
     get(parts["train_torch"], "train_torch_samples_ratio_dpdk_over_kernel"), "train_torch")
 fig("train_torch_samples_ratio_dpdk_over_kernel_bridge",
