@@ -60,6 +60,12 @@ def div(a, b):
     return None if a is None or not b else a / b
 
 
+def median(xs):
+    """The median of the values that are there (the upper middle for an even count)."""
+    xs = sorted(x for x in xs if x is not None)
+    return xs[len(xs) // 2] if xs else None
+
+
 def geomean(*xs):
     if any(x is None or x <= 0 for x in xs):
         return None
@@ -82,6 +88,7 @@ def rows(rep):
     p, h = rep.get("parts") or {}, rep.get("headline") or {}
     fuse, fk = p.get("fuse") or {}, p.get("fuse_kernel") or {}
     ps, pd, tr = p.get("ps") or {}, p.get("ps_direct") or {}, p.get("train") or {}
+    tf = p.get("train_fuse") or {}
     us = lambda part, k: num(get(p, part, k), "µs")
     out = [
         ("64 B ping-pong RTT p50", us("dpdk_pingpong", "rtt_p50_us"),
@@ -203,7 +210,7 @@ def rows(rep):
         ("MLP training samples/s, DPDK, fusion on / off",
          num(get(truns, "dpdk_fuse_on", "samples_per_s"), "sample/s"),
          num(get(truns, "dpdk_fuse_off", "samples_per_s"), "sample/s"),
-         h.get("train_samples_ratio_fuse_on_over_off"), None),
+         h.get("train_samples_ratio_fuse_on_over_off"), "train_samples_ratio_fuse_on_over_off"),
     ]
     druns = (p.get("train_direct") or {}).get("runs") or {}
     out += [
@@ -212,6 +219,15 @@ def rows(rep):
          num(get(druns, run, "samples_per_s"), "sample/s"),
          h.get(f"train_direct_samples_ratio_dpdk_over_kernel{sfx}"), None)
         for via, run, sfx in (("loopback", "kernel", ""), ("a bridge", "kernel_bridge", "_bridge"))]
+    fruns = tf.get("runs") or {}
+    for proto, sfx in (("dpdk", ""), ("kernel", "_kernel")):
+        on = [get(fruns, f"{proto}_fuse_on_{i}", "samples_per_s") for i in range(1, 10)]
+        off = [get(fruns, f"{proto}_fuse_off_{i}", "samples_per_s") for i in range(1, 10)]
+        out.append((f"Deep MLP (24 layers, 100 small tensors a step) samples/s, {proto}, "
+                    "fusion on / off (median of rounds)", num(median(on), "sample/s"),
+                    num(median(off), "sample/s"),
+                    h.get(f"train_fuse_samples_ratio_fuse_on_over_off{sfx}"),
+                    f"train_fuse_samples_ratio_fuse_on_over_off{sfx}" if not sfx else None))
     pruns = (p.get("train_torch") or {}).get("runs") or {}
     out += [
         ("PyTorch MLP samples/s (make demo's job), fusion off",
@@ -280,6 +296,13 @@ def summary_rows(rep):
         ("MLP training samples/s, 1 worker, direct pair, DPDK / kernel (loopback; bridge)",
          ratio(h.get("train_direct_samples_ratio_dpdk_over_kernel")) + "; " +
          ratio(h.get("train_direct_samples_ratio_dpdk_over_kernel_bridge")), ""),
+        ("MLP training samples/s, fusion on / off",
+         ratio(h.get("train_samples_ratio_fuse_on_over_off")),
+         target(rep, "train_samples_ratio_fuse_on_over_off")),
+        ("Deep MLP (100 small tensors a step) samples/s, fusion on / off, DPDK / kernel",
+         ratio(h.get("train_fuse_samples_ratio_fuse_on_over_off")) + " / " +
+         ratio(h.get("train_fuse_samples_ratio_fuse_on_over_off_kernel")),
+         target(rep, "train_fuse_samples_ratio_fuse_on_over_off")),
         ("PyTorch MLP training samples/s, DPDK / kernel; fusion on / off",
          ratio(h.get("train_torch_samples_ratio_dpdk_over_kernel")) + "; " +
          ratio(h.get("train_torch_samples_ratio_fuse_on_over_off")), ""),

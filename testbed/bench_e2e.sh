@@ -44,6 +44,12 @@
 #                       PS core 1, worker core 0, against the kernel over loopback and the
 #                       bridge pinned alike. Top level: train_direct_samples_ratio_dpdk_over_
 #                       kernel[_bridge].
+#   OUT_DIR/train_fuse.json  wharf-train's deep MLP (--layers 24 --hidden 16: 50 tensors of
+#                       1 KiB or less but one, each a dense table of its own, so a step pulls
+#                       and pushes 100 small tensors), sync, 1 PS + 2 workers, --tensor-fuse off
+#                       vs on, DPDK and kernel, BENCH_TRAIN_FUSE_REPS (3) rounds interleaved
+#                       (off, on, per protocol, per round). Top level, medians over the rounds:
+#                       train_fuse_samples_ratio_fuse_on_over_off (DPDK) and _kernel.
 #   OUT_DIR/train_torch.json  the same job as a PyTorch program (python/examples/mlp_fmnist.py
 #                       on the package wharf, as `make demo` runs it): DPDK vs kernel and
 #                       --tensor-fuse off vs on. Top level: train_torch_samples_ratio_* as above.
@@ -52,10 +58,11 @@
 # cores). Every process is non-polling in ps and train (the machine has 2 cores for switch, PS and 2
 # workers), as in the demo. A run that fails is recorded as null with its reason under "notes"; the file is
 # written anyway. The bridge: bridge_up below (root and iproute2; without them its runs are
-# recorded as failed, with why). About 8 minutes with the defaults on 2 shared cores.
+# recorded as failed, with why). About 9 minutes with the defaults on 2 shared cores.
 # Knobs: BENCH_MTU (DPDK data-plane MTU, 1500), BENCH_PS_SECONDS (BENCH_SECONDS or 3, per phase), BENCH_PS_BATCH (1000), BENCH_TRAIN_LIMIT (60000
 # images), BENCH_TRAIN_EPOCHS (2), BENCH_PS_BYTES_SECONDS (1, per phase of ps_bytes),
-# BENCH_E2E_PARTS ("ps ps_direct ps_bytes ps_lanes train train_direct train_torch"), BENCH_E2E_BUDGET (720 s:
+# BENCH_E2E_PARTS ("ps ps_direct ps_bytes ps_lanes train train_direct train_fuse train_torch"),
+# BENCH_TRAIN_FUSE_REPS (3), BENCH_E2E_BUDGET (800 s:
 # a run that would start past it is skipped and recorded as such). PS_ENABLE_POLLING and
 # WORKER_ENABLE_POLLING pass through to every node (spinning needs a core per process).
 set -u
@@ -68,9 +75,10 @@ PS_BATCH=${BENCH_PS_BATCH:-1000}
 TR_LIMIT=${BENCH_TRAIN_LIMIT:-60000}
 TR_EPOCHS=${BENCH_TRAIN_EPOCHS:-2}
 PB_SECS=${BENCH_PS_BYTES_SECONDS:-1}
-PARTS=${BENCH_E2E_PARTS:-ps ps_direct ps_bytes ps_lanes train train_direct train_torch}
+PARTS=${BENCH_E2E_PARTS:-ps ps_direct ps_bytes ps_lanes train train_direct train_fuse train_torch}
+TF_REPS=${BENCH_TRAIN_FUSE_REPS:-3}
 export TB_PIN=1
-BUDGET=${BENCH_E2E_BUDGET:-720}
+BUDGET=${BENCH_E2E_BUDGET:-800}
 tb_init
 RES=$TB_DIR/results
 mkdir -p "$RES"
@@ -401,6 +409,24 @@ part_train_direct() {
 	done
 }
 
+# The many-small-tensors model, fusion off and on back to back in each round, so the two
+# sides of a ratio see the same load on the shared cores.
+part_train_fuse() {
+	local proto fuse rep base=48700
+	for rep in $(seq 1 "$TF_REPS"); do
+		for proto in dpdk kernel; do
+			for fuse in false true; do
+				tb_log "train_fuse: round $rep, $proto, tensor_fuse $fuse"
+				job "tf-$proto-$fuse-$rep" "$proto" "$base" 2 120 train --mode sync \
+					--tensor-fuse="$fuse" --model mlp --layers 24 --ps-cores 1 -- --mode sync \
+					--tensor-fuse="$fuse" --model mlp --layers 24 --epochs 1 --batch 64 \
+					--train-limit "$TR_LIMIT" --test-limit 2000 --decay-epochs 0
+				base=$((base + 10))
+			done
+		done
+	done
+}
+
 # The same job in PyTorch (the MLP of python/examples, sync; its PS is a Python process too).
 part_train_torch() {
 	local proto fuse base=48500
@@ -423,9 +449,9 @@ for p in $PARTS; do
 done
 
 /usr/bin/python3 - "$RES" "$OUT_DIR" "$PS_SECS" "$PS_BATCH" "$TR_LIMIT" "$TR_EPOCHS" "$PARTS" \
-	"$PB_SECS" "$(bridge_how)" "${BENCH_MTU:-1500}" "$PB_RUNS" <<'EOF'
+	"$PB_SECS" "$(bridge_how)" "${BENCH_MTU:-1500}" "$PB_RUNS" "$TF_REPS" <<'EOF'
 import json, math, os, sys
-res, out, secs, batch, limit, epochs, parts, pb_secs, bridge_how, mtu, pb_runs = sys.argv[1:12]
+res, out, secs, batch, limit, epochs, parts, pb_secs, bridge_how, mtu, pb_runs, tf_reps = sys.argv[1:13]
 parts = parts.split()
 # The run names of the PS keys parts: the protocol, and the kernel over the bridge.
 RUN = {"dpdk": "dpdk", "kernel": "kernel", "bridge": "kernel_bridge"}
@@ -644,6 +670,37 @@ if "train_direct" in parts:
     td["train_direct_samples_ratio_dpdk_over_kernel"] = ratio(g("dpdk"), g("kernel"))
     td["train_direct_samples_ratio_dpdk_over_kernel_bridge"] = ratio(g("dpdk"), g("kernel_bridge"))
     finish("train_direct", td, "td-")
+if "train_fuse" in parts:
+    tf = {"bench": "train_fuse_e2e", "model": "mlp", "layers": 24, "hidden": 16, "tensors": 50,
+          "mode": "sync", "servers": 1, "workers": 2, "epochs": 1, "train_limit": int(limit),
+          "batch": 64, "rounds": int(tf_reps),
+          "note": "the deep MLP: 50 dense tables (W1 784x16, 24 of 16x16 or 16x10, 25 biases), "
+                  "100 small tensors a step; samples/s summed over the 2 workers, each timed "
+                  "from the end of its first step; a ratio is the median over the rounds of "
+                  "each round's on/off", "runs": {}}
+    for proto in ("dpdk", "kernel"):
+        qs, acc = [], {}
+        for rep in range(1, int(tf_reps) + 1):
+            sps = {}
+            for fuse in ("false", "true"):
+                r = run(f"tf-{proto}-{fuse}-{rep}", 2)
+                if r["ok"]:
+                    ws = r["workers"]
+                    r["samples_per_s"] = round(sum(w["samples_per_s"] for w in ws), 1)
+                    r["test_accuracy"] = ws[0].get("test_accuracy")
+                    r["fuse_subs_per_frame_out"] = (round(ws[0]["fuse_subs_out"] / ws[0]["fuse_frames_out"], 1)
+                                                    if ws[0].get("fuse_frames_out") else None)
+                    sps[fuse] = r["samples_per_s"]
+                    acc.setdefault(fuse, []).append(r["test_accuracy"])
+                tf["runs"][f"{proto}_fuse_{'on' if fuse == 'true' else 'off'}_{rep}"] = r
+            qs.append(ratio(sps.get("true"), sps.get("false")))
+        ok = sorted(q for q in qs if q)
+        med = ok[len(ok) // 2] if ok and len(ok) == len(qs) else None
+        sfx = "" if proto == "dpdk" else "_kernel"
+        tf[f"train_fuse_samples_ratio_fuse_on_over_off{sfx}"] = med
+        tf[f"train_fuse_ratios_{proto}"] = qs
+        tf[f"train_fuse_test_accuracy_{proto}"] = {("on" if k == "true" else "off"): v for k, v in acc.items()}
+    finish("train_fuse", tf, "tf-")
 
 if "train_torch" in parts:
     tt = {"bench": "train_torch_e2e", "model": "mlp", "framework": "pytorch", "mode": "sync",

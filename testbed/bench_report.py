@@ -87,6 +87,7 @@ def part_time(name):
 parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "dpdk_pingpong", "kernel_pingpong", "dpdk_rate",
                               "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream", "fuse", "fuse_kernel", "fuse_pmd_step_bytes", "fuse_pmd_step", "fuse_pmd_step_pieces", "fuse_pmd_step_pieces_plain", "shard",
                               "ps", "ps_direct", "ps_bytes", "ps_lanes", "train", "train_direct",
+                              "train_fuse",
                               "train_torch")}
 
 
@@ -213,6 +214,10 @@ for sfx in ("", "_bridge"):
     fig(f"train_direct_samples_ratio_dpdk_over_kernel{sfx}",
         get(parts["train_direct"], f"train_direct_samples_ratio_dpdk_over_kernel{sfx}"),
         "train_direct")
+# Fusion on the many-small-tensors model (medians over interleaved rounds), both protocols.
+for sfx in ("", "_kernel"):
+    fig(f"train_fuse_samples_ratio_fuse_on_over_off{sfx}",
+        get(parts["train_fuse"], f"train_fuse_samples_ratio_fuse_on_over_off{sfx}"), "train_fuse")
 fig("train_torch_samples_ratio_dpdk_over_kernel",
     get(parts["train_torch"], "train_torch_samples_ratio_dpdk_over_kernel"), "train_torch")
 fig("train_torch_samples_ratio_dpdk_over_kernel_bridge",
@@ -251,6 +256,8 @@ targets = {
     "ps_bytes_push_1MiB_over_stream": (">=", 0.7),
     "ps_bytes_pull_64KiB_over_stream": (">=", 0.5),
     "ps_bytes_push_64KiB_over_stream": (">=", 0.5),
+    "train_samples_ratio_fuse_on_over_off": (">=", 1.0),
+    "train_fuse_samples_ratio_fuse_on_over_off": (">=", 1.3),
 }
 verdicts = {}
 for k, (op, t) in targets.items():

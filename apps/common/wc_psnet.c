@@ -649,9 +649,19 @@ bool wc_psnet_signalled(struct wc_psnet *n, const sigset_t *sigs)
 
 /* ---- control plane, server side ------------------------------------------------------ */
 
+void wc_psnet_fuse_stats(const struct wc_psnet *n, struct fz_conn_stats *out)
+{
+	const struct wn_conn *c;
+
+	*out = n->fz_gone;
+	for (c = n->conns; c != NULL; c = c->next)
+		if (c->fc)
+			wn_fz_add(out, c->fc);
+}
+
 static void ctl_status(struct wc_psnet *n, char *out, size_t len)
 {
-	struct fz_conn_stats fz = n->fz_gone;
+	struct fz_conn_stats fz;
 	struct tl_stats ts;
 	struct wn_conn *c;
 	size_t off = 0;
@@ -677,9 +687,7 @@ static void ctl_status(struct wc_psnet *n, char *out, size_t len)
 		OUT("client requests %" PRIu64 "  replies %" PRIu64 "  reconnects %" PRIu64
 		    "  resent %" PRIu64 "\n", n->cst.requests, n->cst.replies, n->cst.reconnects,
 		    n->cst.resent);
-	for (c = n->conns; c != NULL; c = c->next)
-		if (c->fc)
-			wn_fz_add(&fz, c->fc);
+	wc_psnet_fuse_stats(n, &fz);
 	/* Fusion over the node's life (closed connections included); fz.h says what each is. */
 	OUT("fuse   frames_out %" PRIu64 "  single %" PRIu64 "  subs_out %" PRIu64 "  alone %" PRIu64
 	    "  bytes_saved %" PRId64 "  frames_in %" PRIu64 "  subs_in %" PRIu64 "  refused %" PRIu64

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "apps/common/wc_config.h"
+#include "fuse/fz.h"
 #include "ps_core/ps.h"
 
 /*
@@ -260,6 +261,8 @@ struct wc_psnet_cli_stats {
 	uint64_t requests, replies, reconnects, resent, bytes_out, bytes_in;
 };
 void wc_psnet_cli_stats(const struct wc_psnet *n, struct wc_psnet_cli_stats *out);
+/* The node's fuse counters (fz.h), summed over its data connections, closed ones too. */
+void wc_psnet_fuse_stats(const struct wc_psnet *n, struct fz_conn_stats *out);
 
 /* ---- control plane client (wc_psnet_ctl.c) ---- */
 

@@ -1,6 +1,7 @@
 /*
  * tr.h — wharf-train internals: the options, the worker's network handle and the model loops
- * (tr_dense.c: Fashion-MNIST softmax/MLP; tr_ctr.c: CTR LR/FM and the exactly-once counter;
+ * (tr_dense.c: Fashion-MNIST softmax/MLP, and
+ * tr_deep.c: the deep MLP of many small tensors; tr_ctr.c: CTR LR/FM and the exactly-once counter;
  * tr_geo_ledger.c: the counter in GEO mode).
  *
  * Call chain: main (role from wc_config_load) -> wc_psnet_run_server (server role) |
@@ -17,7 +18,7 @@
 
 struct tr_opts {
 	enum wc_ps_model model;
-	unsigned epochs, batch, hidden, fm_k, train_limit, test_limit, ctr_samples;
+	unsigned epochs, batch, hidden, layers, fm_k, train_limit, test_limit, ctr_samples;
 	unsigned decay_epochs, count_pushes, count_delay_us, seed, ctr_tail;
 	float lr;
 	const char *ckpt, *restore, *data_dir;
@@ -73,6 +74,32 @@ void tr_progress(unsigned epoch, unsigned epochs, uint64_t done, uint64_t total,
 		 double acc, double sps, bool final);
 
 int tr_dense_run(struct tr_net *t, const struct wc_model_tables *mt);
+
+/*
+ * The deep MLP (tr_deep.c): layers hidden layers of width hid, each weight and bias a dense
+ * table; every call but create/destroy/tables runs on the trainer's thread, no allocation.
+ */
+#define TR_DEEP_MAX_LAYERS 64u
+struct tr_deep;
+/* 0, -EINVAL (layers outside 2..TR_DEEP_MAX_LAYERS, a zero size) or -ENOMEM. */
+int tr_deep_create(uint32_t in, uint32_t hid, uint32_t layers, uint32_t classes,
+		   uint32_t max_batch, struct tr_deep **out);
+void tr_deep_destroy(struct tr_deep *m);
+/* Its tensors in table order (W1, b1, .., WL, bL, Wout, bout); returns their count. */
+unsigned tr_deep_tensors(const struct tr_deep *m, const struct wc_tensor_desc **td);
+size_t tr_deep_param_count(const struct tr_deep *m);
+/* As wc_dense_loss_grad: mean cross-entropy of n samples, its gradient into grad (if any). */
+int tr_deep_loss_grad(struct tr_deep *m, const float *params, const float *x, const uint8_t *y,
+		      uint32_t n, float *grad, double *loss, uint32_t *correct);
+int tr_deep_evaluate(struct tr_deep *m, const float *params, const float *x, const uint8_t *y,
+		     uint32_t n, double *accuracy, double *loss);
+/*
+ * The PS tables of the Fashion-MNIST deep MLP (both roles build them: the digest must
+ * agree): SGD at lr; weights He-uniform (residual branches scaled by 1/sqrt(layers)),
+ * biases zero. out is initialized here; -EINVAL with a sentence in err for a bad size.
+ */
+int tr_deep_tables(uint32_t hid, uint32_t layers, float lr, struct wc_model_tables *out,
+		   char *err, size_t errlen);
 int tr_ctr_run(struct tr_net *t, const struct wc_model_tables *mt);
 int tr_count_run(struct tr_net *t);
 int tr_geo_ledger_run(struct tr_net *t);

@@ -1,6 +1,6 @@
 /*
- * tr_dense.c — the Fashion-MNIST worker: softmax regression or the 784-H-10 MLP, every
- * tensor a dense PS table. Sync: pull, gradient, push, barrier (the server applies the
+ * tr_dense.c — the Fashion-MNIST worker: softmax regression, the 784-H-10 MLP or the deep
+ * MLP (tr_deep.c, --layers 2 and more), every tensor a dense PS table. Sync: pull, gradient, push, barrier (the server applies the
  * workers' summed gradients once per step). Async: the same without the barrier. GEO: k
  * local SGD steps, then push 1/workers of the change since the last sync and take the
  * server's model (wc_geo_dense_send/recv: Paddle's GEO rules).
@@ -19,7 +19,9 @@
 struct dense {
 	struct tr_net *t;
 	struct wc_dense_spec spec;
-	struct wc_tensor_desc td[4];
+	struct wc_tensor_desc td4[4];
+	const struct wc_tensor_desc *td;
+	struct tr_deep *deep;     /* the deep MLP; NULL: wc_dense's model (spec) */
 	unsigned nt;
 	size_t np;
 	float *params, *grad, *base, *xb;
@@ -106,8 +108,20 @@ static int dense_load(struct dense *d, const struct tr_opts *o)
 	d->spec.in_dim = d->train->dim;
 	d->spec.hidden = o->model == WC_PSM_MLP ? o->hidden : 0;
 	d->spec.n_classes = WC_FMNIST_CLASSES;
-	d->nt = wc_dense_tensors(&d->spec, d->td);
-	d->np = wc_dense_param_count(&d->spec);
+	if (o->layers >= 2) {
+		rc = tr_deep_create(d->train->dim, o->hidden, o->layers, WC_FMNIST_CLASSES,
+				    o->batch, &d->deep);
+		if (rc != 0) {
+			fprintf(stderr, "wharf-train: the deep MLP: %s\n", strerror(-rc));
+			return rc;
+		}
+		d->nt = tr_deep_tensors(d->deep, &d->td);
+		d->np = tr_deep_param_count(d->deep);
+	} else {
+		d->nt = wc_dense_tensors(&d->spec, d->td4);
+		d->td = d->td4;
+		d->np = wc_dense_param_count(&d->spec);
+	}
 	d->params = calloc(d->np, sizeof(float));
 	d->grad = calloc(d->np, sizeof(float));
 	d->base = calloc(d->np, sizeof(float));
@@ -115,7 +129,7 @@ static int dense_load(struct dense *d, const struct tr_opts *o)
 	d->yb = calloc(o->batch, 1);
 	d->idx = calloc(d->train->n, sizeof(uint32_t));
 	if (!d->params || !d->grad || !d->base || !d->xb || !d->yb || !d->idx ||
-	    wc_dense_ws_create(&d->spec, o->batch, &d->ws) != 0) {
+	    (d->deep == NULL && wc_dense_ws_create(&d->spec, o->batch, &d->ws) != 0)) {
 		fprintf(stderr, "wharf-train: out of memory\n");
 		return -ENOMEM;
 	}
@@ -124,6 +138,7 @@ static int dense_load(struct dense *d, const struct tr_opts *o)
 
 static void dense_free(struct dense *d)
 {
+	tr_deep_destroy(d->deep);
 	wc_dense_ws_destroy(d->ws);
 	wc_dataset_destroy(d->train);
 	wc_dataset_destroy(d->test);
@@ -133,6 +148,23 @@ static void dense_free(struct dense *d)
 	free(d->xb);
 	free(d->yb);
 	free(d->idx);
+}
+
+static int model_loss_grad(struct dense *d, const float *params, const float *x,
+			   const uint8_t *y, uint32_t n, float *grad, double *loss, uint32_t *correct)
+{
+	if (d->deep != NULL)
+		return tr_deep_loss_grad(d->deep, params, x, y, n, grad, loss, correct);
+	return wc_dense_loss_grad(&d->spec, d->ws, params, x, y, n, grad, loss, correct);
+}
+
+static int model_evaluate(struct dense *d, const float *params, double *acc, double *loss)
+{
+	if (d->deep != NULL)
+		return tr_deep_evaluate(d->deep, params, d->test->x, d->test->y, d->test->n, acc,
+					loss);
+	return wc_dense_evaluate(&d->spec, d->ws, params, d->test->x, d->test->y, d->test->n, acc,
+				 loss);
 }
 
 /* GEO sync: the scaled delta out (base moves with it), the server's model in (d->grad holds it). */
@@ -164,8 +196,7 @@ static int dense_step(struct dense *d, uint64_t step, uint32_t b, float scale, d
 	}
 	if (cl->mode != WC_MODE_GEO && (rc = pull_all(d, d->params)) != 0)
 		return rc;
-	rc = wc_dense_loss_grad(&d->spec, d->ws, d->params, d->xb, d->yb, o->batch, d->grad, loss,
-				correct);
+	rc = model_loss_grad(d, d->params, d->xb, d->yb, o->batch, d->grad, loss, correct);
 	if (rc != 0)
 		return rc;
 	if (cl->mode == WC_MODE_GEO) {
@@ -192,33 +223,46 @@ static uint32_t dense_order(struct dense *d, struct wc_rng *r, uint32_t steps)
 	return steps * d->t->o->batch <= n ? steps : n / d->t->o->batch;
 }
 
-static void dense_report(struct dense *d, uint64_t steps, double secs, double acc, double loss)
+/* steps: the job's; timed: those secs covers (all but the first, which waits for the others). */
+static void dense_report(struct dense *d, uint64_t steps, uint64_t timed, double secs, double acc,
+			 double loss)
 {
 	const struct wc_cluster *cl = d->t->cl;
 	const struct tr_opts *o = d->t->o;
 	struct wc_psnet_cli_stats st;
-	uint64_t samples = steps * o->batch;
+	struct fz_conn_stats fz;
+	uint64_t samples = steps * o->batch, timed_samples = timed * o->batch;
 
 	wc_psnet_cli_stats(d->t->n, &st);
-	printf("{\"role\":\"worker\",\"id\":%u,\"workers\":%u,\"model\":\"%s\",\"mode\":\"%s\","
-	       "\"protocol\":\"%s\",\"tensor_fuse\":%s,\"epochs\":%u,\"batch\":%u,\"steps\":%" PRIu64
-	       ",\"samples\":%" PRIu64 ",\"seconds\":%.2f,\"samples_per_s\":%.1f,"
-	       "\"test_accuracy\":%.4f,\"test_loss\":%.4f,\"reconnects\":%" PRIu64 ",\"resent\":%"
-	       PRIu64 ",\"requests\":%" PRIu64 "}\n", cl->task_index, cl->n_workers,
-	       wc_ps_model_name(o->model), wc_mode_name(cl->mode), wc_protocol_name(cl->protocol),
+	wc_psnet_fuse_stats(d->t->n, &fz);
+	printf("{\"role\":\"worker\",\"id\":%u,\"workers\":%u,\"model\":\"%s\",\"layers\":%u,"
+	       "\"tensors\":%u,\"mode\":\"%s\",\"protocol\":\"%s\",\"tensor_fuse\":%s,\"epochs\":%u,"
+	       "\"batch\":%u,\"steps\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"seconds\":%.2f,"
+	       "\"samples_per_s\":%.1f,\"test_accuracy\":%.4f,\"test_loss\":%.4f,\"reconnects\":%"
+	       PRIu64 ",\"resent\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"fuse_frames_out\":%" PRIu64
+	       ",\"fuse_subs_out\":%" PRIu64 ",\"fuse_frames_in\":%" PRIu64 ",\"fuse_subs_in\":%"
+	       PRIu64 "}\n", cl->task_index, cl->n_workers, wc_ps_model_name(o->model),
+	       d->deep != NULL ? o->layers : o->model == WC_PSM_MLP ? 1u : 0u, d->nt,
+	       wc_mode_name(cl->mode), wc_protocol_name(cl->protocol),
 	       cl->tensor_fuse ? "true" : "false", o->epochs, o->batch, steps, samples, secs,
-	       secs > 0 ? (double)samples / secs : 0.0, acc, loss, st.reconnects, st.resent,
-	       st.requests);
+	       secs > 0 ? (double)timed_samples / secs : 0.0, acc, loss, st.reconnects, st.resent,
+	       st.requests, fz.tx.frames, fz.tx.msgs_fused - fz.tx.frames_single, fz.rx.frames, fz.rx.subs);
 	fflush(stdout);
 }
 
-static int dense_epochs(struct dense *d, uint32_t steps, uint64_t *step, double *train_s)
+/*
+ * The epochs; *train_s gets the time in steps but the job's first, whose barrier waits for
+ * the other workers' start-up (what skews a short run's samples/s), and *timed their count.
+ */
+static int dense_epochs(struct dense *d, uint32_t steps, uint64_t *step, uint64_t *timed,
+			double *train_s)
 {
 	const struct tr_opts *o = d->t->o;
 	bool lead = d->t->cl->task_index == 0;
 	struct wc_rng rng;
 	double t0, loss_sum, l, acc, tl;
 	uint32_t e, b, corr, corr_sum, n_steps;
+	bool first = true;
 	int rc;
 
 	uint64_t resume = tr_net_resume(d->t);
@@ -235,6 +279,11 @@ static int dense_epochs(struct dense *d, uint32_t steps, uint64_t *step, double 
 				continue; /* done before this process: the same batches, in order */
 			if ((rc = dense_step(d, *step, b, scale, &l, &corr)) != 0)
 				return rc;
+			if (first)
+				t0 = tr_now();
+			else
+				(*timed)++;
+			first = false;
 			loss_sum += l;
 			corr_sum += corr;
 			if (lead && ((b + 1) % (n_steps / 4 > 0 ? n_steps / 4 : 1) == 0) && b + 1 < n_steps)
@@ -244,8 +293,7 @@ static int dense_epochs(struct dense *d, uint32_t steps, uint64_t *step, double 
 		}
 		*train_s += tr_now() - t0;
 		if (lead) {
-			wc_dense_evaluate(&d->spec, d->ws, d->params, d->test->x, d->test->y,
-					  d->test->n, &acc, &tl);
+			model_evaluate(d, d->params, &acc, &tl);
 			tr_progress(e + 1, o->epochs, n_steps, n_steps, loss_sum / (n_steps ? n_steps : 1),
 				    (double)corr_sum / ((n_steps ? n_steps : 1.0) * o->batch),
 				    (double)n_steps * o->batch / (tr_now() - t0) * d->t->cl->n_workers, true);
@@ -262,6 +310,7 @@ int tr_dense_run(struct tr_net *t, const struct wc_model_tables *mt)
 	uint64_t step = 0;
 	uint32_t steps;
 	double acc = 0, loss = 0, train_s = 0;
+	uint64_t timed = 0;
 	int rc;
 
 	(void)mt;
@@ -279,15 +328,15 @@ int tr_dense_run(struct tr_net *t, const struct wc_model_tables *mt)
 	if ((rc = pull_all(&d, d.params)) != 0)
 		goto out;
 	memcpy(d.base, d.params, d.np * sizeof(float));
-	if ((rc = dense_epochs(&d, steps, &step, &train_s)) != 0)
+	if ((rc = dense_epochs(&d, steps, &step, &timed, &train_s)) != 0)
 		goto out;
 	/* GEO: a last sync for the steps since the previous one. */
 	if (t->cl->mode == WC_MODE_GEO && step % t->cl->geo_k != 0 && (rc = geo_sync(&d)) != 0)
 		goto out;
 	if ((rc = pull_all(&d, d.params)) != 0)
 		goto out;
-	wc_dense_evaluate(&d.spec, d.ws, d.params, d.test->x, d.test->y, d.test->n, &acc, &loss);
-	dense_report(&d, step, train_s, acc, loss);
+	model_evaluate(&d, d.params, &acc, &loss);
+	dense_report(&d, step, timed, train_s, acc, loss);
 out:
 	dense_free(&d);
 	return rc;
