@@ -210,8 +210,17 @@ int fz_peer_send(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us
 int fz_peer_send_many(struct fz_peer *peer, const struct fz_msg *msgs, uint32_t n,
 		      uint64_t now_us, uint32_t *taken);
 
-/* Hands the open frame (if any) to output now: end of step. 0 or the output's -errno. */
+/*
+ * Hands the open frame (if any) to output now: end of step; uncorks when it succeeds.
+ * 0 or the output's -errno.
+ */
 int fz_peer_flush(struct fz_peer *peer, uint64_t now_us);
+/*
+ * Until the next successful fz_peer_flush, small messages are fused even on an idle wire
+ * (the caller knows more will follow and flushes at the end of its batch): the first of a
+ * batch no longer leaves alone ahead of the rest. The timer still bounds the delay.
+ */
+void fz_peer_cork(struct fz_peer *peer);
 
 /*
  * Timer and autocork check: flushes the open frame when fuse_max_delay_us has passed
@@ -385,6 +394,8 @@ int fz_conn_send_many(struct fz_conn *fc, const struct fz_msg *msgs, uint32_t n,
  * is full; the frame then stays open and fz_net_poll retries it. 0 with nothing open.
  */
 int fz_conn_flush(struct fz_conn *fc);
+/* fz_peer_cork for the connection: fuse even on an idle wire until the next fz_conn_flush. */
+void fz_conn_cork(struct fz_conn *fc);
 /* Closes: closed(fc, -ECONNABORTED) runs from the next fz_net_poll. -ENOTCONN if closing. */
 int fz_conn_close(struct fz_conn *fc);
 void fz_conn_set_ctx(struct fz_conn *fc, void *ctx);

@@ -59,6 +59,7 @@ struct fz_conn {
 	bool flush_owed;             /* an explicit flush met a full queue: poll retries */
 	uint32_t push_min;           /* a message alone above this is pushed (as frames are) */
 	bool fuse;                   /* tensor_fuse on: frames may open */
+	bool corked;                 /* fz_conn_cork until the next fz_conn_flush */
 	uint64_t refusals_sent, refusals_dropped, deferred_done;
 };
 
@@ -236,10 +237,14 @@ static int fz_conn_output(void *arg, const struct fz_out *out)
 
 	rc = tl_send(fc->c, &out->hdr, out->iov, out->iovcnt, out->done, out->done_arg);
 	/*
-	 * A frame (full, or closed by a flush) or a message above the threshold is worth
-	 * starting now: the peer copies and unpacks it while the caller packs the next.
+	 * A message above the threshold is worth starting now: the peer copies it while the
+	 * caller packs the next. So is a frame, unless the connection is corked: then the
+	 * caller ends its batch with a flush and a poll, which start the frames together;
+	 * pushed one by one, each would wake a sleeping peer (and the testbed switch) for a
+	 * few KiB.
 	 */
-	if (rc == 0 && (out->hdr.type == FZ_TYPE_FRAME || out->hdr.body_len > fc->push_min))
+	if (rc == 0 && (out->hdr.type == FZ_TYPE_FRAME ? !fc->corked :
+			out->hdr.body_len > fc->push_min))
 		(void)tl_conn_push(fc->c);
 	return rc;
 }
@@ -302,7 +307,17 @@ int fz_conn_flush(struct fz_conn *fc)
 		return -ENOTCONN;
 	rc = fz_peer_flush(fc->peer, fc->net->now_us);
 	fc->flush_owed = rc == -ENOBUFS;
+	if (rc == 0)
+		fc->corked = false;
 	return rc;
+}
+
+void fz_conn_cork(struct fz_conn *fc)
+{
+	if (!fc || !fc->up || !fc->fuse)
+		return;
+	fc->corked = true;
+	fz_peer_cork(fc->peer);
 }
 
 int fz_conn_close(struct fz_conn *fc)

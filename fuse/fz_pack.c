@@ -10,7 +10,8 @@
  *   - tensor_fuse off, or body above fuse_threshold_bytes: the message goes alone, by
  *     reference, after the open frame (if any) so order holds.
  *   - small message, wire idle and no frame open: alone at once (autocorking: never hold
- *     a lone message back on an idle connection).
+ *     a lone message back on an idle connection), unless the caller corked the peer
+ *     (fz_peer_cork: it knows more sends follow and flushes them itself).
  *   - otherwise it is copied into the open frame; the frame goes out when the next
  *     message would not fit or it holds fuse_max_msgs, on fz_peer_flush, when fuse_max_delay_us has passed since it
  *     opened, or as soon as the wire is seen idle. A frame that closes holding one
@@ -67,6 +68,7 @@ struct fz_peer {
 	struct fz_frame **free;   /* stack of idle frames */
 	uint32_t n_free;
 	uint32_t in_flight;
+	bool corked;              /* fz_peer_cork: fuse as if the wire were busy until a flush */
 	struct fz_tx_stats stats;
 	struct fz_sub_rep rep;    /* the last sub-header written, for repeats */
 	uint8_t *mem;             /* all frame bodies, one allocation */
@@ -341,6 +343,12 @@ static void fz_frame_append(struct fz_peer *peer, struct fz_frame *f, const stru
 	f->prev_req_id = msg->hdr.req_id;
 }
 
+/* The wire as fusion sees it: busy, or corked by the caller until its next flush. */
+static bool fz_busy(const struct fz_peer *peer)
+{
+	return peer->corked || peer->ops.wire_busy(peer->ops.arg);
+}
+
 static int fz_msg_check(const struct fz_msg *msg)
 {
 	uint64_t sum = 0;
@@ -382,7 +390,7 @@ static int fz_peer_send_one(struct fz_peer *peer, const struct fz_msg *msg, uint
 			rc = fz_flush_open(peer, FZ_FLUSH_FULL);
 			if (rc)
 				return rc;
-			busy = peer->ops.wire_busy(peer->ops.arg);  /* the frame just went out */
+			busy = fz_busy(peer);  /* the frame just went out */
 			f = NULL;
 		}
 	}
@@ -433,14 +441,14 @@ int fz_peer_send_many(struct fz_peer *peer, const struct fz_msg *msgs, uint32_t 
 	 * call nothing completes (completions arrive in the caller's poll), so otherwise it
 	 * cannot have changed.
 	 */
-	busy = peer->ops.wire_busy(peer->ops.arg);
+	busy = fz_busy(peer);
 	outs = fz_outputs(peer);
 	for (k = 0; k < n; k++) {
 		rc = fz_peer_send_one(peer, &msgs[k], now_us, busy);
 		if (rc)
 			break;
 		if (fz_outputs(peer) != outs) {
-			busy = peer->ops.wire_busy(peer->ops.arg);
+			busy = fz_busy(peer);
 			outs = fz_outputs(peer);
 		}
 	}
@@ -460,8 +468,21 @@ int fz_peer_send(struct fz_peer *peer, const struct fz_msg *msg, uint64_t now_us
 
 int fz_peer_flush(struct fz_peer *peer, uint64_t now_us)
 {
+	int rc;
+
 	(void)now_us;
-	return peer ? fz_flush_open(peer, FZ_FLUSH_EXPLICIT) : -EINVAL;
+	if (!peer)
+		return -EINVAL;
+	rc = fz_flush_open(peer, FZ_FLUSH_EXPLICIT);
+	if (rc == 0)
+		peer->corked = false;
+	return rc;
+}
+
+void fz_peer_cork(struct fz_peer *peer)
+{
+	if (peer)
+		peer->corked = true;
 }
 
 int fz_peer_poll(struct fz_peer *peer, uint64_t now_us)
@@ -472,7 +493,7 @@ int fz_peer_poll(struct fz_peer *peer, uint64_t now_us)
 		return 0;
 	if (now_us >= peer->open->opened_us + peer->cfg.fuse_max_delay_us)
 		return fz_flush_open(peer, FZ_FLUSH_TIMER);
-	if (!peer->ops.wire_busy(peer->ops.arg))
+	if (!fz_busy(peer))
 		return fz_flush_open(peer, FZ_FLUSH_IDLE);
 	return 0;
 }

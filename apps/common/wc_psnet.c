@@ -567,7 +567,9 @@ void wc_psnet_destroy(struct wc_psnet *n)
  * since the last one, must not wait out fuse_flush_us while it sleeps for the replies)
  * and after it (a PS's replies to everything this round received). So fusion packs what
  * one round produces, and the timer only bounds what a round leaves behind when the send
- * queue was full (fz_net_poll retries that flush).
+ * queue was full (fz_net_poll retries that flush). Each flush corks the connection again
+ * (fz_conn_cork): what the next round, or the trainer between two polls, sends is one
+ * batch that this function ends, so its first message does not leave alone ahead of it.
  */
 static void flush_round(struct wc_psnet *n)
 {
@@ -578,7 +580,8 @@ static void flush_round(struct wc_psnet *n)
 			continue;
 		if (c->backlog)
 			flush_backlog(c);
-		(void)fz_conn_flush(c->fc);
+		if (fz_conn_flush(c->fc) == 0)
+			fz_conn_cork(c->fc);
 	}
 }
 

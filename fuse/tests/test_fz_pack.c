@@ -952,6 +952,44 @@ static void test_fz_pack_frame_memory_from_output_side(void **state)
 	assert_int_equal(pk_mem.frees, 1);
 }
 
+/* Corked, the first of a batch on an idle wire joins the rest; the flush ends the cork. */
+static void test_fz_pack_cork_fuses_on_idle_wire(void **state)
+{
+	struct pk *p = *state;
+	const struct fz_tx_stats *st;
+
+	pk_create(p);
+	p->w.busy = false;
+	fz_peer_cork(p->peer);
+	assert_int_equal(pk_send(p, 0, 16, 1000), 0);
+	assert_int_equal(pk_send(p, 1, 16, 1001), 0);
+	assert_int_equal(pk_send(p, 2, 16, 1002), 0);
+	assert_int_equal(p->w.n, 0);
+	assert_int_equal(fz_peer_poll(p->peer, 1003), 0);  /* idle, but corked: held */
+	assert_int_equal(p->w.n, 0);
+	assert_int_equal(fz_peer_flush(p->peer, 1004), 0);
+	assert_int_equal(p->w.n, 1);
+	assert_int_equal(p->w.recs[0].hdr.key_count, 3);
+
+	/* Uncorked by the flush: a lone message on the idle wire goes at once, alone. */
+	assert_int_equal(pk_send(p, 3, 16, 1005), 0);
+	assert_int_equal(p->w.n, 2);
+	assert_int_equal(p->w.recs[1].hdr.type, 40);
+
+	/* The timer still bounds a corked frame. */
+	fz_peer_cork(p->peer);
+	assert_int_equal(pk_send(p, 4, 16, 2000), 0);
+	assert_int_equal(pk_send(p, 5, 16, 2001), 0);
+	assert_int_equal(fz_peer_poll(p->peer, 2050), 0);
+	assert_int_equal(p->w.n, 3);
+	assert_int_equal(p->w.recs[2].hdr.key_count, 2);
+	st = fz_peer_stats(p->peer);
+	assert_int_equal(st->flush[FZ_FLUSH_EXPLICIT], 1);
+	assert_int_equal(st->flush[FZ_FLUSH_TIMER], 1);
+	assert_int_equal(st->flush[FZ_FLUSH_IDLE], 0);
+	assert_int_equal(st->msgs_alone, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -967,6 +1005,7 @@ int main(void)
 		T(test_fz_pack_flush_explicit),
 		T(test_fz_pack_timer_bounds_delay_fake_clock),
 		T(test_fz_pack_autocork_idle_wire_not_held),
+		T(test_fz_pack_cork_fuses_on_idle_wire),
 		T(test_fz_pack_frames_exhausted_go_alone),
 		T(test_fz_pack_frame_of_one_leaves_as_its_message),
 		T(test_fz_pack_output_failure_changes_nothing),
