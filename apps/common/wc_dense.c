@@ -16,10 +16,9 @@
 #include <string.h>
 
 #include "apps/common/wc_model.h"
+#include "apps/common/wc_vec.h"
 
 #define WC_DENSE_MAX_DIM (1u << 20)
-
-typedef float wc_v8 __attribute__((vector_size(32)));
 
 struct wc_dense_ws {
 	struct wc_dense_spec spec;
@@ -30,21 +29,6 @@ struct wc_dense_ws {
 	float *dh; /* hidden */
 };
 
-/* y[0..n) += a * x[0..n) */
-static inline void axpy(float *restrict y, const float *restrict x, float a, uint32_t n)
-{
-	uint32_t i = 0;
-	wc_v8 vy, vx;
-
-	for (; i + 8 <= n; i += 8) {
-		memcpy(&vy, y + i, sizeof(vy));
-		memcpy(&vx, x + i, sizeof(vx));
-		vy += a * vx;
-		memcpy(y + i, &vy, sizeof(vy));
-	}
-	for (; i < n; i++)
-		y[i] += a * x[i];
-}
 
 int wc_dense_check(const struct wc_dense_spec *s)
 {
@@ -149,7 +133,7 @@ static void affine(const float *restrict x, uint32_t in, const float *restrict W
 	memcpy(z, b, out_dim * sizeof(float));
 	for (k = 0; k < in; k++)
 		if (x[k] != 0.0f)
-			axpy(z, W + (size_t)k * out_dim, x[k], out_dim);
+			wc_axpy(z, W + (size_t)k * out_dim, x[k], out_dim);
 }
 
 /* In-place softmax of z[c]; returns -log p[y] and whether argmax == y. */
@@ -208,8 +192,8 @@ static void backward_one(const struct wc_dense_spec *s, struct wc_dense_ws *ws,
 	if (s->kind == WC_DENSE_SOFTMAX) {
 		for (k = 0; k < D; k++)
 			if (x[k] != 0.0f)
-				axpy(grad + (size_t)k * C, dz, x[k], C);
-		axpy(grad + (size_t)D * C, dz, 1.0f, C);
+				wc_axpy(grad + (size_t)k * C, dz, x[k], C);
+		wc_axpy(grad + (size_t)D * C, dz, 1.0f, C);
 		return;
 	}
 	h = ws->h + (size_t)i * H;
@@ -221,16 +205,16 @@ static void backward_one(const struct wc_dense_spec *s, struct wc_dense_ws *ws,
 			dh[j] = 0.0f;
 			continue;
 		}
-		axpy(gW2 + (size_t)j * C, dz, h[j], C);
+		wc_axpy(gW2 + (size_t)j * C, dz, h[j], C);
 		for (c = 0; c < C; c++)
 			acc += W2[(size_t)j * C + c] * dz[c];
 		dh[j] = acc;
 	}
-	axpy(gW2 + (size_t)H * C, dz, 1.0f, C);
+	wc_axpy(gW2 + (size_t)H * C, dz, 1.0f, C);
 	for (k = 0; k < D; k++)
 		if (x[k] != 0.0f)
-			axpy(grad + (size_t)k * H, dh, x[k], H);
-	axpy(grad + (size_t)D * H, dh, 1.0f, H);
+			wc_axpy(grad + (size_t)k * H, dh, x[k], H);
+	wc_axpy(grad + (size_t)D * H, dh, 1.0f, H);
 }
 
 int wc_dense_loss_grad(const struct wc_dense_spec *s, struct wc_dense_ws *ws, const float *params,

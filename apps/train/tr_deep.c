@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apps/common/wc_vec.h"
 #include "apps/train/tr.h"
 
 #define TR_FMNIST_PIXELS 784u  /* 28 x 28: what wc_fmnist_load gives each image */
@@ -122,43 +123,6 @@ unsigned tr_deep_tensors(const struct tr_deep *m, const struct wc_tensor_desc **
 
 size_t tr_deep_param_count(const struct tr_deep *m) { return m->np; }
 
-typedef float tr_v8 __attribute__((vector_size(32)));
-
-/* y[0..n) += a * x[0..n), eight lanes at a time (GCC vector types, as wc_dense.c). */
-static inline void axpy(float *restrict y, const float *restrict x, float a, uint32_t n)
-{
-	uint32_t i = 0;
-	tr_v8 vy, vx;
-
-	for (; i + 8 <= n; i += 8) {
-		memcpy(&vy, y + i, sizeof(vy));
-		memcpy(&vx, x + i, sizeof(vx));
-		vy += a * vx;
-		memcpy(y + i, &vy, sizeof(vy));
-	}
-	for (; i < n; i++)
-		y[i] += a * x[i];
-}
-
-/* x[0..n) . y[0..n) */
-static inline float dot(const float *restrict x, const float *restrict y, uint32_t n)
-{
-	tr_v8 acc = { 0 }, vx, vy;
-	uint32_t i = 0;
-	float s = 0.0f;
-
-	for (; i + 8 <= n; i += 8) {
-		memcpy(&vx, x + i, sizeof(vx));
-		memcpy(&vy, y + i, sizeof(vy));
-		acc += vx * vy;
-	}
-	for (; i < n; i++)
-		s += x[i] * y[i];
-	for (uint32_t j = 0; j < 8; j++)
-		s += acc[j];
-	return s;
-}
-
 /* z = b + x W (W input-major: in rows of out), skipping zero inputs. */
 static void affine(const float *restrict x, uint32_t in, const float *restrict W,
 		   const float *restrict b, uint32_t out, float *restrict z)
@@ -166,7 +130,7 @@ static void affine(const float *restrict x, uint32_t in, const float *restrict W
 	memcpy(z, b, out * sizeof(float));
 	for (uint32_t k = 0; k < in; k++)
 		if (x[k] != 0.0f)
-			axpy(z, W + (size_t)k * out, x[k], out);
+			wc_axpy(z, W + (size_t)k * out, x[k], out);
 }
 
 /* Sample i's forward pass into r, h and p; its loss, and whether its argmax is y. */
@@ -216,24 +180,24 @@ static void backward(struct tr_deep *m, const float *params, const float *x, uin
 	uint32_t l, k, j;
 
 	for (k = 0; k < H; k++) {
-		axpy(grad + Wo->offset + (size_t)k * C, m->dz, h[(size_t)(L - 1) * H + k], C);
-		dh[k] = dot(params + Wo->offset + (size_t)k * C, m->dz, C);
+		wc_axpy(grad + Wo->offset + (size_t)k * C, m->dz, h[(size_t)(L - 1) * H + k], C);
+		dh[k] = wc_dot(params + Wo->offset + (size_t)k * C, m->dz, C);
 	}
-	axpy(grad + bo->offset, m->dz, 1.0f, C);
+	wc_axpy(grad + bo->offset, m->dz, 1.0f, C);
 	for (l = L; l-- > 0;) {
 		const struct wc_tensor_desc *W = &m->td[2 * l], *b = &m->td[2 * l + 1];
 		const float *rl = r + (size_t)l * H, *in = l == 0 ? x : h + (size_t)(l - 1) * H;
 		for (j = 0; j < H; j++)
 			dr[j] = rl[j] > 0.0f ? dh[j] : 0.0f;
-		axpy(grad + b->offset, dr, 1.0f, H);
+		wc_axpy(grad + b->offset, dr, 1.0f, H);
 		for (k = 0; k < W->rows; k++)
 			if (in[k] != 0.0f)
-				axpy(grad + W->offset + (size_t)k * H, dr, in[k], H);
+				wc_axpy(grad + W->offset + (size_t)k * H, dr, in[k], H);
 		if (l == 0)
 			break;
 		/* dh(l-1) = dh(l) through the skip, plus W dr through the branch. */
 		for (k = 0; k < H; k++)
-			dh[k] += dot(params + W->offset + (size_t)k * H, dr, H);
+			dh[k] += wc_dot(params + W->offset + (size_t)k * H, dr, H);
 	}
 }
 
