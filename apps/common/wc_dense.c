@@ -124,40 +124,6 @@ void wc_dense_ws_destroy(struct wc_dense_ws *ws)
 	free(ws);
 }
 
-/* z = b + sum_k x[k] * W[k][:], over nonzero x only. */
-static void affine(const float *restrict x, uint32_t in, const float *restrict W,
-		   const float *restrict b, uint32_t out_dim, float *restrict z)
-{
-	uint32_t k;
-
-	memcpy(z, b, out_dim * sizeof(float));
-	for (k = 0; k < in; k++)
-		if (x[k] != 0.0f)
-			wc_axpy(z, W + (size_t)k * out_dim, x[k], out_dim);
-}
-
-/* In-place softmax of z[c]; returns -log p[y] and whether argmax == y. */
-static double softmax_xent(float *z, uint32_t c, uint8_t y, int *hit)
-{
-	float mx = z[0];
-	double sum = 0;
-	uint32_t i, arg = 0;
-
-	for (i = 1; i < c; i++)
-		if (z[i] > mx) {
-			mx = z[i];
-			arg = i;
-		}
-	for (i = 0; i < c; i++) {
-		z[i] = expf(z[i] - mx);
-		sum += z[i];
-	}
-	for (i = 0; i < c; i++)
-		z[i] = (float)(z[i] / sum);
-	*hit = arg == y;
-	return -log(z[y] > 1e-30f ? (double)z[y] : 1e-30);
-}
-
 /* Forward for sample i into ws->h (MLP) and ws->p; returns its loss. */
 static double forward_one(const struct wc_dense_spec *s, struct wc_dense_ws *ws,
 			  const float *params, const float *x, uint8_t y, uint32_t i, int *hit)
@@ -168,16 +134,16 @@ static double forward_one(const struct wc_dense_spec *s, struct wc_dense_ws *ws,
 	uint32_t j;
 
 	if (s->kind == WC_DENSE_SOFTMAX) {
-		affine(x, s->in_dim, params, params + (size_t)s->in_dim * C, C, p);
-		return softmax_xent(p, C, y, hit);
+		wc_affine(x, s->in_dim, params, params + (size_t)s->in_dim * C, C, p);
+		return wc_softmax_xent(p, C, y, hit);
 	}
 	h = ws->h + (size_t)i * H;
-	affine(x, s->in_dim, params, params + (size_t)s->in_dim * H, H, h);
+	wc_affine(x, s->in_dim, params, params + (size_t)s->in_dim * H, H, h);
 	for (j = 0; j < H; j++)
 		h[j] = h[j] > 0.0f ? h[j] : 0.0f;
 	params += (size_t)s->in_dim * H + H;
-	affine(h, H, params, params + (size_t)H * C, C, p);
-	return softmax_xent(p, C, y, hit);
+	wc_affine(h, H, params, params + (size_t)H * C, C, p);
+	return wc_softmax_xent(p, C, y, hit);
 }
 
 /* Accumulate sample i's gradient (dz already scaled by 1/n) into grad. */

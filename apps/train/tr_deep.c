@@ -123,50 +123,27 @@ unsigned tr_deep_tensors(const struct tr_deep *m, const struct wc_tensor_desc **
 
 size_t tr_deep_param_count(const struct tr_deep *m) { return m->np; }
 
-/* z = b + x W (W input-major: in rows of out), skipping zero inputs. */
-static void affine(const float *restrict x, uint32_t in, const float *restrict W,
-		   const float *restrict b, uint32_t out, float *restrict z)
-{
-	memcpy(z, b, out * sizeof(float));
-	for (uint32_t k = 0; k < in; k++)
-		if (x[k] != 0.0f)
-			wc_axpy(z, W + (size_t)k * out, x[k], out);
-}
-
 /* Sample i's forward pass into r, h and p; its loss, and whether its argmax is y. */
 static double forward(struct tr_deep *m, const float *params, const float *x, uint8_t y,
 		      uint32_t i, int *hit)
 {
 	const uint32_t H = m->hid, C = m->classes;
 	float *r = m->r + (size_t)i * m->layers * H, *h = m->h + (size_t)i * m->layers * H;
-	float *p = m->p + (size_t)i * C, mx, sum = 0;
-	uint32_t l, j, arg = 0;
+	float *p = m->p + (size_t)i * C;
+	uint32_t l, j;
 
 	for (l = 0; l < m->layers; l++) {
 		const struct wc_tensor_desc *W = &m->td[2 * l], *b = &m->td[2 * l + 1];
 		float *rl = r + (size_t)l * H, *hl = h + (size_t)l * H;
-		affine(l == 0 ? x : hl - H, W->rows, params + W->offset, params + b->offset, H, rl);
+		wc_affine(l == 0 ? x : hl - H, W->rows, params + W->offset, params + b->offset, H, rl);
 		for (j = 0; j < H; j++) {
 			rl[j] = rl[j] > 0.0f ? rl[j] : 0.0f;
 			hl[j] = l == 0 ? rl[j] : (hl - H)[j] + rl[j];
 		}
 	}
-	affine(h + (size_t)(m->layers - 1) * H, H, params + m->td[2 * m->layers].offset,
+	wc_affine(h + (size_t)(m->layers - 1) * H, H, params + m->td[2 * m->layers].offset,
 	       params + m->td[2 * m->layers + 1].offset, C, p);
-	mx = p[0];
-	for (j = 1; j < C; j++)
-		if (p[j] > mx) {
-			mx = p[j];
-			arg = j;
-		}
-	for (j = 0; j < C; j++) {
-		p[j] = expf(p[j] - mx);
-		sum += p[j];
-	}
-	for (j = 0; j < C; j++)
-		p[j] /= sum;
-	*hit = arg == y;
-	return -log(p[y] > 1e-30f ? (double)p[y] : 1e-30);
+	return wc_softmax_xent(p, C, y, hit);
 }
 
 /* Sample i's gradient (m->dz already holds dloss/dlogits, scaled by 1/n) into grad. */
