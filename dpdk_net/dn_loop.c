@@ -17,7 +17,6 @@
 
 #include <rte_branch_prediction.h>
 #include <rte_cycles.h>
-#include <rte_epoll.h>
 #include <rte_ethdev.h>
 #include <rte_pause.h>
 
@@ -81,8 +80,6 @@ static void sleep_us(uint32_t us)
 
 void dn_lcore_idle_wait(struct dn_lcore *lc)
 {
-	struct rte_epoll_event ev;
-
 	if (lc->steer) {
 		dn_steer_idle_wait(lc);
 		return;
@@ -103,16 +100,8 @@ void dn_lcore_idle_wait(struct dn_lcore *lc)
 		 * A packet that arrived between the last empty burst and arming the interrupt
 		 * raised no event: look once more before sleeping.
 		 */
-		if (!dn_rx_recheck(lc)) {
-			int r = rte_epoll_wait(RTE_EPOLL_PER_THREAD, &ev, 1, DN_INTR_TIMEOUT_MS);
-			if (r > 0) {
-				lc->stats.intr_wakeups++;
-			} else if (r == 0) {
-				lc->stats.intr_timeouts++;
-				if (dn_rx_recheck(lc))
-					lc->stats.intr_late++;
-			}
-		}
+		if (!dn_rx_recheck(lc))
+			dn_epoll_sleep(lc, DN_INTR_TIMEOUT_MS, dn_rx_recheck);
 		rte_eth_dev_rx_intr_disable(lc->port_id, lc->queue);
 		lc->stats.idle_sleeps++;
 		return;

@@ -197,6 +197,26 @@ static inline bool dn_rx_recheck(struct dn_lcore *lc)
 	return lc->stash_n > 0;
 }
 
+/*
+ * One epoll sleep of lc on its thread's set (Rx interrupt, wake-up eventfd), counted: woken
+ * (intr_wakeups), or run to its timeout (intr_timeouts; intr_late when waiting(lc) then
+ * finds frames, an interrupt that did not come).
+ */
+static inline void dn_epoll_sleep(struct dn_lcore *lc, int timeout_ms,
+				  bool (*waiting)(struct dn_lcore *lc))
+{
+	struct rte_epoll_event ev;
+	int r = rte_epoll_wait(RTE_EPOLL_PER_THREAD, &ev, 1, timeout_ms);
+
+	if (r > 0) {
+		lc->stats.intr_wakeups++;
+	} else if (r == 0) {
+		lc->stats.intr_timeouts++;
+		if (waiting(lc))
+			lc->stats.intr_late++;
+	}
+}
+
 /* dn_steer.c */
 int dn_steer_port_init(struct dn_port *p, char *err, size_t errlen);
 void dn_steer_port_fini(struct dn_port *p);

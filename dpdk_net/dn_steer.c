@@ -327,7 +327,6 @@ static bool steer_has_work(struct dn_lcore *lc)
 void dn_steer_idle_wait(struct dn_lcore *lc)
 {
 	struct dn_wake *w = &lc->port->wake[lc->index];
-	struct rte_epoll_event ev;
 	bool intr;
 
 	if (rte_rdtsc() - lc->last_busy_tsc < lc->idle_spin_cycles) {
@@ -341,8 +340,7 @@ void dn_steer_idle_wait(struct dn_lcore *lc)
 	atomic_thread_fence(memory_order_seq_cst);
 	if (!steer_has_work(lc)) {
 		if (lc->efd_registered || intr) {
-			if (rte_epoll_wait(RTE_EPOLL_PER_THREAD, &ev, 1, DN_STEER_SLEEP_MS) > 0)
-				lc->stats.intr_wakeups++;
+			dn_epoll_sleep(lc, DN_STEER_SLEEP_MS, steer_has_work);
 		} else {
 			/* No epoll set (should not happen): a short bounded sleep instead. */
 			rte_delay_us_sleep(DN_STEER_SLEEP_MS * 100);

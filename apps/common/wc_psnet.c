@@ -252,7 +252,6 @@ static void wn_on_closed(struct fz_conn *fc, int reason)
 	wn_conn_free(c);
 }
 
-
 /* One log line a second at most: a peer that keeps trying must not flood the log. */
 static void plane_refused(struct wn_conn *c, const char *what)
 {

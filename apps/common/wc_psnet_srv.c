@@ -345,7 +345,6 @@ void wn_srv_status(struct wc_psnet *n, char *out, size_t len, size_t *off)
 #undef OUT
 }
 
-
 /* One idle round of a lane: its network, and (with other lanes) ops queued for its shards. */
 int wn_lane_round(struct wc_psnet *n)
 {
