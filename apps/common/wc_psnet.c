@@ -93,6 +93,10 @@ void wn_buf_done(void *arg, int status)
 	struct wn_conn *c;
 
 	(void)status; /* a reply lost with its connection: the client resends the request */
+	if (!b->n->is_ps && b->lane != 0) { /* sent by a worker lane: the owner counts it */
+		wn_wl_buf_done(b);
+		return;
+	}
 	if (!b->n->is_ps) { /* a request: ps_client may still hold it */
 		b->sends--;
 		wn_buf_unref(b);
@@ -214,6 +218,14 @@ static void wn_on_connected(struct fz_conn *fc, int status)
 		return; /* given up on by the connect loop */
 	c->up = status == 0 ? 1 : -1;
 	c->reason = status;
+	if (c->n->wlane != NULL && c->kind == WN_TO_SERVER) { /* a worker lane's: tell the owner */
+		wn_wl_on_conn(c, status == 0, status);
+		if (status != 0) {
+			c->fc = NULL;
+			wn_conn_free(c);
+		}
+		return;
+	}
 	if (status != 0) {
 		c->fc = NULL; /* fz frees fc after this callback */
 		if (c->kind == WN_TO_SERVER)
@@ -246,6 +258,11 @@ static void wn_on_closed(struct fz_conn *fc, int reason)
 		if (reason != -ECONNABORTED)
 			WC_LOG(WARNING, "%s: connection to ps %u closed: %s", c->n->name, c->server,
 			reason == 0 ? "peer closed" : strerror(-reason));
+		if (c->n->wlane != NULL) { /* a worker lane's: the owner lets its requests go */
+			wn_wl_on_conn(c, false, reason);
+			wn_conn_free(c);
+			return;
+		}
 		wn_cli_lost(c);
 		return;
 	}
@@ -310,7 +327,7 @@ static void wn_on_msg(struct fz_conn *fc, const struct tl_msg_view *m,
 	if (m->hdr.type == WC_T_CTL)
 		wn_ctl_handle(c, m);
 	else if (c->kind == WN_TO_SERVER)
-		wn_cli_on_msg(c, m);
+		wn_cli_on_msg(c, m, carrier);
 	else
 		wn_srv_handle(c, m, carrier);
 }
@@ -401,7 +418,7 @@ static int listen_control(struct wc_psnet *n, char *err, size_t errlen)
 	uint32_t ip;
 	int rc;
 
-	if (ep == NULL || n->is_ps) /* a server's listener starts with wc_psnet_serve */
+	if (ep == NULL || n->is_ps || n->lane != 0) /* a server's starts with wc_psnet_serve */
 		return 0;
 	if ((rc = wn_endpoint_ip(ep, &ip, err, errlen, "control endpoint")) != 0)
 		return rc;
@@ -451,7 +468,7 @@ static void log_knobs(const struct wc_psnet *n)
 		"%u network lane%s; %s_ENABLE_POLLING=%s (%s); %s_DISABLE_PIN_CORES=%s", n->name,
 		wc_role_name(n->cl->role), n->cl->task_index, wc_protocol_name(n->cl->protocol),
 		n->cl->tensor_fuse ? "on" : "off", role, k->core_number,
-		n->is_ps ? "the PS runs" : "one per worker process (the trainer's thread polls it):",
+		n->is_ps ? "the PS runs" : "the worker runs (lane 0 on its client's thread)",
 		n->lanes, n->lanes == 1 ? "" : "s", role, k->enable_polling ? "True" : "False",
 		k->enable_polling ? "tl_poll spins" : "sleeping poll", role,
 		k->disable_pin_cores ? "True" : "False");
@@ -463,10 +480,21 @@ int wc_psnet_create(const struct wc_psnet_params *p, struct wc_psnet **out, char
 	const struct wc_cluster *cl = p->cl;
 	struct wc_psnet *n = calloc(1, sizeof(*n));
 	enum tl_protocol proto = cl->protocol == WC_PROTO_KERNEL ? TL_PROTO_KERNEL : TL_PROTO_DPDK;
+	struct wc_psnet_params lp = *p;
+	struct wn_wl *wl = NULL;
+	uint32_t wlanes;
 	int rc;
 
 	if (n == NULL)
 		return wn_errf(err, errlen, -ENOMEM, "out of memory");
+	/* A worker of several lanes: its port and lane 0's lcore first (wc_psnet_wlanes.c). */
+	if (cl->role != WC_ROLE_PS && p->lanes == 0 && (wlanes = wn_wl_wanted(cl)) > 1) {
+		if ((rc = wn_wl_prepare(&lp, &wlanes, &wl, err, errlen)) != 0) {
+			free(n);
+			return rc;
+		}
+		p = &lp;
+	}
 	n->cl = cl;
 	snprintf(n->name, sizeof(n->name), "%s", p->name ? p->name : "wharf");
 	n->is_ps = cl->role == WC_ROLE_PS;
@@ -505,6 +533,10 @@ int wc_psnet_create(const struct wc_psnet_params *p, struct wc_psnet **out, char
 	if ((rc = listen_control(n, err, errlen)) != 0)
 		goto out_ctl_token;
 	log_knobs(n);
+	if (wl != NULL && (rc = wn_wl_start(wl, n, err, errlen)) != 0) {
+		wc_psnet_destroy(n); /* stops the lanes that started, then the port */
+		return rc;
+	}
 	*out = n;
 	return 0;
 
@@ -524,6 +556,7 @@ out_tl:
 	if (rc == -ENOMEM)
 		wn_errf(err, errlen, rc, "out of memory");
 out_free:
+	wn_wl_fini(wl);
 	free(n);
 	return rc;
 }
@@ -534,6 +567,7 @@ void wc_psnet_destroy(struct wc_psnet *n)
 
 	if (n == NULL)
 		return;
+	wn_wl_stop(n); /* a worker's other lanes first: what they were lent comes back */
 	wc_psobs_destroy(n->obs);
 	fz_unlisten(n->data_l);
 	fz_unlisten(n->ctl_l);
@@ -557,6 +591,8 @@ void wc_psnet_destroy(struct wc_psnet *n)
 	tl_destroy(n->tl);
 	if (n->ctl_token_made[0] != '\0')
 		wc_ctl_token_unmake(n->ctl_token_made, n->ctl_token);
+	if (n->wl != NULL && n->wlane == NULL)
+		wn_wl_fini(n->wl);
 	free(n);
 }
 
@@ -594,13 +630,19 @@ int wc_psnet_poll_for(struct wc_psnet *n, bool may_sleep)
 	uint64_t now;
 	int rc;
 
+	if (n->wl_n > 1) /* a worker's other lanes: what they sent back, what we hand them */
+		wn_wl_drain(n);
 	flush_round(n);
 	rc = fz_net_poll(n->fz, n->polling || !may_sleep ? 0 : 1000);
+	if (n->wl_n > 1)
+		wn_wl_drain(n);
 	if (n->srv_deferring > 0) /* buffers the poll gave back serve what waits for them */
 		wn_srv_deferred(n);
 	flush_round(n);
 	if (!n->is_ps && n->pc != NULL)
 		wn_cli_tick(n);
+	if (n->wlane != NULL)
+		return rc; /* a worker's lane k > 0: the lane loop publishes */
 	if (n->is_ps) {
 		/* For lane 0's status and telemetry: a few relaxed stores per round. */
 		atomic_store_explicit(&n->pub.reqs, n->srv_reqs, memory_order_relaxed);
@@ -659,6 +701,8 @@ void wc_psnet_fuse_stats(const struct wc_psnet *n, struct fz_conn_stats *out)
 	for (c = n->conns; c != NULL; c = c->next)
 		if (c->fc)
 			wn_fz_add(out, c->fc);
+	if (n->wl_n > 1)
+		wn_wl_fuse_add(n, out);
 }
 
 static void ctl_status(struct wc_psnet *n, char *out, size_t len)
@@ -686,9 +730,13 @@ static void ctl_status(struct wc_psnet *n, char *out, size_t len)
 		wn_lanes_status(n, out, len, &off);
 	}
 	else
+	{
 		OUT("client requests %" PRIu64 "  replies %" PRIu64 "  reconnects %" PRIu64
 		    "  resent %" PRIu64 "\n", n->cst.requests, n->cst.replies, n->cst.reconnects,
 		    n->cst.resent);
+		if (n->wl_n > 1)
+			wn_wl_status(n, out, len, &off);
+	}
 	wc_psnet_fuse_stats(n, &fz);
 	/* Fusion over the node's life (closed connections included); fz.h says what each is. */
 	OUT("fuse   frames_out %" PRIu64 "  single %" PRIu64 "  subs_out %" PRIu64 "  alone %" PRIu64
@@ -868,5 +916,9 @@ void wc_psnet_wake(struct wc_psnet *n)
 
 bool wc_psnet_dest_up(const struct wc_psnet *n, uint32_t dest)
 {
-	return dest < WN_MAX_DST && n->dst[dest] != NULL && n->dst[dest]->up == 1;
+	if (dest >= WN_MAX_DST)
+		return false;
+	if (wn_wl_lane_of(n, dest) != 0)
+		return wn_wl_dst((struct wc_psnet *)n, dest)->st == WN_DST_UP;
+	return n->dst[dest] != NULL && n->dst[dest]->up == 1;
 }

@@ -22,8 +22,10 @@
  * the ps_core handler of its lcore slot, which owns the shards s with s % lanes == lane.
  * Lane 0 also answers the control plane. Its health answer names every lane's data port, a
  * worker opens one connection per lane and sends each key to the lane owning its shard, so
- * a request's keys never cross lanes on the PS. A worker runs one lane (its trainer's thread
- * polls it).
+ * a request's keys never cross lanes on the PS. A worker runs NETWORK_WORKER_CORE_NUMBER
+ * lanes (wc_psnet_wlanes.c): lane 0 is the node its client's thread drives, lane k > 0 a
+ * thread with its own transport carrying destinations d % lanes == k; ps_client stays on the
+ * client's thread, requests and replies cross over SPSC rings.
  */
 #ifndef WHARF_WC_PSNET_H
 #define WHARF_WC_PSNET_H

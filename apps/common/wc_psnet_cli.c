@@ -35,12 +35,14 @@
 static int cli_send(void *ctx, uint32_t dest, const uint8_t *msg, uint32_t len)
 {
 	struct wc_psnet *n = ctx;
-	struct wn_conn *c = dest < WN_MAX_DST ? n->dst[dest] : NULL;
+	uint32_t lane = dest < WN_MAX_DST ? wn_wl_lane_of(n, dest) : 0;
+	struct wn_conn *c = dest < WN_MAX_DST && lane == 0 ? n->dst[dest] : NULL;
 	struct tl_msg_hdr h;
 	struct wn_buf *b, *fresh;
 	int rc;
 
-	if (c == NULL || c->up != 1)
+	if (dest >= WN_MAX_DST || (lane == 0 && (c == NULL || c->up != 1)) ||
+	    (lane != 0 && wn_wl_dst(n, dest)->st != WN_DST_UP))
 		return -ENOTCONN;
 	if (len < TL_MSG_HDR_LEN || len > n->buf_size ||
 	    tl_msg_hdr_decode(msg, UINT32_MAX, &h) != 0 || h.body_len != len - TL_MSG_HDR_LEN)
@@ -65,13 +67,17 @@ static int cli_send(void *ctx, uint32_t dest, const uint8_t *msg, uint32_t len)
 		memcpy(b->data, msg, len);
 	}
 	b->sends++;
-	rc = wn_send_buf(c, b, &h, true);
+	rc = lane != 0 ? wn_wl_send(n, dest, b) : wn_send_buf(c, b, &h, true);
 	if (rc != 0) {
 		b->sends--;
 		wn_buf_unref(b);
 		return rc;
 	}
-	c->reqs++;
+	if (lane == 0) {
+		c->reqs++;
+		if (n->wl_n > 1)
+			wn_wl_note0(n, false);
+	}
 	n->cst.requests++;
 	n->cst.bytes_out += len;
 	return 0;
@@ -89,15 +95,22 @@ static int cli_poll(void *ctx)
 	if (n->stop)
 		return -ECANCELED;
 	for (d = 0; d < nd; d++)
-		if (n->dst[d] == NULL || n->dst[d]->up != 1)
+		if (!wc_psnet_dest_up(n, d))
 			return -ECONNRESET;
 	return 0;
 }
 
-void wn_cli_on_msg(struct wn_conn *c, const struct tl_msg_view *m)
+void wn_cli_on_msg(struct wn_conn *c, const struct tl_msg_view *m,
+		   const struct tl_msg_view *carrier)
 {
 	struct wc_psnet *n = c->n;
 
+	if (n->wlane != NULL) { /* a worker's lane k > 0: the owner's thread takes it */
+		wn_wl_on_reply(c, m, carrier);
+		return;
+	}
+	if (n->wl_n > 1)
+		wn_wl_note0(n, true);
 	c->replies++;
 	n->cst.replies++;
 	n->cst.bytes_in += TL_MSG_HDR_LEN + m->hdr.body_len;
@@ -124,6 +137,15 @@ static void drop_conn(struct wn_conn *c)
 	wn_conn_free(c);
 }
 
+/* Lets go of destination d's connection, whichever lane carries it. */
+static void drop_dest(struct wc_psnet *n, uint32_t d)
+{
+	if (wn_wl_lane_of(n, d) != 0)
+		wn_wl_close(n, d);
+	else if (n->dst[d] != NULL)
+		drop_conn(n->dst[d]);
+}
+
 void wn_cli_tick(struct wc_psnet *n)
 {
 	uint32_t d, nd;
@@ -132,13 +154,15 @@ void wn_cli_tick(struct wc_psnet *n)
 		return;
 	nd = ps_client_dests(n->pc);
 	for (d = 0; d < nd; d++) {
-		struct wn_conn *c = n->dst[d];
-		if (!ps_client_dest_stalled(n->pc, d) || c == NULL)
+		bool mine = wn_wl_lane_of(n, d) == 0;
+		if (!ps_client_dest_stalled(n->pc, d) ||
+		    (mine ? n->dst[d] == NULL : wn_wl_dst(n, d)->st == WN_DST_NONE))
 			continue;
 		WC_LOG(WARNING, "%s: ps %u lane %u answered nothing for %u s (request_timeout_s): "
-		       "closing the connection to reconnect", n->name, c->server, c->lane,
-		       n->cl->request_timeout_s);
-		drop_conn(c);
+		       "closing the connection to reconnect", n->name,
+		       mine ? n->dst[d]->server : wn_wl_dst(n, d)->server,
+		       mine ? n->dst[d]->lane : wn_wl_dst(n, d)->lane, n->cl->request_timeout_s);
+		drop_dest(n, d);
 	}
 }
 
@@ -149,11 +173,26 @@ static int open_data(struct wc_psnet *n, uint32_t s, uint32_t lane)
 	uint64_t deadline = wn_now_us() + WN_CONNECT_US;
 	uint16_t port = n->lane_port[s][lane];
 	struct wn_conn *c;
-	uint32_t ip = n->ps_ip[s];
+	uint32_t ip = n->ps_ip[s], d;
 	int rc;
 
 	if (!n->ps_ip_known[s] && (rc = wn_endpoint_ip(ep, &ip, NULL, 0, "")) != 0)
 		return rc;
+	d = ps_client_dest(n->pc, s, lane);
+	if (wn_wl_lane_of(n, d) != 0) { /* another lane's thread connects it */
+		struct wn_ldst *st = wn_wl_dst(n, d);
+		wn_wl_open(n, d, s, lane, ip, port);
+		while (st->st == WN_DST_CONNECTING && wn_now_us() < deadline)
+			wc_psnet_poll(n);
+		if (st->st != WN_DST_UP) {
+			rc = st->st == WN_DST_CONNECTING ? -ETIMEDOUT :
+			     (st->reason ? st->reason : -ECONNREFUSED);
+			wn_wl_close(n, d);
+			return rc;
+		}
+		n->fresh[d] = true;
+		return 0;
+	}
 	c = wn_conn_new(n, WN_TO_SERVER);
 	if (c == NULL)
 		return -ENOMEM;
@@ -182,11 +221,9 @@ static bool server_up(const struct wc_psnet *n, uint32_t s)
 {
 	if (!n->layout_set)
 		return false;
-	for (uint32_t l = 0; l < n->lanes_of[s]; l++) {
-		const struct wn_conn *c = n->dst[ps_client_dest(n->pc, s, l)];
-		if (c == NULL || c->up != 1)
+	for (uint32_t l = 0; l < n->lanes_of[s]; l++)
+		if (!wc_psnet_dest_up(n, ps_client_dest(n->pc, s, l)))
 			return false;
-	}
 	return true;
 }
 
@@ -374,11 +411,8 @@ static int try_servers(struct wc_psnet *n, char *err, size_t errlen)
 	for (s = 0; s < n->cl->n_ps; s++) {
 		if (server_up(n, s))
 			continue;
-		for (l = 0; n->layout_set && l < n->lanes_of[s]; l++) {
-			uint32_t d = ps_client_dest(n->pc, s, l);
-			if (n->dst[d] != NULL)
-				drop_conn(n->dst[d]);
-		}
+		for (l = 0; n->layout_set && l < n->lanes_of[s]; l++)
+			drop_dest(n, ps_client_dest(n->pc, s, l));
 		if (wc_ctl_request(&n->cl->ps[s], NULL, "health", 1000, ans, sizeof(ans), cerr,
 				   sizeof(cerr)) != 0 || strncmp(ans, "ok ready", 8) != 0) {
 			down++;

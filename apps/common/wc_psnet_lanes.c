@@ -196,23 +196,24 @@ static void group_wait(_Atomic uint32_t *ctr, uint32_t want)
 }
 
 /*
- * PS_DISABLE_PIN_CORES: pinned (False), lane k runs on the k-th CPU it may use (EAL has
- * already pinned a DPDK lcore to its -l core); floating (True, as DeepRec), every lane
+ * {PS,WORKER}_DISABLE_PIN_CORES: pinned (False), lane k runs on the k-th CPU it may use (EAL
+ * has already pinned a DPDK lcore to its -l core); floating (True, as DeepRec), every lane
  * may run on any CPU of the set.
  */
-static void lane_affinity(struct wn_group *g, uint32_t k)
+void wn_lane_affinity(const struct wc_cluster *cl, bool floating, const cpu_set_t *cpus,
+		      uint32_t k)
 {
 	cpu_set_t set;
 	int cpu, seen = 0;
 
-	if (g->cl->ps_net.disable_pin_cores) {
-		pthread_setaffinity_np(pthread_self(), sizeof(g->cpus), &g->cpus);
+	if (floating) {
+		pthread_setaffinity_np(pthread_self(), sizeof(*cpus), cpus);
 		return;
 	}
-	if (g->cl->protocol != WC_PROTO_KERNEL)
+	if (cl->protocol != WC_PROTO_KERNEL)
 		return;
 	for (cpu = 0; cpu < CPU_SETSIZE; cpu++)
-		if (CPU_ISSET(cpu, &g->cpus) && (uint32_t)seen++ == k % (uint32_t)CPU_COUNT(&g->cpus))
+		if (CPU_ISSET(cpu, cpus) && (uint32_t)seen++ == k % (uint32_t)CPU_COUNT(cpus))
 			break;
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
@@ -313,7 +314,7 @@ static int lane_main(void *arg)
 	struct wc_psnet *n = NULL;
 	int rc;
 
-	lane_affinity(g, k);
+	wn_lane_affinity(g->cl, g->cl->ps_net.disable_pin_cores, &g->cpus, k);
 	rc = lane_setup(g, k, &lc, &n);
 	if (rc == 0) {
 		atomic_store_explicit(&n->pub.cpu, sched_getcpu(), memory_order_relaxed);
@@ -350,11 +351,9 @@ static void *lane_thread(void *arg)
 	return NULL;
 }
 
-/* dpdk: EAL (from the arguments before "--") and one port for every lane. */
-static int lanes_port(struct wn_group *g, int eal_argc, char **eal_argv, uint32_t *lanes,
-		      char *err, size_t errlen)
+int wn_lanes_port(const struct wc_cluster *cl, const struct wc_psnet_params *np,
+		  const char *knob, uint32_t *lanes, struct dn_port **port, char *err, size_t errlen)
 {
-	const struct wc_cluster *cl = g->cl;
 	struct dn_config dc = { .port_id = DN_PORT_AUTO, .prefix_len = (uint8_t)cl->data_prefix,
 				.idle = DN_IDLE_SLEEP, .mtu = (uint16_t)cl->mtu,
 				.gateway = cl->data_gateway.resolved ? cl->data_gateway.ip : 0 };
@@ -362,19 +361,19 @@ static int lanes_port(struct wn_group *g, int eal_argc, char **eal_argv, uint32_
 
 	if ((rc = wn_endpoint_ip(&cl->self_data, &dc.ip, err, errlen, "data address")) != 0)
 		return rc;
-	rc = dn_eal_init(eal_argc, eal_argv, err, errlen);
+	rc = dn_eal_init(np->eal_argc, np->eal_argv, err, errlen);
 	if (rc < 0)
 		return wn_errf(err, errlen, rc, "cannot start the dpdk transport: %s (check the EAL "
 			       "arguments before \"--\")", err);
 	if (rte_lcore_count() < *lanes) {
 		unsigned have = rte_lcore_count();
-		WC_LOG(WARNING, "%s: NETWORK_PS_CORE_NUMBER=%u but EAL has %u lcore%s (-l): %u lane%s",
-			g->np.name, *lanes, have, have == 1 ? "" : "s", have, have == 1 ? "" : "s");
+		WC_LOG(WARNING, "%s: %s=%u but EAL has %u lcore%s (-l): %u lane%s", np->name, knob,
+		       *lanes, have, have == 1 ? "" : "s", have, have == 1 ? "" : "s");
 		*lanes = rte_lcore_count();
 	}
 	dn_obs_init();
 	dc.nb_lcores = (uint16_t)*lanes;
-	rc = dn_port_create(&dc, &g->port, err, errlen);
+	rc = dn_port_create(&dc, port, err, errlen);
 	if (rc != 0) {
 		dn_eal_fini();
 		return rc;
@@ -382,19 +381,18 @@ static int lanes_port(struct wn_group *g, int eal_argc, char **eal_argv, uint32_
 	return 0;
 }
 
-/* The CPUs lanes may use: the union of EAL's lcores, or the process's affinity. */
-static void lanes_cpus(struct wn_group *g)
+void wn_lanes_cpus(const struct dn_port *port, cpu_set_t *cpus)
 {
 	unsigned lcore;
 
-	CPU_ZERO(&g->cpus);
-	if (g->port == NULL) {
-		sched_getaffinity(0, sizeof(g->cpus), &g->cpus);
+	CPU_ZERO(cpus);
+	if (port == NULL) {
+		sched_getaffinity(0, sizeof(*cpus), cpus);
 		return;
 	}
 	RTE_LCORE_FOREACH(lcore) {
 		rte_cpuset_t cs = rte_lcore_cpuset(lcore);
-		CPU_OR(&g->cpus, &g->cpus, &cs);
+		CPU_OR(cpus, cpus, &cs);
 	}
 }
 
@@ -416,12 +414,13 @@ int wn_lanes_start(struct wn_group **out, const struct wc_cluster *cl,
 	g->cl = cl;
 	g->np = *np;
 	if (cl->protocol != WC_PROTO_KERNEL &&
-	    (rc = lanes_port(g, np->eal_argc, np->eal_argv, lanes, err, errlen)) != 0) {
+	    (rc = wn_lanes_port(cl, np, "NETWORK_PS_CORE_NUMBER", lanes, &g->port, err,
+				errlen)) != 0) {
 		free(g);
 		return rc;
 	}
 	g->lanes = *lanes;
-	lanes_cpus(g);
+	wn_lanes_cpus(g->port, &g->cpus);
 	*out = g;
 	return 0;
 }

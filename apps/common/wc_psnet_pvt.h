@@ -6,6 +6,7 @@
 #define WHARF_WC_PSNET_PVT_H
 
 #include <pthread.h>
+#include <sched.h>
 
 #include "apps/common/wc_psnet.h"
 #include "apps/common/wc_psobs.h"
@@ -38,6 +39,8 @@ struct wn_buf {
 			uint16_t keeps; /* ps_client holds the request in it (ps_client_keep) */
 			uint16_t sends; /* sends of it not completed */
 			bool in_msgs;   /* it is a destination's encode buffer (n->msgs) */
+			uint8_t lane;   /* handed to worker lane `lane` (> 0) to send: its
+					 * completion comes back over that lane's ring */
 		};
 	};
 	uint8_t *data;          /* header + body */
@@ -70,6 +73,7 @@ struct wn_conn {
 	enum wn_kind kind;
 	enum wn_plane plane;    /* accepted: what it may carry */
 	uint32_t id, server, lane, dest; /* to-server: its server, lane and ps_client dest */
+	uint32_t oid;           /* a worker lane's to-server connection: the owner's id of it */
 	int up;                 /* 0 connecting, 1 up, -1 failed or closed */
 	int reason;
 	struct wn_buf *backlog, *backlog_tail; /* replies that found the send queue full */
@@ -100,6 +104,20 @@ struct wn_lane_sum {
 };
 
 struct wn_group;
+struct wn_wl;
+struct wn_wl_lane;
+
+/*
+ * A worker's view of one destination that another of its lanes carries (wn_wl_*): the
+ * connection itself belongs to that lane's thread; the owner knows it by id and state.
+ */
+enum wn_dst_state { WN_DST_NONE = 0, WN_DST_CONNECTING, WN_DST_UP, WN_DST_FAILED };
+struct wn_ldst {
+	uint32_t id;            /* the owner's id of the connection; 0: none */
+	uint32_t server, lane;  /* for log lines */
+	enum wn_dst_state st;
+	int reason;             /* WN_DST_FAILED: why */
+};
 
 struct wc_psnet {
 	const struct wc_cluster *cl;
@@ -107,6 +125,9 @@ struct wc_psnet {
 	bool is_ps, polling, stop, draining;
 	uint32_t lane, lanes;             /* this node's serving lane, and how many it runs */
 	struct wn_group *g;               /* the lanes of a multi-lane PS; NULL with one */
+	struct wn_wl *wl;                 /* a worker's lanes (wc_psnet_wlanes.c); NULL with one */
+	struct wn_wl_lane *wlane;         /* set on the node of a worker's lane k > 0 */
+	uint32_t wl_n;                    /* owner: its lanes, itself included (0: no wl) */
 	struct wn_lane_pub pub;
 	uint16_t data_port;               /* server: where this lane listens for data */
 	struct tl *tl, *ctl_tl;           /* ctl_tl == tl with protocol=kernel */
@@ -221,11 +242,65 @@ int wn_srv_save_start(struct wc_psnet *n, const char *path, struct wn_conn *c, u
 /* A control reply (WC_T_CTL_R) on c. */
 int wn_ctl_reply(struct wn_conn *c, uint64_t req_id, const char *text);
 /* worker replies (wc_psnet_cli.c). */
-void wn_cli_on_msg(struct wn_conn *c, const struct tl_msg_view *m);
+void wn_cli_on_msg(struct wn_conn *c, const struct tl_msg_view *m,
+		   const struct tl_msg_view *carrier);
 /* A data connection to a server is gone: what it owed and will not be resent is let go. */
 void wn_cli_lost(struct wn_conn *c);
 /* Each poll round of a worker: ps_client_tick (retries, timeouts: stalled connections closed). */
 void wn_cli_tick(struct wc_psnet *n);
+
+/* ---- a worker's lanes (wc_psnet_wlanes.c) ---- */
+
+/* Lanes NETWORK_WORKER_CORE_NUMBER asks for, capped at WN_MAX_LANES. */
+uint32_t wn_wl_wanted(const struct wc_cluster *cl);
+/*
+ * Before the owner's (lane 0's) transport exists: dpdk, EAL from np's arguments and one port
+ * for every lane, lane 0's lcore on this thread (np->backend_arg gets it); kernel, nothing
+ * to set up. *lanes is lowered to EAL's lcore count. 0 or -errno with err.
+ */
+int wn_wl_prepare(struct wc_psnet_params *np, uint32_t *lanes, struct wn_wl **out, char *err,
+		  size_t errlen);
+/* With the owner n built: starts lanes 1.. on their threads, each a node of its own. */
+int wn_wl_start(struct wn_wl *wl, struct wc_psnet *n, char *err, size_t errlen);
+/* Stops and joins the lanes (the owner's node is still whole), then what is left comes back. */
+void wn_wl_stop(struct wc_psnet *n);
+/* After the owner's transport is gone: lane 0's lcore, the port and EAL. */
+void wn_wl_fini(struct wn_wl *wl);
+struct wn_ldst *wn_wl_dst(struct wc_psnet *n, uint32_t d);
+/* The lane that carries destination d (0: the owner's own node). */
+static inline uint32_t wn_wl_lane_of(const struct wc_psnet *n, uint32_t d)
+{
+	return n->wl_n > 1 ? d % n->wl_n : 0;
+}
+/* Owner: hands b (its header at b->data) to the lane of d to send; 0 or -ENOTCONN. */
+int wn_wl_send(struct wc_psnet *n, uint32_t d, struct wn_buf *b);
+/* Owner: asks d's lane to connect to ip:port (server s, its lane sl); state CONNECTING. */
+int wn_wl_open(struct wc_psnet *n, uint32_t d, uint32_t s, uint32_t sl, uint32_t ip,
+	       uint16_t port);
+/* Owner: lets go of d's connection, whatever its state (NONE after). */
+void wn_wl_close(struct wc_psnet *n, uint32_t d);
+/* Owner: wakes lanes it handed work to; then takes in what the lanes sent back. */
+void wn_wl_kick(struct wc_psnet *n);
+void wn_wl_drain(struct wc_psnet *n);
+/* Lane side, from the node's callbacks: a reply, a connection's change, a send done. */
+void wn_wl_on_reply(struct wn_conn *c, const struct tl_msg_view *m,
+		    const struct tl_msg_view *carrier);
+void wn_wl_on_conn(struct wn_conn *c, bool up, int reason);
+void wn_wl_buf_done(struct wn_buf *b);
+/* Owner: one line per lane (status), and the lanes' fuse counters added to out. */
+void wn_wl_status(const struct wc_psnet *n, char *out, size_t len, size_t *off);
+void wn_wl_fuse_add(const struct wc_psnet *n, struct fz_conn_stats *out);
+/* Owner: a request sent (reply false) or a reply taken (true) on its own lane 0. */
+void wn_wl_note0(struct wc_psnet *n, bool reply);
+
+/* Shared by PS and worker lanes (wc_psnet_lanes.c). */
+struct dn_port;
+int wn_lanes_port(const struct wc_cluster *cl, const struct wc_psnet_params *np,
+		  const char *knob, uint32_t *lanes, struct dn_port **port, char *err,
+		  size_t errlen);
+void wn_lanes_cpus(const struct dn_port *port, cpu_set_t *cpus);
+void wn_lane_affinity(const struct wc_cluster *cl, bool floating, const cpu_set_t *cpus,
+		      uint32_t k);
 
 /* Lanes (wc_psnet_lanes.c): the stop flag every lane obeys, sums for status/telemetry. */
 bool wn_stopping(const struct wc_psnet *n);

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # A PS serving on two lanes (NETWORK_PS_CORE_NUMBER=2: two network lcores, each with its own
-# TCP-lite stack and the shards it owns) and two shard-aware workers, over the switch: every
-# key must be served by the lane that owns it (the PS's data_ops_remote stays 0), both lanes
-# must carry requests, and the model must learn — the dense softmax in sync, async and GEO,
-# and the sparse CTR model (whose keys spread over both lanes). Then the same on kernel TCP
-# (two epoll threads), and the exactly-once ledger through a SIGKILL of a two-lane PS with
-# its write-ahead log (one log per lane, replayed merged), on both protocols.
+# TCP-lite stack and the shards it owns) and two shard-aware workers of two lanes each
+# (NETWORK_WORKER_CORE_NUMBER=2: the connection to PS lane k on worker lane k), over the
+# switch: every key must be served by the lane that owns it (the PS's data_ops_remote stays
+# 0), both lanes of the PS and of each worker must carry requests, and the model must learn —
+# the dense softmax in sync, async and GEO, and the sparse CTR model (whose keys spread over
+# both lanes). Then the same on kernel TCP (two epoll threads a node), and the exactly-once
+# ledger through a SIGKILL of a two-lane PS with its write-ahead log (one log per lane,
+# replayed merged), on both protocols.
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
 
@@ -35,14 +37,27 @@ check_lanes() { # NAME STATUS-FILE
 	tb_pass "$name: 2 lanes served $r0 and $r1 requests, data ops across lanes $remote"
 }
 
-# A training job: PS on cores 0-1 (two EAL lcores), workers on the switch; KEY >= MIN.
+# A worker's lanes from its log (wc_psnet_wlanes.c says at the end what each carried): two,
+# both with requests and replies, pinned or floating as WORKER_DISABLE_PIN_CORES asks.
+check_wlanes() { # NAME LOG PINNING
+	local name=$1 log=$2 pin=$3 k q r
+	for k in 0 1; do
+		q=$(grep -E "worker wlane +$k " "$log" | tail -n 1 | sed -nE 's/.* requests ([0-9]+).*/\1/p')
+		r=$(grep -E "worker wlane +$k " "$log" | tail -n 1 | sed -nE 's/.* replies ([0-9]+).*/\1/p')
+		[ -n "$q" ] && [ "$q" -gt 0 ] && [ "$r" -gt 0 ] || { grep -E "wlane|lane" "$log" >&2; tb_fail "$name: worker lane $k carried ${q:-no} requests"; }
+		grep -E "worker wlane +$k " "$log" | tail -n 1 | grep -q " $pin" || { grep wlane "$log" >&2; tb_fail "$name: worker lane $k is not $pin"; }
+	done
+}
+
+# A training job: PS on cores 0-1 (two EAL lcores), workers (two lanes on two EAL lcores each)
+# on the switch; KEY >= MIN.
 job() { # NAME PROTO MODE KEY MIN MODEL-ARGS...
 	local name=$1 proto=$2 mode=$3 key=$4 min=$5 v; shift 5
 	[ "$proto" = dpdk ] && { tb_switch 3 || tb_fail "switch"; }
 	TB_EAL_CORE=0-1 tb_node ps-$name 0 train $CL --protocol "$proto" --mode "$mode" --role ps "$@"
 	for i in 0 1; do
-		tb_node w$i-$name $((i + 1)) train $CL --protocol "$proto" --mode "$mode" --role worker \
-			--task-index $i "$@"
+		TB_EAL_CORE=0-1 tb_node w$i-$name $((i + 1)) train $CL --protocol "$proto" --mode "$mode" \
+			--role worker --task-index $i --worker-cores 2 $WPIN "$@"
 	done
 	for _ in $(seq 1 120); do
 		kill -0 "${TB_PIDS[w0-$name]}" 2>/dev/null || kill -0 "${TB_PIDS[w1-$name]}" 2>/dev/null || break
@@ -58,13 +73,18 @@ job() { # NAME PROTO MODE KEY MIN MODEL-ARGS...
 	[ "$(echo "$v $min" | awk '{print ($1 >= $2)}')" = 1 ] || tb_fail "$name: $key $v < $min"
 	tb_pass "$name ($mode, $proto, 2-lane PS): $key $v"
 	check_lanes "$name" "$TB_DIR/$name-status.txt"
+	for i in 0 1; do check_wlanes "$name" "$TB_DIR/w$i-$name.log" "$WPINNED"; done
+	tb_pass "$name: both lanes of each worker carried requests ($WPINNED)"
 }
 
 D="--model softmax --epochs 2 --train-limit 12000 --test-limit 2000"
+WPIN="" WPINNED=floating
 job sync dpdk sync test_accuracy 0.76 $D
+WPIN="--worker-disable-pin=false" WPINNED=pinned
 job async dpdk async test_accuracy 0.72 $D --tensor-fuse=true
 job geo dpdk geo test_accuracy 0.78 $D --geo-k 4  # as t_e2e_modes' GEO job
 job ctr dpdk async test_auc 0.70 --model lr --ctr-samples 100000 --epochs 2
+WPIN="" WPINNED=floating
 job ksync kernel sync test_accuracy 0.76 $D
 
 # The ledger through a SIGKILL of a two-lane PS: both lanes' logs replayed, nothing lost or
@@ -76,8 +96,8 @@ ledger() { # PROTO
 	TB_EAL_CORE=0-1 tb_node ps1-$proto 0 psd $lcl --role ps --model count --ckpt "$ck" --ckpt-interval 1
 	tb_wait_log "$TB_DIR/ps1-$proto.log" "serving" 20 || { cat "$TB_DIR/ps1-$proto.log" >&2; tb_fail "ps did not start"; }
 	for i in 0 1; do
-		tb_node lw$i-$proto $((i + 1)) train $lcl --role worker --task-index $i --model count \
-			--count-pushes "$PUSHES" --count-delay-us 2000
+		TB_EAL_CORE=0-1 tb_node lw$i-$proto $((i + 1)) train $lcl --role worker --task-index $i \
+			--model count --count-pushes "$PUSHES" --count-delay-us 2000 --worker-cores 2
 	done
 	sleep 2.5
 	kill -KILL "${TB_PIDS[ps1-$proto]}"; wait "${TB_PIDS[ps1-$proto]}" 2>/dev/null; unset "TB_PIDS[ps1-$proto]"
