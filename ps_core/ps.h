@@ -48,10 +48,12 @@
  * PS_T_BARRIER_R      body: u64 step, u32 arrived, u32 workers, u32 done (1 when every
  *                     worker reached the step and the summed gradients were applied), u32 0
  * PS_T_GEO_PULL       body: u32 worker, u32 zero, u64 ack: the id of the last GEO-pull
- *                     reply for table_id this worker took from this server (0: none).
- *                     Rows of table_id changed since the position that reply ended at: the
- *                     server commits a worker's position only when the worker's next GEO
- *                     pull acknowledges it, so a reply that was lost is served again.
+ *                     reply for table_id this worker took from this server (0: none), u64
+ *                     incarnation (fenced as a push is: an older process of the worker id
+ *                     is refused and moves nothing). Rows of table_id changed since the
+ *                     position that reply ended at: the server commits a worker's position
+ *                     only when the worker's next GEO pull acknowledges it, so a reply that
+ *                     was lost is served again.
  * PS_T_GEO_PULL_R     body: u64 id (acknowledge it with the next GEO pull), then key_count
  *                     records of (u64 key, dim x f32 values). flags PS_F_MORE: the reply
  *                     was full; pull again for the remaining rows. A worker whose position
@@ -110,6 +112,7 @@ enum ps_msg_type {
 #define PS_DENSE_PUSH_HEAD 40u  /* the same, then the first row */
 #define PS_BARRIER_BODY    24u
 #define PS_HELLO_BODY      16u
+#define PS_GEO_PULL_BODY   24u
 #define PS_HELLO_R_BODY    40u
 
 /* What a PS_T_ERROR reply names. */

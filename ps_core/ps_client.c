@@ -873,7 +873,7 @@ int ps_client_geo_pull(struct ps_client *c, uint32_t table, uint32_t dim, ps_geo
 		return -EINVAL;
 	if ((rc = geo_ack_of(c, table, &tab)) < 0)
 		return rc;
-	s = bcast(c, PS_T_GEO_PULL, table, dim, 0, 0, msgs, 16, &rc);
+	s = bcast(c, PS_T_GEO_PULL, table, dim, 0, c->cfg.incarnation, msgs, PS_GEO_PULL_BODY, &rc);
 	if (!s)
 		return rc;
 	for (srv = 0; srv < c->cfg.n_servers; srv++) {

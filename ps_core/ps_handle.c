@@ -438,9 +438,9 @@ static int handle_geo_pull(struct ps_handler *h, const struct tl_msg_view *v, st
 	const struct tl_msg_hdr *q = &v->hdr;
 	uint32_t ns = h->s->cfg.n_shards, s, worker, n = 0;
 	size_t rec, off = TL_MSG_HDR_LEN + 8;
-	uint64_t ack, id;
+	uint64_t ack, id, inc;
 	bool more = false;
-	uint8_t tmp[16];
+	uint8_t tmp[PS_GEO_PULL_BODY];
 	const uint8_t *p;
 	int ti, rc;
 
@@ -449,12 +449,14 @@ static int handle_geo_pull(struct ps_handler *h, const struct tl_msg_view *v, st
 				 "not in GEO mode");
 	if ((rc = req_table(h, v, rep, PS_TABLE_SPARSE, &ti)) < 0)
 		return rc;
-	if (q->body_len != 16 || q->key_count != 0)
+	if (q->body_len != PS_GEO_PULL_BODY || q->key_count != 0)
 		return reply_err(rep, q, -EBADMSG, PS_ERR_BAD_LENGTH, "GEO pull body is %u bytes "
-				 "with %u keys, expected 16 and 0", q->body_len, q->key_count);
-	p = tl_view_get(v, 0, 16, tmp);
+				 "with %u keys, expected %u and 0", q->body_len, q->key_count,
+				 PS_GEO_PULL_BODY);
+	p = tl_view_get(v, 0, PS_GEO_PULL_BODY, tmp);
 	worker = tl_ld32(p);
 	ack = tl_ld64(p + 8);
+	inc = tl_ld64(p + 16);
 	if (worker >= h->s->cfg.n_workers)
 		return reply_err(rep, q, -EINVAL, PS_ERR_BAD_WORKER, "worker %u out of range", worker);
 	/* Relaxed: ids need only be distinct (a counter from a random start), not ordered. */
@@ -468,6 +470,7 @@ static int handle_geo_pull(struct ps_handler *h, const struct tl_msg_view *v, st
 		op->kind = PS_OP_GEO_PULL;
 		op->table = (uint32_t)ti;
 		op->worker = worker;
+		op->inc = inc;
 		op->geo_ack = ack;
 		op->geo_id = id;
 		if (!more) {
@@ -476,6 +479,9 @@ static int handle_geo_pull(struct ps_handler *h, const struct tl_msg_view *v, st
 		}
 		ps_handler_run_op(h, s, op);
 		ps_handler_wait(h, op);
+		/* Fenced on shard 0 (hellos reach every shard alike): nothing was committed. */
+		if (op->status < 0)
+			return ps_reply_fenced(rep, q, worker, inc, op->have, op->status);
 		if (more)
 			continue;
 		more = op->status == 1; /* this shard stopped early: the rest wait for next time */

@@ -826,7 +826,11 @@ static int op_geo_pull(struct ps_shard *sh, struct ps_op *op)
 	size_t rec = 8 + (size_t)t->cfg.dim * 4;
 	struct ps_geo_pos at;
 	uint32_t i;
+	int rc;
 
+	/* An older process of this worker id must not move the position its successor reads. */
+	if ((rc = fence(sh, op)) < 0)
+		return rc;
 	if (op->geo_ack != 0 && op->geo_ack == gw->pend_id) {
 		gw->seen = gw->pend;
 		geo_trim(sh, op->table);

@@ -4,7 +4,7 @@
  * and the positions survive a checkpoint and a log replay, positions past 2^32 changes, and
  * a worker that never pulls (dead) neither grows the log past its bound nor stops its
  * trimming: it gets a full resync of the rows instead; a row evicted by the memory policies
- * leaves a hole in a restored log.
+ * leaves a hole in a restored log; an older process of a worker id is fenced from GEO pulls.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -154,6 +154,45 @@ static void test_geo_lost_reply_served_again(void **state)
 	geo_pull_all(c, 1, s);
 	assert_int_equal(s->n, 0);
 	assert_int_equal(c->errors, 0);
+	pt_cluster_destroy(c);
+	seen_free(s);
+}
+
+/*
+ * A worker restarted under its id: its old process, still running, is refused GEO pulls
+ * (-ESTALE), so it cannot acknowledge rows and move the position its successor reads from.
+ */
+static void test_geo_pull_fenced_by_incarnation(void **state)
+{
+	struct ps_table_config t = pt_table(1, D, PS_OPT_SGD);
+	struct ps_client_config cc = { .worker_id = 1, .n_servers = 2, .max_keys = 8192,
+				       .incarnation = 7 };
+	struct pt_cluster *c;
+	struct ps_client *old, *young;
+	struct seen *s = seen_new();
+	uint32_t i;
+
+	(void)state;
+	assert_int_equal(pt_cluster_create(2, 3, PS_MODE_GEO, 2, &t, 1, &c), 0);
+	pt_client_restart(c, 1, 5);
+	assert_int_equal(pt_hello(c, 1), 0);
+	push_keys(c, 0, 10, 5, 1.0f);
+	old = c->cl[1];
+	assert_int_equal(ps_client_create(&cc, &young), 0);
+	c->cl[1] = young;
+	assert_int_equal(pt_hello(c, 1), 0); /* the successor says hello: the id is its now */
+	c->cl[1] = old;
+	for (i = 0; i < 2; i++) { /* the second would acknowledge the first's rows */
+		s->n = 0;
+		assert_int_equal(geo_pull(c, 1, s), -ESTALE);
+		assert_int_equal(s->n, 0);
+	}
+	c->cl[1] = young;
+	geo_pull_all(c, 1, s);
+	assert_int_equal(s->n, 5);
+	for (i = 0; i < 5; i++)
+		assert_true(has(s, 10 + i, 1.0f));
+	ps_client_destroy(old);
 	pt_cluster_destroy(c);
 	seen_free(s);
 }
@@ -470,6 +509,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_geo_lost_reply_served_again),
+		cmocka_unit_test(test_geo_pull_fenced_by_incarnation),
 		cmocka_unit_test(test_geo_lost_page_served_again),
 		cmocka_unit_test(test_geo_state_survives_checkpoint),
 		cmocka_unit_test(test_geo_log_replay_after_checkpoint),

@@ -277,8 +277,8 @@ static void test_mode_geo_pull_pages_when_reply_full(void **state)
 		struct pt_cluster *c2;
 		float d2[32] = { 0 };
 		struct tl_msg_hdr hd = { .type = PS_T_GEO_PULL, .aux = PS_ELEM_F32, .table_id = 1,
-					 .body_len = 16, .dim = 32 };
-		uint8_t m[TL_MSG_HDR_LEN + 16] = { 0 };
+					 .body_len = PS_GEO_PULL_BODY, .dim = 32 };
+		uint8_t m[TL_MSG_HDR_LEN + PS_GEO_PULL_BODY] = { 0 };
 		struct tl_iov iov[1];
 		struct tl_msg_view v;
 		struct ps_reply rep;
