@@ -47,9 +47,11 @@
 #   OUT_DIR/train_fuse.json  wharf-train's deep MLP (--layers 24 --hidden 16: 50 tensors of
 #                       1 KiB or less but one, each a dense table of its own, so a step pulls
 #                       and pushes 100 small tensors), sync, 1 PS + 2 workers, --tensor-fuse off
-#                       vs on, DPDK and kernel, BENCH_TRAIN_FUSE_REPS (3) rounds interleaved
-#                       (off, on, per protocol, per round). Top level, medians over the rounds:
-#                       train_fuse_samples_ratio_fuse_on_over_off (DPDK) and _kernel.
+#                       vs on, DPDK and kernel, BENCH_TRAIN_EPOCHS each, BENCH_TRAIN_FUSE_REPS
+#                       (3) rounds interleaved (off, on, per protocol, per round). Top level,
+#                       medians over the rounds: train_fuse_samples_ratio_fuse_on_over_off (DPDK)
+#                       and _kernel; train_fuse_step_us_dpdk and _kernel: where a step's time
+#                       goes (the workers' pull_us, compute_us, push_us, barrier_us).
 #   OUT_DIR/train_torch.json  the same job as a PyTorch program (python/examples/mlp_fmnist.py
 #                       on the package wharf, as `make demo` runs it): DPDK vs kernel and
 #                       --tensor-fuse off vs on. Top level: train_torch_samples_ratio_* as above.
@@ -419,7 +421,7 @@ part_train_fuse() {
 				tb_log "train_fuse: round $rep, $proto, tensor_fuse $fuse"
 				job "tf-$proto-$fuse-$rep" "$proto" "$base" 2 120 train --mode sync \
 					--tensor-fuse="$fuse" --model mlp --layers 24 --ps-cores 1 -- --mode sync \
-					--tensor-fuse="$fuse" --model mlp --layers 24 --epochs 1 --batch 64 \
+					--tensor-fuse="$fuse" --model mlp --layers 24 --epochs "$TR_EPOCHS" --batch 64 \
 					--train-limit "$TR_LIMIT" --test-limit 2000 --decay-epochs 0
 				base=$((base + 10))
 			done
@@ -672,14 +674,18 @@ if "train_direct" in parts:
     finish("train_direct", td, "td-")
 if "train_fuse" in parts:
     tf = {"bench": "train_fuse_e2e", "model": "mlp", "layers": 24, "hidden": 16, "tensors": 50,
-          "mode": "sync", "servers": 1, "workers": 2, "epochs": 1, "train_limit": int(limit),
+          "mode": "sync", "servers": 1, "workers": 2, "epochs": int(epochs), "train_limit": int(limit),
           "batch": 64, "rounds": int(tf_reps),
           "note": "the deep MLP: 50 dense tables (W1 784x16, 24 of 16x16 or 16x10, 25 biases), "
                   "100 small tensors a step; samples/s summed over the 2 workers, each timed "
                   "from the end of its first step; a ratio is the median over the rounds of "
-                  "each round's on/off", "runs": {}}
+                  "each round's on/off; step_us: a timed step's phases in microseconds (the "
+                  "mean over the workers and rounds), the share of barriers that took 1 ms or "
+                  "more, and the step's share spent pulling and pushing, and with the barrier",
+          "runs": {}}
+    PHASES = ("pull_us", "compute_us", "push_us", "barrier_us")
     for proto in ("dpdk", "kernel"):
-        qs, acc = [], {}
+        qs, acc, steps = [], {}, {}
         for rep in range(1, int(tf_reps) + 1):
             sps = {}
             for fuse in ("false", "true"):
@@ -692,6 +698,7 @@ if "train_fuse" in parts:
                                                     if ws[0].get("fuse_frames_out") else None)
                     sps[fuse] = r["samples_per_s"]
                     acc.setdefault(fuse, []).append(r["test_accuracy"])
+                    steps.setdefault(fuse, []).extend(ws)
                 tf["runs"][f"{proto}_fuse_{'on' if fuse == 'true' else 'off'}_{rep}"] = r
             qs.append(ratio(sps.get("true"), sps.get("false")))
         ok = sorted(q for q in qs if q)
@@ -700,6 +707,18 @@ if "train_fuse" in parts:
         tf[f"train_fuse_samples_ratio_fuse_on_over_off{sfx}"] = med
         tf[f"train_fuse_ratios_{proto}"] = qs
         tf[f"train_fuse_test_accuracy_{proto}"] = {("on" if k == "true" else "off"): v for k, v in acc.items()}
+        su = {}
+        for fuse, ws in steps.items():
+            if not all(p in w for w in ws for p in PHASES) or not sum(w[p] for w in ws for p in PHASES):
+                continue
+            ph = {p[:-3]: round(sum(w[p] for w in ws) / len(ws), 1) for p in PHASES}
+            ph["barriers_over_1ms"] = round(sum(w["barriers_over_1ms"] / max(w["steps"] - 1, 1)
+                                                for w in ws) / len(ws), 3)
+            step = ph["pull"] + ph["compute"] + ph["push"] + ph["barrier"]
+            ph["pull_push_share"] = round((ph["pull"] + ph["push"]) / step, 3)
+            ph["pull_push_barrier_share"] = round((ph["pull"] + ph["push"] + ph["barrier"]) / step, 3)
+            su["on" if fuse == "true" else "off"] = ph
+        tf[f"train_fuse_step_us_{proto}"] = su
     finish("train_fuse", tf, "tf-")
 
 if "train_torch" in parts:

@@ -7,6 +7,9 @@
  *
  * Call chain: main -> tr_dense_run -> dense_step -> pull_all / push_all (one request per table
  * in flight together) -> wc_psnet_call_* -> ps_client_dense_pull/push.
+ *
+ * Each step is timed by phase (struct dense_phases): what a step spends on the network
+ * (pulling, pushing, the barrier) against computing, the figures the report gives per step.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,6 +18,13 @@
 #include <string.h>
 
 #include "apps/train/tr.h"
+
+/* Seconds spent in each phase of the timed steps (all but the job's first), and how many. */
+struct dense_phases {
+	double pull, compute, push, barrier;
+	uint64_t steps;
+	uint64_t barrier_long;  /* barriers of 1 ms or more */
+};
 
 struct dense {
 	struct tr_net *t;
@@ -29,9 +39,10 @@ struct dense {
 	uint32_t *idx, n_idx;
 	struct wc_dense_ws *ws;
 	struct wc_dataset *train, *test;
+	struct dense_phases ph;
 };
 
-static int pull_all(struct dense *d, float *dst)
+static int pull_all_untimed(struct dense *d, float *dst)
 {
 	struct tr_net *t = d->t;
 	ps_done_fn *done;
@@ -60,7 +71,7 @@ static int pull_all(struct dense *d, float *dst)
 
 /* Pushes are recorded by ps_client before they are sent: after a failure they are resent by
  * the recovery, never encoded twice, so the wait just goes on. */
-static int push_all(struct dense *d, const float *src)
+static int push_all_untimed(struct dense *d, const float *src)
 {
 	struct tr_net *t = d->t;
 	ps_done_fn *done;
@@ -90,6 +101,24 @@ static int push_all(struct dense *d, const float *src)
 		if ((rc = tr_net_recover(t, rc)) != 0)
 			return rc;
 	}
+}
+
+static int pull_all(struct dense *d, float *dst)
+{
+	double t0 = tr_now();
+	int rc = pull_all_untimed(d, dst);
+
+	d->ph.pull += tr_now() - t0;
+	return rc;
+}
+
+static int push_all(struct dense *d, const float *src)
+{
+	double t0 = tr_now();
+	int rc = push_all_untimed(d, src);
+
+	d->ph.push += tr_now() - t0;
+	return rc;
 }
 
 static int dense_load(struct dense *d, const struct tr_opts *o)
@@ -186,6 +215,7 @@ static int dense_step(struct dense *d, uint64_t step, uint32_t b, float scale, d
 	const struct tr_opts *o = d->t->o;
 	const struct wc_cluster *cl = d->t->cl;
 	uint32_t i, in = d->spec.in_dim;
+	double t0;
 	size_t k;
 	int rc;
 
@@ -196,7 +226,9 @@ static int dense_step(struct dense *d, uint64_t step, uint32_t b, float scale, d
 	}
 	if (cl->mode != WC_MODE_GEO && (rc = pull_all(d, d->params)) != 0)
 		return rc;
+	t0 = tr_now();
 	rc = model_loss_grad(d, d->params, d->xb, d->yb, o->batch, d->grad, loss, correct);
+	d->ph.compute += tr_now() - t0;
 	if (rc != 0)
 		return rc;
 	if (cl->mode == WC_MODE_GEO) {
@@ -208,7 +240,14 @@ static int dense_step(struct dense *d, uint64_t step, uint32_t b, float scale, d
 			d->grad[k] *= scale;
 	if ((rc = push_all(d, d->grad)) != 0)
 		return rc;
-	return cl->mode == WC_MODE_SYNC ? tr_net_barrier(d->t, step) : 0;
+	if (cl->mode != WC_MODE_SYNC)
+		return 0;
+	t0 = tr_now();
+	rc = tr_net_barrier(d->t, step);
+	t0 = tr_now() - t0;
+	d->ph.barrier += t0;
+	d->ph.barrier_long += t0 >= 1e-3;
+	return rc;
 }
 
 /* This worker's share (every W-th sample), shuffled; the same step count on every worker. */
@@ -232,6 +271,8 @@ static void dense_report(struct dense *d, uint64_t steps, uint64_t timed, double
 	struct wc_psnet_cli_stats st;
 	struct fz_conn_stats fz;
 	uint64_t samples = steps * o->batch, timed_samples = timed * o->batch;
+	const struct dense_phases *ph = &d->ph;
+	double per = ph->steps ? 1e6 / (double)ph->steps : 0;
 
 	wc_psnet_cli_stats(d->t->n, &st);
 	wc_psnet_fuse_stats(d->t->n, &fz);
@@ -241,12 +282,16 @@ static void dense_report(struct dense *d, uint64_t steps, uint64_t timed, double
 	       "\"samples_per_s\":%.1f,\"test_accuracy\":%.4f,\"test_loss\":%.4f,\"reconnects\":%"
 	       PRIu64 ",\"resent\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"fuse_frames_out\":%" PRIu64
 	       ",\"fuse_subs_out\":%" PRIu64 ",\"fuse_frames_in\":%" PRIu64 ",\"fuse_subs_in\":%"
-	       PRIu64 "}\n", cl->task_index, cl->n_workers, wc_ps_model_name(o->model),
+	       PRIu64 ",\"pull_us\":%.1f,\"compute_us\":%.1f,\"push_us\":%.1f,\"barrier_us\":%.1f,"
+	       "\"barriers_over_1ms\":%" PRIu64 "}\n", cl->task_index, cl->n_workers,
+	       wc_ps_model_name(o->model),
 	       d->deep != NULL ? o->layers : o->model == WC_PSM_MLP ? 1u : 0u, d->nt,
 	       wc_mode_name(cl->mode), wc_protocol_name(cl->protocol),
 	       cl->tensor_fuse ? "true" : "false", o->epochs, o->batch, steps, samples, secs,
 	       secs > 0 ? (double)timed_samples / secs : 0.0, acc, loss, st.reconnects, st.resent,
-	       st.requests, fz.tx.frames, fz.tx.msgs_fused - fz.tx.frames_single, fz.rx.frames, fz.rx.subs);
+	       st.requests, fz.tx.frames, fz.tx.msgs_fused - fz.tx.frames_single, fz.rx.frames,
+	       fz.rx.subs, ph->pull * per, ph->compute * per, ph->push * per, ph->barrier * per,
+	       ph->barrier_long);
 	fflush(stdout);
 }
 
@@ -279,10 +324,14 @@ static int dense_epochs(struct dense *d, uint32_t steps, uint64_t *step, uint64_
 				continue; /* done before this process: the same batches, in order */
 			if ((rc = dense_step(d, *step, b, scale, &l, &corr)) != 0)
 				return rc;
-			if (first)
+			if (first) {
 				t0 = tr_now();
-			else
+				/* Its barrier waits for the other workers' start-up. */
+				d->ph = (struct dense_phases){ 0 };
+			} else {
 				(*timed)++;
+				d->ph.steps++;
+			}
 			first = false;
 			loss_sum += l;
 			corr_sum += corr;
@@ -310,6 +359,7 @@ int tr_dense_run(struct tr_net *t, const struct wc_model_tables *mt)
 	uint64_t step = 0;
 	uint32_t steps;
 	double acc = 0, loss = 0, train_s = 0;
+	struct dense_phases ph;
 	uint64_t timed = 0;
 	int rc;
 
@@ -330,12 +380,14 @@ int tr_dense_run(struct tr_net *t, const struct wc_model_tables *mt)
 	memcpy(d.base, d.params, d.np * sizeof(float));
 	if ((rc = dense_epochs(&d, steps, &step, &timed, &train_s)) != 0)
 		goto out;
+	ph = d.ph; /* the steps' phases, without the last sync and pull below */
 	/* GEO: a last sync for the steps since the previous one. */
 	if (t->cl->mode == WC_MODE_GEO && step % t->cl->geo_k != 0 && (rc = geo_sync(&d)) != 0)
 		goto out;
 	if ((rc = pull_all(&d, d.params)) != 0)
 		goto out;
 	model_evaluate(&d, d.params, &acc, &loss);
+	d.ph = ph;
 	dense_report(&d, step, timed, train_s, acc, loss);
 out:
 	dense_free(&d);
