@@ -13,6 +13,7 @@
  * steering read rings instead and sleep on an eventfd as well (dn_steer.c).
  */
 #include <errno.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include <rte_branch_prediction.h>
@@ -69,6 +70,24 @@ void dn_tx_reclaim(struct dn_lcore *lc, uint64_t now)
 	if (rc == -ENOTSUP)
 		lc->tx_cleanup_ok = false;
 	lc->next_cleanup_tsc = now + lc->tx_drain_cycles;
+}
+
+/* The thread's own slack, read once (prctl returns it); DN_SLEEP_SLACK_NS while sleeping. */
+static __thread long base_slack = -1;
+
+unsigned long dn_sleep_slack_begin(void)
+{
+	if (base_slack < 0)
+		base_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+	if (base_slack >= 0 && (unsigned long)base_slack < DN_SLEEP_SLACK_NS)
+		(void)prctl(PR_SET_TIMERSLACK, DN_SLEEP_SLACK_NS, 0, 0, 0);
+	return base_slack >= 0 ? (unsigned long)base_slack : DN_SLEEP_SLACK_NS; /* end: no-op */
+}
+
+void dn_sleep_slack_end(unsigned long was)
+{
+	if (was < DN_SLEEP_SLACK_NS)
+		(void)prctl(PR_SET_TIMERSLACK, was ? was : 1ul, 0, 0, 0);
 }
 
 static void sleep_us(uint32_t us)

@@ -206,7 +206,10 @@ static inline void dn_epoll_sleep(struct dn_lcore *lc, int timeout_ms,
 				  bool (*waiting)(struct dn_lcore *lc))
 {
 	struct rte_epoll_event ev;
+	unsigned long slack = dn_sleep_slack_begin();
 	int r = rte_epoll_wait(RTE_EPOLL_PER_THREAD, &ev, 1, timeout_ms);
+
+	dn_sleep_slack_end(slack);
 
 	if (r > 0) {
 		lc->stats.intr_wakeups++;

@@ -25,6 +25,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "dpdk_net/dn.h"
 #include "transport/tl_pvt.h"
 
 #define KB_EVENTS 64
@@ -485,7 +486,8 @@ static void kb_accept(struct tl_listener *l)
 static int kb_poll(struct tl *tl, int64_t timeout_us)
 {
 	struct kb *kb = tl->be;
-	int ms, n, i;
+	unsigned long slack;
+	int ms, n, i, err;
 
 	if (timeout_us < 0)
 		ms = -1;
@@ -493,9 +495,14 @@ static int kb_poll(struct tl *tl, int64_t timeout_us)
 		ms = INT_MAX;
 	else
 		ms = (int)((timeout_us + 999) / 1000);
+	/* A sleep widens the timer slack as dpdk_net's do: no timer reprogrammed per wake-up. */
+	slack = ms > 0 ? dn_sleep_slack_begin() : 0;
 	n = epoll_wait(kb->epfd, kb->ev, KB_EVENTS, ms);
+	err = errno;
+	if (ms > 0)
+		dn_sleep_slack_end(slack);
 	if (n < 0)
-		return errno == EINTR ? 0 : -errno;
+		return err == EINTR ? 0 : -err;
 	for (i = 0; i < n; i++) {
 		struct kb_ep *ep = kb->ev[i].data.ptr;
 

@@ -638,6 +638,8 @@ int wc_psnet_poll_for(struct wc_psnet *n, bool may_sleep)
 		wn_wl_drain(n);
 	if (n->srv_deferring > 0) /* buffers the poll gave back serve what waits for them */
 		wn_srv_deferred(n);
+	if (n->bars != NULL)
+		wn_srv_bars(n, n->draining);
 	flush_round(n);
 	if (!n->is_ps && n->pc != NULL)
 		wn_cli_tick(n);

@@ -156,6 +156,10 @@ struct wc_psnet {
 	/* back-pressure: connections with requests deferred now; requests deferred so far */
 	uint32_t srv_deferring, srv_conns; /* srv_conns: accepted connections */
 	uint64_t srv_deferred;
+	/* sync barrier queries parked until their step is done (wc_psnet_srv.c, wn_srv_bars) */
+	struct wn_bar *bars;
+	bool bars_due;
+	uint64_t next_bars_us, bars_parked;
 	struct wc_psobs *obs;              /* telemetry slot (the /wharf/ps commands), lane 0's */
 	struct wc_psobs *obs_count;        /* the same slot, counted into by every lane */
 	/* tests only (WHARF_TEST_DROP_GEO_REPLY): every geo_drop_every-th GEO-pull reply is not
@@ -229,8 +233,10 @@ void wn_srv_handle(struct wn_conn *c, const struct tl_msg_view *m,
 		   const struct tl_msg_view *carrier);
 /* Serves deferred requests while reply buffers last (each poll round of a PS). */
 void wn_srv_deferred(struct wc_psnet *n);
-/* Lets go of c's deferred requests (its connection is going away). */
+/* Lets go of c's deferred requests and parked barrier queries (it is going away). */
 void wn_srv_drop_deferred(struct wn_conn *c);
+/* Parked barrier queries asked again when due (all: every one answered now). */
+void wn_srv_bars(struct wc_psnet *n, bool all);
 void wn_srv_status(struct wc_psnet *n, char *out, size_t len, size_t *off);
 /*
  * Starts a checkpoint to path that lane 0 copies while it serves and a thread writes; the

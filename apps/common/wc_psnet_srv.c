@@ -157,8 +157,60 @@ int wc_psnet_serve(struct wc_psnet *n, struct ps_server *ps, struct ps_handler *
 	return 0;
 }
 
-/* Answers m from reply buffer b (taken by the caller); the reply stays lent until sent. */
-static void serve(struct wn_conn *c, const struct tl_msg_view *m, struct wn_buf *b)
+/*
+ * Sync barriers answered when they are done. A worker's barrier query of a step that is not
+ * complete yet is parked here, unanswered, instead of being told "not yet" (which made it
+ * sleep out its poll's timeout, then ask again): once a query completes a step, or every
+ * WN_BAR_RECHECK_US (a timeout's policy), the parked ones are asked again on their workers'
+ * behalf (a barrier query is idempotent), and the ones done are answered at once. A query
+ * parked for WN_BAR_PARK_MAX_US gets its "not yet" after all, so a worker never waits long
+ * enough on one request to take its server for stalled (request_timeout_s).
+ */
+#define WN_BAR_RECHECK_US 10000u
+#define WN_BAR_PARK_MAX_US 100000u
+
+struct wn_bar {
+	struct wn_bar *next;
+	struct wn_conn *c;
+	uint64_t since_us;
+	uint8_t msg[TL_MSG_HDR_LEN + PS_BARRIER_BODY];
+};
+
+/* Is this reply a barrier's "not yet"? */
+static bool bar_not_done(const struct wn_buf *b, const struct tl_msg_hdr *h)
+{
+	return h->type == PS_T_BARRIER_R && h->body_len >= 24 &&
+	       tl_ld32(b->data + TL_MSG_HDR_LEN + 16) == 0;
+}
+
+/* Parks m (a barrier query whose answer was "not yet"); false without memory for it. */
+static bool bar_park(struct wn_conn *c, const struct tl_msg_view *m, struct wn_bar *r)
+{
+	struct wc_psnet *n = c->n;
+
+	if (m->hdr.body_len != PS_BARRIER_BODY)
+		return false;
+	if (r == NULL) {
+		if ((r = malloc(sizeof(*r))) == NULL) /* one per waiting worker, not per packet */
+			return false;
+		r->c = c;
+		r->since_us = wn_now_us();
+		tl_msg_hdr_encode(r->msg, &m->hdr);
+		if (tl_view_copy(m, 0, r->msg + TL_MSG_HDR_LEN, PS_BARRIER_BODY) != 0) {
+			free(r);
+			return false;
+		}
+	}
+	r->next = n->bars;
+	n->bars = r;
+	n->bars_parked++;
+	return true;
+}
+
+/* Answers m from reply buffer b (taken by the caller); the reply stays lent until sent. A
+ * barrier's "not yet" is parked instead when park allows (r: the record it came from). */
+static void serve_q(struct wn_conn *c, const struct tl_msg_view *m, struct wn_buf *b, bool park,
+		    struct wn_bar *r)
 {
 	struct wc_psnet *n = c->n;
 	struct ps_reply rep;
@@ -179,8 +231,18 @@ static void serve(struct wn_conn *c, const struct tl_msg_view *m, struct wn_buf 
 	if (rep.len < TL_MSG_HDR_LEN || tl_msg_hdr_decode(b->data, UINT32_MAX, &h) != 0 ||
 	    test_drop_geo_reply(c, &h)) {
 		wn_buf_put(b);
+		free(r);
 		return;
 	}
+	if (m->hdr.type == PS_T_BARRIER && h.type == PS_T_BARRIER_R) {
+		if (!bar_not_done(b, &h)) {
+			n->bars_due = true; /* a step done: the parked queries are answered now */
+		} else if (park && bar_park(c, m, r)) {
+			wn_buf_put(b);
+			return;
+		}
+	}
+	free(r);
 	n->srv_inflight++;
 	b->owner = c;
 	c->out++;
@@ -190,6 +252,71 @@ static void serve(struct wn_conn *c, const struct tl_msg_view *m, struct wn_buf 
 		return;
 	}
 	c->replies++;
+}
+
+static void serve(struct wn_conn *c, const struct tl_msg_view *m, struct wn_buf *b)
+{
+	serve_q(c, m, b, !c->n->draining, NULL);
+}
+
+/*
+ * The parked barrier queries asked again (after a step was done, or every
+ * WN_BAR_RECHECK_US): the done ones answered, the others parked again until
+ * WN_BAR_PARK_MAX_US, then answered "not yet". all: answer every one (draining).
+ */
+void wn_srv_bars(struct wc_psnet *n, bool all)
+{
+	uint64_t now = wn_now_us();
+	struct wn_bar *r, *list;
+
+	if (n->bars == NULL || (!all && !n->bars_due && now < n->next_bars_us))
+		return;
+	n->bars_due = false;
+	n->next_bars_us = now + WN_BAR_RECHECK_US;
+	list = n->bars;
+	n->bars = NULL;
+	while ((r = list) != NULL) {
+		struct tl_iov iov = { r->msg + TL_MSG_HDR_LEN, PS_BARRIER_BODY };
+		struct tl_msg_view v = { .iov = &iov, .iovcnt = 1 };
+		struct wn_buf *b;
+		list = r->next;
+		if (r->c->fc == NULL || n->h == NULL) { /* its connection is going */
+			free(r);
+			continue;
+		}
+		if ((b = wn_buf_get(n)) == NULL || tl_msg_hdr_decode(r->msg, UINT32_MAX, &v.hdr) != 0) {
+			if (b != NULL)
+				wn_buf_put(b);
+			r->next = n->bars; /* no buffer now: the next round */
+			n->bars = r;
+			continue;
+		}
+		serve_q(r->c, &v, b, !all && now - r->since_us < WN_BAR_PARK_MAX_US, r);
+	}
+}
+
+static uint32_t bars_count(const struct wc_psnet *n)
+{
+	uint32_t k = 0;
+
+	for (const struct wn_bar *r = n->bars; r != NULL; r = r->next)
+		k++;
+	return k;
+}
+
+/* Lets go of c's parked barrier queries (c is going away). */
+static void bars_drop(struct wn_conn *c)
+{
+	struct wn_bar **pp = &c->n->bars, *r;
+
+	while ((r = *pp) != NULL) {
+		if (r->c == c) {
+			*pp = r->next;
+			free(r);
+		} else {
+			pp = &r->next;
+		}
+	}
 }
 
 /*
@@ -259,6 +386,8 @@ void wn_srv_drop_deferred(struct wn_conn *c)
 {
 	while (c->defer != NULL)
 		defer_pop(c);
+	if (c->n->bars != NULL)
+		bars_drop(c);
 }
 
 void wn_srv_handle(struct wn_conn *c, const struct tl_msg_view *m,
@@ -327,6 +456,9 @@ void wn_srv_status(struct wc_psnet *n, char *out, size_t len, size_t *off)
 	OUT("durability  log %s  log_bytes %" PRIu64 "  checkpoints %" PRIu64 "  failed %" PRIu64
 	    "\n", n->wal_on ? n->scfg->wal_dir : "off", n->wal_on ? ps_server_wal_bytes(n->ps) : 0,
 	    n->ckpts, n->ckpt_errors);
+	if (n->cl->mode == WC_MODE_SYNC)
+		OUT("barrier  queries_parked %" PRIu64 "  parked_now %u\n", n->bars_parked,
+		    bars_count(n));
 	for (i = 0; n->scfg != NULL && i < n->scfg->n_tables; i++) {
 		const struct ps_table_config *t = &n->scfg->tables[i];
 		memset(&st, 0, sizeof(st));

@@ -7,7 +7,10 @@
 # rte_eth_rx_queue_count, so the look before sleeping is a real Rx burst: dn_rx_recheck).
 # With wake-ups lost the p99 sits at the timeout (1.1 ms against a p50 of 25 us, measured);
 # without, tens of microseconds. The bound, 300 us, leaves room for a shared machine's
-# scheduling and none for a timeout.
+# scheduling and none for a timeout. And the p99 must stay within 3x the p50: a sleep's
+# 1 ms timeout that reprograms the CPU's timer (a hypervisor exit on a VM) at every arm and
+# cancel made a third of the round trips 25-35 us against a 5 us p50 (p99 28 us, 5.4x);
+# the widened timer slack of a sleep (dn_sleep_slack_begin) gives 6-7 us.
 #
 # The library's network thread sleeps too, and an application thread hands it requests
 # through a ring and tl_wake. A poll that went back to sleep after such a wake-up sent each
@@ -35,6 +38,8 @@ pair() { # TAG SERVER-CORE CLIENT-CORE
 	[ -n "$p50" ] && [ -n "$p99" ] && [ -n "$msgs" ] || { cat "$out" >&2; tb_fail "$tag: no RTT figures"; }
 	awk -v a="$p99" 'BEGIN { exit !(a < 300) }' ||
 		tb_fail "$tag: sleeping RTT p99 $p99 us (p50 $p50 us, $msgs messages): wake-ups lost"
+	awk -v a="$p99" -v b="$p50" 'BEGIN { exit !(a <= 3 * b) }' ||
+		tb_fail "$tag: sleeping RTT p99 $p99 us is more than 3x the p50 $p50 us ($msgs messages)"
 	tb_pass "$tag: sleeping 64 B ping-pong, p50 $p50 us, p99 $p99 us, $msgs messages in 3 s"
 }
 
