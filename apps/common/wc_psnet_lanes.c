@@ -46,7 +46,7 @@ struct wn_group {
 	const char *ckpt;
 	const sigset_t *sigs;
 	cpu_set_t cpus;                     /* where lanes may run (pinning) */
-	/* Phase counters, each only grows; partners: the acquire loads in group_wait. */
+	/* Phase counters, each only grows; partners: the acquire loads in wn_group_wait. */
 	_Atomic uint32_t ready, failed, drained, quiet;
 	_Atomic int stop, saved, stopped;
 	int rc[WN_MAX_LANES];
@@ -186,7 +186,7 @@ void wn_lanes_layout(const struct wc_psnet *n, char *out, size_t len)
 /* ---- lanes --------------------------------------------------------------------------------- */
 
 /* Waits (sleeping 100 us at a time) until *ctr reaches want. */
-static void group_wait(_Atomic uint32_t *ctr, uint32_t want)
+void wn_group_wait(_Atomic uint32_t *ctr, uint32_t want)
 {
 	struct timespec ts = { 0, 100000 };
 
@@ -298,7 +298,7 @@ static void lane_quiesce(struct wn_group *g, uint32_t k, struct dn_lcore *lc)
 			nanosleep(&ts, NULL);
 		return;
 	}
-	group_wait(&g->quiet, g->lanes);
+	wn_group_wait(&g->quiet, g->lanes);
 	dn_port_stop(g->port);
 	if (lc != NULL)
 		dn_tx_flush(lc); /* frees what waited in our queue, other lanes' frames included */

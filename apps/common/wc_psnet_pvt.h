@@ -305,6 +305,8 @@ int wn_lanes_port(const struct wc_cluster *cl, const struct wc_psnet_params *np,
 		  const char *knob, uint32_t *lanes, struct dn_port **port, char *err,
 		  size_t errlen);
 void wn_lanes_cpus(const struct dn_port *port, cpu_set_t *cpus);
+/* Waits (sleeping 100 us at a time) until *ctr reaches want (acquire). */
+void wn_group_wait(_Atomic uint32_t *ctr, uint32_t want);
 void wn_lane_affinity(const struct wc_cluster *cl, bool floating, const cpu_set_t *cpus,
 		      uint32_t k);
 

@@ -371,15 +371,6 @@ static void abort_all(struct wc_psnet *n)
 	}
 }
 
-static void group_wait(_Atomic uint32_t *ctr, uint32_t want)
-{
-	struct timespec ts = { 0, 100000 };
-
-	/* acquire: partner, the release increments. */
-	while (atomic_load_explicit(ctr, memory_order_acquire) < want)
-		nanosleep(&ts, NULL);
-}
-
 static int lane_main(void *arg)
 {
 	struct wn_wl_lane *L = arg;
@@ -756,7 +747,7 @@ void wn_wl_stop(struct wc_psnet *n)
 	for (uint64_t until = wn_now_us() + 2000; wl->port != NULL && wn_now_us() < until;)
 		fz_net_poll(n->fz, 0);
 	if (wl->port != NULL) {
-		group_wait(&wl->quiet, launched);
+		wn_group_wait(&wl->quiet, launched);
 		dn_tx_flush(wl->lc0);
 		dn_port_stop(wl->port);
 		dn_tx_flush(wl->lc0); /* frees what waited in our queue, other lanes' frames too */
