@@ -696,6 +696,13 @@ uint32_t ps_client_inflight(const struct ps_client *c);
  * answer in 30000 ms", "server 0: connection lost"). "" before any failure.
  */
 const char *ps_client_error(const struct ps_client *c);
+/*
+ * The text of the last refusal that asked for the request again (PS_F_RETRY: nothing was
+ * applied, the client sends it again after a back-off, for as long as the server refuses:
+ * "server 0: write-ahead log cannot take the push (No space left on device); nothing
+ * applied, retry"), for the caller to say why it waits. "" before any.
+ */
+const char *ps_client_retry_reason(const struct ps_client *c);
 
 /* Counters since create. */
 struct ps_client_stats {

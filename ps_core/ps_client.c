@@ -102,6 +102,7 @@ struct ps_client {
 	uint64_t h_last, h_first, h_step_lo, h_step_hi;
 	uint32_t h_srv_lo, h_srv_hi;
 	char err[512];           /* ps_client_error */
+	char retry_why[ERR_LEN + 16]; /* ps_client_retry_reason */
 	const char *done_err;    /* during a done callback: its slot's err */
 	float *row;              /* PS_MAX_DIM: a GEO row, aligned */
 	/* Layout: server s's destinations are dbase[s] .. dbase[s] + lanes[s] - 1. */
@@ -815,6 +816,7 @@ int ps_client_hello(struct ps_client *c, ps_done_fn *done, void *arg, struct ps_
 
 uint64_t ps_client_step(const struct ps_client *c) { return c->step; }
 const char *ps_client_error(const struct ps_client *c) { return c->err; }
+const char *ps_client_retry_reason(const struct ps_client *c) { return c->retry_why; }
 const char *ps_client_done_error(const struct ps_client *c) { return c->done_err; }
 
 bool ps_client_epoch_changed(const struct ps_client *c, uint32_t server, uint64_t *was,
@@ -1066,6 +1068,22 @@ static int error_reply(struct ps_client *c, struct cl_slot *s, uint32_t dest,
 	return rc;
 }
 
+/* A PS_F_RETRY refusal's text into retry_why (ps_client_retry_reason). */
+static void retry_reason(struct ps_client *c, uint32_t dest, const struct tl_msg_view *v)
+{
+	uint32_t head = v->hdr.type == PS_T_ERROR ? 8 : 4, n;
+	char text[ERR_LEN];
+
+	n = v->hdr.body_len > head ? v->hdr.body_len - head : 0;
+	if (n > sizeof(text) - 1)
+		n = sizeof(text) - 1;
+	if (n == 0 || tl_view_copy(v, head, text, n) != 0)
+		n = 0;
+	text[n] = '\0';
+	snprintf(c->retry_why, sizeof(c->retry_why), "destination %u: %s", dest,
+		 n ? text : "refused for now, retry");
+}
+
 int ps_client_on_reply(struct ps_client *c, uint32_t dest, const struct tl_msg_view *rep)
 {
 	uint32_t idx = (uint32_t)(rep->hdr.req_id & ((1u << SLOT_BITS) - 1));
@@ -1080,6 +1098,7 @@ int ps_client_on_reply(struct ps_client *c, uint32_t dest, const struct tl_msg_v
 		return -ENOENT;
 	if (err && (rep->hdr.flags & PS_F_RETRY)) {
 		/* Nothing applied: the same bytes go again after the destination's back-off. */
+		retry_reason(c, dest, rep);
 		set_answered(c, s, dest, ANS_RETRY);
 		c->st.retries++;
 		if (c->retry_at[dest] == 0) {

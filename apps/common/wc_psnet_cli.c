@@ -146,11 +146,36 @@ static void drop_dest(struct wc_psnet *n, uint32_t d)
 		drop_conn(n->dst[d]);
 }
 
+/*
+ * Requests a server refused for now (nothing applied; ps_client sends them again after a
+ * back-off, for as long as it refuses: e.g. its log's disk is full): said every 5 s while it
+ * lasts, with the server's reason, so a worker that waits says why.
+ */
+static void say_retries(struct wc_psnet *n, uint64_t now)
+{
+	struct ps_client_stats st;
+
+	if (now < n->next_retry_say_us)
+		return;
+	ps_client_stats_get(n->pc, &st);
+	if (st.retries == n->retries_said)
+		return;
+	WC_LOG(WARNING, "%s: %" PRIu64 " request%s refused for now and sent again in the last "
+	       "%s (%" PRIu64 " in all); the server says: %s", n->name, st.retries - n->retries_said,
+	       st.retries - n->retries_said == 1 ? "" : "s", n->retries_said ? "5 s" : "moments",
+	       st.retries, ps_client_retry_reason(n->pc));
+	n->retries_said = st.retries;
+	n->next_retry_say_us = now + 5000000u;
+}
+
 void wn_cli_tick(struct wc_psnet *n)
 {
 	uint32_t d, nd;
+	uint64_t now = wn_now_us();
 
-	if (!n->layout_set || ps_client_tick(n->pc, wn_now_us(), &n->io) == 0)
+	if (n->layout_set)
+		say_retries(n, now);
+	if (!n->layout_set || ps_client_tick(n->pc, now, &n->io) == 0)
 		return;
 	nd = ps_client_dests(n->pc);
 	for (d = 0; d < nd; d++) {

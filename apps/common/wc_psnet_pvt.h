@@ -205,6 +205,7 @@ struct wc_psnet {
 	uint64_t call, call_pending;
 	int call_status;
 	struct wc_psnet_cli_stats cst;
+	uint64_t retries_said, next_retry_say_us; /* refusals for a retry, as last logged */
 };
 
 uint64_t wn_now_us(void);

@@ -857,6 +857,33 @@ static void barrier_refused(struct pt_cluster *c, uint32_t w, uint64_t step)
 	assert_non_null(strstr((const char *)c->rep_buf + TL_MSG_HDR_LEN + 8, "retry"));
 }
 
+/*
+ * A push the log cannot take (its directory gone while a new segment is opened): refused for
+ * a retry, nothing applied, and the client names the server's reason
+ * (ps_client_retry_reason), which the glue logs while it keeps sending the push again.
+ */
+static void test_wal_refused_push_reason_for_the_caller(void **state)
+{
+	struct ps_recover_stats st;
+	struct pt_cluster *a = restart(PS_MODE_ASYNC, 2, SEG, &st);
+	uint64_t rows, key = 1000;
+	float g = -1.0f;
+	char err[256];
+
+	(void)state;
+	count_push(a, 0, 3);
+	assert_string_equal(ps_client_retry_reason(a->cl[0]), "");
+	assert_int_equal(ps_save(a->h[0], ckpt, &rows, err, sizeof(err)), 0);
+	log_dir_away();
+	assert_int_equal(pt_push(a, 0, 3, 1, &key, 1, &g), 1); /* still waiting: a retry */
+	assert_true(tl_ld16(a->rep_buf + 4) & PS_F_RETRY);
+	assert_non_null(strstr(ps_client_retry_reason(a->cl[0]), "write-ahead log"));
+	assert_non_null(strstr(ps_client_retry_reason(a->cl[0]), "retry"));
+	log_dir_back();
+	assert_true(count_of(a, 0) == 3.0f); /* the refused push applied nothing */
+	pt_cluster_destroy(a);
+}
+
 /* One more sync step on both clusters, both workers, then their states compared. */
 static void step_both_and_compare(struct pt_cluster *r, struct pt_cluster *b, uint64_t step)
 {
@@ -1140,6 +1167,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_wal_hello_resumes_sequence_after_worker_restart,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wal_sync_step_survives_crash_mid_step, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_refused_push_reason_for_the_caller, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_wal_failed_last_arrival_leaves_barrier_usable,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wal_failed_arrival_not_counted_replay_exact,
