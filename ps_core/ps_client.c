@@ -102,7 +102,7 @@ struct ps_client {
 	uint64_t h_last, h_first, h_step_lo, h_step_hi;
 	uint32_t h_srv_lo, h_srv_hi;
 	char err[512];           /* ps_client_error */
-	char retry_why[ERR_LEN + 16]; /* ps_client_retry_reason */
+	char retry_why[ERR_LEN + 32]; /* ps_client_retry_reason: "destination N: " + text */
 	const char *done_err;    /* during a done callback: its slot's err */
 	float *row;              /* PS_MAX_DIM: a GEO row, aligned */
 	/* Layout: server s's destinations are dbase[s] .. dbase[s] + lanes[s] - 1. */
