@@ -1041,6 +1041,25 @@ static int apply_reply(struct ps_client *c, struct cl_slot *s, uint32_t srv, con
 	}
 }
 
+/* The length of an error reply's head before its text: PS_T_ERROR 8, TL_TYPE_ERROR 4. */
+static uint32_t error_head(const struct tl_msg_view *v)
+{
+	return v->hdr.type == PS_T_ERROR ? 8 : 4;
+}
+
+/* An error reply's text, at most len - 1 bytes, into text (NUL-terminated); its length. */
+static uint32_t error_text(const struct tl_msg_view *v, char *text, uint32_t len)
+{
+	uint32_t head = error_head(v), n = v->hdr.body_len > head ? v->hdr.body_len - head : 0;
+
+	if (n > len - 1)
+		n = len - 1;
+	if (n > 0 && tl_view_copy(v, head, text, n) != 0)
+		n = 0;
+	text[n] = '\0';
+	return n;
+}
+
 /*
  * An error reply: PS_T_ERROR (i32 -errno, u32 kind, text) or the transport's TL_TYPE_ERROR
  * (u32 errno, text). Final ones fail s with the server's text; returns the -errno.
@@ -1048,10 +1067,10 @@ static int apply_reply(struct ps_client *c, struct cl_slot *s, uint32_t srv, con
 static int error_reply(struct ps_client *c, struct cl_slot *s, uint32_t dest,
 		       const struct tl_msg_view *v)
 {
-	uint32_t head = v->hdr.type == PS_T_ERROR ? 8 : 4, n, raw;
+	uint32_t n, raw;
 	char text[ERR_LEN];
 	uint8_t b[8];
-	const uint8_t *p = tl_view_get(v, 0, head, b);
+	const uint8_t *p = tl_view_get(v, 0, error_head(v), b);
 	int rc;
 
 	if (p == NULL) {
@@ -1061,9 +1080,7 @@ static int error_reply(struct ps_client *c, struct cl_slot *s, uint32_t dest,
 	/* -errno (PS_T_ERROR) or errno (TL_TYPE_ERROR), 1..4095; anything else is -EPROTO. */
 	raw = v->hdr.type == PS_T_ERROR ? 0u - tl_ld32(p) : tl_ld32(p);
 	rc = raw >= 1 && raw <= 4095 ? -(int)raw : -EPROTO;
-	n = v->hdr.body_len - head < sizeof(text) - 1 ? v->hdr.body_len - head : sizeof(text) - 1;
-	tl_view_copy(v, head, text, n);
-	text[n] = '\0';
+	n = error_text(v, text, sizeof(text));
 	slot_fail(c, s, dest, rc, "%s", n ? text : strerror(-rc));
 	return rc;
 }
@@ -1071,17 +1088,10 @@ static int error_reply(struct ps_client *c, struct cl_slot *s, uint32_t dest,
 /* A PS_F_RETRY refusal's text into retry_why (ps_client_retry_reason). */
 static void retry_reason(struct ps_client *c, uint32_t dest, const struct tl_msg_view *v)
 {
-	uint32_t head = v->hdr.type == PS_T_ERROR ? 8 : 4, n;
 	char text[ERR_LEN];
 
-	n = v->hdr.body_len > head ? v->hdr.body_len - head : 0;
-	if (n > sizeof(text) - 1)
-		n = sizeof(text) - 1;
-	if (n == 0 || tl_view_copy(v, head, text, n) != 0)
-		n = 0;
-	text[n] = '\0';
 	snprintf(c->retry_why, sizeof(c->retry_why), "destination %u: %s", dest,
-		 n ? text : "refused for now, retry");
+		 error_text(v, text, sizeof(text)) ? text : "refused for now, retry");
 }
 
 int ps_client_on_reply(struct ps_client *c, uint32_t dest, const struct tl_msg_view *rep)

@@ -921,6 +921,6 @@ bool wc_psnet_dest_up(const struct wc_psnet *n, uint32_t dest)
 	if (dest >= WN_MAX_DST)
 		return false;
 	if (wn_wl_lane_of(n, dest) != 0)
-		return wn_wl_dst((struct wc_psnet *)n, dest)->st == WN_DST_UP;
+		return wn_wl_dst(n, dest)->st == WN_DST_UP;
 	return n->dst[dest] != NULL && n->dst[dest]->up == 1;
 }

@@ -35,15 +35,16 @@
 static int cli_send(void *ctx, uint32_t dest, const uint8_t *msg, uint32_t len)
 {
 	struct wc_psnet *n = ctx;
-	uint32_t lane = dest < WN_MAX_DST ? wn_wl_lane_of(n, dest) : 0;
-	struct wn_conn *c = dest < WN_MAX_DST && lane == 0 ? n->dst[dest] : NULL;
 	struct tl_msg_hdr h;
 	struct wn_buf *b, *fresh;
+	struct wn_conn *c;
+	uint32_t lane;
 	int rc;
 
-	if (dest >= WN_MAX_DST || (lane == 0 && (c == NULL || c->up != 1)) ||
-	    (lane != 0 && wn_wl_dst(n, dest)->st != WN_DST_UP))
+	if (!wc_psnet_dest_up(n, dest))
 		return -ENOTCONN;
+	lane = wn_wl_lane_of(n, dest);
+	c = lane == 0 ? n->dst[dest] : NULL; /* another lane's: its thread sends it */
 	if (len < TL_MSG_HDR_LEN || len > n->buf_size ||
 	    tl_msg_hdr_decode(msg, UINT32_MAX, &h) != 0 || h.body_len != len - TL_MSG_HDR_LEN)
 		return -EINVAL;
@@ -73,11 +74,8 @@ static int cli_send(void *ctx, uint32_t dest, const uint8_t *msg, uint32_t len)
 		wn_buf_unref(b);
 		return rc;
 	}
-	if (lane == 0) {
+	if (c != NULL)
 		c->reqs++;
-		if (n->wl_n > 1)
-			wn_wl_note0(n, false);
-	}
 	n->cst.requests++;
 	n->cst.bytes_out += len;
 	return 0;
@@ -109,8 +107,6 @@ void wn_cli_on_msg(struct wn_conn *c, const struct tl_msg_view *m,
 		wn_wl_on_reply(c, m, carrier);
 		return;
 	}
-	if (n->wl_n > 1)
-		wn_wl_note0(n, true);
 	c->replies++;
 	n->cst.replies++;
 	n->cst.bytes_in += TL_MSG_HDR_LEN + m->hdr.body_len;
@@ -135,6 +131,22 @@ static void drop_conn(struct wn_conn *c)
 		fz_conn_close(c->fc);
 	}
 	wn_conn_free(c);
+}
+
+/* The server and server lane of destination d's connection; false when it has none. */
+static bool dest_where(const struct wc_psnet *n, uint32_t d, uint32_t *srv, uint32_t *sl)
+{
+	if (wn_wl_lane_of(n, d) != 0) {
+		const struct wn_ldst *st = wn_wl_dst(n, d);
+		*srv = st->server;
+		*sl = st->lane;
+		return st->st != WN_DST_NONE;
+	}
+	if (n->dst[d] == NULL)
+		return false;
+	*srv = n->dst[d]->server;
+	*sl = n->dst[d]->lane;
+	return true;
 }
 
 /* Lets go of destination d's connection, whichever lane carries it. */
@@ -179,14 +191,12 @@ void wn_cli_tick(struct wc_psnet *n)
 		return;
 	nd = ps_client_dests(n->pc);
 	for (d = 0; d < nd; d++) {
-		bool mine = wn_wl_lane_of(n, d) == 0;
-		if (!ps_client_dest_stalled(n->pc, d) ||
-		    (mine ? n->dst[d] == NULL : wn_wl_dst(n, d)->st == WN_DST_NONE))
+		uint32_t srv, sl;
+		if (!ps_client_dest_stalled(n->pc, d) || !dest_where(n, d, &srv, &sl))
 			continue;
 		WC_LOG(WARNING, "%s: ps %u lane %u answered nothing for %u s (request_timeout_s): "
-		       "closing the connection to reconnect", n->name,
-		       mine ? n->dst[d]->server : wn_wl_dst(n, d)->server,
-		       mine ? n->dst[d]->lane : wn_wl_dst(n, d)->lane, n->cl->request_timeout_s);
+		       "closing the connection to reconnect", n->name, srv, sl,
+		       n->cl->request_timeout_s);
 		drop_dest(n, d);
 	}
 }

@@ -273,7 +273,7 @@ int wn_wl_start(struct wn_wl *wl, struct wc_psnet *n, char *err, size_t errlen);
 void wn_wl_stop(struct wc_psnet *n);
 /* After the owner's transport is gone: lane 0's lcore, the port and EAL. */
 void wn_wl_fini(struct wn_wl *wl);
-struct wn_ldst *wn_wl_dst(struct wc_psnet *n, uint32_t d);
+struct wn_ldst *wn_wl_dst(const struct wc_psnet *n, uint32_t d);
 /* The lane that carries destination d (0: the owner's own node). */
 static inline uint32_t wn_wl_lane_of(const struct wc_psnet *n, uint32_t d)
 {
@@ -297,8 +297,6 @@ void wn_wl_buf_done(struct wn_buf *b);
 /* Owner: one line per lane (status), and the lanes' fuse counters added to out. */
 void wn_wl_status(const struct wc_psnet *n, char *out, size_t len, size_t *off);
 void wn_wl_fuse_add(const struct wc_psnet *n, struct fz_conn_stats *out);
-/* Owner: a request sent (reply false) or a reply taken (true) on its own lane 0. */
-void wn_wl_note0(struct wc_psnet *n, bool reply);
 
 /* Shared by PS and worker lanes (wc_psnet_lanes.c). */
 struct dn_port;

@@ -173,7 +173,8 @@ struct wn_bar {
 	struct wn_bar *next;
 	struct wn_conn *c;
 	uint64_t since_us;
-	uint8_t msg[TL_MSG_HDR_LEN + PS_BARRIER_BODY];
+	struct tl_msg_hdr hdr;
+	uint8_t body[PS_BARRIER_BODY];
 };
 
 /* Is this reply a barrier's "not yet"? */
@@ -195,8 +196,8 @@ static bool bar_park(struct wn_conn *c, const struct tl_msg_view *m, struct wn_b
 			return false;
 		r->c = c;
 		r->since_us = wn_now_us();
-		tl_msg_hdr_encode(r->msg, &m->hdr);
-		if (tl_view_copy(m, 0, r->msg + TL_MSG_HDR_LEN, PS_BARRIER_BODY) != 0) {
+		r->hdr = m->hdr;
+		if (tl_view_copy(m, 0, r->body, PS_BARRIER_BODY) != 0) {
 			free(r);
 			return false;
 		}
@@ -276,17 +277,15 @@ void wn_srv_bars(struct wc_psnet *n, bool all)
 	list = n->bars;
 	n->bars = NULL;
 	while ((r = list) != NULL) {
-		struct tl_iov iov = { r->msg + TL_MSG_HDR_LEN, PS_BARRIER_BODY };
-		struct tl_msg_view v = { .iov = &iov, .iovcnt = 1 };
+		struct tl_iov iov = { r->body, PS_BARRIER_BODY };
+		struct tl_msg_view v = { .hdr = r->hdr, .iov = &iov, .iovcnt = 1 };
 		struct wn_buf *b;
 		list = r->next;
 		if (r->c->fc == NULL || n->h == NULL) { /* its connection is going */
 			free(r);
 			continue;
 		}
-		if ((b = wn_buf_get(n)) == NULL || tl_msg_hdr_decode(r->msg, UINT32_MAX, &v.hdr) != 0) {
-			if (b != NULL)
-				wn_buf_put(b);
+		if ((b = wn_buf_get(n)) == NULL) {
 			r->next = n->bars; /* no buffer now: the next round */
 			n->bars = r;
 			continue;

@@ -110,7 +110,7 @@ uint32_t wn_wl_wanted(const struct wc_cluster *cl)
 	return k > WN_MAX_LANES ? WN_MAX_LANES : k;
 }
 
-struct wn_ldst *wn_wl_dst(struct wc_psnet *n, uint32_t d)
+struct wn_ldst *wn_wl_dst(const struct wc_psnet *n, uint32_t d)
 {
 	return &n->wl->ld[d];
 }
@@ -580,23 +580,23 @@ void wn_wl_drain(struct wc_psnet *n)
 	wn_wl_kick(n); /* the releases it queued */
 }
 
-void wn_wl_note0(struct wc_psnet *n, bool reply)
-{
-	if (reply)
-		n->wl->l[0].replies++;
-	else
-		n->wl->l[0].sent++;
-}
-
 void wn_wl_status(const struct wc_psnet *n, char *out, size_t len, size_t *off)
 {
+	/* Lane 0 carried what the node counted and the other lanes did not. */
+	uint64_t sent0 = n->cst.requests, replies0 = n->cst.replies;
+
+	for (uint32_t k = 1; k < n->wl_n; k++) {
+		sent0 -= n->wl->l[k].sent;
+		replies0 -= n->wl->l[k].replies;
+	}
 	for (uint32_t k = 0; k < n->wl_n && *off < len; k++) {
 		const struct wn_wl_lane *L = &n->wl->l[k];
 		const struct wc_psnet *m = k == 0 ? n : __atomic_load_n(&L->n, __ATOMIC_ACQUIRE);
 		if (m == NULL)
 			continue;
 		*off += (size_t)snprintf(out + *off, len - *off, "wlane  %u  requests %" PRIu64
-			"  replies %" PRIu64 "  cpu %d %s\n", k, L->sent, L->replies,
+			"  replies %" PRIu64 "  cpu %d %s\n", k, k == 0 ? sent0 : L->sent,
+			k == 0 ? replies0 : L->replies,
 			k == 0 ? sched_getcpu() : atomic_load_explicit(&m->pub.cpu, memory_order_relaxed),
 			n->cl->worker_net.disable_pin_cores ? "floating" : "pinned");
 	}
