@@ -23,8 +23,8 @@ LDLIBS  := $(DPDK_LIBS) -lnuma -ljansson -lz -lm -lpthread
 TEST_LDLIBS := -lcmocka
 
 # Order matters for static linking: upper layers first. api is libwharf's public API
-# (include/wharf/wharf.h); apps/common is the code the executables share (configuration
-# sources, datasets, models); it is a library too.
+# (include/wharf/wharf.h), over ps_core; apps/common is the code the executables share (the
+# demo trainer's datasets and models, the tools' flag helpers); it is a library too.
 LAYERS  := api apps/common ps_core fuse transport dpdk_net
 # The internal archives carry the wharf_ prefix: a bare -lfuse or -ltransport names a
 # system library.
@@ -153,7 +153,7 @@ $(PY_OUT)/_wharf$(PY_EXT): $(patsubst python/src/%.c,$(BUILD)/pyobj/%.o,$(PY_SRC
 
 # wharf._data links the few apps/common objects it uses, the position-independent ones of
 # libwharf.so (not exported by it).
-PY_DATA_OBJS := $(patsubst %,$(BUILD)/pic/apps/common/%.o,wc_idx wc_ctr wc_rng wc_auc wc_config)
+PY_DATA_OBJS := $(patsubst %,$(BUILD)/pic/apps/common/%.o,wc_idx wc_ctr wc_rng wc_auc wc_err)
 
 $(PY_OUT)/_data$(PY_EXT): $(BUILD)/pyobj/pw_data.o $(PY_DATA_OBJS)
 	@mkdir -p $(dir $@)

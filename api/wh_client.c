@@ -6,8 +6,8 @@
  * Call chain:  app thread: wharf_pull -> submit (rte_ring multi-producer enqueue; a kick when
  *   the network thread sleeps) -> wharf_wait (futex).
  *   network thread: net_main -> take (single-consumer dequeue, bursts of 32) -> issue (splits a
- *   request into chunks that fit one message: ps_client_* encodes, wc_psnet_io's send lends
- *   the buffer to the transport, zero copy) -> wc_psnet_poll_for -> ps_client_on_reply ->
+ *   request into chunks that fit one message: ps_client_* encodes, ps_net_io's send lends
+ *   the buffer to the transport, zero copy) -> ps_net_poll_for -> ps_client_on_reply ->
  *   chunk_done -> complete (the app's callback, then the futex store and wake).
  *
  * Concurrency: everything but the ring, the kick flag, the broken flag, the counters and a
@@ -19,7 +19,7 @@
  * Faults: a lost server (or one that answered nothing for request_timeout_s) lets go of what
  * the connection owed that will not be resent (pulls, barriers, GEO pulls: ps_client does it
  * as the glue reports the loss), the network thread reconnects and resends the
- * unacknowledged pushes (wc_psnet_recover), then asks the chunks let go again. A push thus
+ * unacknowledged pushes (ps_net_recover), then asks the chunks let go again. A push thus
  * completes once, when acknowledged; a refusal a server marks for a retry is sent again by
  * ps_client after a back-off; any other refusal fails the call with the server's text. A
  * server that stays away past the wait timeout breaks the client: every request then fails
@@ -90,7 +90,7 @@ struct wh_chunk {
 
 struct wharf_client {
 	const struct wharf_config *cfg;
-	const struct wc_model_tables *mt;
+	const struct ps_model_tables *mt;
 	bool spin_wait;
 	struct rte_ring *ring;
 	void *ring_mem;
@@ -101,7 +101,7 @@ struct wharf_client {
 	char broken_err[1024];  /* written before broken (release) */
 	_Atomic uint64_t calls;
 	_Atomic uint64_t step;  /* ps_client_step, stored by the network thread for wharf_step */
-	struct wc_psnet *n;
+	struct ps_net *n;
 	struct ps_client *pc;
 
 	/* start-up: the network thread reports how bringing up the transport went */
@@ -235,7 +235,7 @@ static void geo_row(void *arg, uint64_t key, const float *row, uint32_t dim)
  */
 static int send_chunk(struct wharf_client *cl, struct wh_chunk *ch, bool fresh)
 {
-	const struct ps_client_io *io = wc_psnet_io(cl->n);
+	const struct ps_client_io *io = ps_net_io(cl->n);
 	struct wharf_req *r = ch->r;
 	struct ps_client *pc = cl->pc;
 	const struct ps_table_config *t = &cl->mt->t[r->table];
@@ -454,7 +454,7 @@ static int recover(struct wharf_client *cl)
 	char err[1024];
 	int rc;
 
-	rc = wc_psnet_recover(cl->n, err, sizeof(err));
+	rc = ps_net_recover(cl->n, err, sizeof(err));
 	if (rc != 0) {
 		break_client(cl, rc, err);
 		return rc;
@@ -470,7 +470,7 @@ static bool any_down(struct wharf_client *cl)
 	uint32_t d, nd = ps_client_dests(cl->pc);
 
 	for (d = 0; d < nd; d++)
-		if (!wc_psnet_dest_up(cl->n, d))
+		if (!ps_net_dest_up(cl->n, d))
 			return true;
 	return false;
 }
@@ -497,8 +497,8 @@ static void *net_main(void *arg)
 {
 	struct wharf_client *cl = arg;
 	const struct wharf_config *c = cl->cfg;
-	struct wc_psnet_params np = { .cl = &c->cl, .eal_argc = c->eal_argc,
-				      .eal_argv = c->eal_argv, .max_msg = wc_model_max_msg(cl->mt),
+	struct ps_net_params np = { .cl = &c->cl, .eal_argc = c->eal_argc,
+				      .eal_argv = c->eal_argv, .max_msg = ps_model_max_msg(cl->mt),
 				      .name = "wharf" };
 	char err[1024];
 	sigset_t all;
@@ -507,10 +507,10 @@ static void *net_main(void *arg)
 	/* Signals are the application's: none lands on this thread or the EAL's it starts. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	np.model_digest = wc_model_digest(cl->mt);
-	rc = wc_psnet_create(&np, &cl->n, err, sizeof(err));
-	if (rc == 0 && (rc = wc_psnet_connect(cl->n, cl->pc, err, sizeof(err))) != 0) {
-		wc_psnet_destroy(cl->n);
+	np.model_digest = ps_model_digest(cl->mt);
+	rc = ps_net_create(&np, &cl->n, err, sizeof(err));
+	if (rc == 0 && (rc = ps_net_connect(cl->n, cl->pc, err, sizeof(err))) != 0) {
+		ps_net_destroy(cl->n);
 		cl->n = NULL;
 	}
 	if (rc == 0)
@@ -534,7 +534,7 @@ static void *net_main(void *arg)
 			atomic_thread_fence(memory_order_seq_cst);
 			work = rte_ring_count(cl->ring) > 0;
 		}
-		rc = wc_psnet_poll_for(cl->n, !work);
+		rc = ps_net_poll_for(cl->n, !work);
 		atomic_store_explicit(&cl->idle, 0, memory_order_relaxed);
 		while (cl->later != NULL) {
 			struct wh_chunk *ch = cl->later;
@@ -552,7 +552,7 @@ static void *net_main(void *arg)
 	}
 	/* The transport goes on the thread that brought it up: with dpdk this is the EAL's main
 	 * lcore, whose per-thread epoll set and lcore id the teardown (and EAL cleanup) expect. */
-	wc_psnet_destroy(cl->n);
+	ps_net_destroy(cl->n);
 	cl->n = NULL;
 	return NULL;
 }
@@ -579,7 +579,7 @@ static int submit(struct wharf_client *cl, struct wharf_req *r)
 	/* seq_cst: the enqueue is visible before idle is read; partner: net_main's fence. */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&cl->idle, memory_order_relaxed))
-		wc_psnet_wake(cl->n);
+		ps_net_wake(cl->n);
 	return 0;
 }
 
@@ -598,10 +598,10 @@ int wharf_client_open(const struct wharf_config *c, const struct wharf_model *m,
 		return wh_errf(-EINVAL, "wharf_client_open: NULL %s", out == NULL ? "out" :
 			       c == NULL ? "config" : "model");
 	*out = NULL;
-	if (c->cl.role != WC_ROLE_WORKER)
+	if (c->cl.role != PS_ROLE_WORKER)
 		return wh_errf(-EINVAL, "the cluster role is %s; a client runs as a worker "
 			       "(--role worker, TRAINING_ROLE=TRAINER, TF_CONFIG task.type worker)",
-			       wc_role_name(c->cl.role));
+			       ps_role_name(c->cl.role));
 	if (depth > (1u << 20))
 		return wh_errf(-EINVAL, "queue_depth %u: at most %u", depth, 1u << 20);
 	cl = calloc(1, sizeof(*cl));
@@ -696,7 +696,7 @@ static int check_table(struct wharf_client *cl, struct wharf_req *r, bool dense)
 			       cl->mt->name[r->table],
 			       t->kind == PS_TABLE_DENSE ? "dense" : "sparse");
 	r->dim = t->dim;
-	r->per_chunk = wc_model_req_rows(cl->mt, r->table);
+	r->per_chunk = ps_model_req_rows(cl->mt, r->table);
 	if (dense)
 		r->n = (uint32_t)t->dense_rows;
 	return 0;
@@ -897,9 +897,9 @@ static int barrier_req(struct wharf_client *cl, struct wharf_req *r)
 {
 	if (cl == NULL)
 		return wh_errf(-EINVAL, "barrier: NULL client");
-	if (cl->cfg->cl.mode != WC_MODE_SYNC)
+	if (cl->cfg->cl.mode != PS_JOB_SYNC)
 		return wh_errf(-EINVAL, "barrier: the job runs in %s mode; barriers are for sync",
-			       wc_mode_name(cl->cfg->cl.mode));
+			       ps_job_mode_name(cl->cfg->cl.mode));
 	r->n = 1;
 	r->per_chunk = 1;
 	return 0;
@@ -1024,9 +1024,9 @@ int64_t wharf_geo_pull(struct wharf_client *cl, uint32_t table, wharf_row_fn *fn
 		return wh_errf(-EINVAL, "GEO pull: NULL row function");
 	if ((rc = check_table(cl, &r, false)) != 0)
 		return rc;
-	if (cl->cfg->cl.mode != WC_MODE_GEO)
+	if (cl->cfg->cl.mode != PS_JOB_GEO)
 		return wh_errf(-EINVAL, "GEO pull: the job runs in %s mode",
-			       wc_mode_name(cl->cfg->cl.mode));
+			       ps_job_mode_name(cl->cfg->cl.mode));
 	r.n = 1;
 	r.per_chunk = 1;
 	rc = call(cl, &r);
@@ -1040,7 +1040,7 @@ uint64_t wharf_step(const struct wharf_client *cl)
 
 void wharf_client_stats(const struct wharf_client *cl, struct wharf_client_stats *out)
 {
-	struct wc_psnet_cli_stats ns;
+	struct ps_net_cli_stats ns;
 
 	memset(out, 0, sizeof(*out));
 	if (cl == NULL)
@@ -1048,7 +1048,7 @@ void wharf_client_stats(const struct wharf_client *cl, struct wharf_client_stats
 	/* The network thread's counters, read without a lock: figures for reports. */
 	*out = cl->st;
 	out->calls = atomic_load_explicit(&cl->calls, memory_order_relaxed);
-	wc_psnet_cli_stats(cl->n, &ns);
+	ps_net_cli_stats(cl->n, &ns);
 	out->bytes_out = ns.bytes_out;
 	out->bytes_in = ns.bytes_in;
 	out->resent = ns.resent;

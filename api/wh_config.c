@@ -1,10 +1,10 @@
 /*
  * wh_config.c — wharf_config: the cluster a library user's process belongs to, read from the
- * same sources as the wharf executables (wc_config_load), and the EAL arguments its DPDK
+ * same sources as the wharf executables (ps_config_load), and the EAL arguments its DPDK
  * transport starts with (WHARF_EAL_ARGS, else the cluster file's eal_args, unless
  * wharf_config_set_eal gives them).
  *
- * Call chain: wharf_config_load -> wc_config_load (flags, file, DeepRec knobs, Paddle,
+ * Call chain: wharf_config_load -> ps_config_load (flags, file, DeepRec knobs, Paddle,
  *   TF_CONFIG, .endpoint_map) -> wharf_server_run / wharf_client_open read wh_cfg_*.
  * Start-up only.
  */
@@ -91,7 +91,7 @@ int wharf_config_load(int argc, const char *const *argv, const char *const *envp
 		}
 		av[i + 1] = (char *)argv[i];
 	}
-	rc = wc_config_load(argc + 1, av, NULL, env, &c->cl, &help, err, sizeof(err));
+	rc = ps_config_load(argc + 1, av, NULL, env, &c->cl, &help, err, sizeof(err));
 	if (rc == 0 && help)
 		rc = wh_errf(-EINVAL, "--help is for the executables; the library takes cluster flags only");
 	else if (rc != 0)
@@ -120,7 +120,7 @@ int wharf_config_set_eal(struct wharf_config *c, const char *eal_args)
 
 enum wharf_role wharf_config_role(const struct wharf_config *c)
 {
-	return c->cl.role == WC_ROLE_PS ? WHARF_ROLE_SERVER : WHARF_ROLE_WORKER;
+	return c->cl.role == PS_ROLE_PS ? WHARF_ROLE_SERVER : WHARF_ROLE_WORKER;
 }
 
 uint32_t wharf_config_index(const struct wharf_config *c) { return c->cl.task_index; }
@@ -130,13 +130,13 @@ uint32_t wharf_config_geo_k(const struct wharf_config *c) { return c->cl.geo_k; 
 
 enum wharf_mode wharf_config_mode(const struct wharf_config *c)
 {
-	return c->cl.mode == WC_MODE_SYNC ? WHARF_MODE_SYNC :
-	       c->cl.mode == WC_MODE_GEO ? WHARF_MODE_GEO : WHARF_MODE_ASYNC;
+	return c->cl.mode == PS_JOB_SYNC ? WHARF_MODE_SYNC :
+	       c->cl.mode == PS_JOB_GEO ? WHARF_MODE_GEO : WHARF_MODE_ASYNC;
 }
 
 const char *wharf_config_protocol(const struct wharf_config *c)
 {
-	return wc_protocol_name(c->cl.protocol);
+	return ps_protocol_name(c->cl.protocol);
 }
 
 void wharf_config_free(struct wharf_config *c)

@@ -5,10 +5,10 @@
 #ifndef WHARF_WH_CONFIG_H
 #define WHARF_WH_CONFIG_H
 
-#include "apps/common/wc_config.h"
+#include "ps_core/ps_config.h"
 
 struct wharf_config {
-	struct wc_cluster cl;
+	struct ps_cluster cl;
 	int eal_argc;      /* argv[0] = "wharf", then the EAL arguments */
 	char **eal_argv;
 	char *eal_buf;     /* the words eal_argv points into */

@@ -1,9 +1,9 @@
 /*
  * wh_model.c — wharf_model: the tables of a job, declared table by table (wharf_model_add)
- * or from a JSON model file (wharf_model_load/parse), as a struct wc_model_tables the
+ * or from a JSON model file (wharf_model_load/parse), as a struct ps_model_tables the
  * server and client code take (wh_model_tables).
  *
- * Call chain: application -> wharf_model_* -> wc_model_tables_add / wc_model_file_load
+ * Call chain: application -> wharf_model_* -> ps_model_tables_add / ps_model_file_load
  * (apps/common: the checks, the file format and the digest live there, shared with
  * wharf-psd and wharf-train). Start-up only; a model is read by any thread once built.
  */
@@ -14,7 +14,7 @@
 #include "api/wh_pvt.h"
 
 struct wharf_model {
-	struct wc_model_tables mt;
+	struct ps_model_tables mt;
 };
 
 /* The public enums and limits are ps_core's and apps/common's under other names. */
@@ -26,8 +26,8 @@ _Static_assert(WHARF_OPT_SGD == (int)PS_OPT_SGD && WHARF_OPT_ADAGRAD == (int)PS_
 _Static_assert(WHARF_INIT_ZEROS == (int)PS_INIT_ZEROS &&
 	       WHARF_INIT_UNIFORM == (int)PS_INIT_UNIFORM && WHARF_INIT_NORMAL == (int)PS_INIT_NORMAL,
 	       "initializers");
-_Static_assert(WHARF_NAME_MAX == WC_MODEL_NAME_MAX && WHARF_MAX_TABLES == WC_MODEL_MAX_TABLES &&
-	       WHARF_MAX_DIM == WC_MODEL_MAX_DIM, "limits");
+_Static_assert(WHARF_NAME_MAX == PS_MODEL_NAME_MAX && WHARF_MAX_TABLES == PS_MODEL_MAX_TABLES &&
+	       WHARF_MAX_DIM == PS_MODEL_MAX_DIM, "limits");
 
 static void to_ps(const struct wharf_table *w, struct ps_table_config *t)
 {
@@ -76,7 +76,7 @@ void wharf_table_defaults(struct wharf_table *t, const char *name)
 
 	if (t == NULL)
 		return;
-	wc_model_table_defaults(&d);
+	ps_model_table_defaults(&d);
 	/* A name that does not fit stays empty, so wharf_model_add refuses it. */
 	from_ps(&d, name != NULL && strlen(name) < WHARF_NAME_MAX ? name : "", t);
 }
@@ -90,7 +90,7 @@ int wharf_model_new(struct wharf_model **out)
 	m = malloc(sizeof(*m));
 	if (m == NULL)
 		return wh_errf(-ENOMEM, "wharf_model_new: out of memory");
-	wc_model_tables_init(&m->mt);
+	ps_model_tables_init(&m->mt);
 	*out = m;
 	return 0;
 }
@@ -107,7 +107,7 @@ int wharf_model_add(struct wharf_model *m, const struct wharf_table *t, uint32_t
 		return wh_errf(-EINVAL, "wharf_model_add: table %u: name: no NUL within %u bytes",
 			       m->mt.n, WHARF_NAME_MAX);
 	to_ps(t, &c);
-	rc = wc_model_tables_add(&m->mt, &c, t->name, err, sizeof(err));
+	rc = ps_model_tables_add(&m->mt, &c, t->name, err, sizeof(err));
 	if (rc != 0)
 		return wh_errf(rc, "wharf_model_add: %s", err);
 	if (id_out != NULL)
@@ -115,7 +115,7 @@ int wharf_model_add(struct wharf_model *m, const struct wharf_table *t, uint32_t
 	return 0;
 }
 
-static int adopt(int rc, struct wc_model_tables *mt, const char *err, struct wharf_model **out)
+static int adopt(int rc, struct ps_model_tables *mt, const char *err, struct wharf_model **out)
 {
 	struct wharf_model *m;
 
@@ -123,7 +123,7 @@ static int adopt(int rc, struct wc_model_tables *mt, const char *err, struct wha
 		return wh_errf(rc, "%s", err);
 	m = malloc(sizeof(*m));
 	if (m == NULL) {
-		wc_model_tables_free(mt);
+		ps_model_tables_free(mt);
 		return wh_errf(-ENOMEM, "out of memory");
 	}
 	m->mt = *mt;
@@ -133,22 +133,22 @@ static int adopt(int rc, struct wc_model_tables *mt, const char *err, struct wha
 
 int wharf_model_load(const char *path, struct wharf_model **out)
 {
-	struct wc_model_tables mt;
+	struct ps_model_tables mt;
 	char err[512];
 
 	if (path == NULL || out == NULL)
 		return wh_errf(-EINVAL, "wharf_model_load: path or out is NULL");
-	return adopt(wc_model_file_load(path, &mt, err, sizeof(err)), &mt, err, out);
+	return adopt(ps_model_file_load(path, &mt, err, sizeof(err)), &mt, err, out);
 }
 
 int wharf_model_parse(const char *text, const char *name, struct wharf_model **out)
 {
-	struct wc_model_tables mt;
+	struct ps_model_tables mt;
 	char err[512];
 
 	if (text == NULL || out == NULL)
 		return wh_errf(-EINVAL, "wharf_model_parse: text or out is NULL");
-	return adopt(wc_model_file_parse(text, name != NULL ? name : "<model text>", &mt, err,
+	return adopt(ps_model_file_parse(text, name != NULL ? name : "<model text>", &mt, err,
 					 sizeof(err)), &mt, err, out);
 }
 
@@ -174,7 +174,7 @@ int wharf_model_find(const struct wharf_model *m, const char *name, uint32_t *id
 
 	if (m == NULL || name == NULL)
 		return wh_errf(-EINVAL, "wharf_model_find: model or name is NULL");
-	id = wc_model_tables_find(&m->mt, name);
+	id = ps_model_tables_find(&m->mt, name);
 	if (id < 0)
 		return wh_errf(-ENOENT, "wharf_model_find: no table called '%.64s'", name);
 	if (id_out != NULL)
@@ -199,7 +199,7 @@ int wharf_model_set_memory(struct wharf_model *m, uint32_t id, const struct whar
 	t.admit_after = mem->admit_after;
 	t.evict_after = mem->evict_after;
 	t.pull_inserts = mem->pull_inserts;
-	if ((rc = wc_model_table_check(&t, m->mt.name[id], err, sizeof(err))) != 0)
+	if ((rc = ps_model_table_check(&t, m->mt.name[id], err, sizeof(err))) != 0)
 		return wh_errf(rc, "wharf_model_set_memory: table %u '%s': %s", id, m->mt.name[id],
 			       err);
 	m->mt.t[id] = t;
@@ -227,18 +227,18 @@ int wharf_model_memory(const struct wharf_model *m, uint32_t id, struct wharf_ta
 
 uint64_t wharf_model_digest(const struct wharf_model *m)
 {
-	return m != NULL ? wc_model_digest(&m->mt) : 0;
+	return m != NULL ? ps_model_digest(&m->mt) : 0;
 }
 
 void wharf_model_free(struct wharf_model *m)
 {
 	if (m == NULL)
 		return;
-	wc_model_tables_free(&m->mt);
+	ps_model_tables_free(&m->mt);
 	free(m);
 }
 
-const struct wc_model_tables *wh_model_tables(const struct wharf_model *m)
+const struct ps_model_tables *wh_model_tables(const struct wharf_model *m)
 {
 	return &m->mt;
 }

@@ -6,7 +6,7 @@
 #ifndef WHARF_WH_PVT_H
 #define WHARF_WH_PVT_H
 
-#include "apps/common/wc_psnet.h"
+#include "ps_core/ps_net.h"
 #include "dpdk_net/dn_log.h"
 #include "wharf/wharf.h"
 
@@ -15,14 +15,14 @@ extern int wh_logtype;
 #define API_LOG(lvl, ...) WLOG(wh_logtype, lvl, __VA_ARGS__)
 
 /*
- * The tables of m as wc_psnet and ps_core take them (table i has id i; max_keys is
- * WC_MODEL_DEF_MAX_KEYS): wc_model_max_msg sizes the message buffers, wc_model_req_rows
+ * The tables of m as ps_net and ps_core take them (table i has id i; max_keys is
+ * PS_MODEL_DEF_MAX_KEYS): ps_model_max_msg sizes the message buffers, ps_model_req_rows
  * says how many keys or dense rows one request may carry (split larger calls), and
- * wc_model_digest is what servers and workers compare: put it in wc_psnet_params's
- * model_digest on both sides (wc_psnet_run_server does for a server) and wc_psnet_connect
+ * ps_model_digest is what servers and workers compare: put it in ps_net_params's
+ * model_digest on both sides (ps_net_run_server does for a server) and ps_net_connect
  * refuses a server of another model. Valid while m lives, read only.
  */
-const struct wc_model_tables *wh_model_tables(const struct wharf_model *m);
+const struct ps_model_tables *wh_model_tables(const struct wharf_model *m);
 
 /* Sets the calling thread's wharf_errmsg() text (one line, cut at 511 bytes) and logs it at
  * DEBUG on wharf.api: a program that drops an error still leaves its reason in the log. */

@@ -1,11 +1,11 @@
 /*
  * fuzz_config.c — libFuzzer harness for apps/common's configuration parsers
- * (apps/common/wc_config.h): TF_CONFIG JSON, Paddle's variables, DeepRec/wharf knob
+ * (ps_core/ps_config.h): TF_CONFIG JSON, Paddle's variables, DeepRec/wharf knob
  * variables, `.endpoint_map` text, the JSON config file and the command-line flags.
  *
- * Call chain exercised: main() (simulated) -> wc_cfg_env_tfconfig | wc_cfg_env_paddle |
- * wc_cfg_env_knobs | wc_epmap_parse | wc_cfg_file_parse | wc_flags_parse, then, for a
- * source that parsed, wc_cluster_merge and wc_cluster_finalize_with as wc_config_load does,
+ * Call chain exercised: main() (simulated) -> ps_cfg_env_tfconfig | ps_cfg_env_paddle |
+ * ps_cfg_env_knobs | ps_epmap_parse | ps_cfg_file_parse | ps_flags_parse, then, for a
+ * source that parsed, ps_cluster_merge and ps_cluster_finalize_with as ps_config_load does,
  * host names resolved by cfg_lookup: a hash of the name in 10.0.0.0/8, never the network
  * (the system's resolver would ask DNS and wait wait_timeout_s for a name that fails).
  *
@@ -15,7 +15,7 @@
  * line is one argv entry. The endpoint map is looked up at a path that does not exist,
  * so a run never reads the working directory's files.
  *
- * Invariants checked besides ASan/UBSan (wc_config.h promises them): a refused input
+ * Invariants checked besides ASan/UBSan (ps_config.h promises them): a refused input
  * returns -errno with a non-empty message, and a refused source leaves the caller's
  * struct as it was; every entry of a parsed endpoint map is found by its control key.
  */
@@ -23,7 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "apps/common/wc_config.h"
+#include "ps_core/ps_config.h"
 #include "fuzz/fuzz_util.h"
 
 #define CFG_MAX_LINES 64u
@@ -81,7 +81,7 @@ static unsigned cfg_env(char *text, const char *const *names, unsigned nnames, c
 	return k;
 }
 
-static int cfg_run(enum cfg_target t, char *text, struct wc_cluster *out, char *err, size_t errlen)
+static int cfg_run(enum cfg_target t, char *text, struct ps_cluster *out, char *err, size_t errlen)
 {
 	char *envp[CFG_MAX_LINES + 1] = {NULL}, *argv[CFG_MAX_LINES + 1];
 	unsigned n = 0, i;
@@ -95,27 +95,27 @@ static int cfg_run(enum cfg_target t, char *text, struct wc_cluster *out, char *
 		if (envp[0] == NULL)
 			return -ENOMEM;
 		sprintf(envp[0], "TF_CONFIG=%s", text);
-		rc = wc_cfg_env_tfconfig(envp, out, err, errlen);
+		rc = ps_cfg_env_tfconfig(envp, out, err, errlen);
 		break;
 	case CFG_PADDLE:
 	case CFG_KNOBS:
 		if (t == CFG_PADDLE) {
 			n = cfg_env(text, cfg_paddle_vars, 7, envp);
-			rc = wc_cfg_env_paddle(envp, out, err, errlen);
+			rc = ps_cfg_env_paddle(envp, out, err, errlen);
 		} else {
 			n = cfg_env(text, cfg_knob_vars, sizeof(cfg_knob_vars) / sizeof(cfg_knob_vars[0]),
 				    envp);
-			rc = wc_cfg_env_knobs(envp, out, err, errlen);
+			rc = ps_cfg_env_knobs(envp, out, err, errlen);
 		}
 		break;
 	case CFG_FILE:
-		rc = wc_cfg_file_parse(text, "fuzz.json", out, err, errlen);
+		rc = ps_cfg_file_parse(text, "fuzz.json", out, err, errlen);
 		break;
 	case CFG_FLAGS:
 		argv[0] = "wharf-fuzz";
 		n = cfg_lines(text, argv + 1, CFG_MAX_LINES - 1) + 1;
 		argv[n] = NULL;
-		rc = wc_flags_parse((int)n, argv, NULL, out, &help, err, errlen);
+		rc = ps_flags_parse((int)n, argv, NULL, out, &help, err, errlen);
 		n = 0; /* argv entries point into text: nothing to free */
 		break;
 	default:
@@ -140,24 +140,24 @@ static int cfg_lookup(void *ctx, const char *name, uint32_t *ip, char *why, size
 	return 0;
 }
 
-/* Merges a parsed source into a fresh cluster and finalizes it, as wc_config_load does. */
-static void cfg_finalize(const struct wc_cluster *src, enum wc_source kind)
+/* Merges a parsed source into a fresh cluster and finalizes it, as ps_config_load does. */
+static void cfg_finalize(const struct ps_cluster *src, enum ps_source kind)
 {
 	static char *const envp[] = {"TF_SEASTAR_ENDPOINT_MAP_PATH=/nonexistent/wharf-fuzz", NULL};
-	static const struct wc_resolver r = {cfg_lookup, NULL, NULL};
-	struct wc_cluster *c = malloc(sizeof(*c));
+	static const struct ps_resolver r = {cfg_lookup, NULL, NULL};
+	struct ps_cluster *c = malloc(sizeof(*c));
 	char err[512] = "";
 	int rc;
 
 	if (c != NULL) {
-		wc_cluster_init(c);
-		wc_cluster_merge(c, src, kind);
-		rc = wc_cluster_finalize_with(c, envp, &r, err, sizeof(err));
+		ps_cluster_init(c);
+		ps_cluster_merge(c, src, kind);
+		rc = ps_cluster_finalize_with(c, envp, &r, err, sizeof(err));
 		/*
 		 * Only the message is checked: finalize fills derived fields (core numbers)
 		 * before a later step (the map file) can fail, so a refused cluster is not
-		 * left as it was. wc_config_load copies out only on success, so no caller
-		 * sees it; reported to the lead as a deviation from wc_config.h's wording.
+		 * left as it was. ps_config_load copies out only on success, so no caller
+		 * sees it; reported to the lead as a deviation from ps_config.h's wording.
 		 */
 		if (rc != 0)
 			FH_CHECK(rc < 0 && err[0] != '\0');
@@ -167,7 +167,7 @@ static void cfg_finalize(const struct wc_cluster *src, enum wc_source kind)
 
 static void cfg_epmap(const char *text)
 {
-	struct wc_epmap *m = malloc(sizeof(*m));
+	struct ps_epmap *m = malloc(sizeof(*m));
 	char err[512] = "";
 	unsigned i;
 	int rc;
@@ -175,23 +175,23 @@ static void cfg_epmap(const char *text)
 	if (m == NULL)
 		return;
 	memset(m, 0, sizeof(*m));
-	rc = wc_epmap_parse(text, "fuzz.endpoint_map", m, err, sizeof(err));
+	rc = ps_epmap_parse(text, "fuzz.endpoint_map", m, err, sizeof(err));
 	if (rc != 0) {
 		FH_CHECK(rc < 0 && err[0] != '\0');
 	} else {
-		FH_CHECK(m->n <= 2 * WC_MAX_NODES);
+		FH_CHECK(m->n <= 2 * PS_MAX_NODES);
 		for (i = 0; i < m->n; i++)
-			FH_CHECK(wc_epmap_lookup(m, &m->e[i].control) == &m->e[i].data);
+			FH_CHECK(ps_epmap_lookup(m, &m->e[i].control) == &m->e[i].data);
 	}
 	free(m);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const enum wc_source kinds[CFG_N] = {WC_SRC_TF_CONFIG, WC_SRC_PADDLE, WC_SRC_FILE,
-						    WC_SRC_FILE, WC_SRC_ENV_KNOBS, WC_SRC_FLAGS};
+	static const enum ps_source kinds[CFG_N] = {PS_SRC_TF_CONFIG, PS_SRC_PADDLE, PS_SRC_FILE,
+						    PS_SRC_FILE, PS_SRC_ENV_KNOBS, PS_SRC_FLAGS};
 	enum cfg_target t;
-	struct wc_cluster *c, *before;
+	struct ps_cluster *c, *before;
 	char *text, err[512] = "";
 	int rc;
 

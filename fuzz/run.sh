@@ -57,7 +57,7 @@ layers_of() {
 	fuse) echo fuse dpdk_net ;;
 	frame|tcp) echo transport dpdk_net ;;
 	ps|wal) echo ps_core dpdk_net ;;
-	config) echo apps/common dpdk_net ;;
+	config) echo ps_core fuse transport dpdk_net ;;
 	dn_input) echo dpdk_net ;;
 	esac
 }

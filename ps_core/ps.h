@@ -7,7 +7,7 @@
  *   -> shard ops, run by the shard's owner lcore (directly, or over an SPSC rte_ring)
  *   -> reply written into the caller's struct ps_reply.
  * Call chain (worker):  ps_client_pull()/push() encode one message per server into the
- *   caller's struct ps_msgbuf array -> the network glue sends them -> it hands each reply
+ *   caller's struct ps_msgbuf array -> the network side sends them -> it hands each reply
  *   to ps_client_on_reply() -> completion callback.
  *
  * ps_core never sees DPDK ethdev or sockets; everything here is testable in one process.
@@ -768,29 +768,5 @@ int ps_client_push_wait(struct ps_client *c, const struct ps_client_io *io, uint
 int ps_client_hello_wait(struct ps_client *c, const struct ps_client_io *io);
 /* Sync mode: returns once every worker reached `step` and the step was applied. */
 int ps_client_barrier_wait(struct ps_client *c, const struct ps_client_io *io, uint64_t step);
-
-/* ---------------------------------------------------------------- roles */
-
-enum ps_role_kind { PS_ROLE_WORKER = 0, PS_ROLE_SERVER };
-
-/* After Paddle's fleet role maker; filled by ps_role_from_env or by apps/common. */
-struct ps_role {
-	enum ps_role_kind kind;
-	uint32_t id;        /* trainer id or server index */
-	uint32_t n_workers; /* PADDLE_TRAINERS_NUM */
-	uint32_t n_servers; /* entries of PADDLE_PSERVERS_IP_PORT_LIST */
-};
-
-/*
- * Reads TRAINING_ROLE (TRAINER | PSERVER), PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM,
- * PADDLE_PSERVERS_IP_PORT_LIST and, for a server, POD_IP + PADDLE_PORT (its index in the
- * list). Returns 0 or -EINVAL with the variable and value named in err.
- */
-int ps_role_from_env(struct ps_role *r, char *err, size_t errlen);
-static inline bool ps_role_is_server(const struct ps_role *r) { return r->kind == PS_ROLE_SERVER; }
-static inline bool ps_role_is_worker(const struct ps_role *r) { return r->kind == PS_ROLE_WORKER; }
-/* Fills the role-derived fields of a server or client config. */
-int ps_role_server_config(const struct ps_role *r, struct ps_server_config *cfg);
-int ps_role_client_config(const struct ps_role *r, struct ps_client_config *cfg);
 
 #endif /* WHARF_PS_H */

@@ -1,7 +1,7 @@
 /*
  * ps_client.c — the worker side. ps_client_pull/push/... route keys to servers
  * (h1(key) mod servers; dense rows by range), encode one request per server into the
- * caller's buffers and record the request in a slot; the network glue sends the buffers
+ * caller's buffers and record the request in a slot; the network side sends the buffers
  * and hands each reply to ps_client_on_reply, which scatters values into the caller's
  * output straight from the reply's views and runs the completion callback when every
  * server has answered. Pushes carry (worker id, sequence) and keep an encoded copy per

@@ -1,6 +1,6 @@
 /*
  * ps_client_wait.c — blocking forms of the client calls (ps_client_*_wait), built on the
- * asynchronous ones in ps_client.c: encode, hand each message to the glue's send, then
+ * asynchronous ones in ps_client.c: encode, hand each message to the network side's send, then
  * poll until the completion callback has run. Called by a trainer's main loop; the glue
  * (transport) is reached only through struct ps_client_io.
  */

@@ -1,6 +1,6 @@
 /*
  * ps_handle.c — decoding, validating and answering one PS request (ps_handle). Called by
- * the network glue (or a test) with a received struct tl_msg_view; runs shard ops through
+ * the network side (or a test) with a received struct tl_msg_view; runs shard ops through
  * ps_server.c (ps_handler_run_op/wait) and writes the reply into the caller's storage.
  *
  * Rule: every check that can refuse a request runs before the first op is queued, so a

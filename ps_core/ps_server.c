@@ -107,7 +107,7 @@ int ps_server_table_index(const struct ps_server *s, uint32_t table_id)
  * included: a positive learning rate; Adagrad and Adam a positive eps (0 with a zero
  * accumulator divides 0 by 0); Adagrad a non-negative initial accumulator (its square root);
  * Adam betas in [0, 1) (1 divides by 1 - beta^t = 0); FTRL beta, l1, l2 non-negative. Wider
- * policy (upper bounds) is the caller's: wc_model_table_check for the apps.
+ * policy (upper bounds) is the caller's: ps_model_table_check for the apps.
  */
 static int check_optim(const struct ps_table_config *t, char *err, size_t errlen)
 {

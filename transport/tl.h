@@ -20,7 +20,9 @@
 #ifndef WHARF_TL_H
 #define WHARF_TL_H
 
+#include <sched.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "transport/tl_wire.h"
@@ -247,5 +249,61 @@ void tl_buf_free(struct tl *tl, void *p);
 
 /* Parses dotted IPv4 "a.b.c.d" to host order: 0 or -EINVAL. */
 int tl_ip_parse(const char *s, uint32_t *out);
+
+/* ---- lanes: a process's network threads over one data port (tl_lanes.c) ---- */
+
+#define TL_LANES_MAX 16u
+
+/*
+ * A process's lanes: lane k drives its own struct tl from its own thread. protocol=dpdk
+ * brings up EAL (eal_argc/eal_argv), one port on local_ip/local_prefix/local_gateway/mtu
+ * with a queue per lane, and runs lane k on EAL's k-th lcore; protocol=kernel runs lane k > 0
+ * on a pthread. The layers above never touch EAL, ports or lcores.
+ */
+struct tl_lanes;
+
+struct tl_lanes_config {
+	enum tl_protocol protocol;
+	uint32_t lanes;          /* wanted, 1..TL_LANES_MAX; dpdk grants at most EAL's lcores */
+	int eal_argc;            /* dpdk: EAL's arguments */
+	char **eal_argv;
+	uint32_t local_ip;       /* dpdk: the port's address, host byte order */
+	uint8_t local_prefix;
+	uint32_t local_gateway;  /* host byte order; 0 = none */
+	uint16_t mtu;            /* 0 = 1500 */
+};
+
+/* -errno with one line in err; nothing left running on failure. */
+int tl_lanes_create(const struct tl_lanes_config *cfg, struct tl_lanes **out, char *err,
+		    size_t errlen);
+/* No-op for NULL. After tl_lanes_join; closes the lanes' lcores, the port and EAL. */
+void tl_lanes_destroy(struct tl_lanes *g);
+/* The lanes granted: the wanted number, or EAL's lcores when it has fewer. */
+uint32_t tl_lanes_count(const struct tl_lanes *g);
+/*
+ * True with protocol=dpdk: the lanes share one port, whose device may still hold any lane's
+ * frames, so every lane stays until tl_lanes_port_stop and flushes after it.
+ */
+bool tl_lanes_shared_port(const struct tl_lanes *g);
+/*
+ * From lane k's own thread, before tl_create: what its struct tl_config's backend_arg must be
+ * (dpdk: the lane's lcore, which lane 0 announces by ARP; kernel: NULL). 0 or -errno.
+ */
+int tl_lanes_open(struct tl_lanes *g, uint32_t k, void **backend_arg);
+/* Lane k's frames waiting for the device go out (or, after the port stopped, are freed). */
+void tl_lanes_flush(struct tl_lanes *g, uint32_t k);
+/* After lane k's struct tl is destroyed. */
+void tl_lanes_close(struct tl_lanes *g, uint32_t k);
+/* Stops the shared port (dpdk): once every lane has flushed and sends no more. */
+void tl_lanes_port_stop(struct tl_lanes *g);
+/* The CPUs the lanes may run on: EAL's lcores (dpdk) or the process's affinity (kernel). */
+void tl_lanes_cpus(const struct tl_lanes *g, cpu_set_t *cpus);
+/*
+ * Runs fn(arg) as lane k (1 <= k < count) on its own thread; lane 0 is the caller's. 0 or
+ * -errno (then lane k does not run).
+ */
+int tl_lanes_launch(struct tl_lanes *g, uint32_t k, int (*fn)(void *), void *arg);
+/* Waits for every launched lane's fn to return. */
+void tl_lanes_join(struct tl_lanes *g);
 
 #endif /* WHARF_TL_H */

@@ -2,7 +2,7 @@
  * tl_seqlock.h — a one-writer seqlock for telemetry snapshots: the thread that owns some
  * counters publishes a copy now and then, a reader on another thread (DPDK's telemetry
  * thread) copies it out, and neither ever waits for the other. Used by transport/tl_obs.c
- * and apps/common/wc_psobs.c.
+ * and ps_core/ps_obs.c.
  *
  * The writer makes the sequence odd (relaxed) and fences (release) before it writes the
  * snapshot, then publishes the next even sequence (release). A reader loads the sequence

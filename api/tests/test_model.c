@@ -1,6 +1,6 @@
 /*
  * test_model.c — wharf_model (include/wharf/wharf.h, api/wh_model.c) and the model files
- * and table checks under it (apps/common/wc_model_tables.c, wc_model_file.c): defaults,
+ * and table checks under it (ps_core/ps_model_tables.c, ps_model_file.c): defaults,
  * tables added one by one and found again, a 30-table file, every kind of malformed file
  * refused with its line or table and the reason, the digest (stable across processes: a
  * fixed value; changed by any field), the message sizes, and wharf_errmsg per thread.
@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "api/wh_pvt.h"
+#include "apps/common/wc_model.h" /* the built-in models the model file must match */
 
 /* ---- helpers ------------------------------------------------------------------------- */
 
@@ -196,7 +197,7 @@ static void test_model_file_thirty_tables(void **state)
 {
 	char *text = model_text(30), path[64];
 	struct wharf_model *m = NULL, *m2 = NULL;
-	const struct wc_model_tables *mt;
+	const struct ps_model_tables *mt;
 	struct wharf_table t;
 	unsigned dense = 0, per_opt[4] = { 0 };
 
@@ -423,61 +424,61 @@ static void test_model_digest_fixed_and_covers_every_field(void **state)
 
 /*
  * max_msg from the tables: a sparse push of max_keys keys (16 + n * (8 + 4 dim)), a dense
- * push of the whole table (24 + rows * dim * 4) while it fits WC_MODEL_REQ_BYTES, else
+ * push of the whole table (24 + rows * dim * 4) while it fits PS_MODEL_REQ_BYTES, else
  * slices of as many rows as fit; the built-in models as they always were.
  */
 static void test_model_max_msg_from_tables(void **state)
 {
-	struct wc_model_tables mt;
+	struct ps_model_tables mt;
 	struct ps_table_config t;
 	char err[256];
 
 	(void)state;
-	wc_model_tables_init(&mt);
-	wc_model_table_defaults(&t);
+	ps_model_tables_init(&mt);
+	ps_model_table_defaults(&t);
 	t.dim = 16;
-	assert_int_equal(wc_model_tables_add(&mt, &t, "s", err, sizeof(err)), 0);
-	assert_int_equal(wc_model_req_rows(&mt, 0), WC_MODEL_DEF_MAX_KEYS);
-	assert_int_equal(wc_model_max_msg(&mt), 16 + WC_MODEL_DEF_MAX_KEYS * (8 + 16 * 4));
-	assert_int_equal(wc_model_tables_set_max_keys(&mt, 100, err, sizeof(err)), 0);
-	assert_int_equal(wc_model_max_msg(&mt), 16 + 100 * (8 + 16 * 4));
-	assert_int_equal(wc_model_tables_set_max_keys(&mt, 0, err, sizeof(err)), -EINVAL);
+	assert_int_equal(ps_model_tables_add(&mt, &t, "s", err, sizeof(err)), 0);
+	assert_int_equal(ps_model_req_rows(&mt, 0), PS_MODEL_DEF_MAX_KEYS);
+	assert_int_equal(ps_model_max_msg(&mt), 16 + PS_MODEL_DEF_MAX_KEYS * (8 + 16 * 4));
+	assert_int_equal(ps_model_tables_set_max_keys(&mt, 100, err, sizeof(err)), 0);
+	assert_int_equal(ps_model_max_msg(&mt), 16 + 100 * (8 + 16 * 4));
+	assert_int_equal(ps_model_tables_set_max_keys(&mt, 0, err, sizeof(err)), -EINVAL);
 	t.kind = PS_TABLE_DENSE;
 	t.dense_rows = 1000;
-	assert_int_equal(wc_model_tables_add(&mt, &t, "d", err, sizeof(err)), 0);
-	assert_int_equal(wc_model_req_rows(&mt, 1), 1000);
-	assert_int_equal(wc_model_max_msg(&mt), 24 + 1000 * 16 * 4);
+	assert_int_equal(ps_model_tables_add(&mt, &t, "d", err, sizeof(err)), 0);
+	assert_int_equal(ps_model_req_rows(&mt, 1), 1000);
+	assert_int_equal(ps_model_max_msg(&mt), 24 + 1000 * 16 * 4);
 	/* A dense table larger than one request: slices of the rows that fit. */
 	t.dim = 1024;
 	t.dense_rows = 100000;
-	assert_int_equal(wc_model_tables_add(&mt, &t, "big", err, sizeof(err)), 0);
-	assert_int_equal(wc_model_req_rows(&mt, 2), (WC_MODEL_REQ_BYTES - 24) / 4096);
-	assert_int_equal(wc_model_max_msg(&mt), 24 + (WC_MODEL_REQ_BYTES - 24) / 4096 * 4096);
-	assert_true(wc_model_max_msg(&mt) <= WC_MODEL_REQ_BYTES);
+	assert_int_equal(ps_model_tables_add(&mt, &t, "big", err, sizeof(err)), 0);
+	assert_int_equal(ps_model_req_rows(&mt, 2), (PS_MODEL_REQ_BYTES - 24) / 4096);
+	assert_int_equal(ps_model_max_msg(&mt), 24 + (PS_MODEL_REQ_BYTES - 24) / 4096 * 4096);
+	assert_true(ps_model_max_msg(&mt) <= PS_MODEL_REQ_BYTES);
 	/* Sparse dim 1024 with 65536 keys would be 268 MB: capped too. */
-	assert_int_equal(wc_model_tables_set_max_keys(&mt, 65536, err, sizeof(err)), 0);
+	assert_int_equal(ps_model_tables_set_max_keys(&mt, 65536, err, sizeof(err)), 0);
 	t.kind = PS_TABLE_SPARSE;
 	t.dense_rows = 0;
-	assert_int_equal(wc_model_tables_add(&mt, &t, "wide", err, sizeof(err)), 0);
-	assert_int_equal(wc_model_req_rows(&mt, 3), (WC_MODEL_REQ_BYTES - 16) / (8 + 4096));
-	assert_true(wc_model_max_msg(&mt) <= WC_MODEL_REQ_BYTES);
-	assert_int_equal(wc_model_req_rows(&mt, 4), 0);
-	wc_model_tables_free(&mt);
+	assert_int_equal(ps_model_tables_add(&mt, &t, "wide", err, sizeof(err)), 0);
+	assert_int_equal(ps_model_req_rows(&mt, 3), (PS_MODEL_REQ_BYTES - 16) / (8 + 4096));
+	assert_true(ps_model_max_msg(&mt) <= PS_MODEL_REQ_BYTES);
+	assert_int_equal(ps_model_req_rows(&mt, 4), 0);
+	ps_model_tables_free(&mt);
 
 	/* Built-in models: mlp's largest tensor W1 784 x 128, lr's sparse weights. */
 	assert_int_equal(wc_model_tables_make(WC_PSM_MLP, 0.1f, 128, 4, 6656, &mt, err,
 					      sizeof(err)), 0);
 	assert_int_equal(mt.n, 4);
 	assert_string_equal(mt.name[0], "W1");
-	assert_int_equal(wc_model_max_msg(&mt), 24 + 784 * 128 * 4);
-	wc_model_tables_free(&mt);
+	assert_int_equal(ps_model_max_msg(&mt), 24 + 784 * 128 * 4);
+	ps_model_tables_free(&mt);
 	assert_int_equal(wc_model_tables_make(WC_PSM_FM, 1.0f, 128, 4, 6656, &mt, err,
 					      sizeof(err)), 0);
 	assert_int_equal(mt.n, 2);
 	assert_string_equal(mt.name[0], "weights");
 	assert_string_equal(mt.name[1], "bias");
-	assert_int_equal(wc_model_max_msg(&mt), 16 + 6656 * (8 + 5 * 4));
-	wc_model_tables_free(&mt);
+	assert_int_equal(ps_model_max_msg(&mt), 16 + 6656 * (8 + 5 * 4));
+	ps_model_tables_free(&mt);
 	assert_int_equal(wc_model_tables_make(WC_PSM_MLP, 0.1f, 2048, 4, 6656, &mt, err,
 					      sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "table 0 'W1': dim: 2048 outside 1..1024"));

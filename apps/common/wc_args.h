@@ -4,7 +4,7 @@
  *
  * Call chain: a tool's main -> its getopt_long loop -> wc_parse_* (exit 2 on bad input) or
  * wc_arg_* (return -EINVAL, for tools that unwind to print their usage first).
- * The cluster executables (psd, train, ctl) take their flags through wc_config.h instead;
+ * The cluster executables (psd, train, ctl) take their flags through ps_config.h instead;
  * these helpers are for the tools whose flags are not cluster configuration.
  *
  * Every refusal is one ERROR line of the log type wharf.wc (stderr), whose message scripts

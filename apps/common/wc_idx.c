@@ -202,7 +202,7 @@ int wc_fmnist_load(const char *dir, int train, uint32_t limit, struct wc_dataset
 		   char *err, size_t errlen)
 {
 	const char *split = train ? "train" : "t10k";
-	char ipath[WC_PATH_LEN], lpath[WC_PATH_LEN];
+	char ipath[PATH_MAX], lpath[PATH_MAX];
 	uint32_t ni, nl, rows, cols;
 	struct wc_dataset *d;
 	int rc;

@@ -1,8 +1,7 @@
 /*
  * wc_log.c — apps/common's log type, "wharf.wc" (dpdk_net/dn_log.h), which WC_LOG (wc_pvt.h)
- * logs to: the PS glue's serving, checkpoint, wait and reconnect lines, and the tools' flag
- * refusals. Each line keeps the process name after the prefix ("... INFO wharf.wc: wharf-psd:
- * ps 0 serving ..."): several processes often share one terminal or log file.
+ * logs to: the tools' flag refusals. Each line keeps the process name after the prefix
+ * ("... ERR wharf.wc: wharf-perf: --rate: ..."): several processes often share one terminal.
  */
 #include "apps/common/wc_pvt.h"
 

@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ps_core/ps_net.h"
+
 /* ---- seeded RNG: splitmix64 seeding a xoshiro256** stream; deterministic per seed ---- */
 struct wc_rng {
 	uint64_t s[4];
@@ -191,5 +193,25 @@ int wc_fm_loss_grad(const struct wc_sparse_batch *b, uint32_t k, const float *ro
 
 /* Exact ROC AUC (ties count one half) of scores against 0/1 labels; -EDOM if one class only. */
 int wc_auc(const float *score, const float *label, uint32_t n, double *out);
+
+/* ---- the PS tables of the built-in models (wc_model_ps.c) ---- */
+
+/* The built-in models of wharf-train. */
+enum wc_ps_model { WC_PSM_SOFTMAX = 0, WC_PSM_MLP, WC_PSM_LR, WC_PSM_FM, WC_PSM_COUNT };
+
+/* "softmax" | "mlp" | "lr" | "fm" | "count" -> 0, else -EINVAL naming what was expected. */
+int wc_ps_model_parse(const char *s, enum wc_ps_model *out, char *err, size_t errlen);
+const char *wc_ps_model_name(enum wc_ps_model m);
+/* The learning rate a model's tables get when no --lr is given: lr 2, fm 1, the others 0.1. */
+float wc_ps_model_default_lr(enum wc_ps_model m);
+/*
+ * The tables a model keeps on the PS: dense models one table per tensor (wc_dense_tensors,
+ * named as the tensors), CTR models a sparse table "weights" (row dim 1, or 1+fm_k) plus a
+ * 1x1 dense "bias", "count" one sparse SGD table "counts" with lr 1 (a pushed gradient of -1
+ * adds exactly 1: the exactly-once ledger). hidden: MLP width; max_keys: largest sparse
+ * request. out is initialized here (ps_model_tables_free it; nothing to free on failure).
+ */
+int wc_model_tables_make(enum wc_ps_model m, float lr, uint32_t hidden, uint32_t fm_k,
+			 uint32_t max_keys, struct ps_model_tables *out, char *err, size_t errlen);
 
 #endif

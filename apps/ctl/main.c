@@ -5,11 +5,11 @@
  *   wharf-ctl [--timeout-ms MS] [--ctl-token-file FILE] HOST:PORT health|status|save [PATH]|shutdown
  *
  * health needs no token; the other commands send the node's control token, found as
- * wc_ctl_token_find says: --ctl-token-file, WHARF_CTL_TOKEN, WHARF_CTL_TOKEN_FILE, or the
+ * ps_ctl_token_find says: --ctl-token-file, WHARF_CTL_TOKEN, WHARF_CTL_TOKEN_FILE, or the
  * file a node at HOST:PORT made in the run directory.
  *
- * Call chain: main -> wc_parse_endpoint, wc_endpoint_resolve -> wc_ctl_token_find ->
- * wc_ctl_request -> print the answer. Exit status: 0 the node said "ok", 1 it answered an
+ * Call chain: main -> ps_parse_endpoint, ps_endpoint_resolve -> ps_ctl_token_find ->
+ * ps_ctl_request -> print the answer. Exit status: 0 the node said "ok", 1 it answered an
  * error or did not answer (or HOST does not resolve), 2 bad usage (a token source given but
  * unreadable included).
  */
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apps/common/wc_psnet.h"
+#include "ps_core/ps_net.h"
 
 extern char **environ;
 
@@ -39,9 +39,9 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	struct wc_endpoint ep;
-	char cmd[WC_PATH_LEN + 16], err[WC_PATH_LEN + 256], src[WC_PATH_LEN + 96];
-	char tok[WC_CTL_TOKEN_MAX + 1];
+	struct ps_endpoint ep;
+	char cmd[PS_PATH_LEN + 16], err[PS_PATH_LEN + 256], src[PS_PATH_LEN + 96];
+	char tok[PS_CTL_TOKEN_MAX + 1];
 	const char *file = NULL;
 	char *out;
 	unsigned timeout = 5000;
@@ -53,7 +53,7 @@ int main(int argc, char **argv)
 	}
 	while (i + 1 < argc && strncmp(argv[i], "--", 2) == 0) {
 		if (strcmp(argv[i], "--timeout-ms") == 0) {
-			if (wc_parse_uint(argv[i + 1], 1, 600000, &timeout, "--timeout-ms", err,
+			if (ps_parse_uint(argv[i + 1], 1, 600000, &timeout, "--timeout-ms", err,
 					  sizeof(err)) != 0) {
 				fprintf(stderr, "wharf-ctl: %s\n", err);
 				return 2;
@@ -71,12 +71,12 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (wc_parse_endpoint(argv[i], strlen(argv[i]), false, &ep, "HOST:PORT", err,
+	if (ps_parse_endpoint(argv[i], strlen(argv[i]), false, &ep, "HOST:PORT", err,
 			      sizeof(err)) != 0) {
 		fprintf(stderr, "wharf-ctl: %s\n", err);
 		return 2;
 	}
-	if (wc_endpoint_resolve(&ep, NULL, "HOST:PORT", err, sizeof(err)) != 0) {
+	if (ps_endpoint_resolve(&ep, NULL, "HOST:PORT", err, sizeof(err)) != 0) {
 		fprintf(stderr, "wharf-ctl: %s\n", err);
 		return 1;
 	}
@@ -90,15 +90,15 @@ int main(int argc, char **argv)
 	}
 	snprintf(cmd, sizeof(cmd), "%s%s%s", argv[i + 1], argc - i == 3 ? " " : "",
 		 argc - i == 3 ? argv[i + 2] : "");
-	if (wc_ctl_token_find(file, environ, &ep, tok, sizeof(tok), src, sizeof(src), err,
+	if (ps_ctl_token_find(file, environ, &ep, tok, sizeof(tok), src, sizeof(src), err,
 			      sizeof(err)) != 0) {
 		fprintf(stderr, "wharf-ctl: %s\n", err);
 		return 2;
 	}
-	out = malloc(WC_CTL_MAX);
+	out = malloc(PS_CTL_MAX);
 	if (out == NULL)
 		return 1;
-	rc = wc_ctl_request(&ep, tok, cmd, (int)timeout, out, WC_CTL_MAX, err, sizeof(err));
+	rc = ps_ctl_request(&ep, tok, cmd, (int)timeout, out, PS_CTL_MAX, err, sizeof(err));
 	if (rc != 0) {
 		fprintf(stderr, "wharf-ctl: %s\n", err);
 		free(out);

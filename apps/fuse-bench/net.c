@@ -37,7 +37,7 @@
 #include "apps/fuse-bench/fb.h"
 #include "fuse/fz.h"
 #include "apps/common/wc_args.h"
-#include "apps/common/wc_config.h"
+#include "ps_core/ps_config.h"
 #include "transport/tl.h"
 
 #define FB_T_TENSOR 210u  /* ps_core-range types nobody else interprets */
@@ -248,7 +248,7 @@ static int fb_parse(int argc, char **argv, struct fb_opts *o)
 	o->echoes = 2000;
 	o->seed = 1;
 	o->eal_argv = argv;
-	wc_split_eal(&argc, &argv, &o->eal_argc);
+	ps_split_eal(&argc, &argv, &o->eal_argc);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		if (c == 'h') {

@@ -34,7 +34,7 @@
 #include <rte_cycles.h>
 
 #include "apps/common/wc_args.h"
-#include "apps/common/wc_config.h"
+#include "ps_core/ps_config.h"
 #include "apps/perf/perf.h"
 
 /* How long tl_poll may sleep: not at all when busy-polling (--poll). */
@@ -191,7 +191,7 @@ static void perf_parse(int argc, char **argv, struct perf_opts *o)
 	o->lcores = 1;
 	o->seconds = 5;
 	o->eal_argv = argv;
-	wc_split_eal(&argc, &argv, &o->eal_argc);
+	ps_split_eal(&argc, &argv, &o->eal_argc);
 	opterr = 1;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		if (c == 'h') {

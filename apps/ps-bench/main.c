@@ -1,6 +1,6 @@
 /*
  * wharf-ps-bench — PS pull, push and push-pull throughput, goodput and latency over the
- * network, one binary for both roles through the fleet API (wc_fleet.h): its role comes from
+ * network, one binary for both roles through the fleet API (ps_fleet.h): its role comes from
  * the environment (TRAINING_ROLE=PSERVER|TRAINER and Paddle's other variables, TF_CONFIG, or
  * flags).
  *
@@ -19,7 +19,7 @@
  * each op's figures at the top level as before ("pull_keys_per_s", ...).
  * --start-at (Unix time, seconds) lets several workers start their timed phases together.
  *
- * Call chain: main -> wc_fleet_init_app -> wc_fleet_init_server + wc_fleet_run_server |
+ * Call chain: main -> ps_fleet_init_app -> ps_fleet_init_server + ps_fleet_run_server |
  *   pb_worker_run (pb_run.c) -> print_json.
  * Exit status: 0 done, 1 run-time failure, 2 bad configuration.
  */
@@ -116,7 +116,7 @@ static int parse_list(const char *arg, const char *const *names, unsigned lo, un
 			if ((rc = pick(tok, names, hi, what, err, errlen)) < 0)
 				return rc;
 			v[cnt] = (unsigned)rc;
-		} else if ((rc = wc_parse_uint(tok, lo, hi, &v[cnt], what, err, errlen)) != 0) {
+		} else if ((rc = ps_parse_uint(tok, lo, hi, &v[cnt], what, err, errlen)) != 0) {
 			return rc;
 		}
 		for (i = 0; i < cnt; i++)
@@ -148,7 +148,7 @@ static int pb_on_opt(void *ctx, int val, const char *arg, char *err, size_t errl
 		return 0;
 	case O_DIM:
 		o->dim_set = true;
-		return wc_parse_uint(arg, 1, 1024, &o->dim, "--dim", err, errlen);
+		return ps_parse_uint(arg, 1, 1024, &o->dim, "--dim", err, errlen);
 	case O_MODEL_FILE: o->model_file = arg; return 0;
 	case O_TABLE: o->table_name = arg; return 0;
 	case O_BATCH:
@@ -172,10 +172,10 @@ static int pb_on_opt(void *ctx, int val, const char *arg, char *err, size_t errl
 			o->kind[i] = (enum pb_kind)v[i];
 		return 0;
 	case O_DENSE_ROWS:
-		return wc_parse_uint(arg, 1, 1u << 24, &o->dense_rows, "--dense-rows", err, errlen);
-	case O_SECONDS: return wc_parse_uint(arg, 1, 3600, &o->seconds, "--seconds", err, errlen);
+		return ps_parse_uint(arg, 1, 1u << 24, &o->dense_rows, "--dense-rows", err, errlen);
+	case O_SECONDS: return ps_parse_uint(arg, 1, 3600, &o->seconds, "--seconds", err, errlen);
 	case O_START_AT:
-		rc = wc_parse_uint(arg, 0, 0xffffffffu, &v[0], "--start-at", err, errlen);
+		rc = ps_parse_uint(arg, 0, 0xffffffffu, &v[0], "--start-at", err, errlen);
 		o->start_at = v[0];
 		return rc;
 	}
@@ -203,7 +203,7 @@ static unsigned max_batch(const struct pb_opts *o)
 }
 
 /* Model file F's tables; the benched one by name, or the first sparse one. */
-static int pb_file_tables(struct pb_opts *o, struct wc_model_tables *mt, char *err, size_t errlen)
+static int pb_file_tables(struct pb_opts *o, struct ps_model_tables *mt, char *err, size_t errlen)
 {
 	int rc, id = -ENOENT;
 
@@ -213,9 +213,9 @@ static int pb_file_tables(struct pb_opts *o, struct wc_model_tables *mt, char *e
 	if (has_kind(o, PB_DENSE))
 		return snprintf(err, errlen, "--kind dense: with --model-file only the file's "
 				"sparse table is benched") > 0 ? -EINVAL : -EINVAL;
-	if ((rc = wc_model_file_load(o->model_file, mt, err, errlen)) != 0)
+	if ((rc = ps_model_file_load(o->model_file, mt, err, errlen)) != 0)
 		return rc;
-	if (o->table_name != NULL && (id = wc_model_tables_find(mt, o->table_name)) < 0)
+	if (o->table_name != NULL && (id = ps_model_tables_find(mt, o->table_name)) < 0)
 		snprintf(err, errlen, "--table %s: %s has no such table", o->table_name, o->model_file);
 	for (uint32_t i = 0; o->table_name == NULL && i < mt->n && id < 0; i++)
 		if (mt->t[i].kind == PS_TABLE_SPARSE)
@@ -228,7 +228,7 @@ static int pb_file_tables(struct pb_opts *o, struct wc_model_tables *mt, char *e
 		id = -EINVAL;
 	}
 	if (id < 0) {
-		wc_model_tables_free(mt);
+		ps_model_tables_free(mt);
 		return -EINVAL;
 	}
 	o->table[PB_SPARSE] = (uint32_t)id;
@@ -237,16 +237,16 @@ static int pb_file_tables(struct pb_opts *o, struct wc_model_tables *mt, char *e
 }
 
 /* The built-in tables: sparse "bench" (id 0), and with --kind dense a dense "dense" (id 1). */
-static int pb_own_tables(struct pb_opts *o, struct wc_model_tables *mt, char *err, size_t errlen)
+static int pb_own_tables(struct pb_opts *o, struct ps_model_tables *mt, char *err, size_t errlen)
 {
 	struct ps_table_config t;
 	int rc;
 
-	wc_model_tables_init(mt);
-	wc_model_table_defaults(&t);
+	ps_model_tables_init(mt);
+	ps_model_table_defaults(&t);
 	t.dim = o->dim;
 	t.op.lr = BENCH_LR;
-	if ((rc = wc_model_tables_add(mt, &t, "bench", err, errlen)) != 0)
+	if ((rc = ps_model_tables_add(mt, &t, "bench", err, errlen)) != 0)
 		return rc;
 	o->table[PB_SPARSE] = 0;
 	if (!has_kind(o, PB_DENSE))
@@ -257,14 +257,14 @@ static int pb_own_tables(struct pb_opts *o, struct wc_model_tables *mt, char *er
 	t.kind = PS_TABLE_DENSE;
 	t.dense_rows = o->dense_rows;
 	o->table[PB_DENSE] = 1;
-	return wc_model_tables_add(mt, &t, "dense", err, errlen);
+	return ps_model_tables_add(mt, &t, "dense", err, errlen);
 }
 
 /*
  * The tables both roles agree on: one sparse table of dim D, SGD, and a dense one with
  * --kind dense (or model file F's); messages sized for the largest batch.
  */
-static int pb_tables(struct pb_opts *o, struct wc_model_tables *mt, char *err, size_t errlen)
+static int pb_tables(struct pb_opts *o, struct ps_model_tables *mt, char *err, size_t errlen)
 {
 	unsigned k, mb = max_batch(o);
 	int rc;
@@ -277,21 +277,21 @@ static int pb_tables(struct pb_opts *o, struct wc_model_tables *mt, char *err, s
 	} else if ((rc = pb_own_tables(o, mt, err, errlen)) != 0) {
 		goto out_free;
 	}
-	if ((rc = wc_model_tables_set_max_keys(mt, mb, err, errlen)) != 0)
+	if ((rc = ps_model_tables_set_max_keys(mt, mb, err, errlen)) != 0)
 		goto out_free;
 	for (k = 0; k < o->n_kind; k++) {
 		uint32_t id = o->table[o->kind[k]];
-		if (wc_model_req_rows(mt, id) >= mb)
+		if (ps_model_req_rows(mt, id) >= mb)
 			continue;
 		rc = -E2BIG;
 		snprintf(err, errlen, "--batch %u --dim %u: a request would exceed %u MiB; at most "
-			 "%u %s of dim %u", mb, o->dim, WC_MODEL_REQ_BYTES >> 20,
-			 wc_model_req_rows(mt, id), o->kind[k] == PB_DENSE ? "rows" : "keys", o->dim);
+			 "%u %s of dim %u", mb, o->dim, PS_MODEL_REQ_BYTES >> 20,
+			 ps_model_req_rows(mt, id), o->kind[k] == PB_DENSE ? "rows" : "keys", o->dim);
 		goto out_free;
 	}
 	return 0;
 out_free:
-	wc_model_tables_free(mt);
+	ps_model_tables_free(mt);
 	return rc;
 }
 
@@ -327,17 +327,17 @@ static void print_phase(const struct pb_opts *o, const struct pb_phase *p, bool 
 	       p->p99_us, p->secs > 0 ? p->lat_sum_us / (p->secs * 1e6) : 0.0);
 }
 
-static void print_json(struct wc_fleet *f, const struct pb_opts *o, const struct pb_phase *ph,
+static void print_json(struct ps_fleet *f, const struct pb_opts *o, const struct pb_phase *ph,
 		       unsigned count)
 {
-	const struct wc_cluster *cl = wc_fleet_cluster(f);
+	const struct ps_cluster *cl = ps_fleet_cluster(f);
 	bool one_point = count == o->n_op;
 	unsigned i;
 
 	printf("{\"bench\":\"ps\",\"worker\":%u,\"workers\":%u,\"servers\":%u,\"protocol\":\"%s\","
-	       "\"tensor_fuse\":%s,\"mode\":\"%s\",\"table\":%u,\"dim\":%u", wc_fleet_index(f),
-	       cl->n_workers, cl->n_ps, wc_protocol_name(cl->protocol),
-	       cl->tensor_fuse ? "true" : "false", wc_mode_name(cl->mode), o->table[o->kind[0]],
+	       "\"tensor_fuse\":%s,\"mode\":\"%s\",\"table\":%u,\"dim\":%u", ps_fleet_index(f),
+	       cl->n_workers, cl->n_ps, ps_protocol_name(cl->protocol),
+	       cl->tensor_fuse ? "true" : "false", ps_job_mode_name(cl->mode), o->table[o->kind[0]],
 	       o->dim);
 	if (one_point)
 		printf(",\"batch\":%u,\"inflight\":%u,\"kind\":\"%s\"", o->batch[0], o->inflight[0],
@@ -369,7 +369,7 @@ static void print_json(struct wc_fleet *f, const struct pb_opts *o, const struct
 	fflush(stdout);
 }
 
-static int pb_worker(struct wc_fleet *f, const struct pb_opts *o, const struct wc_model_tables *mt)
+static int pb_worker(struct ps_fleet *f, const struct pb_opts *o, const struct ps_model_tables *mt)
 {
 	unsigned count = pb_sweep_size(o);
 	struct pb_phase *ph = calloc(count, sizeof(*ph));
@@ -404,46 +404,46 @@ int main(int argc, char **argv)
 {
 	struct pb_opts o = { .keys = 10000000ull, .dim = 16, .seconds = 3,
 			     .dense_rows = DENSE_ROWS_DEF };
-	struct wc_app_opts app = { pb_longopts, pb_usage, pb_on_opt, &o };
-	struct wc_model_tables mt;
-	struct wc_fleet *f = NULL;
+	struct ps_app_opts app = { pb_longopts, pb_usage, pb_on_opt, &o };
+	struct ps_model_tables mt;
+	struct ps_fleet *f = NULL;
 	char err[1024];
 	bool help = false;
 	int rc;
 
-	rc = wc_fleet_init_app(argc, argv, environ, &app, "wharf-ps-bench", &help, &f, err,
+	rc = ps_fleet_init_app(argc, argv, environ, &app, "wharf-ps-bench", &help, &f, err,
 			       sizeof(err));
 	if (rc == 0 && help) {
-		printf("usage: wharf-ps-bench [EAL args] -- [options]\n%s%s", wc_flags_usage(),
+		printf("usage: wharf-ps-bench [EAL args] -- [options]\n%s%s", ps_flags_usage(),
 		       pb_usage);
 		return 0;
 	}
-	if (rc == 0 && wc_fleet_cluster(f)->mode != WC_MODE_ASYNC) {
+	if (rc == 0 && ps_fleet_cluster(f)->mode != PS_JOB_ASYNC) {
 		rc = -EINVAL;
 		snprintf(err, sizeof(err), "mode %s: ps-bench measures pushes applied on arrival; "
 			 "expected --mode async (or WHARF_MODE=async)",
-			 wc_mode_name(wc_fleet_cluster(f)->mode));
+			 ps_job_mode_name(ps_fleet_cluster(f)->mode));
 	}
 	if (rc != 0) {
 		fprintf(stderr, "wharf-ps-bench: %s\n", err);
-		wc_fleet_destroy(f);
+		ps_fleet_destroy(f);
 		return 2;
 	}
 	pb_defaults(&o);
 	if ((rc = pb_tables(&o, &mt, err, sizeof(err))) != 0) {
 		fprintf(stderr, "wharf-ps-bench: %s\n", err);
-		wc_fleet_destroy(f);
+		ps_fleet_destroy(f);
 		return 2;
 	}
-	if (wc_fleet_is_server(f)) {
-		if ((rc = wc_fleet_init_server(f, &mt)) == 0)
-			rc = wc_fleet_run_server(f);
+	if (ps_fleet_is_server(f)) {
+		if ((rc = ps_fleet_init_server(f, &mt)) == 0)
+			rc = ps_fleet_run_server(f);
 		if (rc != 0)
-			fprintf(stderr, "wharf-ps-bench: %s\n", wc_fleet_error(f));
+			fprintf(stderr, "wharf-ps-bench: %s\n", ps_fleet_error(f));
 	} else {
 		rc = pb_worker(f, &o, &mt);
 	}
-	wc_model_tables_free(&mt);
-	wc_fleet_destroy(f);
+	ps_model_tables_free(&mt);
+	ps_fleet_destroy(f);
 	return rc == 0 ? 0 : 1;
 }

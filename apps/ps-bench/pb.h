@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "apps/common/wc_fleet.h"
+#include "ps_core/ps_fleet.h"
 #include "apps/common/wc_model.h"
 
 #define PB_MAX_LIST 8u      /* values of one list option (--batch 16,256) */
@@ -50,7 +50,7 @@ struct pb_phase {
  * The worker: init_worker, wait for --start-at, then every phase of the sweep into ph
  * (count: the sweep's size). 0, or -errno with the reason on stderr.
  */
-int pb_worker_run(struct wc_fleet *f, const struct pb_opts *o, const struct wc_model_tables *mt,
+int pb_worker_run(struct ps_fleet *f, const struct pb_opts *o, const struct ps_model_tables *mt,
 		  struct pb_phase *ph, unsigned count);
 unsigned pb_sweep_size(const struct pb_opts *o);
 

@@ -4,9 +4,9 @@
  * completes, so with 1 in flight each request's latency is what a trainer waiting on it
  * sees, and with more the pipeline shows).
  *
- * Call chain: main -> pb_worker_run -> wc_fleet_init_worker -> pb_phase_run -> pipe_issue
+ * Call chain: main -> pb_worker_run -> ps_fleet_init_worker -> pb_phase_run -> pipe_issue
  *   (ps_client_pull | _push | _push_pull | _dense_*, then the io's send) and the io's poll
- *   (-> ps_client_on_reply -> slot_done) -> on a lost server pipe_recover -> wc_fleet_recover.
+ *   (-> ps_client_on_reply -> slot_done) -> on a lost server pipe_recover -> ps_fleet_recover.
  */
 #include <errno.h>
 #include <math.h>
@@ -33,7 +33,7 @@ struct pb_slot {
 };
 
 struct pb_run {
-	struct wc_fleet *f;
+	struct ps_fleet *f;
 	const struct pb_opts *o;
 	struct ps_client *pc;
 	const struct ps_client_io *io;
@@ -187,10 +187,10 @@ static int pipe_recover(struct pb_run *b, int rc)
 	unsigned i;
 
 	if (rc == -ECANCELED)
-		return wc_fleet_recover(b->f, rc);
+		return ps_fleet_recover(b->f, rc);
 	for (i = 0; i < PB_MAX_INFLIGHT; i++)
 		b->slot[i].lost = b->slot[i].busy;
-	return wc_fleet_recover(b->f, rc);
+	return ps_fleet_recover(b->f, rc);
 }
 
 struct pb_tally {
@@ -266,7 +266,7 @@ static int pipe_run(struct pb_run *b, const struct pb_phase *ph, unsigned count,
 			return 0;
 		if ((rc = b->io->poll(b->io->ctx)) < 0 && (rc = pipe_recover(b, rc)) != 0)
 			return rc;
-		if ((++polls & 1023) == 0 && wc_fleet_signalled(b->f))
+		if ((++polls & 1023) == 0 && ps_fleet_signalled(b->f))
 			return -ECANCELED;
 	}
 }
@@ -370,7 +370,7 @@ static void run_free(struct pb_run *b)
 		free(b->slot[i].vals);
 }
 
-int pb_worker_run(struct wc_fleet *f, const struct pb_opts *o, const struct wc_model_tables *mt,
+int pb_worker_run(struct ps_fleet *f, const struct pb_opts *o, const struct ps_model_tables *mt,
 		  struct pb_phase *ph, unsigned count)
 {
 	struct pb_run b;
@@ -384,24 +384,24 @@ int pb_worker_run(struct wc_fleet *f, const struct pb_opts *o, const struct wc_m
 		fprintf(stderr, "wharf-ps-bench: out of memory\n");
 		goto out;
 	}
-	wc_rng_seed(&b.r, 1000 + wc_fleet_index(f));
-	draw_keys(b.pool, POOL_KEYS, o->keys, 7 + wc_fleet_index(f));
+	wc_rng_seed(&b.r, 1000 + ps_fleet_index(f));
+	draw_keys(b.pool, POOL_KEYS, o->keys, 7 + ps_fleet_index(f));
 	for (i = 0; i < list_max(o->batch, o->n_batch) * o->dim; i++)
 		b.grads[i] = (float)(wc_rng_uniform(&b.r) - 0.5);
 	sweep_fill(o, ph);
-	if ((rc = wc_fleet_init_worker(f, mt)) != 0) {
-		fprintf(stderr, "wharf-ps-bench: %s\n", wc_fleet_error(f));
+	if ((rc = ps_fleet_init_worker(f, mt)) != 0) {
+		fprintf(stderr, "wharf-ps-bench: %s\n", ps_fleet_error(f));
 		goto out;
 	}
-	b.pc = wc_fleet_client(f, &b.io);
+	b.pc = ps_fleet_client(f, &b.io);
 	wait_start(o->start_at);
 	for (i = 0; i < count && rc == 0; i++)
 		if ((rc = pb_phase_run(&b, &ph[i])) != 0)
 			fprintf(stderr, "wharf-ps-bench: %s %s phase (batch %u, %u in flight): %s "
 				"(%s)\n", pb_kind_name[ph[i].kind], pb_op_name[ph[i].op],
-				ph[i].batch, ph[i].inflight, strerror(-rc), wc_fleet_error(f));
+				ph[i].batch, ph[i].inflight, strerror(-rc), ps_fleet_error(f));
 	/* While b lives: a request still in flight may call back into its slot until then. */
-	wc_fleet_stop_worker(f);
+	ps_fleet_stop_worker(f);
 out:
 	run_free(&b);
 	return rc;

@@ -1,5 +1,5 @@
 /*
- * wharf-psd — a parameter server. Cluster from wc_config_load (flags, TF_CONFIG, Paddle
+ * wharf-psd — a parameter server. Cluster from ps_config_load (flags, TF_CONFIG, Paddle
  * variables, JSON, .endpoint_map); tables from --model (the shapes wharf-train pulls: see
  * wc_model_tables_make) or any model from --model-file (docs/api.md, "Model files");
  * serves until `wharf-ctl HOST:PORT shutdown` or SIGINT/SIGTERM, then drains and writes
@@ -8,8 +8,8 @@
  *   wharf-psd [EAL args] -- --role ps [cluster flags] [--model M] [--lr X] [--hidden H]
  *             [--fm-k K] [--model-file F] [--max-keys N] [--ckpt PATH] [--restore PATH]
  *
- * Call chain: main -> wc_config_load -> wc_model_tables_make | wc_model_file_load ->
- *   wc_psnet_run_server.
+ * Call chain: main -> ps_config_load -> wc_model_tables_make | ps_model_file_load ->
+ *   ps_net_run_server.
  * Exit status: 0 stopped cleanly, 1 run-time failure, 2 bad configuration.
  */
 #include <errno.h>
@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "apps/common/wc.h"
-#include "apps/common/wc_psnet.h"
+#include "ps_core/ps_net.h"
 
 extern char **environ;
 
@@ -68,9 +68,9 @@ static int psd_on_opt(void *ctx, int val, const char *arg, char *err, size_t err
 	switch (val) {
 	case O_MODEL_FILE: o->model_file = arg; return 0;
 	case O_MODEL: return wc_ps_model_parse(arg, &o->model, err, errlen);
-	case O_HIDDEN: return wc_parse_uint(arg, 1, 4096, &o->hidden, "--hidden", err, errlen);
-	case O_FMK: return wc_parse_uint(arg, 1, 64, &o->fm_k, "--fm-k", err, errlen);
-	case O_MAX_KEYS: return wc_parse_uint(arg, 1, 65536, &o->max_keys, "--max-keys", err, errlen);
+	case O_HIDDEN: return ps_parse_uint(arg, 1, 4096, &o->hidden, "--hidden", err, errlen);
+	case O_FMK: return ps_parse_uint(arg, 1, 64, &o->fm_k, "--fm-k", err, errlen);
+	case O_MAX_KEYS: return ps_parse_uint(arg, 1, 65536, &o->max_keys, "--max-keys", err, errlen);
 	case O_CKPT: o->ckpt = arg; return 0;
 	case O_RESTORE: o->restore = arg; return 0;
 	case O_LR:
@@ -88,35 +88,35 @@ static int psd_on_opt(void *ctx, int val, const char *arg, char *err, size_t err
 
 int main(int argc, char **argv)
 {
-	static struct wc_cluster cl; /* large; main's alone */
-	static struct wc_eal eal;
+	static struct ps_cluster cl; /* large; main's alone */
+	static struct ps_eal eal;
 	struct psd_opts o = { WC_PSM_MLP, 0.0f, 128, 4, 256 * WC_CTR_FIELDS, NULL, NULL, NULL, false };
-	struct wc_app_opts app = { psd_longopts, psd_usage, psd_on_opt, &o };
-	struct wc_model_tables mt;
+	struct ps_app_opts app = { psd_longopts, psd_usage, psd_on_opt, &o };
+	struct ps_model_tables mt;
 	char err[1024];
 	bool help = false;
 	int eal_argc, app_argc = argc, rc;
 	char **app_argv = argv;
 	sigset_t sigs;
 
-	wc_split_eal(&app_argc, &app_argv, &eal_argc);
-	rc = wc_config_load(app_argc, app_argv, &app, environ, &cl, &help, err, sizeof(err));
+	ps_split_eal(&app_argc, &app_argv, &eal_argc);
+	rc = ps_config_load(app_argc, app_argv, &app, environ, &cl, &help, err, sizeof(err));
 	if (help) {
-		printf("usage: wharf-psd [EAL args] -- [options]\n%s%s", wc_flags_usage(), psd_usage);
+		printf("usage: wharf-psd [EAL args] -- [options]\n%s%s", ps_flags_usage(), psd_usage);
 		return 0;
 	}
-	if (rc == 0 && cl.role != WC_ROLE_PS)
+	if (rc == 0 && cl.role != PS_ROLE_PS)
 		rc = snprintf(err, sizeof(err), "the role is %s; wharf-psd runs only as ps "
 			      "(--role ps, TRAINING_ROLE=PSERVER, TF_CONFIG task.type ps)",
-			      wc_role_name(cl.role)) > 0 ? -EINVAL : -EINVAL;
+			      ps_role_name(cl.role)) > 0 ? -EINVAL : -EINVAL;
 	if (rc == 0 && o.model_file != NULL && o.builtin_set)
 		rc = snprintf(err, sizeof(err), "--model-file defines every table: --model, --lr, "
 			      "--hidden and --fm-k do not go with it") > 0 ? -EINVAL : -EINVAL;
 	if (rc == 0 && o.model_file != NULL) {
-		rc = wc_model_file_load(o.model_file, &mt, err, sizeof(err));
-		if (rc == 0 && (rc = wc_model_tables_set_max_keys(&mt, o.max_keys, err,
+		rc = ps_model_file_load(o.model_file, &mt, err, sizeof(err));
+		if (rc == 0 && (rc = ps_model_tables_set_max_keys(&mt, o.max_keys, err,
 								  sizeof(err))) != 0)
-			wc_model_tables_free(&mt);
+			ps_model_tables_free(&mt);
 	} else if (rc == 0) {
 		if (o.lr == 0)
 			o.lr = wc_ps_model_default_lr(o.model);
@@ -133,11 +133,11 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	fprintf(stderr, "wharf-psd: model %s: %u table%s, digest %016" PRIx64 "\n",
 		o.model_file != NULL ? o.model_file : wc_ps_model_name(o.model), mt.n,
-		mt.n == 1 ? "" : "s", wc_model_digest(&mt));
-	wc_eal_pick(&cl, eal_argc, argv, &eal);
-	rc = wc_psnet_run_server(&cl, &mt, eal.argc, eal.argv, "wharf-psd", o.ckpt, o.restore, &sigs,
+		mt.n == 1 ? "" : "s", ps_model_digest(&mt));
+	ps_eal_pick(&cl, eal_argc, argv, &eal);
+	rc = ps_net_run_server(&cl, &mt, eal.argc, eal.argv, "wharf-psd", o.ckpt, o.restore, &sigs,
 				 err, sizeof(err));
-	wc_model_tables_free(&mt);
+	ps_model_tables_free(&mt);
 	if (rc != 0)
 		fprintf(stderr, "wharf-psd: %s\n", err);
 	return rc == 0 ? 0 : 1;

@@ -1,13 +1,13 @@
 /*
  * wharf-train — the example trainer. As Paddle's fleet example, one binary: the role comes
- * from the environment or flags (wc_config_load: flags, TF_CONFIG, Paddle variables, JSON,
+ * from the environment or flags (ps_config_load: flags, TF_CONFIG, Paddle variables, JSON,
  * .endpoint_map); as a server it serves the model's tables, as a worker it trains the model
  * against the servers and prints one JSON line last.
  *
  *   wharf-train [EAL args] -- [cluster flags] [--model mlp|softmax|lr|fm|count] [--epochs N]
  *               [--batch B] [--lr X] ...   (see --help)
  *
- * Call chain: main -> wc_split_eal -> wc_config_load -> wc_psnet_run_server (server) |
+ * Call chain: main -> ps_split_eal -> ps_config_load -> ps_net_run_server (server) |
  *   tr_net_open -> tr_dense_run | tr_ctr_run | tr_count_run (worker).
  * Exit status: 0 done, 1 run-time failure, 2 bad configuration.
  */
@@ -87,19 +87,19 @@ static int tr_on_opt(void *ctx, int val, const char *arg, char *err, size_t errl
 
 	switch (val) {
 	case O_MODEL: return wc_ps_model_parse(arg, &o->model, err, errlen);
-	case O_EPOCHS: return wc_parse_uint(arg, 1, 1000, &o->epochs, "--epochs", err, errlen);
-	case O_BATCH: return wc_parse_uint(arg, 1, 4096, &o->batch, "--batch", err, errlen);
-	case O_HIDDEN: return wc_parse_uint(arg, 1, 4096, &o->hidden, "--hidden", err, errlen);
-	case O_LAYERS: return wc_parse_uint(arg, 1, TR_DEEP_MAX_LAYERS, &o->layers, "--layers", err, errlen);
-	case O_FMK: return wc_parse_uint(arg, 1, 64, &o->fm_k, "--fm-k", err, errlen);
-	case O_TRAIN_LIMIT: return wc_parse_uint(arg, 1, 60000, &o->train_limit, "--train-limit", err, errlen);
-	case O_TEST_LIMIT: return wc_parse_uint(arg, 1, 10000, &o->test_limit, "--test-limit", err, errlen);
-	case O_CTR_SAMPLES: return wc_parse_uint(arg, 1000, 10000000, &o->ctr_samples, "--ctr-samples", err, errlen);
-	case O_CTR_TAIL: return wc_parse_uint(arg, 0, 8, &o->ctr_tail, "--ctr-tail", err, errlen);
-	case O_DECAY: return wc_parse_uint(arg, 0, 1000, &o->decay_epochs, "--decay-epochs", err, errlen);
-	case O_COUNT: return wc_parse_uint(arg, 1, 10000000, &o->count_pushes, "--count-pushes", err, errlen);
-	case O_COUNT_DELAY: return wc_parse_uint(arg, 0, 1000000, &o->count_delay_us, "--count-delay-us", err, errlen);
-	case O_SEED: return wc_parse_uint(arg, 0, 1u << 30, &o->seed, "--seed", err, errlen);
+	case O_EPOCHS: return ps_parse_uint(arg, 1, 1000, &o->epochs, "--epochs", err, errlen);
+	case O_BATCH: return ps_parse_uint(arg, 1, 4096, &o->batch, "--batch", err, errlen);
+	case O_HIDDEN: return ps_parse_uint(arg, 1, 4096, &o->hidden, "--hidden", err, errlen);
+	case O_LAYERS: return ps_parse_uint(arg, 1, TR_DEEP_MAX_LAYERS, &o->layers, "--layers", err, errlen);
+	case O_FMK: return ps_parse_uint(arg, 1, 64, &o->fm_k, "--fm-k", err, errlen);
+	case O_TRAIN_LIMIT: return ps_parse_uint(arg, 1, 60000, &o->train_limit, "--train-limit", err, errlen);
+	case O_TEST_LIMIT: return ps_parse_uint(arg, 1, 10000, &o->test_limit, "--test-limit", err, errlen);
+	case O_CTR_SAMPLES: return ps_parse_uint(arg, 1000, 10000000, &o->ctr_samples, "--ctr-samples", err, errlen);
+	case O_CTR_TAIL: return ps_parse_uint(arg, 0, 8, &o->ctr_tail, "--ctr-tail", err, errlen);
+	case O_DECAY: return ps_parse_uint(arg, 0, 1000, &o->decay_epochs, "--decay-epochs", err, errlen);
+	case O_COUNT: return ps_parse_uint(arg, 1, 10000000, &o->count_pushes, "--count-pushes", err, errlen);
+	case O_COUNT_DELAY: return ps_parse_uint(arg, 0, 1000000, &o->count_delay_us, "--count-delay-us", err, errlen);
+	case O_SEED: return ps_parse_uint(arg, 0, 1u << 30, &o->seed, "--seed", err, errlen);
 	case O_CKPT: o->ckpt = arg; return 0;
 	case O_RESTORE: o->restore = arg; return 0;
 	case O_DATA_DIR: o->data_dir = arg; return 0;
@@ -146,7 +146,7 @@ static void tr_model_defaults(struct tr_opts *o)
 		o->lr = o->layers > 1 ? 0.05f : wc_ps_model_default_lr(o->model);
 }
 
-static int tr_worker(struct wc_cluster *cl, struct tr_opts *o, const struct wc_model_tables *mt,
+static int tr_worker(struct ps_cluster *cl, struct tr_opts *o, const struct ps_model_tables *mt,
 		     int eal_argc, char **eal_argv, const sigset_t *sigs)
 {
 	struct tr_net t;
@@ -168,11 +168,11 @@ static int tr_worker(struct wc_cluster *cl, struct tr_opts *o, const struct wc_m
 
 int main(int argc, char **argv)
 {
-	static struct wc_cluster cl; /* large (endpoint tables); main's, not shared */
-	static struct wc_eal eal;
-	struct wc_model_tables mt;
+	static struct ps_cluster cl; /* large (endpoint tables); main's, not shared */
+	static struct ps_eal eal;
+	struct ps_model_tables mt;
 	struct tr_opts o;
-	struct wc_app_opts app = { tr_longopts, tr_usage, tr_on_opt, &o };
+	struct ps_app_opts app = { tr_longopts, tr_usage, tr_on_opt, &o };
 	char err[1024];
 	int app_argc = argc, eal_argc, rc;
 	char **app_argv = argv;
@@ -180,10 +180,10 @@ int main(int argc, char **argv)
 	sigset_t sigs;
 
 	tr_defaults(&o);
-	wc_split_eal(&app_argc, &app_argv, &eal_argc);
-	rc = wc_config_load(app_argc, app_argv, &app, environ, &cl, &help, err, sizeof(err));
+	ps_split_eal(&app_argc, &app_argv, &eal_argc);
+	rc = ps_config_load(app_argc, app_argv, &app, environ, &cl, &help, err, sizeof(err));
 	if (help) {
-		printf("usage: wharf-train [EAL args] -- [options]\n%s%s", wc_flags_usage(), tr_usage);
+		printf("usage: wharf-train [EAL args] -- [options]\n%s%s", ps_flags_usage(), tr_usage);
 		return 0;
 	}
 	if (rc != 0) {
@@ -205,15 +205,15 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
-	wc_eal_pick(&cl, eal_argc, argv, &eal);
-	if (cl.role == WC_ROLE_PS) {
-		rc = wc_psnet_run_server(&cl, &mt, eal.argc, eal.argv, "wharf-train", o.ckpt,
+	ps_eal_pick(&cl, eal_argc, argv, &eal);
+	if (cl.role == PS_ROLE_PS) {
+		rc = ps_net_run_server(&cl, &mt, eal.argc, eal.argv, "wharf-train", o.ckpt,
 					 o.restore, &sigs, err, sizeof(err));
 		if (rc != 0)
 			fprintf(stderr, "wharf-train: %s\n", err);
 	} else {
 		rc = tr_worker(&cl, &o, &mt, eal.argc, eal.argv, &sigs);
 	}
-	wc_model_tables_free(&mt);
+	ps_model_tables_free(&mt);
 	return rc == 0 ? 0 : 1;
 }

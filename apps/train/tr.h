@@ -4,8 +4,8 @@
  * tr_deep.c: the deep MLP of many small tensors; tr_ctr.c: CTR LR/FM and the exactly-once counter;
  * tr_geo_ledger.c: the counter in GEO mode).
  *
- * Call chain: main (role from wc_config_load) -> wc_psnet_run_server (server role) |
- *   tr_dense_run / tr_ctr_run / tr_count_run (worker role) -> tr_net_* -> wc_psnet + ps_client.
+ * Call chain: main (role from ps_config_load) -> ps_net_run_server (server role) |
+ *   tr_dense_run / tr_ctr_run / tr_count_run (worker role) -> tr_net_* -> ps_net + ps_client.
  */
 #ifndef WHARF_TR_H
 #define WHARF_TR_H
@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "apps/common/wc.h"
-#include "apps/common/wc_psnet.h"
+#include "ps_core/ps_net.h"
 
 struct tr_opts {
 	enum wc_ps_model model;
@@ -26,17 +26,17 @@ struct tr_opts {
 
 /* The worker's side of the cluster: client + glue, with recovery after a server restart. */
 struct tr_net {
-	const struct wc_cluster *cl;
+	const struct ps_cluster *cl;
 	const struct tr_opts *o;
 	struct ps_client *pc;
-	struct wc_psnet *n;
+	struct ps_net *n;
 	const sigset_t *sigs;
 	char err[512];
 	uint64_t full_pushes;   /* pushes a server answered "table full" (-EDQUOT) */
 };
 
-int tr_net_open(struct tr_net *t, const struct wc_cluster *cl, const struct tr_opts *o,
-		const struct wc_model_tables *mt, int eal_argc, char **eal_argv,
+int tr_net_open(struct tr_net *t, const struct ps_cluster *cl, const struct tr_opts *o,
+		const struct ps_model_tables *mt, int eal_argc, char **eal_argv,
 		const sigset_t *sigs);
 void tr_net_close(struct tr_net *t);
 /*
@@ -73,7 +73,7 @@ double tr_now(void);
 void tr_progress(unsigned epoch, unsigned epochs, uint64_t done, uint64_t total, double loss,
 		 double acc, double sps, bool final);
 
-int tr_dense_run(struct tr_net *t, const struct wc_model_tables *mt);
+int tr_dense_run(struct tr_net *t, const struct ps_model_tables *mt);
 
 /*
  * The deep MLP (tr_deep.c): layers hidden layers of width hid, each weight and bias a dense
@@ -98,9 +98,9 @@ int tr_deep_evaluate(struct tr_deep *m, const float *params, const float *x, con
  * agree): SGD at lr; weights He-uniform (residual branches scaled by 1/sqrt(layers)),
  * biases zero. out is initialized here; -EINVAL with a sentence in err for a bad size.
  */
-int tr_deep_tables(uint32_t hid, uint32_t layers, float lr, struct wc_model_tables *out,
+int tr_deep_tables(uint32_t hid, uint32_t layers, float lr, struct ps_model_tables *out,
 		   char *err, size_t errlen);
-int tr_ctr_run(struct tr_net *t, const struct wc_model_tables *mt);
+int tr_ctr_run(struct tr_net *t, const struct ps_model_tables *mt);
 int tr_count_run(struct tr_net *t);
 int tr_geo_ledger_run(struct tr_net *t);
 

@@ -5,7 +5,7 @@
  * the exactly-once ledger ("count"): each push adds exactly 1 to this worker's key.
  *
  * Call chain: main -> tr_ctr_run -> ctr_step -> ctr_pull / ctr_push (sparse + bias requests in
- * flight together) -> wc_psnet_call_*; GEO: local rows (wc_geo), delta push, tr_net_geo_pull.
+ * flight together) -> ps_net_call_*; GEO: local rows (wc_geo), delta push, tr_net_geo_pull.
  * --ctr-tail adds fields of ever-new ids (tail_fill): the long tail the PS's memory policies
  * are for (a push a server answers "table full" is reported and training goes on).
  */
@@ -45,16 +45,16 @@ static int ctr_issue_pull(struct ctr *c, const uint64_t *keys, uint32_t n, float
 	void *arg;
 	int rc;
 
-	if (n > 0 && ((rc = wc_psnet_call_track(t->n, &done, &arg)) != 0 ||
-		      (rc = wc_psnet_call_issue(t->n, ps_client_pull(t->pc, 0, c->dim, keys, n, rows,
-					done, arg, wc_psnet_io(t->n)->msgs))) != 0))
+	if (n > 0 && ((rc = ps_net_call_track(t->n, &done, &arg)) != 0 ||
+		      (rc = ps_net_call_issue(t->n, ps_client_pull(t->pc, 0, c->dim, keys, n, rows,
+					done, arg, ps_net_io(t->n)->msgs))) != 0))
 		return rc;
 	if (bias == NULL)
 		return 0;
-	if ((rc = wc_psnet_call_track(t->n, &done, &arg)) != 0)
+	if ((rc = ps_net_call_track(t->n, &done, &arg)) != 0)
 		return rc;
-	return wc_psnet_call_issue(t->n, ps_client_dense_pull(t->pc, 1, 1, 1, 0, 1, bias, done, arg,
-							       wc_psnet_io(t->n)->msgs));
+	return ps_net_call_issue(t->n, ps_client_dense_pull(t->pc, 1, 1, 1, 0, 1, bias, done, arg,
+							       ps_net_io(t->n)->msgs));
 }
 
 /* Rows of keys (and the bias when bias != NULL), asked again across reconnects. */
@@ -63,10 +63,10 @@ static int ctr_pull(struct ctr *c, const uint64_t *keys, uint32_t n, float *rows
 	int rc;
 
 	for (;;) {
-		wc_psnet_call_begin(c->t->n);
+		ps_net_call_begin(c->t->n);
 		rc = ctr_issue_pull(c, keys, n, rows, bias);
 		if (rc == 0)
-			rc = wc_psnet_call_wait(c->t->n);
+			rc = ps_net_call_wait(c->t->n);
 		if (rc == 0 || (rc = tr_net_recover(c->t, rc)) != 0)
 			return rc;
 	}
@@ -81,22 +81,22 @@ static int ctr_push(struct ctr *c, const uint64_t *keys, uint32_t n, const float
 	void *arg;
 	int rc, enc, net = 0;
 
-	wc_psnet_call_begin(t->n);
+	ps_net_call_begin(t->n);
 	for (int part = n > 0 ? 0 : 1; part < (bias_grad ? 2 : 1); part++) {
-		if ((rc = wc_psnet_call_track(t->n, &done, &arg)) != 0)
+		if ((rc = ps_net_call_track(t->n, &done, &arg)) != 0)
 			return rc;
 		enc = part == 0 ? ps_client_push(t->pc, 0, c->dim, keys, n, grads, done, arg,
-						 wc_psnet_io(t->n)->msgs)
+						 ps_net_io(t->n)->msgs)
 				: ps_client_dense_push(t->pc, 1, 1, 1, 0, 1, bias_grad, done, arg,
-						       wc_psnet_io(t->n)->msgs);
-		rc = wc_psnet_call_issue(t->n, enc);
+						       ps_net_io(t->n)->msgs);
+		rc = ps_net_call_issue(t->n, enc);
 		if (enc < 0)
 			return enc;
 		if (rc != 0 && net == 0)
 			net = rc;
 	}
 	for (;;) {
-		rc = net != 0 ? net : wc_psnet_call_wait(t->n);
+		rc = net != 0 ? net : ps_net_call_wait(t->n);
 		net = 0;
 		if (rc == -EDQUOT)
 			return tr_net_table_full(t, 0);
@@ -204,7 +204,7 @@ static int geo_step(struct ctr *c, const struct wc_sparse_batch *b, float lr, do
 static int ctr_step(struct ctr *c, const uint64_t *keys, const float *labels, uint32_t n,
 		    uint64_t step, float scale, double *loss)
 {
-	const struct wc_cluster *cl = c->t->cl;
+	const struct ps_cluster *cl = c->t->cl;
 	struct wc_sparse_batch b = { n, c->fields, c->slot, labels, 0 };
 	uint32_t nu, i;
 	int rc;
@@ -212,7 +212,7 @@ static int ctr_step(struct ctr *c, const uint64_t *keys, const float *labels, ui
 	if ((rc = ctr_dedup(c, keys, n)) != 0)
 		return rc;
 	nu = b.n_unique = wc_keymap_count(c->km);
-	if (cl->mode == WC_MODE_GEO) {
+	if (cl->mode == PS_JOB_GEO) {
 		if ((rc = geo_step(c, &b, c->t->o->lr * scale, loss)) != 0)
 			return rc;
 		return (step + 1) % cl->geo_k == 0 ? geo_sync(c) : 0;
@@ -226,7 +226,7 @@ static int ctr_step(struct ctr *c, const uint64_t *keys, const float *labels, ui
 	c->bias_grad *= scale;
 	if ((rc = ctr_push(c, wc_keymap_keys(c->km), nu, c->row_grad, &c->bias_grad)) != 0)
 		return rc;
-	return cl->mode == WC_MODE_SYNC ? tr_net_barrier(c->t, step) : 0;
+	return cl->mode == PS_JOB_SYNC ? tr_net_barrier(c->t, step) : 0;
 }
 
 /* Test AUC with the server's current rows, a batch at a time. */
@@ -346,12 +346,12 @@ static int ctr_train(struct ctr *c, uint64_t *step, double *secs)
 			tr_progress(e + 1, o->epochs, steps, steps, lsum / steps, 0,
 				    (double)steps * o->batch / (tr_now() - t0) * c->t->cl->n_workers, true);
 	}
-	if (c->t->cl->mode == WC_MODE_GEO)
+	if (c->t->cl->mode == PS_JOB_GEO)
 		return geo_sync(c);
 	return 0;
 }
 
-int tr_ctr_run(struct tr_net *t, const struct wc_model_tables *mt)
+int tr_ctr_run(struct tr_net *t, const struct ps_model_tables *mt)
 {
 	const struct tr_opts *o = t->o;
 	struct wc_rng rng;
@@ -368,7 +368,7 @@ int tr_ctr_run(struct tr_net *t, const struct wc_model_tables *mt)
 	c.tail = o->ctr_tail;
 	c.fields = c.spec.n_fields + c.tail;
 	c.n_train = o->ctr_samples / t->cl->n_workers / o->batch * o->batch;
-	if (c.tail && t->cl->mode == WC_MODE_GEO) {
+	if (c.tail && t->cl->mode == PS_JOB_GEO) {
 		fprintf(stderr, "wharf-train: --ctr-tail: not in GEO mode (a GEO worker keeps every "
 			"row it has seen)\n");
 		rc = -EINVAL;
@@ -386,7 +386,7 @@ int tr_ctr_run(struct tr_net *t, const struct wc_model_tables *mt)
 	tail_spread(&c, c.tkeys, CTR_TEST);
 	tail_fill(&c, c.tkeys, CTR_TEST, TAIL_TEST, 0); /* never trained: initial rows */
 	wc_auc(c.tp, c.tlabels, CTR_TEST, &bayes);
-	if (t->cl->mode == WC_MODE_GEO && (rc = ctr_pull(&c, NULL, 0, NULL, &c.lbias)) == 0)
+	if (t->cl->mode == PS_JOB_GEO && (rc = ctr_pull(&c, NULL, 0, NULL, &c.lbias)) == 0)
 		c.lbias_base = c.lbias;
 	if (rc == 0)
 		rc = ctr_train(&c, &step, &secs);
@@ -398,8 +398,8 @@ int tr_ctr_run(struct tr_net *t, const struct wc_model_tables *mt)
 	       "\"protocol\":\"%s\",\"epochs\":%u,\"batch\":%u,\"steps\":%" PRIu64 ",\"seconds\":%.2f,"
 	       "\"samples_per_s\":%.1f,\"test_auc\":%.4f,\"bayes_auc\":%.4f,\"auc_gap\":%.4f,"
 	       "\"test_loss\":%.4f}\n", t->cl->task_index, t->cl->n_workers,
-	       wc_ps_model_name(o->model), wc_mode_name(t->cl->mode),
-	       wc_protocol_name(t->cl->protocol), o->epochs, o->batch, step, secs,
+	       wc_ps_model_name(o->model), ps_job_mode_name(t->cl->mode),
+	       ps_protocol_name(t->cl->protocol), o->epochs, o->batch, step, secs,
 	       secs > 0 ? (double)step * o->batch / secs : 0, auc, bayes, bayes - auc, loss);
 	fflush(stdout);
 out:
@@ -421,8 +421,8 @@ static int count_sync(struct tr_net *t, struct ctr *c)
 {
 	const struct tr_opts *o = t->o;
 	uint32_t nw = t->cl->n_workers, w, left = 0;
-	uint64_t first = tr_net_resume(t), step, keys[1 + WC_MAX_NODES], own = 1000u + t->cl->task_index;
-	float g[2] = { -1.0f, -1.0f }, v[1 + WC_MAX_NODES], sum;
+	uint64_t first = tr_net_resume(t), step, keys[1 + PS_MAX_NODES], own = 1000u + t->cl->task_index;
+	float g[2] = { -1.0f, -1.0f }, v[1 + PS_MAX_NODES], sum;
 	bool exact = true;
 	int rc = 0;
 
@@ -480,12 +480,12 @@ int tr_count_run(struct tr_net *t)
 	int rc = 0;
 	struct ctr c;
 
-	if (t->cl->mode == WC_MODE_GEO)
+	if (t->cl->mode == PS_JOB_GEO)
 		return tr_geo_ledger_run(t); /* pushes are deltas there: the ledger GEO-style */
 	memset(&c, 0, sizeof(c));
 	c.t = t;
 	c.dim = 1;
-	if (t->cl->mode == WC_MODE_SYNC)
+	if (t->cl->mode == PS_JOB_SYNC)
 		return count_sync(t, &c);
 	rc = ctr_pull(&c, &key, 1, &v0, NULL);
 	while (acked < o->count_pushes && rc == 0) {

@@ -232,7 +232,7 @@ int tr_deep_evaluate(struct tr_deep *m, const float *params, const float *x, con
 	return 0;
 }
 
-int tr_deep_tables(uint32_t hid, uint32_t layers, float lr, struct wc_model_tables *out,
+int tr_deep_tables(uint32_t hid, uint32_t layers, float lr, struct ps_model_tables *out,
 		   char *err, size_t errlen)
 {
 	struct wc_tensor_desc td[2 * TR_DEEP_MAX_LAYERS + 2];
@@ -247,11 +247,11 @@ int tr_deep_tables(uint32_t hid, uint32_t layers, float lr, struct wc_model_tabl
 			 TR_DEEP_MAX_LAYERS);
 		return -EINVAL;
 	}
-	wc_model_tables_init(out);
+	ps_model_tables_init(out);
 	n = deep_layout(TR_FMNIST_PIXELS, hid, layers, WC_FMNIST_CLASSES, td, names, &np);
 	for (i = 0; i < n; i++) {
 		double lim = sqrt(6.0 / td[i].rows);  /* He-uniform, fan_in = rows */
-		wc_model_table_defaults(&t);
+		ps_model_table_defaults(&t);
 		t.kind = PS_TABLE_DENSE;
 		t.dim = td[i].cols;
 		t.dense_rows = td[i].rows;
@@ -264,8 +264,8 @@ int tr_deep_tables(uint32_t hid, uint32_t layers, float lr, struct wc_model_tabl
 			t.init_a = (float)-lim;
 			t.init_b = (float)lim;
 		}
-		if ((rc = wc_model_tables_add(out, &t, td[i].name, err, errlen)) != 0) {
-			wc_model_tables_free(out);
+		if ((rc = ps_model_tables_add(out, &t, td[i].name, err, errlen)) != 0) {
+			ps_model_tables_free(out);
 			return rc;
 		}
 	}

@@ -6,7 +6,7 @@
  * server's model (wc_geo_dense_send/recv: Paddle's GEO rules).
  *
  * Call chain: main -> tr_dense_run -> dense_step -> pull_all / push_all (one request per table
- * in flight together) -> wc_psnet_call_* -> ps_client_dense_pull/push.
+ * in flight together) -> ps_net_call_* -> ps_client_dense_pull/push.
  *
  * Each step is timed by phase (struct dense_phases): what a step spends on the network
  * (pulling, pushing, the barrier) against computing, the figures the report gives per step.
@@ -51,17 +51,17 @@ static int pull_all_untimed(struct dense *d, float *dst)
 	int rc;
 
 	for (;;) {
-		wc_psnet_call_begin(t->n);
+		ps_net_call_begin(t->n);
 		rc = 0;
 		for (i = 0; i < d->nt && rc == 0; i++) {
-			if ((rc = wc_psnet_call_track(t->n, &done, &arg)) != 0)
+			if ((rc = ps_net_call_track(t->n, &done, &arg)) != 0)
 				break;
-			rc = wc_psnet_call_issue(t->n, ps_client_dense_pull(t->pc, i, d->td[i].cols,
+			rc = ps_net_call_issue(t->n, ps_client_dense_pull(t->pc, i, d->td[i].cols,
 				d->td[i].rows, 0, d->td[i].rows, dst + d->td[i].offset, done, arg,
-				wc_psnet_io(t->n)->msgs));
+				ps_net_io(t->n)->msgs));
 		}
 		if (rc == 0)
-			rc = wc_psnet_call_wait(t->n);
+			rc = ps_net_call_wait(t->n);
 		if (rc == 0)
 			return 0;
 		if ((rc = tr_net_recover(t, rc)) != 0) /* pulls are simply asked again */
@@ -79,13 +79,13 @@ static int push_all_untimed(struct dense *d, const float *src)
 	unsigned i;
 	int rc, enc, net = 0;
 
-	wc_psnet_call_begin(t->n);
+	ps_net_call_begin(t->n);
 	for (i = 0; i < d->nt; i++) {
-		if ((rc = wc_psnet_call_track(t->n, &done, &arg)) != 0)
+		if ((rc = ps_net_call_track(t->n, &done, &arg)) != 0)
 			return rc;
 		enc = ps_client_dense_push(t->pc, i, d->td[i].cols, d->td[i].rows, 0, d->td[i].rows,
-					   src + d->td[i].offset, done, arg, wc_psnet_io(t->n)->msgs);
-		rc = wc_psnet_call_issue(t->n, enc);
+					   src + d->td[i].offset, done, arg, ps_net_io(t->n)->msgs);
+		rc = ps_net_call_issue(t->n, enc);
 		if (enc < 0) {
 			fprintf(stderr, "wharf-train: encoding a push: %s\n", strerror(-enc));
 			return enc;
@@ -94,7 +94,7 @@ static int push_all_untimed(struct dense *d, const float *src)
 			net = rc;
 	}
 	for (;;) {
-		rc = net != 0 ? net : wc_psnet_call_wait(t->n);
+		rc = net != 0 ? net : ps_net_call_wait(t->n);
 		net = 0;
 		if (rc == 0)
 			return 0;
@@ -213,7 +213,7 @@ static int dense_step(struct dense *d, uint64_t step, uint32_t b, float scale, d
 		      uint32_t *correct)
 {
 	const struct tr_opts *o = d->t->o;
-	const struct wc_cluster *cl = d->t->cl;
+	const struct ps_cluster *cl = d->t->cl;
 	uint32_t i, in = d->spec.in_dim;
 	double t0;
 	size_t k;
@@ -224,14 +224,14 @@ static int dense_step(struct dense *d, uint64_t step, uint32_t b, float scale, d
 		memcpy(d->xb + (size_t)i * in, d->train->x + (size_t)s * in, in * sizeof(float));
 		d->yb[i] = d->train->y[s];
 	}
-	if (cl->mode != WC_MODE_GEO && (rc = pull_all(d, d->params)) != 0)
+	if (cl->mode != PS_JOB_GEO && (rc = pull_all(d, d->params)) != 0)
 		return rc;
 	t0 = tr_now();
 	rc = model_loss_grad(d, d->params, d->xb, d->yb, o->batch, d->grad, loss, correct);
 	d->ph.compute += tr_now() - t0;
 	if (rc != 0)
 		return rc;
-	if (cl->mode == WC_MODE_GEO) {
+	if (cl->mode == PS_JOB_GEO) {
 		wc_sgd_step(d->params, d->grad, d->np, o->lr * scale);
 		return (step + 1) % cl->geo_k != 0 ? 0 : geo_sync(d);
 	}
@@ -240,7 +240,7 @@ static int dense_step(struct dense *d, uint64_t step, uint32_t b, float scale, d
 			d->grad[k] *= scale;
 	if ((rc = push_all(d, d->grad)) != 0)
 		return rc;
-	if (cl->mode != WC_MODE_SYNC)
+	if (cl->mode != PS_JOB_SYNC)
 		return 0;
 	t0 = tr_now();
 	rc = tr_net_barrier(d->t, step);
@@ -253,7 +253,7 @@ static int dense_step(struct dense *d, uint64_t step, uint32_t b, float scale, d
 /* This worker's share (every W-th sample), shuffled; the same step count on every worker. */
 static uint32_t dense_order(struct dense *d, struct wc_rng *r, uint32_t steps)
 {
-	const struct wc_cluster *cl = d->t->cl;
+	const struct ps_cluster *cl = d->t->cl;
 	uint32_t i, n = 0;
 
 	for (i = cl->task_index; i < d->train->n; i += cl->n_workers)
@@ -266,16 +266,16 @@ static uint32_t dense_order(struct dense *d, struct wc_rng *r, uint32_t steps)
 static void dense_report(struct dense *d, uint64_t steps, uint64_t timed, double secs, double acc,
 			 double loss)
 {
-	const struct wc_cluster *cl = d->t->cl;
+	const struct ps_cluster *cl = d->t->cl;
 	const struct tr_opts *o = d->t->o;
-	struct wc_psnet_cli_stats st;
+	struct ps_net_cli_stats st;
 	struct fz_conn_stats fz;
 	uint64_t samples = steps * o->batch, timed_samples = timed * o->batch;
 	const struct dense_phases *ph = &d->ph;
 	double per = ph->steps ? 1e6 / (double)ph->steps : 0;
 
-	wc_psnet_cli_stats(d->t->n, &st);
-	wc_psnet_fuse_stats(d->t->n, &fz);
+	ps_net_cli_stats(d->t->n, &st);
+	ps_net_fuse_stats(d->t->n, &fz);
 	printf("{\"role\":\"worker\",\"id\":%u,\"workers\":%u,\"model\":\"%s\",\"layers\":%u,"
 	       "\"tensors\":%u,\"mode\":\"%s\",\"protocol\":\"%s\",\"tensor_fuse\":%s,\"epochs\":%u,"
 	       "\"batch\":%u,\"steps\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"seconds\":%.2f,"
@@ -286,7 +286,7 @@ static void dense_report(struct dense *d, uint64_t steps, uint64_t timed, double
 	       "\"barriers_over_1ms\":%" PRIu64 "}\n", cl->task_index, cl->n_workers,
 	       wc_ps_model_name(o->model),
 	       d->deep != NULL ? o->layers : o->model == WC_PSM_MLP ? 1u : 0u, d->nt,
-	       wc_mode_name(cl->mode), wc_protocol_name(cl->protocol),
+	       ps_job_mode_name(cl->mode), ps_protocol_name(cl->protocol),
 	       cl->tensor_fuse ? "true" : "false", o->epochs, o->batch, steps, samples, secs,
 	       secs > 0 ? (double)timed_samples / secs : 0.0, acc, loss, st.reconnects, st.resent,
 	       st.requests, fz.tx.frames, fz.tx.msgs_fused - fz.tx.frames_single, fz.rx.frames,
@@ -352,7 +352,7 @@ static int dense_epochs(struct dense *d, uint32_t steps, uint64_t *step, uint64_
 	return 0;
 }
 
-int tr_dense_run(struct tr_net *t, const struct wc_model_tables *mt)
+int tr_dense_run(struct tr_net *t, const struct ps_model_tables *mt)
 {
 	const struct tr_opts *o = t->o;
 	struct dense d;
@@ -382,7 +382,7 @@ int tr_dense_run(struct tr_net *t, const struct wc_model_tables *mt)
 		goto out;
 	ph = d.ph; /* the steps' phases, without the last sync and pull below */
 	/* GEO: a last sync for the steps since the previous one. */
-	if (t->cl->mode == WC_MODE_GEO && step % t->cl->geo_k != 0 && (rc = geo_sync(&d)) != 0)
+	if (t->cl->mode == PS_JOB_GEO && step % t->cl->geo_k != 0 && (rc = geo_sync(&d)) != 0)
 		goto out;
 	if ((rc = pull_all(&d, d.params)) != 0)
 		goto out;

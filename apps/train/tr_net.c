@@ -3,7 +3,7 @@
  * servers, and turns a failed call into a recovery (reconnect, resend unacknowledged pushes)
  * so the model loops retry a pull or a barrier and never push twice. Also the progress line.
  *
- * Call chain: tr_*_run -> tr_net_recover / tr_net_barrier -> wc_psnet_recover,
+ * Call chain: tr_*_run -> tr_net_recover / tr_net_barrier -> ps_net_recover,
  *   ps_client_barrier_wait.
  */
 #include <errno.h>
@@ -22,12 +22,12 @@ double tr_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-int tr_net_open(struct tr_net *t, const struct wc_cluster *cl, const struct tr_opts *o,
-		const struct wc_model_tables *mt, int eal_argc, char **eal_argv,
+int tr_net_open(struct tr_net *t, const struct ps_cluster *cl, const struct tr_opts *o,
+		const struct ps_model_tables *mt, int eal_argc, char **eal_argv,
 		const sigset_t *sigs)
 {
-	struct wc_psnet_params np = { cl, eal_argc, eal_argv, wc_model_max_msg(mt), "wharf-train",
-				      0, 0, NULL, wc_model_digest(mt) };
+	struct ps_net_params np = { cl, eal_argc, eal_argv, ps_model_max_msg(mt), "wharf-train",
+				      0, 0, NULL, ps_model_digest(mt) };
 	struct ps_client_config cc = { cl->task_index, cl->n_ps, cl->request_slots, 65536,
 				       ps_incarnation_new(),
 				       (uint64_t)cl->request_timeout_s * 1000000u };
@@ -41,16 +41,16 @@ int tr_net_open(struct tr_net *t, const struct wc_cluster *cl, const struct tr_o
 		snprintf(t->err, sizeof(t->err), "ps client: %s", strerror(-rc));
 		return rc;
 	}
-	if ((rc = wc_psnet_create(&np, &t->n, t->err, sizeof(t->err))) != 0)
+	if ((rc = ps_net_create(&np, &t->n, t->err, sizeof(t->err))) != 0)
 		goto out_pc;
-	if ((rc = wc_psnet_connect(t->n, t->pc, t->err, sizeof(t->err))) != 0)
+	if ((rc = ps_net_connect(t->n, t->pc, t->err, sizeof(t->err))) != 0)
 		goto out_n;
 	fprintf(stderr, "wharf-train: worker %u of %u connected to %u server%s (%s, mode %s)\n",
 		cl->task_index, cl->n_workers, cl->n_ps, cl->n_ps == 1 ? "" : "s",
-		wc_protocol_name(cl->protocol), wc_mode_name(cl->mode));
+		ps_protocol_name(cl->protocol), ps_job_mode_name(cl->mode));
 	return 0;
 out_n:
-	wc_psnet_destroy(t->n);
+	ps_net_destroy(t->n);
 out_pc:
 	ps_client_destroy(t->pc);
 	t->n = NULL;
@@ -60,7 +60,7 @@ out_pc:
 
 void tr_net_close(struct tr_net *t)
 {
-	wc_psnet_destroy(t->n);
+	ps_net_destroy(t->n);
 	ps_client_destroy(t->pc);
 }
 
@@ -74,7 +74,7 @@ int tr_net_recover(struct tr_net *t, int rc)
 {
 	if (rc == 0)
 		return 0;
-	if (wc_psnet_signalled(t->n, t->sigs) || rc == -ECANCELED) {
+	if (ps_net_signalled(t->n, t->sigs) || rc == -ECANCELED) {
 		fprintf(stderr, "wharf-train: stopped\n");
 		return -ECANCELED;
 	}
@@ -86,7 +86,7 @@ int tr_net_recover(struct tr_net *t, int rc)
 	}
 	fprintf(stderr, "wharf-train: lost a server (%s); waiting for it to come back\n",
 		strerror(-rc));
-	rc = wc_psnet_recover(t->n, t->err, sizeof(t->err));
+	rc = ps_net_recover(t->n, t->err, sizeof(t->err));
 	if (rc != 0)
 		fprintf(stderr, "wharf-train: %s\n", t->err);
 	return rc;
@@ -106,7 +106,7 @@ int tr_net_barrier(struct tr_net *t, uint64_t step)
 {
 	int rc;
 
-	while ((rc = ps_client_barrier_wait(t->pc, wc_psnet_io(t->n), step)) != 0)
+	while ((rc = ps_client_barrier_wait(t->pc, ps_net_io(t->n), step)) != 0)
 		if ((rc = tr_net_recover(t, rc)) != 0)
 			return rc;
 	return 0;
@@ -114,7 +114,7 @@ int tr_net_barrier(struct tr_net *t, uint64_t step)
 
 uint64_t tr_net_resume(struct tr_net *t)
 {
-	uint64_t step = t->cl->mode == WC_MODE_SYNC ? ps_client_step(t->pc) : 0;
+	uint64_t step = t->cl->mode == PS_JOB_SYNC ? ps_client_step(t->pc) : 0;
 
 	if (step > 0)
 		fprintf(stderr, "wharf-train: worker %u resumes at sync step %llu, where its servers "
@@ -130,13 +130,13 @@ int tr_net_pull(struct tr_net *t, uint32_t table, uint32_t dim, const uint64_t *
 	int rc;
 
 	for (;;) {
-		wc_psnet_call_begin(t->n);
-		rc = wc_psnet_call_track(t->n, &done, &arg);
+		ps_net_call_begin(t->n);
+		rc = ps_net_call_track(t->n, &done, &arg);
 		if (rc == 0)
-			rc = wc_psnet_call_issue(t->n, ps_client_pull(t->pc, table, dim, keys, n, out,
-							done, arg, wc_psnet_io(t->n)->msgs));
+			rc = ps_net_call_issue(t->n, ps_client_pull(t->pc, table, dim, keys, n, out,
+							done, arg, ps_net_io(t->n)->msgs));
 		if (rc == 0)
-			rc = wc_psnet_call_wait(t->n);
+			rc = ps_net_call_wait(t->n);
 		if (rc == 0 || (rc = tr_net_recover(t, rc)) != 0)
 			return rc;
 	}
@@ -149,17 +149,17 @@ int tr_net_push(struct tr_net *t, uint32_t table, uint32_t dim, const uint64_t *
 	void *arg;
 	int rc, enc;
 
-	wc_psnet_call_begin(t->n);
-	if ((rc = wc_psnet_call_track(t->n, &done, &arg)) != 0)
+	ps_net_call_begin(t->n);
+	if ((rc = ps_net_call_track(t->n, &done, &arg)) != 0)
 		return rc;
-	enc = ps_client_push(t->pc, table, dim, keys, n, grads, done, arg, wc_psnet_io(t->n)->msgs);
-	rc = wc_psnet_call_issue(t->n, enc);
+	enc = ps_client_push(t->pc, table, dim, keys, n, grads, done, arg, ps_net_io(t->n)->msgs);
+	rc = ps_net_call_issue(t->n, enc);
 	if (enc < 0)
 		return enc; /* not recorded: nothing to resend */
 	/* Recorded before it was sent: after a failure the recovery resends it; wait again. */
 	for (;;) {
 		if (rc == 0)
-			rc = wc_psnet_call_wait(t->n);
+			rc = ps_net_call_wait(t->n);
 		if (rc == 0 || (rc = tr_net_recover(t, rc)) != 0)
 			return rc;
 		rc = 0;
@@ -175,13 +175,13 @@ int tr_net_geo_pull(struct tr_net *t, uint32_t table, uint32_t dim, ps_geo_row_f
 
 	while (more) {
 		more = false;
-		wc_psnet_call_begin(t->n);
-		rc = wc_psnet_call_track(t->n, &done, &darg);
+		ps_net_call_begin(t->n);
+		rc = ps_net_call_track(t->n, &done, &darg);
 		if (rc == 0)
-			rc = wc_psnet_call_issue(t->n, ps_client_geo_pull(t->pc, table, dim, fn, arg,
-						 &more, done, darg, wc_psnet_io(t->n)->msgs));
+			rc = ps_net_call_issue(t->n, ps_client_geo_pull(t->pc, table, dim, fn, arg,
+						 &more, done, darg, ps_net_io(t->n)->msgs));
 		if (rc == 0)
-			rc = wc_psnet_call_wait(t->n);
+			rc = ps_net_call_wait(t->n);
 		if (rc != 0 && (rc = tr_net_recover(t, rc)) == 0)
 			more = true; /* recovered: ask again */
 		if (rc != 0)

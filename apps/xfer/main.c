@@ -30,7 +30,7 @@
 #include <time.h>
 
 #include "apps/common/wc_args.h"
-#include "apps/common/wc_config.h"
+#include "ps_core/ps_config.h"
 #include "apps/xfer/xf.h"
 
 static void usage(FILE *f)
@@ -184,7 +184,7 @@ void xf_parse(int argc, char **argv, struct xf_opts *o)
 	o->max_size = 1u << 20;
 	o->seconds = 600;
 	o->eal_argv = argv;
-	wc_split_eal(&argc, &argv, &o->eal_argc);
+	ps_split_eal(&argc, &argv, &o->eal_argc);
 	opterr = 1;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		if (c == 'h') {

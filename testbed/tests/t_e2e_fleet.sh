@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fleet role API end to end (apps/common/wc_fleet.h, as Paddle's fleet.init(role)): one
+# The fleet role API end to end (ps_core/ps_fleet.h, as Paddle's fleet.init(role)): one
 # binary, wharf-ps-bench, started three times with the same arguments and only Paddle's
 # environment telling each process what it is — TRAINING_ROLE=PSERVER with POD_IP/PADDLE_PORT
 # (1 PS), TRAINING_ROLE=TRAINER with PADDLE_TRAINER_ID 0 and 1 (2 workers) — over protocol dpdk

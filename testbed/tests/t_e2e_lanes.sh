@@ -37,7 +37,7 @@ check_lanes() { # NAME STATUS-FILE
 	tb_pass "$name: 2 lanes served $r0 and $r1 requests, data ops across lanes $remote"
 }
 
-# A worker's lanes from its log (wc_psnet_wlanes.c says at the end what each carried): two,
+# A worker's lanes from its log (ps_net_wlanes.c says at the end what each carried): two,
 # both with requests and replies, pinned or floating as WORKER_DISABLE_PIN_CORES asks.
 check_wlanes() { # NAME LOG PINNING
 	local name=$1 log=$2 pin=$3 k q r

@@ -12,7 +12,7 @@ job() { tb_train_job 120 "$@"; }
 D="--model softmax --epochs 2 --train-limit 12000 --test-limit 2000"
 TB_STATUS_OUT=$TB_DIR/sync-status.txt job sync sync test_accuracy 0.76 $D
 # The first worker at each step's barrier waits for the other without asking again: its
-# query is parked on the PS and answered when the step is done (wc_psnet_srv.c, wn_srv_bars).
+# query is parked on the PS and answered when the step is done (ps_net_srv.c, ps_net_srv_bars).
 parked=$(sed -nE 's/^barrier +queries_parked ([0-9]+).*/\1/p' "$TB_DIR/sync-status.txt")
 [ -n "$parked" ] && [ "$parked" -gt 0 ] || { cat "$TB_DIR/sync-status.txt" >&2; tb_fail "sync: no barrier query was parked on the PS (${parked:-no counter})"; }
 tb_pass "sync: $parked barrier queries parked on the PS until their step was done"

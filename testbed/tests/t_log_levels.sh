@@ -3,7 +3,7 @@
 # EAL) shows ps_core's DEBUG lines with WHARF_LOG_LEVEL=wharf.ps:debug and none without it; a
 # DPDK PS shows them with the EAL option --log-level=wharf.ps:debug, and dpdk_net's port line
 # with --log-level=wharf.dn:debug. Each wharf line on stderr reads "<UTC time, ms> <LEVEL>
-# wharf.<layer>: ...", the PS glue's too ("... INFO wharf.wc: wharf-psd: ps 0 serving ...");
+# wharf.<layer>: ...", the PS network side's too ("... INFO wharf.ps: wharf-psd: ps 0 serving ...");
 # nothing of the log reaches stdout. A bad WHARF_LOG_LEVEL is refused by the PS, named.
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
@@ -43,8 +43,8 @@ grep -q ' DEBUG ' "$TB_DIR/k-info.log" && { cat "$TB_DIR/k-info.log" >&2; tb_fai
 WHARF_LOG_LEVEL=wharf.ps:debug run_ps k-debug 127.0.0.1:47801 "$TB_BUILD/wharf-psd" -- $KCL
 saved k-debug || { cat "$TB_DIR/k-debug.log" >&2; tb_fail "kernel PS: no DEBUG checkpoint line with WHARF_LOG_LEVEL=wharf.ps:debug"; }
 tb_pass "kernel PS: $(grep -m1 'DEBUG wharf.ps' "$TB_DIR/k-debug.log")"
-grep -qE "^$TS INFO wharf\.wc: wharf-psd: ps 0 serving 1 table" "$TB_DIR/k-info.log" ||
-	{ cat "$TB_DIR/k-info.log" >&2; tb_fail "kernel PS: no INFO wharf.wc serving line"; }
+grep -qE "^$TS INFO wharf\.ps: wharf-psd: ps 0 serving 1 table" "$TB_DIR/k-info.log" ||
+	{ cat "$TB_DIR/k-info.log" >&2; tb_fail "kernel PS: no INFO wharf.ps serving line"; }
 WHARF_LOG_LEVEL=wharf.ps:loud timeout 20 "$TB_BUILD/wharf-psd" -- $KCL >/dev/null 2>"$TB_DIR/bad.log"
 rc=$?
 [ $rc -eq 2 ] && grep -q "^wharf-psd: WHARF_LOG_LEVEL: 'wharf.ps:loud' is not pattern:level" "$TB_DIR/bad.log" ||
