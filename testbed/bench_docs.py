@@ -202,7 +202,7 @@ def rows(rep):
         ("MLP training samples/s, 2 workers, fusion off",
          num(get(truns, "dpdk_fuse_off", "samples_per_s"), "sample/s"),
          num(get(truns, "kernel_fuse_off", "samples_per_s"), "sample/s"),
-         h.get("train_samples_ratio_dpdk_over_kernel"), None),
+         h.get("train_samples_ratio_dpdk_over_kernel"), "train_samples_ratio_dpdk_over_kernel"),
         ("MLP training samples/s, fusion off, kernel over the bridge",
          num(get(truns, "dpdk_fuse_off", "samples_per_s"), "sample/s"),
          num(get(truns, "bridge_fuse_off", "samples_per_s"), "sample/s"),
@@ -214,10 +214,18 @@ def rows(rep):
     ]
     druns = (p.get("train_direct") or {}).get("runs") or {}
     out += [
-        (f"MLP training samples/s, 1 worker, direct pair / kernel over {via}",
+        (f"MLP training samples/s, 1 worker, direct pair, both sleeping / kernel over {via}",
          num(get(druns, "dpdk", "samples_per_s"), "sample/s"),
          num(get(druns, run, "samples_per_s"), "sample/s"),
-         h.get(f"train_direct_samples_ratio_dpdk_over_kernel{sfx}"), None)
+         h.get(f"train_direct_samples_ratio_dpdk_over_kernel{sfx}"),
+         f"train_direct_samples_ratio_dpdk_over_kernel{sfx}")
+        for via, run, sfx in (("loopback", "kernel", ""), ("a bridge", "kernel_bridge", "_bridge"))]
+    out += [
+        (f"MLP training samples/s, 1 worker, direct pair, both polling / kernel over {via}",
+         num(get(druns, "dpdk_polling", "samples_per_s"), "sample/s"),
+         num(get(druns, run + "_polling", "samples_per_s"), "sample/s"),
+         h.get(f"train_direct_samples_ratio_dpdk_over_kernel{sfx}_polling"),
+         f"train_direct_samples_ratio_dpdk_over_kernel{sfx}_polling")
         for via, run, sfx in (("loopback", "kernel", ""), ("a bridge", "kernel_bridge", "_bridge"))]
     fruns = tf.get("runs") or {}
     for proto, sfx in (("dpdk", ""), ("kernel", "_kernel")):
@@ -292,10 +300,18 @@ def summary_rows(rep):
          ratio(h.get("ps_lanes_keys_per_s_ratio_2_over_1_kernel")), ""),
         ("MLP training samples/s, DPDK / kernel (loopback; bridge)",
          ratio(h.get("train_samples_ratio_dpdk_over_kernel")) + "; " +
-         ratio(h.get("train_samples_ratio_dpdk_over_kernel_bridge")), ""),
-        ("MLP training samples/s, 1 worker, direct pair, DPDK / kernel (loopback; bridge)",
+         ratio(h.get("train_samples_ratio_dpdk_over_kernel_bridge")),
+         target(rep, "train_samples_ratio_dpdk_over_kernel")),
+        ("MLP training samples/s, 1 worker, direct pair, DPDK / kernel, both sleeping "
+         "(loopback; bridge)",
          ratio(h.get("train_direct_samples_ratio_dpdk_over_kernel")) + "; " +
-         ratio(h.get("train_direct_samples_ratio_dpdk_over_kernel_bridge")), ""),
+         ratio(h.get("train_direct_samples_ratio_dpdk_over_kernel_bridge")),
+         target(rep, "train_direct_samples_ratio_dpdk_over_kernel")),
+        ("MLP training samples/s, 1 worker, direct pair, DPDK / kernel, both polling "
+         "(loopback; bridge)",
+         ratio(h.get("train_direct_samples_ratio_dpdk_over_kernel_polling")) + "; " +
+         ratio(h.get("train_direct_samples_ratio_dpdk_over_kernel_bridge_polling")),
+         target(rep, "train_direct_samples_ratio_dpdk_over_kernel_polling")),
         ("MLP training samples/s, fusion on / off",
          ratio(h.get("train_samples_ratio_fuse_on_over_off")),
          target(rep, "train_samples_ratio_fuse_on_over_off")),

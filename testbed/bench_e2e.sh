@@ -41,9 +41,10 @@
 #                       train_samples_ratio_fuse_on_over_off (DPDK), plus the other pairings.
 #   OUT_DIR/train_direct.json  the same MLP job with 1 worker over the direct pair (no switch:
 #                       only the two nodes touch the frames, as with a NIC), both sleeping,
-#                       PS core 1, worker core 0, against the kernel over loopback and the
+#                       then both polling (the kernel backend spinning on epoll_wait), PS
+#                       core 1, worker core 0, against the kernel over loopback and the
 #                       bridge pinned alike. Top level: train_direct_samples_ratio_dpdk_over_
-#                       kernel[_bridge].
+#                       kernel[_bridge][_polling].
 #   OUT_DIR/train_fuse.json  wharf-train's deep MLP (--layers 24 --hidden 16: 50 tensors of
 #                       1 KiB or less but one, each a dense table of its own, so a step pulls
 #                       and pushes 100 small tensors), sync, 1 PS + 2 workers, --tensor-fuse off
@@ -399,15 +400,18 @@ part_train() {
 # The MLP job with 1 PS (core 1) and 1 worker (core 0) over the direct pair: no switch, so
 # no process but the two nodes touches the frames, as with a NIC; sleeping, pinned alike.
 part_train_direct() {
-	local proto base=48600
-	for proto in dpdk kernel bridge; do
-		spent "td-$proto" 1 30 && continue
-		tb_log "train_direct: $proto"
-		PAIR_CMD=train PAIR_POLL=False pair_run "td-$proto" "$proto" "$base" vhost 150 \
-			--mode sync --model mlp --lr 0.1 --ps-cores 1 -- --mode sync --model mlp \
-			--epochs "$TR_EPOCHS" --batch 64 --lr 0.1 --train-limit "$TR_LIMIT" \
-			--test-limit 2000 --decay-epochs 0
-		base=$((base + 10))
+	local proto poll name base=48600
+	for poll in False True; do
+		for proto in dpdk kernel bridge; do
+			name=td-$proto$([ $poll = True ] && echo -poll)
+			spent "$name" 1 30 && continue
+			tb_log "train_direct: $proto, polling $poll"
+			PAIR_CMD=train PAIR_POLL=$poll pair_run "$name" "$proto" "$base" vhost 150 \
+				--mode sync --model mlp --lr 0.1 --ps-cores 1 -- --mode sync --model mlp \
+				--epochs "$TR_EPOCHS" --batch 64 --lr 0.1 --train-limit "$TR_LIMIT" \
+				--test-limit 2000 --decay-epochs 0
+			base=$((base + 10))
+		done
 	done
 }
 
@@ -659,18 +663,22 @@ if "train_direct" in parts:
     td = {"bench": "train_direct_e2e", "model": "mlp", "mode": "sync", "servers": 1,
           "workers": 1, "epochs": int(epochs), "train_limit": int(limit), "batch": 64,
           "note": "1 PS on net_vhost0 (core 1) and 1 worker on virtio_user0 (core 0), no switch, "
-                  "both sleeping; kernel: the same two processes over loopback with the same "
-                  "cores (taskset); kernel_bridge: the same, " + bridge_how,
+                  "both sleeping (runs NAME) or both polling (runs NAME_polling: "
+                  "PS_ENABLE_POLLING and WORKER_ENABLE_POLLING True on both protocols, the "
+                  "kernel backend spinning on epoll_wait); kernel: the same two processes over "
+                  "loopback with the same cores (taskset); kernel_bridge: the same, " + bridge_how,
           "runs": {}}
-    for proto in ("dpdk", "kernel", "bridge"):
-        r = run(f"td-{proto}", 1)
-        if r["ok"]:
-            r["samples_per_s"] = r["workers"][0]["samples_per_s"]
-            r["test_accuracy"] = r["workers"][0].get("test_accuracy")
-        td["runs"][RUN[proto]] = r
-    g = lambda n: td["runs"][n].get("samples_per_s")
-    td["train_direct_samples_ratio_dpdk_over_kernel"] = ratio(g("dpdk"), g("kernel"))
-    td["train_direct_samples_ratio_dpdk_over_kernel_bridge"] = ratio(g("dpdk"), g("kernel_bridge"))
+    for sfx in ("", "_polling"):
+        for proto in ("dpdk", "kernel", "bridge"):
+            r = run(f"td-{proto}" + ("-poll" if sfx else ""), 1)
+            if r["ok"]:
+                r["samples_per_s"] = r["workers"][0]["samples_per_s"]
+                r["test_accuracy"] = r["workers"][0].get("test_accuracy")
+            td["runs"][RUN[proto] + sfx] = r
+        g = lambda n: td["runs"][n + sfx].get("samples_per_s")
+        td[f"train_direct_samples_ratio_dpdk_over_kernel{sfx}"] = ratio(g("dpdk"), g("kernel"))
+        td[f"train_direct_samples_ratio_dpdk_over_kernel_bridge{sfx}"] = ratio(
+            g("dpdk"), g("kernel_bridge"))
     finish("train_direct", td, "td-")
 if "train_fuse" in parts:
     tf = {"bench": "train_fuse_e2e", "model": "mlp", "layers": 24, "hidden": 16, "tensors": 50,

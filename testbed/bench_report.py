@@ -210,7 +210,7 @@ fig("train_samples_ratio_dpdk_over_kernel_bridge",
     get(parts["train"], "train_samples_ratio_dpdk_over_kernel_bridge"), "train")
 fig("train_samples_ratio_fuse_on_over_off",
     get(parts["train"], "train_samples_ratio_fuse_on_over_off"), "train")
-for sfx in ("", "_bridge"):
+for sfx in ("", "_bridge", "_polling", "_bridge_polling"):
     fig(f"train_direct_samples_ratio_dpdk_over_kernel{sfx}",
         get(parts["train_direct"], f"train_direct_samples_ratio_dpdk_over_kernel{sfx}"),
         "train_direct")
@@ -256,6 +256,9 @@ targets = {
     "ps_bytes_push_1MiB_over_stream": (">=", 0.7),
     "ps_bytes_pull_64KiB_over_stream": (">=", 0.5),
     "ps_bytes_push_64KiB_over_stream": (">=", 0.5),
+    "train_samples_ratio_dpdk_over_kernel": (">=", 1.2),
+    "train_direct_samples_ratio_dpdk_over_kernel": (">=", 1.2),
+    "train_direct_samples_ratio_dpdk_over_kernel_polling": (">=", 1.2),
     "train_samples_ratio_fuse_on_over_off": (">=", 1.0),
     "train_fuse_samples_ratio_fuse_on_over_off": (">=", 1.3),
 }
