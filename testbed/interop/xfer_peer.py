@@ -100,6 +100,38 @@ class Conn:
         return self.recv >= len(self.out)
 
 
+def close_gracefully(conns, sel, deadline):
+    """Our FIN on every complete connection, then its FIN back (end of file), for at most 5 s
+    past the deadline: so wharf has answered every close before this process exits and the
+    test stops the server. Returns (connections closed by a FIN, connections reset)."""
+    waiting = []
+    for c in conns:
+        if not c.done():
+            continue
+        try:
+            c.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            continue
+        sel.register(c.sock, selectors.EVENT_READ, c)
+        waiting.append(c)
+    fins = resets = 0
+    until = max(deadline, time.monotonic()) + 5
+    while waiting and time.monotonic() < until:
+        for key, _ in sel.select(timeout=0.2):
+            c = key.data
+            try:
+                if c.sock.recv(1 << 16):
+                    continue  # nothing more is due; read on to the end of the stream
+                fins += 1
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                resets += 1
+            sel.unregister(c.sock)
+            waiting.remove(c)
+    return fins, resets
+
+
 def run_client(a):
     conns = [Conn(i, a.connections, a.bytes, a.seed, a.min_size, a.max_size)
              for i in range(a.connections)]
@@ -136,6 +168,7 @@ def run_client(a):
                 sel.unregister(c.sock)
                 live -= 1
     secs = time.monotonic() - t0
+    fins, resets = close_gracefully(conns, sel, deadline)
     for c in conns:
         c.sock.close()
     sent_sha, recv_sha = hashlib.sha256(), hashlib.sha256()
@@ -152,6 +185,7 @@ def run_client(a):
         "sha256_sent": sent_sha.hexdigest(), "sha256_received": recv_sha.hexdigest(),
         "seconds": round(secs, 3), "gbit_per_s": round(total * 8 / max(secs, 1e-9) / 1e9, 4),
         "errors": errors[:5], "timed_out": live > 0,
+        "closed_by_fin": fins, "reset_at_close": resets,
     }
     res["ok"] = mismatched == 0 and not errors and live == 0 and \
         res["sha256_sent"] == res["sha256_received"]

@@ -11,7 +11,9 @@
 #   4. A capture of all of it (dumpcap on the TAP, port filter), read back by tshark with
 #      IP and TCP checksum validation on: no malformed packets, no expert errors, no bad
 #      checksums (counts printed per direction; Linux's RFC 1624 0xffff apart, see there);
-#      and the wharf echo server answers each Linux client's close with a FIN, never a RST;
+#      and the wharf echo server answers each Linux client's close with a FIN, never a RST
+#      (each client shuts its side and reads that FIN before it exits, so the server is
+#      stopped only once every close was answered);
 #      in 3 the wharf client closes gracefully: the Linux server reads end-of-file.
 # The TAP is created persistent (multi_queue, as net_tap opens it) so the Linux address
 # and the capture survive the wharf processes coming and going. Everything is bounded by
@@ -144,6 +146,11 @@ if [ "$CONNS" -gt 0 ]; then
 	[ $rc100 -eq 0 ] && grep -q '"ok": true' "$TB_DIR/lnx100.out" \
 		&& tb_pass "$CONNS concurrent Linux connections echoed intact" \
 		|| { tb_log "FAIL: $CONNS connections (rc $rc100)"; fail=1; }
+	# Each client shut its side and read wharf's FIN before it exited (xfer_peer.py,
+	# close_gracefully), so the server was stopped with every close answered.
+	grep -q "\"closed_by_fin\": $CONNS, \"reset_at_close\": 0" "$TB_DIR/lnx100.out" \
+		&& tb_pass "each of the $CONNS Linux clients read wharf's FIN after its own" \
+		|| { tb_log "FAIL: closes: $(grep -o '"closed_by_fin[^}]*' "$TB_DIR/lnx100.out")"; fail=1; }
 fi
 [ $rc3 -eq 0 ] && [ "$sum_sent" = "$sum_recv" ] \
 	&& tb_pass "wharf -> Linux echo: $BYTES bytes, sha256sum equal" \
