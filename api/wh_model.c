@@ -4,7 +4,7 @@
  * server and client code take (wh_model_tables).
  *
  * Call chain: application -> wharf_model_* -> ps_model_tables_add / ps_model_file_load
- * (apps/common: the checks, the file format and the digest live there, shared with
+ * (ps_core: the checks, the file format and the digest live there, shared with
  * wharf-psd and wharf-train). Start-up only; a model is read by any thread once built.
  */
 #include <errno.h>
@@ -17,7 +17,7 @@ struct wharf_model {
 	struct ps_model_tables mt;
 };
 
-/* The public enums and limits are ps_core's and apps/common's under other names. */
+/* The public enums and limits are ps_core's under other names. */
 _Static_assert(WHARF_TABLE_SPARSE == (int)PS_TABLE_SPARSE && WHARF_TABLE_DENSE == (int)PS_TABLE_DENSE,
 	       "table kinds");
 _Static_assert(WHARF_OPT_SGD == (int)PS_OPT_SGD && WHARF_OPT_ADAGRAD == (int)PS_OPT_ADAGRAD &&

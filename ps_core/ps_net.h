@@ -47,7 +47,7 @@
 #define PS_T_CTL_R 241u /* body: the answer text; first word "ok" or "error" */
 #define PS_CTL_MAX 16384u
 
-/* ---- models as PS tables (ps_model_tables.c, ps_model_file.c, wc_model_ps.c) ---- */
+/* ---- models as PS tables (ps_model_tables.c, ps_model_file.c) ---- */
 
 #define PS_MODEL_MAX_TABLES 4096u   /* tables in one model */
 #define PS_MODEL_NAME_MAX 64u       /* table name bytes, NUL included */

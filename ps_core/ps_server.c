@@ -93,7 +93,7 @@ int ps_server_table_index(const struct ps_server *s, uint32_t table_id)
 {
 	uint32_t i;
 
-	/* Ids that are places (every model of apps/common) are found without a search. */
+	/* Ids that are places (every model of ps_model_tables.c) are found without a search. */
 	if (table_id < s->cfg.n_tables && s->tcfg[table_id].id == table_id)
 		return (int)table_id;
 	for (i = 0; i < s->cfg.n_tables; i++)
