@@ -147,10 +147,10 @@ cluster() { # PROTO BASEPORT NWORKERS
 		CL="--ps $CTL --workers $ws --protocol kernel --wait-timeout 40 --retry-interval 1"
 		return 0
 	fi
-	printf '127.0.0.1:%s=10.77.0.1:6666\n' "$base" >"$map"
+	printf '127.0.0.1:%s=198.19.0.1:6666\n' "$base" >"$map"
 	for i in $(seq 1 "$nw"); do
 		ws="$ws${ws:+,}127.0.0.1:$((base + i))"
-		printf '127.0.0.1:%s=10.77.0.%s:5555\n' "$((base + i))" "$((i + 1))" >>"$map"
+		printf '127.0.0.1:%s=198.19.0.%s:5555\n' "$((base + i))" "$((i + 1))" >>"$map"
 	done
 	CL="--ps 127.0.0.1:$base --workers $ws --endpoint-map $map --protocol $proto --wait-timeout 40 --retry-interval 1"
 	# The DPDK data-plane MTU (BENCH_MTU=9000: jumbo frames; the kernel side is loopback, 64 KiB).

@@ -68,7 +68,7 @@ show_progress() { # NODE...
 demo_run() {
 	local proto=$1 base=$2 psc wc0 wc1 flags map=$TB_DIR/.endpoint_map t0 t1
 	psc=127.0.0.1:$base; wc0=127.0.0.1:$((base + 1)); wc1=127.0.0.1:$((base + 2))
-	printf '%s=10.77.0.1:6666\n%s=10.77.0.2:5555\n%s=10.77.0.3:5555\n' "$psc" "$wc0" "$wc1" >"$map"
+	printf '%s=198.19.0.1:6666\n%s=198.19.0.2:5555\n%s=198.19.0.3:5555\n' "$psc" "$wc0" "$wc1" >"$map"
 	flags=(--ps "$psc" --workers "$wc0,$wc1" --endpoint-map "$map" --protocol "$proto" --mode sync
 		--ps-cores 1 --lr "$LR")
 	local train=(--epochs "$EPOCHS" --batch "$BATCH" ${LIMIT:+--train-limit "$LIMIT"})

@@ -128,7 +128,7 @@ final_value() {
 run_job() {
 	local name=$1 model=$2 mode=$3 metric=$4 cmp=$5 mark=$6 port=$7; shift 7
 	local map=$TB_DIR/.endpoint_map-$name cl t0 t1 i secs v ok vals=() n got
-	printf '127.0.0.1:%d=10.77.0.1:6666\n127.0.0.1:%d=10.77.0.2:5555\n127.0.0.1:%d=10.77.0.3:5555\n' \
+	printf '127.0.0.1:%d=198.19.0.1:6666\n127.0.0.1:%d=198.19.0.2:5555\n127.0.0.1:%d=198.19.0.3:5555\n' \
 		"$port" $((port + 1)) $((port + 2)) >"$map"
 	cl="--ps 127.0.0.1:$port --workers 127.0.0.1:$((port + 1)),127.0.0.1:$((port + 2))"
 	cl="$cl --endpoint-map $map --protocol $PROTO --mode $mode --wait-timeout 30 --retry-interval 1"

@@ -799,7 +799,7 @@ static void test_config_examples_in_configs_load(void **state)
 	char store[4096], *envp[32], epvar[64] = "TF_SEASTAR_ENDPOINT_MAP_PATH=configs";
 	const char *a_file[] = { "t", "--config=configs/cluster.json" };
 	const char *a_none[] = { "t" };
-	const char *a_tr[] = { "t", "--data-addr=10.77.0.9" };
+	const char *a_tr[] = { "t", "--data-addr=198.19.0.9" };
 	struct ps_epmap *m = calloc(1, sizeof(*m));
 	int n;
 
@@ -811,15 +811,15 @@ static void test_config_examples_in_configs_load(void **state)
 	assert_int_equal(load(f, envp, 2, a_file), 0);
 	assert_int_equal(f->c.role, PS_ROLE_WORKER);
 	assert_true(f->c.tensor_fuse);
-	assert_string_equal(f->c.self_data.host, "10.77.0.2");
-	assert_string_equal(f->c.ps_data[0].host, "10.77.0.1");
+	assert_string_equal(f->c.self_data.host, "198.19.0.2");
+	assert_string_equal(f->c.ps_data[0].host, "198.19.0.1");
 
 	n = read_env_file("configs/tf_config.env", store, sizeof(store), envp, 31);
 	envp[n++] = epvar;
 	envp[n] = NULL;
 	assert_int_equal(load(f, envp, 1, a_none), 0);
 	assert_int_equal(f->c.task_index, 1);
-	assert_string_equal(f->c.self_data.host, "10.77.0.3");
+	assert_string_equal(f->c.self_data.host, "198.19.0.3");
 	assert_int_equal(f->c.ps_net.core_number, 2);
 
 	n = read_env_file("configs/paddle_pserver.env", store, sizeof(store), envp, 31);
@@ -834,7 +834,7 @@ static void test_config_examples_in_configs_load(void **state)
 	envp[n] = NULL;
 	assert_int_equal(load(f, envp, 2, a_tr), 0);
 	assert_int_equal(f->c.role, PS_ROLE_WORKER);
-	assert_string_equal(f->c.self_data.host, "10.77.0.9"); /* --data-addr beats the map */
+	assert_string_equal(f->c.self_data.host, "198.19.0.9"); /* --data-addr beats the map */
 }
 
 int main(void)

@@ -38,9 +38,9 @@ def cluster_flags(protocol, mode, workers, ps_port_idx, worker_port_idx):
     ws = ["127.0.0.1:%d" % (base + 1 + i) for i in range(workers)]
     path = os.path.join(DIR, "endpoint_map.%d" % next(_maps))
     with open(path, "w") as f:
-        f.write("%s=10.77.0.%d:6666\n" % (ps, ps_port_idx + 1))
+        f.write("%s=198.19.0.%d:6666\n" % (ps, ps_port_idx + 1))
         for i, w in enumerate(ws):
-            f.write("%s=10.77.0.%d:5555\n" % (w, worker_port_idx + i + 1))
+            f.write("%s=198.19.0.%d:5555\n" % (w, worker_port_idx + i + 1))
     return ["--ps", ps, "--workers", ",".join(ws), "--endpoint-map", path, "--protocol", protocol,
             "--mode", mode, "--wait-timeout", "30", "--retry-interval", "1"]
 

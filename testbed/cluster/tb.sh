@@ -193,7 +193,7 @@ tb_cleanup() {
 tb_train_cluster() { # BASE
 	local b=$1
 	TB_TRAIN_MAP=$TB_DIR/.endpoint_map
-	printf '127.0.0.1:%d=10.77.0.1:6666\n127.0.0.1:%d=10.77.0.2:5555\n127.0.0.1:%d=10.77.0.3:5555\n' \
+	printf '127.0.0.1:%d=198.19.0.1:6666\n127.0.0.1:%d=198.19.0.2:5555\n127.0.0.1:%d=198.19.0.3:5555\n' \
 		"$b" $((b + 1)) $((b + 2)) >"$TB_TRAIN_MAP"
 	TB_TRAIN_CTL=127.0.0.1:$b
 	TB_TRAIN_CL="--ps 127.0.0.1:$b --workers 127.0.0.1:$((b + 1)),127.0.0.1:$((b + 2)) --endpoint-map $TB_TRAIN_MAP --protocol dpdk --wait-timeout 30 --retry-interval 1"

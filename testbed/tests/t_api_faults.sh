@@ -12,7 +12,7 @@ set -u
 tb_init
 B=48020
 MAP=$TB_DIR/.endpoint_map
-printf '127.0.0.1:%d=10.77.0.1:6666\n127.0.0.1:%d=10.77.0.2:5555\n' $B $((B + 1)) >"$MAP"
+printf '127.0.0.1:%d=198.19.0.1:6666\n127.0.0.1:%d=198.19.0.2:5555\n' $B $((B + 1)) >"$MAP"
 PROG=$TB_DIR/ledger
 L=$TB_BUILD/lib
 gcc -O2 -std=c11 -Wall -Wextra -Werror -I"$TB_ROOT/include" "$TB_ROOT/testbed/extern/ledger.c" \

@@ -12,7 +12,7 @@ set -u
 TRAIN="--model softmax --epochs 1 --train-limit 3000 --test-limit 1000 --wait-timeout 30 --retry-interval 1"
 tb_init
 MAP=$TB_DIR/.endpoint_map
-printf '127.0.0.1:47700=10.77.0.1:6666\n127.0.0.1:47701=10.77.0.2:5555\n' >"$MAP"
+printf '127.0.0.1:47700=198.19.0.1:6666\n127.0.0.1:47701=198.19.0.2:5555\n' >"$MAP"
 
 check_worker() { # NAME MODE
 	local out=$TB_DIR/$1.out
@@ -59,7 +59,7 @@ check_worker w-tf sync
 #    data address with --data-addr, as configs/paddle_trainer.env says
 P="PADDLE_PSERVERS_IP_PORT_LIST=127.0.0.1:47700 PADDLE_TRAINERS_NUM=1 TF_SEASTAR_ENDPOINT_MAP_PATH=$MAP WHARF_MODE=geo WHARF_GEO_K=4"
 PSENV="$P TRAINING_ROLE=PSERVER POD_IP=127.0.0.1 PADDLE_PORT=47700"; PSF="--model softmax"
-WENV="$P TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=0"; WF="--data-addr 10.77.0.2"
+WENV="$P TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=0"; WF="--data-addr 198.19.0.2"
 one_run paddle geo
 
 # 4. the JSON file, with its endpoint_map key, and EAL arguments on no command line: the
@@ -85,7 +85,7 @@ tb_stop ps-json; tb_stop switch
 check_worker w-json sync
 
 # 5. a malformed .endpoint_map line is refused, naming the file and the line
-printf '127.0.0.1:47700=10.77.0.1:6666\n127.0.0.1:47701 10.77.0.2\n' >"$TB_DIR/bad.map"
+printf '127.0.0.1:47700=198.19.0.1:6666\n127.0.0.1:47701 198.19.0.2\n' >"$TB_DIR/bad.map"
 "$TB_BUILD/wharf-train" -- --role worker --ps 127.0.0.1:47700 --workers 127.0.0.1:47701 \
 	--endpoint-map "$TB_DIR/bad.map" >"$TB_DIR/bad.out" 2>"$TB_DIR/bad.log"
 rc=$?

@@ -14,7 +14,7 @@ set -u
 tb_init
 B=48300
 MAP=$TB_DIR/.endpoint_map
-printf '127.0.0.1:%s=10.77.0.1:6666\n127.0.0.1:%s=10.77.0.2:5555\n127.0.0.1:%s=10.77.0.3:5555\n' \
+printf '127.0.0.1:%s=198.19.0.1:6666\n127.0.0.1:%s=198.19.0.2:5555\n127.0.0.1:%s=198.19.0.3:5555\n' \
 	$B $((B + 1)) $((B + 2)) >"$MAP"
 COMMON="PADDLE_PSERVERS_IP_PORT_LIST=127.0.0.1:$B PADDLE_TRAINERS_NUM=2
 PADDLE_TRAINER_ENDPOINTS=127.0.0.1:$((B + 1)),127.0.0.1:$((B + 2))

@@ -11,7 +11,7 @@ set -u
 PUSHES=${RESTART_PUSHES:-1500}
 tb_init
 MAP=$TB_DIR/.endpoint_map
-printf '127.0.0.1:47740=10.77.0.1:6666\n127.0.0.1:47741=10.77.0.2:5555\n127.0.0.1:47742=10.77.0.3:5555\n' >"$MAP"
+printf '127.0.0.1:47740=198.19.0.1:6666\n127.0.0.1:47741=198.19.0.2:5555\n127.0.0.1:47742=198.19.0.3:5555\n' >"$MAP"
 CL="--ps 127.0.0.1:47740 --workers 127.0.0.1:47741,127.0.0.1:47742 --endpoint-map $MAP --protocol dpdk --mode async --retry-interval 1 --wait-timeout 40"
 CK=$TB_DIR/ps.ckpt
 

@@ -8,7 +8,7 @@ set -u
 
 tb_init
 MAP=$TB_DIR/.endpoint_map
-printf '127.0.0.1:47720=10.77.0.1:6666\n127.0.0.1:47721=10.77.0.2:5555\n' >"$MAP"
+printf '127.0.0.1:47720=198.19.0.1:6666\n127.0.0.1:47721=198.19.0.2:5555\n' >"$MAP"
 CL="--ps 127.0.0.1:47720 --workers 127.0.0.1:47721 --endpoint-map $MAP --protocol dpdk --mode sync"
 
 # 1. worker first, server 4 s later

@@ -10,7 +10,7 @@ set -u
 
 tb_init
 MAP=$TB_DIR/.endpoint_map
-printf '127.0.0.1:47800=10.77.0.1:6666\n' >"$MAP"
+printf '127.0.0.1:47800=198.19.0.1:6666\n' >"$MAP"
 KCL="--role ps --ps 127.0.0.1:47801 --num-workers 1 --protocol kernel --model count"
 DCL="--role ps --ps 127.0.0.1:47800 --num-workers 1 --endpoint-map $MAP --protocol dpdk --model count"
 TS='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z'

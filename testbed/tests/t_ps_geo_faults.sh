@@ -16,7 +16,7 @@ set -u
 ROUNDS=${GEO_FAULT_ROUNDS:-900}
 tb_init
 MAP=$TB_DIR/.endpoint_map
-printf '127.0.0.1:48060=10.77.0.1:6666\n127.0.0.1:48061=10.77.0.2:5555\n127.0.0.1:48062=10.77.0.3:5555\n' >"$MAP"
+printf '127.0.0.1:48060=198.19.0.1:6666\n127.0.0.1:48061=198.19.0.2:5555\n127.0.0.1:48062=198.19.0.3:5555\n' >"$MAP"
 CL="--ps 127.0.0.1:48060 --workers 127.0.0.1:48061,127.0.0.1:48062 --endpoint-map $MAP --protocol dpdk --mode geo --retry-interval 1 --wait-timeout 40"
 CK=$TB_DIR/ps.ckpt
 export WHARF_TEST_DROP_GEO_REPLY=20

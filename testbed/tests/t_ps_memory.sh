@@ -19,7 +19,7 @@ set -u
 tb_init
 B=48640
 MAP=$TB_DIR/.endpoint_map
-printf '127.0.0.1:%d=10.77.0.1:6666\n127.0.0.1:%d=10.77.0.2:5555\n' $B $((B + 1)) >"$MAP"
+printf '127.0.0.1:%d=198.19.0.1:6666\n127.0.0.1:%d=198.19.0.2:5555\n' $B $((B + 1)) >"$MAP"
 CL="--ps 127.0.0.1:$B --workers 127.0.0.1:$((B + 1)) --endpoint-map $MAP --protocol dpdk --mode async --wait-timeout 30 --retry-interval 1"
 TRAIN="--model lr --ctr-samples 100000 --epochs 2 --ctr-tail 6"
 tb_switch 2 || tb_fail "switch"

@@ -15,7 +15,7 @@ set -u
 PUSHES=${PSTEL_PUSHES:-300}
 tb_init
 MAP=$TB_DIR/.endpoint_map
-printf '127.0.0.1:47770=10.77.4.1:6666\n127.0.0.1:47771=10.77.4.2:5555\n' >"$MAP"
+printf '127.0.0.1:47770=198.19.4.1:6666\n127.0.0.1:47771=198.19.4.2:5555\n' >"$MAP"
 CL="--ps 127.0.0.1:47770 --workers 127.0.0.1:47771 --endpoint-map $MAP --protocol dpdk"
 CL="$CL --mode async --retry-interval 1 --wait-timeout 40"
 

@@ -48,7 +48,7 @@ pair same-core 0 0
 # The Python binding through the switch, PS and worker sleeping, pinned as the demo pins them.
 api() {
 	local base=48920 map=$TB_DIR/api.map cl out p50s p50l
-	printf '127.0.0.1:%s=10.77.0.1:6666\n127.0.0.1:%s=10.77.0.2:5555\n' $base $((base + 1)) >"$map"
+	printf '127.0.0.1:%s=198.19.0.1:6666\n127.0.0.1:%s=198.19.0.2:5555\n' $base $((base + 1)) >"$map"
 	cl=(--ps 127.0.0.1:$base --workers 127.0.0.1:$((base + 1)) --endpoint-map "$map"
 	    --protocol dpdk --mode async --ps-cores 1)
 	tb_switch 2 || tb_fail "api: switch"
