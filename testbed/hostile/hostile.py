@@ -269,7 +269,7 @@ def phase_window(a):
     # 3. far out of window, each way, with data and as pure ACKs
     rcv, snd = c.seqs()
     far = [("seq rcv_nxt+2^30, 64 junk bytes", seq_add(rcv, 1 << 30), JUNK),
-           ("seq rcv_nxt+1MiB+4096 (past rcv_buf), junk", seq_add(rcv, (1 << 20) + 4096), JUNK),
+           ("seq rcv_nxt+2MiB+4096 (past rcv_buf), junk", seq_add(rcv, (2 << 20) + 4096), JUNK),
            ("seq rcv_nxt+2^31-1, junk", seq_add(rcv, (1 << 31) - 1), JUNK)]
     for what, seq, pl in far:
         segs = inject_and_watch(c, c.b.tcp(lp, seq, snd, "PA", pl), 10, 0.1)

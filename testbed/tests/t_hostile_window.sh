@@ -5,7 +5,7 @@
 # overlapping old and new bytes, five overlapping out-of-order pieces (all carrying the
 # stream's true bytes, so a correct receiver keeps the stream intact), the next 100 true
 # bytes in an IPv4 header with options (IHL 6, must be taken), and junk data at
-# rcv_nxt+2^30, past the 1 MiB window, at +2^31-1 and at -2^30.
+# rcv_nxt+2^30, past the 2 MiB window (rcv_buf), at +2^31-1 and at -2^30.
 # Pass: duplicates and far segments answered by ACKs of rcv_nxt, never a RST; the echoed
 # stream is byte-exact; dup_segs / ooo_queued / drop_window count what was sent.
 set -u
