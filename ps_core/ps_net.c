@@ -28,18 +28,6 @@ uint64_t ps_net_now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-int ps_net_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
-
 /* ---- buffers ---------------------------------------------------------------------- */
 
 /*
@@ -362,7 +350,7 @@ int ps_net_endpoint_ip(const struct ps_endpoint *ep, uint32_t *ip, char *err, si
 		return 0;
 	}
 	if (tl_ip_parse(ep->host, ip) != 0)
-		return ps_net_errf(err, errlen, -EINVAL, "%s %s:%u: a host name not resolved (expected "
+		return ps_errf_rc(err, errlen, -EINVAL, "%s %s:%u: a host name not resolved (expected "
 			       "an IPv4 literal or a cluster from ps_cluster_finalize)", what, ep->host,
 			       ep->port);
 	return 0;
@@ -397,9 +385,9 @@ static int make_tl(const struct ps_net_params *p, enum tl_protocol proto, struct
 	}
 	rc = tl_create(&cfg, out);
 	if (rc == -EINVAL && tl_config_check(&cfg, &why) != 0)
-		return ps_net_errf(err, errlen, rc, "transport config: %s", why);
+		return ps_errf_rc(err, errlen, rc, "transport config: %s", why);
 	if (rc != 0)
-		return ps_net_errf(err, errlen, rc, "cannot start the %s transport: %s%s",
+		return ps_errf_rc(err, errlen, rc, "cannot start the %s transport: %s%s",
 			       tl_protocol_name(proto), strerror(-rc), proto == TL_PROTO_DPDK ?
 			       " (check the EAL arguments before \"--\")" : "");
 	return 0;
@@ -425,7 +413,7 @@ static int listen_control(struct ps_net *n, char *err, size_t errlen)
 	rc = fz_net_listen(n->ctl_fz, ip, ep->port, &n->fzc_ctl, &ps_net_conn_ops, ps_net_on_accept_ctl, n,
 			   &n->ctl_l);
 	if (rc != 0)
-		return ps_net_errf(err, errlen, rc, "control endpoint %s:%u: cannot listen: %s", ep->host,
+		return ps_errf_rc(err, errlen, rc, "control endpoint %s:%u: cannot listen: %s", ep->host,
 			       ep->port, strerror(-rc));
 	return 0;
 }
@@ -486,7 +474,7 @@ int ps_net_create(const struct ps_net_params *p, struct ps_net **out, char *err,
 	int rc;
 
 	if (n == NULL)
-		return ps_net_errf(err, errlen, -ENOMEM, "out of memory");
+		return ps_errf_rc(err, errlen, -ENOMEM, "out of memory");
 	/* A worker of several lanes: its port and lane 0's lcore first (ps_net_wlanes.c). */
 	if (cl->role != PS_ROLE_PS && p->lanes == 0 && (wlanes = ps_net_wl_wanted(cl)) > 1) {
 		if ((rc = ps_net_wl_prepare(&lp, &wlanes, &wl, err, errlen)) != 0) {
@@ -554,7 +542,7 @@ out_fz:
 out_tl:
 	tl_destroy(n->tl);
 	if (rc == -ENOMEM)
-		ps_net_errf(err, errlen, rc, "out of memory");
+		ps_errf_rc(err, errlen, rc, "out of memory");
 out_free:
 	ps_net_wl_fini(wl);
 	free(n);

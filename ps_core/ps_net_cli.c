@@ -372,11 +372,11 @@ static int check_model(struct ps_net *n, uint32_t s, const char *ans, char *err,
 			p = NULL;
 	}
 	if (p == NULL)
-		return ps_net_errf(err, errlen, -EPROTO, "ps %u (%s) did not name its model in its "
+		return ps_errf_rc(err, errlen, -EPROTO, "ps %u (%s) did not name its model in its "
 			       "health answer '%.200s'; this worker's is %016" PRIx64, s, ep, ans,
 			       n->model_digest);
 	if (d != n->model_digest)
-		return ps_net_errf(err, errlen, -EPROTO, "ps %u (%s) serves model %016llx, this worker "
+		return ps_errf_rc(err, errlen, -EPROTO, "ps %u (%s) serves model %016llx, this worker "
 			       "trains model %016" PRIx64 ": start servers and workers from the same "
 			       "model (--model and its flags, or --model-file)", s, ep, d,
 			       n->model_digest);
@@ -454,14 +454,14 @@ static int try_servers(struct ps_net *n, char *err, size_t errlen)
 			continue;
 		}
 		if (parse_layout(n, s, ans, &lanes, &shards) != 0)
-			return ps_net_errf(err, errlen, -EPROTO, "ps %u answered health with '%.200s': "
+			return ps_errf_rc(err, errlen, -EPROTO, "ps %u answered health with '%.200s': "
 				       "expected lanes, shards and ports%s", s, ans,
 				       n->cl->ps_data[s].host[0] == '\0' ? ", and its data address "
 				       "(.endpoint_map has no line for it)" : "");
 		if ((rc = check_model(n, s, ans, err, errlen)) != 0)
 			return rc;
 		if (n->layout_known[s] && (lanes != n->lanes_of[s] || shards != n->shards_of[s]))
-			return ps_net_errf(err, errlen, -EPROTO, "ps %u came back with %u lanes and %u "
+			return ps_errf_rc(err, errlen, -EPROTO, "ps %u came back with %u lanes and %u "
 				       "shards; it had %u and %u (restart the workers to follow a "
 				       "changed NETWORK_PS_CORE_NUMBER)", s, lanes, shards,
 				       n->lanes_of[s], n->shards_of[s]);
@@ -476,7 +476,7 @@ static int try_servers(struct ps_net *n, char *err, size_t errlen)
 				return (int)(down ? down : 1);
 		if ((rc = ps_client_set_lanes(n->pc, n->lanes_of, n->shards_of)) != 0 ||
 		    (rc = ensure_msgs(n)) != 0)
-			return ps_net_errf(err, errlen, rc, "routing to %u server lanes: %s",
+			return ps_errf_rc(err, errlen, rc, "routing to %u server lanes: %s",
 				       ps_client_dests(n->pc), strerror(-rc));
 		n->layout_set = true;
 	}
@@ -503,7 +503,7 @@ static int wait_servers(struct ps_net *n, char *err, size_t errlen)
 			return down;
 		list_not_ready(n, eps, sizeof(eps));
 		if (ps_net_now_us() >= deadline || n->stop)
-			return ps_net_errf(err, errlen, -ETIMEDOUT, "gave up after %u s waiting for the "
+			return ps_errf_rc(err, errlen, -ETIMEDOUT, "gave up after %u s waiting for the "
 				       "parameter servers (wait_timeout_s); not ready endpoints: %s",
 				       cl->wait_timeout_s, eps);
 		PS_LOG(INFO, "%s: server not ready, wait %u sec to retry... not ready endpoints: %s",
@@ -530,7 +530,7 @@ static int check_epochs(struct ps_net *n, char *err, size_t errlen)
 			continue;
 		ps_endpoint_format(&n->cl->ps[s], ep, sizeof(ep));
 		if (n->cl->ps_lost_state == PS_POLICY_FAIL)
-			return ps_net_errf(err, errlen, -ESTALE, "ps %u (%s) came back without its state "
+			return ps_errf_rc(err, errlen, -ESTALE, "ps %u (%s) came back without its state "
 				       "(state epoch %016" PRIx64 ", it had %016" PRIx64 "): what it "
 				       "held is gone; ps_lost_state fail: stopping (restore it from its "
 				       "checkpoint, or restart the job)", s, ep, now, was);
@@ -563,7 +563,7 @@ static int connect_and_hello(struct ps_net *n, char *err, size_t errlen)
 			break;
 	}
 	why = ps_client_error(n->pc);
-	return ps_net_errf(err, errlen, rc, "saying hello to the servers (worker %u): %s%s%s",
+	return ps_errf_rc(err, errlen, rc, "saying hello to the servers (worker %u): %s%s%s",
 		       n->cl->task_index, strerror(-rc), why[0] ? ": " : "", why);
 }
 
@@ -611,7 +611,7 @@ static int resend_fresh(struct ps_net *n, bool first, char *err, size_t errlen)
 			n->name, s, cnt, cnt == 1 ? "" : "es");
 	}
 	if (r.rc != 0)
-		return ps_net_errf(err, errlen, r.rc, "resending to a reconnected server: %s",
+		return ps_errf_rc(err, errlen, r.rc, "resending to a reconnected server: %s",
 			       strerror(-r.rc));
 	return 0;
 }
@@ -621,7 +621,7 @@ int ps_net_connect(struct ps_net *n, struct ps_client *pc, char *err, size_t err
 	int rc;
 
 	if (n->is_ps)
-		return ps_net_errf(err, errlen, -EINVAL, "this node is a ps, not a worker");
+		return ps_errf_rc(err, errlen, -EINVAL, "this node is a ps, not a worker");
 	n->pc = pc;
 	n->io.send = cli_send;
 	n->io.poll = cli_poll;

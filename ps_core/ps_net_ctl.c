@@ -79,7 +79,7 @@ int ps_ctl_request(const struct ps_endpoint *ep, const char *token, const char *
 	     snprintf(line, sizeof(line), "token %s\n%s", token, cmd) :
 	     snprintf(line, sizeof(line), "%s", cmd);
 	if (rc < 0 || (size_t)rc >= sizeof(line))
-		return ps_net_errf(err, errlen, -E2BIG, "control command longer than %zu bytes",
+		return ps_errf_rc(err, errlen, -E2BIG, "control command longer than %zu bytes",
 			       sizeof(line) - 1);
 	iov.len = (uint32_t)rc;
 	rc = 0;
@@ -87,7 +87,7 @@ int ps_ctl_request(const struct ps_endpoint *ep, const char *token, const char *
 	cfg.protocol = TL_PROTO_KERNEL;
 	cfg.max_body = PS_CTL_MAX;
 	if ((rc = tl_create(&cfg, &tl)) != 0)
-		return ps_net_errf(err, errlen, rc, "kernel transport: %s", strerror(-rc));
+		return ps_errf_rc(err, errlen, rc, "kernel transport: %s", strerror(-rc));
 	rc = tl_connect(tl, ip, ep->port, &ctl_ops, &r, &c);
 	while (rc == 0 && r.up == 0 && ps_net_now_us() < deadline)
 		tl_poll(tl, 10000);
@@ -100,7 +100,7 @@ int ps_ctl_request(const struct ps_endpoint *ep, const char *token, const char *
 	if (rc == 0 && !r.answered)
 		rc = r.up == 1 ? -ETIMEDOUT : -ECONNRESET;
 	if (rc != 0)
-		ps_net_errf(err, errlen, rc, "control endpoint %s:%u: %s", ep->host, ep->port,
+		ps_errf_rc(err, errlen, rc, "control endpoint %s:%u: %s", ep->host, ep->port,
 			strerror(-rc));
 	tl_destroy(tl);
 	return rc;

@@ -262,7 +262,7 @@ static int lane_setup(struct ps_net_group *g, uint32_t k, struct ps_net **out)
 	int rc;
 
 	if ((rc = tl_lanes_open(g->tl_lanes, k, &np.backend_arg)) != 0)
-		return ps_net_errf(g->err[k], sizeof(g->err[k]), rc, "lane %u: dpdk lcore: %s",
+		return ps_errf_rc(g->err[k], sizeof(g->err[k]), rc, "lane %u: dpdk lcore: %s",
 				   k, strerror(-rc));
 	np.lane = k;
 	np.lanes = g->lanes;
@@ -320,7 +320,7 @@ static int lane_main(void *arg)
 		n->obs_count = lane_node(g, 0)->obs; /* lane 0 made the telemetry slot */
 		rc = ps_net_serve_loop(n, k == 0 ? g->sigs : NULL);
 		if (rc != 0)
-			ps_net_errf(g->err[k], sizeof(g->err[k]), rc, "lane %u: serving stopped: %s", k,
+			ps_errf_rc(g->err[k], sizeof(g->err[k]), rc, "lane %u: serving stopped: %s", k,
 				strerror(-rc));
 	}
 	ps_net_group_stop(g);
@@ -349,7 +349,7 @@ int ps_net_lanes_open(const struct ps_cluster *cl, const struct ps_net_params *n
 	char why[256];
 
 	if ((rc = tl_lanes_create(&lc, out, why, sizeof(why))) != 0)
-		return ps_net_errf(err, errlen, rc, "cannot start the %s transport: %s%s",
+		return ps_errf_rc(err, errlen, rc, "cannot start the %s transport: %s%s",
 				   lc.protocol == TL_PROTO_DPDK ? "dpdk" : "kernel", why,
 				   lc.protocol == TL_PROTO_DPDK ?
 				   " (check the EAL arguments before \"--\")" : "");
@@ -376,7 +376,7 @@ int ps_net_lanes_start(struct ps_net_group **out, const struct ps_cluster *cl,
 	int rc;
 
 	if (g == NULL)
-		return ps_net_errf(err, errlen, -ENOMEM, "out of memory");
+		return ps_errf_rc(err, errlen, -ENOMEM, "out of memory");
 	g->cl = cl;
 	g->np = *np;
 	rc = ps_net_lanes_open(cl, np, "NETWORK_PS_CORE_NUMBER", lanes, &g->tl_lanes, err, errlen);

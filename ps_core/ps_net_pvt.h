@@ -209,8 +209,6 @@ struct ps_net {
 };
 
 uint64_t ps_net_now_us(void);
-int ps_net_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
 struct ps_net_buf *ps_net_buf_get(struct ps_net *n);
 void ps_net_buf_put(struct ps_net_buf *b);
 void ps_net_buf_done(void *arg, int status);

@@ -66,7 +66,7 @@ int ps_net_run_server(const struct ps_cluster *cl, const struct ps_model_tables 
 		len = snprintf(wal, sizeof(wal), "%s.wal", ckpt);
 	/* A path cut short would put the log somewhere nobody asked for: refuse it. */
 	if (len < 0 || (size_t)len >= sizeof(wal) - sizeof("/checkpoint"))
-		return ps_net_errf(err, errlen, -ENAMETOOLONG, "write-ahead log directory %s%s: longer "
+		return ps_errf_rc(err, errlen, -ENAMETOOLONG, "write-ahead log directory %s%s: longer "
 			       "than %zu bytes", cl->wal_dir[0] != '\0' ? cl->wal_dir : ckpt,
 			       cl->wal_dir[0] != '\0' ? "" : ".wal",
 			       sizeof(wal) - sizeof("/checkpoint") - 1);
@@ -104,7 +104,7 @@ int ps_net_run_server(const struct ps_cluster *cl, const struct ps_model_tables 
 		goto out_lanes;
 	for (k = 0; k < lanes; k++)
 		if ((rc = ps_handler_create(ps, k, &h[k])) != 0) {
-			ps_net_errf(err, errlen, rc, "ps handler of lane %u: %s", k, strerror(-rc));
+			ps_errf_rc(err, errlen, rc, "ps handler of lane %u: %s", k, strerror(-rc));
 			goto out_h;
 		}
 	/* Recovery runs on lane 0's handler alone, before any lane serves. */

@@ -91,7 +91,7 @@ int ps_net_serve(struct ps_net *n, struct ps_server *ps, struct ps_handler *h,
 	int rc;
 
 	if (!n->is_ps)
-		return ps_net_errf(err, errlen, -EINVAL, "this node's role is %s, not ps",
+		return ps_errf_rc(err, errlen, -EINVAL, "this node's role is %s, not ps",
 			       ps_role_name(cl->role));
 	if ((rc = ps_net_endpoint_ip(data, &ip, err, errlen, "data endpoint")) != 0 ||
 	    (rc = ps_net_endpoint_ip(ctl, &cip, err, errlen, "control endpoint")) != 0)
@@ -121,7 +121,7 @@ int ps_net_serve(struct ps_net *n, struct ps_server *ps, struct ps_handler *h,
 	       (uint16_t)(data->port + n->lane);
 	if (n->lane > 0 && cl->protocol != PS_PROTO_KERNEL && port <= data->port) {
 		n->h = NULL;
-		return ps_net_errf(err, errlen, -ERANGE, "data port %u + lane %u is past 65535",
+		return ps_errf_rc(err, errlen, -ERANGE, "data port %u + lane %u is past 65535",
 			       data->port, n->lane);
 	}
 	/* Kernel TCP's lane 0 listens once, on the control endpoint: data and control share it. */
@@ -129,7 +129,7 @@ int ps_net_serve(struct ps_net *n, struct ps_server *ps, struct ps_handler *h,
 			   ps_net_on_accept_either : ps_net_on_accept_data, n, &n->data_l);
 	if (rc != 0) {
 		n->h = NULL;
-		return ps_net_errf(err, errlen, rc, "data endpoint %s:%u (lane %u): cannot listen: %s",
+		return ps_errf_rc(err, errlen, rc, "data endpoint %s:%u (lane %u): cannot listen: %s",
 			       data->host, port, n->lane, strerror(-rc));
 	}
 	n->data_port = fz_listener_port(n->data_l);
@@ -140,7 +140,7 @@ int ps_net_serve(struct ps_net *n, struct ps_server *ps, struct ps_handler *h,
 			fz_unlisten(n->data_l);
 			n->data_l = NULL;
 			n->h = NULL;
-			return ps_net_errf(err, errlen, rc, "control endpoint %s:%u: cannot listen: %s",
+			return ps_errf_rc(err, errlen, rc, "control endpoint %s:%u: cannot listen: %s",
 				       ctl->host, ctl->port, strerror(-rc));
 		}
 	}
@@ -668,12 +668,12 @@ int ps_net_srv_save_start(struct ps_net *n, const char *path, struct ps_net_conn
 	int rc;
 
 	if (n->h == NULL)
-		return ps_net_errf(err, errlen, -EAGAIN, "not serving yet");
+		return ps_errf_rc(err, errlen, -EAGAIN, "not serving yet");
 	if (n->save_job != NULL)
-		return ps_net_errf(err, errlen, -EBUSY, "a %s checkpoint to %s is being written; ask "
+		return ps_errf_rc(err, errlen, -EBUSY, "a %s checkpoint to %s is being written; ask "
 			       "again when it is done", n->save_why, n->save_path);
 	if (n->draining)
-		return ps_net_errf(err, errlen, -EAGAIN, "shutting down (the shutdown checkpoint "
+		return ps_errf_rc(err, errlen, -EAGAIN, "shutting down (the shutdown checkpoint "
 			       "follows)");
 	if ((rc = save_begin(n, path, "requested", err, errlen)) != 0)
 		return rc;

@@ -378,7 +378,7 @@ static int lane_main(void *arg)
 	ps_net_lane_affinity(wl->cl, wl->cl->worker_net.disable_pin_cores, &wl->cpus, L->k);
 	rc = tl_lanes_open(wl->tl_lanes, L->k, &np.backend_arg);
 	if (rc != 0)
-		ps_net_errf(L->err, sizeof(L->err), rc, "worker lane %u: dpdk lcore: %s", L->k,
+		ps_errf_rc(L->err, sizeof(L->err), rc, "worker lane %u: dpdk lcore: %s", L->k,
 			    strerror(-rc));
 	if (rc == 0) {
 		np.lane = L->k;
@@ -607,7 +607,7 @@ int ps_net_wl_prepare(struct ps_net_params *np, uint32_t *lanes, struct ps_net_w
 	int rc;
 
 	if (wl == NULL)
-		return ps_net_errf(err, errlen, -ENOMEM, "out of memory");
+		return ps_errf_rc(err, errlen, -ENOMEM, "out of memory");
 	wl->cl = cl;
 	rc = ps_net_lanes_open(cl, np, "NETWORK_WORKER_CORE_NUMBER", lanes, &wl->tl_lanes, err,
 			       errlen);
@@ -616,7 +616,7 @@ int ps_net_wl_prepare(struct ps_net_params *np, uint32_t *lanes, struct ps_net_w
 		return rc;
 	}
 	if ((rc = tl_lanes_open(wl->tl_lanes, 0, &np->backend_arg)) != 0) {
-		ps_net_errf(err, errlen, rc, "worker lane 0: dpdk lcore: %s", strerror(-rc));
+		ps_errf_rc(err, errlen, rc, "worker lane 0: dpdk lcore: %s", strerror(-rc));
 		ps_net_wl_fini(wl);
 		return rc;
 	}
@@ -627,7 +627,7 @@ int ps_net_wl_prepare(struct ps_net_params *np, uint32_t *lanes, struct ps_net_w
 		wl->l[k].k = k;
 		if ((wl->l[k].cmd = ring_new()) == NULL || (wl->l[k].ev = ring_new()) == NULL) {
 			ps_net_wl_fini(wl);
-			return ps_net_errf(err, errlen, -ENOMEM, "out of memory");
+			return ps_errf_rc(err, errlen, -ENOMEM, "out of memory");
 		}
 	}
 	np->lanes = *lanes;
