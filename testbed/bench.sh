@@ -8,7 +8,8 @@
 #   pmd        raw PMD packet rate over a direct virtio-user <-> vhost-user pair (wharf-pktgen)
 #   transport  wharf-perf over the same direct pair (TCP-lite, busy-polling) vs. the kernel
 #              socket backend over loopback: 64 B ping-pong RTT, 64 B message rate, 1 MiB stream
-#              (MTU 1500 and 9000)
+#              (MTU 1500 and 9000); and the 64 B ping-pong RTT once more with both sides of
+#              both stacks sleeping when idle
 #   fuse       wharf-fuse-bench: fusion on vs off, DPDK (direct pair, polling) and kernel;
 #              and wharf-pktgen --step: the raw PMD's floor under a fused step's bytes
 #   shard      wharf-shard-bench: in-process sparse push/pull keys/s per lcore
@@ -72,32 +73,37 @@ part_pmd() {
 	unset "TB_PIDS[pgrx]"
 }
 
-# perf_dpdk NAME CLIENT_ARGS...   (server: echo, busy-polling; PERF_MTU sets both ends' MTU)
+# Both ends of a pair busy-poll (--poll), unless PERF_SLEEP=1: then neither has --poll and both
+# sleep when idle (DPDK on Rx interrupts, the kernel backend in epoll_wait).
+perf_poll() { [ "${PERF_SLEEP:-0}" = 1 ] || echo --poll; }
+
+# perf_dpdk NAME CLIENT_ARGS...   (server: echo; PERF_MTU sets both ends' MTU)
 perf_dpdk() {
-	local name=$1 mtu=${PERF_MTU:+--mtu $PERF_MTU}; shift
+	local name=$1 mtu=${PERF_MTU:+--mtu $PERF_MTU} poll=$(perf_poll); shift
 	rm -f "$TB_DIR/pair.sock"
 	"$TB_BUILD/wharf-perf" $(tb_pair_eal "s$name" server) -- --ip 198.18.3.2/24 --server \
-		--port 7000 --echo --poll --seconds $((SECS + 20)) $mtu >/dev/null 2>"$TB_DIR/s$name.log" &
+		--port 7000 --echo $poll --seconds $((SECS + 20)) $mtu >/dev/null 2>"$TB_DIR/s$name.log" &
 	TB_PIDS[srv]=$!
 	sleep 1
 	timeout $((SECS + 30)) "$TB_BUILD/wharf-perf" $(tb_pair_eal "c$name" client) -- \
-		--ip 198.18.3.1/24 --peer 198.18.3.2 --port 7000 --poll --seconds "$SECS" $mtu "$@" \
+		--ip 198.18.3.1/24 --peer 198.18.3.2 --port 7000 $poll --seconds "$SECS" $mtu "$@" \
 		>"$OUT/$name.json" 2>"$TB_DIR/c$name.log"
 	result "$name" $? "$TB_DIR/c$name.log"
 	tb_stop srv
 }
 
 # The kernel side of a pair run as the DPDK one is: server on core 1, client on core 0
-# (taskset: kernel TCP ignores EAL's -l), both busy-polling (--poll: epoll_wait without
-# sleeping), so the ratio compares the stacks, not a spin against a sleep.
+# (taskset: kernel TCP ignores EAL's -l), in the same idle mode (--poll: epoll_wait without
+# sleeping; PERF_SLEEP=1: both block in epoll_wait), so the ratio compares the stacks, not a
+# spin against a sleep.
 perf_kernel() {
-	local name=$1; shift
-	taskset -c 1 "$TB_BUILD/wharf-perf" -- --protocol kernel --server --port 7001 --echo --poll \
+	local name=$1 poll=$(perf_poll); shift
+	taskset -c 1 "$TB_BUILD/wharf-perf" -- --protocol kernel --server --port 7001 --echo $poll \
 		--seconds $((SECS + 20)) >/dev/null 2>"$TB_DIR/s$name.log" &
 	TB_PIDS[ksrv]=$!
 	sleep 0.5
 	timeout $((SECS + 30)) taskset -c 0 "$TB_BUILD/wharf-perf" -- --protocol kernel --peer 127.0.0.1 \
-		--port 7001 --poll --seconds "$SECS" "$@" >"$OUT/$name.json" 2>"$TB_DIR/c$name.log"
+		--port 7001 $poll --seconds "$SECS" "$@" >"$OUT/$name.json" 2>"$TB_DIR/c$name.log"
 	result "$name" $? "$TB_DIR/c$name.log"
 	tb_stop ksrv
 }
@@ -106,6 +112,9 @@ part_transport() {
 	rm -f "$OUT/dpdk_rtt.txt" "$OUT/kernel_rtt.txt"
 	perf_dpdk dpdk_pingpong --size 64 --hist "$OUT/dpdk_rtt.txt"
 	perf_kernel kernel_pingpong --size 64 --hist "$OUT/kernel_rtt.txt"
+	# The same pair with every process sleeping when idle, as a PS node runs by default.
+	PERF_SLEEP=1 perf_dpdk dpdk_pingpong_sleep --size 64
+	PERF_SLEEP=1 perf_kernel kernel_pingpong_sleep --size 64
 	perf_dpdk dpdk_rate --size 64 --mode stream
 	perf_kernel kernel_rate --size 64 --mode stream
 	perf_dpdk dpdk_stream --size 1048576 --mode stream
@@ -240,8 +249,8 @@ run_part() {
 }
 
 run_part pmd "pmd_rx pmd_tx" part_pmd
-run_part transport "dpdk_pingpong kernel_pingpong dpdk_rate kernel_rate dpdk_stream dpdk_stream_jumbo
-	kernel_stream" part_transport
+run_part transport "dpdk_pingpong kernel_pingpong dpdk_pingpong_sleep kernel_pingpong_sleep
+	dpdk_rate kernel_rate dpdk_stream dpdk_stream_jumbo kernel_stream" part_transport
 run_part fuse "fuse fuse_kernel fuse_pmd_step_bytes fuse_pmd_step fuse_pmd_step_pieces
 	fuse_pmd_step_pieces_plain" part_fuse
 run_part shard shard part_tool shard shard-bench ${BENCH_SHARD_ARGS:-}

@@ -90,12 +90,14 @@ def rows(rep):
     ps, pd, tr = p.get("ps") or {}, p.get("ps_direct") or {}, p.get("train") or {}
     tf = p.get("train_fuse") or {}
     us = lambda part, k: num(get(p, part, k), "µs")
-    out = [
-        ("64 B ping-pong RTT p50", us("dpdk_pingpong", "rtt_p50_us"),
-         us("kernel_pingpong", "rtt_p50_us"), h.get("rtt_p50_ratio_dpdk_over_kernel"),
-         "rtt_p50_ratio_dpdk_over_kernel"),
-        ("64 B ping-pong RTT p99", us("dpdk_pingpong", "rtt_p99_us"),
-         us("kernel_pingpong", "rtt_p99_us"), h.get("rtt_p99_ratio_dpdk_over_kernel"), None),
+    out = [(f"64 B ping-pong RTT {q}, both {mode}", us(dpdk, f"rtt_{q}_us"),
+            us(kernel, f"rtt_{q}_us"), h.get(f"rtt_{q}_ratio_dpdk_over_kernel{sfx}"),
+            f"rtt_{q}_ratio_dpdk_over_kernel{sfx}")
+           for mode, sfx, dpdk, kernel in (
+               ("polling", "", "dpdk_pingpong", "kernel_pingpong"),
+               ("sleeping", "_sleeping", "dpdk_pingpong_sleep", "kernel_pingpong_sleep"))
+           for q in ("p50", "p99")]
+    out += [
         ("64 B message rate (stream)", num(get(p, "dpdk_rate", "msgs_per_s"), "msg/s"),
          num(get(p, "kernel_rate", "msgs_per_s"), "msg/s"),
          h.get("msg_rate_ratio_dpdk_over_kernel"), "msg_rate_ratio_dpdk_over_kernel"),
@@ -154,7 +156,8 @@ def rows(rep):
                         num(get(runs, f"kernel_{nw}w", f"{op}_keys_per_s"), "key/s"),
                         ps.get(f"{op}_keys_per_s_ratio_dpdk_over_kernel_{nw}w"), None))
     out.append(("PS keys/s via the switch (geometric mean of the 4)", "", "",
-                h.get("ps_keys_per_s_ratio_dpdk_over_kernel"), None))
+                h.get("ps_keys_per_s_ratio_dpdk_over_kernel"),
+                "ps_keys_per_s_ratio_dpdk_over_kernel"))
     for nw in (1, 2):
         for op in ("pull", "push"):
             out.append((f"PS {op} keys/s, {nw} worker{'s' if nw > 1 else ''}, switch / kernel "
@@ -175,6 +178,9 @@ def rows(rep):
                         num(get(druns, f"dpdk_{mode}", f"{op}_keys_per_s"), "key/s"),
                         num(get(druns, f"kernel_bridge_{mode}", f"{op}_keys_per_s"), "key/s"),
                         pd.get(f"{op}_keys_per_s_ratio_dpdk_over_kernel_bridge_{mode}"), None))
+        out.append((f"PS keys/s, 1 worker, direct pair, {mode} (geometric mean of pull and push)",
+                    "", "", h.get(f"ps_direct_keys_per_s_ratio_dpdk_over_kernel_{mode}"),
+                    f"ps_direct_keys_per_s_ratio_dpdk_over_kernel_{mode}"))
     for label, what in (("dpdk_over_kernel_loopback", "DPDK / kernel over loopback"),
                         ("dpdk_over_kernel_bridge", "DPDK / kernel over a bridge"),
                         ("ps_virtio_over_ps_vhost", "PS on the virtio side / on the vhost side")):
@@ -256,10 +262,13 @@ def rows(rep):
 
 def summary_rows(rep):
     h = rep.get("headline") or {}
-    ps_direct = h.get("ps_direct_keys_per_s_ratio_dpdk_over_kernel_sleeping")
     return [
-        ("64 B ping-pong RTT p50, DPDK / kernel", ratio(h.get("rtt_p50_ratio_dpdk_over_kernel")),
+        ("64 B ping-pong RTT p50, DPDK / kernel, both polling",
+         ratio(h.get("rtt_p50_ratio_dpdk_over_kernel")),
          target(rep, "rtt_p50_ratio_dpdk_over_kernel")),
+        ("64 B ping-pong RTT p50, DPDK / kernel, both sleeping",
+         ratio(h.get("rtt_p50_ratio_dpdk_over_kernel_sleeping")),
+         target(rep, "rtt_p50_ratio_dpdk_over_kernel_sleeping")),
         ("64 B message rate, DPDK / kernel", ratio(h.get("msg_rate_ratio_dpdk_over_kernel")),
          target(rep, "msg_rate_ratio_dpdk_over_kernel")),
         ("1 MiB stream throughput, DPDK / kernel", ratio(h.get("stream_ratio_dpdk_over_kernel")),
@@ -272,10 +281,14 @@ def summary_rows(rep):
         ("shard key updates/s, one lcore", num(h.get("shard_key_updates_per_s_dim16_sgd"), "/s"),
          target(rep, "shard_key_updates_per_s_dim16_sgd")),
         ("PS keys/s, DPDK / kernel, via the switch",
-         ratio(h.get("ps_keys_per_s_ratio_dpdk_over_kernel")), ""),
-        ("PS keys/s, DPDK / kernel, direct pair, sleeping / polling",
-         ratio(ps_direct) + " / " +
-         ratio(h.get("ps_direct_keys_per_s_ratio_dpdk_over_kernel_polling")), ""),
+         ratio(h.get("ps_keys_per_s_ratio_dpdk_over_kernel")),
+         target(rep, "ps_keys_per_s_ratio_dpdk_over_kernel")),
+        ("PS keys/s, DPDK / kernel, direct pair, both sleeping",
+         ratio(h.get("ps_direct_keys_per_s_ratio_dpdk_over_kernel_sleeping")),
+         target(rep, "ps_direct_keys_per_s_ratio_dpdk_over_kernel_sleeping")),
+        ("PS keys/s, DPDK / kernel, direct pair, both polling",
+         ratio(h.get("ps_direct_keys_per_s_ratio_dpdk_over_kernel_polling")),
+         target(rep, "ps_direct_keys_per_s_ratio_dpdk_over_kernel_polling")),
         ("PS keys/s, DPDK / kernel over a bridge: switch; direct pair sleeping / polling",
          ratio(h.get("ps_keys_per_s_ratio_dpdk_over_kernel_bridge")) + "; " +
          ratio(h.get("ps_direct_keys_per_s_ratio_dpdk_over_kernel_bridge_sleeping")) + " / " +
