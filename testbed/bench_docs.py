@@ -218,21 +218,7 @@ def rows(rep):
          num(get(truns, "dpdk_fuse_off", "samples_per_s"), "sample/s"),
          h.get("train_samples_ratio_fuse_on_over_off"), "train_samples_ratio_fuse_on_over_off"),
     ]
-    druns = (p.get("train_direct") or {}).get("runs") or {}
-    out += [
-        (f"MLP training samples/s, 1 worker, direct pair, both sleeping / kernel over {via}",
-         num(get(druns, "dpdk", "samples_per_s"), "sample/s"),
-         num(get(druns, run, "samples_per_s"), "sample/s"),
-         h.get(f"train_direct_samples_ratio_dpdk_over_kernel{sfx}"),
-         f"train_direct_samples_ratio_dpdk_over_kernel{sfx}")
-        for via, run, sfx in (("loopback", "kernel", ""), ("a bridge", "kernel_bridge", "_bridge"))]
-    out += [
-        (f"MLP training samples/s, 1 worker, direct pair, both polling / kernel over {via}",
-         num(get(druns, "dpdk_polling", "samples_per_s"), "sample/s"),
-         num(get(druns, run + "_polling", "samples_per_s"), "sample/s"),
-         h.get(f"train_direct_samples_ratio_dpdk_over_kernel{sfx}_polling"),
-         f"train_direct_samples_ratio_dpdk_over_kernel{sfx}_polling")
-        for via, run, sfx in (("loopback", "kernel", ""), ("a bridge", "kernel_bridge", "_bridge"))]
+    out += direct_rows(p, h, "train_direct", "MLP")
     fruns = tf.get("runs") or {}
     for proto, sfx in (("dpdk", ""), ("kernel", "_kernel")):
         on = [get(fruns, f"{proto}_fuse_on_{i}", "samples_per_s") for i in range(1, 10)]
@@ -257,7 +243,22 @@ def rows(rep):
          num(get(pruns, "dpdk_fuse_off", "samples_per_s"), "sample/s"),
          h.get("train_torch_samples_ratio_fuse_on_over_off"), None),
     ]
+    out += direct_rows(p, h, "train_torch_direct", "PyTorch MLP")
     return out
+
+
+def direct_rows(p, h, part, what):
+    """Rows of a training part over the direct pair: both sleeping, both polling, each against
+    the kernel over loopback and over a bridge (the loopback ones carry the target)."""
+    runs = (p.get(part) or {}).get("runs") or {}
+    return [
+        (f"{what} training samples/s, 1 worker, direct pair, both {mode} / kernel over {via}",
+         num(get(runs, "dpdk" + poll, "samples_per_s"), "sample/s"),
+         num(get(runs, run + poll, "samples_per_s"), "sample/s"),
+         h.get(f"{part}_samples_ratio_dpdk_over_kernel{sfx}{poll}"),
+         f"{part}_samples_ratio_dpdk_over_kernel{sfx}{poll}")
+        for mode, poll in (("sleeping", ""), ("polling", "_polling"))
+        for via, run, sfx in (("loopback", "kernel", ""), ("a bridge", "kernel_bridge", "_bridge"))]
 
 
 def summary_rows(rep):
@@ -335,6 +336,11 @@ def summary_rows(rep):
         ("PyTorch MLP training samples/s, DPDK / kernel; fusion on / off",
          ratio(h.get("train_torch_samples_ratio_dpdk_over_kernel")) + "; " +
          ratio(h.get("train_torch_samples_ratio_fuse_on_over_off")), ""),
+        ("PyTorch MLP training samples/s, 1 worker, direct pair, DPDK / kernel, both sleeping / "
+         "both polling",
+         ratio(h.get("train_torch_direct_samples_ratio_dpdk_over_kernel")) + " / " +
+         ratio(h.get("train_torch_direct_samples_ratio_dpdk_over_kernel_polling")),
+         target(rep, "train_torch_direct_samples_ratio_dpdk_over_kernel")),
     ]
 
 

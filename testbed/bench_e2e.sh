@@ -56,6 +56,9 @@
 #   OUT_DIR/train_torch.json  the same job as a PyTorch program (python/examples/mlp_fmnist.py
 #                       on the package wharf, as `make demo` runs it): DPDK vs kernel and
 #                       --tensor-fuse off vs on. Top level: train_torch_samples_ratio_* as above.
+#   OUT_DIR/train_torch_direct.json  the PyTorch job over the direct pair as train_direct runs
+#                       wharf-train (1 worker, both sleeping then both polling, pinned alike).
+#                       Top level: train_torch_direct_samples_ratio_dpdk_over_kernel[_bridge][_polling].
 #
 # Every process runs where its EAL -l puts it, kernel ones too (TB_PIN: taskset to the same
 # cores). Every process is non-polling in ps and train (the machine has 2 cores for switch, PS and 2
@@ -64,7 +67,8 @@
 # recorded as failed, with why). About 9 minutes with the defaults on 2 shared cores.
 # Knobs: BENCH_MTU (DPDK data-plane MTU, 1500), BENCH_PS_SECONDS (BENCH_SECONDS or 3, per phase), BENCH_PS_BATCH (1000), BENCH_TRAIN_LIMIT (60000
 # images), BENCH_TRAIN_EPOCHS (2), BENCH_PS_BYTES_SECONDS (1, per phase of ps_bytes),
-# BENCH_E2E_PARTS ("ps ps_direct ps_bytes ps_lanes train train_direct train_fuse train_torch"),
+# BENCH_E2E_PARTS ("ps ps_direct ps_bytes ps_lanes train train_direct train_fuse train_torch
+# train_torch_direct"),
 # BENCH_TRAIN_FUSE_REPS (3), BENCH_E2E_BUDGET (800 s:
 # a run that would start past it is skipped and recorded as such). PS_ENABLE_POLLING and
 # WORKER_ENABLE_POLLING pass through to every node (spinning needs a core per process).
@@ -78,7 +82,7 @@ PS_BATCH=${BENCH_PS_BATCH:-1000}
 TR_LIMIT=${BENCH_TRAIN_LIMIT:-60000}
 TR_EPOCHS=${BENCH_TRAIN_EPOCHS:-2}
 PB_SECS=${BENCH_PS_BYTES_SECONDS:-1}
-PARTS=${BENCH_E2E_PARTS:-ps ps_direct ps_bytes ps_lanes train train_direct train_fuse train_torch}
+PARTS=${BENCH_E2E_PARTS:-ps ps_direct ps_bytes ps_lanes train train_direct train_fuse train_torch train_torch_direct}
 TF_REPS=${BENCH_TRAIN_FUSE_REPS:-3}
 export TB_PIN=1
 BUDGET=${BENCH_E2E_BUDGET:-800}
@@ -132,7 +136,7 @@ bridge_how() {
 # The namespace of node IDX for protocol PROTO: only bridge runs have one.
 node_ns() { [ "$1" = bridge ] && bridge_ns "$2"; return 0; }
 trap 'rc=$?; bridge_down; (exit $rc); tb_cleanup exit' EXIT
-case " $PARTS " in *" ps "*|*" ps_direct "*|*" ps_bytes "*|*" train "*|*" train_direct "*|*" train_torch "*) bridge_up || tb_log "no bridge runs: $BR_WHY" ;; esac
+case " $PARTS " in *" ps "*|*" ps_direct "*|*" ps_bytes "*|*" train "*|*" train_direct "*|*" train_torch "*|*" train_torch_direct "*) bridge_up || tb_log "no bridge runs: $BR_WHY" ;; esac
 
 # Control endpoints on loopback; with protocol=dpdk the map gives each node its data address
 # on the switch. PROTO bridge: kernel TCP, node i's endpoint on its bridge address. Sets CL
@@ -305,21 +309,35 @@ pair_run() { # NAME PROTO BASEPORT SIDE TIMEOUT PS_ARGS... -- WORKER_ARGS...
 	tb_stop "$name-ps"
 	result "$name-w0"
 }
+# The command line of a pair's node up to its flags: build/wharf-PAIR_CMD EAL --, or with
+# PAIR_CMD py:SCRIPT the Python program, its EAL arguments in WHARF_EAL_ARGS (pair_env).
+pair_cmd() { # EAL
+	case ${PAIR_CMD:-ps-bench} in
+	py:*) echo "/usr/bin/python3 -u ${PAIR_CMD#py:}" ;;
+	*) echo "$TB_BUILD/wharf-${PAIR_CMD:-ps-bench} $1 --" ;;
+	esac
+}
+pair_env() { # EAL: the environment of a pair's node
+	echo "PS_ENABLE_POLLING=$poll"
+	echo "WORKER_ENABLE_POLLING=$poll"
+	case ${PAIR_CMD:-ps-bench} in
+	py:*) echo "PYTHONPATH=$TB_BUILD/python"; echo "WHARF_EAL_ARGS=$1" ;;
+	esac
+}
 pair_ps() { # NAME EAL PREFIX... -- ARGS...
 	local name=$1 eal=$2 pre=(); shift 2
 	while [ "$1" != "--" ]; do pre+=("$1"); shift; done
 	shift
-	PS_ENABLE_POLLING=$poll WORKER_ENABLE_POLLING=$poll "${pre[@]}" taskset -c 1 \
-		"$TB_BUILD/wharf-${PAIR_CMD:-ps-bench}" $eal -- $CL --role ps "$@" >"$TB_DIR/$name-ps.out" \
-		2>"$TB_DIR/$name-ps.log" &
+	local envs; mapfile -t envs < <(pair_env "$eal")
+	env "${envs[@]}" "${pre[@]}" taskset -c 1 $(pair_cmd "$eal") $CL --role ps "$@" >"$TB_DIR/$name-ps.out" 2>"$TB_DIR/$name-ps.log" &
 	TB_PIDS[$name-ps]=$!
 }
 pair_worker() { # NAME TIMEOUT EAL PREFIX... -- ARGS...
 	local name=$1 to=$2 eal=$3 pre=(); shift 3
 	while [ "$1" != "--" ]; do pre+=("$1"); shift; done
 	shift
-	PS_ENABLE_POLLING=$poll WORKER_ENABLE_POLLING=$poll timeout --kill-after=5 "$to" "${pre[@]}" \
-		taskset -c 0 "$TB_BUILD/wharf-${PAIR_CMD:-ps-bench}" $eal -- $CL --role worker --task-index 0 "$@" \
+	local envs; mapfile -t envs < <(pair_env "$eal")
+	env "${envs[@]}" timeout --kill-after=5 "$to" "${pre[@]}" taskset -c 0 $(pair_cmd "$eal") $CL --role worker --task-index 0 "$@" \
 		>"$TB_DIR/$name-w0.out" 2>"$TB_DIR/$name-w0.log" &
 	TB_PIDS[$name-w0]=$!
 }
@@ -429,6 +447,24 @@ part_train_fuse() {
 					--train-limit "$TR_LIMIT" --test-limit 2000 --decay-epochs 0
 				base=$((base + 10))
 			done
+		done
+	done
+}
+
+# The PyTorch job (below) with 1 PS (core 1) and 1 worker (core 0) over the direct pair, as
+# train_direct runs wharf-train: sleeping, then polling, pinned alike.
+part_train_torch_direct() {
+	local proto poll name base=48800
+	for poll in False True; do
+		for proto in dpdk kernel bridge; do
+			name=ttd-$proto$([ $poll = True ] && echo -poll)
+			spent "$name" 1 40 && continue
+			tb_log "train_torch_direct: $proto, polling $poll"
+			PAIR_CMD="py:$TB_ROOT/python/examples/mlp_fmnist.py" PAIR_POLL=$poll \
+				pair_run "$name" "$proto" "$base" vhost 150 --mode sync --lr 0.1 --ps-cores 1 -- \
+				--mode sync --ps-cores 1 --epochs "$TR_EPOCHS" --batch 64 --lr 0.1 \
+				--train-limit "$TR_LIMIT" --test-limit 2000 --decay-epochs 0
+			base=$((base + 10))
 		done
 	done
 }
@@ -659,26 +695,30 @@ if "train" in parts:
     train_runs(tr, "tr", "train")
     finish("train", tr, "tr-")
 
-if "train_direct" in parts:
-    td = {"bench": "train_direct_e2e", "model": "mlp", "mode": "sync", "servers": 1,
-          "workers": 1, "epochs": int(epochs), "train_limit": int(limit), "batch": 64,
-          "note": "1 PS on net_vhost0 (core 1) and 1 worker on virtio_user0 (core 0), no switch, "
-                  "both sleeping (runs NAME) or both polling (runs NAME_polling: "
-                  "PS_ENABLE_POLLING and WORKER_ENABLE_POLLING True on both protocols, the "
-                  "kernel backend spinning on epoll_wait); kernel: the same two processes over "
-                  "loopback with the same cores (taskset); kernel_bridge: the same, " + bridge_how,
-          "runs": {}}
+DIRECT_NOTE = ("1 PS on net_vhost0 (core 1) and 1 worker on virtio_user0 (core 0), no switch, "
+               "both sleeping (runs NAME) or both polling (runs NAME_polling: "
+               "PS_ENABLE_POLLING and WORKER_ENABLE_POLLING True on both protocols, the "
+               "kernel backend spinning on epoll_wait); kernel: the same two processes over "
+               "loopback with the same cores (taskset); kernel_bridge: the same, " + bridge_how)
+
+def direct_runs(d, prefix, key):
+    """d's runs over the direct pair (PREFIX-PROTO[-poll]: 1 worker) and KEY_samples_ratio_*."""
     for sfx in ("", "_polling"):
         for proto in ("dpdk", "kernel", "bridge"):
-            r = run(f"td-{proto}" + ("-poll" if sfx else ""), 1)
+            r = run(f"{prefix}-{proto}" + ("-poll" if sfx else ""), 1)
             if r["ok"]:
                 r["samples_per_s"] = r["workers"][0]["samples_per_s"]
                 r["test_accuracy"] = r["workers"][0].get("test_accuracy")
-            td["runs"][RUN[proto] + sfx] = r
-        g = lambda n: td["runs"][n + sfx].get("samples_per_s")
-        td[f"train_direct_samples_ratio_dpdk_over_kernel{sfx}"] = ratio(g("dpdk"), g("kernel"))
-        td[f"train_direct_samples_ratio_dpdk_over_kernel_bridge{sfx}"] = ratio(
-            g("dpdk"), g("kernel_bridge"))
+            d["runs"][RUN[proto] + sfx] = r
+        g = lambda n: d["runs"][n + sfx].get("samples_per_s")
+        d[f"{key}_samples_ratio_dpdk_over_kernel{sfx}"] = ratio(g("dpdk"), g("kernel"))
+        d[f"{key}_samples_ratio_dpdk_over_kernel_bridge{sfx}"] = ratio(g("dpdk"), g("kernel_bridge"))
+
+if "train_direct" in parts:
+    td = {"bench": "train_direct_e2e", "model": "mlp", "mode": "sync", "servers": 1,
+          "workers": 1, "epochs": int(epochs), "train_limit": int(limit), "batch": 64,
+          "note": DIRECT_NOTE, "runs": {}}
+    direct_runs(td, "td", "train_direct")
     finish("train_direct", td, "td-")
 if "train_fuse" in parts:
     tf = {"bench": "train_fuse_e2e", "model": "mlp", "layers": 24, "hidden": 16, "tensors": 50,
@@ -737,4 +777,12 @@ if "train_torch" in parts:
           "runs": {}}
     train_runs(tt, "tt", "train_torch")
     finish("train_torch", tt, "tt-")
+if "train_torch_direct" in parts:
+    ttd = {"bench": "train_torch_direct_e2e", "model": "mlp", "framework": "pytorch",
+           "mode": "sync", "servers": 1, "workers": 1, "epochs": int(epochs),
+           "train_limit": int(limit), "batch": 64,
+           "note": "python/examples/mlp_fmnist.py, both nodes Python processes; " + DIRECT_NOTE,
+           "runs": {}}
+    direct_runs(ttd, "ttd", "train_torch_direct")
+    finish("train_torch_direct", ttd, "ttd-")
 EOF

@@ -89,7 +89,7 @@ parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "dpdk_pingpong", "kernel_pingp
                               "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream", "fuse", "fuse_kernel", "fuse_pmd_step_bytes", "fuse_pmd_step", "fuse_pmd_step_pieces", "fuse_pmd_step_pieces_plain", "shard",
                               "ps", "ps_direct", "ps_bytes", "ps_lanes", "train", "train_direct",
                               "train_fuse",
-                              "train_torch")}
+                              "train_torch", "train_torch_direct")}
 
 
 def why_not(n, v):
@@ -212,10 +212,10 @@ fig("train_samples_ratio_dpdk_over_kernel_bridge",
     get(parts["train"], "train_samples_ratio_dpdk_over_kernel_bridge"), "train")
 fig("train_samples_ratio_fuse_on_over_off",
     get(parts["train"], "train_samples_ratio_fuse_on_over_off"), "train")
-for sfx in ("", "_bridge", "_polling", "_bridge_polling"):
-    fig(f"train_direct_samples_ratio_dpdk_over_kernel{sfx}",
-        get(parts["train_direct"], f"train_direct_samples_ratio_dpdk_over_kernel{sfx}"),
-        "train_direct")
+for part in ("train_direct", "train_torch_direct"):
+    for sfx in ("", "_bridge", "_polling", "_bridge_polling"):
+        fig(f"{part}_samples_ratio_dpdk_over_kernel{sfx}",
+            get(parts[part], f"{part}_samples_ratio_dpdk_over_kernel{sfx}"), part)
 # Fusion on the many-small-tensors model (medians over interleaved rounds), both protocols.
 for sfx in ("", "_kernel"):
     fig(f"train_fuse_samples_ratio_fuse_on_over_off{sfx}",
@@ -265,6 +265,8 @@ targets = {
     "train_samples_ratio_dpdk_over_kernel": (">=", 1.2),
     "train_direct_samples_ratio_dpdk_over_kernel": (">=", 1.2),
     "train_direct_samples_ratio_dpdk_over_kernel_polling": (">=", 1.2),
+    "train_torch_direct_samples_ratio_dpdk_over_kernel": (">=", 1.2),
+    "train_torch_direct_samples_ratio_dpdk_over_kernel_polling": (">=", 1.2),
     "train_samples_ratio_fuse_on_over_off": (">=", 1.0),
     "train_fuse_samples_ratio_fuse_on_over_off": (">=", 1.3),
 }
