@@ -115,6 +115,9 @@ part_transport() {
 	# The same pair with every process sleeping when idle, as a PS node runs by default.
 	PERF_SLEEP=1 perf_dpdk dpdk_pingpong_sleep --size 64
 	PERF_SLEEP=1 perf_kernel kernel_pingpong_sleep --size 64
+	# The floor under the polling ping-pong: one 64 B frame each way on the same pair with no
+	# protocol (wharf-pktgen --step 64, both polling).
+	pmd_step 64 pmd_pingpong
 	perf_dpdk dpdk_rate --size 64 --mode stream
 	perf_kernel kernel_rate --size 64 --mode stream
 	perf_dpdk dpdk_stream --size 1048576 --mode stream

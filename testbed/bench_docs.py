@@ -98,6 +98,11 @@ def rows(rep):
                ("sleeping", "_sleeping", "dpdk_pingpong_sleep", "kernel_pingpong_sleep"))
            for q in ("p50", "p99")]
     out += [
+        ("64 B ping-pong RTT, raw PMD floor (one frame each way, no protocol), both polling",
+         us("pmd_pingpong", "us_per_step"), us("kernel_pingpong", "rtt_p50_us"),
+         h.get("rtt_p50_ratio_raw_pmd_over_kernel"), None),
+        ("64 B ping-pong RTT p50, both polling / raw PMD floor", us("dpdk_pingpong", "rtt_p50_us"),
+         us("pmd_pingpong", "us_per_step"), h.get("rtt_p50_ratio_dpdk_over_raw_pmd"), None),
         ("64 B message rate (stream)", num(get(p, "dpdk_rate", "msgs_per_s"), "msg/s"),
          num(get(p, "kernel_rate", "msgs_per_s"), "msg/s"),
          h.get("msg_rate_ratio_dpdk_over_kernel"), "msg_rate_ratio_dpdk_over_kernel"),
@@ -267,6 +272,8 @@ def summary_rows(rep):
         ("64 B ping-pong RTT p50, DPDK / kernel, both polling",
          ratio(h.get("rtt_p50_ratio_dpdk_over_kernel")),
          target(rep, "rtt_p50_ratio_dpdk_over_kernel")),
+        ("64 B ping-pong RTT p50, raw PMD floor / kernel, both polling (the least any stack "
+         "could have here)", ratio(h.get("rtt_p50_ratio_raw_pmd_over_kernel")), ""),
         ("64 B ping-pong RTT p50, DPDK / kernel, both sleeping",
          ratio(h.get("rtt_p50_ratio_dpdk_over_kernel_sleeping")),
          target(rep, "rtt_p50_ratio_dpdk_over_kernel_sleeping")),

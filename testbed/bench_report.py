@@ -84,7 +84,7 @@ def part_time(name):
         return None
 
 
-parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "dpdk_pingpong", "kernel_pingpong",
+parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "pmd_pingpong", "dpdk_pingpong", "kernel_pingpong",
                               "dpdk_pingpong_sleep", "kernel_pingpong_sleep", "dpdk_rate",
                               "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream", "fuse", "fuse_kernel", "fuse_pmd_step_bytes", "fuse_pmd_step", "fuse_pmd_step_pieces", "fuse_pmd_step_pieces_plain", "shard",
                               "ps", "ps_direct", "ps_bytes", "ps_lanes", "train", "train_direct",
@@ -129,6 +129,14 @@ for sfx, dpdk, kernel in (("", "dpdk_pingpong", "kernel_pingpong"),
         fig(f"rtt_{q}_ratio_dpdk_over_kernel{sfx}", ratio(get(parts[dpdk], f"rtt_{q}_us"),
                                                          get(parts[kernel], f"rtt_{q}_us")),
             dpdk, kernel)
+# The raw PMD's ping-pong (one frame each way, no protocol): the least RTT any stack has on
+# this link, and so the least RTT ratio against the kernel any stack could report here.
+raw_rtt = get(parts["pmd_pingpong"], "us_per_step")
+fig("raw_pmd_rtt_us", raw_rtt, "pmd_pingpong")
+fig("rtt_p50_ratio_raw_pmd_over_kernel", ratio(raw_rtt, get(parts["kernel_pingpong"], "rtt_p50_us")),
+    "pmd_pingpong", "kernel_pingpong")
+fig("rtt_p50_ratio_dpdk_over_raw_pmd", ratio(get(parts["dpdk_pingpong"], "rtt_p50_us"), raw_rtt),
+    "dpdk_pingpong", "pmd_pingpong")
 fig("msg_rate_ratio_dpdk_over_kernel", ratio(get(parts["dpdk_rate"], "msgs_per_s"),
                                              get(parts["kernel_rate"], "msgs_per_s")),
     "dpdk_rate", "kernel_rate")
