@@ -561,11 +561,17 @@ typedef void ps_done_fn(void *arg, int status);
 struct ps_client;
 
 int ps_client_create(const struct ps_client_config *cfg, struct ps_client **out);
-/* Frees the client; buffers it holds (ps_client_keep) are not released: see ps_client_unkeep. */
+/*
+ * Frees the client. With ps_client_keep_by_ref, every buffer it still holds goes back first
+ * (release on each, as ps_client_unkeep does); after ps_client_unkeep it holds none, so
+ * nothing is released twice. The owner of the buffers that frees them before the client
+ * calls ps_client_unkeep first (ps_net_destroy does).
+ */
 void ps_client_destroy(struct ps_client *c);
 /*
  * From now on the client keeps the requests it encodes by reference, through k (which must
- * outlive the client or the next ps_client_unkeep): see struct ps_client_keep.
+ * outlive the client or the next ps_client_unkeep, as must the buffers it holds): see
+ * struct ps_client_keep.
  */
 void ps_client_keep_by_ref(struct ps_client *c, const struct ps_client_keep *k);
 
@@ -683,7 +689,8 @@ uint32_t ps_client_resend(struct ps_client *c, uint32_t dest, ps_resend_fn *fn, 
 /*
  * With ps_client_keep_by_ref: lets go of every buffer the client holds (release on each)
  * and keeps requests as copies from then on; what was held is no longer sent again. For
- * the owner of the buffers, before it frees them.
+ * the owner of the buffers, before it frees them while the client lives on (otherwise
+ * ps_client_destroy lets go of them).
  */
 void ps_client_unkeep(struct ps_client *c);
 

@@ -240,6 +240,9 @@ void ps_client_destroy(struct ps_client *c)
 
 	if (!c)
 		return;
+	/* Buffers held by reference go back to their owner; after ps_client_unkeep none are. */
+	if (c->slots)
+		drop_held(c);
 	for (i = 0; c->slots && i < c->n_slots; i++) {
 		slot_arrays_free(&c->slots[i], c->n_dst);
 		free(c->slots[i].pos);

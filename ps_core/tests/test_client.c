@@ -384,6 +384,7 @@ static void test_client_reconnects_leave_no_slot_behind(void **state)
 struct kbuf {
 	uint8_t data[4096];
 	int keeps;
+	int holds, releases; /* every hold and release the client made on it */
 	bool used;
 };
 static struct kbuf kb[KB_N];
@@ -416,8 +417,25 @@ static int kb_writable(void *ctx, struct ps_msgbuf *m)
 		m->buf = kb_fresh();
 	return 0;
 }
-static void kb_hold(void *ctx, uint8_t *buf) { (void)ctx; kb_of(buf)->keeps++; }
-static void kb_release(void *ctx, uint8_t *buf) { (void)ctx; kb_of(buf)->keeps--; }
+static void kb_hold(void *ctx, uint8_t *buf)
+{
+	struct kbuf *b = kb_of(buf);
+
+	(void)ctx;
+	b->keeps++;
+	b->holds++;
+}
+
+static void kb_release(void *ctx, uint8_t *buf)
+{
+	struct kbuf *b = kb_of(buf);
+
+	(void)ctx;
+	if (b->keeps <= 0)
+		fail_msg("buffer %d released without being held", (int)(b - kb));
+	b->keeps--;
+	b->releases++;
+}
 static const struct ps_client_keep kb_keep = { kb_writable, kb_hold, kb_release, NULL };
 
 /* What the glue does when it sends m[d]: the buffer goes out, a fresh one takes its place. */
@@ -495,6 +513,92 @@ static void test_client_keeps_requests_by_reference(void **state)
 	for (i = 0; i < KB_N; i++)
 		assert_int_equal(kb[i].keeps, 0);
 	ps_client_destroy(c);
+}
+
+/* Every buffer the client held went back exactly once; returns the releases counted. */
+static int kb_all_released_once(void)
+{
+	int total = 0;
+
+	for (int i = 0; i < KB_N; i++) {
+		assert_int_equal(kb[i].keeps, 0);
+		assert_int_equal(kb[i].releases, kb[i].holds);
+		total += kb[i].releases;
+	}
+	return total;
+}
+
+/*
+ * Requests left in a client kept by reference: pushes two servers never acknowledged, one
+ * refused for a retry, a pull one server answered, a pull encoded and never sent.
+ * Returns the buffers held.
+ */
+static int kb_leave_requests(struct ps_client *c, struct ps_msgbuf *m)
+{
+	struct ps_msgbuf sent[NS];
+	uint64_t keys[30];
+	float g[60] = { 0 };
+	static float out[60]; /* the pulls' destination: they never end here */
+	static int sp, sq, sr;
+	int held = 0;
+	uint32_t i, s;
+
+	memset(kb, 0, sizeof(kb));
+	for (s = 0; s < NS; s++)
+		m[s] = (struct ps_msgbuf){ .buf = kb_fresh(), .cap = sizeof(kb[0].data) };
+	ps_client_keep_by_ref(c, &kb_keep);
+	for (i = 0; i < 30; i++)
+		keys[i] = i * 977;
+	sp = sq = sr = 1;
+	assert_int_equal(ps_client_push(c, 1, 2, keys, 30, g, pt_done, &sp, m), 0);
+	for (s = 0; s < NS; s++)
+		sent[s].buf = kb_send(m, s);
+	reply_ack(c, sent, 0);
+	reply_error(c, sent, 1, -EIO, PS_ERR_IO, PS_F_RETRY, "write-ahead log cannot take the push");
+	assert_int_equal(ps_client_pull(c, 1, 2, keys, 30, out, pt_done, &sq, m), 0);
+	for (s = 0; s < NS; s++)
+		sent[s].buf = kb_send(m, s);
+	reply_pull(c, sent, 2, 0);
+	assert_int_equal(ps_client_pull(c, 1, 2, keys, 30, out, pt_done, &sr, m), 0);
+	assert_int_equal(ps_client_inflight(c), 3);
+	for (i = 0; i < KB_N; i++)
+		held += kb[i].keeps;
+	assert_int_equal(held, 2 + 2 + NS); /* push: 1 and 2; pull: 0 and 1; the unsent pull */
+	return held;
+}
+
+/*
+ * ps_client_destroy gives back every buffer still held by reference, each once: a caller
+ * that never called ps_client_unkeep leaks none of them.
+ */
+static void test_client_destroy_releases_held_buffers_once(void **state)
+{
+	struct ps_msgbuf m[NS];
+	struct ps_client *c = mk(8, m);
+	int acked, held;
+
+	(void)state;
+	held = kb_leave_requests(c, m);
+	acked = 0;
+	for (int i = 0; i < KB_N; i++)
+		acked += kb[i].releases;
+	ps_client_destroy(c);
+	assert_int_equal(kb_all_released_once(), acked + held);
+}
+
+/* ps_client_unkeep then ps_client_destroy: the buffers go back at the unkeep, not again. */
+static void test_client_destroy_after_unkeep_releases_nothing_twice(void **state)
+{
+	struct ps_msgbuf m[NS];
+	struct ps_client *c = mk(8, m);
+	int after_unkeep;
+
+	(void)state;
+	kb_leave_requests(c, m);
+	ps_client_unkeep(c);
+	after_unkeep = kb_all_released_once();
+	ps_client_destroy(c);
+	assert_int_equal(kb_all_released_once(), after_unkeep);
 }
 
 /*
@@ -677,6 +781,8 @@ int main(void)
 		cmocka_unit_test(test_client_retry_refusal_sends_push_again_final_one_fails_with_text),
 		cmocka_unit_test(test_client_reconnects_leave_no_slot_behind),
 		cmocka_unit_test(test_client_keeps_requests_by_reference),
+		cmocka_unit_test(test_client_destroy_releases_held_buffers_once),
+		cmocka_unit_test(test_client_destroy_after_unkeep_releases_nothing_twice),
 		cmocka_unit_test(test_client_request_timeout),
 		cmocka_unit_test(test_client_blocking_calls_wait_for_every_reply),
 	};
