@@ -732,12 +732,16 @@ static bool ooo_fit_fin(struct tl_tcp_conn *c, uint32_t seq, uint32_t *len, bool
 
 	if (c->ooo_n && c->ooo[c->ooo_n - 1].fin) {
 		uint32_t fin_seq = c->ooo[c->ooo_n - 1].seq + c->ooo[c->ooo_n - 1].len;
-		if (TL_SEQ_GT(end, fin_seq) || (*fin && end != fin_seq)) {
+		if (TL_SEQ_GT(end, fin_seq)) { /* bytes past the queued FIN: cut there */
 			if (TL_SEQ_GEQ(seq, fin_seq)) {
 				s->st.drop_window++;
 				return false;
 			}
 			*len = fin_seq - seq;
+			*fin = false;
+		} else if (*fin && end != fin_seq) {
+			/* A FIN before the queued one: the queued one stands, the bytes are kept.
+			 * (The segment is never lengthened: its bytes end where its data does.) */
 			*fin = false;
 		}
 		return true;

@@ -177,6 +177,46 @@ static void test_tcp_data_after_fin_never_delivered(void **state)
 	}
 }
 
+/*
+ * A second FIN that claims an earlier end than the queued one (a confused or hostile peer):
+ * the queued FIN stands, and the segment's bytes are queued as they are, never stretched to
+ * the queued FIN's position (which would hand the application bytes from past the end of
+ * the received packet).
+ */
+static void test_tcp_earlier_fin_behind_queued_fin(void **state)
+{
+	struct fl_link *l = *state;
+	uint8_t seg[160], data[100];
+	struct view v;
+	uint32_t n;
+
+	fl_fill_random(data, sizeof(data), 11);
+	assert_int_equal(fl_open_pair(l), 0);
+	server_view(l, &v);
+	l->filter = drop_all;
+	/* A bare FIN at byte 100, out of order (bytes 0..99 missing)... */
+	n = fl_build(seg, v.sport, v.dport, v.rcv_nxt + 100, v.snd_nxt, TL_TCP_ACK | TL_TCP_FIN, 1000,
+		     NULL, 0, NULL, 0);
+	assert_int_equal(fl_inject(l, 0, seg, n, 0), 0);
+	/* ...bytes 16..65 with a FIN after them, before the queued one... */
+	n = fl_build(seg, v.sport, v.dport, v.rcv_nxt + 16, v.snd_nxt, TL_TCP_ACK | TL_TCP_FIN, 1000,
+		     NULL, 0, data + 16, 50);
+	fl_inject(l, 0, seg, n, 0);
+	/* ...then bytes 0..31: 66 bytes in order, no end of stream (66..99 are still owed). */
+	n = fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt, TL_TCP_ACK, 1000, NULL, 0, data, 32);
+	assert_int_equal(fl_inject(l, 0, seg, n, 0), 0);
+	assert_int_equal(l->app[0].rx_len, 66);
+	assert_memory_equal(l->app[0].rx, data, 66);
+	assert_int_equal(l->app[0].eof, 0);
+	/* The rest up to the queued FIN: the stream ends there. */
+	n = fl_build(seg, v.sport, v.dport, v.rcv_nxt + 66, v.snd_nxt, TL_TCP_ACK, 1000, NULL, 0,
+		     data + 66, 34);
+	assert_int_equal(fl_inject(l, 0, seg, n, 0), 0);
+	assert_int_equal(l->app[0].rx_len, 100);
+	assert_memory_equal(l->app[0].rx, data, 100);
+	assert_int_equal(l->app[0].eof, 1);
+}
+
 static void test_tcp_paws_drops_old_timestamp(void **state)
 {
 	struct fl_link *l = *state;
@@ -633,6 +673,7 @@ int main(void)
 		T(test_tcp_fin_wait_2_bounded),
 		T(test_tcp_fin_overtaking_data_waits_for_it),
 		T(test_tcp_data_after_fin_never_delivered),
+		T(test_tcp_earlier_fin_behind_queued_fin),
 		T(test_tcp_paws_drops_old_timestamp),
 		T(test_tcp_refused_ack_leaves_ts_recent_alone),
 		T(test_tcp_abort_rst_at_snd_max_after_rto),
