@@ -551,13 +551,14 @@ static void *bg_sync_main(void *arg)
 {
 	struct bg_syncer *y = arg;
 
-	/* acquire: partner, the release store in the test. */
-	while (!atomic_load_explicit(&y->stop, memory_order_acquire)) {
+	/* At least one round, however late the thread is scheduled (a loaded machine may run
+	 * the whole fill first); acquire: partner, the release store in the test. */
+	do {
 		int rc = ps_server_wal_sync_bg(y->s);
 		if (rc != 0 && y->rc == 0)
 			y->rc = rc;
 		y->rounds++;
-	}
+	} while (!atomic_load_explicit(&y->stop, memory_order_acquire));
 	return NULL;
 }
 
