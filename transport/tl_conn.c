@@ -123,7 +123,7 @@ int tl_tcp_stack_create(const struct tl_tcp_cfg *cfg, const struct tl_tcp_ops *o
 		s->conns[i].idx = i;
 		s->conns[i].stack = s;
 		s->conns[i].hnext = i + 1 < cfg->max_conns ? i + 1 : TL_NO_IDX;
-		s->conns[i].ooo = &s->ooo_pool[(size_t)i * cfg->ooo_max];
+		tl_ooo_reset(&s->conns[i]);
 	}
 	s->conn_free = 0;
 	for (i = 0; i < cfg->max_sbufs; i++) {
@@ -223,7 +223,7 @@ struct tl_tcp_conn *tl_conn_alloc(struct tl_tcp_stack *s, const struct tl_tcp_tu
 		memset(c, 0, sizeof(*c));
 		c->idx = idx;
 		c->stack = s;
-		c->ooo = tl_conn_ooo_base(c);
+		tl_ooo_reset(c);
 	}
 	c->t = *t;
 	b = bucket_of(s, t);
@@ -322,8 +322,7 @@ void tl_conn_drop(struct tl_tcp_conn *c, int reason)
 	c->dead = true;
 	tl_tw_cancel(&s->tw, &c->tw);
 	c->rto_at = c->delack_at = c->persist_at = c->close_at = c->ka_at = 0;
-	while (c->ooo_n)
-		tl_conn_ooo_release(c, &c->ooo[--c->ooo_n]);
+	tl_ooo_clear(c);
 	while (c->sq_head) {
 		struct tl_tcp_sbuf *sb = c->sq_head;
 		c->sq_head = sb->next;
@@ -347,21 +346,6 @@ void tl_conn_put(struct tl_tcp_conn *c)
 {
 	if (--c->busy == 0 && c->dead && c->state != TL_TCP_CLOSED)
 		conn_free(c);
-}
-
-struct tl_ooo *tl_conn_ooo_base(const struct tl_tcp_conn *c)
-{
-	return &c->stack->ooo_pool[(size_t)c->idx * c->stack->cfg.ooo_max];
-}
-
-/* An entry leaves the out-of-order queue (the caller unlinks it): its packet and charge. */
-void tl_conn_ooo_release(struct tl_tcp_conn *c, const struct tl_ooo *e)
-{
-	struct tl_tcp_stack *s = c->stack;
-
-	c->ooo_bytes -= e->charge;
-	s->ooo_bytes -= e->charge;
-	s->ops.pkt_release(s->ops_ctx, e->pkt);
 }
 
 uint32_t tl_conn_rcv_space(const struct tl_tcp_conn *c)

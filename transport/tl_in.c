@@ -3,14 +3,15 @@
  * listener, and runs the RFC 9293 3.10.7 "segment arrives" steps with RFC 5961
  * protections (exact-sequence RST, challenge ACKs, ACK range check), RFC 7323
  * options and PAWS, RFC 2018 SACK blocks into the sender's scoreboard, the out-of-order
- * queue and in-order delivery to the receiver.
+ * queue (tl_ooo.c) and in-order delivery to the receiver.
  *
  * Call chain: backend -> tl_tcp_input -> seg_parse -> listen_input | syn_sent_input |
  * sync_input -> ack_input (tl_cc.c) / data_input -> cbs.recv; then tl_out_push and the
  * ACK decision (now or delayed, tl_timer.c).
  *
  * Packet ownership: the caller's reference on rx->pkt stays the caller's. A segment
- * parked out of order is held with ops.pkt_hold and released once delivered or dropped.
+ * parked out of order is held with ops.pkt_hold (once for the pieces of a frame parked side
+ * by side) and released once the last of them is delivered or dropped.
  */
 #include <errno.h>
 #include <string.h>
@@ -688,128 +689,26 @@ static void fin_input(struct tl_tcp_conn *c)
 		c->cbs->recv(c->arg, c, NULL, 0, NULL);
 }
 
-/* Drops everything the out-of-order queue holds (end of stream: nothing can follow). */
-static void ooo_purge(struct tl_tcp_conn *c)
-{
-	while (c->ooo_n)
-		tl_conn_ooo_release(c, &c->ooo[--c->ooo_n]);
-}
-
-/* Delivers what the queue holds up to rcv_nxt: each entry leaves from the front by
- * moving the queue's start, so draining n entries costs n, not n^2 moves. */
+/* Delivers what the out-of-order queue holds up to rcv_nxt, from the front. An entry
+ * leaves the queue before its bytes go up (the receiver may drop the connection) and lets
+ * go of its packet after. */
 static void ooo_drain(struct tl_tcp_conn *c)
 {
 	if (c->ooo_n == 0)
 		return; /* in order, nothing held: the common case costs one test */
-	while (c->ooo_n && !c->dead && TL_SEQ_LEQ(c->ooo[0].seq, c->rcv_nxt)) {
-		struct tl_ooo e = c->ooo[0];
-		uint32_t skip = c->rcv_nxt - e.seq;
+	while (c->ooo_n && !c->dead && TL_SEQ_LEQ(c->ooo[c->ooo_head].seq, c->rcv_nxt)) {
+		uint32_t i = tl_ooo_pop(c);
+		const struct tl_ooo *e = &c->ooo[i];
+		uint32_t skip = c->rcv_nxt - e->seq;
 
-		c->ooo++;
-		c->ooo_n--;
-		if (skip < e.len)
-			deliver(c, e.data + skip, e.len - skip, e.pkt);
-		if (e.fin && skip <= e.len && !c->dead && !c->fin_rcvd)
+		if (skip < e->len)
+			deliver(c, e->data + skip, e->len - skip, e->pkt);
+		if (e->fin && skip <= e->len && !c->dead && !c->fin_rcvd)
 			fin_input(c);
-		tl_conn_ooo_release(c, &e);
+		tl_ooo_put(c, i);
 	}
 	if (c->fin_rcvd && !c->dead)
-		ooo_purge(c);
-	if (c->ooo_n == 0 && !c->dead)
-		c->ooo = tl_conn_ooo_base(c);
-}
-
-/*
- * A FIN fixes where the stream ends (RFC 9293 3.10.7.4: data past it is not data). The
- * queue keeps the invariant that a FIN it holds is on its last entry and nothing reaches
- * past it: a segment is cut to a queued FIN, and a FIN coming in cuts the queue back to
- * it. Returns false when nothing of the segment is left to queue.
- */
-static bool ooo_fit_fin(struct tl_tcp_conn *c, uint32_t seq, uint32_t *len, bool *fin)
-{
-	struct tl_tcp_stack *s = c->stack;
-	uint32_t end = seq + *len;
-
-	if (c->ooo_n && c->ooo[c->ooo_n - 1].fin) {
-		uint32_t fin_seq = c->ooo[c->ooo_n - 1].seq + c->ooo[c->ooo_n - 1].len;
-		if (TL_SEQ_GT(end, fin_seq)) { /* bytes past the queued FIN: cut there */
-			if (TL_SEQ_GEQ(seq, fin_seq)) {
-				s->st.drop_window++;
-				return false;
-			}
-			*len = fin_seq - seq;
-			*fin = false;
-		} else if (*fin && end != fin_seq) {
-			/* A FIN before the queued one: the queued one stands, the bytes are kept.
-			 * (The segment is never lengthened: its bytes end where its data does.) */
-			*fin = false;
-		}
-		return true;
-	}
-	if (!*fin)
-		return true;
-	while (c->ooo_n && TL_SEQ_GEQ(c->ooo[c->ooo_n - 1].seq, end)) {
-		tl_conn_ooo_release(c, &c->ooo[--c->ooo_n]);
-		s->st.drop_window++;
-	}
-	for (uint32_t i = 0; i < c->ooo_n; i++)
-		if (TL_SEQ_GT(c->ooo[i].seq + c->ooo[i].len, end))
-			c->ooo[i].len = end - c->ooo[i].seq;
-	return true;
-}
-
-/*
- * Room for a segment at position i charging `charge` bytes: the connection holds at most
- * rcv_buf and the stack cfg.ooo_mem, ooo_max entries each. When over, entries above i
- * (the furthest from the hole, the last the sender will need) go first; if that is not
- * enough the new segment is refused. Returns false then.
- */
-static bool ooo_make_room(struct tl_tcp_conn *c, uint32_t i, uint32_t charge)
-{
-	struct tl_tcp_stack *s = c->stack;
-
-	while (c->ooo_n == s->cfg.ooo_max || c->ooo_bytes + charge > s->cfg.rcv_buf ||
-	       s->ooo_bytes + charge > s->cfg.ooo_mem) {
-		if (i == c->ooo_n) {
-			s->st.drop_ooo_full++;
-			return false;
-		}
-		tl_conn_ooo_release(c, &c->ooo[--c->ooo_n]);
-		s->st.drop_ooo_full++;
-	}
-	return true;
-}
-
-static void ooo_insert(struct tl_tcp_conn *c, uint32_t seq, uint32_t len, const uint8_t *data,
-		       bool fin, void *pkt)
-{
-	struct tl_tcp_stack *s = c->stack;
-	struct tl_ooo *base = tl_conn_ooo_base(c);
-	uint32_t i = 0, charge = len > c->mss ? len : c->mss;
-
-	while (i < c->ooo_n && TL_SEQ_LT(c->ooo[i].seq, seq))
-		i++;
-	for (uint32_t j = i > 0 ? i - 1 : 0; j < c->ooo_n && TL_SEQ_LEQ(c->ooo[j].seq, seq); j++)
-		if (TL_SEQ_GEQ(c->ooo[j].seq + c->ooo[j].len, seq + len) && (c->ooo[j].fin || !fin)) {
-			s->st.dup_segs++; /* already held in full */
-			return;
-		}
-	if (!ooo_make_room(c, i, charge))
-		return;
-	if (c->ooo != base) {
-		/* Drained from the front since the queue last emptied: back to the slice's start. */
-		memmove(base, c->ooo, c->ooo_n * sizeof(c->ooo[0]));
-		c->ooo = base;
-	}
-	c->sack_recent = seq;
-	memmove(&c->ooo[i + 1], &c->ooo[i], (c->ooo_n - i) * sizeof(c->ooo[0]));
-	s->ops.pkt_hold(s->ops_ctx, pkt);
-	c->ooo[i] = (struct tl_ooo){ .seq = seq, .len = len, .charge = charge, .data = data,
-				     .pkt = pkt, .fin = fin };
-	c->ooo_n++;
-	c->ooo_bytes += charge;
-	s->ooo_bytes += charge;
-	s->st.ooo_queued++;
+		tl_ooo_clear(c); /* end of stream: nothing can follow */
 }
 
 static void data_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const struct seg *g)
@@ -847,13 +746,13 @@ static void data_input(struct tl_tcp_conn *c, const struct tl_tcp_rx *rx, const 
 		len = right - seq;   /* beyond what we offered: the peer resends it later */
 		fin = false;
 	}
-	if (had_ooo && !ooo_fit_fin(c, seq, &len, &fin)) {
+	if (had_ooo && !tl_ooo_fit_fin(c, seq, &len, &fin)) {
 		c->ack_now = true;
 		return;
 	}
 	if (seq != c->rcv_nxt) {
 		if (len || fin)
-			ooo_insert(c, seq, len, data, fin, rx->pkt);
+			tl_ooo_insert(c, seq, len, data, fin, rx->pkt);
 		c->ack_now = true;   /* the duplicate ACK that drives fast retransmit */
 		return;
 	}

@@ -147,6 +147,7 @@ static uint32_t put_ts(struct tl_tcp_conn *c, uint8_t *o)
 static uint32_t put_sack(const struct tl_tcp_conn *c, uint8_t *o, uint32_t room)
 {
 	struct tl_sack_range first = { 0, 0 }, top[3], cur;
+	const struct tl_ooo *q = c->ooo;
 	uint32_t ntop = 0, max = room >= 12u ? (room - 4u) / 8u : 0, n = 0;
 	bool have_first = false;
 
@@ -154,12 +155,12 @@ static uint32_t put_sack(const struct tl_tcp_conn *c, uint8_t *o, uint32_t room)
 		return 0;
 	if (max > 4)
 		max = 4;
-	for (uint32_t i = 0; i < c->ooo_n;) {
-		cur.start = c->ooo[i].seq;
-		cur.end = c->ooo[i].seq + c->ooo[i].len + c->ooo[i].fin;
-		for (i++; i < c->ooo_n && TL_SEQ_LEQ(c->ooo[i].seq, cur.end); i++)
-			if (TL_SEQ_GT(c->ooo[i].seq + c->ooo[i].len + c->ooo[i].fin, cur.end))
-				cur.end = c->ooo[i].seq + c->ooo[i].len + c->ooo[i].fin;
+	for (uint32_t i = c->ooo_head; i != TL_OOO_NIL;) {
+		cur.start = q[i].seq;
+		cur.end = q[i].seq + q[i].len + q[i].fin;
+		for (i = q[i].next; i != TL_OOO_NIL && TL_SEQ_LEQ(q[i].seq, cur.end); i = q[i].next)
+			if (TL_SEQ_GT(q[i].seq + q[i].len + q[i].fin, cur.end))
+				cur.end = q[i].seq + q[i].len + q[i].fin;
 		if (!have_first && TL_SEQ_GEQ(c->sack_recent, cur.start) &&
 		    TL_SEQ_LT(c->sack_recent, cur.end)) {
 			first = cur;

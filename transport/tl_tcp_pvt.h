@@ -58,14 +58,19 @@ struct tl_tcp_sbuf {
 	void *done_arg;
 };
 
-/* ---- out-of-order queue entry ------------------------------------------------ */
+/* ---- out-of-order queue entry (tl_ooo.c) ------------------------------------------ */
 
+#define TL_OOO_NIL UINT32_MAX          /* no entry */
+
+/* A node of a connection's out-of-order queue, a slot of its slice of the pool. */
 struct tl_ooo {
 	uint32_t seq, len;
 	uint32_t charge;               /* bytes counted against ooo_mem / rcv_buf */
-	const uint8_t *data;
-	void *pkt;                     /* held with ops.pkt_hold */
+	uint32_t prev, next;           /* neighbours by seq (next: the free list's link) */
+	uint32_t sprev, snext;         /* ring of the entries sharing pkt's one reference */
 	bool fin;
+	const uint8_t *data;
+	void *pkt;                     /* held with ops.pkt_hold, once per ring */
 };
 
 /* ---- SACK scoreboard ----------------------------------------------------------- */
@@ -122,10 +127,14 @@ struct tl_tcp_conn {
 	uint32_t irs, rcv_nxt, rcv_adv; /* rcv_adv: right edge last advertised */
 	uint32_t rcv_unread;           /* delivered, not yet tl_tcp_recved */
 	uint32_t unacked_segs;         /* received since our last ACK */
-	/* Out-of-order queue: ooo_n entries sorted by seq from ooo, which drain moves forward
-	 * in its slice of the pool (tl_conn_ooo_base) so that draining is linear. */
+	/* Out-of-order queue (tl_ooo.c): ooo_n entries linked by seq from ooo_head to ooo_tail,
+	 * slots of the slice ooo (cfg.ooo_max of the pool). */
 	struct tl_ooo *ooo;
+	uint32_t ooo_head, ooo_tail;
 	uint32_t ooo_n;
+	uint32_t ooo_last;             /* queued last, while queued: the next piece goes after it */
+	uint32_t ooo_free;             /* free slots, by next */
+	uint32_t ooo_fresh;            /* slots from here on unused since the queue was empty */
 	uint32_t ooo_bytes;            /* sum of the entries' charge */
 	uint32_t sack_recent;          /* seq of the segment queued out of order last: its
 					* block goes first (RFC 2018 4) */
@@ -234,8 +243,18 @@ void tl_conn_app_closed(struct tl_tcp_conn *c, int reason);
 void tl_conn_init_seq(struct tl_tcp_conn *c);
 uint32_t tl_conn_rcv_space(const struct tl_tcp_conn *c);
 uint32_t tl_rand(struct tl_tcp_stack *s);
-struct tl_ooo *tl_conn_ooo_base(const struct tl_tcp_conn *c);
-void tl_conn_ooo_release(struct tl_tcp_conn *c, const struct tl_ooo *e);
+
+/* tl_ooo.c */
+void tl_ooo_reset(struct tl_tcp_conn *c);  /* an empty queue on c's slice (c->idx, c->stack set) */
+bool tl_ooo_fit_fin(struct tl_tcp_conn *c, uint32_t seq, uint32_t *len, bool *fin);
+/* Parks a segment (taking a reference on pkt unless a neighbour of the same pkt has one). */
+void tl_ooo_insert(struct tl_tcp_conn *c, uint32_t seq, uint32_t len, const uint8_t *data,
+		   bool fin, void *pkt);
+/* Unlinks the first entry (ooo_n > 0) and returns its slot, which keeps its data, charge
+ * and packet reference until tl_ooo_put: delivery reads it in between. */
+uint32_t tl_ooo_pop(struct tl_tcp_conn *c);
+void tl_ooo_put(struct tl_tcp_conn *c, uint32_t i);
+void tl_ooo_clear(struct tl_tcp_conn *c);  /* drops every entry */
 
 /* tl_out.c */
 void tl_out_syn(struct tl_tcp_conn *c, bool ack);

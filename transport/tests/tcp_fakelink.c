@@ -2,7 +2,9 @@
  * tcp_fakelink.c — the fake wire, fake clock and test application behind the TCP-lite
  * unit tests (see tcp_fakelink.h). Plays the backend's part: ops.emit copies the
  * header and the zero-copy payload slices into a frame (as a NIC would DMA them),
- * ops.pkt_hold/pkt_release count references so every test can check for leaks.
+ * ops.pkt_hold/pkt_release count references so every test can check for leaks. A frame
+ * may stand for a chain of buffers (fl_inject_chain): then, as rte_pktmbuf_free and the
+ * DPDK backend's hold do, a reference taken or dropped on it updates every buffer's count.
  *
  * Call chain: test -> fl_run -> tl_tcp_input / tl_tcp_timers -> fl emit -> queue.
  * Test-only code: malloc per frame is fine here.
@@ -23,6 +25,8 @@ struct fl_frame {
 	uint8_t ecn;
 	struct tl_tcp_sbuf *sb[TL_TCP_TX_SLICES];
 	uint32_t nsb;
+	uint32_t nbufs;               /* buffers of the chain it stands for (0: one frame) */
+	uint32_t buf_refs[FL_CHAIN_MAX];
 	uint8_t bytes[];
 };
 
@@ -71,10 +75,23 @@ static void pkt_hold(void *ctx, void *pkt)
 
 	frame_link(ctx)->holds++;
 	f->refs++;
+	for (uint32_t i = 0; i < f->nbufs; i++) {
+		f->buf_refs[i]++;
+		f->link->buf_ref_updates++;
+	}
 }
 
 static void frame_unref(struct fl_frame *f)
 {
+	for (uint32_t i = 0; i < f->nbufs; i++) {
+		f->link->buf_ref_updates++;
+		if (f->buf_refs[i] == 0) {
+			f->link->buf_underflows++;
+			continue;
+		}
+		if (--f->buf_refs[i] == 0)
+			f->link->bufs_freed++;
+	}
 	if (--f->refs == 0)
 		frame_free(f);
 }
@@ -582,15 +599,18 @@ int fl_inject(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint8
 	return rc;
 }
 
-int fl_inject_pieces(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint32_t pieces)
+/* Hands seg over in `pieces` equal parts (the last takes the rest) under one frame, which
+ * stands for a chain of that many buffers when chain is set. */
+static int inject_pieces(struct fl_link *l, int to, const uint8_t *seg, uint32_t len,
+			 uint32_t pieces, bool chain)
 {
 	uint32_t doff = (uint32_t)(seg[12] >> 4) * 4u, off = 0;
-	struct tl_tcp_piece p[16];
+	struct tl_tcp_piece p[FL_CHAIN_MAX];
 	struct fl_frame *f;
 	struct tl_tcp_rx rx;
 	int rc;
 
-	if (doff > len || pieces == 0 || pieces > 16)
+	if (doff > len || pieces == 0 || pieces > FL_CHAIN_MAX)
 		return -EINVAL;
 	f = frame_of(l, seg, len);
 	if (!f)
@@ -599,12 +619,24 @@ int fl_inject_pieces(struct fl_link *l, int to, const uint8_t *seg, uint32_t len
 		uint32_t n = i + 1 == pieces ? len - doff - off : (len - doff) / pieces;
 		p[i] = (struct tl_tcp_piece){ f->bytes + doff + off, n };
 		off += n;
+		if (chain)
+			f->buf_refs[f->nbufs++] = 1; /* the link's own reference, as allocated */
 	}
 	rx = (struct tl_tcp_rx){ .saddr = l->addr[!to], .daddr = l->addr[to], .tcp = f->bytes,
 				 .tcp_len = doff, .pkt = f };
 	rc = tl_tcp_input_pieces(l->stack[to], &rx, p, pieces, l->now);
 	frame_unref(f);
 	return rc;
+}
+
+int fl_inject_pieces(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint32_t pieces)
+{
+	return inject_pieces(l, to, seg, len, pieces, false);
+}
+
+int fl_inject_chain(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint32_t pieces)
+{
+	return inject_pieces(l, to, seg, len, pieces, true);
 }
 
 uint32_t fl_count(const struct fl_link *l, uint32_t since, int from, uint8_t flags_all,

@@ -16,6 +16,7 @@
 
 #define FL_LOG_MAX 8192u
 #define FL_CHUNK_RANDOM UINT32_MAX
+#define FL_CHAIN_MAX 64u      /* buffers of a chained frame (the DPDK backend's DB_CHAIN_PIECES) */
 
 /* One emitted segment as the wire saw it (for assertions). */
 struct fl_seg {
@@ -76,6 +77,9 @@ struct fl_link {
 	struct fl_frame *q, *q_tail; /* in flight, sorted by delivery time */
 	uint64_t frames_live, frames_emitted, frames_dropped, frames_corrupt;
 	uint64_t holds, releases;
+	/* Chained frames (fl_inject_chain): buffer refcount updates, buffers whose count
+	 * reached zero, and releases of a buffer already at zero (a double release). */
+	uint64_t buf_ref_updates, bufs_freed, buf_underflows;
 	struct fl_seg log[FL_LOG_MAX];
 	uint32_t nlog;            /* total emitted (log is a ring) */
 };
@@ -126,6 +130,10 @@ int fl_inject(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint8
  * buffers: its payload in `pieces` parts of equal size, each with the header (sequence
  * advanced) and rx.more set on all but the last. Returns the last tl_tcp_input result. */
 int fl_inject_pieces(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint32_t pieces);
+/* The same for a frame in a chain of `pieces` buffers (at most FL_CHAIN_MAX), one piece
+ * each, whose every reference taken or dropped updates each buffer's count, as an mbuf
+ * chain's does (buf_ref_updates, bufs_freed, buf_underflows count them). */
+int fl_inject_chain(struct fl_link *l, int to, const uint8_t *seg, uint32_t len, uint32_t pieces);
 
 /* Segments logged since index `since` matching from/flag mask; the last one in *out. */
 uint32_t fl_count(const struct fl_link *l, uint32_t since, int from, uint8_t flags_all,

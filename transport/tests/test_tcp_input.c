@@ -724,6 +724,59 @@ static void test_tcp_frame_in_pieces_acked_once(void **state)
 	assert_int_equal(l->holds, l->releases);
 }
 
+/*
+ * LRO frames (one piece per buffer of the chain) parked out of order: C (40 buffers) past a
+ * hole, then B (48) between the hole and C, then the hole. The stream comes out exact, B and
+ * C are reported as one SACK block, and a chain is held once while its pieces wait, not
+ * once per piece: each buffer's count is updated three times (the link's reference, the
+ * queue's hold and its release) and reaches zero exactly once.
+ */
+static void test_tcp_chained_frames_out_of_order_held_once(void **state)
+{
+	enum { HOLE = 1000, KB = 48, KC = 40, PIECE = 700 };
+	static uint8_t seg[TL_TCP_HDR_MAX + KB * PIECE], data[HOLE + (KB + KC) * PIECE];
+	struct fl_link *l = *state;
+	uint32_t blocks[4][2], b, c, mark;
+	struct tl_tcp_cfg cfg;
+	struct fl_seg g;
+	struct view v;
+
+	fl_fini(l);
+	fl_cfg(&cfg);
+	cfg.rcv_buf = 256u << 10; /* both chains wait, each piece charged a whole MSS */
+	cfg.ooo_max = 128;
+	assert_int_equal(fl_init(l, &cfg, NULL, 11), 0);
+	assert_int_equal(fl_open_pair(l), 0);
+	server_view(l, &v);
+	l->filter = drop_all; /* node 1 never sent these: keep its replies off the wire */
+	fl_fill_random(data, sizeof(data), 77);
+	b = v.rcv_nxt + HOLE;
+	c = b + KB * PIECE;
+	assert_int_equal(fl_inject_chain(l, 0, seg, fl_build(seg, v.sport, v.dport, c, v.snd_nxt,
+							   TL_TCP_ACK, 1000, NULL, 0,
+							   data + HOLE + KB * PIECE, KC * PIECE),
+					 KC), 0);
+	mark = l->nlog;
+	assert_int_equal(fl_inject_chain(l, 0, seg, fl_build(seg, v.sport, v.dport, b, v.snd_nxt,
+							   TL_TCP_ACK, 1000, NULL, 0, data + HOLE,
+							   KB * PIECE),
+					 KB), 0);
+	assert_int_equal(l->app[0].rx_len, 0);
+	assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
+	assert_int_equal(g.ack, v.rcv_nxt);
+	assert_int_equal(fl_seg_sack(&g, blocks), 1);
+	assert_int_equal(blocks[0][0], b);
+	assert_int_equal(blocks[0][1], c + KC * PIECE);
+	assert_int_equal(fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt,
+						   TL_TCP_ACK, 1000, NULL, 0, data, HOLE), 0), 0);
+	assert_int_equal(l->app[0].rx_len, sizeof(data));
+	assert_memory_equal(l->app[0].rx, data, sizeof(data));
+	assert_int_equal(l->bufs_freed, KB + KC);
+	assert_int_equal(l->buf_underflows, 0);
+	assert_int_equal(l->buf_ref_updates, 3u * (KB + KC));
+	assert_int_equal(l->holds, l->releases);
+}
+
 static bool got_all(void *arg)
 {
 	const struct fl_link *l = arg;
@@ -804,6 +857,7 @@ int main(void)
 		T(test_tcp_ecn_ce_marks_cut_cwnd_dctcp),
 		T(test_tcp_random_lossy_link_transfer_intact),
 		T(test_tcp_frame_in_pieces_acked_once),
+		T(test_tcp_chained_frames_out_of_order_held_once),
 		T(test_tcp_tso_segments_above_mss),
 	};
 
