@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <rte_branch_prediction.h>
 #include <rte_cycles.h>
 #include <rte_ip.h>
 #include <rte_malloc.h>
@@ -431,6 +432,25 @@ static bool db_input_chain(struct db *d, struct rte_mbuf *m, struct tl_tcp_rx *r
 	return tl_tcp_input_pieces(d->stack, &h, p, n, db_now(d)) != -EINVAL;
 }
 
+/*
+ * True when the frame's buffers hold exactly what its head says: pkt_len bytes in nb_segs
+ * buffers. A PMD that got this wrong (a driver bug, or a device's bad LRO descriptors) would
+ * have the checksum and TCP read past the received bytes, rte_pktmbuf_linearize copy past the
+ * head buffer's end, and db_input_chain overrun its piece array; the frame is dropped instead.
+ * One compare for a single buffer; a chain is walked, as db_input_chain walks it anyway.
+ */
+static inline bool db_frame_whole(const struct rte_mbuf *m)
+{
+	uint32_t sum = 0;
+	uint16_t n = 0;
+
+	if (likely(m->next == NULL))
+		return m->nb_segs == 1 && m->data_len == m->pkt_len;
+	for (const struct rte_mbuf *s = m; s != NULL && n <= m->nb_segs; s = s->next, n++)
+		sum += s->data_len;
+	return n == m->nb_segs && sum == m->pkt_len;
+}
+
 static void db_l4_input(void *arg, struct dn_lcore *lc, struct rte_mbuf *m)
 {
 	struct db *d = arg;
@@ -443,6 +463,11 @@ static void db_l4_input(void *arg, struct dn_lcore *lc, struct rte_mbuf *m)
 	d->work++;
 	if (ip->next_proto_id != IPPROTO_TCP) {
 		dn_lcore_count_drop(lc, DN_DROP_IP_PROTO);
+		rte_pktmbuf_free(m);
+		return;
+	}
+	if (unlikely(!db_frame_whole(m))) {
+		dn_lcore_count_drop(lc, DN_DROP_IP_LEN);
 		rte_pktmbuf_free(m);
 		return;
 	}
