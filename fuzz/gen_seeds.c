@@ -422,6 +422,108 @@ static void gs_dn(struct gs_buf *o)
 	gs_write("dn_input", "arp", o);
 }
 
+/* ---- be_dpdk: peer segments to the DPDK backend ---------------------------------------- */
+
+/* Frame trailer of fuzz_be_dpdk.c: offload flags, buffer layout, the lie, the cuts. */
+static void gs_bd_tail(struct gs_buf *o, uint8_t ol, uint8_t layout, uint8_t lie, const uint8_t *cuts)
+{
+	gs_u8(o, ol);
+	gs_u8(o, layout);
+	if (layout & 0x30)
+		gs_u8(o, lie);
+	for (uint32_t i = 0; i < (layout & 0xfu); i++)
+		gs_u8(o, cuts[i]);
+}
+
+/* A built segment (kind 0): sequence and ack relative to the harness's peer model. */
+static void gs_bd_seg(struct gs_buf *o, uint8_t op, uint8_t flags, uint8_t fix, int16_t seq_d,
+		      const struct gs_buf *pay, uint8_t ol, uint8_t layout, uint8_t lie,
+		      const uint8_t *cuts)
+{
+	gs_u8(o, op);
+	gs_u8(o, flags);
+	gs_u8(o, fix | 0x03);
+	gs_u16(o, (uint16_t)seq_d);
+	gs_u16(o, 0);
+	gs_u16(o, 65535);
+	gs_u8(o, 0);
+	gs_u16(o, pay != NULL ? (uint16_t)pay->n : 0);
+	if (pay != NULL)
+		gs_put(o, pay->b, pay->n);
+	gs_u8(o, 0);
+	gs_bd_tail(o, ol, layout, lie, cuts);
+}
+
+static void gs_be_dpdk(struct gs_buf *o)
+{
+	static const uint8_t cuts[15] = {20, 60, 61, 90, 120, 128, 140, 160, 170, 180, 200, 220,
+					 230, 240, 254};
+	struct gs_buf m1 = {malloc(8192), 0}, m2 = {malloc(8192), 0}, m3 = {malloc(8192), 0};
+	uint8_t raw[80] = {0};
+
+	gs_msg(&m1, 32, 1, 100, 1);
+	gs_msg(&m2, 33, 1, 1000, 2);
+	gs_msg(&m2, 34, 1, 2000, 3);
+	gs_msg(&m3, 35, 1, 400, 4);
+	/* Passive connection with timestamps: messages whole, over LRO chains, out of order. */
+	o->n = 0;
+	gs_u8(o, 0x05);
+	gs_bd_seg(o, 0x08, 0x18, 0x0c, 0, &m1, 0x00, 0x00, 0, cuts);       /* one buffer */
+	gs_bd_seg(o, 0x08, 0x18, 0x0c, 0, &m2, 0x18, 0x03, 0, cuts + 1);   /* LRO, L4 good */
+	gs_bd_seg(o, 0x08, 0x18, 0x0c, 0, &m3, 0x00, 0x02, 0, cuts + 13);  /* chain, sw csum */
+	gs_bd_seg(o, 0x00, 0x18, 0x04, 2000, &m3, 0x08, 0x01, 0, cuts + 5); /* out of order */
+	gs_bd_seg(o, 0x08, 0x18, 0x0c, 0, &m1, 0x00, 0x13, 40, cuts);      /* pkt_len too long */
+	gs_u8(o, 0x03);                                                    /* app: send 3000 */
+	gs_u8(o, 3);
+	gs_u16(o, 3000);
+	gs_u8(o, 0x03);                                                    /* app: timers */
+	gs_u8(o, 1);
+	gs_u8(o, 2);
+	gs_bd_seg(o, 0x08, 0x10, 0x04, 0, NULL, 0x00, 0x00, 0, cuts);      /* ACK all */
+	gs_bd_seg(o, 0x08, 0x11, 0x0c, 0, NULL, 0x00, 0x00, 0, cuts);      /* FIN */
+	gs_write("be_dpdk", "passive-ts", o);
+	/* Both connections, window scaling, held messages: chains with lies and odd headroom. */
+	o->n = 0;
+	gs_u8(o, 0x1b);
+	gs_bd_seg(o, 0x0c, 0x18, 0x08, 0, &m2, 0x1c, 0x0f, 0, cuts);       /* 16 buffers */
+	gs_bd_seg(o, 0x00, 0x18, 0x08, 0, &m1, 0x00, 0x61, 7, cuts);       /* pkt_len long */
+	gs_bd_seg(o, 0x04, 0x18, 0x08, 0, &m3, 0x08, 0xa3, 9, cuts);       /* pkt_len short */
+	gs_bd_seg(o, 0x08, 0x18, 0x08, 0, &m3, 0x0c, 0xf2, 30, cuts + 4);  /* data_len long */
+	gs_bd_seg(o, 0x0c, 0x02, 0x08, 0, NULL, 0x08, 0x01, 0, cuts);      /* SYN in a chain */
+	gs_u8(o, 0x07);                                                    /* app: send copy */
+	gs_u8(o, 2);
+	gs_u8(o, 100);
+	gs_u8(o, 0x03);                                                    /* app: close */
+	gs_u8(o, 4);
+	gs_u8(o, 0x07);                                                    /* app: release */
+	gs_u8(o, 8);
+	gs_bd_seg(o, 0x0c, 0x14, 0x08, 0, NULL, 0x00, 0x00, 0, cuts);      /* RST */
+	gs_write("be_dpdk", "both-lro", o);
+	/* Listener only: a SYN, then raw frames fixed up to reach TCP. */
+	o->n = 0;
+	gs_u8(o, 0x00);
+	gs_bd_seg(o, 0x08, 0x02, 0x08, 0, NULL, 0x00, 0x00, 0, cuts);
+	gs_bd_seg(o, 0x08, 0x10, 0x08, 0, NULL, 0x00, 0x00, 0, cuts);
+	raw[14 + 3] = 60;
+	raw[14 + 8] = 64;
+	raw[34 + 12] = 0x50;
+	raw[34 + 13] = 0x18;
+	gs_u8(o, 0x0a);
+	gs_u8(o, 0x0f);
+	gs_u16(o, sizeof(raw));
+	gs_put(o, raw, sizeof(raw));
+	gs_bd_tail(o, 0x00, 0x01, 0, cuts + 3);
+	gs_u8(o, 0x0a);
+	gs_u8(o, 0x07);
+	gs_u16(o, 40);
+	gs_put(o, raw, 40);
+	gs_bd_tail(o, 0x03, 0x00, 0, cuts);
+	gs_write("be_dpdk", "listen-raw", o);
+	free(m1.b);
+	free(m2.b);
+	free(m3.b);
+}
+
 int main(int argc, char **argv)
 {
 	struct gs_buf o = {malloc(GS_BUF), 0};
@@ -435,6 +537,7 @@ int main(int argc, char **argv)
 	gs_tcp(&o);
 	gs_config(&o);
 	gs_dn(&o);
+	gs_be_dpdk(&o);
 	free(o.b);
 	printf("gen_seeds: corpora written under %s\n", gs_dir);
 	return 0;

@@ -19,7 +19,7 @@
 set -u
 cd "$(dirname "$0")/.."
 
-ALL_TARGETS=(fuse frame tcp ps wal config dn_input)
+ALL_TARGETS=(fuse frame tcp ps wal config dn_input be_dpdk)
 CC=${FUZZ_CC:-clang}
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 SMOKE_SECONDS=${FUZZ_SMOKE_SECONDS:-3}
@@ -59,10 +59,11 @@ layers_of() {
 	ps|wal) echo ps_core dpdk_net ;;
 	config) echo ps_core fuse transport dpdk_net ;;
 	dn_input) echo dpdk_net ;;
+	be_dpdk) echo transport dpdk_net ;;
 	esac
 }
 extra_of() {
-	case "$1" in dn_input) echo dpdk_net/tests/dn_testlib.c ;; esac
+	case "$1" in dn_input|be_dpdk) echo dpdk_net/tests/dn_testlib.c ;; esac
 }
 LIBS_ALL="$DPDK_LIBS -lnuma -ljansson -lz -lm -lpthread"
 
