@@ -50,7 +50,8 @@
 	X(IP_TRUNC, "ip_truncated")            /* frame shorter than the IPv4 header */           \
 	X(IP_VERSION, "ip_version")                                                               \
 	X(IP_IHL, "ip_ihl")                    /* header length below 20 or past the frame */     \
-	X(IP_LEN, "ip_total_length")           /* total length below IHL or past the frame */     \
+	X(IP_LEN, "ip_total_length")           /* total length below IHL or past the frame, or  */\
+						/* an mbuf chain whose lengths disagree        */\
 	X(IP_CKSUM, "ip_checksum")                                                                \
 	X(IP_TTL, "ip_ttl")                    /* TTL 0 on arrival */                             \
 	X(IP_DST, "ip_dst")                    /* not our address (we do not route) */            \
