@@ -414,6 +414,24 @@ static uint32_t bdf_l2l3(uint8_t *f, uint32_t ipopt, uint32_t l4_len)
 	return ihl;
 }
 
+/* The peer's TCP header of flow fl at tcp: doff bytes (the options, then zeros). */
+static void bdf_tcp_hdr(uint8_t *tcp, const struct bdf_flow *fl, uint32_t seq, uint32_t ack,
+			uint32_t doff, uint8_t flags, uint16_t wnd, const uint8_t *opts, uint32_t olen)
+{
+	memset(tcp, 0, doff);
+	tcp[0] = (uint8_t)(fl->rport >> 8);
+	tcp[1] = (uint8_t)fl->rport;
+	tcp[2] = (uint8_t)(fl->lport >> 8);
+	tcp[3] = (uint8_t)fl->lport;
+	bdf_st_be32(tcp + 4, seq);
+	bdf_st_be32(tcp + 8, ack);
+	tcp[12] = (uint8_t)(doff / 4u << 4);
+	tcp[13] = flags;
+	tcp[14] = (uint8_t)(wnd >> 8);
+	tcp[15] = (uint8_t)wnd;
+	memcpy(tcp + 20, opts, olen);
+}
+
 /*
  * A segment built by the harness:
  *   u8 flags, u8 fix (bit0 seq relative to the peer's next, else raw u32; bit1 ack
@@ -451,18 +469,7 @@ static void bdf_segment(struct fh_in *in, struct bdf_flow *fl)
 	plen = fh_u16(in) % (BDF_MAX_PAYLOAD + 1u);
 	ihl = bdf_l2l3(f, (fix & 0x80) ? 8u : 0u, doff + plen);
 	tcp = f + 14 + ihl;
-	memset(tcp, 0, doff);
-	tcp[0] = (uint8_t)(fl->rport >> 8);
-	tcp[1] = (uint8_t)fl->rport;
-	tcp[2] = (uint8_t)(fl->lport >> 8);
-	tcp[3] = (uint8_t)fl->lport;
-	bdf_st_be32(tcp + 4, seq);
-	bdf_st_be32(tcp + 8, ack);
-	tcp[12] = (uint8_t)(doff / 4u << 4);
-	tcp[13] = flags;
-	tcp[14] = (uint8_t)(wnd >> 8);
-	tcp[15] = (uint8_t)wnd;
-	memcpy(tcp + 20, opts, olen);
+	bdf_tcp_hdr(tcp, fl, seq, ack, doff, flags, wnd, opts, olen);
 	memcpy(tcp + doff, fh_take(in, plen, &got), got);
 	for (uint32_t i = (uint32_t)got; i < plen; i++)
 		tcp[doff + i] = (uint8_t)i;
@@ -632,18 +639,7 @@ static void bdf_hs(struct bdf_flow *fl, uint8_t flags, uint32_t seq, uint32_t ac
 	doff = 20 + olen;
 	ihl = bdf_l2l3(f, 0, doff);
 	tcp = f + 14 + ihl;
-	memset(tcp, 0, 20);
-	tcp[0] = (uint8_t)(fl->rport >> 8);
-	tcp[1] = (uint8_t)fl->rport;
-	tcp[2] = (uint8_t)(fl->lport >> 8);
-	tcp[3] = (uint8_t)fl->lport;
-	bdf_st_be32(tcp + 4, seq);
-	bdf_st_be32(tcp + 8, ack);
-	tcp[12] = (uint8_t)(doff / 4u << 4);
-	tcp[13] = flags;
-	tcp[14] = 0xff;
-	tcp[15] = 0xff;
-	memcpy(tcp + 20, opt, olen);
+	bdf_tcp_hdr(tcp, fl, seq, ack, doff, flags, 0xffff, opt, olen);
 	bdf_ip_fix(f, 14 + ihl + doff);
 	bdf_tcp_fix(f, 14 + ihl + doff);
 	m = dt_frame(&bdf_env, f, (uint16_t)(14 + ihl + doff));

@@ -415,22 +415,27 @@ part_train() {
 	done
 }
 
-# The MLP job with 1 PS (core 1) and 1 worker (core 0) over the direct pair: no switch, so
-# no process but the two nodes touches the frames, as with a NIC; sleeping, pinned alike.
-part_train_direct() {
-	local proto poll name base=48600
+# A training job over the direct pair (1 PS on core 1, 1 worker on core 0, no switch: only
+# the two nodes touch the frames, as with a NIC), both sleeping then both polling, against the
+# kernel over loopback and over the bridge, pinned alike. Runs PREFIX-PROTO[-poll].
+direct_train() { # PART PREFIX BASEPORT PAIR_CMD PS_ARGS... -- WORKER_ARGS...
+	local part=$1 prefix=$2 base=$3 cmd=$4 proto poll name; shift 4
 	for poll in False True; do
 		for proto in dpdk kernel bridge; do
-			name=td-$proto$([ $poll = True ] && echo -poll)
-			spent "$name" 1 30 && continue
-			tb_log "train_direct: $proto, polling $poll"
-			PAIR_CMD=train PAIR_POLL=$poll pair_run "$name" "$proto" "$base" vhost 150 \
-				--mode sync --model mlp --lr 0.1 --ps-cores 1 -- --mode sync --model mlp \
-				--epochs "$TR_EPOCHS" --batch 64 --lr 0.1 --train-limit "$TR_LIMIT" \
-				--test-limit 2000 --decay-epochs 0
+			name=$prefix-$proto$([ $poll = True ] && echo -poll)
+			spent "$name" 1 40 && continue
+			tb_log "$part: $proto, polling $poll"
+			PAIR_CMD=$cmd PAIR_POLL=$poll pair_run "$name" "$proto" "$base" vhost 150 "$@"
 			base=$((base + 10))
 		done
 	done
+}
+
+# The MLP job (wharf-train) over the direct pair.
+part_train_direct() {
+	direct_train train_direct td 48600 train --mode sync --model mlp --lr 0.1 --ps-cores 1 -- \
+		--mode sync --model mlp --epochs "$TR_EPOCHS" --batch 64 --lr 0.1 \
+		--train-limit "$TR_LIMIT" --test-limit 2000 --decay-epochs 0
 }
 
 # The many-small-tensors model, fusion off and on back to back in each round, so the two
@@ -451,22 +456,11 @@ part_train_fuse() {
 	done
 }
 
-# The PyTorch job (below) with 1 PS (core 1) and 1 worker (core 0) over the direct pair, as
-# train_direct runs wharf-train: sleeping, then polling, pinned alike.
+# The PyTorch job (below) over the direct pair, as train_direct runs wharf-train.
 part_train_torch_direct() {
-	local proto poll name base=48800
-	for poll in False True; do
-		for proto in dpdk kernel bridge; do
-			name=ttd-$proto$([ $poll = True ] && echo -poll)
-			spent "$name" 1 40 && continue
-			tb_log "train_torch_direct: $proto, polling $poll"
-			PAIR_CMD="py:$TB_ROOT/python/examples/mlp_fmnist.py" PAIR_POLL=$poll \
-				pair_run "$name" "$proto" "$base" vhost 150 --mode sync --lr 0.1 --ps-cores 1 -- \
-				--mode sync --ps-cores 1 --epochs "$TR_EPOCHS" --batch 64 --lr 0.1 \
-				--train-limit "$TR_LIMIT" --test-limit 2000 --decay-epochs 0
-			base=$((base + 10))
-		done
-	done
+	direct_train train_torch_direct ttd 48800 "py:$TB_ROOT/python/examples/mlp_fmnist.py" \
+		--mode sync --lr 0.1 --ps-cores 1 -- --mode sync --ps-cores 1 --epochs "$TR_EPOCHS" \
+		--batch 64 --lr 0.1 --train-limit "$TR_LIMIT" --test-limit 2000 --decay-epochs 0
 }
 
 # The same job in PyTorch (the MLP of python/examples, sync; its PS is a Python process too).
