@@ -449,6 +449,19 @@ static uint8_t *kb_send(struct ps_msgbuf *m, uint32_t d)
 	return sent;
 }
 
+/* Kept by reference from here on: every buffer fresh, m[] given one each, keys[30] numbered. */
+static void kb_begin(struct ps_client *c, struct ps_msgbuf *m, uint64_t *keys)
+{
+	uint32_t i, s;
+
+	memset(kb, 0, sizeof(kb));
+	for (s = 0; s < NS; s++)
+		m[s] = (struct ps_msgbuf){ .buf = kb_fresh(), .cap = sizeof(kb[0].data) };
+	ps_client_keep_by_ref(c, &kb_keep);
+	for (i = 0; i < 30; i++)
+		keys[i] = i * 977;
+}
+
 static void resend_ptr(void *arg, const uint8_t *msg, uint32_t len)
 {
 	(void)len;
@@ -472,12 +485,7 @@ static void test_client_keeps_requests_by_reference(void **state)
 	uint32_t i, s;
 
 	(void)state;
-	memset(kb, 0, sizeof(kb));
-	for (s = 0; s < NS; s++)
-		m[s] = (struct ps_msgbuf){ .buf = kb_fresh(), .cap = sizeof(kb[0].data) };
-	ps_client_keep_by_ref(c, &kb_keep);
-	for (i = 0; i < 30; i++)
-		keys[i] = i * 977;
+	kb_begin(c, m, keys);
 	assert_int_equal(ps_client_push(c, 1, 2, keys, 30, g, pt_done, &sp, m), 0);
 	for (s = 0; s < NS; s++) {
 		assert_int_equal(kb_of(m[s].buf)->keeps, 1);
@@ -543,12 +551,7 @@ static int kb_leave_requests(struct ps_client *c, struct ps_msgbuf *m)
 	int held = 0;
 	uint32_t i, s;
 
-	memset(kb, 0, sizeof(kb));
-	for (s = 0; s < NS; s++)
-		m[s] = (struct ps_msgbuf){ .buf = kb_fresh(), .cap = sizeof(kb[0].data) };
-	ps_client_keep_by_ref(c, &kb_keep);
-	for (i = 0; i < 30; i++)
-		keys[i] = i * 977;
+	kb_begin(c, m, keys);
 	sp = sq = sr = 1;
 	assert_int_equal(ps_client_push(c, 1, 2, keys, 30, g, pt_done, &sp, m), 0);
 	for (s = 0; s < NS; s++)
