@@ -17,12 +17,13 @@
  * port's ARP table has one writer (the lcore owning queue 0, where non-IP frames land) and
  * lock-free readers (see dn_arp.c).
  *
- * Software steering (dn_steer.c): a port with one queue and nb_lcores > 1. Lcore 0 receives
- * every frame, asks hooks.steer which lcore owns each IPv4 TCP/UDP flow and hands the frame
- * over an SPSC rte_ring; that lcore's loop drains its ring as if it were an Rx queue. The
- * device's one Tx queue stays lcore 0's: the others hand their frames back over one MP/SC
- * ring that lcore 0 drains into its own Tx path. Sleeping lcores are woken by an eventfd in
- * their epoll set when a ring they read gets frames.
+ * Flow steering (dn_steer.c), nb_lcores > 1. With one queue, lcore 0 receives every frame,
+ * asks hooks.steer which lcore owns each IPv4 TCP/UDP flow and hands the frame over an SPSC
+ * rte_ring; that lcore's loop drains its ring as if it were an Rx queue. The device's one Tx
+ * queue stays lcore 0's: the others hand their frames back over one MP/SC ring that lcore 0
+ * drains into its own Tx path. With a queue per lcore, each reads and sends on its own and
+ * hands a frame the device put on the wrong queue to its owner's MP/SC ring. Sleeping lcores
+ * are woken by an eventfd in their epoll set when a ring they read gets frames.
  */
 #ifndef WHARF_DN_H
 #define WHARF_DN_H
@@ -104,10 +105,11 @@ struct dn_config {
 				  * else an address of the on-link subnet, ARPed for like a peer */
 	uint16_t mtu;            /* 0 = 1500; up to the device's max (jumbo: 9000 on virtio) */
 	uint16_t nb_rxd, nb_txd; /* 0 = 1024 each */
-	uint16_t nb_queues;      /* queue pairs = worker lcores using the port; 0 = 1 */
-	uint16_t nb_lcores;      /* lcores using the port; 0 = nb_queues. More lcores than
-				  * queues (then nb_queues must be 1, up to DN_MAX_LCORES):
-				  * software steering over rings, see dn_steer.c */
+	uint16_t nb_queues;      /* queue pairs; 0 = 1; DN_QUEUES_PER_LCORE: nb_lcores when
+				  * the device has that many, else 1 */
+	uint16_t nb_lcores;      /* lcores using the port; 0 = nb_queues. With more than one
+				  * (up to DN_MAX_LCORES; nb_queues 1 or nb_lcores) frames
+				  * are steered to their flow's owner, see dn_steer.c */
 	enum dn_idle idle;
 	uint32_t idle_max_sleep_us; /* back-off ceiling in sleep mode; 0 = 500 us */
 	uint32_t idle_spin_us;      /* sleep mode: keep polling this long after the last work;
@@ -120,6 +122,7 @@ struct dn_config {
 };
 
 #define DN_PORT_AUTO UINT16_MAX
+#define DN_QUEUES_PER_LCORE UINT16_MAX
 #define DN_IDLE_SPIN_DEFAULT_US 0u
 /* The adaptive spin an lcore of a port with this config does after work (see idle_spin_us). */
 uint32_t dn_idle_spin_us(const struct dn_config *cfg);
@@ -174,22 +177,24 @@ bool dn_port_link_up(const struct dn_port *port);
 /* RSS key and redirection table as programmed (for steering); NULL/0 when no RSS. */
 const uint8_t *dn_port_rss_key(const struct dn_port *port, uint32_t *key_len);
 const uint16_t *dn_port_reta(const struct dn_port *port, uint32_t *reta_size);
-/* Lcores sharing the port, and whether they share one queue by software steering. */
+/* Lcores sharing the port, whether they steer flows among themselves (more than one), and
+ * the queue pairs they use (1: shared by all; nb_lcores: one each). */
 uint16_t dn_port_nb_lcores(const struct dn_port *port);
 bool dn_port_sw_steer(const struct dn_port *port);
+uint16_t dn_port_nb_queues(const struct dn_port *port);
 
 /*
- * Software steering by listening port: lcore `index` claims the flows to local L4 port
+ * Steering by listening port: lcore `index` claims the flows to local L4 port
  * lport (it listens there alone, so every connection to that port is its own). Claimed by
  * two lcores the port is shared, and its flows go to the hooks' steer function as before.
- * Control path (a spinlock); -EINVAL without software steering. dn_steer_owner is what
- * lcore 0 reads per frame: the claiming lcore, or -1 (unclaimed or shared).
+ * Control path (a spinlock); -EINVAL without flow steering. dn_steer_owner is what
+ * the classifier reads per frame: the claiming lcore, or -1 (unclaimed or shared).
  */
 int dn_steer_claim(struct dn_port *p, uint16_t lport, uint16_t index);
 void dn_steer_unclaim(struct dn_port *p, uint16_t lport, uint16_t index);
 int dn_steer_owner(const struct dn_port *p, uint16_t lport);
 
-/* An IPv4 flow as lcore 0 classifies it for software steering (host byte order). */
+/* An IPv4 flow as the classifier sees it for flow steering (host byte order). */
 struct dn_flow {
 	uint32_t saddr, daddr;   /* the packet's source (the peer) and destination (us) */
 	uint16_t sport, dport;
@@ -199,7 +204,7 @@ struct dn_flow {
 /*
  * Reads the flow of a received Ethernet frame (first len bytes at frame) for steering: true
  * for an unfragmented IPv4 TCP/UDP frame to our_ip whose headers up to the ports are there;
- * false for anything else (lcore 0 keeps those: ARP, ICMP, malformed frames get its usual
+ * false for anything else (lcore 0 processes those: ARP, ICMP, malformed frames get its usual
  * checks and drop counters). Pure; nothing is validated beyond what reading needs.
  */
 bool dn_steer_flow_parse(const uint8_t *frame, uint32_t len, uint32_t our_ip, struct dn_flow *f);
@@ -214,9 +219,10 @@ struct dn_hooks {
 	/* Once per loop iteration with the current TSC; returns how much work it did (0 = idle). */
 	unsigned (*poll)(void *arg, struct dn_lcore *lc, uint64_t now_tsc);
 	/*
-	 * Software steering, read on lcore 0 only: the index of the lcore owning flow f (0 keeps
-	 * the frame; an index >= nb_lcores counts as 0). NULL: everything stays on lcore 0. Runs
-	 * once per received TCP/UDP frame: pure, no allocation.
+	 * Flow steering, read on each lcore that reads a device queue (one queue: lcore 0): the
+	 * index of the lcore owning flow f (an index >= nb_lcores counts as 0). NULL: a frame
+	 * stays on the lcore that read it (with a queue each, frames with no flow still go to
+	 * lcore 0). Runs once per received TCP/UDP frame: pure, no allocation.
 	 */
 	uint32_t (*steer)(void *arg, const struct dn_flow *f);
 	void *arg;

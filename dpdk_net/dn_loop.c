@@ -9,8 +9,8 @@
  * and sleeps in epoll for at most 1 ms (so upper-layer timers still run), or, on PMDs
  * without Rx interrupts (net_tap), sleeps with an exponential back-off capped at
  * idle_max_sleep_us. Either way a packet is answered within about a millisecond while an
- * idle process costs a few percent of a core at most. Lcores sharing one queue by software
- * steering read rings instead and sleep on an eventfd as well (dn_steer.c).
+ * idle process costs a few percent of a core at most. Lcores steering flows among
+ * themselves read rings too and sleep on an eventfd as well (dn_steer.c).
  */
 #include <errno.h>
 #include <sys/prctl.h>
@@ -29,7 +29,7 @@
 
 unsigned dn_loop_once(struct dn_lcore *lc, uint64_t now)
 {
-	struct rte_mbuf *pkts[DN_BURST];
+	struct rte_mbuf *pkts[DN_STEER_RX_MAX];
 	unsigned work, rx;
 	uint16_t n;
 

@@ -2,13 +2,14 @@
  * dn_port.c — port and per-lcore context set-up.
  *
  * dn_port_create configures whatever ethdev EAL found (a NIC, virtio-user, net_vhost,
- * net_tap, ...): one Rx/Tx queue pair per worker lcore, RSS with our own symmetric key and
+ * net_tap, ...): one Rx/Tx queue pair per lcore when the device has that many
+ * (DN_QUEUES_PER_LCORE), else one queue they share; RSS with our own symmetric key and
  * redirection table when the device hashes, checksum offloads where offered (dn_ip.c does
  * them in software where not), MTU, Rx interrupts when the idle policy wants to sleep, a
  * mempool per NUMA socket in use sized from the queue depths, and waits for the link.
  * dn_lcore_create then builds the per-lcore context on the lcore that will own a queue.
- * With more lcores than queues (one queue: virtio-user, net_tap), the lcores share queue 0
- * by software steering (dn_steer.c), whose rings and eventfds are made here too.
+ * With several lcores, each frame reaches the lcore owning its flow whatever queue the
+ * device put it on (flow steering, dn_steer.c), whose rings and eventfds are made here too.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -316,7 +317,7 @@ static void config_defaults(struct dn_config *c)
 		c->nb_rxd = 1024;
 	if (c->nb_txd == 0)
 		c->nb_txd = 1024;
-	if (c->nb_queues == 0)
+	if (c->nb_queues == 0 || c->nb_queues == DN_QUEUES_PER_LCORE)
 		c->nb_queues = 1;
 	if (c->nb_lcores < c->nb_queues)
 		c->nb_lcores = c->nb_queues;
@@ -324,6 +325,21 @@ static void config_defaults(struct dn_config *c)
 		c->idle_max_sleep_us = 500;
 	if (c->link_wait_ms == 0)
 		c->link_wait_ms = 3000;
+}
+
+/*
+ * DN_QUEUES_PER_LCORE: a queue pair per lcore when the device has as many, else one they
+ * share. WHARF_PORT_QUEUES=1 keeps one shared queue on any device (to compare the two).
+ */
+static uint16_t queues_per_lcore(uint16_t pid, uint16_t lcores)
+{
+	struct rte_eth_dev_info di;
+	const char *env = getenv("WHARF_PORT_QUEUES");
+
+	if (lcores <= 1 || (env != NULL && strcmp(env, "1") == 0) ||
+	    rte_eth_dev_info_get(pid, &di) != 0)
+		return 1;
+	return di.max_rx_queues >= lcores && di.max_tx_queues >= lcores ? lcores : 1;
 }
 
 int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err, size_t errlen)
@@ -366,6 +382,8 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 	}
 	p->cfg = *cfg;
 	config_defaults(&p->cfg);
+	if (cfg->nb_queues == DN_QUEUES_PER_LCORE)
+		p->cfg.nb_queues = queues_per_lcore(pid, p->cfg.nb_lcores);
 	p->port_id = pid;
 	p->nb_queues = p->cfg.nb_queues;
 	p->nb_lcores = p->cfg.nb_lcores;
@@ -380,7 +398,7 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 	ret = dn_wake_port_init(p, err, errlen);
 	if (ret == 0)
 		ret = rte_eth_macaddr_get(pid, &p->mac);
-	if (ret == 0 && p->nb_lcores > p->nb_queues)
+	if (ret == 0 && p->nb_lcores > 1)
 		ret = dn_steer_port_init(p, err, errlen);
 	else if (ret != 0)
 		snprintf(err, errlen, "port %u: MAC address: %s", pid, rte_strerror(-ret));
@@ -433,8 +451,7 @@ void dn_port_destroy(struct dn_port *p)
 	}
 	rte_eth_dev_stop(p->port_id);
 	rte_eth_dev_close(p->port_id);
-	if (p->nb_lcores > p->nb_queues)
-		dn_steer_port_fini(p);
+	dn_steer_port_fini(p);
 	dn_wake_port_fini(p);
 	for (unsigned s = 0; s < RTE_MAX_NUMA_NODES; s++)
 		rte_mempool_free(p->pools[s]);
@@ -466,6 +483,7 @@ bool dn_port_rx_intr(const struct dn_port *p) { return p->rx_intr; }
 bool dn_port_rss(const struct dn_port *p) { return p->rss; }
 uint16_t dn_port_nb_lcores(const struct dn_port *p) { return p->nb_lcores; }
 bool dn_port_sw_steer(const struct dn_port *p) { return p->sw_steer; }
+uint16_t dn_port_nb_queues(const struct dn_port *p) { return p->nb_queues; }
 
 const uint8_t *dn_port_rss_key(const struct dn_port *p, uint32_t *key_len)
 {
@@ -483,7 +501,7 @@ int dn_lcore_create(struct dn_port *port, uint16_t index, const struct dn_hooks 
 		    struct dn_lcore **out)
 {
 	struct dn_lcore *lc;
-	uint16_t queue = port->sw_steer ? 0 : index;
+	uint16_t queue = port->sw_steer && !port->mq ? 0 : index;
 
 	if (index >= port->nb_lcores || queue >= port->nb_queues)
 		return -EINVAL;

@@ -33,7 +33,8 @@ extern int dn_logtype;
 #define DN_TSO_DATA_ROOM (RTE_PKTMBUF_HEADROOM + 9216)
 #define DN_RSS_KEY_MAX 64
 #define DN_RETA_MAX 512
-#define DN_STEER_RX_RING 4096      /* frames lcore 0 may queue to one other lcore */
+#define DN_STEER_RX_RING 4096      /* frames the others may queue to one lcore */
+#define DN_STEER_RX_MAX (2 * DN_BURST) /* one Rx step with a queue each: ring + device burst */
 #define DN_STEER_TX_RING 8192      /* frames the other lcores may queue for lcore 0's Tx */
 
 /*
@@ -81,12 +82,14 @@ struct dn_port {
 	uint16_t reta[DN_RETA_MAX];
 	uint32_t reta_size;
 	struct rte_mempool *pools[RTE_MAX_NUMA_NODES];
-	/* Software steering (nb_lcores > nb_queues == 1); rings and eventfds made at create. */
+	/* Flow steering (nb_lcores > 1); rings and eventfds made at create. */
 	uint16_t nb_lcores;
-	bool sw_steer;
+	bool sw_steer;                            /* lcores steer flows among themselves */
+	bool mq;                                  /* ... each on a queue of its own */
 	bool stopped;                             /* dn_port_stop: Tx frees, never sends */
-	struct rte_ring *steer_rx[DN_MAX_LCORES]; /* lcore 0 -> lcore i (SP/SC); [0] unused */
-	struct rte_ring *steer_tx;                /* lcores 1.. -> lcore 0's Tx (MP/SC) */
+	/* -> lcore i: one queue, from lcore 0 (SP/SC; [0] unused); a queue each, from any (MP/SC) */
+	struct rte_ring *steer_rx[DN_MAX_LCORES];
+	struct rte_ring *steer_tx;                /* one queue: lcores 1.. -> lcore 0's Tx (MP/SC) */
 	struct dn_wake wake[DN_MAX_LCORES];
 	/*
 	 * Local L4 ports claimed by one lcore (dn_steer_claim): 0 none, i + 1 lcore i, 0xff two
@@ -112,9 +115,9 @@ struct dn_lcore {
 	uint16_t queue;
 	uint16_t index;         /* lcore index on the port (== queue without steering) */
 	uint16_t ip_id;
-	bool steer;             /* software steering: see dn_steer.c */
-	struct rte_ring *rx_ring; /* steering, index > 0: frames lcore 0 handed us */
-	struct rte_ring *tx_ring; /* steering, index > 0: our Tx goes to lcore 0 here */
+	bool steer;             /* flow steering: see dn_steer.c */
+	struct rte_ring *rx_ring; /* steering (one queue: index > 0): frames others handed us */
+	struct rte_ring *tx_ring; /* steering, one queue, index > 0: our Tx goes to lcore 0 here */
 	bool efd_registered;    /* our eventfd is in this thread's epoll set */
 	_Atomic uint32_t handed; /* dn_lcore_wake since the last dn_lcore_take_wake */
 	struct rte_epoll_event efd_ev;
@@ -231,9 +234,10 @@ int dn_wake_port_init(struct dn_port *p, char *err, size_t errlen);
 void dn_wake_port_fini(struct dn_port *p);
 void dn_wake_lcore_init(struct dn_lcore *lc);
 void dn_wake_lcore_fini(struct dn_lcore *lc);
-/* Rx step of a steered lcore: lcore 0 relays others' Tx, reads the device and hands away
- * the flows it does not own; others read their ring. Local frames land in pkts; *work
- * counts everything done (frames relayed and handed away too). */
+/* Rx step of a steered lcore. One queue: lcore 0 relays others' Tx, reads the device and
+ * hands away the flows it does not own; others read their ring. A queue each: the ring,
+ * then the own queue, handing away what others own. Local frames land in pkts (room for
+ * DN_STEER_RX_MAX); *work counts everything done (frames relayed and handed away too). */
 uint16_t dn_steer_rx(struct dn_lcore *lc, struct rte_mbuf **pkts, unsigned *work);
 /* Tx flush of a steered lcore other than 0: its software queue into lcore 0's ring. */
 void dn_steer_tx_flush(struct dn_lcore *lc);

@@ -1,33 +1,46 @@
 /*
- * dn_steer.c — software flow steering: N lcores share a port that has one queue.
+ * dn_steer.c — flow steering among the lcores that share a port: each TCP/UDP frame is
+ * processed by the lcore that owns its flow (hooks.steer, installed by the upper layer,
+ * which knows how it chose its ports), whatever queue the device put it on.
  *
- * Without RSS (virtio-user, net_vhost, net_tap here) the device delivers every frame to
- * queue 0. Share-nothing still holds: lcore 0 reads the queue and hands each IPv4 TCP/UDP
- * frame to the lcore that owns its flow (hooks.steer, installed by the upper layer, which
- * knows how it chose its ports) over an SPSC rte_ring; that lcore runs the frame through
- * its own eth/ip input and everything above, exactly as if it had read it from a queue.
+ * One queue (virtio-user, net_vhost and net_tap here by default, nb_lcores > nb_queues == 1):
+ * lcore 0 reads the queue and hands each frame it does not own to its owner over an SPSC
+ * rte_ring; that lcore runs the frame through its own eth/ip input and everything above,
+ * exactly as if it had read it from a queue.
  *
- * Call chain:
+ * A queue per lcore (nb_queues == nb_lcores > 1: a multi-queue NIC, net_tap, virtio-user and
+ * net_vhost with queues=N): every lcore reads its own queue and sends on its own queue. The
+ * device decides where a frame lands (RSS, a tap's flow table, the peer's Tx queue), and
+ * its choice need not match the owner: a frame another lcore owns goes to that lcore's ring
+ * (MP/SC, any lcore may produce), a frame with no flow (ARP, ICMP, fragments) to lcore 0's.
+ * Where the device's hash is known (RSS with our key), active opens pick ports it lands on
+ * their own queue (tl_be_dpdk), so only frames the device misplaces cross lcores.
+ *
+ * Call chain (one queue):
  *   lcore 0:  dn_loop_once -> dn_steer_rx -> relay (steer_tx -> software Tx queue)
  *             -> rte_eth_rx_burst -> dn_steer_classify -> hooks.steer -> steer_rx[i]
  *             -> (own frames) dn_input_burst
  *   lcore i:  dn_loop_once -> dn_steer_rx -> rte_ring_sc_dequeue_burst -> dn_input_burst
  *             ... dn_ip_send -> dn_tx_enqueue -> dn_tx_flush -> dn_steer_tx_flush
  *             -> rte_ring_mp_enqueue_burst(steer_tx) -> (lcore 0 relays it)
+ * Call chain (a queue per lcore), every lcore i:
+ *   dn_loop_once -> dn_steer_rx -> steer_rx[i] (frames others handed us)
+ *   -> rte_eth_rx_burst(queue i) -> dn_steer_classify -> steer_rx[owner] -> dn_input_burst;
+ *   Tx: dn_tx_flush -> rte_eth_tx_burst(queue i).
  *
- * Tx: other lcores never call rte_eth_tx_burst on the device's one Tx queue; they hand
- * frames to lcore 0 over one MP/SC ring. The alternative, one Tx queue per lcore beside
- * the one Rx queue (virtio-user queues=N), needs the peer to serve N queues too: the
- * testbed's vswitch and net_tap serve one, and a frame put on a queue nobody polls is
- * lost. The ring works with every one-queue device and costs lcore 0 one dequeue per burst.
+ * Tx with one queue: other lcores never call rte_eth_tx_burst on the device's one Tx queue;
+ * they hand frames to lcore 0 over one MP/SC ring. A Tx queue per lcore beside one Rx queue
+ * would need the peer to serve N queues: the testbed's vswitch serves one, and a frame put
+ * on a queue nobody polls is lost. The ring works with every one-queue device and costs
+ * lcore 0 one dequeue per burst.
  *
  * Sleeping: an idle lcore sleeps in its thread's epoll set, where it registered an eventfd
- * (lcore 0 also has the queue's Rx interrupt there). Whoever fills a ring it reads wakes
- * it (struct dn_wake): a syscall per sleep, never per packet.
+ * (and the Rx interrupt of the queue it reads). Whoever fills a ring it reads wakes it
+ * (struct dn_wake): a syscall per sleep, never per packet.
  *
- * ARP: only lcore 0 receives non-TCP/UDP frames, so it stays the ARP table's one writer;
+ * ARP: only lcore 0 processes non-TCP/UDP frames, so it stays the ARP table's one writer;
  * the others resolve through the lock-free reads of dn_arp_lookup and send their requests
- * through lcore 0 like any frame (dn_arp.c).
+ * like any frame (dn_arp.c).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -88,33 +101,37 @@ int dn_steer_port_init(struct dn_port *p, char *err, size_t errlen)
 	char name[RTE_RING_NAMESIZE];
 	int socket = (int)rte_socket_id();
 
-	if (p->nb_lcores > DN_MAX_LCORES || p->nb_queues != 1) {
-		snprintf(err, errlen, "software steering: %u lcores on %u queues (wants 1 queue, "
-			 "at most %d lcores)", p->nb_lcores, p->nb_queues, DN_MAX_LCORES);
+	if (p->nb_lcores > DN_MAX_LCORES || (p->nb_queues != 1 && p->nb_queues != p->nb_lcores)) {
+		snprintf(err, errlen, "flow steering: %u lcores on %u queues (wants 1 queue or one "
+			 "per lcore, at most %d lcores)", p->nb_lcores, p->nb_queues, DN_MAX_LCORES);
 		return -EINVAL;
 	}
-	for (uint16_t i = 1; i < p->nb_lcores; i++) {
+	p->mq = p->nb_queues > 1;
+	/* One queue: lcore 0 alone hands frames to i. A queue each: every lcore may, to any. */
+	for (uint16_t i = p->mq ? 0 : 1; i < p->nb_lcores; i++) {
 		snprintf(name, sizeof(name), "dn_srx_%u_%u", p->port_id, i);
 		p->steer_rx[i] = rte_ring_create(name, DN_STEER_RX_RING, socket,
-						 RING_F_SP_ENQ | RING_F_SC_DEQ);
+						 p->mq ? RING_F_SC_DEQ : RING_F_SP_ENQ | RING_F_SC_DEQ);
 		if (p->steer_rx[i] == NULL)
 			goto out_ring;
 	}
-	snprintf(name, sizeof(name), "dn_stx_%u", p->port_id);
-	p->steer_tx = rte_ring_create(name, DN_STEER_TX_RING, socket, RING_F_SC_DEQ);
-	if (p->steer_tx == NULL)
-		goto out_ring;
+	if (!p->mq) {
+		snprintf(name, sizeof(name), "dn_stx_%u", p->port_id);
+		p->steer_tx = rte_ring_create(name, DN_STEER_TX_RING, socket, RING_F_SC_DEQ);
+		if (p->steer_tx == NULL)
+			goto out_ring;
+	}
 	p->lport_owner = rte_zmalloc_socket("dn_lport_owner", 65536, RTE_CACHE_LINE_SIZE, socket);
 	p->lport_claims = rte_zmalloc_socket("dn_lport_claims", 65536, RTE_CACHE_LINE_SIZE, socket);
 	if (p->lport_owner == NULL || p->lport_claims == NULL) {
-		snprintf(err, errlen, "software steering: no memory for the port claim table");
+		snprintf(err, errlen, "flow steering: no memory for the port claim table");
 		return -ENOMEM;
 	}
 	rte_spinlock_init(&p->claim_lock);
 	p->sw_steer = true;
 	return 0;
 out_ring:
-	snprintf(err, errlen, "software steering: ring %s: %s", name, rte_strerror(rte_errno));
+	snprintf(err, errlen, "flow steering: ring %s: %s", name, rte_strerror(rte_errno));
 	return -ENOMEM;
 }
 
@@ -156,6 +173,7 @@ void dn_steer_port_fini(struct dn_port *p)
 	p->lport_owner = NULL;
 	p->lport_claims = NULL;
 	p->sw_steer = false;
+	p->mq = false;
 }
 
 /* ---- port claims ------------------------------------------------------------------------ */
@@ -214,6 +232,10 @@ void dn_steer_lcore_init(struct dn_lcore *lc)
 	struct dn_port *p = lc->port;
 
 	lc->steer = true;
+	if (p->mq) {
+		lc->rx_ring = p->steer_rx[lc->index]; /* sends on its own queue: no tx_ring */
+		return;
+	}
 	if (lc->index > 0) {
 		lc->rx_ring = p->steer_rx[lc->index];
 		lc->tx_ring = p->steer_tx;
@@ -319,6 +341,8 @@ bool dn_lcore_take_wake(struct dn_lcore *lc)
 /* True when a ring this lcore reads (or its device queue) has frames waiting. */
 static bool steer_has_work(struct dn_lcore *lc)
 {
+	if (lc->port->mq)
+		return rte_ring_count(lc->rx_ring) > 0 || dn_rx_recheck(lc);
 	if (lc->index > 0)
 		return rte_ring_count(lc->rx_ring) > 0;
 	return rte_ring_count(lc->port->steer_tx) > 0 || dn_rx_recheck(lc);
@@ -359,20 +383,28 @@ uint16_t dn_steer_classify(struct dn_lcore *lc, struct rte_mbuf **pkts, uint16_t
 	struct dn_port *p = lc->port;
 	struct rte_mbuf *to[DN_MAX_LCORES][DN_BURST];
 	uint16_t cnt[DN_MAX_LCORES] = {0}, keep = 0;
-	uint32_t owner_mask = 0;
+	uint32_t owner_mask = 0, self = lc->index;
 	struct dn_flow f;
 
-	if (lc->hooks.steer == NULL)
+	/* One queue and no classifier: lcore 0 keeps all. A queue each: lcore 0 still gets
+	 * what has no flow (it alone writes the ARP table). */
+	if (lc->hooks.steer == NULL && !p->mq)
 		return n;
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 		uint32_t o = 0;
 
 		/* Bursts are at most DN_BURST (the buckets' size); anything past stays here. */
-		if (i < DN_BURST && dn_steer_flow_parse(rte_pktmbuf_mtod(m, const uint8_t *), rte_pktmbuf_data_len(m),
+		if (i >= DN_BURST) {
+			pkts[keep++] = m;
+			continue;
+		}
+		if (dn_steer_flow_parse(rte_pktmbuf_mtod(m, const uint8_t *), rte_pktmbuf_data_len(m),
 					p->ip, &f))
-			o = lc->hooks.steer(lc->hooks.arg, &f);
-		if (o == 0 || o >= p->nb_lcores) {
+			o = lc->hooks.steer != NULL ? lc->hooks.steer(lc->hooks.arg, &f) : self;
+		if (o >= p->nb_lcores)
+			o = 0;
+		if (o == self) {
 			pkts[keep++] = m;
 			continue;
 		}
@@ -381,7 +413,7 @@ uint16_t dn_steer_classify(struct dn_lcore *lc, struct rte_mbuf **pkts, uint16_t
 	}
 	while (owner_mask != 0) {
 		uint32_t o = (uint32_t)__builtin_ctz(owner_mask);
-		unsigned k = rte_ring_sp_enqueue_burst(p->steer_rx[o], (void **)to[o], cnt[o], NULL);
+		unsigned k = rte_ring_enqueue_burst(p->steer_rx[o], (void **)to[o], cnt[o], NULL);
 
 		owner_mask &= owner_mask - 1;
 		lc->stats.steered_out += k;
@@ -419,13 +451,19 @@ static unsigned steer_relay(struct dn_lcore *lc)
 
 uint16_t dn_steer_rx(struct dn_lcore *lc, struct rte_mbuf **pkts, unsigned *work)
 {
-	uint16_t n;
+	uint16_t n, m;
 
-	if (lc->index > 0) {
+	if (lc->index > 0 || lc->port->mq) {
+		/* What others handed us first: it waited already. Then, with a queue of our own,
+		 * a burst from it (pkts holds DN_STEER_RX_MAX). */
 		n = (uint16_t)rte_ring_sc_dequeue_burst(lc->rx_ring, (void **)pkts, DN_BURST, NULL);
 		lc->stats.steered_in += n;
 		*work = n;
-		return n;
+		if (!lc->port->mq)
+			return n;
+		m = dn_rx_device(lc, pkts + n);
+		*work += m;
+		return (uint16_t)(n + (m > 0 ? dn_steer_classify(lc, pkts + n, m) : 0));
 	}
 	*work = steer_relay(lc);
 	n = dn_rx_device(lc, pkts);

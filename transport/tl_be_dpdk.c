@@ -29,17 +29,20 @@
  * Messages whose pieces the PMD still holds in its Tx ring are completed when the ring
  * lets go, never earlier.
  *
- * Several lcores on one single-queue port (dpdk_net software steering, docs/architecture.md "Flow
- * steering"): one instance per lcore, each with its own TCP-lite stack. The instance on
- * lcore 0 installs the classifier (db_steer: tl_steer_sw_owner), so every segment reaches
- * the lcore that owns its connection; an active open on lcore i takes its local port from
- * i's slice of the ephemeral range (tl_steer_sw_pick_port), so replies come back to i;
- * a port one lcore alone listens on is claimed by it (dn_steer_claim), so its connections
- * land there; a port every lcore listens on is shared and a SYN is served where the tuple
- * hash sends it.
- * Frames of lcore i leave through lcore 0's Tx queue, so the PMD frees i's attached payload
- * on lcore 0: the release of the send buffer (not thread-safe, it belongs to i's stack)
- * crosses back over an MP/SC ring of completions that i drains in its poll hook.
+ * Several lcores on one port (dpdk_net flow steering, docs/architecture.md "Flow
+ * steering"): one instance per lcore, each with its own TCP-lite stack. Every instance that
+ * reads a device queue (lcore 0 on a one-queue port, each on a queue per lcore) installs the
+ * classifier (db_steer: tl_steer_sw_owner), so every segment reaches the lcore that owns its
+ * connection; an active open on lcore i takes its local port from i's slice of the
+ * ephemeral range (tl_steer_sw_pick_port), so replies come back to i, and on an RSS port
+ * one whose hash puts the replies on i's own queue too (db_rss_elsewhere), so they need no
+ * hand-over; a port one lcore alone listens on is claimed by it (dn_steer_claim), so its
+ * connections land there; a port every lcore listens on is shared and a SYN is served where
+ * the tuple hash sends it.
+ * On a one-queue port frames of lcore i leave through lcore 0's Tx queue, so the PMD frees
+ * i's attached payload on lcore 0: the release of the send buffer (not thread-safe, it
+ * belongs to i's stack) crosses back over an MP/SC ring of completions that i drains in
+ * its poll hook.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -531,7 +534,7 @@ static unsigned db_timers(void *arg, struct dn_lcore *lc, uint64_t now_tsc)
 	return work;
 }
 
-/* Lcore 0's classifier under software steering: the lcore owning a TCP segment's flow. */
+/* The classifier under flow steering: the lcore owning a TCP segment's flow. */
 static uint32_t db_steer(void *arg, const struct dn_flow *f)
 {
 	const struct db *d = arg;
@@ -1001,19 +1004,49 @@ static void db_wake(struct tl *tl)
 	dn_lcore_wake(db_of(tl)->lc);
 }
 
+/* An RSS port's choice for the replies to (laddr, lport) from (raddr, rport): not our queue. */
+struct db_rss_want {
+	const uint8_t *key;
+	const uint16_t *reta;
+	uint32_t reta_size, laddr, raddr;
+	uint16_t rport, queue;
+};
+
+static bool db_rss_elsewhere(void *arg, uint16_t lport)
+{
+	const struct db_rss_want *w = arg;
+
+	return tl_steer_queue(w->key, w->reta, w->reta_size, w->raddr, w->laddr, w->rport,
+			      lport) != w->queue;
+}
+
 /*
- * Active open under software steering: a local port from our slice of the ephemeral range,
- * so lcore 0 steers the replies to us. A port our stack still uses for this peer
- * (-EADDRINUSE) sends us on to the next one of the slice.
+ * Active open under flow steering: a local port from our slice of the ephemeral range, so
+ * the classifier steers the replies to us; on an RSS port with a queue per lcore, one the
+ * device's hash puts on our queue as well where the slice has one. A port our stack still
+ * uses for this peer (-EADDRINUSE) sends us on to the next one of the slice.
  */
 static int db_connect_steered(struct db *d, struct tl_conn *c, struct tl_tcp_tuple *t)
 {
 	struct db_conn *dc = tl_conn_priv(c);
+	struct dn_port *port = dn_lcore_port(d->lc);
+	struct db_rss_want w = {.laddr = t->laddr, .raddr = t->raddr, .rport = t->rport,
+				.queue = dn_lcore_queue(d->lc)};
+	uint32_t key_len = 0;
 	int rc = -EADDRNOTAVAIL;
 
+	w.key = dn_port_rss_key(port, &key_len);
+	w.reta = dn_port_reta(port, &w.reta_size);
+	if (dn_port_nb_queues(port) <= 1 || key_len < 40 || w.reta == NULL)
+		w.key = NULL;
 	for (int i = 0; i < DB_PICK_TRIES; i++) {
-		rc = tl_steer_sw_pick_port(d->idx, d->nl, DB_PORT_LO, DB_PORT_HI, d->next_port, NULL,
-					   NULL, &t->lport);
+		rc = -EADDRNOTAVAIL;
+		if (w.key != NULL)
+			rc = tl_steer_sw_pick_port(d->idx, d->nl, DB_PORT_LO, DB_PORT_HI, d->next_port,
+						   db_rss_elsewhere, &w, &t->lport);
+		if (rc == -EADDRNOTAVAIL) /* no such port in the slice: replies cross once */
+			rc = tl_steer_sw_pick_port(d->idx, d->nl, DB_PORT_LO, DB_PORT_HI,
+						   d->next_port, NULL, NULL, &t->lport);
 		if (rc != 0)
 			return rc;
 		d->next_port = t->lport == DB_PORT_HI ? DB_PORT_LO : (uint16_t)(t->lport + 1u);
@@ -1338,7 +1371,9 @@ static int db_init(struct tl *tl)
 	if (tl_obs_create(tl, d->stack, db_conn_tcp, &d->obs) != 0)
 		d->obs = NULL; /* more instances than telemetry slots: counters stay reachable by dump */
 	dn_lcore_set_hooks(d->lc, &(struct dn_hooks){.l4_input = db_l4_input, .poll = db_timers,
-						     .steer = d->nl > 1 && d->idx == 0 ? db_steer : NULL,
+						     .steer = d->nl > 1 && (d->idx == 0 ||
+							     dn_port_nb_queues(dn_lcore_port(d->lc)) > 1)
+							     ? db_steer : NULL,
 						     .arg = d});
 	return 0;
 }

@@ -43,7 +43,8 @@ int tl_lanes_create(const struct tl_lanes_config *cfg, struct tl_lanes **out, ch
 {
 	struct dn_config dc = { .port_id = DN_PORT_AUTO, .prefix_len = cfg->local_prefix,
 				.idle = DN_IDLE_SLEEP, .mtu = cfg->mtu ? cfg->mtu : 1500,
-				.gateway = cfg->local_gateway, .ip = cfg->local_ip };
+				.gateway = cfg->local_gateway, .ip = cfg->local_ip,
+				.nb_queues = DN_QUEUES_PER_LCORE };
 	struct tl_lanes *g;
 	int rc;
 

@@ -138,7 +138,9 @@ static void mc_extra(const struct perf_mc *mc, char *buf, size_t len)
 					       (uint64_t)(expr));                                \
 		at += (size_t)snprintf(buf + at, len - at, "]");                                 \
 	} while (0)
-	at += (size_t)snprintf(buf + at, len - at, ",\"lcores\":%u", mc->nl);
+	at += (size_t)snprintf(buf + at, len - at, ",\"lcores\":%u,\"queues\":%u", mc->nl,
+			       dn_port_nb_queues(mc->port));
+	MC_ARRAY("rx_pkts", mc->dstats[i].rx_pkts);
 	MC_ARRAY("lcore_msgs", mc->run[i].msgs);
 	MC_ARRAY("lcore_conns", mc->o->server ? mc->run[i].accepted : mc->run[i].nconns);
 	MC_ARRAY("steered_in", mc->dstats[i].steered_in);
@@ -204,7 +206,7 @@ static int mc_port(struct perf_mc *mc, const struct perf_opts *o)
 	char err[256];
 	struct dn_config dc = {.port_id = DN_PORT_AUTO, .ip = o->ip, .prefix_len = o->prefix,
 			       .idle = DN_IDLE_SLEEP, .mtu = (uint16_t)o->mtu,
-			       .nb_lcores = (uint16_t)o->lcores};
+			       .nb_lcores = (uint16_t)o->lcores, .nb_queues = DN_QUEUES_PER_LCORE};
 	int rc = dn_eal_init(o->eal_argc, o->eal_argv, err, sizeof(err));
 
 	if (rc < 0) {
