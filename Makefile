@@ -115,6 +115,8 @@ test-$(notdir $(1)): $(filter $(BUILD)/tests/$(1)/%,$(TESTS))
 	@testbed/run_tests.sh unit $$^
 endef
 $(foreach l,$(LAYERS),$(eval $(call TEST_RULE,$(l))))
+# test_dn_mq makes its multi-queue port from rings of its own: rte_eth_from_rings, net_ring's.
+$(BUILD)/tests/dpdk_net/test_dn_mq: TEST_LDLIBS += -lrte_net_ring
 
 # ---- Python: the package wharf (python/wharf) and its C extensions -------------
 # wharf._wharf (python/src/pw_*.c but pw_data.c) over libwharf's public API; wharf._data
