@@ -84,10 +84,11 @@ struct dn_stats {
 	/* Interrupt sleeps that ran to their timeout, and those of them after which frames were
 	 * waiting (an interrupt that did not come: each cost the whole timeout). */
 	uint64_t intr_timeouts, intr_late;
-	/* Software steering: frames lcore 0 handed to another lcore (steered_out) or this lcore
-	 * took from its ring (steered_in); frames given to lcore 0 for Tx (tx_handoff) and,
-	 * on lcore 0, frames of other lcores it sent (tx_relayed); eventfd wake-ups it caused. */
-	uint64_t steered_out, steered_in, tx_handoff, tx_relayed, wakes_sent;
+	/* Flow steering: frames this lcore read from its device queue (rx_queue), handed to
+	 * another lcore (steered_out) or took from its ring (steered_in); frames given to lcore
+	 * 0 for Tx (tx_handoff) and, on lcore 0, frames of other lcores it sent (tx_relayed)
+	 * on a one-queue port; eventfd wake-ups it caused. */
+	uint64_t rx_queue, steered_out, steered_in, tx_handoff, tx_relayed, wakes_sent;
 	uint64_t drops[DN_DROP_MAX];
 };
 

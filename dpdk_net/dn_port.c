@@ -329,16 +329,30 @@ static void config_defaults(struct dn_config *c)
 
 /*
  * DN_QUEUES_PER_LCORE: a queue pair per lcore when the device has as many, else one they
- * share. WHARF_PORT_QUEUES=1 keeps one shared queue on any device (to compare the two).
+ * share. A virtio-user/vhost pair exactly as many (queues=N on both, N lcores on both): its
+ * queue k carries what the peer sent on its queue k, and a queue one side does not use is
+ * one the other's frames are lost on. WHARF_PORT_QUEUES=1 keeps one shared queue on any
+ * device (to compare the two).
  */
 static uint16_t queues_per_lcore(uint16_t pid, uint16_t lcores)
 {
 	struct rte_eth_dev_info di;
 	const char *env = getenv("WHARF_PORT_QUEUES");
+	bool virt;
 
-	if (lcores <= 1 || (env != NULL && strcmp(env, "1") == 0) ||
-	    rte_eth_dev_info_get(pid, &di) != 0)
+	if (rte_eth_dev_info_get(pid, &di) != 0)
 		return 1;
+	virt = di.driver_name != NULL && (strcmp(di.driver_name, "net_vhost") == 0 ||
+					  strcmp(di.driver_name, "net_virtio_user") == 0);
+	if (virt && di.max_rx_queues > 1 && di.max_rx_queues != lcores)
+		DN_LOG(WARNING, "port %u (%s): queues=%u for %u lcore%s: one queue is used, and a "
+		       "peer using %u loses what it sends on the others (give both sides queues=N "
+		       "and N lcores)", pid, di.driver_name, di.max_rx_queues, lcores,
+		       lcores == 1 ? "" : "s", di.max_rx_queues);
+	if (lcores <= 1 || (env != NULL && strcmp(env, "1") == 0))
+		return 1;
+	if (virt)
+		return di.max_rx_queues == lcores && di.max_tx_queues == lcores ? lcores : 1;
 	return di.max_rx_queues >= lcores && di.max_tx_queues >= lcores ? lcores : 1;
 }
 

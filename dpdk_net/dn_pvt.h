@@ -181,11 +181,15 @@ static inline uint16_t dn_rx_device(struct dn_lcore *lc, struct rte_mbuf **pkts)
 {
 	uint16_t n = lc->stash_n;
 
-	if (likely(n == 0))
-		return rte_eth_rx_burst(lc->port_id, lc->queue, pkts, DN_BURST);
+	if (likely(n == 0)) {
+		n = rte_eth_rx_burst(lc->port_id, lc->queue, pkts, DN_BURST);
+		lc->stats.rx_queue += n;
+		return n;
+	}
 	for (uint16_t i = 0; i < n; i++)
 		pkts[i] = lc->stash[i];
 	lc->stash_n = 0;
+	lc->stats.rx_queue += n;
 	return n;
 }
 

@@ -1176,8 +1176,8 @@ static int db_standalone(struct db *d, const struct tl_config *cfg)
 	char err[256];
 	struct dn_config dc = {.port_id = DN_PORT_AUTO, .ip = cfg->local_ip,
 			       .prefix_len = cfg->local_prefix, .gateway = cfg->local_gateway,
-			       .idle = DN_IDLE_SLEEP,
-			       .mtu = cfg->mtu, .nb_mbufs = cfg->nb_mbufs};
+			       .idle = DN_IDLE_SLEEP, .mtu = cfg->mtu, .nb_mbufs = cfg->nb_mbufs,
+			       .nb_queues = DN_QUEUES_PER_LCORE}; /* one lcore: one queue */
 	int rc;
 
 	if (cfg->eal_argc > 0) {

@@ -140,7 +140,7 @@ static void mc_extra(const struct perf_mc *mc, char *buf, size_t len)
 	} while (0)
 	at += (size_t)snprintf(buf + at, len - at, ",\"lcores\":%u,\"queues\":%u", mc->nl,
 			       dn_port_nb_queues(mc->port));
-	MC_ARRAY("rx_pkts", mc->dstats[i].rx_pkts);
+	MC_ARRAY("rx_queue", mc->dstats[i].rx_queue);
 	MC_ARRAY("lcore_msgs", mc->run[i].msgs);
 	MC_ARRAY("lcore_conns", mc->o->server ? mc->run[i].accepted : mc->run[i].nconns);
 	MC_ARRAY("steered_in", mc->dstats[i].steered_in);

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Lanes on multi-queue ports (docs/architecture.md, "Flow steering"): with as many queue
+# pairs as lcores, each lcore reads and sends on its own queue and hands only the frames the
+# device put on another lcore's queue to their owner. Three devices with two queues:
+#  1. a direct virtio-user/vhost pair (queues=2 both sides): a wharf-perf echo server and a
+#     client on 2 lcores each, every echo checked byte for byte (--verify);
+#  2. net_tap (two queues, the kernel's tap picks the queue): Linux's TCP as the client of a
+#     2-lcore wharf-perf echo server;
+#  3. the direct pair again under a training job: a 2-lane PS and a 2-lane shard-aware
+#     worker, where worker lane k's connection to PS lane k rides queue k both ways.
+# Shown: both processes report 2 queues, every queue carried frames (rx_queue), no lcore
+# relayed another's Tx (tx_handoff 0), no ring-full drops, echoes intact; the PS served
+# every key on its owner lane (data_ops_remote 0) with at most 1% of its frames handed
+# between lanes (telemetry /wharf/dn/stats), and the model learned.
+set -u
+. "$(dirname "$0")/../cluster/tb.sh"
+
+tb_init
+# Array field of the last JSON line: jarr FILE KEY -> "a b"
+jarr() { grep '^{' "$1" | tail -n 1 | sed -E "s/.*\"$2\":\[([0-9,]*)\].*/\1/" | tr ',' ' '; }
+all_pos() { for v in $1; do [ "$v" -gt 0 ] 2>/dev/null || return 1; done; [ -n "$1" ]; }
+# A direct pair's EAL arguments with two queues and lcores 0-1.
+pair2() { tb_pair_eal "$1" "$2" | sed -E 's/^-l [0-9]+/-l 0-1/; s/queues=1/queues=2/'; }
+
+# Checks a wharf-perf report of a 2-lcore node on a 2-queue port.
+check_perf() { # NAME OUT WANT-MSGS
+	local name=$1 out=$2 want=$3
+	grep -q '^{' "$out" || tb_fail "$name printed no JSON"
+	[ "$(tb_json "$out" queues)" = 2 ] || tb_fail "$name: $(tb_json "$out" queues) queue(s), want 2"
+	[ "$(tb_json "$out" msgs)" = "$want" ] || tb_fail "$name: $(tb_json "$out" msgs) messages, want $want"
+	all_pos "$(jarr "$out" rx_queue)" || tb_fail "$name: a queue carried no frames: $(jarr "$out" rx_queue)"
+	all_pos "$(jarr "$out" lcore_msgs)" || tb_fail "$name: a lcore carried no messages: $(jarr "$out" lcore_msgs)"
+	[ "$(jarr "$out" tx_handoff)" = "0 0" ] || tb_fail "$name: Tx handed to lcore 0: $(jarr "$out" tx_handoff)"
+	[ "$(tb_json "$out" steer_drops)" = 0 ] || tb_fail "$name: ring-full drops"
+}
+
+# 1. The direct pair, wharf on both sides.
+CONNS=8 COUNT=300
+rm -f "$TB_DIR/pair.sock"
+"$TB_BUILD/wharf-perf" $(pair2 server server) -- --ip 198.18.0.2/24 --server --port 7100 --echo \
+	--lcores 2 --seconds 30 >"$TB_DIR/server.out" 2>"$TB_DIR/server.log" &
+TB_PIDS[server]=$!
+tb_wait_log "$TB_DIR/server.log" "server on port" 10 || { cat "$TB_DIR/server.log" >&2; tb_fail "server did not start"; }
+timeout --kill-after=5 30 "$TB_BUILD/wharf-perf" $(pair2 client client) -- --ip 198.18.0.1/24 \
+	--peer 198.18.0.2 --port 7100 --lcores 2 --connections $CONNS --count $COUNT --verify \
+	--seconds 20 >"$TB_DIR/client.out" 2>"$TB_DIR/client.log" || { tail -n 20 "$TB_DIR/client.log" >&2; tb_fail "pair client exited non-zero"; }
+tb_stop server
+[ "$(tb_json "$TB_DIR/client.out" corrupt)" = 0 ] && [ "$(tb_json "$TB_DIR/client.out" errors)" = 0 ] || tb_fail "pair: corrupt echoes or errors"
+check_perf "pair client" "$TB_DIR/client.out" $((CONNS * COUNT))
+check_perf "pair server" "$TB_DIR/server.out" $((CONNS * COUNT))
+tb_pass "pair, 2 queues each side: $((CONNS * COUNT)) echoes intact; frames per queue client $(jarr "$TB_DIR/client.out" rx_queue), server $(jarr "$TB_DIR/server.out" rx_queue); handed between lcores client $(jarr "$TB_DIR/client.out" steered_in), server $(jarr "$TB_DIR/server.out" steered_in)"
+
+# 2. net_tap with two queues, Linux's TCP as the client.
+IF=wmq$$
+"$TB_BUILD/wharf-perf" -l 0-1 --file-prefix "wharf-$TB_ID-tap" --no-pci $(tb_mem_args) \
+	--log-level='*:warning' --log-level='wharf.*:info' --log-level=pmd.net.tap:error \
+	--vdev=net_tap0,iface=$IF -- --ip 198.18.78.2/24 --server --port 7100 --echo --lcores 2 \
+	--seconds 30 >"$TB_DIR/tap.out" 2>"$TB_DIR/tap.log" &
+TB_PIDS[tap]=$!
+for _ in $(seq 1 50); do ip link show "$IF" >/dev/null 2>&1 && break; sleep 0.1; done
+ip addr add 198.18.78.1/24 dev "$IF" && ip link set "$IF" up || { cat "$TB_DIR/tap.log" >&2; tb_fail "cannot configure $IF"; }
+tb_wait_log "$TB_DIR/tap.log" "server on port" 10 || { cat "$TB_DIR/tap.log" >&2; tb_fail "tap server did not start"; }
+timeout --kill-after=5 30 "$TB_BUILD/wharf-perf" -- --protocol kernel --peer 198.18.78.2 --port 7100 \
+	--connections $CONNS --count $COUNT --verify --seconds 20 >"$TB_DIR/linux.out" 2>"$TB_DIR/linux.log" || { tail -n 20 "$TB_DIR/linux.log" >&2; tb_fail "Linux client exited non-zero"; }
+tb_stop tap
+[ "$(tb_json "$TB_DIR/linux.out" msgs)" = $((CONNS * COUNT)) ] && [ "$(tb_json "$TB_DIR/linux.out" corrupt)" = 0 ] || tb_fail "tap: Linux got $(tb_json "$TB_DIR/linux.out" msgs) echoes of $((CONNS * COUNT)), or corrupt ones"
+check_perf "tap server" "$TB_DIR/tap.out" $((CONNS * COUNT))
+tb_pass "net_tap, 2 queues: Linux's $((CONNS * COUNT)) echoes intact; frames per queue $(jarr "$TB_DIR/tap.out" rx_queue), handed between lcores $(jarr "$TB_DIR/tap.out" steered_in)"
+
+# 3. A 2-lane PS and a 2-lane worker training over the 2-queue pair.
+B=47830
+MAP=$TB_DIR/.endpoint_map
+printf '127.0.0.1:%d=198.19.0.1:6666\n127.0.0.1:%d=198.19.0.2:5555\n' $B $((B + 1)) >"$MAP"
+CTL=127.0.0.1:$B
+CL="--ps $CTL --workers 127.0.0.1:$((B + 1)) --endpoint-map $MAP --wait-timeout 30 --retry-interval 1 --ps-cores 2 --worker-cores 2 --mode sync"
+rm -f "$TB_DIR/pair.sock"
+"$TB_BUILD/wharf-train" $(pair2 ps server) -- $CL --role ps --model softmax >"$TB_DIR/ps.out" 2>"$TB_DIR/ps.log" &
+TB_PIDS[ps]=$!
+tb_wait_log "$TB_DIR/ps.log" "serving" 20 || { cat "$TB_DIR/ps.log" >&2; tb_fail "ps did not start"; }
+timeout --kill-after=5 150 "$TB_BUILD/wharf-train" $(pair2 w0 client) -- $CL --role worker --task-index 0 \
+	--model softmax --epochs 2 --train-limit 12000 --test-limit 2000 >"$TB_DIR/w0.out" 2>"$TB_DIR/w0.log" || { tail -n 20 "$TB_DIR/w0.log" >&2; tb_fail "worker exited non-zero"; }
+"$TB_BUILD/wharf-ctl" "$CTL" status >"$TB_DIR/status.txt" 2>&1
+hops=0 frames=0
+for i in 0 1; do
+	t=$(echo "/wharf/dn/stats,$i" | timeout 10 dpdk-telemetry.py -f "wharf-$TB_ID-ps" 2>&1 | tr -d ' \n')
+	q=$(echo "$t" | grep -oE '"queue":[0-9]+' | cut -d: -f2)
+	r=$(echo "$t" | grep -oE '"rx_queue":[0-9]+' | cut -d: -f2)
+	s=$(echo "$t" | grep -oE '"steered_in":[0-9]+' | cut -d: -f2)
+	[ "$q" = "$i" ] || { echo "$t" >&2; tb_fail "PS lane $i reads queue ${q:-none}"; }
+	[ "${r:-0}" -gt 0 ] || tb_fail "PS queue $i carried no frames"
+	hops=$((hops + s)) frames=$((frames + r))
+done
+"$TB_BUILD/wharf-ctl" "$CTL" shutdown >/dev/null
+tb_stop ps
+acc=$(tb_json "$TB_DIR/w0.out" test_accuracy)
+[ "$(echo "$acc" | awk '{print ($1 >= 0.76)}')" = 1 ] || tb_fail "test_accuracy $acc < 0.76"
+grep -q "lanes 2 " "$TB_DIR/status.txt" || { cat "$TB_DIR/status.txt" >&2; tb_fail "the PS does not serve on 2 lanes"; }
+remote=$(grep -E "^server " "$TB_DIR/status.txt" | sed -nE 's/.* data_ops_remote ([0-9]+).*/\1/p')
+[ "$remote" = 0 ] || { cat "$TB_DIR/status.txt" >&2; tb_fail "$remote data ops crossed PS lanes"; }
+for k in 0 1; do
+	r=$(grep -E "^lane +$k " "$TB_DIR/status.txt" | sed -nE 's/.* requests ([0-9]+).*/\1/p')
+	[ "${r:-0}" -gt 0 ] || { cat "$TB_DIR/status.txt" >&2; tb_fail "PS lane $k served no requests"; }
+done
+[ $((hops * 100)) -le "$frames" ] || tb_fail "PS: $hops of $frames frames handed between lanes (more than 1%)"
+tb_pass "2-lane PS and worker on 2-queue ports: test_accuracy $acc, data ops across lanes 0, PS frames $frames with $hops handed between lanes"
