@@ -5,9 +5,10 @@
  * Out: dn_ip_send -> dn_arp_lookup (hit) | dn_arp_pending_add -> dn_arp_request
  *      dn_loop_once -> dn_arp_pending_run (send what got resolved, retry, give up)
  *
- * The table is written only by the lcore that receives ARP (queue 0, lcore 0) and read by
- * all (lcores fed by software steering resolve here too; their requests leave through
- * lcore 0 and the replies land there);
+ * The table is written only by lcore 0, which flow steering hands every ARP frame whatever
+ * queue it came in on, and read by all (the other lcores resolve here too; their requests
+ * leave through lcore 0 on a one-queue port, through their own queue otherwise, and the
+ * replies reach lcore 0);
  * see struct dn_arp_entry for the publication protocol. Entries expire DN_ARP_EXPIRE_MS
  * after they were last confirmed; an expired entry reads as a miss and is asked again.
  */
@@ -176,8 +177,8 @@ void dn_arp_input(struct dn_lcore *lc, struct rte_mbuf *m)
 	for_us = tip == p->ip;
 	/*
 	 * RFC 826 merge: refresh a known sender always; create an entry only when it talks to us.
-	 * The table has one writer, lcore 0 (queue 0, where RSS and software steering leave
-	 * every non-IP frame); an ARP frame elsewhere is still answered, never learnt from.
+	 * The table has one writer, lcore 0 (where flow steering hands every non-IP frame); an
+	 * ARP frame elsewhere (lcores of a port without steering) is answered, never learnt from.
 	 */
 	if (lc->index == 0)
 		dn_arp_learn(p, sip, &a->arp_data.arp_sha, for_us);
