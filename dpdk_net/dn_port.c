@@ -117,11 +117,11 @@ static void conf_build(struct dn_port *p, const struct rte_eth_dev_info *di,
 		want_tx &= ~(uint64_t)RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
 	/*
 	 * TSO on virtio-user (offered when the vhost side has tso=1), with LRO on Rx so large
-	 * frames come in too: a segmented frame crosses the pair whole. A single-queue device
-	 * only: software steering hands frames between lcores as they are.
+	 * frames come in too: a segmented frame crosses the pair whole. One lcore, or a queue
+	 * pair per lcore; not lcores sharing one queue, whose frames lcore 0 relays as they are.
 	 */
 	const char *tso_env = getenv("WHARF_TSO"); /* WHARF_TSO=0 turns it off */
-	bool tso_ok = p->nb_queues == 1 && p->nb_lcores <= 1 &&
+	bool tso_ok = (p->nb_lcores <= 1 || p->nb_queues == p->nb_lcores) &&
 		      (tso_env == NULL || strcmp(tso_env, "0") != 0);
 	bool vhost_endpoint = vhost && !p->cfg.no_l3;
 	if (virtio && tso_ok && (di->tx_offload_capa & RTE_ETH_TX_OFFLOAD_TCP_TSO) &&
@@ -410,12 +410,10 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 	p->netmask = mask;
 	p->gateway = cfg->gateway;
 	ret = dn_wake_port_init(p, err, errlen);
-	if (ret == 0)
-		ret = rte_eth_macaddr_get(pid, &p->mac);
+	if (ret == 0 && (ret = rte_eth_macaddr_get(pid, &p->mac)) != 0)
+		snprintf(err, errlen, "port %u: MAC address: %s", pid, rte_strerror(-ret));
 	if (ret == 0 && p->nb_lcores > 1)
 		ret = dn_steer_port_init(p, err, errlen);
-	else if (ret != 0)
-		snprintf(err, errlen, "port %u: MAC address: %s", pid, rte_strerror(-ret));
 	if (ret == 0)
 		ret = port_configure(p, err, errlen);
 	if (ret == 0 && !p->cfg.no_l3)

@@ -257,7 +257,7 @@ run_part transport "dpdk_pingpong kernel_pingpong dpdk_pingpong_sleep kernel_pin
 run_part fuse "fuse fuse_kernel fuse_pmd_step_bytes fuse_pmd_step fuse_pmd_step_pieces
 	fuse_pmd_step_pieces_plain" part_fuse
 run_part shard shard part_tool shard shard-bench ${BENCH_SHARD_ARGS:-}
-run_part e2e "${BENCH_E2E_PARTS:-ps ps_direct ps_bytes ps_lanes train train_direct train_fuse train_torch}" "$TB_ROOT/testbed/bench_e2e.sh" "$OUT"
+run_part e2e "${BENCH_E2E_PARTS:-ps ps_direct ps_bytes ps_lanes ps_direct_lanes train train_direct train_fuse train_torch train_torch_direct}" "$TB_ROOT/testbed/bench_e2e.sh" "$OUT"
 
 /usr/bin/python3 "$TB_ROOT/testbed/bench_report.py" "$OUT" || exit 1
 if command -v gnuplot >/dev/null && [ -s "$OUT/dpdk_rtt.txt" ] && [ -s "$OUT/kernel_rtt.txt" ]; then

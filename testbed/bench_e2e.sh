@@ -32,6 +32,11 @@
 #                       keys per PS CPU-second (utime+stime of the PS over the timed phases).
 #                       Top level: ps_lanes_keys_per_s_ratio_2_over_1_{dpdk,kernel} and
 #                       ps_keys_per_cpu_s_ratio_dpdk_over_kernel_{1,2}lane.
+#   OUT_DIR/ps_direct_lanes.json  1 PS and 1 worker of 2 lanes each over the direct pair,
+#                       all sleeping, every process on cores 0-1: a queue pair per lane
+#                       (queues=2), one shared queue (queues=1, software steering), and the
+#                       kernel over loopback. Top level: ps_direct_lanes_keys_per_s_ratio_
+#                       {queue_each_over_shared,dpdk_over_kernel} (geometric means of pull and push).
 #   OUT_DIR/train.json  wharf-train: a short Fashion-MNIST MLP sync run, 1 PS + 2 workers, as
 #                       testbed/demo.sh runs it, DPDK vs kernel and --tensor-fuse off vs on,
 #                       and with fusion off the kernel over the bridge too (the DPDK side pays
@@ -67,8 +72,8 @@
 # recorded as failed, with why). About 9 minutes with the defaults on 2 shared cores.
 # Knobs: BENCH_MTU (DPDK data-plane MTU, 1500), BENCH_PS_SECONDS (BENCH_SECONDS or 3, per phase), BENCH_PS_BATCH (1000), BENCH_TRAIN_LIMIT (60000
 # images), BENCH_TRAIN_EPOCHS (2), BENCH_PS_BYTES_SECONDS (1, per phase of ps_bytes),
-# BENCH_E2E_PARTS ("ps ps_direct ps_bytes ps_lanes train train_direct train_fuse train_torch
-# train_torch_direct"),
+# BENCH_E2E_PARTS ("ps ps_direct ps_bytes ps_lanes ps_direct_lanes train train_direct
+# train_fuse train_torch train_torch_direct"),
 # BENCH_TRAIN_FUSE_REPS (3), BENCH_E2E_BUDGET (800 s:
 # a run that would start past it is skipped and recorded as such). PS_ENABLE_POLLING and
 # WORKER_ENABLE_POLLING pass through to every node (spinning needs a core per process).
@@ -82,7 +87,7 @@ PS_BATCH=${BENCH_PS_BATCH:-1000}
 TR_LIMIT=${BENCH_TRAIN_LIMIT:-60000}
 TR_EPOCHS=${BENCH_TRAIN_EPOCHS:-2}
 PB_SECS=${BENCH_PS_BYTES_SECONDS:-1}
-PARTS=${BENCH_E2E_PARTS:-ps ps_direct ps_bytes ps_lanes train train_direct train_fuse train_torch train_torch_direct}
+PARTS=${BENCH_E2E_PARTS:-ps ps_direct ps_bytes ps_lanes ps_direct_lanes train train_direct train_fuse train_torch train_torch_direct}
 TF_REPS=${BENCH_TRAIN_FUSE_REPS:-3}
 export TB_PIN=1
 BUDGET=${BENCH_E2E_BUDGET:-800}
@@ -288,9 +293,9 @@ pair_run() { # NAME PROTO BASEPORT SIDE TIMEOUT PS_ARGS... -- WORKER_ARGS...
 	[ "$proto" = bridge ] && [ -n "$BR_WHY" ] && { not_run "$name" 1 "no bridge: $BR_WHY"; return 1; }
 	[ "$to" -gt $((BUDGET - SECONDS)) ] && to=$((BUDGET - SECONDS))
 	if [ "$proto" = dpdk ] && [ "$side" = vhost ]; then
-		ps_eal=$(tb_pair_eal "$name-ps" server 1) w_eal=$(tb_pair_eal "$name-w0" client 0)
+		ps_eal=$(pair_eal "$name-ps" server 1) w_eal=$(pair_eal "$name-w0" client 0)
 	elif [ "$proto" = dpdk ]; then
-		ps_eal=$(tb_pair_eal "$name-ps" client 1) w_eal=$(tb_pair_eal "$name-w0" server 0)
+		ps_eal=$(pair_eal "$name-ps" client 1) w_eal=$(pair_eal "$name-w0" server 0)
 	fi
 	[ "$proto" = bridge ] && ps_pre=(ip netns exec "$(bridge_ns 0)") w_pre=(ip netns exec "$(bridge_ns 1)")
 	rm -f "$TB_DIR/pair.sock"
@@ -308,6 +313,11 @@ pair_run() { # NAME PROTO BASEPORT SIDE TIMEOUT PS_ARGS... -- WORKER_ARGS...
 	ctl_shutdown
 	tb_stop "$name-ps"
 	result "$name-w0"
+}
+# A pair node's EAL arguments: tb_pair_eal's, on PAIR_CORES (default CORE) with PAIR_QUEUES
+# queues (default 1).
+pair_eal() { # NAME server|client CORE
+	tb_pair_eal "$1" "$2" "${PAIR_CORES:-$3}" | sed -E "s/queues=1/queues=${PAIR_QUEUES:-1}/"
 }
 # The command line of a pair's node up to its flags: build/wharf-PAIR_CMD EAL --, or with
 # PAIR_CMD py:SCRIPT the Python program, its EAL arguments in WHARF_EAL_ARGS (pair_env).
@@ -329,7 +339,7 @@ pair_ps() { # NAME EAL PREFIX... -- ARGS...
 	while [ "$1" != "--" ]; do pre+=("$1"); shift; done
 	shift
 	local envs; mapfile -t envs < <(pair_env "$eal")
-	env "${envs[@]}" "${pre[@]}" taskset -c 1 $(pair_cmd "$eal") $CL --role ps "$@" >"$TB_DIR/$name-ps.out" 2>"$TB_DIR/$name-ps.log" &
+	env "${envs[@]}" "${pre[@]}" taskset -c "${PAIR_CORES:-1}" $(pair_cmd "$eal") $CL --role ps "$@" >"$TB_DIR/$name-ps.out" 2>"$TB_DIR/$name-ps.log" &
 	TB_PIDS[$name-ps]=$!
 }
 pair_worker() { # NAME TIMEOUT EAL PREFIX... -- ARGS...
@@ -337,7 +347,7 @@ pair_worker() { # NAME TIMEOUT EAL PREFIX... -- ARGS...
 	while [ "$1" != "--" ]; do pre+=("$1"); shift; done
 	shift
 	local envs; mapfile -t envs < <(pair_env "$eal")
-	env "${envs[@]}" timeout --kill-after=5 "$to" "${pre[@]}" taskset -c 0 $(pair_cmd "$eal") $CL --role worker --task-index 0 "$@" \
+	env "${envs[@]}" timeout --kill-after=5 "$to" "${pre[@]}" taskset -c "${PAIR_CORES:-0}" $(pair_cmd "$eal") $CL --role worker --task-index 0 "$@" \
 		>"$TB_DIR/$name-w0.out" 2>"$TB_DIR/$name-w0.log" &
 	TB_PIDS[$name-w0]=$!
 }
@@ -398,6 +408,26 @@ part_ps_lanes() {
 				--seconds "$PS_SECS" --start-at "$start"
 			base=$((base + 10))
 		done
+	done
+}
+
+# 1 PS and 1 worker of 2 lanes each over the direct pair (the PS on the vhost side), all
+# sleeping, every process on cores 0-1 (EAL -l 0-1; kernel: taskset 0-1): a queue pair per lane
+# (queues=2 on both sides), one queue the lanes share by software steering (queues=1), and
+# kernel TCP over loopback (two epoll threads a node).
+part_ps_direct_lanes() {
+	local run proto base=48700 start name
+	for run in dpdk_queue_each dpdk_shared kernel; do
+		name=pdl-$run
+		spent "$name" 1 30 && continue
+		proto=dpdk; [ "$run" = kernel ] && proto=kernel
+		tb_log "ps_direct_lanes: $run"
+		start=$(( $(date +%s) + 6 ))
+		PAIR_CORES=0-1 PAIR_QUEUES=$([ "$run" = dpdk_queue_each ] && echo 2 || echo 1) \
+			pair_run "$name" "$proto" "$base" vhost $((2 * PS_SECS + 40)) --mode async \
+			--ps-cores 2 --batch "$PS_BATCH" -- --mode async --batch "$PS_BATCH" --ps-cores 2 \
+			--worker-cores 2 --seconds "$PS_SECS" --start-at "$start"
+		base=$((base + 10))
 	done
 }
 
@@ -630,6 +660,31 @@ if "ps_bytes" in parts:
             rs.append(e[f"ratio_{label}"])
         pb[f"ps_bytes_ratio_{label}"] = gmean(rs)
     finish("ps_bytes", pb, "pb-")
+
+if "ps_direct_lanes" in parts:
+    how = {"dpdk_queue_each": "the direct pair with queues=2 on both sides: each of the 2 lanes "
+                              "of PS (net_vhost0) and worker (virtio_user0) on a queue pair of "
+                              "its own; EAL -l 0-1 and taskset 0-1 for both",
+           "dpdk_shared": "the same with queues=1: each node's 2 lanes share one queue by "
+                          "software steering",
+           "kernel": "kernel TCP over loopback, 2 epoll threads a node, both taskset 0-1"}
+    pdl = {"bench": "ps_direct_lanes_e2e", "dim": 16, "batch": int(batch), "key_space": 10000000,
+           "zipf_s": 1.1, "seconds_per_phase": int(secs), "servers": 1, "workers": 1,
+           "lanes": 2, "mode": "async", "idle": "sleeping", "how": how, "runs": {}}
+    for name in how:
+        r = run(f"pdl-{name}", 1)
+        if r["ok"]:
+            w = r["workers"][0]
+            for op in ("pull", "push"):
+                for k in ("keys_per_s", "p50_us", "p99_us"):
+                    r[f"{op}_{k}"] = w[f"{op}_{k}"]
+        pdl["runs"][name] = r
+    for label, a, b in (("queue_each_over_shared", "dpdk_queue_each", "dpdk_shared"),
+                        ("dpdk_over_kernel", "dpdk_queue_each", "kernel")):
+        ra, rb = pdl["runs"][a], pdl["runs"][b]
+        pdl[f"ps_direct_lanes_keys_per_s_ratio_{label}"] = gmean(
+            [ratio(ra.get(f"{op}_keys_per_s"), rb.get(f"{op}_keys_per_s")) for op in ("pull", "push")])
+    finish("ps_direct_lanes", pdl, "pdl-")
 
 if "ps_lanes" in parts:
     pl = {"bench": "ps_lanes_e2e", "dim": 16, "batch": int(batch), "key_space": 10000000,
