@@ -203,6 +203,21 @@ def rows(rep):
                     num(get(lruns, f"kernel_{lanes}lane", "keys_per_ps_cpu_s"), "key/s"),
                     h.get(f"ps_keys_per_cpu_s_ratio_dpdk_over_kernel_{lanes}lane"),
                     f"ps_keys_per_cpu_s_ratio_dpdk_over_kernel_{lanes}lane"))
+    dl = p.get("ps_direct_lanes") or {}
+    dlr = dl.get("runs") or {}
+    for op in ("pull", "push"):
+        out.append((f"PS {op} keys/s, 2-lane PS and worker, direct pair, a queue pair per lane "
+                    "/ one shared queue",
+                    num(get(dlr, "dpdk_queue_each", f"{op}_keys_per_s"), "key/s"),
+                    num(get(dlr, "dpdk_shared", f"{op}_keys_per_s"), "key/s"),
+                    div(get(dlr, "dpdk_queue_each", f"{op}_keys_per_s"),
+                             get(dlr, "dpdk_shared", f"{op}_keys_per_s")), None))
+        out.append((f"PS {op} keys/s, 2-lane PS and worker, direct pair (a queue pair per "
+                    "lane) / kernel loopback",
+                    num(get(dlr, "dpdk_queue_each", f"{op}_keys_per_s"), "key/s"),
+                    num(get(dlr, "kernel", f"{op}_keys_per_s"), "key/s"),
+                    div(get(dlr, "dpdk_queue_each", f"{op}_keys_per_s"),
+                             get(dlr, "kernel", f"{op}_keys_per_s")), None))
     for proto in ("dpdk", "kernel"):
         out.append((f"PS keys/s, 2 lanes / 1 lane, {proto}",
                     num(get(lruns, f"{proto}_2lane", "keys_per_s"), "key/s"),
@@ -316,6 +331,10 @@ def summary_rows(rep):
          ratio(h.get("ps_keys_per_cpu_s_ratio_dpdk_over_kernel_1lane")) + " / " +
          ratio(h.get("ps_keys_per_cpu_s_ratio_dpdk_over_kernel_2lane")),
          target(rep, "ps_keys_per_cpu_s_ratio_dpdk_over_kernel_1lane")),
+        ("PS keys/s, 2-lane PS and worker on the direct pair: a queue pair per lane / one "
+         "shared queue; DPDK (a queue pair per lane) / kernel",
+         ratio(h.get("ps_direct_lanes_keys_per_s_ratio_queue_each_over_shared")) + "; " +
+         ratio(h.get("ps_direct_lanes_keys_per_s_ratio_dpdk_over_kernel")), ""),
         ("PS keys/s on 2 lanes / 1 lane, DPDK / kernel",
          ratio(h.get("ps_lanes_keys_per_s_ratio_2_over_1_dpdk")) + " / " +
          ratio(h.get("ps_lanes_keys_per_s_ratio_2_over_1_kernel")), ""),

@@ -87,7 +87,8 @@ def part_time(name):
 parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "pmd_pingpong", "dpdk_pingpong", "kernel_pingpong",
                               "dpdk_pingpong_sleep", "kernel_pingpong_sleep", "dpdk_rate",
                               "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream", "fuse", "fuse_kernel", "fuse_pmd_step_bytes", "fuse_pmd_step", "fuse_pmd_step_pieces", "fuse_pmd_step_pieces_plain", "shard",
-                              "ps", "ps_direct", "ps_bytes", "ps_lanes", "train", "train_direct",
+                              "ps", "ps_direct", "ps_bytes", "ps_lanes", "ps_direct_lanes",
+                              "train", "train_direct",
                               "train_fuse",
                               "train_torch", "train_torch_direct")}
 
@@ -214,6 +215,11 @@ for proto in ("dpdk", "kernel"):
 for lanes in (1, 2):
     fig(f"ps_keys_per_cpu_s_ratio_dpdk_over_kernel_{lanes}lane",
         get(parts["ps_lanes"], f"ps_keys_per_cpu_s_ratio_dpdk_over_kernel_{lanes}lane"), "ps_lanes")
+# A 2-lane PS and worker over the direct pair: a queue pair per lane against one shared queue
+# (software steering), and against the kernel's two threads a node.
+for label in ("queue_each_over_shared", "dpdk_over_kernel"):
+    fig(f"ps_direct_lanes_keys_per_s_ratio_{label}",
+        get(parts["ps_direct_lanes"], f"ps_direct_lanes_keys_per_s_ratio_{label}"), "ps_direct_lanes")
 fig("train_samples_ratio_dpdk_over_kernel",
     get(parts["train"], "train_samples_ratio_dpdk_over_kernel"), "train")
 fig("train_samples_ratio_dpdk_over_kernel_bridge",
