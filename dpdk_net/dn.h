@@ -351,6 +351,9 @@ void dn_sleep_slack_end(unsigned long was);
  */
 int dn_obs_init(void);
 int dn_obs_register(struct dn_lcore *lc);
+/* dn_lcore_destroy does it: the context leaves the list (a telemetry read already past the
+ * list may still be reading it: query a node that is not shutting down). */
+void dn_obs_unregister(struct dn_lcore *lc);
 
 /* Parses "a.b.c.d" or "a.b.c.d/len" into host-order address and prefix. 0 or -EINVAL. */
 int dn_parse_ipv4(const char *s, uint32_t *ip, uint8_t *prefix_len);

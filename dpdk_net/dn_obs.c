@@ -6,9 +6,10 @@
  *   dpdk-dumpcap --file-prefix <file-prefix> -i <port> -w capture.pcapng
  *
  * Telemetry runs its handlers on its own thread and DPDK 22.11 gives handlers no user
- * argument, so the registry of lcore contexts is file-scope state: written only while the
- * node starts (each slot published with a release store of the count), read by the
- * telemetry thread with an acquire load. The counters themselves are plain 64-bit words
+ * argument, so the registry of lcore contexts is file-scope state. Lanes register from
+ * their own threads at once: each claims a slot with an atomic add and publishes its context
+ * there with a release store; the telemetry thread reads a slot with an acquire load, and a
+ * slot not yet published (or cleared by dn_lcore_destroy) reads as no context. The counters themselves are plain 64-bit words
  * written by their lcore; an aligned 64-bit load never tears on the platforms DPDK runs on,
  * so a reader sees each counter at some recent value.
  */
@@ -22,25 +23,38 @@
 
 #include "dpdk_net/dn_pvt.h"
 
-static struct dn_lcore *obs_lcores[DN_MAX_LCORES];
-static _Atomic unsigned obs_count;
+static struct dn_lcore *_Atomic obs_lcores[DN_MAX_LCORES];
+static _Atomic unsigned obs_count; /* slots claimed */
+
+static unsigned obs_claimed(void)
+{
+	unsigned n = atomic_load_explicit(&obs_count, memory_order_relaxed);
+
+	return n < DN_MAX_LCORES ? n : DN_MAX_LCORES;
+}
+
+/* acquire: pairs with the release store in dn_obs_register. */
+static const struct dn_lcore *obs_slot(unsigned i)
+{
+	return atomic_load_explicit(&obs_lcores[i], memory_order_acquire);
+}
 
 static int obs_lcores_cmd(const char *cmd, const char *params, struct rte_tel_data *d)
 {
-	/* acquire: pairs with the release in dn_obs_register; slots below it are written. */
-	unsigned n = atomic_load_explicit(&obs_count, memory_order_acquire);
+	unsigned n = obs_claimed();
 
 	(void)cmd;
 	(void)params;
 	rte_tel_data_start_array(d, RTE_TEL_INT_VAL);
 	for (unsigned i = 0; i < n; i++)
-		rte_tel_data_add_array_int(d, (int)i);
+		if (obs_slot(i) != NULL)
+			rte_tel_data_add_array_int(d, (int)i);
 	return 0;
 }
 
 static int obs_stats_cmd(const char *cmd, const char *params, struct rte_tel_data *d)
 {
-	unsigned n = atomic_load_explicit(&obs_count, memory_order_acquire);
+	unsigned n = obs_claimed();
 	char *end;
 	long i;
 	const struct dn_lcore *lc;
@@ -49,9 +63,8 @@ static int obs_stats_cmd(const char *cmd, const char *params, struct rte_tel_dat
 	if (params == NULL || *params == '\0')
 		return -EINVAL;
 	i = strtol(params, &end, 10);
-	if (*end != '\0' || i < 0 || (unsigned long)i >= n)
+	if (*end != '\0' || i < 0 || (unsigned long)i >= n || (lc = obs_slot((unsigned)i)) == NULL)
 		return -EINVAL;
-	lc = obs_lcores[i];
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_int(d, "port", lc->port_id);
 	rte_tel_data_add_dict_int(d, "queue", lc->queue);
@@ -99,12 +112,20 @@ int dn_obs_init(void)
 
 int dn_obs_register(struct dn_lcore *lc)
 {
-	unsigned n = atomic_load_explicit(&obs_count, memory_order_relaxed);
+	unsigned i = atomic_fetch_add_explicit(&obs_count, 1, memory_order_relaxed);
 
-	if (n >= DN_MAX_LCORES)
+	if (i >= DN_MAX_LCORES)
 		return -ENOSPC;
-	obs_lcores[n] = lc;
-	/* release: the slot is written before a reader can count it. */
-	atomic_store_explicit(&obs_count, n + 1, memory_order_release);
+	/* release: the context is complete before the telemetry thread can read it. */
+	atomic_store_explicit(&obs_lcores[i], lc, memory_order_release);
 	return 0;
+}
+
+void dn_obs_unregister(struct dn_lcore *lc)
+{
+	for (unsigned i = 0; i < obs_claimed(); i++) {
+		struct dn_lcore *want = lc;
+		atomic_compare_exchange_strong_explicit(&obs_lcores[i], &want, NULL,
+							memory_order_relaxed, memory_order_relaxed);
+	}
 }

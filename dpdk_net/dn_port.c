@@ -566,6 +566,7 @@ void dn_lcore_destroy(struct dn_lcore *lc)
 {
 	if (lc == NULL)
 		return;
+	dn_obs_unregister(lc);
 	dn_tx_flush(lc);
 	while (lc->tx_head != lc->tx_tail)
 		rte_pktmbuf_free(lc->tx[lc->tx_head++ & (DN_TXQ_SLOTS - 1)]);
