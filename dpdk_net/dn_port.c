@@ -117,12 +117,11 @@ static void conf_build(struct dn_port *p, const struct rte_eth_dev_info *di,
 		want_tx &= ~(uint64_t)RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
 	/*
 	 * TSO on virtio-user (offered when the vhost side has tso=1), with LRO on Rx so large
-	 * frames come in too: a segmented frame crosses the pair whole. One lcore, or a queue
-	 * pair per lcore; not lcores sharing one queue, whose frames lcore 0 relays as they are.
+	 * frames come in too: a segmented frame crosses the pair whole (relayed by lcore 0 as
+	 * it is when lcores share one queue).
 	 */
 	const char *tso_env = getenv("WHARF_TSO"); /* WHARF_TSO=0 turns it off */
-	bool tso_ok = (p->nb_lcores <= 1 || p->nb_queues == p->nb_lcores) &&
-		      (tso_env == NULL || strcmp(tso_env, "0") != 0);
+	bool tso_ok = tso_env == NULL || strcmp(tso_env, "0") != 0;
 	bool vhost_endpoint = vhost && !p->cfg.no_l3;
 	if (virtio && tso_ok && (di->tx_offload_capa & RTE_ETH_TX_OFFLOAD_TCP_TSO) &&
 	    (di->rx_offload_capa & RTE_ETH_RX_OFFLOAD_TCP_LRO)) {

@@ -72,7 +72,9 @@ struct dn_port {
 	uint32_t ip, netmask, gateway; /* host order */
 	struct dn_config cfg;
 	bool tx_ip_csum, tx_l4_csum, rx_ip_csum, rx_l4_csum, multi_seg;
-	bool tso;               /* the device cuts TCP segments (TSO) and takes large frames in */
+	/* The device cuts TCP segments (TSO) and takes large frames in; a net_vhost endpoint's
+	 * follows its guest (written by lcore 0 in dn_port_tso_refresh, read by every lcore). */
+	_Atomic bool tso;
 	bool vhost_tso;         /* a net_vhost endpoint: tso follows its guest (dn_port_tso_refresh) */
 	bool rx_intr;
 	bool keep_at_exit; /* virtio_user with Rx interrupts: never stopped or closed (dn_port_destroy) */

@@ -143,6 +143,7 @@ struct db {
 	uint32_t withholding;       /* connections with withheld bytes */
 	uint64_t next_pool_check;
 	uint64_t next_tso_check;    /* a vhost endpoint's TSO follows its guest: re-read 1/ms */
+	uint32_t tso_max;           /* the segment size our stack was last given (0: no TSO) */
 	struct db_arena *arena_free, *arena_all;
 	uint64_t arena_msgs;        /* small messages sent by copy */
 };
@@ -525,9 +526,15 @@ static unsigned db_timers(void *arg, struct dn_lcore *lc, uint64_t now_tsc)
 	db_pool_watch(d, now_tsc);
 	if (now_tsc >= d->next_tso_check) {
 		struct dn_port *port = dn_lcore_port(d->lc);
+		uint32_t tso_max;
 		d->next_tso_check = now_tsc + d->hz / 1000;
-		if (dn_port_tso_refresh(port))
-			tl_tcp_stack_set_tso_max(d->stack, dn_port_tso_max(port));
+		/* Lcore 0 asks the device; every instance follows what the port says. */
+		if (d->idx == 0)
+			(void)dn_port_tso_refresh(port);
+		if ((tso_max = dn_port_tso_max(port)) != d->tso_max) {
+			d->tso_max = tso_max;
+			tl_tcp_stack_set_tso_max(d->stack, tso_max);
+		}
 	}
 	tl_obs_publish(d->obs, now_tsc);
 	tl_tcp_timers(d->stack, db_now(d));
@@ -1351,7 +1358,7 @@ static int db_init(struct tl *tl)
 	tc.ooo_max = tc.rcv_buf / (tc.mss - 12u) + 1u;
 	/* The device cuts segments (virtio-user TSO): new data leaves in frames of up to 64 KiB,
 	 * as over the kernel's loopback, and arrives as one LRO frame (db_input_chain). */
-	tc.tso_max = dn_port_tso_max(dn_lcore_port(d->lc));
+	tc.tso_max = d->tso_max = dn_port_tso_max(dn_lcore_port(d->lc));
 	db_cfg_env(&tc);
 	tc.max_conns = tl->cfg.max_conns * 2 + 16; /* TIME_WAIT and embryonic ones too */
 	tc.iss_secret = rte_rand();

@@ -4,7 +4,8 @@
 # device put on another lcore's queue to their owner. Three devices with two queues:
 #  1. a direct virtio-user/vhost pair (queues=2 both sides): a wharf-perf echo server and a
 #     client on 2 lcores each, 64 B and 256 KiB echoes (TSO and LRO on each queue), every
-#     echo checked byte for byte (--verify);
+#     echo checked byte for byte (--verify); then the 256 KiB echoes with queues=1, each
+#     side's 2 lcores sharing one queue;
 #  2. net_tap (two queues, the kernel's tap picks the queue): Linux's TCP as the client of a
 #     2-lcore wharf-perf echo server;
 #  3. the direct pair again under a training job: a 2-lane PS and a 2-lane shard-aware
@@ -57,6 +58,23 @@ tb_stop server
 check_perf "pair client, 256 KiB" "$TB_DIR/big.out" 80
 check_perf "pair server" "$TB_DIR/server.out" $((CONNS * COUNT + 80))
 tb_pass "pair, 2 queues each side: $((CONNS * COUNT)) 64 B and 80 256 KiB echoes intact; frames per queue client $(jarr "$TB_DIR/client.out" rx_queue), server $(jarr "$TB_DIR/server.out" rx_queue); handed between lcores client $(jarr "$TB_DIR/client.out" steered_in), server $(jarr "$TB_DIR/server.out" steered_in)"
+
+# 1b. The same pair with queues=1: each side's 2 lcores share one queue, lcore 0 relaying
+# lcore 1's Tx (TSO frames too) and handing it its frames (LRO chains too).
+rm -f "$TB_DIR/pair.sock"
+pair1() { tb_pair_eal "$1" "$2" | sed -E 's/^-l [0-9]+/-l 0-1/'; }
+"$TB_BUILD/wharf-perf" $(pair1 server1 server) -- --ip 198.18.0.2/24 --server --port 7100 --echo \
+	--lcores 2 --seconds 30 >"$TB_DIR/server1.out" 2>"$TB_DIR/server1.log" &
+TB_PIDS[server1]=$!
+tb_wait_log "$TB_DIR/server1.log" "server on port" 10 || { cat "$TB_DIR/server1.log" >&2; tb_fail "server did not start"; }
+timeout --kill-after=5 30 "$TB_BUILD/wharf-perf" $(pair1 big1 client) -- --ip 198.18.0.1/24 \
+	--peer 198.18.0.2 --port 7100 --lcores 2 --connections 4 --count 20 --size 262144 --verify \
+	--seconds 20 >"$TB_DIR/big1.out" 2>"$TB_DIR/big1.log" || { tail -n 20 "$TB_DIR/big1.log" >&2; tb_fail "one-queue 256 KiB client exited non-zero"; }
+tb_stop server1
+[ "$(tb_json "$TB_DIR/big1.out" msgs)" = 80 ] && [ "$(tb_json "$TB_DIR/big1.out" corrupt)" = 0 ] && [ "$(tb_json "$TB_DIR/big1.out" errors)" = 0 ] || tb_fail "one-queue pair: $(tb_json "$TB_DIR/big1.out" msgs) of 80 256 KiB echoes, or corrupt ones"
+[ "$(tb_json "$TB_DIR/big1.out" queues)" = 1 ] || tb_fail "one-queue pair: $(tb_json "$TB_DIR/big1.out" queues) queues"
+[ "$(jarr "$TB_DIR/big1.out" tx_handoff | awk '{print $2}')" -gt 0 ] || tb_fail "one-queue pair: lcore 1 handed lcore 0 no Tx"
+tb_pass "pair, 1 queue each side: 80 256 KiB echoes intact, lcore 1's Tx relayed ($(jarr "$TB_DIR/big1.out" tx_handoff) frames handed to lcore 0)"
 
 # 2. net_tap with two queues, Linux's TCP as the client.
 IF=wmq$$
