@@ -206,18 +206,12 @@ def rows(rep):
     dl = p.get("ps_direct_lanes") or {}
     dlr = dl.get("runs") or {}
     for op in ("pull", "push"):
-        out.append((f"PS {op} keys/s, 2-lane PS and worker, direct pair, a queue pair per lane "
-                    "/ one shared queue",
-                    num(get(dlr, "dpdk_queue_each", f"{op}_keys_per_s"), "key/s"),
-                    num(get(dlr, "dpdk_shared", f"{op}_keys_per_s"), "key/s"),
-                    div(get(dlr, "dpdk_queue_each", f"{op}_keys_per_s"),
-                             get(dlr, "dpdk_shared", f"{op}_keys_per_s")), None))
-        out.append((f"PS {op} keys/s, 2-lane PS and worker, direct pair (a queue pair per "
-                    "lane) / kernel loopback",
-                    num(get(dlr, "dpdk_queue_each", f"{op}_keys_per_s"), "key/s"),
-                    num(get(dlr, "kernel", f"{op}_keys_per_s"), "key/s"),
-                    div(get(dlr, "dpdk_queue_each", f"{op}_keys_per_s"),
-                             get(dlr, "kernel", f"{op}_keys_per_s")), None))
+        mq = get(dlr, "dpdk_queue_each", f"{op}_keys_per_s")
+        for other, what in (("dpdk_shared", "a queue pair per lane / one shared queue"),
+                            ("kernel", "a queue pair per lane / kernel loopback")):
+            o = get(dlr, other, f"{op}_keys_per_s")
+            out.append((f"PS {op} keys/s, 2-lane PS and worker, direct pair, {what}",
+                        num(mq, "key/s"), num(o, "key/s"), div(mq, o), None))
     for proto in ("dpdk", "kernel"):
         out.append((f"PS keys/s, 2 lanes / 1 lane, {proto}",
                     num(get(lruns, f"{proto}_2lane", "keys_per_s"), "key/s"),

@@ -554,6 +554,16 @@ def run(prefix, nw):
         return {"workers": ws, "ok": False}
     return {"workers": ws, "ok": True}
 
+def keys_run(prefix):
+    """A 1-worker PS keys run with its worker's pull and push keys/s, p50 and p99 on top."""
+    r = run(prefix, 1)
+    if r["ok"]:
+        w = r["workers"][0]
+        for op in ("pull", "push"):
+            for k in ("keys_per_s", "p50_us", "p99_us"):
+                r[f"{op}_{k}"] = w[f"{op}_{k}"]
+    return r
+
 if "ps" in parts:
     ps = {"bench": "ps_e2e", "dim": 16, "batch": int(batch), "key_space": 10000000, "zipf_s": 1.1,
           "seconds_per_phase": int(secs), "servers": 1, "mode": "async",
@@ -599,13 +609,7 @@ if "ps_direct" in parts:
           "runs": {}}
     for poll, mode in (("False", "sleeping"), ("True", "polling")):
         for proto in ("dpdk", "kernel", "bridge"):
-            r = run(f"pd-{proto}-{poll}", 1)
-            if r["ok"]:
-                w = r["workers"][0]
-                for op in ("pull", "push"):
-                    for k in ("keys_per_s", "p50_us", "p99_us"):
-                        r[f"{op}_{k}"] = w[f"{op}_{k}"]
-            pd["runs"][f"{RUN[proto]}_{mode}"] = r
+            pd["runs"][f"{RUN[proto]}_{mode}"] = keys_run(f"pd-{proto}-{poll}")
         for base in ("kernel", "kernel_bridge"):
             rs, sfx = [], "" if base == "kernel" else "_bridge"
             for op in ("pull", "push"):
@@ -672,13 +676,7 @@ if "ps_direct_lanes" in parts:
            "zipf_s": 1.1, "seconds_per_phase": int(secs), "servers": 1, "workers": 1,
            "lanes": 2, "mode": "async", "idle": "sleeping", "how": how, "runs": {}}
     for name in how:
-        r = run(f"pdl-{name}", 1)
-        if r["ok"]:
-            w = r["workers"][0]
-            for op in ("pull", "push"):
-                for k in ("keys_per_s", "p50_us", "p99_us"):
-                    r[f"{op}_{k}"] = w[f"{op}_{k}"]
-        pdl["runs"][name] = r
+        pdl["runs"][name] = keys_run(f"pdl-{name}")
     for label, a, b in (("queue_each_over_shared", "dpdk_queue_each", "dpdk_shared"),
                         ("dpdk_over_kernel", "dpdk_queue_each", "kernel")):
         ra, rb = pdl["runs"][a], pdl["runs"][b]

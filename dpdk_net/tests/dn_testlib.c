@@ -176,3 +176,9 @@ void dt_ip_recsum(uint8_t *frame)
 	ip->hdr_checksum = 0;
 	ip->hdr_checksum = (uint16_t)~rte_raw_cksum(ip, (ip->version_ihl & 0xf) * 4u);
 }
+
+uint32_t dt_steer_by_parity(void *arg, const struct dn_flow *f)
+{
+	(void)arg;
+	return f->proto == IPPROTO_TCP ? f->dport & 1u : 0;
+}

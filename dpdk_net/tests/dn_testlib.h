@@ -41,5 +41,8 @@ uint16_t dt_build_echo(uint8_t *b, const struct rte_ether_addr *our_mac, uint8_t
 		       uint16_t payload_len);
 struct rte_ipv4_hdr *dt_ip(uint8_t *frame);
 void dt_ip_recsum(uint8_t *frame);
+/* A flow steering classifier (dn_hooks.steer) by destination port parity: a TCP segment to
+ * an odd port belongs to lcore 1, everything else to lcore 0. */
+uint32_t dt_steer_by_parity(void *arg, const struct dn_flow *f);
 
 #endif

@@ -41,13 +41,6 @@ struct mq_env {
 
 static struct mq_env g_mq;
 
-/* Owner by destination port parity: odd ports belong to lcore 1. */
-static uint32_t mq_steer(void *arg, const struct dn_flow *f)
-{
-	(void)arg;
-	return f->proto == IPPROTO_TCP ? f->dport & 1u : 0;
-}
-
 static void mq_l4(void *arg, struct dn_lcore *lc, struct rte_mbuf *m)
 {
 	struct mq_env *e = arg;
@@ -160,7 +153,7 @@ static int setup(void **state)
 	for (unsigned i = 0; i < 2; i++) {
 		memset(&g_mq.lc[i]->stats, 0, sizeof(g_mq.lc[i]->stats));
 		dn_lcore_set_hooks(g_mq.lc[i], &(struct dn_hooks){.l4_input = mq_l4,
-			.steer = mq_steer, .arg = &g_mq});
+			.steer = dt_steer_by_parity, .arg = &g_mq});
 		g_mq.l4_in[i] = 0;
 		atomic_store(&g_mq.port->wake[i].sleeping, 0);
 		efd_clear(&g_mq, i);
@@ -535,6 +528,19 @@ static void check_one_shared_queue(struct dn_port *port, struct dn_lcore **lc,
 	assert_true(rte_mempool_full(pool));
 }
 
+/* check_one_shared_queue, then the lcores, rings and port go. */
+static void check_one_shared_queue_and_free(struct dn_port *port, struct dn_lcore **lc,
+					    struct rte_ring **rx, unsigned nrx, struct rte_ring **tx,
+					    unsigned ntx)
+{
+	check_one_shared_queue(port, lc, tx[0]);
+	dn_lcore_destroy(lc[1]);
+	dn_lcore_destroy(lc[0]);
+	rings_free(rx, nrx);
+	rings_free(tx, ntx);
+	dn_port_destroy(port);
+}
+
 static void test_dn_mq_falls_back_to_one_queue(void **state)
 {
 	struct rte_ring *rx[2] = {NULL}, *tx[2] = {NULL};
@@ -550,22 +556,12 @@ static void test_dn_mq_falls_back_to_one_queue(void **state)
 	rc = port_two_lcores((uint16_t)pid, 1023, &port, lc);
 	unsetenv("WHARF_PORT_QUEUES");
 	assert_int_equal(rc, 0);
-	check_one_shared_queue(port, lc, tx[0]);
-	dn_lcore_destroy(lc[1]);
-	dn_lcore_destroy(lc[0]);
-	rings_free(rx, 2);
-	rings_free(tx, 2);
-	dn_port_destroy(port);
+	check_one_shared_queue_and_free(port, lc, rx, 2, tx, 2);
 	/* A device with an Rx queue per lcore but one Tx queue. */
 	pid = ring_port("net_ring_mq_1tx", 2, rx, 1, tx);
 	assert_true(pid >= 0);
 	assert_int_equal(port_two_lcores((uint16_t)pid, 1023, &port, lc), 0);
-	check_one_shared_queue(port, lc, tx[0]);
-	dn_lcore_destroy(lc[1]);
-	dn_lcore_destroy(lc[0]);
-	rings_free(rx, 2);
-	rings_free(tx, 1);
-	dn_port_destroy(port);
+	check_one_shared_queue_and_free(port, lc, rx, 2, tx, 1);
 }
 
 int main(void)

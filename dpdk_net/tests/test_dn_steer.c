@@ -30,13 +30,6 @@ struct st_env {
 
 static struct st_env g_st;
 
-/* Owner by destination port parity: odd ports belong to lcore 1. */
-static uint32_t st_steer(void *arg, const struct dn_flow *f)
-{
-	(void)arg;
-	return f->proto == IPPROTO_TCP ? f->dport & 1u : 0;
-}
-
 static void st_l4(void *arg, struct dn_lcore *lc, struct rte_mbuf *m)
 {
 	struct st_env *e = arg;
@@ -84,7 +77,7 @@ static int setup(void **state)
 	for (int i = 0; i < 2; i++) {
 		memset(&g_st.lc[i]->stats, 0, sizeof(g_st.lc[i]->stats));
 		dn_lcore_set_hooks(g_st.lc[i], &(struct dn_hooks){.l4_input = st_l4,
-			.steer = i == 0 ? st_steer : NULL, .arg = &g_st});
+			.steer = i == 0 ? dt_steer_by_parity : NULL, .arg = &g_st});
 		g_st.l4_in[i] = 0;
 	}
 	return 0;
