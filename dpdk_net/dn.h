@@ -194,6 +194,9 @@ uint16_t dn_port_nb_queues(const struct dn_port *port);
 int dn_steer_claim(struct dn_port *p, uint16_t lport, uint16_t index);
 void dn_steer_unclaim(struct dn_port *p, uint16_t lport, uint16_t index);
 int dn_steer_owner(const struct dn_port *p, uint16_t lport);
+/* True when the device took a flow rule delivering lport's TCP segments to its claimer's
+ * queue (a queue per lcore on a device with rte_flow queue rules: NICs, not virtio here). */
+bool dn_steer_rule(const struct dn_port *p, uint16_t lport);
 
 /* An IPv4 flow as the classifier sees it for flow steering (host byte order). */
 struct dn_flow {

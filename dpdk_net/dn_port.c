@@ -460,9 +460,9 @@ void dn_port_destroy(struct dn_port *p)
 		eal_keep = true;
 		return;
 	}
+	dn_steer_port_fini(p); /* its flow rules go before the device does */
 	rte_eth_dev_stop(p->port_id);
 	rte_eth_dev_close(p->port_id);
-	dn_steer_port_fini(p);
 	dn_wake_port_fini(p);
 	for (unsigned s = 0; s < RTE_MAX_NUMA_NODES; s++)
 		rte_mempool_free(p->pools[s]);

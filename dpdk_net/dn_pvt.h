@@ -100,6 +100,7 @@ struct dn_port {
 	 */
 	_Atomic uint8_t *lport_owner;
 	uint8_t *lport_claims;
+	struct rte_flow **lport_rule; /* a queue each: the device's rule for a claimed port, or NULL */
 	rte_spinlock_t claim_lock;
 	struct dn_arp_entry arp[DN_ARP_SLOTS];
 };

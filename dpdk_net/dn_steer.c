@@ -14,7 +14,9 @@
  * its choice need not match the owner: a frame another lcore owns goes to that lcore's ring
  * (MP/SC, any lcore may produce), a frame with no flow (ARP, ICMP, fragments) to lcore 0's.
  * Where the device's hash is known (RSS with our key), active opens pick ports it lands on
- * their own queue (tl_be_dpdk), so only frames the device misplaces cross lcores.
+ * their own queue (tl_be_dpdk); a local port one lcore claims (a PS lane's listening port)
+ * gets a flow rule sending its TCP segments to that lcore's queue where the device takes
+ * one (rte_flow: NICs; not virtio or net_tap here). Only frames the device misplaces cross.
  *
  * Call chain (one queue):
  *   lcore 0:  dn_loop_once -> dn_steer_rx -> relay (steer_tx -> software Tx queue)
@@ -54,6 +56,7 @@
 #include <rte_cycles.h>
 #include <rte_malloc.h>
 #include <rte_ethdev.h>
+#include <rte_flow.h>
 #include <rte_ip.h>
 #include <rte_lcore.h>
 #include <rte_pause.h>
@@ -123,7 +126,10 @@ int dn_steer_port_init(struct dn_port *p, char *err, size_t errlen)
 	}
 	p->lport_owner = rte_zmalloc_socket("dn_lport_owner", 65536, RTE_CACHE_LINE_SIZE, socket);
 	p->lport_claims = rte_zmalloc_socket("dn_lport_claims", 65536, RTE_CACHE_LINE_SIZE, socket);
-	if (p->lport_owner == NULL || p->lport_claims == NULL) {
+	if (p->mq) /* a flow rule per claimed port, where the device takes them */
+		p->lport_rule = rte_zmalloc_socket("dn_lport_rule", 65536 * sizeof(*p->lport_rule),
+						   RTE_CACHE_LINE_SIZE, socket);
+	if (p->lport_owner == NULL || p->lport_claims == NULL || (p->mq && p->lport_rule == NULL)) {
 		snprintf(err, errlen, "flow steering: no memory for the port claim table");
 		return -ENOMEM;
 	}
@@ -159,6 +165,8 @@ void dn_steer_port_drain(struct dn_port *p)
 	ring_drain(p->steer_tx);
 }
 
+static void claim_rule_drop(struct dn_port *p, uint16_t lport);
+
 /* Called with every lcore stopped: frames still in the rings are freed. */
 void dn_steer_port_fini(struct dn_port *p)
 {
@@ -169,6 +177,11 @@ void dn_steer_port_fini(struct dn_port *p)
 	ring_free_all(p->steer_tx);
 	p->steer_tx = NULL;
 	rte_free((void *)p->lport_owner);
+	if (p->lport_rule != NULL) /* before the device closes: dn_port_destroy calls us first */
+		for (uint32_t l = 0; l < 65536; l++)
+			claim_rule_drop(p, (uint16_t)l);
+	rte_free(p->lport_rule);
+	p->lport_rule = NULL;
 	rte_free(p->lport_claims);
 	p->lport_owner = NULL;
 	p->lport_claims = NULL;
@@ -177,6 +190,48 @@ void dn_steer_port_fini(struct dn_port *p)
 }
 
 /* ---- port claims ------------------------------------------------------------------------ */
+
+/*
+ * A queue each: asks the device to deliver TCP segments to our address and local port lport
+ * on queue q (rte_flow), so they need no hand-over. NULL where the device takes no such rule.
+ */
+static struct rte_flow *claim_rule(struct dn_port *p, uint16_t lport, uint16_t q)
+{
+	struct rte_flow_attr attr = {.ingress = 1};
+	struct rte_flow_item_ipv4 ip = {.hdr.dst_addr = rte_cpu_to_be_32(p->ip),
+					.hdr.next_proto_id = IPPROTO_TCP};
+	struct rte_flow_item_ipv4 ip_mask = {.hdr.dst_addr = RTE_BE32(0xffffffff),
+					     .hdr.next_proto_id = 0xff};
+	struct rte_flow_item_tcp tcp = {.hdr.dst_port = rte_cpu_to_be_16(lport)};
+	struct rte_flow_item_tcp tcp_mask = {.hdr.dst_port = RTE_BE16(0xffff)};
+	struct rte_flow_item pattern[] = {
+		{.type = RTE_FLOW_ITEM_TYPE_ETH},
+		{.type = RTE_FLOW_ITEM_TYPE_IPV4, .spec = &ip, .mask = &ip_mask},
+		{.type = RTE_FLOW_ITEM_TYPE_TCP, .spec = &tcp, .mask = &tcp_mask},
+		{.type = RTE_FLOW_ITEM_TYPE_END},
+	};
+	struct rte_flow_action_queue queue = {.index = q};
+	struct rte_flow_action actions[] = {
+		{.type = RTE_FLOW_ACTION_TYPE_QUEUE, .conf = &queue},
+		{.type = RTE_FLOW_ACTION_TYPE_END},
+	};
+	struct rte_flow_error error;
+
+	if (!p->mq || p->ip == 0 ||
+	    rte_flow_validate(p->port_id, &attr, pattern, actions, &error) != 0)
+		return NULL;
+	return rte_flow_create(p->port_id, &attr, pattern, actions, &error);
+}
+
+static void claim_rule_drop(struct dn_port *p, uint16_t lport)
+{
+	struct rte_flow_error error;
+
+	if (p->lport_rule == NULL || p->lport_rule[lport] == NULL)
+		return;
+	(void)rte_flow_destroy(p->port_id, p->lport_rule[lport], &error);
+	p->lport_rule[lport] = NULL;
+}
 
 int dn_steer_claim(struct dn_port *p, uint16_t lport, uint16_t index)
 {
@@ -191,6 +246,13 @@ int dn_steer_claim(struct dn_port *p, uint16_t lport, uint16_t index)
 	else if (cur != mine)
 		cur = DN_STEER_SHARED;
 	atomic_store_explicit(&p->lport_owner[lport], cur, memory_order_relaxed);
+	/* Control path, a few times per process: the device call under the lock is fine. */
+	if (p->lport_rule != NULL) {
+		if (p->lport_claims[lport] == 0)
+			p->lport_rule[lport] = claim_rule(p, lport, index);
+		else if (cur == DN_STEER_SHARED)
+			claim_rule_drop(p, lport); /* shared: the device's own spreading decides */
+	}
 	if (p->lport_claims[lport] < UINT8_MAX)
 		p->lport_claims[lport]++;
 	rte_spinlock_unlock(&p->claim_lock);
@@ -202,9 +264,16 @@ void dn_steer_unclaim(struct dn_port *p, uint16_t lport, uint16_t index)
 	if (!p->sw_steer || index >= p->nb_lcores)
 		return;
 	rte_spinlock_lock(&p->claim_lock);
-	if (p->lport_claims[lport] > 0 && --p->lport_claims[lport] == 0)
+	if (p->lport_claims[lport] > 0 && --p->lport_claims[lport] == 0) {
 		atomic_store_explicit(&p->lport_owner[lport], 0, memory_order_relaxed);
+		claim_rule_drop(p, lport);
+	}
 	rte_spinlock_unlock(&p->claim_lock);
+}
+
+bool dn_steer_rule(const struct dn_port *p, uint16_t lport)
+{
+	return p->lport_rule != NULL && p->lport_rule[lport] != NULL;
 }
 
 int dn_steer_owner(const struct dn_port *p, uint16_t lport)

@@ -528,6 +528,29 @@ static void check_one_shared_queue(struct dn_port *port, struct dn_lcore **lc,
 	assert_true(rte_mempool_full(pool));
 }
 
+/*
+ * Claims on a device that takes no flow rule (net_ring has no rte_flow): no rule, and the
+ * claim table alone names the owner; two claimers share the port; the last unclaim frees it.
+ */
+static void test_dn_mq_claim_without_flow_rules(void **state)
+{
+	struct mq_env *e = *state;
+
+	assert_int_equal(dn_steer_claim(e->port, 6667, 1), 0);
+	assert_false(dn_steer_rule(e->port, 6667));
+	assert_int_equal(dn_steer_owner(e->port, 6667), 1);
+	assert_int_equal(dn_steer_claim(e->port, 6667, 0), 0);
+	assert_int_equal(dn_steer_owner(e->port, 6667), -1);
+	assert_false(dn_steer_rule(e->port, 6667));
+	dn_steer_unclaim(e->port, 6667, 0);
+	dn_steer_unclaim(e->port, 6667, 1);
+	assert_int_equal(dn_steer_owner(e->port, 6667), -1);
+	assert_int_equal(dn_steer_claim(e->port, 6667, 0), 0);
+	assert_int_equal(dn_steer_owner(e->port, 6667), 0);
+	dn_steer_unclaim(e->port, 6667, 0);
+	assert_int_equal(dn_steer_claim(e->port, 6667, 2), -EINVAL); /* no lcore 2 */
+}
+
 /* check_one_shared_queue, then the lcores, rings and port go. */
 static void check_one_shared_queue_and_free(struct dn_port *port, struct dn_lcore **lc,
 					    struct rte_ring **rx, unsigned nrx, struct rte_ring **tx,
@@ -568,6 +591,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_dn_mq_a_queue_per_lcore, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dn_mq_claim_without_flow_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dn_mq_tcp_handed_to_owner_or_kept, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_dn_mq_no_flow_goes_to_lcore0, setup, teardown),
