@@ -359,6 +359,7 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 {
 	struct dn_port *p;
 	uint16_t pid = cfg->port_id;
+	const char *q_env;
 	uint32_t mask;
 	int ret;
 
@@ -374,6 +375,12 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 			 "subnet of %u.%u.%u.%u/%u", cfg->gateway >> 24, (cfg->gateway >> 16) & 255,
 			 (cfg->gateway >> 8) & 255, cfg->gateway & 255, cfg->ip >> 24,
 			 (cfg->ip >> 16) & 255, (cfg->ip >> 8) & 255, cfg->ip & 255, cfg->prefix_len);
+		return -EINVAL;
+	}
+	if (cfg->nb_queues == DN_QUEUES_PER_LCORE && (q_env = getenv("WHARF_PORT_QUEUES")) != NULL &&
+	    *q_env != '\0' && strcmp(q_env, "1") != 0) {
+		snprintf(err, errlen, "WHARF_PORT_QUEUES='%.32s': expected 1 (the lcores share one "
+			 "queue) or unset (a queue pair each where the device has them)", q_env);
 		return -EINVAL;
 	}
 	if (pid == DN_PORT_AUTO) {

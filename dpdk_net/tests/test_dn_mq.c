@@ -575,6 +575,10 @@ static void test_dn_mq_falls_back_to_one_queue(void **state)
 	/* WHARF_PORT_QUEUES=1 on a device with a queue pair per lcore. */
 	pid = ring_port("net_ring_mq_env", 2, rx, 2, tx);
 	assert_true(pid >= 0);
+	setenv("WHARF_PORT_QUEUES", "2", 1); /* not a value it takes: refused, nothing made */
+	rc = port_two_lcores((uint16_t)pid, 1023, &port, lc);
+	assert_int_equal(rc, -EINVAL);
+	assert_null(port);
 	setenv("WHARF_PORT_QUEUES", "1", 1);
 	rc = port_two_lcores((uint16_t)pid, 1023, &port, lc);
 	unsetenv("WHARF_PORT_QUEUES");
