@@ -215,12 +215,20 @@ static struct rte_flow *claim_rule(struct dn_port *p, uint16_t lport, uint16_t q
 		{.type = RTE_FLOW_ACTION_TYPE_QUEUE, .conf = &queue},
 		{.type = RTE_FLOW_ACTION_TYPE_END},
 	};
-	struct rte_flow_error error;
+	struct rte_flow_error error = {0};
+	struct rte_flow *f = NULL;
 
-	if (!p->mq || p->ip == 0 ||
-	    rte_flow_validate(p->port_id, &attr, pattern, actions, &error) != 0)
+	if (!p->mq || p->ip == 0)
 		return NULL;
-	return rte_flow_create(p->port_id, &attr, pattern, actions, &error);
+	if (rte_flow_validate(p->port_id, &attr, pattern, actions, &error) == 0)
+		f = rte_flow_create(p->port_id, &attr, pattern, actions, &error);
+	if (f != NULL)
+		DN_LOG(INFO, "port %u: TCP port %u goes to queue %u by a flow rule", p->port_id,
+		       lport, q);
+	else
+		DN_LOG(DEBUG, "port %u: no flow rule for TCP port %u (%s): the claim table steers it",
+		       p->port_id, lport, error.message != NULL ? error.message : "refused");
+	return f;
 }
 
 static void claim_rule_drop(struct dn_port *p, uint16_t lport)
