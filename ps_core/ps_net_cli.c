@@ -282,20 +282,24 @@ static size_t list_not_ready(const struct ps_net *n, char *buf, size_t len)
 
 /*
  * A server's data address from its health answer (" addr A.B.C.D"), used when the cluster
- * has none for it: no .endpoint_map line (protocol=dpdk). 0, or -EPROTO when it is needed
- * and missing.
+ * has none for it: no .endpoint_map line (protocol=dpdk). A worker on kernel TCP, whose
+ * cluster says the data plane is the control endpoint, takes it too when it names another
+ * address: a PS on DPDK, whose data plane is its port's address. 0, or -EPROTO when it is
+ * needed and missing.
  */
 static int parse_addr(struct ps_net *n, uint32_t s, const char *ans, uint16_t port0)
 {
 	const char *p = strstr(ans, " addr ");
 	char txt[INET_ADDRSTRLEN];
+	bool have = n->cl->ps_data[s].host[0] != '\0';
+	uint32_t ctl_ip;
 	struct in_addr a;
 	size_t len;
 
-	if (n->cl->ps_data[s].host[0] != '\0')
+	if (have && n->cl->protocol != PS_PROTO_KERNEL)
 		return 0;
 	if (p == NULL || port0 == 0)
-		return -EPROTO;
+		return have ? 0 : -EPROTO;
 	p += 6;
 	len = strcspn(p, " ");
 	if (len >= sizeof(txt))
@@ -304,6 +308,9 @@ static int parse_addr(struct ps_net *n, uint32_t s, const char *ans, uint16_t po
 	txt[len] = '\0';
 	if (inet_pton(AF_INET, txt, &a) != 1)
 		return -EPROTO;
+	if (have && ps_net_endpoint_ip(&n->cl->ps_data[s], &ctl_ip, NULL, 0, "") == 0 &&
+	    ctl_ip == ntohl(a.s_addr))
+		return 0; /* a PS on kernel TCP: its control endpoint it is */
 	if (!n->ps_ip_known[s] || n->ps_ip[s] != ntohl(a.s_addr) || n->lane_port[s][0] != port0)
 		PS_LOG(INFO, "%s: ps %u data address %s:%u (from its health answer)", n->name, s,
 		       txt, port0);

@@ -9,7 +9,11 @@
 #  2. net_tap (two queues, the kernel's tap picks the queue): Linux's TCP as the client of a
 #     2-lcore wharf-perf echo server;
 #  3. the direct pair again under a training job: a 2-lane PS and a 2-lane shard-aware
-#     worker, where worker lane k's connection to PS lane k rides queue k both ways.
+#     worker, where worker lane k's connection to PS lane k rides queue k both ways;
+#  4. a 2-lane PS on net_tap's two queues and two workers on Linux's TCP (protocol kernel,
+#     two lanes each), which learn the PS's data address from its health answer; the tap
+#     puts a connection's first segments on the queue its hash picks, and the lane that
+#     claimed the port gets them handed over.
 # Shown: both processes report 2 queues, every queue carried frames (rx_queue), no lcore
 # relayed another's Tx (tx_handoff 0), no ring-full drops, echoes intact; the PS served
 # every key on its owner lane (data_ops_remote 0) with at most 1% of its frames handed
@@ -130,3 +134,48 @@ for k in 0 1; do
 done
 [ $((hops * 100)) -le "$frames" ] || tb_fail "PS: $hops of $frames frames handed between lanes (more than 1%)"
 tb_pass "2-lane PS and worker on 2-queue ports: test_accuracy $acc, data ops across lanes 0, PS frames $frames with $hops handed between lanes"
+
+# 4. A 2-lane PS on net_tap's two queues, two workers on Linux's TCP.
+IF=wmqp$$ B=47840
+printf '127.0.0.1:%d=198.18.79.2:6666\n127.0.0.1:%d=198.18.79.1:5555\n127.0.0.1:%d=198.18.79.1:5556\n' \
+	$B $((B + 1)) $((B + 2)) >"$MAP"
+CTL=127.0.0.1:$B
+CL="--ps $CTL --workers 127.0.0.1:$((B + 1)),127.0.0.1:$((B + 2)) --endpoint-map $MAP --wait-timeout 30 --retry-interval 1 --ps-cores 2 --worker-cores 2 --mode sync"
+"$TB_BUILD/wharf-train" -l 0-1 --file-prefix "wharf-$TB_ID-tps" --no-pci $(tb_mem_args) \
+	--log-level='*:warning' --log-level='wharf.*:info' --log-level='pmd.net.tap:critical' \
+	--vdev=net_tap0,iface=$IF -- $CL --role ps --model softmax >"$TB_DIR/tps.out" 2>"$TB_DIR/tps.log" &
+TB_PIDS[tps]=$!
+for _ in $(seq 1 50); do ip link show "$IF" >/dev/null 2>&1 && break; sleep 0.1; done
+ip addr add 198.18.79.1/24 dev "$IF" && ip link set "$IF" up || { cat "$TB_DIR/tps.log" >&2; tb_fail "cannot configure $IF"; }
+for i in 0 1; do
+	timeout --kill-after=5 150 "$TB_BUILD/wharf-train" -- $CL --protocol kernel --role worker \
+		--task-index $i --model softmax --epochs 2 --train-limit 12000 --test-limit 2000 \
+		>"$TB_DIR/kw$i.out" 2>"$TB_DIR/kw$i.log" &
+	TB_PIDS[kw$i]=$!
+done
+for i in 0 1; do
+	wait "${TB_PIDS[kw$i]}" || { tail -n 20 "$TB_DIR/kw$i.log" "$TB_DIR/tps.log" >&2; tb_fail "Linux worker $i exited non-zero"; }
+	unset "TB_PIDS[kw$i]"
+done
+"$TB_BUILD/wharf-ctl" "$CTL" status >"$TB_DIR/tstatus.txt" 2>&1
+queues=""
+for i in 0 1; do
+	t=$(echo "/wharf/dn/stats,$i" | timeout 10 dpdk-telemetry.py -f "wharf-$TB_ID-tps" 2>&1 | tr -d ' \n')
+	q=$(echo "$t" | grep -oE '"queue":[0-9]+' | cut -d: -f2)
+	r=$(echo "$t" | grep -oE '"rx_queue":[0-9]+' | cut -d: -f2)
+	[ "${r:-0}" -gt 0 ] || { echo "$t" >&2; tb_fail "tap PS queue ${q:-none} carried no frames"; }
+	queues="$queues${queues:+ }$q"
+done
+"$TB_BUILD/wharf-ctl" "$CTL" shutdown >/dev/null
+tb_stop tps
+[ "$(echo "$queues" | tr ' ' '\n' | sort | tr '\n' ' ')" = "0 1 " ] || tb_fail "tap PS lanes read queues '$queues', want 0 and 1"
+grep -q "data address 198.18.79.2:6666 (from its health answer)" "$TB_DIR/kw0.log" || tb_fail "the Linux worker did not take the PS's data address from its health answer"
+remote=$(grep -E "^server " "$TB_DIR/tstatus.txt" | sed -nE 's/.* data_ops_remote ([0-9]+).*/\1/p')
+[ "$remote" = 0 ] || { cat "$TB_DIR/tstatus.txt" >&2; tb_fail "$remote data ops crossed PS lanes"; }
+for k in 0 1; do
+	r=$(grep -E "^lane +$k " "$TB_DIR/tstatus.txt" | sed -nE 's/.* requests ([0-9]+).*/\1/p')
+	[ "${r:-0}" -gt 0 ] || { cat "$TB_DIR/tstatus.txt" >&2; tb_fail "tap PS lane $k served no requests"; }
+done
+acc=$(tb_json "$TB_DIR/kw0.out" test_accuracy)
+[ "$(echo "$acc" | awk '{print ($1 >= 0.76)}')" = 1 ] || tb_fail "Linux workers: test_accuracy $acc < 0.76"
+tb_pass "2-lane PS on net_tap's 2 queues, 2 Linux workers of 2 lanes: test_accuracy $acc, data ops across lanes 0"
