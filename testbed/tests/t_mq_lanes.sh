@@ -28,6 +28,37 @@ all_pos() { for v in $1; do [ "$v" -gt 0 ] 2>/dev/null || return 1; done; [ -n "
 # A direct pair's EAL arguments with two queues and lcores 0-1.
 pair2() { tb_pair_eal "$1" "$2" | sed -E 's/^-l [0-9]+/-l 0-1/; s/queues=1/queues=2/'; }
 
+# A running 2-lane PS's lanes from telemetry (slots in the order they registered): sets
+# queues (the queue each reads), frames (read from them) and hops (handed in by the other).
+ps_lanes_telemetry() { # NAME FILE-PREFIX
+	local i t q r s
+	queues="" frames=0 hops=0
+	for i in 0 1; do
+		t=$(echo "/wharf/dn/stats,$i" | timeout 10 dpdk-telemetry.py -f "$2" 2>&1 | tr -d ' \n')
+		q=$(echo "$t" | grep -oE '"queue":[0-9]+' | cut -d: -f2)
+		r=$(echo "$t" | grep -oE '"rx_queue":[0-9]+' | cut -d: -f2)
+		s=$(echo "$t" | grep -oE '"steered_in":[0-9]+' | cut -d: -f2)
+		[ "${r:-0}" -gt 0 ] || { echo "$t" >&2; tb_fail "$1: PS queue ${q:-none} carried no frames"; }
+		queues="$queues${queues:+ }$q" frames=$((frames + r)) hops=$((hops + ${s:-0}))
+	done
+}
+
+# After the PS stopped: its lanes read queues 0 and 1, each served requests, no data op
+# crossed lanes (its status in STATUS), and the worker's model learned (OUT).
+check_ps_lanes() { # NAME STATUS OUT
+	local remote r k acc
+	[ "$(echo "$queues" | tr ' ' '\n' | sort | tr '\n' ' ')" = "0 1 " ] || tb_fail "$1: PS lanes read queues '$queues', want 0 and 1"
+	grep -q "lanes 2 " "$2" || { cat "$2" >&2; tb_fail "$1: the PS does not serve on 2 lanes"; }
+	remote=$(grep -E "^server " "$2" | sed -nE 's/.* data_ops_remote ([0-9]+).*/\1/p')
+	[ "$remote" = 0 ] || { cat "$2" >&2; tb_fail "$1: $remote data ops crossed PS lanes"; }
+	for k in 0 1; do
+		r=$(grep -E "^lane +$k " "$2" | sed -nE 's/.* requests ([0-9]+).*/\1/p')
+		[ "${r:-0}" -gt 0 ] || { cat "$2" >&2; tb_fail "$1: PS lane $k served no requests"; }
+	done
+	acc=$(tb_json "$3" test_accuracy)
+	[ "$(echo "$acc" | awk '{print ($1 >= 0.76)}')" = 1 ] || tb_fail "$1: test_accuracy $acc < 0.76"
+}
+
 # Checks a wharf-perf report of a 2-lcore node on a 2-queue port.
 check_perf() { # NAME OUT WANT-MSGS
 	local name=$1 out=$2 want=$3
@@ -110,30 +141,12 @@ tb_wait_log "$TB_DIR/ps.log" "serving" 20 || { cat "$TB_DIR/ps.log" >&2; tb_fail
 timeout --kill-after=5 150 "$TB_BUILD/wharf-train" $(pair2 w0 client) -- $CL --role worker --task-index 0 \
 	--model softmax --epochs 2 --train-limit 12000 --test-limit 2000 >"$TB_DIR/w0.out" 2>"$TB_DIR/w0.log" || { tail -n 20 "$TB_DIR/w0.log" >&2; tb_fail "worker exited non-zero"; }
 "$TB_BUILD/wharf-ctl" "$CTL" status >"$TB_DIR/status.txt" 2>&1
-hops=0 frames=0 queues=""
-for i in 0 1; do # telemetry slots, in the order the lanes registered
-	t=$(echo "/wharf/dn/stats,$i" | timeout 10 dpdk-telemetry.py -f "wharf-$TB_ID-ps" 2>&1 | tr -d ' \n')
-	q=$(echo "$t" | grep -oE '"queue":[0-9]+' | cut -d: -f2)
-	r=$(echo "$t" | grep -oE '"rx_queue":[0-9]+' | cut -d: -f2)
-	s=$(echo "$t" | grep -oE '"steered_in":[0-9]+' | cut -d: -f2)
-	[ "${r:-0}" -gt 0 ] || { echo "$t" >&2; tb_fail "PS queue ${q:-none} carried no frames"; }
-	queues="$queues${queues:+ }$q"
-	hops=$((hops + s)) frames=$((frames + r))
-done
+ps_lanes_telemetry pair "wharf-$TB_ID-ps"
 "$TB_BUILD/wharf-ctl" "$CTL" shutdown >/dev/null
 tb_stop ps
-[ "$(echo "$queues" | tr ' ' '\n' | sort | tr '\n' ' ')" = "0 1 " ] || tb_fail "PS lanes read queues '$queues', want 0 and 1"
-acc=$(tb_json "$TB_DIR/w0.out" test_accuracy)
-[ "$(echo "$acc" | awk '{print ($1 >= 0.76)}')" = 1 ] || tb_fail "test_accuracy $acc < 0.76"
-grep -q "lanes 2 " "$TB_DIR/status.txt" || { cat "$TB_DIR/status.txt" >&2; tb_fail "the PS does not serve on 2 lanes"; }
-remote=$(grep -E "^server " "$TB_DIR/status.txt" | sed -nE 's/.* data_ops_remote ([0-9]+).*/\1/p')
-[ "$remote" = 0 ] || { cat "$TB_DIR/status.txt" >&2; tb_fail "$remote data ops crossed PS lanes"; }
-for k in 0 1; do
-	r=$(grep -E "^lane +$k " "$TB_DIR/status.txt" | sed -nE 's/.* requests ([0-9]+).*/\1/p')
-	[ "${r:-0}" -gt 0 ] || { cat "$TB_DIR/status.txt" >&2; tb_fail "PS lane $k served no requests"; }
-done
+check_ps_lanes pair "$TB_DIR/status.txt" "$TB_DIR/w0.out"
 [ $((hops * 100)) -le "$frames" ] || tb_fail "PS: $hops of $frames frames handed between lanes (more than 1%)"
-tb_pass "2-lane PS and worker on 2-queue ports: test_accuracy $acc, data ops across lanes 0, PS frames $frames with $hops handed between lanes"
+tb_pass "2-lane PS and worker on 2-queue ports: test_accuracy $(tb_json "$TB_DIR/w0.out" test_accuracy), data ops across lanes 0, PS frames $frames with $hops handed between lanes"
 
 # 4. A 2-lane PS on net_tap's two queues, two workers on Linux's TCP.
 IF=wmqp$$ B=47840
@@ -158,24 +171,9 @@ for i in 0 1; do
 	unset "TB_PIDS[kw$i]"
 done
 "$TB_BUILD/wharf-ctl" "$CTL" status >"$TB_DIR/tstatus.txt" 2>&1
-queues=""
-for i in 0 1; do
-	t=$(echo "/wharf/dn/stats,$i" | timeout 10 dpdk-telemetry.py -f "wharf-$TB_ID-tps" 2>&1 | tr -d ' \n')
-	q=$(echo "$t" | grep -oE '"queue":[0-9]+' | cut -d: -f2)
-	r=$(echo "$t" | grep -oE '"rx_queue":[0-9]+' | cut -d: -f2)
-	[ "${r:-0}" -gt 0 ] || { echo "$t" >&2; tb_fail "tap PS queue ${q:-none} carried no frames"; }
-	queues="$queues${queues:+ }$q"
-done
+ps_lanes_telemetry tap "wharf-$TB_ID-tps"
 "$TB_BUILD/wharf-ctl" "$CTL" shutdown >/dev/null
 tb_stop tps
-[ "$(echo "$queues" | tr ' ' '\n' | sort | tr '\n' ' ')" = "0 1 " ] || tb_fail "tap PS lanes read queues '$queues', want 0 and 1"
 grep -q "data address 198.18.79.2:6666 (from its health answer)" "$TB_DIR/kw0.log" || tb_fail "the Linux worker did not take the PS's data address from its health answer"
-remote=$(grep -E "^server " "$TB_DIR/tstatus.txt" | sed -nE 's/.* data_ops_remote ([0-9]+).*/\1/p')
-[ "$remote" = 0 ] || { cat "$TB_DIR/tstatus.txt" >&2; tb_fail "$remote data ops crossed PS lanes"; }
-for k in 0 1; do
-	r=$(grep -E "^lane +$k " "$TB_DIR/tstatus.txt" | sed -nE 's/.* requests ([0-9]+).*/\1/p')
-	[ "${r:-0}" -gt 0 ] || { cat "$TB_DIR/tstatus.txt" >&2; tb_fail "tap PS lane $k served no requests"; }
-done
-acc=$(tb_json "$TB_DIR/kw0.out" test_accuracy)
-[ "$(echo "$acc" | awk '{print ($1 >= 0.76)}')" = 1 ] || tb_fail "Linux workers: test_accuracy $acc < 0.76"
-tb_pass "2-lane PS on net_tap's 2 queues, 2 Linux workers of 2 lanes: test_accuracy $acc, data ops across lanes 0"
+check_ps_lanes tap "$TB_DIR/tstatus.txt" "$TB_DIR/kw0.out"
+tb_pass "2-lane PS on net_tap's 2 queues, 2 Linux workers of 2 lanes: test_accuracy $(tb_json "$TB_DIR/kw0.out" test_accuracy), data ops across lanes 0, $hops of $frames frames handed between lanes"
