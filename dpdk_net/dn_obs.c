@@ -9,9 +9,10 @@
  * argument, so the registry of lcore contexts is file-scope state. Lanes register from
  * their own threads at once: each claims a slot with an atomic add and publishes its context
  * there with a release store; the telemetry thread reads a slot with an acquire load, and a
- * slot not yet published (or cleared by dn_lcore_destroy) reads as no context. The counters themselves are plain 64-bit words
- * written by their lcore; an aligned 64-bit load never tears on the platforms DPDK runs on,
- * so a reader sees each counter at some recent value.
+ * slot not yet published (or cleared by dn_lcore_destroy) reads as no context. The
+ * counters themselves are plain 64-bit words written by their lcore; an aligned 64-bit
+ * load never tears on the platforms DPDK runs on, so a reader sees each counter at some
+ * recent value.
  */
 #include <errno.h>
 #include <stdatomic.h>

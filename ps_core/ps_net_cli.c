@@ -310,7 +310,7 @@ static int parse_addr(struct ps_net *n, uint32_t s, const char *ans, uint16_t po
 		return -EPROTO;
 	if (have && ps_net_endpoint_ip(&n->cl->ps_data[s], &ctl_ip, NULL, 0, "") == 0 &&
 	    ctl_ip == ntohl(a.s_addr))
-		return 0; /* a PS on kernel TCP: its control endpoint it is */
+		return 0; /* a PS on kernel TCP: its data plane is its control endpoint */
 	if (!n->ps_ip_known[s] || n->ps_ip[s] != ntohl(a.s_addr) || n->lane_port[s][0] != port0)
 		PS_LOG(INFO, "%s: ps %u data address %s:%u (from its health answer)", n->name, s,
 		       txt, port0);
