@@ -333,10 +333,9 @@ static void config_defaults(struct dn_config *c)
  * one the other's frames are lost on. WHARF_PORT_QUEUES=1 keeps one shared queue on any
  * device (to compare the two).
  */
-static uint16_t queues_per_lcore(uint16_t pid, uint16_t lcores)
+static uint16_t queues_per_lcore(uint16_t pid, uint16_t lcores, bool one_queue)
 {
 	struct rte_eth_dev_info di;
-	const char *env = getenv("WHARF_PORT_QUEUES");
 	bool virt;
 
 	if (rte_eth_dev_info_get(pid, &di) != 0)
@@ -348,7 +347,7 @@ static uint16_t queues_per_lcore(uint16_t pid, uint16_t lcores)
 		       "peer using %u loses what it sends on the others (give both sides queues=N "
 		       "and N lcores)", pid, di.driver_name, di.max_rx_queues, lcores,
 		       lcores == 1 ? "" : "s", di.max_rx_queues);
-	if (lcores <= 1 || (env != NULL && strcmp(env, "1") == 0))
+	if (lcores <= 1 || one_queue)
 		return 1;
 	if (virt)
 		return di.max_rx_queues == lcores && di.max_tx_queues == lcores ? lcores : 1;
@@ -359,7 +358,7 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 {
 	struct dn_port *p;
 	uint16_t pid = cfg->port_id;
-	const char *q_env;
+	const char *q_env = getenv("WHARF_PORT_QUEUES"); /* "1" or unset (see queues_per_lcore) */
 	uint32_t mask;
 	int ret;
 
@@ -377,8 +376,8 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 			 (cfg->ip >> 16) & 255, (cfg->ip >> 8) & 255, cfg->ip & 255, cfg->prefix_len);
 		return -EINVAL;
 	}
-	if (cfg->nb_queues == DN_QUEUES_PER_LCORE && (q_env = getenv("WHARF_PORT_QUEUES")) != NULL &&
-	    *q_env != '\0' && strcmp(q_env, "1") != 0) {
+	if (cfg->nb_queues == DN_QUEUES_PER_LCORE && q_env != NULL && *q_env != '\0' &&
+	    strcmp(q_env, "1") != 0) {
 		snprintf(err, errlen, "WHARF_PORT_QUEUES='%.32s': expected 1 (the lcores share one "
 			 "queue) or unset (a queue pair each where the device has them)", q_env);
 		return -EINVAL;
@@ -403,7 +402,8 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 	p->cfg = *cfg;
 	config_defaults(&p->cfg);
 	if (cfg->nb_queues == DN_QUEUES_PER_LCORE)
-		p->cfg.nb_queues = queues_per_lcore(pid, p->cfg.nb_lcores);
+		p->cfg.nb_queues = queues_per_lcore(pid, p->cfg.nb_lcores,
+						    q_env != NULL && *q_env != '\0');
 	p->port_id = pid;
 	p->nb_queues = p->cfg.nb_queues;
 	p->nb_lcores = p->cfg.nb_lcores;

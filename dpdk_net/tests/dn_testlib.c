@@ -83,7 +83,12 @@ bool dt_pool_full(struct dt_env *e)
 
 struct rte_mbuf *dt_frame(struct dt_env *e, const void *bytes, uint16_t len)
 {
-	struct rte_mbuf *m = rte_pktmbuf_alloc(e->pool);
+	return dt_frame_in(e->pool, bytes, len);
+}
+
+struct rte_mbuf *dt_frame_in(struct rte_mempool *pool, const void *bytes, uint16_t len)
+{
+	struct rte_mbuf *m = rte_pktmbuf_alloc(pool);
 	void *d;
 
 	if (m == NULL)

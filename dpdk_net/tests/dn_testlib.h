@@ -33,6 +33,8 @@ void dt_drain(struct dt_env *e);
 /* True when every mbuf is back in the pool: nothing leaked, nothing held. */
 bool dt_pool_full(struct dt_env *e);
 struct rte_mbuf *dt_frame(struct dt_env *e, const void *bytes, uint16_t len);
+/* The same from any pool (ports a test builds itself); NULL when the pool is empty. */
+struct rte_mbuf *dt_frame_in(struct rte_mempool *pool, const void *bytes, uint16_t len);
 uint16_t dt_build_arp(uint8_t *b, const struct rte_ether_addr *our_mac, uint16_t op,
 		      uint32_t sip, uint32_t tip);
 uint16_t dt_build_ipv4(uint8_t *b, const struct rte_ether_addr *our_mac, uint8_t proto,

@@ -199,10 +199,9 @@ static const struct rte_ether_addr *our_mac(struct mq_env *e) { return dn_port_m
 
 static struct rte_mbuf *frame(struct rte_mempool *pool, const uint8_t *b, uint16_t len)
 {
-	struct rte_mbuf *m = rte_pktmbuf_alloc(pool);
+	struct rte_mbuf *m = dt_frame_in(pool, b, len);
 
 	assert_non_null(m);
-	memcpy(rte_pktmbuf_append(m, len), b, len);
 	return m;
 }
 
