@@ -166,11 +166,10 @@ uint32_t dn_port_tso_max(const struct dn_port *port);
 /*
  * A net_vhost endpoint learns TSO from its guest: on while the attached virtio driver
  * negotiated GUEST_TSO4 and GUEST_CSUM (it takes a segmentation request as virtio GSO),
- * off otherwise or with none attached. Re-reads that (cheap) and returns true when
- * dn_port_tso_max changed; a no-op false for every other port. Called by one lcore (lcore
- * 0); the others read dn_port_tso_max.
+ * off otherwise or with none attached. Re-reads that (cheap) into dn_port_tso_max; a no-op
+ * for every other port. Called by one lcore (lcore 0); every lcore reads dn_port_tso_max.
  */
-bool dn_port_tso_refresh(struct dn_port *port);
+void dn_port_tso_refresh(struct dn_port *port);
 /* True when Rx interrupts work for the port's queues, i.e. DN_IDLE_SLEEP really sleeps in epoll. */
 bool dn_port_rx_intr(const struct dn_port *port);
 bool dn_port_rss(const struct dn_port *port);

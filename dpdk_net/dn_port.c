@@ -483,19 +483,17 @@ uint16_t dn_port_mtu(const struct dn_port *p) { return p->cfg.mtu; }
 bool dn_port_tx_l4_csum(const struct dn_port *p) { return p->tx_l4_csum; }
 uint32_t dn_port_tso_max(const struct dn_port *p) { return p->tso ? DN_TSO_MAX : 0; }
 
-bool dn_port_tso_refresh(struct dn_port *p)
+void dn_port_tso_refresh(struct dn_port *p)
 {
 	const uint64_t need = 1ull << VIRTIO_NET_F_GUEST_TSO4 | 1ull << VIRTIO_NET_F_GUEST_CSUM;
 	uint64_t features = 0;
-	bool was = p->tso;
 	int vid;
 
 	if (!p->vhost_tso)
-		return false;
+		return;
 	vid = rte_eth_vhost_get_vid_from_port_id(p->port_id);
 	p->tso = vid >= 0 && rte_vhost_get_negotiated_features(vid, &features) == 0 &&
 		 (features & need) == need;
-	return p->tso != was;
 }
 bool dn_port_rx_intr(const struct dn_port *p) { return p->rx_intr; }
 bool dn_port_rss(const struct dn_port *p) { return p->rss; }

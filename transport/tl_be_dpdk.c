@@ -530,7 +530,7 @@ static unsigned db_timers(void *arg, struct dn_lcore *lc, uint64_t now_tsc)
 		d->next_tso_check = now_tsc + d->hz / 1000;
 		/* Lcore 0 asks the device; every instance follows what the port says. */
 		if (d->idx == 0)
-			(void)dn_port_tso_refresh(port);
+			dn_port_tso_refresh(port);
 		if ((tso_max = dn_port_tso_max(port)) != d->tso_max) {
 			d->tso_max = tso_max;
 			tl_tcp_stack_set_tso_max(d->stack, tso_max);
