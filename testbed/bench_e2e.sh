@@ -317,7 +317,7 @@ pair_run() { # NAME PROTO BASEPORT SIDE TIMEOUT PS_ARGS... -- WORKER_ARGS...
 # A pair node's EAL arguments: tb_pair_eal's, on PAIR_CORES (default CORE) with PAIR_QUEUES
 # queues (default 1).
 pair_eal() { # NAME server|client CORE
-	tb_pair_eal "$1" "$2" "${PAIR_CORES:-$3}" | sed -E "s/queues=1/queues=${PAIR_QUEUES:-1}/"
+	tb_pair_eal "$1" "$2" "${PAIR_CORES:-$3}" "${PAIR_QUEUES:-1}"
 }
 # The command line of a pair's node up to its flags: build/wharf-PAIR_CMD EAL --, or with
 # PAIR_CMD py:SCRIPT the Python program, its EAL arguments in WHARF_EAL_ARGS (pair_env).

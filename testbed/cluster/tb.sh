@@ -6,7 +6,7 @@
 #   tb_node NAME IDX CMD [app args..]   start build/wharf-CMD on switch port IDX (virtio-user)
 #   tb_pynode NAME IDX SCRIPT [args..]  start a Python script of the package wharf the same way
 #                                (Debian's python3, build/python, the EAL arguments as --eal)
-#   tb_pair_eal NAME server|client [CORE]  EAL arguments of a direct virtio-user/vhost pair
+#   tb_pair_eal NAME server|client [CORE] [QUEUES]  EAL arguments of a direct virtio-user/vhost pair
 #   tb_eal NAME [IDX]            print the EAL arguments a node NAME on port IDX uses (core
 #                                IDX mod nproc, or TB_EAL_CORE)
 #   tb_wait_log FILE REGEX SECS  wait for a line in a log
@@ -86,14 +86,15 @@ tb_eal() { # NAME [IDX]
 
 # A direct pair, no switch: the server on net_vhost0 (core 1, or CORE), the client on
 # virtio_user0 attached to it (core 0, or CORE), through $TB_DIR/pair.sock (remove it before
-# the server starts; the server side must be up before the client's EAL starts).
-tb_pair_eal() { # NAME server|client [CORE]
+# the server starts; the server side must be up before the client's EAL starts). QUEUES
+# (default 1): queue pairs of the vdev, on both sides alike.
+tb_pair_eal() { # NAME server|client [CORE] [QUEUES]
 	local a="--file-prefix wharf-$TB_ID-$1 --no-pci $(tb_mem_args) --log-level=*:warning"
 	a="$a --log-level=wharf.*:info --log-level=lib.vhost.config:error"
 	if [ "$2" = server ]; then
-		echo "-l ${3:-1} $a --vdev=net_vhost0,iface=$TB_DIR/pair.sock,queues=1,tso=1"
+		echo "-l ${3:-1} $a --vdev=net_vhost0,iface=$TB_DIR/pair.sock,queues=${4:-1},tso=1"
 	else
-		echo "-l ${3:-0} $a --vdev=virtio_user0,path=$TB_DIR/pair.sock,queues=1,queue_size=1024"
+		echo "-l ${3:-0} $a --vdev=virtio_user0,path=$TB_DIR/pair.sock,queues=${4:-1},queue_size=1024"
 	fi
 }
 

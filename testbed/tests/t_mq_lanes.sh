@@ -26,7 +26,7 @@ tb_init
 jarr() { grep '^{' "$1" | tail -n 1 | sed -E "s/.*\"$2\":\[([0-9,]*)\].*/\1/" | tr ',' ' '; }
 all_pos() { for v in $1; do [ "$v" -gt 0 ] 2>/dev/null || return 1; done; [ -n "$1" ]; }
 # A direct pair's EAL arguments with two queues and lcores 0-1.
-pair2() { tb_pair_eal "$1" "$2" | sed -E 's/^-l [0-9]+/-l 0-1/; s/queues=1/queues=2/'; }
+pair2() { tb_pair_eal "$1" "$2" 0-1 2; }
 
 # A running 2-lane PS's lanes from telemetry (slots in the order they registered): sets
 # queues (the queue each reads), frames (read from them) and hops (handed in by the other).
@@ -97,7 +97,7 @@ tb_pass "pair, 2 queues each side: $((CONNS * COUNT)) 64 B and 80 256 KiB echoes
 # 1b. The same pair with queues=1: each side's 2 lcores share one queue, lcore 0 relaying
 # lcore 1's Tx (TSO frames too) and handing it its frames (LRO chains too).
 rm -f "$TB_DIR/pair.sock"
-pair1() { tb_pair_eal "$1" "$2" | sed -E 's/^-l [0-9]+/-l 0-1/'; }
+pair1() { tb_pair_eal "$1" "$2" 0-1 1; }
 "$TB_BUILD/wharf-perf" $(pair1 server1 server) -- --ip 198.18.0.2/24 --server --port 7100 --echo \
 	--lcores 2 --seconds 30 >"$TB_DIR/server1.out" 2>"$TB_DIR/server1.log" &
 TB_PIDS[server1]=$!
