@@ -9,8 +9,9 @@
  *   Adam:    m[dim], v[dim], b1^t, b2^t (powers start at 1)
  *   FTRL:    z[dim], n[dim]             (w is derived from z and n after each step)
  * Each optimizer writes the row's new value and state into the shard's scratch row; only
- * when every float of it is finite is it copied over the row, so an update that would
- * leave a NaN or an infinity (a huge gradient, a sum of them that overflows) changes
+ * when every float of it is finite is it copied over the row (SGD, whose state is the value
+ * alone, checks its new values first and then writes them in place), so an update that
+ * would leave a NaN or an infinity (a huge gradient, a sum of them that overflows) changes
  * nothing and is reported (ps_optim_apply returns false). The parameters that make the
  * arithmetic itself undefined (eps 0, beta 1, ...) are refused at ps_server_create.
  * Single-precision on purpose: the tests check them against double-precision reference
@@ -31,18 +32,6 @@ static inline float ldf(const uint8_t *g, uint32_t j)
 }
 
 /* in: the row (value, state); out: its new value and state, every float written. */
-static void sgd(const struct ps_table *t, const float *restrict in, float *restrict out,
-		 const uint8_t *restrict g)
-{
-	const float lr = t->cfg.op.lr;
-	uint32_t j = 0, d = t->cfg.dim;
-
-	for (; j + 4 <= d; j += 4)
-		ps_v4f_st(out + j, ps_v4f_ld(in + j) - lr * ps_v4f_ld(g + 4 * j));
-	for (; j < d; j++)
-		out[j] = in[j] - lr * ldf(g, j);
-}
-
 static void adagrad(const struct ps_table *t, const float *restrict in, float *restrict out,
 		 const uint8_t *restrict g)
 {
@@ -99,22 +88,76 @@ static void ftrl(const struct ps_table *t, const float *restrict in, float *rest
 	}
 }
 
+#define PS_EXP_BITS 0x7f800000u
+
+/* A float is not finite when its exponent bits are all ones: those lanes come out all ones. */
+static inline ps_v4u nonfinite4(ps_v4u w)
+{
+	const ps_v4u exp = { PS_EXP_BITS, PS_EXP_BITS, PS_EXP_BITS, PS_EXP_BITS };
+
+	return (ps_v4u)((w & exp) == exp);
+}
+
+static inline bool nonfinite1(float f)
+{
+	uint32_t x;
+
+	memcpy(&x, &f, sizeof(x));
+	return (x & PS_EXP_BITS) == PS_EXP_BITS;
+}
+
+static inline bool any4(ps_v4u bad) { return (bad[0] | bad[1] | bad[2] | bad[3]) != 0; }
+
 bool ps_all_finite_bytes(const uint8_t *p, uint32_t n)
 {
-	const ps_v4u exp = { 0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u };
-	ps_v4u bad = { 0, 0, 0, 0 }, w;
+	ps_v4u bad = { 0, 0, 0, 0 }, bad2 = { 0, 0, 0, 0 }, w, w2;
 	uint32_t i = 0, x;
 
-	/* A float is not finite when its exponent bits are all ones; lanes that are stay set. */
+	/* Two accumulators: two independent loads and compares per iteration. */
+	for (; i + 8 <= n; i += 8) {
+		memcpy(&w, p + 4 * (size_t)i, sizeof(w));
+		memcpy(&w2, p + 4 * (size_t)i + 16, sizeof(w2));
+		bad |= nonfinite4(w);
+		bad2 |= nonfinite4(w2);
+	}
 	for (; i + 4 <= n; i += 4) {
 		memcpy(&w, p + 4 * (size_t)i, sizeof(w));
-		bad |= (ps_v4u)((w & exp) == exp);
+		bad |= nonfinite4(w);
 	}
 	for (; i < n; i++) {
 		memcpy(&x, p + 4 * (size_t)i, sizeof(x));
-		bad[0] |= (x & exp[0]) == exp[0];
+		bad[0] |= (x & PS_EXP_BITS) == PS_EXP_BITS;
 	}
-	return (bad[0] | bad[1] | bad[2] | bad[3]) == 0;
+	return !any4(bad | bad2);
+}
+
+/*
+ * SGD in place: the new values are computed once to check them and again to store them,
+ * only when every one is finite. For SGD that is cheaper than a scratch row, its check and
+ * its copy back; the two passes compute the same expression, so the stored values are the
+ * checked ones.
+ */
+static bool sgd_inplace(const struct ps_table *t, float *restrict w, const uint8_t *restrict g)
+{
+	const float lr = t->cfg.op.lr;
+	uint32_t j, d = t->cfg.dim;
+	ps_v4u bad = { 0, 0, 0, 0 };
+	ps_v4f x;
+
+	for (j = 0; j + 4 <= d; j += 4) {
+		x = ps_v4f_ld(w + j) - lr * ps_v4f_ld(g + 4 * j);
+		bad |= nonfinite4((ps_v4u)x);
+	}
+	for (; j < d; j++)
+		if (nonfinite1(w[j] - lr * ldf(g, j)))
+			return false;
+	if (PS_UNLIKELY(any4(bad)))
+		return false;
+	for (j = 0; j + 4 <= d; j += 4)
+		ps_v4f_st(w + j, ps_v4f_ld(w + j) - lr * ps_v4f_ld(g + 4 * j));
+	for (; j < d; j++)
+		w[j] = w[j] - lr * ldf(g, j);
+	return true;
 }
 
 bool ps_all_finite(const float *v, uint32_t n)
@@ -127,7 +170,7 @@ bool ps_optim_apply(const struct ps_table *t, float *row, const uint8_t *g, floa
 	uint32_t n = t->cfg.dim + t->sfl;
 
 	switch (t->cfg.optim) {
-	case PS_OPT_SGD: sgd(t, row, scratch, g); break;
+	case PS_OPT_SGD: return sgd_inplace(t, row, g);
 	case PS_OPT_ADAGRAD: adagrad(t, row, scratch, g); break;
 	case PS_OPT_ADAM: adam(t, row, scratch, g); break;
 	case PS_OPT_FTRL: ftrl(t, row, scratch, g); break;

@@ -174,6 +174,18 @@ static inline void ps_row_prefetch(const struct ps_table *t, uint32_t r, int wri
 		__builtin_prefetch(p + t->stride - 1, 0);
 	}
 }
+/* Row r's cache lines after the one it starts in (which a lookup has just read). */
+static inline void ps_row_prefetch_rest(const struct ps_table *t, uint32_t r, int write)
+{
+	const uint8_t *p = ps_row(t, r);
+	uint32_t o = PS_CACHE_LINE - (uint32_t)((uintptr_t)p & (PS_CACHE_LINE - 1));
+
+	for (; o < t->stride; o += PS_CACHE_LINE)
+		if (write)
+			__builtin_prefetch(p + o, 1);
+		else
+			__builtin_prefetch(p + o, 0);
+}
 static inline struct ps_row_meta *ps_row_meta(const struct ps_table *t, uint32_t r)
 {
 	return (struct ps_row_meta *)ps_row(t, r);

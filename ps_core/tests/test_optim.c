@@ -246,6 +246,44 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ft
 }
 
 /*
+ * SGD checks a row's new values before it writes any: one float that would overflow, in any
+ * lane of the four-wide loop or in the tail past it (dims 16 and 7), keeps the whole row as it
+ * was, while the push's other row is applied exactly (w - lr * g, computed in float).
+ */
+static void test_optim_sgd_one_lane_overflow_keeps_row(void **state)
+{
+	static const uint32_t dims[2] = { 16, 7 };
+
+	(void)state;
+	for (uint32_t di = 0; di < 2; di++) {
+		uint32_t d = dims[di];
+		for (uint32_t lane = 0; lane < d; lane++) {
+			struct ps_table_config t = pt_table(1, d, PS_OPT_SGD);
+			uint64_t keys[2] = { 5, 6 };
+			float g[2 * 16], w0[2 * 16], out[2 * 16], big[16];
+			struct pt_cluster *c;
+
+			t.op.lr = 1;
+			assert_int_equal(pt_cluster_create(1, 2, PS_MODE_ASYNC, 1, &t, 1, &c), 0);
+			for (uint32_t j = 0; j < d; j++)
+				big[j] = j == lane ? -BIG : 0.5f;
+			assert_int_equal(pt_push(c, 0, 1, d, keys, 1, big), 0);
+			assert_int_equal(pt_pull(c, 0, 1, d, keys, 2, w0), 0);
+			for (uint32_t j = 0; j < 2 * d; j++)
+				g[j] = j == lane ? -BIG : 0.25f * (float)(j + 1);
+			assert_int_equal(pt_push(c, 0, 1, d, keys, 2, g), -ERANGE);
+			expect_nonfinite_reply(c);
+			assert_int_equal(pt_pull(c, 0, 1, d, keys, 2, out), 0);
+			assert_memory_equal(out, w0, d * sizeof(float));
+			for (uint32_t j = d; j < 2 * d; j++)
+				assert_true(out[j] == w0[j] - g[j]);
+			assert_int_equal(nonfinite_rows(c), 1);
+			pt_cluster_destroy(c);
+		}
+	}
+}
+
+/*
  * Async: the rows whose update would leave a NaN or an infinity keep their values (SGD's
  * weight past FLT_MAX; Adagrad's accumulator, the square of a huge gradient), the push's
  * other rows are applied, the reply is an error naming it, the shard counts it, the push's
@@ -362,6 +400,7 @@ int main(void)
 		cmocka_unit_test(test_optim_reference_detects_wrong_lr),
 		cmocka_unit_test(test_optim_bad_params_refused_at_create),
 		cmocka_unit_test(test_optim_nonfinite_update_refused_row_kept),
+		cmocka_unit_test(test_optim_sgd_one_lane_overflow_keeps_row),
 		cmocka_unit_test(test_optim_nonfinite_sync_and_geo),
 	};
 	return cmocka_run_group_tests_name("ps_optim", tests, NULL, NULL);
