@@ -111,9 +111,23 @@ def in_dpdk_headers(name):
     return re.search(r"\b" + re.escape(name) + r"\b", _dpdk) is not None
 
 
+WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+ALNUM = WORD - {"_"}
+
+
 def in_source(name, prefixed=False):
-    before = r"(?<![A-Za-z0-9])" if prefixed else r"(?<![A-Za-z0-9_])"
-    return re.search(before + re.escape(name) + r"(?![A-Za-z0-9_])", SOURCE) is not None
+    """name occurs in the sources as a whole word (prefixed: or as the tail of one after an
+    underscore: FIN_WAIT_1 in TL_FIN_WAIT_1). str.find then a look at the neighbours: the same
+    test as a regex with a lookbehind, which the re module scans for at every position of the
+    sources' megabytes (12 s of the check's 13)."""
+    not_before = ALNUM if prefixed else WORD
+    i = SOURCE.find(name)
+    while i >= 0:
+        end = i + len(name)
+        if (i == 0 or SOURCE[i - 1] not in not_before) and SOURCE[end:end + 1] not in WORD:
+            return True
+        i = SOURCE.find(name, i + 1)
+    return False
 
 
 # ---- build outputs, make targets, help texts ------------------------------------------
