@@ -19,12 +19,25 @@ gcc -O2 -std=c11 -Wall -Wextra -Werror -I"$TB_ROOT/include" "$TB_ROOT/testbed/ex
 	-o "$PROG" "$L/libwharf.a" $(pkg-config --libs libdpdk numa jansson) -lrte_net_vhost -lz -lm -lpthread ||
 	tb_fail "ledger does not build"
 
+# The PS has answered N requests (its status's "server requests"): the worker is under way.
+wait_served() { # N SECS
+	local n
+	for _ in $(seq 1 $(( $2 * 10 ))); do
+		n=$("$TB_BUILD/wharf-ctl" 127.0.0.1:$B status 2>/dev/null | sed -nE 's/^server requests ([0-9]+) .*/\1/p')
+		[ "${n:-0}" -ge "$1" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 start_ps() { # PROTO GEN
 	WHARF_EAL_ARGS="$(tb_eal ps-$1-$2 0)" "$PROG" --role ps $CL -- "$TB_DIR/ck-$1" \
 		>>"$TB_DIR/ps-$1.out" 2>>"$TB_DIR/ps-$1.log" &
 	TB_PIDS[ps]=$!
 }
 
+# Killed once the PS answered a quarter of the worker's 4 x ROUNDS pushes: 3/4 of them are
+# pushed after the restart, through the reconnect and the resend.
 run() { # PROTO ROUNDS
 	local proto=$1 rounds=$2 line
 	CL="--ps 127.0.0.1:$B --workers 127.0.0.1:$((B + 1)) --endpoint-map $MAP --protocol $proto"
@@ -35,7 +48,7 @@ run() { # PROTO ROUNDS
 	WHARF_EAL_ARGS="$(tb_eal w-$proto 1)" timeout 120 "$PROG" --role worker $CL -- "$rounds" \
 		>"$TB_DIR/w-$proto.out" 2>"$TB_DIR/w-$proto.log" &
 	TB_PIDS[w]=$!
-	sleep 2
+	wait_served "$rounds" 20 || { cat "$TB_DIR/w-$proto.out" "$TB_DIR/w-$proto.log" >&2; tb_fail "$proto: the worker did not get under way"; }
 	kill -0 "${TB_PIDS[w]}" 2>/dev/null || { cat "$TB_DIR/w-$proto.out" "$TB_DIR/w-$proto.log" >&2; tb_fail "$proto: the worker ended before the crash (make ROUNDS larger)"; }
 	kill -KILL "${TB_PIDS[ps]}"; wait "${TB_PIDS[ps]}" 2>/dev/null
 	rm -f /dev/hugepages/wharf-$TB_ID-ps-$proto-1* 2>/dev/null
@@ -53,8 +66,8 @@ run() { # PROTO ROUNDS
 	if [ "$proto" = dpdk ]; then tb_stop switch; fi
 }
 
-run kernel 60000
-run dpdk 30000
+run kernel 20000
+run dpdk 10000
 
 # A PS that does not come back: the client gives up after --wait-timeout 3.
 CL="--ps 127.0.0.1:$B --num-workers 1 --protocol kernel --mode async --wait-timeout 3 --retry-interval 1"
@@ -64,7 +77,7 @@ TB_PIDS[ps]=$!
 tb_wait_log "$TB_DIR/ps-lone.log" "ps 0 serving" 20 || { cat "$TB_DIR/ps-lone.log" >&2; tb_fail "PS did not start"; }
 "$PROG" --role worker $CL -- 1000000 >"$TB_DIR/lone.out" 2>"$TB_DIR/lone.log" &
 TB_PIDS[w]=$!
-sleep 1
+wait_served 1000 20 || { cat "$TB_DIR/lone.log" >&2; tb_fail "the worker did not get under way"; }
 kill -KILL "${TB_PIDS[ps]}"; wait "${TB_PIDS[ps]}" 2>/dev/null; unset "TB_PIDS[ps]"
 t0=$(date +%s)
 for _ in $(seq 1 300); do kill -0 "${TB_PIDS[w]}" 2>/dev/null || break; sleep 0.1; done
