@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # TCP-lite integrity over an impaired switch: two wharf nodes over wharf-vswitch with
 # --loss 0.05 --reorder 0.05 --dup 0.02 --corrupt 0.01; the client (wharf-xfer) sends
-# WHARF_IMPAIRED_COUNT (2,000 in make test; the full check is WHARF_IMPAIRED_COUNT=10000) messages of log-uniform random sizes from 1 B to 1 MiB,
+# WHARF_IMPAIRED_COUNT (1,000 in make test; the full check is WHARF_IMPAIRED_COUNT=10000) messages of log-uniform random sizes from 1 B to 1 MiB,
 # the server (wharf-xfer --verify) checks that each arrives exactly once, in order and
 # intact. Prints what the switch did to the frames (lost, corrupted, duplicated,
 # reordered per port) and the receiver's verdict.
@@ -12,7 +12,7 @@
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
 tb_init
-COUNT=${WHARF_IMPAIRED_COUNT:-2000}
+COUNT=${WHARF_IMPAIRED_COUNT:-1000}
 MAX=${WHARF_IMPAIRED_MAX:-1048576}
 SEED=${WHARF_IMPAIRED_SEED:-42}
 SECS=${WHARF_IMPAIRED_SECS:-170}
