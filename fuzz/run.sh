@@ -6,7 +6,7 @@
 # Each fuzz/fuzz_<target>.c is linked with the layer sources it exercises (compiled here
 # with clang, never the gcc archives in build/lib) into build/fuzz/fuzz_<target>, with
 # -fsanitize=fuzzer,address,undefined and UBSan made fatal, so every sanitizer report is
-# a crash. Then, per harness:
+# a crash (FUZZ_JOBS compiles at once, default one per core). Then, per harness:
 #   default   fuzz for FUZZ_SECONDS (60) starting from fuzz/corpus/<target>; new inputs
 #             go to build/fuzz/corpus/<target> (the committed seeds stay small)
 #   --smoke   replay every committed seed and every fuzz/crashes/<target> reproducer
@@ -23,6 +23,7 @@ ALL_TARGETS=(fuse frame tcp ps wal config dn_input be_dpdk)
 CC=${FUZZ_CC:-clang}
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 SMOKE_SECONDS=${FUZZ_SMOKE_SECONDS:-3}
+JOBS=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
 OUT=build/fuzz
 smoke=0; build_only=0; gen=0; targets=()
 for a in "$@"; do
@@ -77,11 +78,20 @@ archive() {
 		[ -e "$f" ] && [ "$f" -nt "$a" ] && stale=1
 	done
 	[ -f "$a" ] && [ $stale -eq 0 ] && return 0
+	# FUZZ_JOBS compiles at once (default: one per core); any that fails fails the archive.
+	local pids=() p rc=0
 	for f in "$l"/*.c; do
 		o="$OUT/obj/$name/$(basename "$f" .c).o"
-		$CC $BASE_FLAGS $SAN -c "$f" -o "$o" || return 1
+		$CC $BASE_FLAGS $SAN -c "$f" -o "$o" &
+		pids+=($!)
 		objs+=("$o")
+		if [ ${#pids[@]} -ge "$JOBS" ]; then
+			wait "${pids[0]}" || rc=1
+			pids=("${pids[@]:1}")
+		fi
 	done
+	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	[ $rc -eq 0 ] || return 1
 	rm -f "$a"
 	ar rcs "$a" "${objs[@]}"
 }
