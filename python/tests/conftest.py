@@ -103,7 +103,9 @@ def job(request):
               [sys.executable, os.path.join(HERE, "ps_node.py"), "--role", "ps"] + flags,
               eal(0) if protocol == "dpdk" else None)
     try:
-        assert wait_for(lambda: "serving" in ps.text(), 30), "the PS did not start"
+        # The library's own line: its endpoints listen (ps_node.py's comes before run_server,
+        # and a worker that asks then is told to retry in --retry-interval's 1 s).
+        assert wait_for(lambda: "ps 0 serving" in ps.text(), 30), "the PS did not start"
         wharf.init(flags + ["--role", "worker", "--task-index", "0"],
                    eal=eal(1) if protocol == "dpdk" else None)
         mods = tables.declare()
