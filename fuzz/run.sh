@@ -6,13 +6,14 @@
 # Each fuzz/fuzz_<target>.c is linked with the layer sources it exercises (compiled here
 # with clang, never the gcc archives in build/lib) into build/fuzz/fuzz_<target>, with
 # -fsanitize=fuzzer,address,undefined and UBSan made fatal, so every sanitizer report is
-# a crash (FUZZ_JOBS compiles at once, default one per core). Then, per harness:
+# a crash (FUZZ_JOBS compiles at once, default one per core). Then, per harness, FUZZ_JOBS
+# harnesses at once:
 #   default   fuzz for FUZZ_SECONDS (60) starting from fuzz/corpus/<target>; new inputs
 #             go to build/fuzz/corpus/<target> (the committed seeds stay small)
 #   --smoke   replay every committed seed and every fuzz/crashes/<target> reproducer
 #             one by one, then fuzz for FUZZ_SMOKE_SECONDS (3): the CI regression check
 #   --gen-seeds  rebuild fuzz/gen_seeds and rewrite fuzz/corpus/ (then commit it)
-# One line per harness (executions, crashes, verdict), then "N passed, N failed"; exit
+# One line per harness as it ends (executions, crashes, verdict), then "N passed, N failed"; exit
 # status non-zero when any harness crashed, leaked, hit a sanitizer or failed to build.
 # A crashing input is kept as build/fuzz/artifacts/<target>/crash-*; the log of each run
 # is build/fuzz/logs/<target>.log.
@@ -31,7 +32,7 @@ for a in "$@"; do
 	--smoke) smoke=1 ;;
 	--build-only) build_only=1 ;;
 	--gen-seeds) gen=1 ;;
-	-h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,19p' "$0"; exit 0 ;;
 	-*) echo "run.sh: unknown option $a" >&2; exit 2 ;;
 	*) targets+=("$a") ;;
 	esac
@@ -184,7 +185,28 @@ run_one() {
 if [ $gen -eq 1 ]; then
 	gen_seeds || exit 1
 fi
-passed=0; failed=0
+# The harnesses run FUZZ_JOBS at once, each a single-threaded process with a core of its own,
+# so each fuzzes as long and about as fast as alone. The ones that bring EAL up (on lcore 0,
+# dpdk_net/tests/dn_testlib.c) never run together: they would share that core.
+declare -A RUNNING=()   # pid -> target, of the harnesses running
+eal_of() { [ -n "$(extra_of "$1")" ]; }
+eal_running() {
+	local p
+	for p in "${!RUNNING[@]}"; do eal_of "${RUNNING[$p]}" && return 0; done
+	return 1
+}
+# reap: waits for one harness to end, prints its line, counts it.
+reap() {
+	local pid rc t
+	wait -n -p pid "${!RUNNING[@]}"; rc=$?
+	t=${RUNNING[$pid]}
+	unset "RUNNING[$pid]"
+	cat "$OUT/logs/$t.line"
+	if [ $rc -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+}
+
+# Every harness is built before any runs: a build beside a running harness would take its core.
+passed=0; failed=0; built=()
 for t in "${targets[@]}"; do
 	if [ ! -f fuzz/fuzz_"$t".c ]; then
 		echo "fuzz $t: no harness fuzz/fuzz_$t.c"; failed=$((failed + 1)); continue
@@ -194,7 +216,28 @@ for t in "${targets[@]}"; do
 		failed=$((failed + 1)); continue
 	fi
 	[ $build_only -eq 1 ] && { echo "fuzz $t: built $OUT/fuzz_$t"; passed=$((passed + 1)); continue; }
-	if run_one "$t"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+	built+=("$t")
 done
+# next_run: the harness to start now, out of built[] (an EAL one first while none runs: they
+# take turns, so they go early), into NEXT; non-zero when none may start.
+next_run() {
+	local i pick=-1
+	for i in "${!built[@]}"; do
+		if eal_of "${built[$i]}"; then
+			eal_running || { pick=$i; break; }
+		elif [ $pick -lt 0 ]; then
+			pick=$i
+		fi
+	done
+	[ $pick -ge 0 ] || return 1
+	NEXT=${built[$pick]}
+	unset "built[$pick]"
+}
+while [ ${#built[@]} -gt 0 ]; do
+	if [ ${#RUNNING[@]} -ge "$JOBS" ] || ! next_run; then reap; continue; fi
+	run_one "$NEXT" >"$OUT/logs/$NEXT.line" 2>&1 &
+	RUNNING[$!]=$NEXT
+done
+while [ ${#RUNNING[@]} -gt 0 ]; do reap; done
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
