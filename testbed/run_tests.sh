@@ -67,7 +67,7 @@ run_one() { # kind path timeout
 for t in "${units[@]}"; do run_one unit "$t" "${UNIT_TIMEOUT:-120}"; done
 for t in "${integs[@]}"; do run_one integ "$t" "${INTEG_TIMEOUT:-240}"; done
 
-# The slowest, to keep the whole run within CI's budget (make test: 10 minutes).
+# The slowest, to keep the whole run within CI's budget (make test: under 15 minutes on 2 cores).
 if [ ${#times[@]} -gt 0 ]; then
 	echo "slowest (s):"; printf '%s\n' "${times[@]}" | sort -rn | head -n 8 | sed 's/^/  /'
 fi
