@@ -436,6 +436,7 @@ void tl_up_tx_done(struct tl_conn *c, struct tl_tx *tx, int status)
 	}
 	c->tx_msgs--;
 	c->tx_bytes -= tx->len;
+	tl->tx_done_runs++;
 	if (status == 0) {
 		tl->st.msgs_out++;
 		tl->st.bytes_out += tx->len;
@@ -656,12 +657,19 @@ int tl_conn_push(struct tl_conn *c)
 
 int tl_poll(struct tl *tl, int64_t timeout_us)
 {
+	uint64_t done = tl->tx_done_runs;
 	int n;
 
 	tl->in_poll = true;
 	tl_flush_dirty(tl);
-	n = tl->be_ops->poll(tl, tl_list_empty(&tl->zombies) && tl_list_empty(&tl->dirty)
-					 ? timeout_us : 0);
+	/*
+	 * Completions the flush ran (sends tl_conn_push wrote, or this flush) may have given
+	 * back what the caller waits for, a buffer: the round does not sleep, so the caller
+	 * gets to use it (a server's requests deferred for want of one: their connections are
+	 * paused, and nothing else would wake it).
+	 */
+	n = tl->be_ops->poll(tl, tl_list_empty(&tl->zombies) && tl_list_empty(&tl->dirty) &&
+				     tl->tx_done_runs == done ? timeout_us : 0);
 	tl_flush_dirty(tl);
 	tl_reap(tl);
 	tl->in_poll = false;

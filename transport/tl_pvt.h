@@ -284,6 +284,7 @@ struct tl {
 	uint32_t nconns;
 	bool in_poll;               /* inside tl_poll (callbacks included): tl_conn_push waits */
 	bool pushing;               /* inside tl_conn_push: tl_up_tx_done defers to txdone */
+	uint64_t tx_done_runs;      /* send completions run: a round that ran some does not sleep */
 	struct tl_stats st;
 };
 

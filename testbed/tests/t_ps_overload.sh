@@ -58,7 +58,7 @@ overload() { # PROTO ROUNDS
 	if [ "$proto" = dpdk ]; then tb_stop switch; fi
 }
 
-overload kernel 40
+overload kernel 150
 overload dpdk 40
 
 # 2. Reconnects and a stall, on the C client path (wharf-ps-bench uses the fleet API). The PS

@@ -599,7 +599,8 @@ static void test_kernel_send_copy(void **state)
 
 /*
  * tl_conn_push: the queued bytes reach the peer (a plain socket, read without polling
- * the instance) before any tl_poll, and their completion waits for the next tl_poll.
+ * the instance) before any tl_poll, and their completion waits for the next tl_poll, which
+ * then does not sleep.
  */
 static void test_kernel_push_writes_before_poll(void **state)
 {
@@ -640,6 +641,24 @@ static void test_kernel_push_writes_before_poll(void **state)
 	assert_true(tl_poll(fx->tl, 0) >= 0);
 	assert_int_equal(fx->done_ok, 1);
 	assert_int_equal(tl_conn_tx_pending(fx->cli), 0);
+	/*
+	 * A poll whose start runs a pushed send's completion does not sleep: what the
+	 * completion gave back (a server's reply buffer) is the caller's at once. Nothing else
+	 * happens on the instance, so a poll that slept would take its whole 10 s.
+	 */
+	assert_int_equal(send_req(fx, 8, 100, 0), 0);
+	assert_int_equal(tl_conn_push(fx->cli), 0);
+	for (got = 0; got < TL_MSG_HDR_LEN + 100;) {
+		ssize_t r = recv(fd, buf + got, TL_MSG_HDR_LEN + 100 - got, 0);
+		assert_true(r > 0);
+		got += (size_t)r;
+	}
+	{
+		double t0 = now_s();
+		assert_true(tl_poll(fx->tl, 10000000) >= 0);
+		assert_int_equal(fx->done_ok, 2);
+		assert_true(now_s() - t0 < 5.0);
+	}
 	assert_int_equal(tl_close(fx->cli), 0);
 	assert_int_equal(tl_conn_push(fx->cli), -ENOTCONN);
 	POLL_UNTIL(fx, fx->cli_closed == 1);
