@@ -10,10 +10,12 @@
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <cmocka.h>
 
@@ -31,6 +33,9 @@ struct lcore {
 	_Atomic uint32_t *finished;
 	int failures;
 	int cpu; /* >= 0: the thread runs on this CPU only */
+	bool fifo; /* SCHED_FIFO: it gives up the CPU only by blocking or yielding */
+	pthread_barrier_t *start;
+	long switches; /* times it left the CPU with work left (ru_nivcsw: yields, preemption) */
 };
 
 static void build(uint8_t *m, uint8_t type, uint32_t worker, uint64_t seq, uint32_t first_key)
@@ -65,6 +70,12 @@ static void *lcore_main(void *arg)
 		CPU_SET(l->cpu, &one);
 		assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
 	}
+	if (l->fifo) {
+		struct sched_param sp = { .sched_priority = 1 };
+		assert_int_equal(pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp), 0);
+	}
+	/* Both start at once, each already pinned and scheduled as the test wants. */
+	pthread_barrier_wait(l->start);
 	uint8_t *req = malloc(TL_MSG_HDR_LEN + PS_PUSH_HEAD + NKEYS * (8 + 4 * DIM));
 	uint8_t *rep = aligned_alloc(64, 1u << 20);
 	uint32_t it, i, n = l->s->cfg.n_lcores;
@@ -91,13 +102,52 @@ static void *lcore_main(void *arg)
 	while (atomic_load_explicit(l->finished, memory_order_acquire) < n)
 		if (ps_handler_poll(l->h) == 0 && l->cpu >= 0) /* serve the other's ops on our shards */
 			sched_yield();
+	struct rusage ru;
+	getrusage(RUSAGE_THREAD, &ru);
+	l->switches = ru.ru_nivcsw;
 	free(req);
 	free(rep);
 	return NULL;
 }
 
-/* cpu >= 0: both lcores' threads on that one CPU (lanes sharing a core). Returns seconds. */
-static double run(uint32_t ring_size, uint32_t shards, const int *numa, int cpu)
+/*
+ * Longest a run may take before it counts as hung: a run takes milliseconds (tens under the
+ * sanitizers), so this bounds a hang, not a speed.
+ */
+#define HANG_GUARD_S 20
+
+/*
+ * Joins the n threads of th, waiting HANG_GUARD_S at most. False when some were still
+ * running then: those get the CPU time-sliced (SCHED_OTHER) to finish, and are joined.
+ */
+static bool join_or_hang(pthread_t *th, unsigned n)
+{
+	struct timespec dl;
+	bool done = true;
+	unsigned i;
+
+	clock_gettime(CLOCK_REALTIME, &dl); /* pthread_timedjoin_np's clock */
+	dl.tv_sec += HANG_GUARD_S;
+	for (i = 0; i < n; i++)
+		if (pthread_timedjoin_np(th[i], NULL, &dl) != 0) {
+			done = false;
+			break;
+		}
+	for (unsigned k = i; !done && k < n; k++) {
+		struct sched_param sp = { .sched_priority = 0 };
+		pthread_setschedparam(th[k], SCHED_OTHER, &sp);
+	}
+	for (; i < n; i++)
+		pthread_join(th[i], NULL);
+	return done;
+}
+
+/*
+ * cpu >= 0: both lcores' threads on that one CPU (lanes sharing a core); fifo: scheduled
+ * SCHED_FIFO there. Returns false when the lcores did not finish within HANG_GUARD_S.
+ */
+static bool run(uint32_t ring_size, uint32_t shards, const int *numa, int cpu, bool fifo,
+		long *switches)
 {
 	struct ps_table_config t = pt_table(1, DIM, PS_OPT_SGD);
 	struct ps_server_config sc = { .n_servers = 1, .n_shards = shards, .n_lcores = 2,
@@ -107,24 +157,28 @@ static double run(uint32_t ring_size, uint32_t shards, const int *numa, int cpu)
 	struct ps_server *s;
 	struct lcore l[2];
 	pthread_t th[2];
+	pthread_barrier_t start;
 	_Atomic uint32_t finished = 0;
 	uint32_t i, sh, j, pushes = ITERS - ITERS / 4;
-	struct timespec t0, t1;
+	bool done;
 	char err[128];
 
 	assert_int_equal(ps_server_create(&sc, &s, err, sizeof(err)), 0);
+	assert_int_equal(pthread_barrier_init(&start, NULL, 2), 0);
 	for (i = 0; i < 2; i++) {
-		l[i] = (struct lcore){ .s = s, .slot = i, .finished = &finished, .cpu = cpu };
+		l[i] = (struct lcore){ .s = s, .slot = i, .finished = &finished, .cpu = cpu,
+				       .fifo = fifo, .start = &start };
 		assert_int_equal(ps_handler_create(s, i, &l[i].h), 0);
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (i = 0; i < 2; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, lcore_main, &l[i]), 0);
-	for (i = 0; i < 2; i++)
-		pthread_join(th[i], NULL);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	for (i = 0; i < 2; i++)
+	done = join_or_hang(th, 2);
+	pthread_barrier_destroy(&start);
+	for (i = 0; i < 2; i++) {
 		assert_int_equal(l[i].failures, 0);
+		if (switches)
+			switches[i] = l[i].switches;
+	}
 	/* every key got 2 workers x `pushes` updates of -0.1: each exactly once */
 	for (sh = 0; sh < shards; sh++) {
 		struct ps_table *tb = &s->shards[sh].tables[0];
@@ -135,13 +189,13 @@ static double run(uint32_t ring_size, uint32_t shards, const int *numa, int cpu)
 	for (i = 0; i < 2; i++)
 		ps_handler_destroy(l[i].h);
 	ps_server_destroy(s);
-	return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	return done;
 }
 
 static void test_shard_two_lcores_cross_traffic_over_rings(void **state)
 {
 	(void)state;
-	run(1024, 4, NULL, -1);
+	assert_true(run(1024, 4, NULL, -1, false, NULL));
 }
 
 static void test_shard_two_lcores_full_rings_no_deadlock(void **state)
@@ -150,24 +204,36 @@ static void test_shard_two_lcores_full_rings_no_deadlock(void **state)
 	static const int node0[2] = { 0, 0 };
 
 	/* one free entry per ring: enqueue often finds it full; memory from node 0 if NUMA */
-	run(2, 6, numa_available() >= 0 ? node0 : NULL, -1);
+	assert_true(run(2, 6, numa_available() >= 0 ? node0 : NULL, -1, false, NULL));
 }
 
 /*
  * Two lanes on one CPU (kernel lanes, unpinned DPDK lanes, a PS given fewer cores than lanes):
- * a lane waiting for an op on the other's shards must let that lane run. A waiter that only
- * spun kept the CPU until its time slice ended, a few milliseconds per wait: this run took
- * seconds that way (a sync PS on two kernel lanes of one core trained 3x slower); it takes
- * milliseconds when the waiter yields.
+ * a lane waiting for an op on the other's shards must let that lane run. Both lanes' threads
+ * run SCHED_FIFO on one CPU at the same priority: neither is ever preempted for the other, so
+ * the other runs only when the waiter yields. With the yield the 2 x 400 cross-lane requests
+ * finish in milliseconds; a waiter that only spun holds the CPU forever and the run never
+ * ends (under the default time-sliced policy it ended at each time slice instead, a few
+ * milliseconds per wait, which only a clock could tell from a yield).
  */
 static void test_shard_two_lcores_on_one_cpu_wait_by_yielding(void **state)
 {
-	double secs;
+	struct sched_param fifo = { .sched_priority = 1 }, other = { .sched_priority = 0 };
+	long sw[2];
 
 	(void)state;
-	secs = run(1024, 4, NULL, sched_getcpu());
-	print_message("two lcores on one CPU: %u requests each in %.3f s\n", ITERS, secs);
-	assert_true(secs < 0.5);
+	/* The probe: may this process use SCHED_FIFO (CAP_SYS_NICE or RLIMIT_RTPRIO)? */
+	if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &fifo) != 0) {
+		print_message("SKIP: SCHED_FIFO refused (needs CAP_SYS_NICE or RLIMIT_RTPRIO): "
+			      "two lanes on one CPU not run\n");
+		skip();
+	}
+	assert_int_equal(pthread_setschedparam(pthread_self(), SCHED_OTHER, &other), 0);
+	if (!run(1024, 4, NULL, sched_getcpu(), true, sw))
+		fail_msg("two SCHED_FIFO lcores on one CPU did not finish %u requests each in %d s: "
+			 "a waiter holds the CPU the lcore it waits for needs", ITERS, HANG_GUARD_S);
+	print_message("two lcores on one CPU: %u requests each; they left the CPU %ld and %ld "
+		      "times\n", ITERS, sw[0], sw[1]);
 }
 
 struct poller {
