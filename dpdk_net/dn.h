@@ -81,8 +81,8 @@ struct dn_stats {
 	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
 	uint64_t arp_requests_out, arp_replies_out, icmp_echo_replies;
 	uint64_t idle_sleeps, intr_wakeups;
-	/* Interrupt sleeps that ran to their timeout, and those of them after which frames were
-	 * waiting (an interrupt that did not come: each cost the whole timeout). */
+	/* Interrupt sleeps that ran to their timeout, and those of them after which frames or a
+	 * dn_lcore_wake were waiting (a wake-up that did not come: each cost the whole timeout). */
 	uint64_t intr_timeouts, intr_late;
 	/* Flow steering: frames this lcore read from its device queue (rx_queue), handed to
 	 * another lcore (steered_out) or took from its ring (steered_in); frames given to lcore

@@ -210,7 +210,8 @@ static inline bool dn_rx_recheck(struct dn_lcore *lc)
 /*
  * One epoll sleep of lc on its thread's set (Rx interrupt, wake-up eventfd), counted: woken
  * (intr_wakeups), or run to its timeout (intr_timeouts; intr_late when waiting(lc) then
- * finds frames, an interrupt that did not come).
+ * finds frames, an interrupt that did not come, or a dn_lcore_wake is still untaken, a
+ * hand-off whose eventfd write did not end the wait it was meant for).
  */
 static inline void dn_epoll_sleep(struct dn_lcore *lc, int timeout_ms,
 				  bool (*waiting)(struct dn_lcore *lc))
@@ -225,7 +226,7 @@ static inline void dn_epoll_sleep(struct dn_lcore *lc, int timeout_ms,
 		lc->stats.intr_wakeups++;
 	} else if (r == 0) {
 		lc->stats.intr_timeouts++;
-		if (waiting(lc))
+		if (waiting(lc) || atomic_load_explicit(&lc->handed, memory_order_relaxed))
 			lc->stats.intr_late++;
 	}
 }

@@ -348,7 +348,7 @@ def parse_node_stats(text):
        each line's time, level and type:
        tl_tcp: seg in/out A/B ... drops: malformed N no_conn N ...
        tl: refused_conns N refused_conns_nomem N ...
-       dn: rx N tx N reason=N ..."""
+       dn: rx N tx N sleeps N intr_timeouts N intr_late N reason=N ..."""
     st = {}
     m = _TL_RE.search(text)
     if m:

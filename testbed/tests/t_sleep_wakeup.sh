@@ -5,24 +5,46 @@
 # the last empty Rx burst and arming the Rx interrupt raises no event; if the lcore sleeps
 # anyway it waits out the 1 ms interrupt timeout (virtio implements no
 # rte_eth_rx_queue_count, so the look before sleeping is a real Rx burst: dn_rx_recheck).
-# With wake-ups lost the p99 sits at the timeout (1.1 ms against a p50 of 25 us, measured);
-# without, tens of microseconds. The bound, 300 us, leaves room for a shared machine's
-# scheduling and none for a timeout. And the p99 must stay within 3x the p50: a sleep's
-# 1 ms timeout that reprograms the CPU's timer (a hypervisor exit on a VM) at every arm and
-# cancel made a third of the round trips 25-35 us against a 5 us p50 (p99 28 us, 5.4x);
-# the widened timer slack of a sleep (dn_sleep_slack_begin) gives 6-7 us.
+# Each such sleep is counted where it happens: dpdk_net's intr_late, a sleep that ran to its
+# timeout with frames (or a dn_lcore_wake) waiting, which WHARF_TL_STATS=1 logs at exit.
+# Shown by counts, not by the round trips' times (which a shared machine's load moves): both
+# ends slept, and at most 1 in 1,000 round trips had a late sleep on either end. With the
+# look before sleeping gone, the server had 386 late sleeps in 1,136 round trips; sound, 0 in
+# 506 k. (The RTTs are printed; their targets, such as the p99 within 3x the p50 that the
+# timer slack of a sleep gives, are make bench's: rtt_p99_over_p50_dpdk_sleeping.)
 #
 # The library's network thread sleeps too, and an application thread hands it requests
 # through a ring and tl_wake. A poll that went back to sleep after such a wake-up sent each
-# request only when its 1 ms poll timeout ended: one small Python push or pull at a time
-# through the switch took 1.2 ms at p50 (kernel TCP: 0.08 ms). The p50 bound, 600 us, is
-# half the timeout's cost and several times a sound path's.
+# request only when its 1 ms poll timeout ended (one small Python push or pull at a time
+# through the switch took 1.2 ms at p50). That sleep ends by its timeout with the
+# dn_lcore_wake untaken: intr_late again, so the worker's network thread, over 880 one-frame
+# and large requests, must have at most 1 late sleep in 100 requests (0 measured; 683 with
+# tl_poll ignoring the wake).
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
 tb_init
 
+export WHARF_TL_STATS=1
+
+# dn_stat LOG WORD: the number after WORD on the "dn:" line WHARF_TL_STATS=1 logs at exit.
+dn_stat() {
+	sed -n "s/^.* wharf\.tl: dn: .* $2 \([0-9]*\).*/\1/p" "$1" | tail -n 1
+}
+
+# late_ok TAG LOG MSGS PER: LOG's lcore slept, and at most one of its sleeps in PER messages
+# ran late. Its counts, for the PASS line, in LATE.
+late_ok() {
+	local sleeps late
+	sleeps=$(dn_stat "$2" sleeps) late=$(dn_stat "$2" intr_late)
+	[ -n "$sleeps" ] && [ -n "$late" ] || { tail -n 5 "$2" >&2; tb_fail "$1: no dn: counters in $2"; }
+	[ "$sleeps" -gt 0 ] || tb_fail "$1: never slept (sleeps 0): not the sleeping mode under test"
+	[ $((late * $4)) -le "$3" ] ||
+		tb_fail "$1: $late of $sleeps sleeps ran to their timeout with work waiting, over $3 messages: wake-ups lost"
+	LATE="$1: $sleeps sleeps, $(dn_stat "$2" intr_timeouts) timed out, $late late"
+}
+
 pair() { # TAG SERVER-CORE CLIENT-CORE
-	local tag=$1 sock=$TB_DIR/pair-$1.sock out p50 p99 msgs
+	local tag=$1 sock=$TB_DIR/pair-$1.sock out msgs s c
 	"$TB_BUILD/wharf-perf" $(TB_EAL_CORE=$2 tb_eal "srv$tag") --vdev=net_vhost0,iface=$sock,queues=1 -- \
 		--ip 198.18.3.2/24 --server --port 7000 --echo --seconds 60 \
 		>"$TB_DIR/srv$tag.out" 2>"$TB_DIR/srv$tag.log" &
@@ -34,20 +56,20 @@ pair() { # TAG SERVER-CORE CLIENT-CORE
 		--peer 198.18.3.2 --port 7000 --size 64 --seconds 3 >"$out" 2>"$TB_DIR/cli$tag.log" \
 		|| { tail -n 5 "$TB_DIR/cli$tag.log" >&2; tb_fail "$tag: client failed"; }
 	tb_stop "srv$tag"
-	p50=$(tb_json "$out" rtt_p50_us) p99=$(tb_json "$out" rtt_p99_us) msgs=$(tb_json "$out" msgs)
-	[ -n "$p50" ] && [ -n "$p99" ] && [ -n "$msgs" ] || { cat "$out" >&2; tb_fail "$tag: no RTT figures"; }
-	awk -v a="$p99" 'BEGIN { exit !(a < 300) }' ||
-		tb_fail "$tag: sleeping RTT p99 $p99 us (p50 $p50 us, $msgs messages): wake-ups lost"
-	awk -v a="$p99" -v b="$p50" 'BEGIN { exit !(a <= 3 * b) }' ||
-		tb_fail "$tag: sleeping RTT p99 $p99 us is more than 3x the p50 $p50 us ($msgs messages)"
-	tb_pass "$tag: sleeping 64 B ping-pong, p50 $p50 us, p99 $p99 us, $msgs messages in 3 s"
+	msgs=$(tb_json "$out" msgs)
+	[ -n "$msgs" ] && [ "$msgs" -gt 0 ] || { cat "$out" >&2; tb_fail "$tag: no round trips"; }
+	late_ok server "$TB_DIR/srv$tag.log" "$msgs" 1000
+	s=$LATE
+	late_ok client "$TB_DIR/cli$tag.log" "$msgs" 1000
+	c=$LATE
+	tb_pass "$tag: sleeping 64 B ping-pong, $msgs round trips in 3 s (p50 $(tb_json "$out" rtt_p50_us) us, p99 $(tb_json "$out" rtt_p99_us) us); $s; $c"
 }
 
 pair same-core 0 0
 
 # The Python binding through the switch, PS and worker sleeping, pinned as the demo pins them.
 api() {
-	local base=48920 map=$TB_DIR/api.map cl out p50s p50l
+	local base=48920 map=$TB_DIR/api.map cl out calls
 	printf '127.0.0.1:%s=198.19.0.1:6666\n127.0.0.1:%s=198.19.0.2:5555\n' $base $((base + 1)) >"$map"
 	cl=(--ps 127.0.0.1:$base --workers 127.0.0.1:$((base + 1)) --endpoint-map "$map"
 	    --protocol dpdk --mode async --ps-cores 1)
@@ -60,10 +82,10 @@ api() {
 	tb_stop api-ps
 	tb_stop switch
 	out=$TB_DIR/api-w.out
-	p50s=$(tb_json "$out" push_small_p50_us) p50l=$(tb_json "$out" pull_small_p50_us)
-	awk -v a="$p50s" -v b="$p50l" 'BEGIN { exit !(a < 600 && b < 600) }' ||
-		tb_fail "api: one-frame request p50 push $p50s us, pull $p50l us: the network thread slept through its wake-ups"
-	tb_pass "api: Python one-frame request through the switch, p50 push $p50s us, pull $p50l us"
+	calls=$(tb_json "$out" calls)
+	[ -n "$calls" ] || { cat "$out" >&2; tb_fail "api: no result line"; }
+	late_ok "api worker" "$TB_DIR/api-w.log" $((4 * (calls + 20))) 100
+	tb_pass "api: Python one request at a time through the switch, p50 push $(tb_json "$out" push_small_p50_us) us, pull $(tb_json "$out" pull_small_p50_us) us (one frame); $LATE"
 }
 
 api
