@@ -585,8 +585,6 @@ static unsigned serve_rings(struct ps_handler *h)
 		struct rte_ring *r = s->rings[from * n + h->slot];
 		if (!r || rte_ring_empty(r))
 			continue;
-		if (!r)
-			continue;
 		got = rte_ring_sc_dequeue_burst(r, ops, PS_POLL_BURST, NULL);
 		for (i = 0; i < got; i++) {
 			struct ps_op *op = ops[i];
@@ -615,7 +613,7 @@ static unsigned serve_rings(struct ps_handler *h)
 void ps_handler_run_op(struct ps_handler *h, uint32_t shard, struct ps_op *op)
 {
 	struct ps_server *s = h->s;
-	uint32_t owner = s->shards[shard].owner;
+	uint32_t owner = s->shards[shard].owner, spins = 0;
 
 	op->shard = shard;
 	/* Partner: the acquire load after the owner's dequeue in serve_rings. */
@@ -626,9 +624,14 @@ void ps_handler_run_op(struct ps_handler *h, uint32_t shard, struct ps_op *op)
 		atomic_store_explicit(&op->done, 1, memory_order_relaxed);
 		return;
 	}
-	/* The enqueue publishes the op (the ring's own release); the owner's dequeue acquires. */
+	/*
+	 * The enqueue publishes the op (the ring's own release); the owner's dequeue acquires.
+	 * A full ring: serve ours meanwhile (the owner may be waiting on us), and with nothing to
+	 * serve let the owner run (it may share our CPU).
+	 */
 	while (rte_ring_sp_enqueue(s->rings[h->slot * s->cfg.n_lcores + owner], op) != 0)
-		serve_rings(h); /* the owner may be waiting on us: keep serving */
+		if (serve_rings(h) == 0)
+			wait_idle(&spins);
 	ctr_add(op->kind <= PS_OP_DENSE_PUSH ? &h->data_ops_remote : &h->ctl_ops_remote, 1);
 	if (s->cfg.wake)
 		s->cfg.wake(s->cfg.wake_arg, owner); /* it may sleep in its network poll */

@@ -214,7 +214,8 @@ static void test_shard_two_lcores_full_rings_no_deadlock(void **state)
  * the other runs only when the waiter yields. With the yield the 2 x 400 cross-lane requests
  * finish in milliseconds; a waiter that only spun holds the CPU forever and the run never
  * ends (under the default time-sliced policy it ended at each time slice instead, a few
- * milliseconds per wait, which only a clock could tell from a yield).
+ * milliseconds per wait, which only a clock could tell from a yield). The same with rings of
+ * one free entry, where a lane also waits for room in the other's ring.
  */
 static void test_shard_two_lcores_on_one_cpu_wait_by_yielding(void **state)
 {
@@ -234,6 +235,11 @@ static void test_shard_two_lcores_on_one_cpu_wait_by_yielding(void **state)
 			 "a waiter holds the CPU the lcore it waits for needs", ITERS, HANG_GUARD_S);
 	print_message("two lcores on one CPU: %u requests each; they left the CPU %ld and %ld "
 		      "times\n", ITERS, sw[0], sw[1]);
+	/* Rings of one free entry: a lane that finds the other's ring full lets it run too. */
+	if (!run(2, 6, NULL, sched_getcpu(), true, sw))
+		fail_msg("two SCHED_FIFO lcores on one CPU with full rings did not finish %u "
+			 "requests each in %d s: a lane waiting for room holds the CPU", ITERS,
+			 HANG_GUARD_S);
 }
 
 struct poller {
