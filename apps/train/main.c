@@ -9,7 +9,11 @@
  *
  * Call chain: main -> ps_split_eal -> ps_config_load -> ps_net_run_server (server) |
  *   tr_net_open -> tr_dense_run | tr_ctr_run | tr_count_run (worker).
- * Exit status: 0 done, 1 run-time failure, 2 bad configuration.
+ * SIGINT/SIGTERM: a server drains, checkpoints and exits; a worker stops at its next step,
+ * push or round boundary (tr_net_stop_asked), prints its JSON line with "stopped", logs
+ * "worker N stopped on SIGTERM ...", closes its connections and exits 0.
+ * Exit status: 0 done (or stopped by a signal or a shutdown command), 1 run-time failure,
+ * 2 bad configuration.
  */
 #include <errno.h>
 #include <signal.h>
@@ -78,7 +82,10 @@ static const char tr_usage[] =
 
 	"  --data-dir DIR     Fashion-MNIST IDX files (default " WC_FMNIST_DIR ")\n"
 	"  --ckpt PATH        server role: checkpoint (shutdown, periodic; log in PATH.wal)\n"
-	"  --restore PATH     server role: start from this checkpoint plus the log after it\n";
+	"  --restore PATH     server role: start from this checkpoint plus the log after it\n"
+	"SIGINT/SIGTERM (or wharf-ctl shutdown): a worker stops at its next step, push or round,\n"
+	"prints its JSON line with \"stopped\", closes its connections and exits 0; a server\n"
+	"drains, writes its checkpoint and exits 0.\n";
 
 static int tr_on_opt(void *ctx, int val, const char *arg, char *err, size_t errlen)
 {
@@ -163,6 +170,15 @@ static int tr_worker(struct ps_cluster *cl, struct tr_opts *o, const struct ps_m
 	else
 		rc = tr_dense_run(&t, mt);
 	tr_net_close(&t);
+	if (rc == -ECANCELED && tr_net_stop_name(&t) != NULL) {
+		/* Asked to stop: a clean end, exit status 0. */
+		fprintf(stderr, "wharf-train: worker %u stopped on %s%s%s%s%s%s; connections closed "
+			"%.0f ms after the stop was seen\n", cl->task_index, tr_net_stop_name(&t),
+			t.stop_at[0] ? " " : "", t.stop_at, t.given_up ? "; " : "",
+			t.given_up ? t.given_up : "", t.given_up ? " given up" : "",
+			(tr_now() - t.stop_t) * 1e3);
+		return 0;
+	}
 	return rc == 0 ? 0 : 1;
 }
 

@@ -30,7 +30,15 @@ struct tr_net {
 	const struct tr_opts *o;
 	struct ps_client *pc;
 	struct ps_net *n;
-	const sigset_t *sigs;
+	const sigset_t *sigs;   /* SIGINT, SIGTERM: blocked by main, taken by tr_net_stop_asked */
+	/* The stop, latched: the signal taken (0: none), or a "shutdown" control command. */
+	int stop_sig;
+	bool stop_cmd;
+	const char *given_up;   /* what the stop gave up ("the wait at the barrier"), or NULL */
+	double next_sig_look;   /* tr_now() of the next look at the pending signals */
+	double stop_t;          /* tr_now() when the stop was seen */
+	char stop_at[160];      /* where the loop stopped, for main's log line */
+	struct ps_client_io bio; /* ps_net_io with a poll that gives up on a stop (the barrier) */
 	char err[512];
 	uint64_t full_pushes;   /* pushes a server answered "table full" (-EDQUOT) */
 };
@@ -45,12 +53,30 @@ void tr_net_close(struct tr_net *t);
  */
 int tr_net_recover(struct tr_net *t, int rc);
 /*
+ * The graceful stop. Was this worker asked to stop: SIGINT or SIGTERM (main blocks them, so
+ * no handler runs: they stay pending until taken here with sigtimedwait, looked for at most
+ * every 10 ms) or a "shutdown" command on its control endpoint? Latched: once true, true for
+ * good. The model loops ask it at every step, push or round boundary, where no request is in
+ * flight, and then return -ECANCELED after tr_net_stopped_at; main logs the stop, closes the
+ * connections and exits 0. A stop found by tr_net_recover (a call failed, or a shutdown
+ * command ended its wait for the answer) gives that call's request up (given_up): a push it
+ * held was numbered, so the servers apply it once or never.
+ */
+bool tr_net_stop_asked(struct tr_net *t);
+/* "SIGTERM", "SIGINT" or "shutdown" once asked, else NULL. */
+const char *tr_net_stop_name(const struct tr_net *t);
+/* Where the loop stopped ("after 512 acknowledged pushes"), for the log line. -ECANCELED. */
+int tr_net_stopped_at(struct tr_net *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Sleeps us microseconds; SIGINT/SIGTERM end it early and ask the stop. */
+void tr_net_pause(struct tr_net *t, unsigned us);
+/*
  * A push answered -EDQUOT: applied, but keys new to sparse table `table` were refused by its
  * memory cap on a server (their gradients dropped). Counted and reported (the first, then
  * every 1000th); training goes on. Returns 0.
  */
 int tr_net_table_full(struct tr_net *t, uint32_t table);
-/* The sync barrier of step, retried across reconnects. */
+/* The sync barrier of step, retried across reconnects; given up (-ECANCELED) on a stop. */
 int tr_net_barrier(struct tr_net *t, uint64_t step);
 /*
  * Sync mode: the step to start at, where the servers are (0 on a new job; a worker

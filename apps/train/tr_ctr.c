@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "apps/train/tr.h"
 
@@ -36,6 +35,7 @@ struct ctr {
 	/* GEO: every row this worker has seen (latest and base), and the bias the same way */
 	struct wc_geo *local;
 	float lbias, lbias_base;
+	bool geo_dirty;                 /* GEO: local steps since the last geo_sync */
 };
 
 static int ctr_issue_pull(struct ctr *c, const uint64_t *keys, uint32_t n, float *rows, float *bias)
@@ -150,6 +150,7 @@ static int geo_sync(struct ctr *c)
 		goto out;
 	m = wc_geo_send(c->local, keys, delta);
 	wc_geo_dense_send(&c->lbias, &c->lbias_base, &bd, 1, t->cl->n_workers);
+	c->geo_dirty = false; /* the bases moved: what is left to send is the next steps' */
 	for (uint32_t off = 0; off < m || off == 0; off += 65536) {
 		uint32_t part = m - off < 65536 ? m - off : 65536;
 		if ((rc = ctr_push(c, keys + off, part, delta + (size_t)off * c->dim,
@@ -198,6 +199,7 @@ static int geo_step(struct ctr *c, const struct wc_sparse_batch *b, float lr, do
 		wc_geo_touch(c->local, li);
 	}
 	c->lbias -= lr * c->bias_grad;
+	c->geo_dirty = true;
 	return 0;
 }
 
@@ -238,6 +240,8 @@ static int ctr_eval(struct ctr *c, uint32_t batch, double *auc, double *loss)
 	int rc;
 
 	for (off = 0; off < CTR_TEST; off += n) {
+		if (tr_net_stop_asked(c->t))
+			return -ECANCELED;
 		n = CTR_TEST - off < batch ? CTR_TEST - off : batch;
 		if ((rc = ctr_dedup(c, c->tkeys + (size_t)off * c->fields, n)) != 0)
 			return rc;
@@ -333,6 +337,8 @@ static int ctr_train(struct ctr *c, uint64_t *step, double *secs)
 		for (b = 0; b < steps; b++, (*step)++) {
 			if (*step < resume)
 				continue; /* done before this process: the same batches, in order */
+			if (tr_net_stop_asked(c->t))
+				return -ECANCELED;
 			tail_fill(c, c->keys + (size_t)b * o->batch * c->fields, o->batch, TAIL_TRAIN,
 				  ((uint64_t)e * steps + b) * o->batch);
 			rc = ctr_step(c, c->keys + (size_t)b * o->batch * c->fields,
@@ -349,6 +355,27 @@ static int ctr_train(struct ctr *c, uint64_t *step, double *secs)
 	if (c->t->cl->mode == PS_JOB_GEO)
 		return geo_sync(c);
 	return 0;
+}
+
+/*
+ * Stopped (tr_net_stop_asked) after `step` steps: in GEO mode the change held locally goes
+ * out as at the end of training (unless the stop gave up a request: the servers are gone),
+ * then the JSON line says where it stopped. -ECANCELED.
+ */
+static int ctr_stopped(struct ctr *c, uint64_t step)
+{
+	struct tr_net *t = c->t;
+	bool sync = c->geo_dirty && t->given_up == NULL;
+
+	if (sync && geo_sync(c) != 0)
+		sync = false;
+	printf("{\"role\":\"worker\",\"id\":%u,\"workers\":%u,\"model\":\"%s\",\"steps\":%"
+	       PRIu64 ",\"geo_synced\":%s,\"stopped\":\"%s\"}\n", t->cl->task_index,
+	       t->cl->n_workers, wc_ps_model_name(t->o->model), step, sync ? "true" : "false",
+	       tr_net_stop_name(t));
+	fflush(stdout);
+	return tr_net_stopped_at(t, "after %" PRIu64 " step%s%s", step, step == 1 ? "" : "s",
+				 sync ? ", its local GEO change pushed" : "");
 }
 
 int tr_ctr_run(struct tr_net *t, const struct ps_model_tables *mt)
@@ -392,6 +419,10 @@ int tr_ctr_run(struct tr_net *t, const struct ps_model_tables *mt)
 		rc = ctr_train(&c, &step, &secs);
 	if (rc == 0)
 		rc = ctr_eval(&c, o->batch, &auc, &loss);
+	if (rc == -ECANCELED && tr_net_stop_name(t) != NULL) {
+		rc = ctr_stopped(&c, step);
+		goto out;
+	}
 	if (rc != 0)
 		goto out;
 	printf("{\"role\":\"worker\",\"id\":%u,\"workers\":%u,\"model\":\"%s\",\"mode\":\"%s\","
@@ -423,7 +454,7 @@ static int count_sync(struct tr_net *t, struct ctr *c)
 	uint32_t nw = t->cl->n_workers, w, left = 0;
 	uint64_t first = tr_net_resume(t), step, keys[1 + PS_MAX_NODES], own = 1000u + t->cl->task_index;
 	float g[2] = { -1.0f, -1.0f }, v[1 + PS_MAX_NODES], sum;
-	bool exact = true;
+	bool exact = true, pushed = false;
 	int rc = 0;
 
 	keys[0] = 999;
@@ -431,15 +462,21 @@ static int count_sync(struct tr_net *t, struct ctr *c)
 		keys[1 + w] = 1000u + w;
 	for (step = first; step < o->count_pushes && rc == 0 && exact; step++) {
 		uint64_t mine[2] = { 999, own };
+		if (tr_net_stop_asked(t)) {
+			rc = -ECANCELED;
+			break;
+		}
 		rc = ctr_push(c, mine, 2, g, NULL);
-		if (rc == 0 && o->count_delay_us)
-			usleep(o->count_delay_us);
+		pushed = rc == 0;
+		if (rc == 0)
+			tr_net_pause(t, o->count_delay_us);
 		if (rc == 0)
 			rc = tr_net_barrier(t, step);
 		if (rc == 0)
 			rc = ctr_pull(c, keys, 1 + nw, v, NULL);
 		if (rc != 0)
 			break;
+		pushed = false;
 		for (w = 0, sum = 0, left = 0; w < nw; w++) {
 			exact &= v[1 + w] <= (float)(step + 1);
 			left += v[1 + w] < (float)(step + 1);
@@ -451,6 +488,18 @@ static int count_sync(struct tr_net *t, struct ctr *c)
 				"the workers' keys sum to %.0f, this worker's holds %.0f (want %llu)\n",
 				(unsigned long long)step, (double)v[0], (double)sum,
 				(double)v[1 + t->cl->task_index], (unsigned long long)step + 1);
+	}
+	if (rc == -ECANCELED && tr_net_stop_name(t) != NULL) {
+		/* steps: done (pushed, barrier passed, read back); pushed: also the step it was in */
+		printf("{\"role\":\"worker\",\"id\":%u,\"model\":\"count\",\"first_step\":%llu,"
+		       "\"steps\":%llu,\"pushed\":%llu,\"gave_up\":%s,\"stopped\":\"%s\"}\n",
+		       t->cl->task_index, (unsigned long long)first,
+		       (unsigned long long)(step - first), (unsigned long long)(step - first + pushed),
+		       t->given_up ? "true" : "false", tr_net_stop_name(t));
+		fflush(stdout);
+		return tr_net_stopped_at(t, "after %llu sync step%s%s",
+					 (unsigned long long)(step - first), step - first == 1 ? "" : "s",
+					 pushed ? " and its push of the next (acknowledged)" : "");
 	}
 	if (rc != 0)
 		return rc;
@@ -489,14 +538,29 @@ int tr_count_run(struct tr_net *t)
 		return count_sync(t, &c);
 	rc = ctr_pull(&c, &key, 1, &v0, NULL);
 	while (acked < o->count_pushes && rc == 0) {
+		if (tr_net_stop_asked(t)) {
+			rc = -ECANCELED;
+			break;
+		}
 		if ((rc = ctr_push(&c, &key, 1, &g, NULL)) != 0)
 			break;
 		acked++;
-		if (o->count_delay_us)
-			usleep(o->count_delay_us);
+		tr_net_pause(t, o->count_delay_us);
 	}
 	if (rc == 0)
 		rc = ctr_pull(&c, &key, 1, &v, NULL);
+	if (rc == -ECANCELED && tr_net_stop_name(t) != NULL) {
+		/*
+		 * Every acknowledged push is applied: start + acked on the PS, one more when the
+		 * stop gave up a push in flight (gave_up) and the PS had applied it.
+		 */
+		printf("{\"role\":\"worker\",\"id\":%u,\"model\":\"count\",\"acked\":%u,"
+		       "\"start\":%.0f,\"gave_up\":%s,\"stopped\":\"%s\"}\n", t->cl->task_index,
+		       acked, (double)v0, t->given_up ? "true" : "false", tr_net_stop_name(t));
+		fflush(stdout);
+		return tr_net_stopped_at(t, "after %u acknowledged push%s", acked,
+					 acked == 1 ? "" : "es");
+	}
 	if (rc != 0) {
 		printf("{\"role\":\"worker\",\"id\":%u,\"model\":\"count\",\"acked\":%u,"
 		       "\"start\":%.0f,\"error\":%d}\n", t->cl->task_index, acked, (double)v0, rc);

@@ -322,6 +322,8 @@ static int dense_epochs(struct dense *d, uint32_t steps, uint64_t *step, uint64_
 		for (b = 0; b < n_steps; b++, (*step)++) {
 			if (*step < resume)
 				continue; /* done before this process: the same batches, in order */
+			if (tr_net_stop_asked(d->t))
+				return -ECANCELED;
 			if ((rc = dense_step(d, *step, b, scale, &l, &corr)) != 0)
 				return rc;
 			if (first) {
@@ -352,6 +354,27 @@ static int dense_epochs(struct dense *d, uint32_t steps, uint64_t *step, uint64_
 	return 0;
 }
 
+/*
+ * Stopped (tr_net_stop_asked) after `step` steps: in GEO mode the steps since the last sync
+ * go out as at the end of training (unless the stop gave up a request: the servers are
+ * gone), then the JSON line says where it stopped. -ECANCELED.
+ */
+static int dense_stopped(struct dense *d, uint64_t step)
+{
+	struct tr_net *t = d->t;
+	bool sync = t->cl->mode == PS_JOB_GEO && t->given_up == NULL && step % t->cl->geo_k != 0;
+
+	if (sync && geo_sync(d) != 0)
+		sync = false;
+	printf("{\"role\":\"worker\",\"id\":%u,\"workers\":%u,\"model\":\"%s\",\"steps\":%"
+	       PRIu64 ",\"geo_synced\":%s,\"stopped\":\"%s\"}\n", t->cl->task_index,
+	       t->cl->n_workers, wc_ps_model_name(t->o->model), step, sync ? "true" : "false",
+	       tr_net_stop_name(t));
+	fflush(stdout);
+	return tr_net_stopped_at(t, "after %" PRIu64 " step%s%s", step, step == 1 ? "" : "s",
+				 sync ? ", the steps since its last GEO sync pushed" : "");
+}
+
 int tr_dense_run(struct tr_net *t, const struct ps_model_tables *mt)
 {
 	const struct tr_opts *o = t->o;
@@ -378,8 +401,11 @@ int tr_dense_run(struct tr_net *t, const struct ps_model_tables *mt)
 	if ((rc = pull_all(&d, d.params)) != 0)
 		goto out;
 	memcpy(d.base, d.params, d.np * sizeof(float));
-	if ((rc = dense_epochs(&d, steps, &step, &timed, &train_s)) != 0)
+	if ((rc = dense_epochs(&d, steps, &step, &timed, &train_s)) != 0) {
+		if (rc == -ECANCELED && tr_net_stop_name(t) != NULL)
+			rc = dense_stopped(&d, step);
 		goto out;
+	}
 	ph = d.ph; /* the steps' phases, without the last sync and pull below */
 	/* GEO: a last sync for the steps since the previous one. */
 	if (t->cl->mode == PS_JOB_GEO && step % t->cl->geo_k != 0 && (rc = geo_sync(&d)) != 0)

@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "apps/train/tr.h"
 
@@ -42,6 +41,8 @@ struct gl {
 	float *deltas;
 	float expect;          /* K(w) on the server: the pushed deltas, summed in order */
 	float start;           /* K(w) when this worker began */
+	uint32_t done;         /* rounds pushed and GEO-pulled */
+	uint32_t pushes;       /* pushes acknowledged (each numbered: the PS's last sequence) */
 };
 
 static void gl_on_row(void *arg, uint64_t key, const float *row, uint32_t dim)
@@ -77,6 +78,7 @@ static int gl_sync(struct gl *l)
 			l->expect += l->deltas[j];
 	if (m > 0 && (rc = tr_net_push(l->t, 0, 1, l->keys, m, l->deltas)) != 0)
 		return rc;
+	l->pushes += m > 0;
 	return tr_net_geo_pull(l->t, 0, 1, gl_on_row, l);
 }
 
@@ -103,7 +105,9 @@ static int gl_wait_others(struct gl *l)
 				"after %u s\n", l->t->cl->wait_timeout_s);
 			return -ETIMEDOUT;
 		}
-		usleep(2000);
+		tr_net_pause(l->t, 2000);
+		if (tr_net_stop_asked(l->t))
+			return -ECANCELED;
 		if ((rc = tr_net_geo_pull(l->t, 0, 1, gl_on_row, l)) != 0)
 			return rc;
 	}
@@ -183,12 +187,13 @@ static int gl_run(struct gl *l, struct gl_result *r)
 	    (rc = wc_geo_recv(l->g, GL_KEY_K(l->w), &l->expect, NULL)) != 0)
 		return rc;
 	l->start = l->expect;
-	for (i = 0; i < l->rounds; i++) {
+	for (i = 0; i < l->rounds; i++, l->done = i) {
+		if (tr_net_stop_asked(l->t))
+			return -ECANCELED;
 		if ((rc = gl_move(l, GL_KEY_K(l->w))) != 0 || (rc = gl_move(l, GL_KEY_E(l->w, i))) != 0 ||
 		    (rc = gl_sync(l)) != 0)
 			return rc;
-		if (o->count_delay_us)
-			usleep(o->count_delay_us);
+		tr_net_pause(l->t, o->count_delay_us);
 	}
 	if ((rc = gl_move(l, GL_KEY_D(l->w))) != 0 || (rc = gl_sync(l)) != 0 ||
 	    (rc = gl_wait_others(l)) != 0)
@@ -222,6 +227,20 @@ int tr_geo_ledger_run(struct tr_net *t)
 	wc_geo_destroy(l.g);
 	free(l.keys);
 	free(l.deltas);
+	if (rc == -ECANCELED && tr_net_stop_name(t) != NULL) {
+		/*
+		 * K(w) on the server is counter_expected (bit for bit) and its last sequence from
+		 * this worker is pushes, when the stop gave up no request (gave_up false); the
+		 * rest of this worker's change stays unsent, as GEO keeps it between rounds.
+		 */
+		printf("{\"role\":\"worker\",\"id\":%u,\"model\":\"count\",\"rounds\":%u,"
+		       "\"rounds_done\":%u,\"pushes\":%u,\"counter_expected\":%.9g,\"start\":%.9g,"
+		       "\"gave_up\":%s,\"stopped\":\"%s\"}\n", l.w, l.rounds, l.done, l.pushes,
+		       (double)l.expect, (double)l.start, t->given_up ? "true" : "false",
+		       tr_net_stop_name(t));
+		fflush(stdout);
+		return tr_net_stopped_at(t, "after %u GEO round%s", l.done, l.done == 1 ? "" : "s");
+	}
 	if (rc != 0)
 		return rc;
 	want = (l.workers - 1) * l.rounds;

@@ -1,12 +1,14 @@
 /*
  * tr_net.c — the trainer's network handle: opens the PS client and the glue, waits for the
  * servers, and turns a failed call into a recovery (reconnect, resend unacknowledged pushes)
- * so the model loops retry a pull or a barrier and never push twice. Also the progress line.
+ * so the model loops retry a pull or a barrier and never push twice. The graceful stop
+ * (SIGINT, SIGTERM, a shutdown command: tr_net_stop_asked). Also the progress line.
  *
  * Call chain: tr_*_run -> tr_net_recover / tr_net_barrier -> ps_net_recover,
- *   ps_client_barrier_wait.
+ *   ps_client_barrier_wait; tr_*_run -> tr_net_stop_asked / tr_net_pause -> sigtimedwait.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -70,12 +72,79 @@ static bool conn_error(int rc)
 	       rc == -ECONNABORTED || rc == -EIO;
 }
 
+/*
+ * The signals stay blocked (main), so none interrupts a system call in the transport or
+ * the EAL's threads, and the server role of this binary takes them the same way
+ * (ps_net_serve_loop). Here they are taken off the pending set: the stop is this struct's
+ * flag, set on the trainer's own thread and read by its loops.
+ */
+bool tr_net_stop_asked(struct tr_net *t)
+{
+	struct timespec zero = { 0, 0 };
+	double now;
+	int sig;
+
+	if (t->stop_sig != 0 || t->stop_cmd)
+		return true;
+	now = tr_now();
+	if (t->n != NULL && ps_net_stopping(t->n)) {
+		t->stop_t = now;
+		return t->stop_cmd = true;
+	}
+	if (t->sigs == NULL || now < t->next_sig_look)
+		return false;
+	t->next_sig_look = now + 0.01; /* a system call per 10 ms at most, whatever the step rate */
+	if ((sig = sigtimedwait(t->sigs, NULL, &zero)) <= 0)
+		return false;
+	t->stop_sig = sig;
+	t->stop_t = now;
+	return true;
+}
+
+const char *tr_net_stop_name(const struct tr_net *t)
+{
+	if (t->stop_sig != 0)
+		return t->stop_sig == SIGINT ? "SIGINT" : "SIGTERM";
+	return t->stop_cmd ? "shutdown" : NULL;
+}
+
+int tr_net_stopped_at(struct tr_net *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(t->stop_at, sizeof(t->stop_at), fmt, ap);
+	va_end(ap);
+	return -ECANCELED;
+}
+
+void tr_net_pause(struct tr_net *t, unsigned us)
+{
+	struct timespec ts = { (time_t)(us / 1000000u), (long)(us % 1000000u) * 1000 };
+	int sig;
+
+	if (us == 0 || tr_net_stop_asked(t))
+		return;
+	if (t->sigs == NULL) {
+		nanosleep(&ts, NULL);
+		return;
+	}
+	if ((sig = sigtimedwait(t->sigs, NULL, &ts)) > 0) {
+		t->stop_sig = sig;
+		t->stop_t = tr_now();
+	}
+}
+
 int tr_net_recover(struct tr_net *t, int rc)
 {
 	if (rc == 0)
 		return 0;
-	if (ps_net_signalled(t->n, t->sigs) || rc == -ECANCELED) {
-		fprintf(stderr, "wharf-train: stopped\n");
+	t->next_sig_look = 0; /* look now: a stop may be why the call ended */
+	if (tr_net_stop_asked(t) || rc == -ECANCELED) {
+		if (tr_net_stop_name(t) == NULL)
+			fprintf(stderr, "wharf-train: a request was cancelled\n");
+		else if (t->given_up == NULL)
+			t->given_up = "a request in flight";
 		return -ECANCELED;
 	}
 	if (!conn_error(rc)) {
@@ -102,13 +171,40 @@ int tr_net_table_full(struct tr_net *t, uint32_t table)
 	return 0;
 }
 
+/*
+ * The barrier's poll: a stop ends the wait (ps_client_barrier_wait detaches its waiter and
+ * fails). The arrival was sent: whether the step completes is the other workers' business.
+ */
+static int stop_poll(void *ctx)
+{
+	struct tr_net *t = ctx;
+	const struct ps_client_io *io = ps_net_io(t->n);
+	int rc = io->poll(io->ctx);
+
+	return rc < 0 ? rc : tr_net_stop_asked(t) ? -ECANCELED : rc;
+}
+
+static int stop_send(void *ctx, uint32_t dest, const uint8_t *msg, uint32_t len)
+{
+	const struct ps_client_io *io = ps_net_io(((struct tr_net *)ctx)->n);
+
+	return io->send(io->ctx, dest, msg, len);
+}
+
 int tr_net_barrier(struct tr_net *t, uint64_t step)
 {
 	int rc;
 
-	while ((rc = ps_client_barrier_wait(t->pc, ps_net_io(t->n), step)) != 0)
+	t->bio = *ps_net_io(t->n);
+	t->bio.send = stop_send;
+	t->bio.poll = stop_poll;
+	t->bio.ctx = t;
+	while ((rc = ps_client_barrier_wait(t->pc, &t->bio, step)) != 0) {
+		if (tr_net_stop_asked(t) && t->given_up == NULL)
+			t->given_up = "the wait at the barrier";
 		if ((rc = tr_net_recover(t, rc)) != 0)
 			return rc;
+	}
 	return 0;
 }
 

@@ -6,6 +6,9 @@ processes under test: the soak asks each PS for "save PATH" over the control pla
 calls this on the files.
 
     ckpt_ledger.py CKPT [CKPT...]   ->  {"workers":{"0":{"value":V,"last_seq":S},..},"rows":N}
+    ckpt_ledger.py --rows CKPT...   ->  the same plus "row_values":{"KEY":X,..}, every row of the
+                                        table as the float it holds (for ledgers of other keys:
+                                        sync's shared key 999, the GEO ledger's rows)
 
 For worker w the count model pushes a gradient of -1 to key 1000+w of table 0 (SGD, lr 1,
 zeros), one push at a time, sequences 1, 2, 3, ... So at any consistent cut the row's value
@@ -104,7 +107,7 @@ def read_ckpt(path):
     return values, seqs
 
 
-def ledger(paths):
+def ledger(paths, rows=False):
     values, seqs = {}, {}
     for p in paths:
         v, s = read_ckpt(p)
@@ -119,15 +122,20 @@ def ledger(paths):
         v = values.get(COUNT_KEY_BASE + w, 0.0)
         if seqs[w] or v:
             out[str(w)] = {"value": int(round(v)), "last_seq": seqs[w]}
-    return {"workers": out, "rows": len(values)}
+    res = {"workers": out, "rows": len(values)}
+    if rows:
+        res["row_values"] = {str(k): values[k] for k in sorted(values)}
+    return res
 
 
 def main(argv):
-    if len(argv) < 2:
-        print("usage: ckpt_ledger.py CKPT [CKPT...]", file=sys.stderr)
+    rows = len(argv) > 1 and argv[1] == "--rows"
+    paths = argv[2:] if rows else argv[1:]
+    if not paths:
+        print("usage: ckpt_ledger.py [--rows] CKPT [CKPT...]", file=sys.stderr)
         return 2
     try:
-        print(json.dumps(ledger(argv[1:]), separators=(",", ":")))
+        print(json.dumps(ledger(paths, rows), separators=(",", ":")))
     except (OSError, CkptError, struct.error) as e:
         print(f"ckpt_ledger: {e}", file=sys.stderr)
         return 1
