@@ -2,8 +2,10 @@
 # The long fault soak (make soak; minutes, bounded): 2 PS, 2 running "count" workers over
 # wharf-vswitch with seeded loss, duplication, reordering and corruption; SOAK_CYCLES rounds of
 # PS SIGTERM+restore (alternating servers) and worker SIGTERM/SIGKILL (replaced under fresh
-# ids), then a PS SIGKILL+restore from its last checkpoint plus its write-ahead log, and a
-# worker restarted under its old id. Ledger checked from outside after every fault. Driver: testbed/soak/soak_run.sh.
+# ids; each worker SIGTERM a graceful stop: exit 0 within 5 s, exactly its acknowledged pushes
+# on the servers), then a PS SIGKILL+restore from its last checkpoint plus its write-ahead log,
+# and a worker restarted under its old id. Ledger checked from outside after every fault.
+# Driver: testbed/soak/soak_run.sh.
 # Every knob is an environment variable (see soak_run.sh); the defaults below take ~5 min
 # (bounded by SOAK_TIMEOUT, 900 s). The SIGKILL phase and the same-id restart are pass/fail
 # checks (the PS write-ahead log and the workers' PS_T_HELLO make them hold).

@@ -2,14 +2,17 @@
 """soak_report.py — the fault soak's final accounting (testbed/soak/soak_run.sh calls it last).
 
     soak_report.py TB_DIR FAILED_CHECKS SECONDS WORKER...
-      WORKER = name:id:pushes:finished   (finished 1 = the process printed its read-back line)
+      WORKER = name:id:pushes:finished   (finished 1 = every one of pushes was acknowledged: the
+                                          process printed its read-back line, or stopped on
+                                          SIGTERM with that many acknowledged)
 
 Reads the ledger snapshots the driver left in TB_DIR (ledger.<tag>, one JSON line each from
 ckpt_ledger.py, ledger.final last), the switch's counters (switch.out) and the workers' logs
 (resends), and prints per worker id and in total: pushes numbered (acknowledged, or applied
 before the sender died), applied, lost, doubled. For worker id w:
   numbered = max(highest applied sequence in any snapshot, pushes of a worker that ran to the
-             end — each of those was acknowledged before the next was sent)
+             end or stopped on SIGTERM — each of those was acknowledged before the next was
+             sent)
   applied  = the value the servers hold at the end
   lost     = numbered - applied when positive; doubled = applied - numbered when positive.
 A sequence that was applied once counts in numbered even if its sender died before the

@@ -6,9 +6,15 @@
 # During the run, SOAK_CYCLES times:
 #   1. a PS is stopped with SIGTERM (drain, checkpoint) and restarted with --restore;
 #   2. a worker is stopped with SIGTERM, another with SIGKILL; each is replaced by a new
-#      process under a fresh worker id (a spare slot of the cluster: see "worker identity");
+#      process under a fresh worker id (a spare slot of the cluster: see "worker identity").
+#      The SIGTERM must be a graceful stop: exit 0 within SOAK_STOP_MAX_MS (5000), "stopped
+#      on SIGTERM" in its log, its JSON line with the pushes acknowledged; the SIGKILL that
+#      follows 10 s later is a safety net only, and needing it is a failed check;
 #   3. the servers' state is read from outside (wharf-ctl save + soak/ckpt_ledger.py) and
-#      every worker's ledger must hold: value == highest applied sequence (lost 0, doubled 0).
+#      every worker's ledger must hold: value == highest applied sequence (lost 0, doubled 0);
+#      for the worker stopped with SIGTERM, value == its acknowledged pushes (nothing it had
+#      acknowledged lost, nothing half-sent applied; one more only when its stop gave up a
+#      push in flight, which its JSON line says: "gave_up":true).
 # Then once, at the end, the crash case: a PS checkpoint is taken (wharf-ctl save), traffic
 # goes on, the PS is killed with SIGKILL and restarted from that checkpoint plus its
 # write-ahead log (every push it acknowledged is in the log: ps_core/ps_wal.c); the final
@@ -28,7 +34,9 @@
 # SOAK_PHASE_S (seconds of traffic between faults), SOAK_LOSS/DUP/REORDER/CORRUPT, SOAK_SEED,
 # SOAK_SKIP_CRASH=1 (leave out the SIGKILL-of-a-PS phase: a run that otherwise passes exits 77,
 # skipped), SOAK_BASE_PORT (control ports), SOAK_CKPT_INTERVAL (the servers' periodic
-# checkpoint, s; default 2, so the log is cut and deleted several times during the run).
+# checkpoint, s; default 2, so the log is cut and deleted several times during the run),
+# SOAK_STOP_MAX_MS (how long a worker may take to stop on SIGTERM; default 5000: it waits for
+# its push in flight, which a loaded host can hold up for seconds).
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
 SOAK_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -39,6 +47,7 @@ PUSHES=${SOAK_PUSHES:-1500}
 DELAY=${SOAK_DELAY_US:-2000}
 PHASE=${SOAK_PHASE_S:-3}
 BASE=${SOAK_BASE_PORT:-47860}
+STOP_MAX_MS=${SOAK_STOP_MAX_MS:-5000}
 NSLOT=$((2 + 2 * CYCLES + 1))   # 2 running, 2 replacements per cycle, 1 for SOAK_SAME_ID
 IMPAIR="--loss ${SOAK_LOSS:-0.01} --dup ${SOAK_DUP:-0.01} --reorder ${SOAK_REORDER:-0.02}"
 IMPAIR="$IMPAIR --corrupt ${SOAK_CORRUPT:-0.005} --seed ${SOAK_SEED:-7}"
@@ -87,11 +96,20 @@ w_start() { # NAME SLOT [PUSHES]
 }
 
 # The servers' state now: every PS writes a checkpoint into $1.<s>; prints the ledger JSON.
+# A PS writing its periodic checkpoint refuses the save ("ask again when it is done"): asked
+# again, 20 times at most. Status 1 when a PS did not save (its answer said on stderr). It
+# runs in a command substitution, where soak_bad would count nothing: the caller counts it.
 snapshot() { # TAG
-	local s files=()
+	local s i ans rc files=()
 	for s in $(seq 0 $((NPS - 1))); do
-		"$TB_BUILD/wharf-ctl" --timeout-ms 10000 "127.0.0.1:$((BASE + s))" save "$TB_DIR/$1.$s" >/dev/null ||
-			{ soak_bad "ps $s did not save ($1)"; return 1; }
+		for i in $(seq 1 20); do
+			ans=$("$TB_BUILD/wharf-ctl" --timeout-ms 10000 "127.0.0.1:$((BASE + s))" save \
+				"$TB_DIR/$1.$s" 2>&1)
+			rc=$?
+			[ $rc -ne 0 ] && [[ "$ans" == *"ask again"* ]] || break
+			sleep 0.1
+		done
+		[ $rc -eq 0 ] || { soak "ps $s did not save ($1): $ans"; return 1; }
 		files+=("$TB_DIR/$1.$s")
 	done
 	python3 "$SOAK_DIR/ckpt_ledger.py" "${files[@]}" | tee "$TB_DIR/ledger.$1"
@@ -125,15 +143,50 @@ wait_reconnect() { # WORKER-NAME... : each running one logs a reconnect (or has 
 
 running() { kill -0 "${TB_PIDS[$1]:-0}" 2>/dev/null; }
 
+# SIGTERM: a graceful stop (see 2. above); the SIGKILL after 10 s is the safety net, a failed
+# check when it is needed. ACKED_OF[name]: the pushes a worker stopped with SIGTERM had
+# acknowledged; GAVE_UP_OF[name]: 1 when its stop gave up a request in flight.
+declare -A ACKED_OF=() GAVE_UP_OF=()
 kill_worker() { # NAME SIGNAL
-	local pid=${TB_PIDS[$1]}
+	local pid=${TB_PIDS[$1]} t0 ms rc log=$TB_DIR/$1.log
 	running "$1" || soak_bad "worker $1 had already exited before its SIG$2 (raise SOAK_PUSHES)"
+	t0=$(date +%s%N)
 	kill -"$2" "$pid" 2>/dev/null
-	for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-	kill -KILL "$pid" 2>/dev/null
+	for _ in $(seq 1 500); do kill -0 "$pid" 2>/dev/null || break; sleep 0.02; done
+	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -KILL "$pid" 2>/dev/null
+		[ "$2" = TERM ] && soak_bad "worker $1 still ran $ms ms after its SIGTERM: killed with SIGKILL"
+	fi
 	wait "$pid" 2>/dev/null
+	rc=$?
 	unset "TB_PIDS[$1]"
-	soak "worker $1 (id ${SLOT_OF[$1]}) stopped with SIG$2"
+	if [ "$2" != TERM ]; then
+		soak "worker $1 (id ${SLOT_OF[$1]}) stopped with SIG$2"
+		return
+	fi
+	[ "$rc" -eq 0 ] || soak_bad "worker $1 exited with status $rc on SIGTERM, not 0"
+	[ "$ms" -le "$STOP_MAX_MS" ] || soak_bad "worker $1 took $ms ms to stop on SIGTERM (more than $STOP_MAX_MS)"
+	grep -q "stopped on SIGTERM" "$log" || soak_bad "worker $1 did not log a stop on SIGTERM"
+	grep -q '"stopped":"SIGTERM"' "$TB_DIR/$1.out" 2>/dev/null ||
+		soak_bad "worker $1 printed no JSON line of its stop on SIGTERM"
+	ACKED_OF[$1]=$(tb_json "$TB_DIR/$1.out" acked -1)
+	GAVE_UP_OF[$1]=0; grep -q '"gave_up":true' "$TB_DIR/$1.out" && GAVE_UP_OF[$1]=1
+	soak "worker $1 (id ${SLOT_OF[$1]}) stopped with SIGTERM: exit $rc, $ms ms; $(grep -o 'stopped on SIGTERM.*' "$log")"
+}
+
+# A worker stopped with SIGTERM: the servers hold exactly its acknowledged pushes.
+check_stopped() { # NAME LEDGER-JSON
+	python3 - "$1" "${SLOT_OF[$1]}" "${ACKED_OF[$1]:--1}" "${GAVE_UP_OF[$1]:-0}" "$2" <<'EOF' >&2
+import json, sys
+name, w, acked, gave_up = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+e = json.loads(sys.argv[5])["workers"].get(w, {"value": 0, "last_seq": 0})
+ok = acked >= 0 and (e["value"] == acked or (gave_up and e["value"] == acked + 1))
+print(f"soak: worker {name} (id {w}) stopped with SIGTERM after {acked} acknowledged pushes"
+      f"{' (a request given up)' if gave_up else ''}: the servers hold {e['value']}"
+      f"{'' if ok else ' (CHECK FAILED)'}")
+sys.exit(0 if ok else 1)
+EOF
 }
 
 tb_switch $((NPS + NSLOT)) $IMPAIR || tb_fail "switch"
@@ -153,10 +206,15 @@ for c in $(seq 0 $((CYCLES - 1))); do
 	ps_start "$s" restore
 	wait_reconnect "$A" "$B"
 	sleep "$PHASE"
-	led=$(snapshot "c${c}term") && { check_ledger "cycle $c, after PS SIGTERM+restore" "$led" ||
-		soak_bad "cycle $c: ledger broken after a PS SIGTERM/restart"; }
+	if led=$(snapshot "c${c}term"); then
+		check_ledger "cycle $c, after PS SIGTERM+restore" "$led" ||
+			soak_bad "cycle $c: ledger broken after a PS SIGTERM/restart"
+	else
+		soak_bad "cycle $c: no snapshot after the PS SIGTERM/restart"
+	fi
 
 	kill_worker "$A" TERM
+	TERMED=$A
 	n=$BIG; [ "$c" -eq $((CYCLES - 1)) ] && n=$PUSHES
 	A=wa$((c + 1)); w_start "$A" "$NEXT" "$n"; NEXT=$((NEXT + 1))
 	sleep "$PHASE"
@@ -164,8 +222,14 @@ for c in $(seq 0 $((CYCLES - 1))); do
 	B=wb$((c + 1)); w_start "$B" "$NEXT" "$n"; NEXT=$((NEXT + 1))
 	ALL_W+=("$A" "$B")
 	sleep "$PHASE"
-	led=$(snapshot "c${c}wk") && { check_ledger "cycle $c, after worker SIGTERM and SIGKILL" "$led" ||
-		soak_bad "cycle $c: ledger broken after worker restarts"; }
+	if led=$(snapshot "c${c}wk"); then
+		check_ledger "cycle $c, after worker SIGTERM and SIGKILL" "$led" ||
+			soak_bad "cycle $c: ledger broken after worker restarts"
+		check_stopped "$TERMED" "$led" ||
+			soak_bad "cycle $c: the servers do not hold exactly what $TERMED had acknowledged"
+	else
+		soak_bad "cycle $c: no snapshot after the worker restarts"
+	fi
 done
 
 [ -n "${SOAK_SKIP_CRASH:-}" ] && tb_skip "the PS SIGKILL phase" "SOAK_SKIP_CRASH=1 leaves it out"
@@ -237,7 +301,11 @@ fi
 WARGS=()
 for n in "${ALL_W[@]}"; do
 	f=0; grep -q '"exactly_once"' "$TB_DIR/$n.out" 2>/dev/null && f=1
-	WARGS+=("$n:${SLOT_OF[$n]}:${PUSHES_OF[$n]}:$f")
+	if [ "$f" = 0 ] && [ "${ACKED_OF[$n]:--1}" -ge 0 ]; then
+		WARGS+=("$n:${SLOT_OF[$n]}:${ACKED_OF[$n]}:1") # stopped: that many acknowledged
+	else
+		WARGS+=("$n:${SLOT_OF[$n]}:${PUSHES_OF[$n]}:$f")
+	fi
 	[ "$f" = 1 ] || [ "$n" = "$A" ] || [ "$n" = "$B" ] || continue
 	grep -q '"exactly_once":true' "$TB_DIR/$n.out" 2>/dev/null ||
 		soak_bad "worker $n (id ${SLOT_OF[$n]}) read back $(tb_json "$TB_DIR/$n.out" value '?') of ${PUSHES_OF[$n]}"
@@ -246,10 +314,10 @@ done
 if [ -n "${SOAK_SAME_ID:-}" ]; then
 	# A worker restarted under an id that already pushed: how many acknowledged pushes apply.
 	# It reuses the switch port of the last worker with that id (same MAC and address).
-	id=${SLOT_OF[$A]}; before=$(snapshot sameid0)
+	id=${SLOT_OF[$A]}; before=$(snapshot sameid0) || soak_bad "same id: no snapshot before"
 	w_start wsame "$id" "$PUSHES"
 	for _ in $(seq 1 $((2 * PUSHES * (DELAY + 3000) / 1000000 + 60))); do running wsame || break; sleep 1; done
-	after=$(snapshot sameid1)
+	after=$(snapshot sameid1) || soak_bad "same id: no snapshot after"
 	python3 - "$id" "$PUSHES" "$before" "$after" <<'EOF' >&2 || soak_bad "same id: a restarted worker's pushes were dropped as duplicates"
 import json, sys
 w, n = sys.argv[1], int(sys.argv[2]); b, a = json.loads(sys.argv[3]), json.loads(sys.argv[4])

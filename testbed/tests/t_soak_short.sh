@@ -4,7 +4,8 @@
 # worker SIGTERM and one worker SIGKILL (each replaced under a fresh worker id), then one PS
 # SIGKILL+restore from its last checkpoint; after each fault the servers' state is read from
 # outside and every worker's ledger must hold (applied == highest applied sequence: lost 0,
-# doubled 0). Then a worker restarts under its old id and all its pushes must apply (it
+# doubled 0). The worker SIGTERM must be a graceful stop: exit 0 within 5 s (no SIGKILL), its
+# stop logged, the servers holding exactly the pushes it had acknowledged. Then a worker restarts under its old id and all its pushes must apply (it
 # resumes its sequence with PS_T_HELLO). The driver and what it checks: testbed/soak/soak_run.sh.
 # The SIGKILL phase holds because the PS writes every push into its write-ahead log before
 # acknowledging it (ps_core/ps_wal.c) and replays the log after the checkpoint on restart;
