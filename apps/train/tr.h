@@ -68,6 +68,12 @@ const char *tr_net_stop_name(const struct tr_net *t);
 /* Where the loop stopped ("after 512 acknowledged pushes"), for the log line. -ECANCELED. */
 int tr_net_stopped_at(struct tr_net *t, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/*
+ * A model loop stopped after `step` steps: its JSON line (geo_synced: its local GEO change
+ * went out first), then tr_net_stopped_at with `synced` added to the place when it did.
+ * -ECANCELED.
+ */
+int tr_net_steps_stopped(struct tr_net *t, uint64_t step, bool geo_synced, const char *synced);
 /* Sleeps us microseconds; SIGINT/SIGTERM end it early and ask the stop. */
 void tr_net_pause(struct tr_net *t, unsigned us);
 /*

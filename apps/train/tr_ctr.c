@@ -369,13 +369,7 @@ static int ctr_stopped(struct ctr *c, uint64_t step)
 
 	if (sync && geo_sync(c) != 0)
 		sync = false;
-	printf("{\"role\":\"worker\",\"id\":%u,\"workers\":%u,\"model\":\"%s\",\"steps\":%"
-	       PRIu64 ",\"geo_synced\":%s,\"stopped\":\"%s\"}\n", t->cl->task_index,
-	       t->cl->n_workers, wc_ps_model_name(t->o->model), step, sync ? "true" : "false",
-	       tr_net_stop_name(t));
-	fflush(stdout);
-	return tr_net_stopped_at(t, "after %" PRIu64 " step%s%s", step, step == 1 ? "" : "s",
-				 sync ? ", its local GEO change pushed" : "");
+	return tr_net_steps_stopped(t, step, sync, ", its local GEO change pushed");
 }
 
 int tr_ctr_run(struct tr_net *t, const struct ps_model_tables *mt)

@@ -366,13 +366,7 @@ static int dense_stopped(struct dense *d, uint64_t step)
 
 	if (sync && geo_sync(d) != 0)
 		sync = false;
-	printf("{\"role\":\"worker\",\"id\":%u,\"workers\":%u,\"model\":\"%s\",\"steps\":%"
-	       PRIu64 ",\"geo_synced\":%s,\"stopped\":\"%s\"}\n", t->cl->task_index,
-	       t->cl->n_workers, wc_ps_model_name(t->o->model), step, sync ? "true" : "false",
-	       tr_net_stop_name(t));
-	fflush(stdout);
-	return tr_net_stopped_at(t, "after %" PRIu64 " step%s%s", step, step == 1 ? "" : "s",
-				 sync ? ", the steps since its last GEO sync pushed" : "");
+	return tr_net_steps_stopped(t, step, sync, ", the steps since its last GEO sync pushed");
 }
 
 int tr_dense_run(struct tr_net *t, const struct ps_model_tables *mt)

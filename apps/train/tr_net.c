@@ -8,6 +8,7 @@
  *   ps_client_barrier_wait; tr_*_run -> tr_net_stop_asked / tr_net_pause -> sigtimedwait.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -116,6 +117,17 @@ int tr_net_stopped_at(struct tr_net *t, const char *fmt, ...)
 	vsnprintf(t->stop_at, sizeof(t->stop_at), fmt, ap);
 	va_end(ap);
 	return -ECANCELED;
+}
+
+int tr_net_steps_stopped(struct tr_net *t, uint64_t step, bool geo_synced, const char *synced)
+{
+	printf("{\"role\":\"worker\",\"id\":%u,\"workers\":%u,\"model\":\"%s\",\"steps\":%"
+	       PRIu64 ",\"geo_synced\":%s,\"stopped\":\"%s\"}\n", t->cl->task_index,
+	       t->cl->n_workers, wc_ps_model_name(t->o->model), step, geo_synced ? "true" : "false",
+	       tr_net_stop_name(t));
+	fflush(stdout);
+	return tr_net_stopped_at(t, "after %" PRIu64 " step%s%s", step, step == 1 ? "" : "s",
+				 geo_synced ? synced : "");
 }
 
 void tr_net_pause(struct tr_net *t, unsigned us)

@@ -55,6 +55,15 @@ stop_worker() { # NAME SIG
 	tb_log "$1: $(grep -o 'stopped on SIG.*' "$TB_DIR/$1.log") ($STOP_MS ms after SIG$2)"
 }
 
+# start_ps NAME BIN MODEL: a PS of $CL (BIN wharf-psd or wharf-train) checkpointing to NAME.ckpt,
+# serving before this returns.
+start_ps() {
+	"$TB_BUILD/$2" -- $CL --role ps --model "$3" --ckpt "$TB_DIR/$1.ckpt" >"$TB_DIR/$1.out" \
+		2>"$TB_DIR/$1.log" &
+	TB_PIDS[$1]=$!
+	tb_wait_log "$TB_DIR/$1.log" "serving" 20 || { cat "$TB_DIR/$1.log" >&2; tb_fail "$1 did not start"; }
+}
+
 stop_ps() { # NAME CKPT
 	stop_timed "$1" TERM
 	grep -q "checkpoint $2" "$TB_DIR/$1.log" || { tail -n 5 "$TB_DIR/$1.log" >&2; tb_fail "$1 wrote no checkpoint at SIGTERM"; }
@@ -132,9 +141,7 @@ tb_pass "async, dpdk: worker 1 stopped on SIGTERM with $acked pushes acknowledge
 # ---- 2. count, sync, kernel TCP: one worker stopped, then the other waiting at its barrier
 P=$((B + 5))
 CL="--ps 127.0.0.1:$P --num-workers 2 --protocol kernel --mode sync --retry-interval 1 --wait-timeout 20"
-"$TB_BUILD/wharf-psd" -- $CL --role ps --model count --ckpt "$TB_DIR/ps2.ckpt" >"$TB_DIR/ps2.out" 2>"$TB_DIR/ps2.log" &
-TB_PIDS[ps2]=$!
-tb_wait_log "$TB_DIR/ps2.log" "serving" 20 || { cat "$TB_DIR/ps2.log" >&2; tb_fail "ps2 did not start"; }
+start_ps ps2 wharf-psd count
 for i in 0 1; do
 	"$TB_BUILD/wharf-train" -- $CL --role worker --task-index $i --model count --count-pushes 1000000 \
 		--count-delay-us 1000 >"$TB_DIR/s$i.out" 2>"$TB_DIR/s$i.log" &
@@ -166,9 +173,7 @@ tb_pass "sync, kernel: worker 1 stopped on SIGTERM, worker 0 on SIGINT while at 
 # ---- 3. the GEO ledger, kernel TCP, served by wharf-train --role ps
 P=$((B + 6))
 CL="--ps 127.0.0.1:$P --num-workers 1 --protocol kernel --mode geo --retry-interval 1 --wait-timeout 20"
-"$TB_BUILD/wharf-train" -- $CL --role ps --model count --ckpt "$TB_DIR/ps3.ckpt" >"$TB_DIR/ps3.out" 2>"$TB_DIR/ps3.log" &
-TB_PIDS[ps3]=$!
-tb_wait_log "$TB_DIR/ps3.log" "serving" 20 || { cat "$TB_DIR/ps3.log" >&2; tb_fail "ps3 did not start"; }
+start_ps ps3 wharf-train count
 "$TB_BUILD/wharf-train" -- $CL --role worker --task-index 0 --model count --count-pushes 1000000 \
 	--count-delay-us 1000 >"$TB_DIR/g0.out" 2>"$TB_DIR/g0.log" &
 TB_PIDS[g0]=$!
@@ -197,9 +202,7 @@ tb_pass "GEO, kernel: the worker stopped on SIGTERM after $(tb_json "$TB_DIR/g0.
 # ---- 4. the models: softmax in GEO, lr async
 P=$((B + 7))
 CL="--ps 127.0.0.1:$P --num-workers 1 --protocol kernel --mode geo --geo-k 100 --retry-interval 1 --wait-timeout 20"
-"$TB_BUILD/wharf-psd" -- $CL --role ps --model softmax --ckpt "$TB_DIR/ps4.ckpt" >"$TB_DIR/ps4.out" 2>"$TB_DIR/ps4.log" &
-TB_PIDS[ps4]=$!
-tb_wait_log "$TB_DIR/ps4.log" "serving" 20 || { cat "$TB_DIR/ps4.log" >&2; tb_fail "ps4 did not start"; }
+start_ps ps4 wharf-psd softmax
 "$TB_BUILD/wharf-train" -- $CL --role worker --task-index 0 --model softmax --epochs 50 \
 	--train-limit 12000 --test-limit 1000 >"$TB_DIR/m0.out" 2>"$TB_DIR/m0.log" &
 TB_PIDS[m0]=$!
@@ -215,9 +218,7 @@ grep '^{' "$TB_DIR/m0.out" | tail -n 1 | grep -q "\"geo_synced\":$want" ||
 stop_ps ps4 "$TB_DIR/ps4.ckpt"
 P=$((B + 8))
 CL="--ps 127.0.0.1:$P --num-workers 1 --protocol kernel --mode async --retry-interval 1 --wait-timeout 20"
-"$TB_BUILD/wharf-psd" -- $CL --role ps --model lr --ckpt "$TB_DIR/ps5.ckpt" >"$TB_DIR/ps5.out" 2>"$TB_DIR/ps5.log" &
-TB_PIDS[ps5]=$!
-tb_wait_log "$TB_DIR/ps5.log" "serving" 20 || { cat "$TB_DIR/ps5.log" >&2; tb_fail "ps5 did not start"; }
+start_ps ps5 wharf-psd lr
 "$TB_BUILD/wharf-train" -- $CL --role worker --task-index 0 --model lr --epochs 100 \
 	--ctr-samples 50000 >"$TB_DIR/c0.out" 2>"$TB_DIR/c0.log" &
 TB_PIDS[c0]=$!
