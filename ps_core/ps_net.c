@@ -672,14 +672,21 @@ bool ps_net_signalled(struct ps_net *n, const sigset_t *sigs)
 {
 	struct timespec zero = { 0, 0 };
 	uint64_t now = ps_net_now_us();
+	int sig;
 
 	if (atomic_load_explicit(&stop_all, memory_order_relaxed) != 0)
 		return true;
 	if (sigs == NULL || now < n->next_sig_us)
 		return false;
 	n->next_sig_us = now + 100000;
-	return sigtimedwait(sigs, NULL, &zero) > 0;
+	if ((sig = sigtimedwait(sigs, NULL, &zero)) <= 0)
+		return false;
+	n->stop_sig = sig;
+	return true;
 }
+
+void ps_net_stop_on(struct ps_net *n, const sigset_t *sigs) { n->stop_sigs = sigs; }
+int ps_net_stop_signal(const struct ps_net *n) { return n->stop_sig; }
 
 /* ---- control plane, server side ------------------------------------------------------ */
 

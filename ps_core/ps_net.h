@@ -182,6 +182,14 @@ void ps_net_request_stop(struct ps_net *n);
  * called? What the serving and waiting loops ask.
  */
 bool ps_net_signalled(struct ps_net *n, const sigset_t *sigs);
+/*
+ * A worker's waits for its servers (ps_net_connect, ps_net_recover) end on a pending blocked
+ * signal of sigs as well as on a shutdown command: -ECANCELED, the node stopping, and
+ * ps_net_stop_signal says which signal it took. sigs stays the caller's; NULL: not asked.
+ */
+void ps_net_stop_on(struct ps_net *n, const sigset_t *sigs);
+/* The signal ps_net_signalled took on this node, 0 if none. */
+int ps_net_stop_signal(const struct ps_net *n);
 /* Makes every node of this process stop as a signal would (on) or forgets it (off). Any thread. */
 void ps_net_stop_all(bool on);
 /* Wakes the node's thread if it sleeps in ps_net_poll. The one call any thread may make. */

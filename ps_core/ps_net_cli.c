@@ -498,6 +498,14 @@ static int try_servers(struct ps_net *n, char *err, size_t errlen)
 	return (int)down;
 }
 
+/* A worker's wait for its servers is over: a shutdown command, or a signal of stop_sigs. */
+static bool wait_stopped(struct ps_net *n)
+{
+	if (!n->stop && n->stop_sigs != NULL && ps_net_signalled(n, n->stop_sigs))
+		n->stop = true;
+	return n->stop;
+}
+
 static int wait_servers(struct ps_net *n, char *err, size_t errlen)
 {
 	const struct ps_cluster *cl = n->cl;
@@ -509,7 +517,12 @@ static int wait_servers(struct ps_net *n, char *err, size_t errlen)
 		if (down <= 0)
 			return down;
 		list_not_ready(n, eps, sizeof(eps));
-		if (ps_net_now_us() >= deadline || n->stop)
+		if (wait_stopped(n))
+			return ps_errf_rc(err, errlen, -ECANCELED, "stopped (%s) while waiting for the "
+				       "parameter servers; not ready endpoints: %s",
+				       n->stop_sig == SIGTERM ? "SIGTERM" : n->stop_sig == SIGINT ?
+				       "SIGINT" : n->stop_sig != 0 ? "a signal" : "a shutdown", eps);
+		if (ps_net_now_us() >= deadline)
 			return ps_errf_rc(err, errlen, -ETIMEDOUT, "gave up after %u s waiting for the "
 				       "parameter servers (wait_timeout_s); not ready endpoints: %s",
 				       cl->wait_timeout_s, eps);
@@ -518,7 +531,7 @@ static int wait_servers(struct ps_net *n, char *err, size_t errlen)
 		uint64_t until = ps_net_now_us() + (uint64_t)cl->retry_interval_s * 1000000u;
 		if (until > deadline)
 			until = deadline;
-		while (ps_net_now_us() < until && !n->stop)
+		while (ps_net_now_us() < until && !wait_stopped(n))
 			ps_net_poll(n);
 	}
 }

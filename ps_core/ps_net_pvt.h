@@ -142,6 +142,8 @@ struct ps_net {
 	uint32_t next_conn_id;
 	struct fz_conn_stats fz_gone;     /* fuse counters of the connections already closed */
 	uint64_t t0_us, next_ctl_us, next_sig_us;
+	const sigset_t *stop_sigs;   /* a worker's waits for its servers end on these too */
+	int stop_sig;                /* the signal ps_net_signalled took, 0: none */
 	/* control plane (lane 0): the token status/save/shutdown need, the file of one we made */
 	char ctl_token[PS_CTL_TOKEN_MAX + 1];
 	char ctl_token_made[PS_PATH_LEN + 96];

@@ -160,6 +160,11 @@ static int tr_worker(struct ps_cluster *cl, struct tr_opts *o, const struct ps_m
 	int rc;
 
 	if (tr_net_open(&t, cl, o, mt, eal_argc, eal_argv, sigs) != 0) {
+		if (tr_net_stop_name(&t) != NULL) { /* asked to stop while it waited: a clean end */
+			fprintf(stderr, "wharf-train: worker %u stopped on %s while waiting for its "
+				"servers\n", cl->task_index, tr_net_stop_name(&t));
+			return 0;
+		}
 		fprintf(stderr, "wharf-train: %s\n", t.err);
 		return 1;
 	}

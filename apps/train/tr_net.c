@@ -46,8 +46,11 @@ int tr_net_open(struct tr_net *t, const struct ps_cluster *cl, const struct tr_o
 	}
 	if ((rc = ps_net_create(&np, &t->n, t->err, sizeof(t->err))) != 0)
 		goto out_pc;
-	if ((rc = ps_net_connect(t->n, t->pc, t->err, sizeof(t->err))) != 0)
+	ps_net_stop_on(t->n, sigs); /* a signal ends the wait for the servers too */
+	if ((rc = ps_net_connect(t->n, t->pc, t->err, sizeof(t->err))) != 0) {
+		(void)tr_net_stop_asked(t); /* the stop that ended the wait, if one did */
 		goto out_n;
+	}
 	fprintf(stderr, "wharf-train: worker %u of %u connected to %u server%s (%s, mode %s)\n",
 		cl->task_index, cl->n_workers, cl->n_ps, cl->n_ps == 1 ? "" : "s",
 		ps_protocol_name(cl->protocol), ps_job_mode_name(cl->mode));
@@ -88,6 +91,11 @@ bool tr_net_stop_asked(struct tr_net *t)
 	if (t->stop_sig != 0 || t->stop_cmd)
 		return true;
 	now = tr_now();
+	if (t->n != NULL && (sig = ps_net_stop_signal(t->n)) != 0) { /* ended a wait for servers */
+		t->stop_sig = sig;
+		t->stop_t = now;
+		return true;
+	}
 	if (t->n != NULL && ps_net_stopping(t->n)) {
 		t->stop_t = now;
 		return t->stop_cmd = true;
@@ -168,6 +176,10 @@ int tr_net_recover(struct tr_net *t, int rc)
 	fprintf(stderr, "wharf-train: lost a server (%s); waiting for it to come back\n",
 		strerror(-rc));
 	rc = ps_net_recover(t->n, t->err, sizeof(t->err));
+	if (rc == -ECANCELED && tr_net_stop_asked(t)) {
+		t->given_up = "the wait for the servers";
+		return rc;
+	}
 	if (rc != 0)
 		fprintf(stderr, "wharf-train: %s\n", t->err);
 	return rc;

@@ -15,6 +15,9 @@
 #      its pushes, each of its finished rounds' fresh rows 1 (none lost, none doubled).
 #   4. softmax in GEO (--geo-k 100: the steps since the last sync pushed at the stop) and lr
 #      async (SIGINT), kernel TCP: stopped mid-epoch.
+#   5. a worker waiting for its servers (--wait-timeout 30): one whose PS never came up, and
+#      one whose PS was SIGKILLed mid-training; each stops on SIGTERM within STOP_MAX_MS,
+#      exit 0, not at the end of its wait.
 # Every PS is stopped with SIGTERM at the end of its part: exit 0 within STOP_MAX_MS, its
 # checkpoint written. (The soak's worker SIGTERM checks the same exit on an impaired switch.)
 set -u
@@ -227,3 +230,26 @@ running_for c0 0.3
 stop_worker c0 INT
 stop_ps ps5 "$TB_DIR/ps5.ckpt"
 tb_pass "softmax (GEO, $(tb_json "$TB_DIR/m0.out" steps) steps) and lr (async, $(tb_json "$TB_DIR/c0.out" steps) steps): stopped mid-training, exit 0"
+
+# ---- 5. workers waiting for their servers: at the start, and after losing the PS
+P=$((B + 9))
+CL="--ps 127.0.0.1:$P --num-workers 1 --protocol kernel --mode async --retry-interval 1 --wait-timeout 30"
+"$TB_BUILD/wharf-train" -- $CL --role worker --task-index 0 --model count --count-pushes 1000000 \
+	>"$TB_DIR/n0.out" 2>"$TB_DIR/n0.log" &
+TB_PIDS[n0]=$!
+tb_wait_log "$TB_DIR/n0.log" "server not ready" 20 || { cat "$TB_DIR/n0.log" >&2; tb_fail "n0 did not wait for its server"; }
+stop_timed n0 TERM
+grep -q "worker 0 stopped on SIGTERM while waiting for its servers" "$TB_DIR/n0.log" ||
+	{ tail -n 3 "$TB_DIR/n0.log" >&2; tb_fail "n0 did not log that it stopped while waiting"; }
+n0_ms=$STOP_MS
+P=$((B + 10))
+CL="--ps 127.0.0.1:$P --num-workers 1 --protocol kernel --mode async --retry-interval 1 --wait-timeout 30"
+start_ps ps6 wharf-psd count
+"$TB_BUILD/wharf-train" -- $CL --role worker --task-index 0 --model count --count-pushes 1000000 \
+	--count-delay-us 1000 >"$TB_DIR/r0.out" 2>"$TB_DIR/r0.log" &
+TB_PIDS[r0]=$!
+running_for r0 0.5
+kill -KILL "${TB_PIDS[ps6]}"; wait "${TB_PIDS[ps6]}" 2>/dev/null; unset "TB_PIDS[ps6]"
+tb_wait_log "$TB_DIR/r0.log" "server not ready" 20 || { cat "$TB_DIR/r0.log" >&2; tb_fail "r0 did not wait for its lost server"; }
+stop_worker r0 TERM
+tb_pass "waiting for servers: stopped on SIGTERM $n0_ms ms (never connected) and $STOP_MS ms (its PS killed) after the signal, exit 0"
