@@ -12,8 +12,8 @@
  * never move (chunked arena), so a grow never touches row memory.
  *
  * Linear probing with a seeded 64-bit finalizer hash: adversarial keys (same low bits,
- * arithmetic progressions) spread like random ones. Rows are never deleted, so no
- * tombstones. Load factor stays <= 3/4.
+ * arithmetic progressions) spread like random ones. A row leaves the index by backward-shift
+ * deletion (ps_table_remove), so there are no tombstones. Load factor stays <= 3/4.
  */
 #include <errno.h>
 #include <math.h>

@@ -43,7 +43,8 @@
 #                       the testbed switch's copies on the workers' cores; the bridge makes the
 #                       kernel pay a hop as well). Top level: train_samples_ratio_dpdk_over_kernel
 #                       (fusion off), train_samples_ratio_dpdk_over_kernel_bridge and
-#                       train_samples_ratio_fuse_on_over_off (DPDK), plus the other pairings.
+#                       train_samples_ratio_fuse_on_over_off (DPDK: the median of
+#                       BENCH_TRAIN_FUSE_REPS rounds), plus the other pairings.
 #   OUT_DIR/train_direct.json  the same MLP job with 1 worker over the direct pair (no switch:
 #                       only the two nodes touch the frames, as with a NIC), both sleeping,
 #                       then both polling (the kernel backend spinning on epoll_wait), PS
@@ -431,16 +432,30 @@ part_ps_direct_lanes() {
 	done
 }
 
+train_job() { # NAME PROTO BASEPORT FUSE
+	job "$1" "$2" "$3" 2 150 train --mode sync --tensor-fuse="$4" --model mlp --lr 0.1 \
+		--ps-cores 1 -- --mode sync --tensor-fuse="$4" --model mlp --epochs "$TR_EPOCHS" \
+		--batch 64 --lr 0.1 --train-limit "$TR_LIMIT" --test-limit 2000 --decay-epochs 0
+}
+
 part_train() {
-	local proto fuse base=48200
+	local proto fuse rep base=48200
 	for fuse in false true; do
 		for proto in dpdk kernel $([ $fuse = false ] && echo bridge); do
 			tb_log "train: $proto, tensor_fuse $fuse"
-			job "tr-$proto-$fuse" "$proto" "$base" 2 150 train --mode sync --tensor-fuse="$fuse" \
-				--model mlp --lr 0.1 --ps-cores 1 -- --mode sync --tensor-fuse="$fuse" --model mlp \
-				--epochs "$TR_EPOCHS" --batch 64 --lr 0.1 --train-limit "$TR_LIMIT" \
-				--test-limit 2000 --decay-epochs 0
+			train_job "tr-$proto-$fuse" "$proto" "$base" "$fuse"
 			base=$((base + 10))
+		done
+	done
+	# Fusion off and on again, back to back, rounds 2..TF_REPS: the on/off ratio is the
+	# median of the rounds' (one pair of 2-second jobs moves about as much as fusion does).
+	for rep in $(seq 2 "$TF_REPS"); do
+		for proto in dpdk kernel; do
+			for fuse in false true; do
+				tb_log "train: round $rep, $proto, tensor_fuse $fuse"
+				train_job "tr-$proto-$fuse-$rep" "$proto" "$base" "$fuse"
+				base=$((base + 10))
+			done
 		done
 	done
 }
@@ -719,27 +734,45 @@ if "ps_lanes" in parts:
             g(f"dpdk_{lanes}lane", "keys_per_ps_cpu_s"), g(f"kernel_{lanes}lane", "keys_per_ps_cpu_s"))
     finish("ps_lanes", pl, "pl-")
 
-def train_runs(d, prefix, key):
-    """d's runs (PREFIX-PROTO-FUSE: 2 workers each) and its KEY_samples_ratio_* headlines."""
+def train_runs(d, prefix, key, reps=1):
+    """d's runs (PREFIX-PROTO-FUSE: 2 workers each; rounds 2..reps of fusion off and on:
+    PREFIX-PROTO-FUSE-ROUND) and its KEY_samples_ratio_* headlines; fusion on/off is the
+    median of the rounds' ratios."""
+    def one(name):
+        r = run(name, 2)
+        if r["ok"]:
+            r["samples_per_s"] = round(sum(w["samples_per_s"] for w in r["workers"]), 1)
+            r["test_accuracy"] = r["workers"][0].get("test_accuracy")
+        return r
     for fuse in ("false", "true"):
         for proto in ("dpdk", "kernel") + (("bridge",) if fuse == "false" else ()):
-            r = run(f"{prefix}-{proto}-{fuse}", 2)
-            if r["ok"]:
-                r["samples_per_s"] = round(sum(w["samples_per_s"] for w in r["workers"]), 1)
-                r["test_accuracy"] = r["workers"][0].get("test_accuracy")
-            d["runs"][f"{proto}_fuse_{'on' if fuse == 'true' else 'off'}"] = r
+            d["runs"][f"{proto}_fuse_{'on' if fuse == 'true' else 'off'}"] = one(f"{prefix}-{proto}-{fuse}")
     g = lambda n: d["runs"][n].get("samples_per_s")
     d[f"{key}_samples_ratio_dpdk_over_kernel"] = ratio(g("dpdk_fuse_off"), g("kernel_fuse_off"))
     d[f"{key}_samples_ratio_dpdk_over_kernel_fuse_on"] = ratio(g("dpdk_fuse_on"), g("kernel_fuse_on"))
     d[f"{key}_samples_ratio_dpdk_over_kernel_bridge"] = ratio(g("dpdk_fuse_off"), g("bridge_fuse_off"))
-    d[f"{key}_samples_ratio_fuse_on_over_off"] = ratio(g("dpdk_fuse_on"), g("dpdk_fuse_off"))
-    d[f"{key}_samples_ratio_fuse_on_over_off_kernel"] = ratio(g("kernel_fuse_on"), g("kernel_fuse_off"))
+    for proto in ("dpdk", "kernel"):
+        qs = [ratio(g(f"{proto}_fuse_on"), g(f"{proto}_fuse_off"))]
+        for rep in range(2, reps + 1):
+            for fuse in ("false", "true"):
+                d["runs"][f"{proto}_fuse_{'on' if fuse == 'true' else 'off'}_{rep}"] = \
+                    one(f"{prefix}-{proto}-{fuse}-{rep}")
+            qs.append(ratio(g(f"{proto}_fuse_on_{rep}"), g(f"{proto}_fuse_off_{rep}")))
+        ok = sorted(q for q in qs if q)
+        sfx = "" if proto == "dpdk" else "_kernel"
+        d[f"{key}_samples_ratio_fuse_on_over_off{sfx}"] = (ok[len(ok) // 2]
+                                                         if ok and len(ok) == len(qs) else None)
+        if reps > 1:
+            d[f"{key}_fuse_ratios_{proto}"] = qs
 
 if "train" in parts:
     tr = {"bench": "train_e2e", "model": "mlp", "mode": "sync", "servers": 1, "workers": 2,
           "epochs": int(epochs), "train_limit": int(limit), "batch": 64,
-          "note": "samples/s summed over the 2 workers", "runs": {}}
-    train_runs(tr, "tr", "train")
+          "rounds": int(tf_reps),
+          "note": "samples/s summed over the 2 workers; fusion on/off: the median over the "
+                  "rounds of each round's on/off (round 1: the runs NAME_fuse_on/off, then "
+                  "NAME_fuse_on/off_ROUND, off and on back to back)", "runs": {}}
+    train_runs(tr, "tr", "train", int(tf_reps))
     finish("train", tr, "tr-")
 
 DIRECT_NOTE = ("1 PS on net_vhost0 (core 1) and 1 worker on virtio_user0 (core 0), no switch, "
