@@ -67,6 +67,14 @@ start_ps() {
 	tb_wait_log "$TB_DIR/$1.log" "serving" 20 || { cat "$TB_DIR/$1.log" >&2; tb_fail "$1 did not start"; }
 }
 
+# start_count NAME TASK-INDEX [ARGS...]: a count worker of $CL (a million pushes) in the background.
+start_count() {
+	local n=$1 i=$2; shift 2
+	"$TB_BUILD/wharf-train" -- $CL --role worker --task-index "$i" --model count \
+		--count-pushes 1000000 "$@" >"$TB_DIR/$n.out" 2>"$TB_DIR/$n.log" &
+	TB_PIDS[$n]=$!
+}
+
 stop_ps() { # NAME CKPT
 	stop_timed "$1" TERM
 	grep -q "checkpoint $2" "$TB_DIR/$1.log" || { tail -n 5 "$TB_DIR/$1.log" >&2; tb_fail "$1 wrote no checkpoint at SIGTERM"; }
@@ -145,11 +153,7 @@ tb_pass "async, dpdk: worker 1 stopped on SIGTERM with $acked pushes acknowledge
 P=$((B + 5))
 CL="--ps 127.0.0.1:$P --num-workers 2 --protocol kernel --mode sync --retry-interval 1 --wait-timeout 20"
 start_ps ps2 wharf-psd count
-for i in 0 1; do
-	"$TB_BUILD/wharf-train" -- $CL --role worker --task-index $i --model count --count-pushes 1000000 \
-		--count-delay-us 1000 >"$TB_DIR/s$i.out" 2>"$TB_DIR/s$i.log" &
-	TB_PIDS[s$i]=$!
-done
+for i in 0 1; do start_count "s$i" "$i" --count-delay-us 1000; done
 running_for s1 1.5
 stop_worker s1 TERM
 sleep 0.3 # worker 0 waits at the barrier of a step worker 1 never reaches
@@ -177,9 +181,7 @@ tb_pass "sync, kernel: worker 1 stopped on SIGTERM, worker 0 on SIGINT while at 
 P=$((B + 6))
 CL="--ps 127.0.0.1:$P --num-workers 1 --protocol kernel --mode geo --retry-interval 1 --wait-timeout 20"
 start_ps ps3 wharf-train count
-"$TB_BUILD/wharf-train" -- $CL --role worker --task-index 0 --model count --count-pushes 1000000 \
-	--count-delay-us 1000 >"$TB_DIR/g0.out" 2>"$TB_DIR/g0.log" &
-TB_PIDS[g0]=$!
+start_count g0 0 --count-delay-us 1000
 running_for g0 1.5
 stop_worker g0 TERM
 led=$(snapshot $P g.snap)
@@ -234,9 +236,7 @@ tb_pass "softmax (GEO, $(tb_json "$TB_DIR/m0.out" steps) steps) and lr (async, $
 # ---- 5. workers waiting for their servers: at the start, and after losing the PS
 P=$((B + 9))
 CL="--ps 127.0.0.1:$P --num-workers 1 --protocol kernel --mode async --retry-interval 1 --wait-timeout 30"
-"$TB_BUILD/wharf-train" -- $CL --role worker --task-index 0 --model count --count-pushes 1000000 \
-	>"$TB_DIR/n0.out" 2>"$TB_DIR/n0.log" &
-TB_PIDS[n0]=$!
+start_count n0 0
 tb_wait_log "$TB_DIR/n0.log" "server not ready" 20 || { cat "$TB_DIR/n0.log" >&2; tb_fail "n0 did not wait for its server"; }
 stop_timed n0 TERM
 grep -q "worker 0 stopped on SIGTERM while waiting for its servers" "$TB_DIR/n0.log" ||
@@ -245,9 +245,7 @@ n0_ms=$STOP_MS
 P=$((B + 10))
 CL="--ps 127.0.0.1:$P --num-workers 1 --protocol kernel --mode async --retry-interval 1 --wait-timeout 30"
 start_ps ps6 wharf-psd count
-"$TB_BUILD/wharf-train" -- $CL --role worker --task-index 0 --model count --count-pushes 1000000 \
-	--count-delay-us 1000 >"$TB_DIR/r0.out" 2>"$TB_DIR/r0.log" &
-TB_PIDS[r0]=$!
+start_count r0 0 --count-delay-us 1000
 running_for r0 0.5
 kill -KILL "${TB_PIDS[ps6]}"; wait "${TB_PIDS[ps6]}" 2>/dev/null; unset "TB_PIDS[ps6]"
 tb_wait_log "$TB_DIR/r0.log" "server not ready" 20 || { cat "$TB_DIR/r0.log" >&2; tb_fail "r0 did not wait for its lost server"; }
