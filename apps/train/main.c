@@ -175,7 +175,7 @@ static int tr_worker(struct ps_cluster *cl, struct tr_opts *o, const struct ps_m
 	else
 		rc = tr_dense_run(&t, mt);
 	tr_net_close(&t);
-	if (rc == -ECANCELED && tr_net_stop_name(&t) != NULL) {
+	if (tr_net_stopped(&t, rc)) {
 		/* Asked to stop: a clean end, exit status 0. */
 		fprintf(stderr, "wharf-train: worker %u stopped on %s%s%s%s%s%s; connections closed "
 			"%.0f ms after the stop was seen\n", cl->task_index, tr_net_stop_name(&t),

@@ -10,6 +10,7 @@
 #ifndef WHARF_TR_H
 #define WHARF_TR_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -65,6 +66,11 @@ int tr_net_recover(struct tr_net *t, int rc);
 bool tr_net_stop_asked(struct tr_net *t);
 /* "SIGTERM", "SIGINT" or "shutdown" once asked, else NULL. */
 const char *tr_net_stop_name(const struct tr_net *t);
+/* Whether rc is a loop's end on the stop (-ECANCELED once asked), not a cancelled request. */
+static inline bool tr_net_stopped(const struct tr_net *t, int rc)
+{
+	return rc == -ECANCELED && tr_net_stop_name(t) != NULL;
+}
 /* Where the loop stopped ("after 512 acknowledged pushes"), for the log line. -ECANCELED. */
 int tr_net_stopped_at(struct tr_net *t, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -413,7 +413,7 @@ int tr_ctr_run(struct tr_net *t, const struct ps_model_tables *mt)
 		rc = ctr_train(&c, &step, &secs);
 	if (rc == 0)
 		rc = ctr_eval(&c, o->batch, &auc, &loss);
-	if (rc == -ECANCELED && tr_net_stop_name(t) != NULL) {
+	if (tr_net_stopped(t, rc)) {
 		rc = ctr_stopped(&c, step);
 		goto out;
 	}
@@ -483,7 +483,7 @@ static int count_sync(struct tr_net *t, struct ctr *c)
 				(unsigned long long)step, (double)v[0], (double)sum,
 				(double)v[1 + t->cl->task_index], (unsigned long long)step + 1);
 	}
-	if (rc == -ECANCELED && tr_net_stop_name(t) != NULL) {
+	if (tr_net_stopped(t, rc)) {
 		/* steps: done (pushed, barrier passed, read back); pushed: also the step it was in */
 		printf("{\"role\":\"worker\",\"id\":%u,\"model\":\"count\",\"first_step\":%llu,"
 		       "\"steps\":%llu,\"pushed\":%llu,\"gave_up\":%s,\"stopped\":\"%s\"}\n",
@@ -543,7 +543,7 @@ int tr_count_run(struct tr_net *t)
 	}
 	if (rc == 0)
 		rc = ctr_pull(&c, &key, 1, &v, NULL);
-	if (rc == -ECANCELED && tr_net_stop_name(t) != NULL) {
+	if (tr_net_stopped(t, rc)) {
 		/*
 		 * Every acknowledged push is applied: start + acked on the PS, one more when the
 		 * stop gave up a push in flight (gave_up) and the PS had applied it.

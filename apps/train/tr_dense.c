@@ -396,7 +396,7 @@ int tr_dense_run(struct tr_net *t, const struct ps_model_tables *mt)
 		goto out;
 	memcpy(d.base, d.params, d.np * sizeof(float));
 	if ((rc = dense_epochs(&d, steps, &step, &timed, &train_s)) != 0) {
-		if (rc == -ECANCELED && tr_net_stop_name(t) != NULL)
+		if (tr_net_stopped(t, rc))
 			rc = dense_stopped(&d, step);
 		goto out;
 	}

@@ -227,7 +227,7 @@ int tr_geo_ledger_run(struct tr_net *t)
 	wc_geo_destroy(l.g);
 	free(l.keys);
 	free(l.deltas);
-	if (rc == -ECANCELED && tr_net_stop_name(t) != NULL) {
+	if (tr_net_stopped(t, rc)) {
 		/*
 		 * K(w) on the server is counter_expected (bit for bit) and its last sequence from
 		 * this worker is pushes, when the stop gave up no request (gave_up false); the
