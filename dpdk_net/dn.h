@@ -174,6 +174,19 @@ void dn_port_tso_refresh(struct dn_port *port);
 bool dn_port_rx_intr(const struct dn_port *port);
 bool dn_port_rss(const struct dn_port *port);
 bool dn_port_link_up(const struct dn_port *port);
+/*
+ * The RSS dpdk_net gives a port with a queue per lcore: a symmetric Toeplitz key (a 16-bit
+ * pattern repeated, so both directions of a flow hash alike; dn_rss_key_fill writes its
+ * first len bytes) and a redirection table round robin over the queues. On a virtio port
+ * the device does not hash; WHARF_PORT_RSS=peer says its peer does (the testbed switch,
+ * wharf-vswitch --queues): the port then has the key and a table of DN_PEER_RETA_SIZE
+ * entries, and dn_rss_queue is the queue the peer picks for a frame, from its IPv4 addresses
+ * and TCP or UDP ports (the addresses alone for other protocols and later fragments; queue 0
+ * for what is not IPv4).
+ */
+#define DN_PEER_RETA_SIZE 128
+void dn_rss_key_fill(uint8_t *key, uint32_t len);
+uint16_t dn_rss_queue(const struct rte_mbuf *m, uint16_t nb_queues);
 /* RSS key and redirection table as programmed (for steering); NULL/0 when no RSS. */
 const uint8_t *dn_port_rss_key(const struct dn_port *port, uint32_t *key_len);
 const uint16_t *dn_port_reta(const struct dn_port *port, uint32_t *reta_size);

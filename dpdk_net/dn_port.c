@@ -24,6 +24,7 @@
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
+#include <rte_thash.h>
 
 #include "dpdk_net/dn_pvt.h"
 
@@ -34,10 +35,51 @@
  * A symmetric Toeplitz key: a 16-bit pattern repeated makes the hash of (a,b) equal the
  * hash of (b,a), so both directions of a flow land on one queue (one lcore owns it).
  */
-static void rss_key_fill(uint8_t *key, uint32_t len)
+void dn_rss_key_fill(uint8_t *key, uint32_t len)
 {
 	for (uint32_t i = 0; i < len; i++)
 		key[i] = (i & 1) ? 0x5a : 0x6d;
+}
+
+uint16_t dn_rss_queue(const struct rte_mbuf *m, uint16_t nb_queues)
+{
+	const struct rte_ipv4_hdr *ip;
+	const uint16_t *ports;
+	struct rte_ipv4_tuple t;
+	uint8_t key[40];
+	uint32_t ihl, need;
+
+	need = (uint32_t)sizeof(struct rte_ether_hdr) + sizeof(*ip);
+	if (nb_queues <= 1 || rte_pktmbuf_data_len(m) < need ||
+	    rte_pktmbuf_mtod(m, const struct rte_ether_hdr *)->ether_type !=
+		    rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4))
+		return 0;
+	ip = rte_pktmbuf_mtod_offset(m, const struct rte_ipv4_hdr *, sizeof(struct rte_ether_hdr));
+	ihl = (ip->version_ihl & 0xfu) * 4u;
+	/* A NIC hashes TCP and UDP by their ports, a fragment after the first by its addresses;
+	 * anything else (ICMP) by addresses too. */
+	t.src_addr = rte_be_to_cpu_32(ip->src_addr);
+	t.dst_addr = rte_be_to_cpu_32(ip->dst_addr);
+	t.sport = t.dport = 0;
+	if ((ip->next_proto_id == IPPROTO_TCP || ip->next_proto_id == IPPROTO_UDP) &&
+	    (rte_be_to_cpu_16(ip->fragment_offset) & RTE_IPV4_HDR_OFFSET_MASK) == 0 &&
+	    ihl >= sizeof(*ip) && rte_pktmbuf_data_len(m) >= need - sizeof(*ip) + ihl + 4u) {
+		ports = rte_pktmbuf_mtod_offset(m, const uint16_t *,
+						sizeof(struct rte_ether_hdr) + ihl);
+		t.sport = rte_be_to_cpu_16(ports[0]);
+		t.dport = rte_be_to_cpu_16(ports[1]);
+	}
+	dn_rss_key_fill(key, sizeof(key));
+	return (uint16_t)(rte_softrss((uint32_t *)&t, t.sport || t.dport ? RTE_THASH_V4_L4_LEN :
+				      RTE_THASH_V4_L3_LEN, key) % DN_PEER_RETA_SIZE % nb_queues);
+}
+
+/* WHARF_PORT_RSS: "peer" (dn.h), or unset. */
+static bool peer_rss_env(void)
+{
+	const char *v = getenv("WHARF_PORT_RSS");
+
+	return v != NULL && strcmp(v, "peer") == 0;
 }
 
 static int pools_create(struct dn_port *p, char *err, size_t errlen)
@@ -161,12 +203,17 @@ static void conf_build(struct dn_port *p, const struct rte_eth_dev_info *di,
 		p->rss_key_len = di->hash_key_size ? di->hash_key_size : 40;
 		if (p->rss_key_len > DN_RSS_KEY_MAX)
 			p->rss_key_len = DN_RSS_KEY_MAX;
-		rss_key_fill(p->rss_key, p->rss_key_len);
+		dn_rss_key_fill(p->rss_key, p->rss_key_len);
 		conf->rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
 		conf->rx_adv_conf.rss_conf.rss_key = p->rss_key;
 		conf->rx_adv_conf.rss_conf.rss_key_len = (uint8_t)p->rss_key_len;
 		conf->rx_adv_conf.rss_conf.rss_hf = di->flow_type_rss_offloads &
 			(RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP);
+	} else if (p->nb_queues > 1 && virtio && peer_rss_env()) {
+		/* The peer hashes (WHARF_PORT_RSS=peer): the key it uses, the device none. */
+		p->rss = p->rss_by_peer = true;
+		p->rss_key_len = 40;
+		dn_rss_key_fill(p->rss_key, p->rss_key_len);
 	}
 }
 
@@ -174,10 +221,16 @@ static void conf_build(struct dn_port *p, const struct rte_eth_dev_info *di,
 static void reta_program(struct dn_port *p, const struct rte_eth_dev_info *di)
 {
 	struct rte_eth_rss_reta_entry64 reta[DN_RETA_MAX / RTE_ETH_RETA_GROUP_SIZE];
-	uint32_t n = di->reta_size;
+	uint32_t n = p->rss_by_peer ? DN_PEER_RETA_SIZE : di->reta_size;
 
 	if (!p->rss || n == 0 || n > DN_RETA_MAX)
 		return;
+	if (p->rss_by_peer) { /* the table the peer applies (dn_rss_queue), not the device's */
+		for (uint32_t i = 0; i < n; i++)
+			p->reta[i] = (uint16_t)(i % p->nb_queues);
+		p->reta_size = n;
+		return;
+	}
 	memset(reta, 0, sizeof(reta));
 	for (uint32_t i = 0; i < n; i++) {
 		p->reta[i] = (uint16_t)(i % p->nb_queues);
@@ -380,6 +433,12 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 	    strcmp(q_env, "1") != 0) {
 		snprintf(err, errlen, "WHARF_PORT_QUEUES='%.32s': expected 1 (the lcores share one "
 			 "queue) or unset (a queue pair each where the device has them)", q_env);
+		return -EINVAL;
+	}
+	if (getenv("WHARF_PORT_RSS") != NULL && *getenv("WHARF_PORT_RSS") != '\0' && !peer_rss_env()) {
+		snprintf(err, errlen, "WHARF_PORT_RSS='%.32s': expected peer (a virtio port's peer "
+			 "spreads frames over its queues by dpdk_net's RSS) or unset",
+			 getenv("WHARF_PORT_RSS"));
 		return -EINVAL;
 	}
 	if (pid == DN_PORT_AUTO) {

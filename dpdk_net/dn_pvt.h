@@ -79,6 +79,7 @@ struct dn_port {
 	bool rx_intr;
 	bool keep_at_exit; /* virtio_user with Rx interrupts: never stopped or closed (dn_port_destroy) */
 	bool rss;
+	bool rss_by_peer;       /* WHARF_PORT_RSS=peer: the peer hashes, as dn_rss_queue */
 	uint8_t rss_key[DN_RSS_KEY_MAX];
 	uint32_t rss_key_len;
 	uint16_t reta[DN_RETA_MAX];

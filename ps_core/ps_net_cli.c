@@ -231,6 +231,7 @@ static int open_data(struct ps_net *n, uint32_t s, uint32_t lane)
 	c = ps_net_conn_new(n, PS_NET_TO_SERVER);
 	if (c == NULL)
 		return -ENOMEM;
+	ps_net_aim(n, n, s, lane, ip, port);
 	c->server = s;
 	c->lane = lane;
 	c->dest = ps_client_dest(n->pc, s, lane);
@@ -249,6 +250,19 @@ static int open_data(struct ps_net *n, uint32_t s, uint32_t lane)
 	n->dst[c->dest] = c;
 	n->fresh[c->dest] = true; /* ps_net_recover sends it what the lost one owed */
 	return 0;
+}
+
+void ps_net_aim(struct ps_net *tn, const struct ps_net *owner, uint32_t s, uint32_t lane,
+		uint32_t ip, uint16_t port)
+{
+	uint32_t reta = owner->rss_of[s], lanes = owner->lanes_of[s];
+	int rc;
+
+	if (reta == 0 || lanes <= 1)
+		return;
+	rc = tl_peer_rss(tn->tl, ip, port, reta, (uint16_t)lanes, (uint16_t)lane);
+	if (rc != 0) /* the connection opens all the same, its frames handed over at the PS */
+		PS_LOG(WARNING, "ps %u lane %u: cannot aim at its queue: %s", s, lane, strerror(-rc));
 }
 
 /* Every lane of server s connected. */
@@ -335,6 +349,7 @@ static int parse_layout(struct ps_net *n, uint32_t s, const char *ans, uint32_t 
 
 	*lanes = 1;
 	*shards = 1;
+	n->rss_of[s] = 0;
 	if (n->cl->ps_data[s].host[0] != '\0')
 		n->lane_port[s][0] = n->cl->ps_data[s].port;
 	if (p == NULL)
@@ -353,6 +368,13 @@ static int parse_layout(struct ps_net *n, uint32_t s, const char *ans, uint32_t 
 		else
 			port0 = (uint16_t)v;
 		p = end + (*end != '\0');
+	}
+	/* " rss R": its lane k reads queue k of R-entry round-robin RSS (ps_net_aim). */
+	unsigned r;
+	if (strncmp(p, "rss ", 4) == 0) {
+		if (sscanf(p, "rss %u", &r) != 1 || r < 2 || r > 65536)
+			return -EPROTO;
+		n->rss_of[s] = r;
 	}
 	*lanes = l;
 	*shards = sh;

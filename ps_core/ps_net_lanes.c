@@ -171,6 +171,20 @@ void ps_net_lanes_layout(const struct ps_net *n, char *out, size_t len)
 		off += (size_t)snprintf(out + off, len - off, "%s%u", k ? "," : "",
 					m != NULL ? m->data_port : 0);
 	}
+	/* Lane k reads queue k of a port hashed by dn's RSS: a worker can aim at it. */
+	uint32_t reta_size = 0, r;
+	uint16_t nq, q;
+	for (uint32_t k = 0; lanes > 1 && k < lanes; k++) {
+		const struct ps_net *m = node_lane(n, k);
+		if (m == NULL || tl_rss_layout(m->tl, &r, &nq, &q) != 0 || nq != lanes || q != k ||
+		    (k > 0 && r != reta_size)) {
+			reta_size = 0;
+			break;
+		}
+		reta_size = r;
+	}
+	if (reta_size != 0 && off < len)
+		off += (size_t)snprintf(out + off, len - off, " rss %u", reta_size);
 	/* The data address: a worker whose .endpoint_map leaves this PS out connects there. */
 	if (off < len && n->cl->self_data.resolved) {
 		struct in_addr a = { htonl(n->cl->self_data.ip) };

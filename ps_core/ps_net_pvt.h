@@ -198,6 +198,7 @@ struct ps_net {
 	/* Each server's layout, from its health answer: lanes, shards, each lane's data port. */
 	uint32_t lanes_of[PS_MAX_NODES], shards_of[PS_MAX_NODES];
 	uint16_t lane_port[PS_MAX_NODES][PS_NET_MAX_LANES];
+	uint32_t rss_of[PS_MAX_NODES];    /* a server's " rss R" (0: none): its lanes' queues */
 	bool layout_known[PS_MAX_NODES], layout_set;
 	/* A server's data address when the cluster has none for it (its health answer's). */
 	uint32_t ps_ip[PS_MAX_NODES];
@@ -282,6 +283,14 @@ static inline uint32_t ps_net_wl_lane_of(const struct ps_net *n, uint32_t d)
 /* Owner: hands b (its header at b->data) to the lane of d to send; 0 or -ENOTCONN. */
 int ps_net_wl_send(struct ps_net *n, uint32_t d, struct ps_net_buf *b);
 /* Owner: asks d's lane to connect to ip:port (server s, its lane sl); state CONNECTING. */
+/*
+ * Before tn's transport opens server s's lane `lane` at ip:port: where the server's health
+ * answer gave " rss R" (its lane k reads queue k of a port hashed by dn's RSS), the
+ * connection takes a source port that lands it on that queue (tl_peer_rss). owner is the
+ * worker's lane 0 (the layout's keeper); tn the node whose transport connects.
+ */
+void ps_net_aim(struct ps_net *tn, const struct ps_net *owner, uint32_t s, uint32_t lane,
+		uint32_t ip, uint16_t port);
 int ps_net_wl_open(struct ps_net *n, uint32_t d, uint32_t s, uint32_t sl, uint32_t ip,
 	       uint16_t port);
 /* Owner: lets go of d's connection, whatever its state (NONE after). */

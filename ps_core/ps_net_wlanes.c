@@ -247,6 +247,8 @@ static void lane_open(struct ps_net_wl_lane *L, const struct wl_ev *e)
 	c->lane = e->slane;
 	c->dest = e->dest;
 	c->oid = e->id;
+	/* The owner wrote the server's layout before it pushed the OPEN (ring: release). */
+	ps_net_aim(n, L->wl->owner, e->server, e->slane, e->ip, (uint16_t)e->arg);
 	rc = fz_net_connect(n->fz, e->ip, (uint16_t)e->arg, &n->fzc, &ps_net_conn_ops, c, &c->fc);
 	if (rc != 0) {
 		ps_net_conn_free(c);

@@ -232,8 +232,9 @@ job() { # NAME PROTO BASEPORT NWORKERS TIMEOUT CMD PS_ARGS... -- WORKER_ARGS...
 	[ "$proto" = bridge ] && [ -n "$BR_WHY" ] && { not_run "$name" "$nw" "no bridge: $BR_WHY"; return 1; }
 	local left=$((BUDGET - SECONDS))
 	[ "$to" -gt "$left" ] && to=$left
-	if [ "$proto" = dpdk ]; then tb_switch $((nw + 1)) || return 1; fi
-	TB_NETNS=$(node_ns "$proto" 0) TB_EAL_CORE=${JOB_PS_CORES:-} node "$name-ps" 0 "$cmd" $CL \
+	# JOB_PS_QUEUES=N: the PS's switch port has N queue pairs, filled by RSS (tb_node).
+	if [ "$proto" = dpdk ]; then tb_switch $((nw + 1)) --queues "${JOB_PS_QUEUES:-1}" || return 1; fi
+	TB_QUEUES=${JOB_PS_QUEUES:-1} TB_NETNS=$(node_ns "$proto" 0) TB_EAL_CORE=${JOB_PS_CORES:-} node "$name-ps" 0 "$cmd" $CL \
 		--role ps "${psargs[@]}"
 	# JOB_CPU_AT: the PS's CPU seconds from that Unix time to the workers' end (RES/NAME-cpu).
 	if [ -n "${JOB_CPU_AT:-}" ]; then
@@ -403,7 +404,7 @@ part_ps_lanes() {
 			cores=0; [ "$lanes" = 2 ] && cores=0-1
 			start=$(( $(date +%s) + 6 ))
 			tb_log "ps_lanes: $proto, $lanes lane(s)"
-			JOB_PS_CORES=$cores JOB_CPU_AT=$start job "pl-$proto-$lanes" "$proto" "$base" 2 \
+			JOB_PS_QUEUES=$lanes JOB_PS_CORES=$cores JOB_CPU_AT=$start job "pl-$proto-$lanes" "$proto" "$base" 2 \
 				$((2 * PS_SECS + 40)) ps-bench --mode async --batch "$PS_BATCH" \
 				--ps-cores "$lanes" -- --mode async --batch "$PS_BATCH" --ps-cores "$lanes" \
 				--seconds "$PS_SECS" --start-at "$start"

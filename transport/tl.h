@@ -131,6 +131,27 @@ void *tl_listener_ctx(const struct tl_listener *l);
 /* Stops listening. Connections already accepted are not affected. NULL is a no-op. */
 void tl_unlisten(struct tl_listener *l);
 
+/*
+ * Where a peer's RSS puts a connection. A wharf PS on a port whose queues are hashed with
+ * dpdk_net's RSS (dn.h: its symmetric Toeplitz key, a redirection table of reta_size
+ * entries round robin over its queues; the PS's health answer gives reta_size) serves lane
+ * k's connections on queue k. tl_peer_rss tells tl so: connections it opens to ip:port from
+ * now on take a local port whose hash puts them on the peer's queue `queue`, and, where our
+ * own port hashes too, on our own queue; a port meeting both where one is free, else one
+ * meeting the peer's, else as before. The DPDK backend only (the kernel picks a kernel
+ * socket's port). reta_size 0 forgets ip:port. 0, -EINVAL (queue >= queues, queues 0,
+ * reta_size over 65536), -ENOSPC (TL_PEER_RSS_MAX peers known already).
+ */
+#define TL_PEER_RSS_MAX 256
+int tl_peer_rss(struct tl *tl, uint32_t ip, uint16_t port, uint32_t reta_size, uint16_t queues,
+		uint16_t queue);
+/*
+ * This instance's side of that: 0 with the table size, the queue count and the queue this
+ * instance reads when its port hashes with dpdk_net's RSS over a queue per lcore; -ENOTSUP
+ * otherwise (kernel TCP, one shared queue, a device that took another table).
+ */
+int tl_rss_layout(struct tl *tl, uint32_t *reta_size, uint16_t *queues, uint16_t *queue);
+
 /* Starts an active open; ops->connected reports the outcome from tl_poll. */
 int tl_connect(struct tl *tl, uint32_t ip, uint16_t port, const struct tl_conn_ops *ops,
 	       void *ctx, struct tl_conn **out);

@@ -163,6 +163,7 @@ void tl_destroy(struct tl *tl)
 	tl_fr_pool_destroy(tl->msgs);
 	tl->be_ops->fini(tl);
 	tl_tx_free_all(tl);
+	free(tl->peer_rss);
 	free(tl);
 }
 
@@ -369,6 +370,46 @@ void tl_unlisten(struct tl_listener *l)
 	/* Freed at the end of the round: an event for it may still sit in this batch. */
 	tl_list_del(&l->link);
 	tl_list_add_tail(&l->tl->dead_listeners, &l->link);
+}
+
+const struct tl_peer_rss *tl_peer_rss_find(const struct tl *tl, uint32_t ip, uint16_t port)
+{
+	for (uint32_t i = 0; i < tl->n_peer_rss; i++)
+		if (tl->peer_rss[i].ip == ip && tl->peer_rss[i].port == port)
+			return &tl->peer_rss[i];
+	return NULL;
+}
+
+int tl_peer_rss(struct tl *tl, uint32_t ip, uint16_t port, uint32_t reta_size, uint16_t queues,
+		uint16_t queue)
+{
+	struct tl_peer_rss *e = (struct tl_peer_rss *)tl_peer_rss_find(tl, ip, port);
+
+	if (reta_size == 0) {
+		if (e != NULL)
+			*e = tl->peer_rss[--tl->n_peer_rss];
+		return 0;
+	}
+	if (queues == 0 || queue >= queues || reta_size > 65536u)
+		return -EINVAL;
+	if (e == NULL) {
+		if (tl->n_peer_rss == TL_PEER_RSS_MAX)
+			return -ENOSPC;
+		if (tl->peer_rss == NULL &&
+		    (tl->peer_rss = calloc(TL_PEER_RSS_MAX, sizeof(*tl->peer_rss))) == NULL)
+			return -ENOMEM;
+		e = &tl->peer_rss[tl->n_peer_rss++];
+	}
+	*e = (struct tl_peer_rss){ .ip = ip, .port = port, .reta_size = reta_size,
+				   .queues = queues, .queue = queue };
+	return 0;
+}
+
+int tl_rss_layout(struct tl *tl, uint32_t *reta_size, uint16_t *queues, uint16_t *queue)
+{
+	if (tl->be_ops->rss_layout == NULL)
+		return -ENOTSUP;
+	return tl->be_ops->rss_layout(tl, reta_size, queues, queue);
 }
 
 int tl_connect(struct tl *tl, uint32_t ip, uint16_t port, const struct tl_conn_ops *ops,

@@ -1011,49 +1011,69 @@ static void db_wake(struct tl *tl)
 	dn_lcore_wake(db_of(tl)->lc);
 }
 
-/* An RSS port's choice for the replies to (laddr, lport) from (raddr, rport): not our queue. */
+/*
+ * What a local port must give an active open to (raddr, rport): replies (the peer's frames
+ * to us) on our own queue where our port hashes (own.key), and the frames we send on the
+ * peer's queue `peer->queue` where it said it hashes (tl_peer_rss; dn's key, a table round
+ * robin over its queues). `need` says which of the two the port must meet.
+ */
 struct db_rss_want {
-	const uint8_t *key;
+	const uint8_t *key, *peer_key;
 	const uint16_t *reta;
+	const struct tl_peer_rss *peer;
 	uint32_t reta_size, laddr, raddr;
 	uint16_t rport, queue;
+	bool need_own, need_peer;
 };
 
 static bool db_rss_elsewhere(void *arg, uint16_t lport)
 {
 	const struct db_rss_want *w = arg;
 
-	return tl_steer_queue(w->key, w->reta, w->reta_size, w->raddr, w->laddr, w->rport,
-			      lport) != w->queue;
+	if (w->need_own && tl_steer_queue(w->key, w->reta, w->reta_size, w->raddr, w->laddr,
+					  w->rport, lport) != w->queue)
+		return true;
+	return w->need_peer && tl_steer_hash(w->peer_key, w->laddr, w->raddr, lport, w->rport) %
+				       w->peer->reta_size % w->peer->queues != w->peer->queue;
 }
 
 /*
- * Active open under flow steering: a local port from our slice of the ephemeral range, so
- * the classifier steers the replies to us; on an RSS port with a queue per lcore, one the
- * device's hash puts on our queue as well where the slice has one. A port our stack still
- * uses for this peer (-EADDRINUSE) sends us on to the next one of the slice.
+ * Active open under flow steering, or to a peer that hashes (tl_peer_rss): a local port
+ * from our slice of the ephemeral range, so the classifier steers the replies to us; where
+ * our port hashes (a queue per lcore) and where the peer does, one both hashes put on the
+ * right queue, else one the peer's does, else one ours does, else any of the slice. A port
+ * our stack still uses for this peer (-EADDRINUSE) sends us on to the next one.
  */
 static int db_connect_steered(struct db *d, struct tl_conn *c, struct tl_tcp_tuple *t)
 {
 	struct db_conn *dc = tl_conn_priv(c);
 	struct dn_port *port = dn_lcore_port(d->lc);
 	struct db_rss_want w = {.laddr = t->laddr, .raddr = t->raddr, .rport = t->rport,
-				.queue = dn_lcore_queue(d->lc)};
-	uint32_t key_len = 0;
+				.queue = dn_lcore_queue(d->lc),
+				.peer = tl_peer_rss_find(c->tl, t->raddr, t->rport)};
+	/* Both, the peer's, ours, neither: the first the slice has a free port for. */
+	static const bool needs[4][2] = {{true, true}, {false, true}, {true, false}, {false, false}};
+	uint8_t peer_key[40];
+	uint32_t key_len = 0, nl = d->nl > 1 ? d->nl : 1, idx = d->nl > 1 ? d->idx : 0;
 	int rc = -EADDRNOTAVAIL;
 
 	w.key = dn_port_rss_key(port, &key_len);
 	w.reta = dn_port_reta(port, &w.reta_size);
 	if (dn_port_nb_queues(port) <= 1 || key_len < 40 || w.reta == NULL)
 		w.key = NULL;
+	dn_rss_key_fill(peer_key, sizeof(peer_key));
+	w.peer_key = peer_key;
 	for (int i = 0; i < DB_PICK_TRIES; i++) {
 		rc = -EADDRNOTAVAIL;
-		if (w.key != NULL)
-			rc = tl_steer_sw_pick_port(d->idx, d->nl, DB_PORT_LO, DB_PORT_HI, d->next_port,
-						   db_rss_elsewhere, &w, &t->lport);
-		if (rc == -EADDRNOTAVAIL) /* no such port in the slice: replies cross once */
-			rc = tl_steer_sw_pick_port(d->idx, d->nl, DB_PORT_LO, DB_PORT_HI,
-						   d->next_port, NULL, NULL, &t->lport);
+		for (int k = 0; k < 4 && rc == -EADDRNOTAVAIL; k++) {
+			w.need_own = needs[k][0];
+			w.need_peer = needs[k][1];
+			if ((w.need_own && w.key == NULL) || (w.need_peer && w.peer == NULL))
+				continue;
+			rc = tl_steer_sw_pick_port(idx, nl, DB_PORT_LO, DB_PORT_HI, d->next_port,
+						   w.need_own || w.need_peer ? db_rss_elsewhere : NULL,
+						   &w, &t->lport);
+		}
 		if (rc != 0)
 			return rc;
 		d->next_port = t->lport == DB_PORT_HI ? DB_PORT_LO : (uint16_t)(t->lport + 1u);
@@ -1064,6 +1084,31 @@ static int db_connect_steered(struct db *d, struct tl_conn *c, struct tl_tcp_tup
 	return rc;
 }
 
+/* tl_rss_layout: dn's RSS (its key, a table round robin over the queues), a queue each. */
+static int db_rss_layout(struct tl *tl, uint32_t *reta_size, uint16_t *queues, uint16_t *queue)
+{
+	struct db *d = db_of(tl);
+	struct dn_port *port = dn_lcore_port(d->lc);
+	uint8_t want[40];
+	const uint8_t *key;
+	const uint16_t *reta;
+	uint32_t key_len = 0, n = 0;
+	uint16_t nq = dn_port_nb_queues(port);
+
+	key = dn_port_rss_key(port, &key_len);
+	reta = dn_port_reta(port, &n);
+	dn_rss_key_fill(want, sizeof(want));
+	if (nq <= 1 || key == NULL || key_len < 40 || memcmp(key, want, 40) != 0 || reta == NULL)
+		return -ENOTSUP;
+	for (uint32_t i = 0; i < n; i++)
+		if (reta[i] != i % nq)
+			return -ENOTSUP;
+	*reta_size = n;
+	*queues = nq;
+	*queue = dn_lcore_queue(d->lc);
+	return 0;
+}
+
 static int db_connect(struct tl_conn *c, uint32_t ip, uint16_t port)
 {
 	struct db *d = db_of(c->tl);
@@ -1072,7 +1117,7 @@ static int db_connect(struct tl_conn *c, uint32_t ip, uint16_t port)
 
 	dc->cur = NULL;
 	dc->arena = NULL;
-	if (d->nl > 1)
+	if (d->nl > 1 || tl_peer_rss_find(c->tl, ip, port) != NULL)
 		return db_connect_steered(d, c, &t);
 	return tl_tcp_connect(d->stack, &t, &db_conn_cbs, c, db_now(d), &dc->tc);
 }
@@ -1491,4 +1536,5 @@ const struct tl_backend_ops tl_be_dpdk_ops = {
 	.rx_pause = db_rx_pause,
 	.buf_alloc = db_buf_alloc,
 	.buf_free = db_buf_free,
+	.rss_layout = db_rss_layout,
 };

@@ -255,6 +255,8 @@ struct tl_backend_ops {
 	/* Optional: memory the backend sends without copying (NULL: the C heap is fine). */
 	void *(*buf_alloc)(struct tl *tl, size_t size);
 	void (*buf_free)(struct tl *tl, void *p);
+	/* Optional: tl_rss_layout (NULL: -ENOTSUP). */
+	int (*rss_layout)(struct tl *tl, uint32_t *reta_size, uint16_t *queues, uint16_t *queue);
 };
 
 /*
@@ -286,7 +288,16 @@ struct tl {
 	bool pushing;               /* inside tl_conn_push: tl_up_tx_done defers to txdone */
 	uint64_t tx_done_runs;      /* send completions run: a round that ran some does not sleep */
 	struct tl_stats st;
+	struct tl_peer_rss *peer_rss; /* tl_peer_rss entries (allocated at the first) */
+	uint32_t n_peer_rss;
 };
+
+struct tl_peer_rss {
+	uint32_t ip, reta_size;
+	uint16_t port, queues, queue;
+};
+/* The tl_peer_rss entry for ip:port, or NULL. */
+const struct tl_peer_rss *tl_peer_rss_find(const struct tl *tl, uint32_t ip, uint16_t port);
 
 /* Puts c on its instance's flush list (once): its queue or its backend has bytes to send. */
 static inline void tl_conn_mark_dirty(struct tl_conn *c)

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include <rte_ethdev.h>
+#include <rte_thash.h>
 
 #include "dn_testlib.h"
 
@@ -145,6 +146,69 @@ static void test_dn_steer_flow_parse_reads_tcp_and_udp(void **state)
 	dt_ip(b)->next_proto_id = IPPROTO_UDP;
 	assert_true(dn_steer_flow_parse(b, len, DT_OUR_IP, &f));
 	assert_int_equal(f.proto, IPPROTO_UDP);
+}
+
+/* The queue a table of DN_PEER_RETA_SIZE entries round robin over nq gives this tuple. */
+static uint16_t ref_queue(uint32_t sa, uint32_t da, uint16_t sp, uint16_t dp, uint16_t nq)
+{
+	struct rte_ipv4_tuple t = {.src_addr = sa, .dst_addr = da};
+	uint8_t key[40];
+
+	t.sport = sp;
+	t.dport = dp;
+	for (int i = 0; i < 40; i++) /* written out: the test must not take the key from dn */
+		key[i] = (i & 1) ? 0x5a : 0x6d;
+	return (uint16_t)(rte_softrss((uint32_t *)&t, sp || dp ? RTE_THASH_V4_L4_LEN :
+				      RTE_THASH_V4_L3_LEN, key) % DN_PEER_RETA_SIZE % nq);
+}
+
+/*
+ * dn_rss_queue, the switch's RSS for a port of several queues: DPDK's own Toeplitz over the
+ * tuple with the symmetric key, both directions of a flow on one queue, flows spread over
+ * every queue, and what is not IPv4 on queue 0.
+ */
+static void test_dn_steer_rss_queue_is_softrss_and_symmetric(void **state)
+{
+	struct st_env *e = *state;
+	uint8_t b[256], r[256], tcp[20] = {0};
+	unsigned hits[4] = {0};
+	uint16_t len, rlen;
+
+	for (uint16_t sp = 40000; sp < 40400; sp++) {
+		struct rte_mbuf *m, *rm;
+		uint16_t nq = (uint16_t)(2 + sp % 3), q;
+
+		len = st_tcp(e, b, sp, 5001);
+		m = st_frame(e, b, len);
+		q = dn_rss_queue(m, nq);
+		assert_int_equal(q, ref_queue(DT_PEER_IP, DT_OUR_IP, sp, 5001, nq));
+		if (nq == 4)
+			hits[q]++;
+		/* The reply: addresses and ports swapped. */
+		tcp[0] = 5001 >> 8;
+		tcp[1] = 5001 & 255;
+		tcp[2] = (uint8_t)(sp >> 8);
+		tcp[3] = (uint8_t)sp;
+		tcp[12] = 5 << 4;
+		rlen = dt_build_ipv4(r, our_mac(e), IPPROTO_TCP, DT_OUR_IP, DT_PEER_IP, tcp, sizeof(tcp));
+		rm = st_frame(e, r, rlen);
+		assert_int_equal(dn_rss_queue(rm, nq), q);
+		assert_int_equal(dn_rss_queue(m, 1), 0);
+		rte_pktmbuf_free(rm);
+		rte_pktmbuf_free(m);
+	}
+	for (int q = 0; q < 4; q++)
+		assert_true(hits[q] > 0);
+	/* A later fragment hashes by its addresses; ARP goes to queue 0. */
+	len = st_tcp(e, b, 40000, 5001);
+	dt_ip(b)->fragment_offset = rte_cpu_to_be_16(8);
+	struct rte_mbuf *m = st_frame(e, b, len);
+	assert_int_equal(dn_rss_queue(m, 3), ref_queue(DT_PEER_IP, DT_OUR_IP, 0, 0, 3));
+	rte_pktmbuf_free(m);
+	len = dt_build_arp(b, our_mac(e), RTE_ARP_OP_REQUEST, DT_PEER_IP, DT_OUR_IP);
+	m = st_frame(e, b, len);
+	assert_int_equal(dn_rss_queue(m, 4), 0);
+	rte_pktmbuf_free(m);
 }
 
 static void test_dn_steer_flow_parse_refuses_the_rest(void **state)
@@ -299,6 +363,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_dn_steer_flow_parse_reads_tcp_and_udp, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dn_steer_flow_parse_refuses_the_rest, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dn_steer_rss_queue_is_softrss_and_symmetric, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_dn_steer_tcp_reaches_owner_lcore, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dn_steer_arp_and_icmp_stay_on_lcore0, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dn_steer_ring_full_drops_counted, setup, teardown),

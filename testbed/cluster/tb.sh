@@ -78,7 +78,7 @@ tb_eal() { # NAME [IDX]
 	# Quiet DPDK's own INFO chatter, but not wharf's lines (the tests read them).
 	a="$a --log-level=*:warning --log-level=wharf.*:info --log-level=lib.vhost.config:error"
 	if [ -n "$idx" ]; then
-		a="$a --vdev=virtio_user0,path=$TB_DIR/port$idx.sock,queues=1,queue_size=1024"
+		a="$a --vdev=virtio_user0,path=$TB_DIR/port$idx.sock,queues=${TB_QUEUES:-1},queue_size=1024"
 		a="$a,mac=02:00:00:00:00:$(printf %02x $((idx + 1)))"
 	fi
 	echo "$a"
@@ -119,9 +119,12 @@ tb_switch() { # N [switch args...]
 # TB_PIN=1: the process is also pinned with taskset to the cores its EAL -l names, so a
 # node on kernel TCP (which ignores EAL's arguments) runs where its DPDK twin would.
 # TB_NETNS=NS: it runs in network namespace NS (ip netns exec).
+# TB_QUEUES=N (N > 1): its switch port has N queue pairs (tb_switch N --queues ..), which
+# the switch fills by dpdk_net's RSS (WHARF_PORT_RSS=peer).
 tb_node() { # NAME IDX CMD [app args...]
 	local name=$1 idx=$2 cmd=$3 pin=(); shift 3
-	[ -n "${TB_NETNS:-}" ] && pin=(ip netns exec "$TB_NETNS")
+	[ "${TB_QUEUES:-1}" -gt 1 ] && pin=(env WHARF_PORT_RSS=peer)
+	[ -n "${TB_NETNS:-}" ] && pin+=(ip netns exec "$TB_NETNS")
 	[ -n "${TB_PIN:-}" ] && pin+=(taskset -c "${TB_EAL_CORE:-$(tb_core "$idx")}")
 	"${pin[@]}" "$TB_BUILD/wharf-$cmd" $(tb_eal "$name" "$idx") -- "$@" \
 		>"$TB_DIR/$name.out" 2>"$TB_DIR/$name.log" &

@@ -49,20 +49,45 @@ check_wlanes() { # NAME LOG PINNING
 	done
 }
 
-# A training job: PS on cores 0-1 (two EAL lcores), workers (two lanes on two EAL lcores each)
-# on the switch; KEY >= MIN.
-job() { # NAME PROTO MODE KEY MIN MODEL-ARGS...
-	local name=$1 proto=$2 mode=$3 key=$4 min=$5 v; shift 5
-	[ "$proto" = dpdk ] && { tb_switch 3 || tb_fail "switch"; }
-	TB_EAL_CORE=0-1 tb_node ps-$name 0 train $CL --protocol "$proto" --mode "$mode" --role ps "$@"
+# A running DPDK PS's frames handed between its lanes (telemetry /wharf/dn/stats: each
+# lane's steered_in) into hops, and what its lanes read from their own queues into frames.
+ps_hops() { # NAME
+	local i t r s
+	hops=0 frames=0
 	for i in 0 1; do
-		TB_EAL_CORE=0-1 tb_node w$i-$name $((i + 1)) train $CL --protocol "$proto" --mode "$mode" \
+		t=$(echo "/wharf/dn/stats,$i" | timeout 10 dpdk-telemetry.py -f "wharf-$TB_ID-ps-$1" 2>&1 | tr -d ' \n')
+		r=$(echo "$t" | grep -oE '"rx_queue":[0-9]+' | cut -d: -f2)
+		s=$(echo "$t" | grep -oE '"steered_in":[0-9]+' | cut -d: -f2)
+		[ -n "$r" ] && [ -n "$s" ] || { echo "$t" >&2; tb_fail "$1: no telemetry from PS lane $i"; }
+		[ "$r" -gt 0 ] || tb_fail "$1: PS lane $i read no frames from its queue"
+		frames=$((frames + r)) hops=$((hops + s))
+	done
+}
+
+# A training job: PS on cores 0-1 (two EAL lcores), workers (two lanes on two EAL lcores each)
+# on the switch; KEY >= MIN. On DPDK the PS's switch port has a queue pair per lane, which the
+# switch fills by RSS, as a NIC would (TB_QUEUES), and each worker's port WQ queue pairs (1:
+# its lanes share one queue, and only the PS's hash decides where a connection lands): the
+# workers aim each connection at its PS lane's queue (the PS's health answer gives its RSS),
+# so the PS's lanes hand each other nothing but ARP (at most 16 frames).
+job() { # NAME PROTO MODE KEY MIN MODEL-ARGS...
+	local name=$1 proto=$2 mode=$3 key=$4 min=$5 v ps_q=1; shift 5
+	[ "$proto" = dpdk ] && { ps_q=2; tb_switch 3 --queues "2,$WQ,$WQ" || tb_fail "switch"; }
+	TB_QUEUES=$ps_q TB_EAL_CORE=0-1 tb_node ps-$name 0 train $CL --protocol "$proto" --mode "$mode" --role ps "$@"
+	for i in 0 1; do
+		TB_QUEUES=$WQ TB_EAL_CORE=0-1 tb_node w$i-$name $((i + 1)) train $CL --protocol "$proto" --mode "$mode" \
 			--role worker --task-index $i --worker-cores 2 $WPIN "$@"
 	done
 	for _ in $(seq 1 120); do
 		kill -0 "${TB_PIDS[w0-$name]}" 2>/dev/null || kill -0 "${TB_PIDS[w1-$name]}" 2>/dev/null || break
 		sleep 1
 	done
+	if [ "$proto" = dpdk ]; then
+		sleep 0.3 # telemetry is published every 100 ms
+		ps_hops "$name"
+		[ "$hops" -le 16 ] || tb_fail "$name: $hops of the PS's $frames frames were handed between its lanes"
+		tb_pass "$name: the switch's RSS put the PS's $frames frames on their lanes' queues; $hops handed over"
+	fi
 	"$TB_BUILD/wharf-ctl" "$CTL" status >"$TB_DIR/$name-status.txt" 2>&1
 	"$TB_BUILD/wharf-ctl" "$CTL" shutdown >/dev/null
 	for n in w0-$name w1-$name ps-$name switch; do tb_stop "$n"; done
@@ -78,13 +103,13 @@ job() { # NAME PROTO MODE KEY MIN MODEL-ARGS...
 }
 
 D="--model softmax --epochs 2 --train-limit 12000 --test-limit 2000"
-WPIN="" WPINNED=floating
+WPIN="" WPINNED=floating WQ=2
 job sync dpdk sync test_accuracy 0.76 $D
-WPIN="--worker-disable-pin=false" WPINNED=pinned
+WPIN="--worker-disable-pin=false" WPINNED=pinned WQ=1
 job async dpdk async test_accuracy 0.72 $D --tensor-fuse=true
 job geo dpdk geo test_accuracy 0.78 $D --geo-k 4  # as t_e2e_modes' GEO job
 job ctr dpdk async test_auc 0.70 --model lr --ctr-samples 100000 --epochs 2
-WPIN="" WPINNED=floating
+WPIN="" WPINNED=floating WQ=1
 job ksync kernel sync test_accuracy 0.76 $D
 
 # The ledger through a SIGKILL of a two-lane PS: both lanes' logs replayed, nothing lost or

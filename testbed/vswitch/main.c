@@ -2,8 +2,8 @@
  * wharf-vswitch — the CI fabric: an L2 learning switch with one vhost-user port per node
  * and seeded per-port impairments.
  *
- *   wharf-vswitch [EAL args] -- --ports N --sock-dir DIR [--loss P] [--dup P]
- *        [--reorder P] [--corrupt P] [--delay-us D] [--seed S] [--poll] [--seconds S]
+ *   wharf-vswitch [EAL args] -- --ports N --sock-dir DIR [--queues Q0,Q1,..] [--loss P]
+ *        [--dup P] [--reorder P] [--corrupt P] [--delay-us D] [--seed S] [--poll] [--seconds S]
  *
  * Port i is a net_vhost device listening on DIR/port<i>.sock; a node attaches with
  * --vdev=virtio_user0,path=DIR/port<i>.sock. Frames are switched by destination MAC
@@ -18,6 +18,12 @@
  * vhost port hands it on partial and the receiving node trusts it, as between VMs on one
  * host. A frame about to be corrupted gets its checksum completed first: the damage is
  * done on the wire, to a frame that carries its sum, and the receiver must catch it.
+ *
+ * Queues: port i has Qi queue pairs (--queues, default 1; its node attaches with queues=Qi
+ * and, for Qi > 1, WHARF_PORT_RSS=peer). The switch reads every queue, and spreads what it
+ * sends to a port of several queues as an RSS NIC programmed by dpdk_net would: the queue
+ * dn_rss_queue picks (the symmetric Toeplitz key, a 128-entry table round robin over the
+ * queues), so a node's lcores each get their own flows' frames.
  *
  * Idle policy: sleeps on the vhost queues' Rx interrupts (or backs off) unless --poll.
  * On SIGINT/SIGTERM or after --seconds it prints its per-port counters as one JSON line.
@@ -42,10 +48,12 @@
 #define VS_MAX_PORTS 16
 #define VS_MAC_SLOTS 1024
 #define VS_DELAY_SLOTS 4096 /* frames in flight through the delay line, per port */
+#define VS_MAX_QUEUES 8
 
 struct vs_opts {
 	unsigned ports;
 	const char *sock_dir;
+	uint16_t queues[VS_MAX_PORTS]; /* queue pairs of each port (0: 1) */
 	double loss, dup, reorder, corrupt;
 	uint32_t delay_us;
 	uint64_t seed;
@@ -70,8 +78,9 @@ struct vs_port {
 	uint64_t held_since;
 	struct vs_delayed *dl;      /* ring of delayed frames, in due order */
 	uint32_t dl_head, dl_tail;
-	struct rte_mbuf *txq[DN_BURST];
-	uint16_t txn;
+	uint16_t nq;                /* queue pairs */
+	struct rte_mbuf *txq[VS_MAX_QUEUES][DN_BURST];
+	uint16_t txn[VS_MAX_QUEUES];
 	struct rte_mempool *pool;
 	struct vs_counters c;
 };
@@ -157,27 +166,36 @@ static int mac_lookup(struct vs *vs, const struct rte_ether_addr *a)
 	return -1;
 }
 
-static void port_tx_flush(struct vs_port *p)
+static void port_txq_flush(struct vs_port *p, uint16_t q)
 {
 	uint16_t sent;
 
-	if (p->txn == 0)
+	if (p->txn[q] == 0)
 		return;
-	sent = rte_eth_tx_burst(p->port_id, 0, p->txq, p->txn);
+	sent = rte_eth_tx_burst(p->port_id, q, p->txq[q], p->txn[q]);
 	p->c.tx += sent;
 	/* A node that is not attached (or is slow) loses the frame, as a real port would. */
-	for (uint16_t i = sent; i < p->txn; i++) {
-		rte_pktmbuf_free(p->txq[i]);
+	for (uint16_t i = sent; i < p->txn[q]; i++) {
+		rte_pktmbuf_free(p->txq[q][i]);
 		p->c.tx_fail++;
 	}
-	p->txn = 0;
+	p->txn[q] = 0;
 }
 
+static void port_tx_flush(struct vs_port *p)
+{
+	for (uint16_t q = 0; q < p->nq; q++)
+		port_txq_flush(p, q);
+}
+
+/* Onto the queue the node's RSS would put m on (one queue: queue 0). */
 static void port_tx(struct vs_port *p, struct rte_mbuf *m)
 {
-	if (p->txn == DN_BURST)
-		port_tx_flush(p);
-	p->txq[p->txn++] = m;
+	uint16_t q = dn_rss_queue(m, p->nq);
+
+	if (p->txn[q] == DN_BURST)
+		port_txq_flush(p, q);
+	p->txq[q][p->txn[q]++] = m;
 }
 
 /* The delay line: frames leave in arrival order once their due time has come. */
@@ -349,12 +367,14 @@ static unsigned switch_once(struct vs *vs, uint64_t now)
 	unsigned work = 0;
 
 	for (unsigned i = 0; i < vs->o.ports; i++) {
-		uint16_t n = rte_eth_rx_burst(vs->port[i].port_id, 0, pkts, DN_BURST);
+		for (uint16_t q = 0; q < vs->port[i].nq; q++) {
+			uint16_t n = rte_eth_rx_burst(vs->port[i].port_id, q, pkts, DN_BURST);
 
-		vs->port[i].c.rx += n;
-		for (uint16_t k = 0; k < n; k++)
-			forward(vs, i, pkts[k], now);
-		work += n;
+			vs->port[i].c.rx += n;
+			for (uint16_t k = 0; k < n; k++)
+				forward(vs, i, pkts[k], now);
+			work += n;
+		}
 	}
 	for (unsigned i = 0; i < vs->o.ports; i++) {
 		work += port_drain(vs, &vs->port[i], now);
@@ -385,23 +405,28 @@ static bool link_up(uint16_t port_id)
  */
 static void idle_wait(struct vs *vs, bool intr, uint32_t *sleep_us)
 {
-	struct rte_epoll_event ev[VS_MAX_PORTS];
-	bool armed[VS_MAX_PORTS] = {false}, any = false, busy = false;
+	struct rte_epoll_event ev[VS_MAX_PORTS * VS_MAX_QUEUES];
+	bool armed[VS_MAX_PORTS][VS_MAX_QUEUES] = {{false}}, any = false, busy = false;
 
 	for (unsigned i = 0; intr && i < vs->o.ports; i++) {
 		uint16_t pid = vs->port[i].port_id;
 
-		if (!link_up(pid) || rte_eth_dev_rx_intr_enable(pid, 0) != 0)
+		if (!link_up(pid))
 			continue;
-		armed[i] = any = true;
-		/* Frames that landed before the arm raised no event: do not sleep on them. */
-		busy |= rte_eth_rx_queue_count(pid, 0) > 0;
+		for (uint16_t q = 0; q < vs->port[i].nq; q++) {
+			if (rte_eth_dev_rx_intr_enable(pid, q) != 0)
+				continue;
+			armed[i][q] = any = true;
+			/* Frames that landed before the arm raised no event: do not sleep on them. */
+			busy |= rte_eth_rx_queue_count(pid, q) > 0;
+		}
 	}
 	if (any && !busy)
-		rte_epoll_wait(RTE_EPOLL_PER_THREAD, ev, VS_MAX_PORTS, 1);
+		rte_epoll_wait(RTE_EPOLL_PER_THREAD, ev, RTE_DIM(ev), 1);
 	for (unsigned i = 0; i < vs->o.ports; i++)
-		if (armed[i])
-			rte_eth_dev_rx_intr_disable(vs->port[i].port_id, 0);
+		for (uint16_t q = 0; q < vs->port[i].nq; q++)
+			if (armed[i][q])
+				rte_eth_dev_rx_intr_disable(vs->port[i].port_id, q);
 	if (any)
 		return;
 	struct timespec ts = {0, (long)*sleep_us * 1000};
@@ -439,19 +464,46 @@ static int parse_uint(const char *flag, const char *s, uint64_t max, uint64_t *o
 	return 0;
 }
 
+/* --queues "Q0,Q1,..": each 1..VS_MAX_QUEUES; ports not named keep 1. */
+static int parse_queues(const char *s, uint16_t *out)
+{
+	const char *p = s;
+
+	for (unsigned i = 0; i < VS_MAX_PORTS; i++) {
+		char *end;
+		unsigned long v;
+
+		errno = 0;
+		v = strtoul(p, &end, 10);
+		if (errno || end == p || *p == '-' || v < 1 || v > VS_MAX_QUEUES ||
+		    (*end != ',' && *end != '\0'))
+			break;
+		out[i] = (uint16_t)v;
+		if (*end == '\0')
+			return 0;
+		p = end + 1;
+	}
+	fprintf(stderr, "wharf-vswitch: --queues: expected at most %u comma-separated counts of "
+		"1..%u, got '%s'\n", VS_MAX_PORTS, VS_MAX_QUEUES, s);
+	return -EINVAL;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: wharf-vswitch [EAL args] -- --ports N --sock-dir DIR [--loss P] [--dup P]\n"
 		   "         [--reorder P] [--corrupt P] [--delay-us D] [--seed S] [--poll] [--seconds S]\n"
 		   "  --ports N      vhost-user ports, DIR/port0.sock .. port<N-1>.sock (2..%u)\n"
 		   "  --sock-dir DIR where the port sockets go (created if missing)\n"
+		   "  --queues Q0,Q1,..\n"
+		   "                 queue pairs of port 0, 1, .. (1..%u, default 1); a port of\n"
+		   "                 several gets each frame on the queue dpdk_net's RSS picks\n"
 		   "  --loss P, --dup P, --reorder P, --corrupt P\n"
 		   "                 probability (0..1) of each impairment per IPv4 frame, on egress\n"
 		   "  --delay-us D   delay the frames leaving each port by D microseconds\n"
 		   "  --seed S       the impairments' seed (default 1): the same seed, the same fates\n"
 		   "  --poll         busy-poll (default: sleep on the vhost queues' Rx interrupts)\n"
 		   "  --seconds S    stop after S seconds (default: at SIGINT/SIGTERM)\n"
-		   "On exit prints its per-port counters as one JSON line.\n", VS_MAX_PORTS);
+		   "On exit prints its per-port counters as one JSON line.\n", VS_MAX_PORTS, VS_MAX_QUEUES);
 }
 
 static int parse_args(int argc, char **argv, struct vs_opts *o)
@@ -462,7 +514,8 @@ static int parse_args(int argc, char **argv, struct vs_opts *o)
 		{"reorder", required_argument, 0, 'r'}, {"corrupt", required_argument, 0, 'c'},
 		{"delay-us", required_argument, 0, 'D'}, {"seed", required_argument, 0, 's'},
 		{"poll", no_argument, 0, 'P'},          {"seconds", required_argument, 0, 'S'},
-		{"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+		{"queues", required_argument, 0, 'q'},  {"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0}};
 	uint64_t v;
 	int c, rc = 0;
 	char *end;
@@ -480,6 +533,7 @@ static int parse_args(int argc, char **argv, struct vs_opts *o)
 			}
 			break;
 		case 'd': o->sock_dir = optarg; break;
+		case 'q': rc = parse_queues(optarg, o->queues); break;
 		case 'l': rc = parse_prob("--loss", optarg, &o->loss); break;
 		case 'u': rc = parse_prob("--dup", optarg, &o->dup); break;
 		case 'r': rc = parse_prob("--reorder", optarg, &o->reorder); break;
@@ -524,7 +578,8 @@ static char **eal_argv(int argc, char **argv, int dashdash, const struct vs_opts
 		nv[k++] = argv[i];
 	for (unsigned i = 0; i < o->ports; i++) {
 		char *s = NULL;
-		if (asprintf(&s, "--vdev=net_vhost%u,iface=%s/port%u.sock,queues=1,tso=1", i, o->sock_dir, i) < 0)
+		if (asprintf(&s, "--vdev=net_vhost%u,iface=%s/port%u.sock,queues=%u,tso=1", i,
+			     o->sock_dir, i, o->queues[i] ? o->queues[i] : 1u) < 0)
 			return NULL;
 		nv[k++] = s;
 	}
@@ -553,11 +608,12 @@ static int ports_up(struct vs *vs, char *err, size_t errlen)
 	unsigned i = 0;
 
 	RTE_ETH_FOREACH_DEV(pid) {
+		uint16_t nq = i < vs->o.ports && vs->o.queues[i] ? vs->o.queues[i] : 1;
 		struct dn_config cfg = {.port_id = pid, .no_l3 = true, .promiscuous = true,
 					.idle = vs->o.poll ? DN_IDLE_POLL : DN_IDLE_SLEEP,
-					.nb_mbufs = 8191};
+					.nb_mbufs = 8191, .nb_queues = nq, .nb_lcores = nq};
 		struct dn_port *dp;
-		struct dn_lcore *lc;
+		struct dn_lcore *lc = NULL;
 		int rc;
 
 		if (i == vs->o.ports)
@@ -565,10 +621,12 @@ static int ports_up(struct vs *vs, char *err, size_t errlen)
 		rc = dn_port_create(&cfg, &dp, err, errlen);
 		if (rc != 0)
 			return rc;
-		/* The per-lcore context registers the queue's Rx interrupt on this thread. */
-		rc = dn_lcore_create(dp, 0, NULL, &lc);
-		if (rc != 0)
-			return rc;
+		/* A per-lcore context per queue registers its Rx interrupt on this thread; the
+		 * switch reads the queues itself (the first context's pool takes the copies). */
+		for (uint16_t q = nq; q-- > 0;)
+			if ((rc = dn_lcore_create(dp, q, NULL, &lc)) != 0)
+				return rc;
+		vs->port[i].nq = nq;
 		vs->port[i].port_id = pid;
 		vs->port[i].dp = dp;
 		vs->port[i].pool = dn_lcore_pool(lc);

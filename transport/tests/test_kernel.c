@@ -778,6 +778,36 @@ static void test_kernel_config_checked(void **state)
 	tl_destroy(NULL);
 }
 
+/* tl_peer_rss's table: refused arguments, replace, forget, full; kernel TCP has no RSS side. */
+static void test_kernel_peer_rss_table(void **state)
+{
+	struct kfx *fx = *state;
+	const struct tl_peer_rss *e;
+	uint32_t r;
+	uint16_t nq, q;
+
+	assert_int_equal(tl_peer_rss(fx->tl, 1, 80, 128, 2, 2), -EINVAL); /* queue >= queues */
+	assert_int_equal(tl_peer_rss(fx->tl, 1, 80, 128, 0, 0), -EINVAL);
+	assert_int_equal(tl_peer_rss(fx->tl, 1, 80, 65537, 2, 0), -EINVAL);
+	assert_null(tl_peer_rss_find(fx->tl, 1, 80));
+	assert_int_equal(tl_peer_rss(fx->tl, 1, 80, 128, 2, 1), 0);
+	assert_int_equal(tl_peer_rss(fx->tl, 1, 80, 512, 4, 3), 0); /* replaces */
+	e = tl_peer_rss_find(fx->tl, 1, 80);
+	assert_non_null(e);
+	assert_int_equal(e->reta_size, 512);
+	assert_int_equal(e->queues, 4);
+	assert_int_equal(e->queue, 3);
+	assert_null(tl_peer_rss_find(fx->tl, 1, 81));
+	for (uint32_t i = 1; i < TL_PEER_RSS_MAX; i++)
+		assert_int_equal(tl_peer_rss(fx->tl, 2, (uint16_t)i, 128, 2, 0), 0);
+	assert_int_equal(tl_peer_rss(fx->tl, 3, 1, 128, 2, 0), -ENOSPC);
+	assert_int_equal(tl_peer_rss(fx->tl, 1, 80, 0, 0, 0), 0); /* forgets */
+	assert_null(tl_peer_rss_find(fx->tl, 1, 80));
+	assert_non_null(tl_peer_rss_find(fx->tl, 2, TL_PEER_RSS_MAX - 1));
+	assert_int_equal(tl_peer_rss(fx->tl, 3, 1, 128, 2, 1), 0);
+	assert_int_equal(tl_rss_layout(fx->tl, &r, &nq, &q), -ENOTSUP);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 #define TS(f) cmocka_unit_test_setup_teardown(f, setup_small, teardown)
 
@@ -785,6 +815,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_kernel_echo_many_messages),
+		T(test_kernel_peer_rss_table),
 		T(test_kernel_large_messages),
 		T(test_kernel_connection_refused),
 		T(test_kernel_peer_close),
