@@ -462,6 +462,8 @@ static void log_knobs(const struct ps_net *n)
 		k->disable_pin_cores ? "True" : "False");
 }
 
+static void round_end(void *arg);
+
 int ps_net_create(const struct ps_net_params *p, struct ps_net **out, char *err,
 		    size_t errlen)
 {
@@ -508,6 +510,7 @@ int ps_net_create(const struct ps_net_params *p, struct ps_net **out, char *err,
 		goto out_free;
 	if ((rc = fz_net_create(n->tl, &n->fz)) != 0)
 		goto out_tl;
+	tl_on_round_end(n->tl, round_end, n);
 	n->ctl_tl = n->tl;
 	n->ctl_fz = n->fz;
 	if (proto == TL_PROTO_DPDK && n->lane == 0) { /* the control plane lives on lane 0 */
@@ -587,8 +590,10 @@ void ps_net_destroy(struct ps_net *n)
 /*
  * The end of a batch, on every connection: replies that found the send queue full go
  * first, then the open fused frame. Called before the round (a worker's requests, issued
- * since the last one, must not wait out fuse_flush_us while it sleeps for the replies)
- * and after it (a PS's replies to everything this round received). So fusion packs what
+ * since the last one, must not wait out fuse_flush_us while it sleeps for the replies),
+ * at its end inside tl_poll (round_end: a PS's replies to everything this round received
+ * leave in the round's last flush, with the large ones, not in a segment of their own),
+ * and after it (what the deferred requests and the barriers answered). So fusion packs what
  * one round produces, and the timer only bounds what a round leaves behind when the send
  * queue was full (fz_net_poll retries that flush). Each flush corks the connection again
  * (fz_conn_cork): what the next round, or the trainer between two polls, sends is one
@@ -606,6 +611,12 @@ static void flush_round(struct ps_net *n)
 		if (fz_conn_flush(c->fc) == 0)
 			fz_conn_cork(c->fc);
 	}
+}
+
+/* tl_on_round_end: the round's replies and fused frames leave in its last flush. */
+static void round_end(void *arg)
+{
+	flush_round(arg);
 }
 
 int ps_net_poll(struct ps_net *n)

@@ -152,6 +152,13 @@ int tl_peer_rss(struct tl *tl, uint32_t ip, uint16_t port, uint32_t reta_size, u
  */
 int tl_rss_layout(struct tl *tl, uint32_t *reta_size, uint16_t *queues, uint16_t *queue);
 
+/*
+ * fn(arg) runs in every tl_poll after the round's input and before the round's last flush,
+ * so what it sends (a server's batched replies, an open fused frame) leaves in that flush,
+ * with what the callbacks sent, rather than in a flush of its own. NULL fn: none.
+ */
+void tl_on_round_end(struct tl *tl, void (*fn)(void *arg), void *arg);
+
 /* Starts an active open; ops->connected reports the outcome from tl_poll. */
 int tl_connect(struct tl *tl, uint32_t ip, uint16_t port, const struct tl_conn_ops *ops,
 	       void *ctx, struct tl_conn **out);

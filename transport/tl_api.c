@@ -696,6 +696,12 @@ int tl_conn_push(struct tl_conn *c)
 	return 0;
 }
 
+void tl_on_round_end(struct tl *tl, void (*fn)(void *arg), void *arg)
+{
+	tl->round_end = fn;
+	tl->round_end_arg = arg;
+}
+
 int tl_poll(struct tl *tl, int64_t timeout_us)
 {
 	uint64_t done = tl->tx_done_runs;
@@ -711,6 +717,8 @@ int tl_poll(struct tl *tl, int64_t timeout_us)
 	 */
 	n = tl->be_ops->poll(tl, tl_list_empty(&tl->zombies) && tl_list_empty(&tl->dirty) &&
 				     tl->tx_done_runs == done ? timeout_us : 0);
+	if (tl->round_end != NULL)
+		tl->round_end(tl->round_end_arg);
 	tl_flush_dirty(tl);
 	tl_reap(tl);
 	tl->in_poll = false;

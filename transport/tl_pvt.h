@@ -289,6 +289,8 @@ struct tl {
 	uint64_t tx_done_runs;      /* send completions run: a round that ran some does not sleep */
 	struct tl_stats st;
 	struct tl_peer_rss *peer_rss; /* tl_peer_rss entries (allocated at the first) */
+	void (*round_end)(void *arg); /* tl_on_round_end */
+	void *round_end_arg;
 	uint32_t n_peer_rss;
 };
 

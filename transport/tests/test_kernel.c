@@ -778,6 +778,67 @@ static void test_kernel_config_checked(void **state)
 	tl_destroy(NULL);
 }
 
+struct round_end_ctx {
+	struct kfx *fx;
+	int calls, send_at; /* send_at: the call that sends (1-based; 0 none) */
+};
+
+static void round_end_send(void *arg)
+{
+	struct round_end_ctx *r = arg;
+	struct kfx *fx = r->fx;
+	struct tl_msg_hdr h = { .type = 40, .req_id = 0 };
+	struct tl_iov v;
+
+	if (++r->calls != r->send_at)
+		return;
+	for (uint32_t i = 0; i < 64; i++)
+		fx->pat[i] = patb(0, i);
+	v.base = fx->pat;
+	v.len = 64;
+	assert_int_equal(tl_send(fx->srv, &h, &v, 1, send_done, fx), 0);
+}
+
+/*
+ * tl_on_round_end: the hook runs once per tl_poll, and what it sends leaves in that poll's
+ * flush: the peer (another instance) receives it with the sender never polled again.
+ */
+static void test_kernel_round_end_sends_leave_in_the_round(void **state)
+{
+	struct kfx *fx = *state;
+	struct round_end_ctx r = { .fx = fx };
+	struct tl_config cfg;
+	struct tl *tl2;
+	double dl;
+
+	tl_config_default(&cfg);
+	assert_int_equal(tl_create(&cfg, &tl2), 0);
+	assert_int_equal(tl_connect(tl2, LO, fx->port, &cli_ops, fx, &fx->cli), 0);
+	dl = now_s() + 10.0;
+	while (!(fx->cli_connected == 1 && fx->accepted == 1) && now_s() < dl) {
+		assert_true(tl_poll(fx->tl, 1000) >= 0);
+		assert_true(tl_poll(tl2, 1000) >= 0);
+	}
+	assert_int_equal(fx->cli_status, 0);
+	assert_non_null(fx->srv);
+	tl_on_round_end(fx->tl, round_end_send, &r);
+	for (int i = 0; i < 3; i++)
+		assert_true(tl_poll(fx->tl, 0) >= 0);
+	assert_int_equal(r.calls, 3);
+	r.send_at = 4;
+	assert_true(tl_poll(fx->tl, 0) >= 0);
+	dl = now_s() + 2.0;
+	while (fx->cli_msgs == 0 && now_s() < dl)
+		assert_true(tl_poll(tl2, 1000) >= 0);
+	assert_int_equal(fx->cli_msgs, 1);
+	assert_int_equal(fx->cli_bad, 0);
+	tl_on_round_end(fx->tl, NULL, NULL);
+	assert_true(tl_poll(fx->tl, 0) >= 0);
+	assert_int_equal(r.calls, 4);
+	tl_destroy(tl2);
+	POLL_UNTIL(fx, fx->srv_closed == 1);
+}
+
 /* tl_peer_rss's table: refused arguments, replace, forget, full; kernel TCP has no RSS side. */
 static void test_kernel_peer_rss_table(void **state)
 {
@@ -816,6 +877,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_kernel_echo_many_messages),
 		T(test_kernel_peer_rss_table),
+		T(test_kernel_round_end_sends_leave_in_the_round),
 		T(test_kernel_large_messages),
 		T(test_kernel_connection_refused),
 		T(test_kernel_peer_close),
