@@ -138,8 +138,9 @@ void tl_unlisten(struct tl_listener *l);
  * k's connections on queue k. tl_peer_rss tells tl so: connections it opens to ip:port from
  * now on take a local port whose hash puts them on the peer's queue `queue`, and, where our
  * own port hashes too, on our own queue; a port meeting both where one is free, else one
- * meeting the peer's, else as before. The DPDK backend only (the kernel picks a kernel
- * socket's port). reta_size 0 forgets ip:port. 0, -EINVAL (queue >= queues, queues 0,
+ * meeting the peer's, else as before. On kernel TCP the socket is bound, before its connect,
+ * to such a port of the kernel's ephemeral range (not a reserved one), from the address the
+ * route to ip gives; none free in 64 tries: the kernel picks. reta_size 0 forgets ip:port. 0, -EINVAL (queue >= queues, queues 0,
  * reta_size over 65536), -ENOSPC (TL_PEER_RSS_MAX peers known already).
  */
 #define TL_PEER_RSS_MAX 256

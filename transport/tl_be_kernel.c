@@ -15,8 +15,10 @@
  * Epoll is level-triggered: a read that did not fill the buffer means the socket is
  * drained; a partial write arms EPOLLOUT until the queue is empty.
  */
+#include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
@@ -27,6 +29,7 @@
 
 #include "dpdk_net/dn.h"
 #include "transport/tl_pvt.h"
+#include "transport/tl_tcp.h"
 
 #define KB_EVENTS 64
 #define KB_READS_PER_EVENT 16
@@ -227,6 +230,92 @@ static void kb_unlisten(struct tl_listener *l)
 	ep->fd = -1;
 }
 
+/* The kernel's ephemeral range, and whether port p is one of its reserved ports. */
+static void kb_port_range(uint32_t *lo, uint32_t *hi)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+
+	*lo = 32768;
+	*hi = 60999;
+	if (f != NULL) {
+		if (fscanf(f, "%u %u", lo, hi) != 2 || *lo == 0 || *hi > 65535 || *hi < *lo) {
+			*lo = 32768;
+			*hi = 60999;
+		}
+		fclose(f);
+	}
+}
+
+static bool kb_port_reserved(const char *list, uint32_t p)
+{
+	const char *s = list;
+
+	while (*s != '\0') {
+		char *end;
+		unsigned long a = strtoul(s, &end, 10), b = a;
+		if (end == s)
+			return false;
+		if (*end == '-')
+			b = strtoul(end + 1, &end, 10);
+		if (p >= a && p <= b)
+			return true;
+		s = *end == ',' ? end + 1 : end;
+		if (*end != ',')
+			break;
+	}
+	return false;
+}
+
+/*
+ * tl_peer_rss on kernel TCP: binds fd, before its connect, to a local port of the kernel's
+ * ephemeral range (not a reserved one) whose hash the peer puts on the queue it asked for.
+ * The source address is the one the route to ip gives. Best effort: without a free such
+ * port in 64 tries the kernel picks one.
+ */
+static void kb_aim(int fd, const struct tl_peer_rss *pr, uint32_t ip, uint16_t port)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	char reserved[512] = "";
+	uint8_t key[40];
+	uint32_t lo, hi, saddr, span, start;
+	int probe, tries = 0;
+	FILE *f;
+
+	probe = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (probe < 0)
+		return;
+	kb_addr(&sa, ip, port);
+	if (connect(probe, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    getsockname(probe, (struct sockaddr *)&sa, &sl) != 0) {
+		close(probe);
+		return;
+	}
+	close(probe);
+	saddr = ntohl(sa.sin_addr.s_addr);
+	if ((f = fopen("/proc/sys/net/ipv4/ip_local_reserved_ports", "r")) != NULL) {
+		if (fgets(reserved, sizeof(reserved), f) == NULL)
+			reserved[0] = '\0';
+		fclose(f);
+	}
+	kb_port_range(&lo, &hi);
+	span = hi - lo + 1u;
+	start = (uint32_t)(((uint64_t)fd * 0x9e3779b97f4a7c15ull ^ (uint64_t)clock()) % span);
+	dn_rss_key_fill(key, sizeof(key));
+	for (uint32_t i = 0; i < span && tries < 64; i++) {
+		uint32_t p = lo + (start + i) % span;
+		if (tl_steer_hash(key, saddr, ip, (uint16_t)p, port) % pr->reta_size % pr->queues !=
+			    pr->queue || kb_port_reserved(reserved, p))
+			continue;
+		tries++;
+		kb_addr(&sa, saddr, (uint16_t)p);
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			return;
+		if (errno != EADDRINUSE)
+			return;
+	}
+}
+
 static int kb_connect(struct tl_conn *c, uint32_t ip, uint16_t port)
 {
 	struct kb_conn *kc = tl_conn_priv(c);
@@ -237,6 +326,9 @@ static int kb_connect(struct tl_conn *c, uint32_t ip, uint16_t port)
 	kc->ep.fd = kb_socket();
 	if (kc->ep.fd < 0)
 		return kc->ep.fd;
+	const struct tl_peer_rss *pr = tl_peer_rss_find(c->tl, ip, port);
+	if (pr != NULL)
+		kb_aim(kc->ep.fd, pr, ip, port);
 	kb_addr(&sa, ip, port);
 	if (connect(kc->ep.fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno != EINPROGRESS) {
 		/* Refused at once (loopback): report it like a late failure, from tl_poll. */

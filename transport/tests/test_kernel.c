@@ -19,7 +19,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "dpdk_net/dn.h"
 #include "transport/tl_pvt.h"
+#include "transport/tl_tcp.h"
 
 #define LO 0x7f000001u
 
@@ -839,6 +841,48 @@ static void test_kernel_round_end_sends_leave_in_the_round(void **state)
 	POLL_UNTIL(fx, fx->srv_closed == 1);
 }
 
+/* The local port of this process's TCP socket connected to LO:port (0: none). */
+static uint16_t local_port_to(uint16_t port)
+{
+	for (int fd = 3; fd < 1024; fd++) {
+		struct sockaddr_in a, b;
+		socklen_t la = sizeof(a), lb = sizeof(b);
+		if (getpeername(fd, (struct sockaddr *)&a, &la) == 0 && a.sin_family == AF_INET &&
+		    ntohs(a.sin_port) == port && getsockname(fd, (struct sockaddr *)&b, &lb) == 0)
+			return ntohs(b.sin_port);
+	}
+	return 0;
+}
+
+/*
+ * tl_peer_rss on kernel TCP: each connection to an aimed-at ip:port is bound to a source
+ * port the peer's RSS (dn's key, a 128-entry table round robin over 4 queues) puts on the
+ * queue asked for; DPDK's own Toeplitz (through tl_steer_hash, checked against rte_softrss in
+ * test_steer) says where.
+ */
+static void test_kernel_peer_rss_aims_the_source_port(void **state)
+{
+	struct kfx *fx = *state;
+	uint8_t key[40];
+
+	dn_rss_key_fill(key, sizeof(key));
+	for (uint16_t q = 0; q < 4; q++) {
+		uint16_t lp;
+
+		assert_int_equal(tl_peer_rss(fx->tl, LO, fx->port, 128, 4, q), 0);
+		fx->cli_connected = fx->accepted = 0;
+		assert_int_equal(tl_connect(fx->tl, LO, fx->port, &cli_ops, fx, &fx->cli), 0);
+		POLL_UNTIL(fx, fx->cli_connected == 1 && fx->accepted == 1);
+		assert_int_equal(fx->cli_status, 0);
+		lp = local_port_to(fx->port);
+		assert_true(lp != 0);
+		assert_int_equal(tl_steer_hash(key, LO, LO, lp, fx->port) % 128 % 4, q);
+		assert_int_equal(tl_close(fx->cli), 0);
+		POLL_UNTIL(fx, fx->srv_closed == q + 1);
+		POLL_UNTIL(fx, local_port_to(fx->port) == 0);
+	}
+}
+
 /* tl_peer_rss's table: refused arguments, replace, forget, full; kernel TCP has no RSS side. */
 static void test_kernel_peer_rss_table(void **state)
 {
@@ -877,6 +921,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_kernel_echo_many_messages),
 		T(test_kernel_peer_rss_table),
+		T(test_kernel_peer_rss_aims_the_source_port),
 		T(test_kernel_round_end_sends_leave_in_the_round),
 		T(test_kernel_large_messages),
 		T(test_kernel_connection_refused),
