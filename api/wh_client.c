@@ -97,6 +97,7 @@ struct wharf_client {
 	pthread_t th;
 	_Atomic int idle;       /* the network thread may sleep; submitters kick it */
 	_Atomic int stop;
+	_Atomic int cancel;          /* the opener was interrupted: the wait for servers ends */
 	_Atomic int broken;     /* 0, or the -errno every request now fails with */
 	char broken_err[1024];  /* written before broken (release) */
 	_Atomic uint64_t calls;
@@ -509,6 +510,8 @@ static void *net_main(void *arg)
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	np.model_digest = ps_model_digest(cl->mt);
 	rc = ps_net_create(&np, &cl->n, err, sizeof(err));
+	if (rc == 0)
+		ps_net_stop_flag(cl->n, &cl->cancel);
 	if (rc == 0 && (rc = ps_net_connect(cl->n, cl->pc, err, sizeof(err))) != 0) {
 		ps_net_destroy(cl->n);
 		cl->n = NULL;
@@ -585,9 +588,48 @@ static int submit(struct wharf_client *cl, struct wharf_req *r)
 
 /* ---- open and close ----------------------------------------------------------------- */
 
+/* Waits for net_main's start; asks interrupted (when given) every 50 ms meanwhile. */
+static void wait_started(struct wharf_client *cl, int (*interrupted)(void *arg), void *arg)
+{
+	pthread_mutex_lock(&cl->mu);
+	while (!cl->started) {
+		struct timespec ts;
+
+		if (interrupted == NULL) {
+			pthread_cond_wait(&cl->cv, &cl->mu);
+			continue;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&cl->cv, &cl->mu, &ts);
+		if (cl->started)
+			break;
+		pthread_mutex_unlock(&cl->mu); /* the callback may take its own locks */
+		if (interrupted(arg) != 0) {
+			atomic_store_explicit(&cl->cancel, 1, memory_order_relaxed);
+			interrupted = NULL; /* asked once: now the net thread's answer */
+		}
+		pthread_mutex_lock(&cl->mu);
+	}
+	pthread_mutex_unlock(&cl->mu);
+}
+
 int wharf_client_open(const struct wharf_config *c, const struct wharf_model *m,
 		      const struct wharf_client_opts *opts, struct wharf_client **out)
 {
+	return wharf_client_open_interruptible(c, m, opts, NULL, NULL, out);
+}
+
+int wharf_client_open_interruptible(const struct wharf_config *c, const struct wharf_model *m,
+				    const struct wharf_client_opts *opts,
+				    int (*interrupted)(void *arg), void *arg,
+				    struct wharf_client **out)
+{
+	sigset_t all, old;
 	struct ps_client_config cc = { 0 };
 	struct wharf_client *cl;
 	uint32_t depth = opts != NULL && opts->queue_depth ? opts->queue_depth : 1024, i;
@@ -639,14 +681,16 @@ int wharf_client_open(const struct wharf_config *c, const struct wharf_model *m,
 	}
 	pthread_mutex_init(&cl->mu, NULL);
 	pthread_cond_init(&cl->cv, NULL);
-	if ((rc = pthread_create(&cl->th, NULL, net_main, cl)) != 0) {
+	/* Created with every signal blocked: none lands there before net_main blocks them. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = pthread_create(&cl->th, NULL, net_main, cl);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
 		rc = wh_errf(-rc, "network thread: %s", strerror(rc));
 		goto out_pc;
 	}
-	pthread_mutex_lock(&cl->mu);
-	while (!cl->started)
-		pthread_cond_wait(&cl->cv, &cl->mu);
-	pthread_mutex_unlock(&cl->mu);
+	wait_started(cl, interrupted, arg);
 	if (cl->start_rc != 0) {
 		rc = wh_errf(cl->start_rc, "%s", cl->start_err);
 		pthread_join(cl->th, NULL);

@@ -697,6 +697,7 @@ bool ps_net_signalled(struct ps_net *n, const sigset_t *sigs)
 }
 
 void ps_net_stop_on(struct ps_net *n, const sigset_t *sigs) { n->stop_sigs = sigs; }
+void ps_net_stop_flag(struct ps_net *n, const _Atomic int *flag) { n->stop_flag = flag; }
 int ps_net_stop_signal(const struct ps_net *n) { return n->stop_sig; }
 
 /* ---- control plane, server side ------------------------------------------------------ */

@@ -31,6 +31,7 @@
 #define WHARF_PS_NET_H
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -188,6 +189,11 @@ bool ps_net_signalled(struct ps_net *n, const sigset_t *sigs);
  * ps_net_stop_signal says which signal it took. sigs stays the caller's; NULL: not asked.
  */
 void ps_net_stop_on(struct ps_net *n, const sigset_t *sigs);
+/*
+ * The same waits end when *flag becomes nonzero, set by any thread (a library caller giving
+ * up an open): -ECANCELED, "interrupted". NULL: not asked.
+ */
+void ps_net_stop_flag(struct ps_net *n, const _Atomic int *flag);
 /* The signal ps_net_signalled took on this node, 0 if none. */
 int ps_net_stop_signal(const struct ps_net *n);
 /* Makes every node of this process stop as a signal would (on) or forgets it (off). Any thread. */

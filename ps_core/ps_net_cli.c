@@ -520,11 +520,18 @@ static int try_servers(struct ps_net *n, char *err, size_t errlen)
 	return (int)down;
 }
 
-/* A worker's wait for its servers is over: a shutdown command, or a signal of stop_sigs. */
+/*
+ * A worker's wait for its servers is over: a shutdown command, a signal of stop_sigs, or
+ * the stop flag.
+ */
 static bool wait_stopped(struct ps_net *n)
 {
 	if (!n->stop && n->stop_sigs != NULL && ps_net_signalled(n, n->stop_sigs))
 		n->stop = true;
+	/* relaxed: the flag carries no data; the caller only learns it should give up */
+	if (!n->stop && n->stop_flag != NULL &&
+	    atomic_load_explicit(n->stop_flag, memory_order_relaxed) != 0)
+		n->stop = n->stop_flagged = true;
 	return n->stop;
 }
 
@@ -543,7 +550,8 @@ static int wait_servers(struct ps_net *n, char *err, size_t errlen)
 			return ps_errf_rc(err, errlen, -ECANCELED, "stopped (%s) while waiting for the "
 				       "parameter servers; not ready endpoints: %s",
 				       n->stop_sig == SIGTERM ? "SIGTERM" : n->stop_sig == SIGINT ?
-				       "SIGINT" : n->stop_sig != 0 ? "a signal" : "a shutdown", eps);
+				       "SIGINT" : n->stop_sig != 0 ? "a signal" :
+				       n->stop_flagged ? "interrupted" : "a shutdown", eps);
 		if (ps_net_now_us() >= deadline)
 			return ps_errf_rc(err, errlen, -ETIMEDOUT, "gave up after %u s waiting for the "
 				       "parameter servers (wait_timeout_s); not ready endpoints: %s",

@@ -143,6 +143,8 @@ struct ps_net {
 	struct fz_conn_stats fz_gone;     /* fuse counters of the connections already closed */
 	uint64_t t0_us, next_ctl_us, next_sig_us;
 	const sigset_t *stop_sigs;   /* a worker's waits for its servers end on these too */
+	const _Atomic int *stop_flag; /* ... and when this becomes nonzero (ps_net_stop_flag) */
+	bool stop_flagged;           /* the flag ended one */
 	int stop_sig;                /* the signal ps_net_signalled took, 0: none */
 	/* control plane (lane 0): the token status/save/shutdown need, the file of one we made */
 	char ctl_token[PS_CTL_TOKEN_MAX + 1];

@@ -460,6 +460,42 @@ static void test_client_open_times_out(void **state)
 	wharf_model_free(m);
 }
 
+static int interrupt_at_3(void *arg)
+{
+	int *calls = arg;
+
+	return ++*calls >= 3;
+}
+
+/*
+ * wharf_client_open_interruptible: the callback is asked while the open waits, and its
+ * nonzero answer ends the wait at once with -ECANCELED ("interrupted"), long before the
+ * 60-second wait timeout.
+ */
+static void test_client_open_interrupted(void **state)
+{
+	const char *argv[] = { "--role", "worker", "--ps", "127.0.0.1:9", "--num-workers", "1",
+			       "--protocol", "kernel", "--wait-timeout", "60", "--retry-interval", "1" };
+	struct wharf_config *c;
+	struct wharf_model *m = model();
+	struct wharf_client *cl = NULL;
+	struct timespec t0, t1;
+	int rc, calls = 0;
+
+	(void)state;
+	assert_int_equal(wharf_config_load(12, argv, no_env, &c), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = wharf_client_open_interruptible(c, m, NULL, interrupt_at_3, &calls, &cl);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_int_equal(rc, -ECANCELED);
+	assert_null(cl);
+	assert_int_equal(calls, 3);
+	assert_true(t1.tv_sec - t0.tv_sec < 10);
+	assert_non_null(strstr(wharf_errmsg(), "interrupted"));
+	wharf_config_free(c);
+	wharf_model_free(m);
+}
+
 static void test_config_refuses_bad_flags(void **state)
 {
 	const char *bad[] = { "--role", "worker", "--ps", "127.0.0.1:6000", "--no-such-flag" };
@@ -519,6 +555,7 @@ int main(void)
 		cmocka_unit_test(test_config_refuses_bad_flags),
 		cmocka_unit_test(test_config_eal_args_env_over_file),
 		cmocka_unit_test(test_client_open_times_out),
+		cmocka_unit_test(test_client_open_interrupted),
 		cmocka_unit_test(test_client_threads_exactly_once),
 		cmocka_unit_test(test_client_overloaded_server_exactly_once),
 		cmocka_unit_test(test_client_big_call_is_split),

@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 #define WHARF_VERSION_MAJOR 0
-#define WHARF_VERSION_MINOR 3
+#define WHARF_VERSION_MINOR 4
 #define WHARF_VERSION_PATCH 0
 
 /* "MAJOR.MINOR.PATCH" of the library actually loaded. */
@@ -181,6 +181,17 @@ struct wharf_client_opts {
  */
 int wharf_client_open(const struct wharf_config *c, const struct wharf_model *m,
 		      const struct wharf_client_opts *opts, struct wharf_client **out);
+/*
+ * wharf_client_open that the caller can interrupt: while it waits, interrupted(arg) runs on
+ * the calling thread about every 50 ms (never before the network thread started), and once
+ * it returns nonzero the wait for the servers ends and the open returns -ECANCELED
+ * ("interrupted"). A binding checks its language's pending signals there (Python: Ctrl-C).
+ * The network thread starts with every signal blocked, whatever the caller's mask.
+ */
+int wharf_client_open_interruptible(const struct wharf_config *c, const struct wharf_model *m,
+				    const struct wharf_client_opts *opts,
+				    int (*interrupted)(void *arg), void *arg,
+				    struct wharf_client **out);
 /* Completes what is in flight, stops the network thread, frees. */
 void wharf_client_close(struct wharf_client *cl);
 

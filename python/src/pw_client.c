@@ -84,6 +84,21 @@ static int client_tables(struct pw_client *c, const struct wharf_model *m)
 	return 0;
 }
 
+/*
+ * wharf_client_open_interruptible's question, from the opening thread while it waits for the
+ * servers: a signal's Python handler raised (Ctrl-C: KeyboardInterrupt)? The exception stays
+ * set for client_init to return.
+ */
+static int open_interrupted(void *arg)
+{
+	PyGILState_STATE g = PyGILState_Ensure();
+	int r = PyErr_CheckSignals() != 0;
+
+	(void)arg;
+	PyGILState_Release(g);
+	return r;
+}
+
 /* Client(config, model, spin_wait=False, queue_depth=0): waits for the servers. */
 static int client_init(PyObject *self, PyObject *args, PyObject *kw)
 {
@@ -95,7 +110,6 @@ static int client_init(PyObject *self, PyObject *args, PyObject *kw)
 	PyObject *cfg_obj, *model_obj;
 	int spin = 0, rc;
 	unsigned int depth = 0;
-	sigset_t old;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!|pI:Client", kwlist, &pw_ConfigType,
 					 &cfg_obj, &pw_ModelType, &model_obj, &spin, &depth))
@@ -116,14 +130,14 @@ static int client_init(PyObject *self, PyObject *args, PyObject *kw)
 	opts.queue_depth = depth;
 	pm->users++; /* no table added while the servers may be checking the digest */
 	Py_BEGIN_ALLOW_THREADS
-	pw_block_signals(&old); /* the network thread inherits it: no signal lands there */
-	rc = wharf_client_open(cfg, pm->m, &opts, &c->cl);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	rc = wharf_client_open_interruptible(cfg, pm->m, &opts, open_interrupted, NULL, &c->cl);
 	Py_END_ALLOW_THREADS
 	if (rc != 0) {
 		pm->users--;
 		c->cl = NULL;
-		pw_raise(rc, NULL, NULL);
+		/* Interrupted: the signal's own exception (KeyboardInterrupt) is already set. */
+		if (!(rc == -ECANCELED && PyErr_Occurred()))
+			pw_raise(rc, NULL, NULL);
 		return -1;
 	}
 	Py_INCREF(model_obj);

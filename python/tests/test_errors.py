@@ -220,6 +220,33 @@ def test_servers_that_do_not_come_up_time_out():
     assert time.time() - t0 < 15
 
 
+def test_ctrl_c_while_waiting_for_servers_interrupts_the_open():
+    """SIGINT while a client waits for servers that never come: KeyboardInterrupt at once
+    (within a second or two), not after --wait-timeout; the library is left usable."""
+    import os
+    import signal
+    import threading
+    port = next_port()
+    cfg = _wharf.Config(["--role", "worker", "--ps", "127.0.0.1:%d" % port, "--protocol",
+                         "kernel", "--num-workers", "1", "--wait-timeout", "60",
+                         "--retry-interval", "1"])
+    m = _wharf.Model()
+    m.add("emb", dim=4)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    t0 = time.time()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        _wharf.Client(cfg, m)
+    assert time.time() - t0 < 10
+    timer.join()
+    # Usable after: the same open times out as it should.
+    cfg = _wharf.Config(["--role", "worker", "--ps", "127.0.0.1:%d" % port, "--protocol",
+                         "kernel", "--num-workers", "1", "--wait-timeout", "1",
+                         "--retry-interval", "1"])
+    with pytest.raises(wharf.TimeoutError):
+        _wharf.Client(cfg, m)
+
+
 def test_calls_before_init_and_on_a_server_are_refused():
     import subprocess
     import sys
