@@ -162,7 +162,11 @@ tb_stop() { # NAME
 	[ -n "$pid" ] || return 0
 	kill -TERM "$pid" 2>/dev/null
 	for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-	kill -KILL "$pid" 2>/dev/null
+	# Every process stops gracefully on SIGTERM: one still there 5 s later is said, then killed.
+	if kill -0 "$pid" 2>/dev/null; then
+		tb_log "tb_stop: $1 still running 5 s after SIGTERM: SIGKILL"
+		kill -KILL "$pid" 2>/dev/null
+	fi
 	wait "$pid" 2>/dev/null
 	unset "TB_PIDS[$1]"
 }

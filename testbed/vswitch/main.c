@@ -23,7 +23,9 @@
  * and, for Qi > 1, WHARF_PORT_RSS=peer). The switch reads every queue, and spreads what it
  * sends to a port of several queues as an RSS NIC programmed by dpdk_net would: the queue
  * dn_rss_queue picks (the symmetric Toeplitz key, a 128-entry table round robin over the
- * queues), so a node's lcores each get their own flows' frames.
+ * queues), so a node's lcores each get their own flows' frames. A queue its node has not
+ * enabled (a node of fewer lcores than queues uses queue 0 alone) gets nothing: its frames
+ * go to queue 0 instead (counted as queue_fallback), never to a ring nobody reads.
  *
  * Idle policy: sleeps on the vhost queues' Rx interrupts (or backs off) unless --poll.
  * On SIGINT/SIGTERM or after --seconds it prints its per-port counters as one JSON line.
@@ -38,8 +40,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <stdatomic.h>
+
 #include <rte_cycles.h>
 #include <rte_epoll.h>
+#include <rte_eth_vhost.h>
 #include <rte_ethdev.h>
 #include <rte_ether.h>
 
@@ -62,7 +67,8 @@ struct vs_opts {
 };
 
 struct vs_counters {
-	uint64_t rx, tx, lost, corrupted, duplicated, reordered, delayed, tx_fail, delay_full;
+	uint64_t rx, tx, lost, corrupted, duplicated, reordered, delayed, tx_fail, delay_full,
+		queue_fallback;
 };
 
 struct vs_delayed {
@@ -79,6 +85,9 @@ struct vs_port {
 	struct vs_delayed *dl;      /* ring of delayed frames, in due order */
 	uint32_t dl_head, dl_tail;
 	uint16_t nq;                /* queue pairs */
+	/* The node's receive rings it enabled (vhost Tx queues), from the vhost thread's
+	 * queue-state events (queue_state_event); queue 0 is always used. */
+	_Atomic bool q_on[VS_MAX_QUEUES];
 	struct rte_mbuf *txq[VS_MAX_QUEUES][DN_BURST];
 	uint16_t txn[VS_MAX_QUEUES];
 	struct rte_mempool *pool;
@@ -192,6 +201,11 @@ static void port_tx_flush(struct vs_port *p)
 static void port_tx(struct vs_port *p, struct rte_mbuf *m)
 {
 	uint16_t q = dn_rss_queue(m, p->nq);
+
+	if (q != 0 && !atomic_load_explicit(&p->q_on[q], memory_order_relaxed)) {
+		q = 0;
+		p->c.queue_fallback++;
+	}
 
 	if (p->txn[q] == DN_BURST)
 		port_txq_flush(p, q);
@@ -594,12 +608,27 @@ static void print_counters(const struct vs *vs)
 		const struct vs_counters *c = &vs->port[i].c;
 		printf("%s{\"rx\":%" PRIu64 ",\"tx\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"corrupted\":%" PRIu64
 		       ",\"duplicated\":%" PRIu64 ",\"reordered\":%" PRIu64 ",\"delayed\":%" PRIu64
-		       ",\"tx_fail\":%" PRIu64 ",\"delay_full\":%" PRIu64 "}",
-		       i ? "," : "", c->rx, c->tx, c->lost, c->corrupted, c->duplicated, c->reordered,
-		       c->delayed, c->tx_fail, c->delay_full);
+		       ",\"tx_fail\":%" PRIu64 ",\"delay_full\":%" PRIu64 ",\"queue_fallback\":%" PRIu64
+		       "}", i ? "," : "", c->rx, c->tx, c->lost, c->corrupted, c->duplicated,
+		       c->reordered, c->delayed, c->tx_fail, c->delay_full, c->queue_fallback);
 	}
 	printf("]}\n");
 	fflush(stdout);
+}
+
+/* RTE_ETH_EVENT_QUEUE_STATE, on the vhost thread: which of its receive rings a node enabled. */
+static int queue_state_event(uint16_t port_id, enum rte_eth_event_type type, void *arg,
+			     void *ret_param)
+{
+	struct vs_port *p = arg;
+	struct rte_eth_vhost_queue_event ev;
+
+	(void)type;
+	(void)ret_param;
+	while (rte_eth_vhost_get_queue_event(port_id, &ev) == 0)
+		if (!ev.rx && ev.queue_id < VS_MAX_QUEUES) /* our Tx: the node's Rx ring */
+			atomic_store_explicit(&p->q_on[ev.queue_id], ev.enable, memory_order_relaxed);
+	return 0;
 }
 
 static int ports_up(struct vs *vs, char *err, size_t errlen)
@@ -628,6 +657,11 @@ static int ports_up(struct vs *vs, char *err, size_t errlen)
 				return rc;
 		vs->port[i].nq = nq;
 		vs->port[i].port_id = pid;
+		if (nq > 1 && (rc = rte_eth_dev_callback_register(pid, RTE_ETH_EVENT_QUEUE_STATE,
+						queue_state_event, &vs->port[i])) != 0) {
+			snprintf(err, errlen, "port %u: queue-state events: %s", i, rte_strerror(-rc));
+			return rc;
+		}
 		vs->port[i].dp = dp;
 		vs->port[i].pool = dn_lcore_pool(lc);
 		vs->port[i].rng = seed_mix(vs->o.seed, i);
