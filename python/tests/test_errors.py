@@ -204,14 +204,20 @@ def test_bad_table_declarations(kw, exc, match):
         m.add("x" * 64)
 
 
-def test_servers_that_do_not_come_up_time_out():
-    """A worker whose server never answers gives up after --wait-timeout: TimeoutError."""
-    port = next_port()
+def absent_server(port, wait_timeout):
+    """A worker's config naming a server that is not there on port, and a model."""
     cfg = _wharf.Config(["--role", "worker", "--ps", "127.0.0.1:%d" % port, "--protocol",
-                         "kernel", "--num-workers", "1", "--wait-timeout", "1",
+                         "kernel", "--num-workers", "1", "--wait-timeout", str(wait_timeout),
                          "--retry-interval", "1"])
     m = _wharf.Model()
     m.add("emb", dim=4)
+    return cfg, m
+
+
+def test_servers_that_do_not_come_up_time_out():
+    """A worker whose server never answers gives up after --wait-timeout: TimeoutError."""
+    port = next_port()
+    cfg, m = absent_server(port, 1)
     t0 = time.time()
     with pytest.raises(wharf.TimeoutError) as e:
         _wharf.Client(cfg, m)
@@ -227,11 +233,7 @@ def test_ctrl_c_while_waiting_for_servers_interrupts_the_open():
     import signal
     import threading
     port = next_port()
-    cfg = _wharf.Config(["--role", "worker", "--ps", "127.0.0.1:%d" % port, "--protocol",
-                         "kernel", "--num-workers", "1", "--wait-timeout", "60",
-                         "--retry-interval", "1"])
-    m = _wharf.Model()
-    m.add("emb", dim=4)
+    cfg, m = absent_server(port, 60)
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
     t0 = time.time()
     timer.start()
@@ -240,9 +242,7 @@ def test_ctrl_c_while_waiting_for_servers_interrupts_the_open():
     assert time.time() - t0 < 10
     timer.join()
     # Usable after: the same open times out as it should.
-    cfg = _wharf.Config(["--role", "worker", "--ps", "127.0.0.1:%d" % port, "--protocol",
-                         "kernel", "--num-workers", "1", "--wait-timeout", "1",
-                         "--retry-interval", "1"])
+    cfg, m = absent_server(port, 1)
     with pytest.raises(wharf.TimeoutError):
         _wharf.Client(cfg, m)
 
