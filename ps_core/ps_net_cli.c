@@ -252,6 +252,9 @@ static int open_data(struct ps_net *n, uint32_t s, uint32_t lane)
 	return 0;
 }
 
+_Static_assert(TL_PEER_RSS_MAX >= PS_MAX_NODES * PS_NET_MAX_LANES,
+	       "a worker lane may aim at every lane of every server");
+
 void ps_net_aim(struct ps_net *tn, const struct ps_net *owner, uint32_t s, uint32_t lane,
 		uint32_t ip, uint16_t port)
 {

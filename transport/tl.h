@@ -143,7 +143,7 @@ void tl_unlisten(struct tl_listener *l);
  * route to ip gives; none free in 64 tries: the kernel picks. reta_size 0 forgets ip:port. 0, -EINVAL (queue >= queues, queues 0,
  * reta_size over 65536), -ENOSPC (TL_PEER_RSS_MAX peers known already).
  */
-#define TL_PEER_RSS_MAX 256
+#define TL_PEER_RSS_MAX 4096 /* PS_MAX_NODES servers of PS_NET_MAX_LANES lanes */
 int tl_peer_rss(struct tl *tl, uint32_t ip, uint16_t port, uint32_t reta_size, uint16_t queues,
 		uint16_t queue);
 /*
