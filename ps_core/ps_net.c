@@ -562,7 +562,9 @@ void ps_net_destroy(struct ps_net *n)
 	ps_obs_destroy(n->obs);
 	fz_unlisten(n->data_l);
 	fz_unlisten(n->ctl_l);
-	/* Closing runs every closed callback, which frees the connections. */
+	/* Closing runs every closed callback, which frees the connections: no round-end flush
+	 * of them meanwhile. */
+	tl_on_round_end(n->tl, NULL, NULL);
 	if (n->ctl_fz != n->fz)
 		fz_net_destroy(n->ctl_fz);
 	fz_net_destroy(n->fz);
