@@ -96,6 +96,7 @@ struct ps_net_track {
 struct ps_net_lane_pub {
 	_Atomic uint64_t reqs, errors, dropped, inflight, conns, polls, deferred;
 	_Atomic int cpu;        /* where its thread ran at its last poll round */
+	_Atomic uint64_t cpu_us; /* a worker lane's thread CPU time (every 20 ms) */
 };
 
 /* Sums over the lanes of a node (ps_net_lanes_sum). */

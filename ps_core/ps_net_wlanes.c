@@ -327,6 +327,10 @@ static void lane_publish(struct ps_net_wl_lane *L)
 	if (now < L->next_fz_us)
 		return;
 	L->next_fz_us = now + 20000;
+	struct timespec cpu;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
+		atomic_store_explicit(&n->pub.cpu_us, (uint64_t)cpu.tv_sec * 1000000u +
+				      (uint64_t)cpu.tv_nsec / 1000u, memory_order_relaxed);
 	atomic_store_explicit(&n->pub.cpu, sched_getcpu(), memory_order_relaxed);
 	ps_net_fuse_stats(n, &st);
 	seq = atomic_load_explicit(&L->fz_seq, memory_order_relaxed);
@@ -341,11 +345,19 @@ static void lane_loop(struct ps_net_wl_lane *L)
 {
 	struct ps_net_wl *wl = L->wl;
 	struct ps_net *n = L->n;
+	const struct timespec nap = { 0, 1000000 };
 
 	/* acquire: partner, the release store in ps_net_wl_stop; what the owner sent before is ours. */
 	while (!atomic_load_explicit(&wl->stop, memory_order_acquire)) {
 		uint32_t got = lane_cmds(L, false);
 		ps_net_poll_for(n, got == 0);
+		/*
+		 * Polling, with no connection and nothing lent (more lanes than destinations): it
+		 * has nothing to poll for, and naps instead of spinning a core; an OPEN the owner
+		 * hands it waits at most a nap.
+		 */
+		if (n->polling && got == 0 && n->conns == NULL && L->lent == NULL)
+			nanosleep(&nap, NULL);
 		if (L->pushed) {
 			L->pushed = false;
 			if (!n->polling) /* a polling owner sees the ring without it */
@@ -577,10 +589,16 @@ void ps_net_wl_status(const struct ps_net *n, char *out, size_t len, size_t *off
 		if (m == NULL)
 			continue;
 		*off += (size_t)snprintf(out + *off, len - *off, "wlane  %u  requests %" PRIu64
-			"  replies %" PRIu64 "  cpu %d %s\n", k, k == 0 ? sent0 : L->sent,
+			"  replies %" PRIu64 "  cpu %d %s", k, k == 0 ? sent0 : L->sent,
 			k == 0 ? replies0 : L->replies,
 			k == 0 ? sched_getcpu() : atomic_load_explicit(&m->pub.cpu, memory_order_relaxed),
 			n->cl->worker_net.disable_pin_cores ? "floating" : "pinned");
+		/* Lane 0's thread is the caller's (it computes too): only the others' CPU time. */
+		if (k > 0 && *off < len)
+			*off += (size_t)snprintf(out + *off, len - *off, "  cpu_ms %" PRIu64,
+				atomic_load_explicit(&m->pub.cpu_us, memory_order_relaxed) / 1000u);
+		if (*off < len)
+			*off += (size_t)snprintf(out + *off, len - *off, "\n");
 	}
 }
 

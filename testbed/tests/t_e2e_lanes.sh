@@ -112,6 +112,38 @@ job ctr dpdk async test_auc 0.70 --model lr --ctr-samples 100000 --epochs 2
 WPIN="" WPINNED=floating WQ=1
 job ksync kernel sync test_accuracy 0.76 $D
 
+# More worker lanes than destinations, polling: a 1-lane PS gives each 2-lane worker one
+# destination, on lane 0; lane 1, with no connection, naps instead of spinning a core. Its
+# thread's CPU time stays under a tenth of the job's time (spinning, it was all of it).
+idle_lane() {
+	local name=idle i cpu t0 ms
+	TB_EAL_CORE=0-1 tb_node ps-$name 0 psd $CL --ps-cores 1 --protocol kernel --mode async \
+		--role ps --model count
+	tb_wait_log "$TB_DIR/ps-$name.log" "serving" 20 || { cat "$TB_DIR/ps-$name.log" >&2; tb_fail "idle lane: ps did not start"; }
+	t0=$(date +%s%N)
+	for i in 0 1; do
+		TB_EAL_CORE=0-1 tb_node w$i-$name $((i + 1)) train $CL --ps-cores 1 --protocol kernel \
+			--mode async --role worker --task-index $i --worker-cores 2 --worker-polling \
+			--model count --count-pushes 500 --count-delay-us 2000
+	done
+	for _ in $(seq 1 120); do
+		kill -0 "${TB_PIDS[w0-$name]}" 2>/dev/null || kill -0 "${TB_PIDS[w1-$name]}" 2>/dev/null || break
+		sleep 0.2
+	done
+	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	"$TB_BUILD/wharf-ctl" "$CTL" shutdown >/dev/null
+	for i in 0 1; do tb_stop w$i-$name; done
+	tb_stop ps-$name
+	for i in 0 1; do
+		grep -q '"exactly_once":true' "$TB_DIR/w$i-$name.out" || { tail -n 5 "$TB_DIR/w$i-$name.log" >&2; tb_fail "idle lane: worker $i's ledger"; }
+		cpu=$(grep -E "worker wlane +1 " "$TB_DIR/w$i-$name.log" | tail -n 1 | sed -nE 's/.* cpu_ms ([0-9]+).*/\1/p')
+		[ -n "$cpu" ] || { grep wlane "$TB_DIR/w$i-$name.log" >&2; tb_fail "idle lane: worker $i reports no lane 1 CPU time"; }
+		[ "$cpu" -lt $((ms / 10)) ] || tb_fail "idle lane: worker $i's lane 1 used $cpu ms of CPU in a $ms ms job"
+	done
+	tb_pass "idle lane: a polling worker lane with no destination used $cpu ms of CPU in a $ms ms job"
+}
+idle_lane
+
 # The ledger through a SIGKILL of a two-lane PS: both lanes' logs replayed, nothing lost or
 # doubled (the count model: each push adds 1 to its worker's key). On kernel TCP lane 1's
 # port is the kernel's pick, a new one after the restart: the workers learn it from health.
