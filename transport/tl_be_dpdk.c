@@ -1013,9 +1013,9 @@ static void db_wake(struct tl *tl)
 
 /*
  * What a local port must give an active open to (raddr, rport): replies (the peer's frames
- * to us) on our own queue where our port hashes (own.key), and the frames we send on the
- * peer's queue `peer->queue` where it said it hashes (tl_peer_rss; dn's key, a table round
- * robin over its queues). `need` says which of the two the port must meet.
+ * to us) on our own queue where our port hashes (key), and the frames we send on the peer's
+ * queue `peer->queue` where it said it hashes (tl_peer_rss; dn's key, a table round robin
+ * over its queues). need_own and need_peer say which of the two the port must meet.
  */
 struct db_rss_want {
 	const uint8_t *key, *peer_key;
