@@ -214,9 +214,9 @@ tb_train_job() { # WAIT NAME MODE KEY MIN MODEL-ARGS...
 	tb_switch 3 || tb_fail "switch"
 	tb_node ps-$name 0 train $TB_TRAIN_CL --mode "$mode" --role ps "$@"
 	for i in 0 1; do tb_node w$i-$name $((i + 1)) train $TB_TRAIN_CL --mode "$mode" --role worker --task-index $i "$@"; done
-	for _ in $(seq 1 "$wait"); do
+	for _ in $(seq 1 $(($wait * 5))); do
 		kill -0 "${TB_PIDS[w0-$name]}" 2>/dev/null || kill -0 "${TB_PIDS[w1-$name]}" 2>/dev/null || break
-		sleep 1
+		sleep 0.2
 	done
 	# TB_STATUS_OUT: where to keep the PS's `wharf-ctl status` as the job ends (its counters).
 	[ -n "${TB_STATUS_OUT:-}" ] && "$TB_BUILD/wharf-ctl" "$TB_TRAIN_CTL" status >"$TB_STATUS_OUT" 2>&1

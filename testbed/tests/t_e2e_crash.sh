@@ -36,9 +36,9 @@ rep=$(grep -m1 "restored from" "$TB_DIR/ps2.log" | sed 's/^.* wharf\.wc: wharf-p
 tb_log "$rep"
 echo "$rep" | grep -qE "log .*: [1-9][0-9]* segments?, [1-9][0-9]* records replayed" ||
 	tb_fail "the restarted server replayed no log records (was the log written?)"
-for _ in $(seq 1 90); do
+for _ in $(seq 1 450); do
 	kill -0 "${TB_PIDS[w0]}" 2>/dev/null || kill -0 "${TB_PIDS[w1]}" 2>/dev/null || break
-	sleep 1
+	sleep 0.2
 done
 for i in 0 1; do
 	out=$TB_DIR/w$i.out
@@ -48,7 +48,7 @@ for i in 0 1; do
 done
 # The same worker id again: its numbering resumes after what the server applied.
 tb_node w0again 1 train $CL --role worker --task-index 0 --model count --count-pushes 200 --count-delay-us 1000
-for _ in $(seq 1 40); do kill -0 "${TB_PIDS[w0again]}" 2>/dev/null || break; sleep 1; done
+for _ in $(seq 1 200); do kill -0 "${TB_PIDS[w0again]}" 2>/dev/null || break; sleep 0.2; done
 grep -q '"exactly_once":true' "$TB_DIR/w0again.out" || { tail -n 5 "$TB_DIR/w0again.log" "$TB_DIR/w0again.out" >&2; tb_fail "worker 0 restarted under its old id: $(tb_json "$TB_DIR/w0again.out" value '?') of 200 pushes applied"; }
 tb_pass "worker 0 restarted under its old id: 200/200 pushes applied (started at $(tb_json "$TB_DIR/w0again.out" start))"
 "$TB_BUILD/wharf-ctl" 127.0.0.1:47750 shutdown >/dev/null

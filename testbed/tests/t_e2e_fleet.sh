@@ -44,9 +44,9 @@ start_node() { # NAME PORT ENV...
 start_node ps 0 TRAINING_ROLE=PSERVER POD_IP=127.0.0.1 PADDLE_PORT=$B
 start_node w0 1 TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=0
 start_node w1 2 TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=1
-for _ in $(seq 1 90); do
+for _ in $(seq 1 450); do
 	kill -0 "${TB_PIDS[w0]}" 2>/dev/null || kill -0 "${TB_PIDS[w1]}" 2>/dev/null || break
-	sleep 1
+	sleep 0.2
 done
 STATUS=$("$TB_BUILD/wharf-ctl" 127.0.0.1:$B status 2>&1)
 "$TB_BUILD/wharf-ctl" 127.0.0.1:$B shutdown >/dev/null 2>&1 || tb_fail "ctl shutdown of the server"

@@ -77,9 +77,9 @@ job() { # NAME PROTO MODE KEY MIN MODEL-ARGS...
 		TB_QUEUES=$WQ TB_EAL_CORE=0-1 tb_node w$i-$name $((i + 1)) train $CL --protocol "$proto" --mode "$mode" \
 			--role worker --task-index $i --worker-cores 2 $WPIN "$@"
 	done
-	for _ in $(seq 1 120); do
+	for _ in $(seq 1 600); do
 		kill -0 "${TB_PIDS[w0-$name]}" 2>/dev/null || kill -0 "${TB_PIDS[w1-$name]}" 2>/dev/null || break
-		sleep 1
+		sleep 0.2
 	done
 	if [ "$proto" = dpdk ]; then
 		sleep 0.3 # telemetry is published every 100 ms
@@ -160,9 +160,9 @@ ledger() { # PROTO
 	sleep 0.5
 	TB_EAL_CORE=0-1 tb_node ps2-$proto 0 psd $lcl --role ps --model count --ckpt "$ck" --restore "$ck" --ckpt-interval 1
 	tb_wait_log "$TB_DIR/ps2-$proto.log" "serving" 20 || { cat "$TB_DIR/ps2-$proto.log" >&2; tb_fail "ps did not restart"; }
-	for _ in $(seq 1 90); do
+	for _ in $(seq 1 450); do
 		kill -0 "${TB_PIDS[lw0-$proto]}" 2>/dev/null || kill -0 "${TB_PIDS[lw1-$proto]}" 2>/dev/null || break
-		sleep 1
+		sleep 0.2
 	done
 	for i in 0 1; do
 		grep -q '"exactly_once":true' "$TB_DIR/lw$i-$proto.out" || { tail -n 10 "$TB_DIR/lw$i-$proto.log" "$TB_DIR/lw$i-$proto.out" "$TB_DIR/ps2-$proto.log" >&2; tb_fail "$proto: worker $i: ledger $(tb_json "$TB_DIR/lw$i-$proto.out" value 0) of $PUSHES after a SIGKILL of a 2-lane PS"; }

@@ -27,9 +27,9 @@ tb_stop ps1   # SIGTERM: drain, checkpoint, close
 grep -q "checkpoint $CK" "$TB_DIR/ps1.log" || { cat "$TB_DIR/ps1.log" >&2; tb_fail "no checkpoint at shutdown"; }
 sleep 1
 tb_node ps2 0 psd $CL --role ps --model count --ckpt "$CK" --restore "$CK"
-for _ in $(seq 1 90); do
+for _ in $(seq 1 450); do
 	kill -0 "${TB_PIDS[w0]}" 2>/dev/null || kill -0 "${TB_PIDS[w1]}" 2>/dev/null || break
-	sleep 1
+	sleep 0.2
 done
 "$TB_BUILD/wharf-ctl" 127.0.0.1:47740 status | sed 's/^/  /' >&2
 for i in 0 1; do

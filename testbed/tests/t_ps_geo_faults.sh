@@ -49,9 +49,9 @@ drops2=$(grep -c "GEO-pull reply [0-9]* dropped" "$TB_DIR/ps2.log")
 tb_log "ps2 stopped with SIGTERM after dropping $drops2 GEO-pull replies"
 tb_node ps3 0 psd $CL --role ps --model count --ckpt "$CK" --restore "$CK" --ckpt-interval 1
 tb_wait_log "$TB_DIR/ps3.log" "serving" 20 || { cat "$TB_DIR/ps3.log" >&2; tb_fail "ps did not start again"; }
-for _ in $(seq 1 90); do
+for _ in $(seq 1 450); do
 	kill -0 "${TB_PIDS[w0]}" 2>/dev/null || kill -0 "${TB_PIDS[w1]}" 2>/dev/null || break
-	sleep 1
+	sleep 0.2
 done
 drops3=$(grep -c "GEO-pull reply [0-9]* dropped" "$TB_DIR/ps3.log")
 [ "$drops1" -gt 0 ] && [ "$drops2" -gt 0 ] && [ "$drops3" -gt 0 ] || tb_fail "GEO-pull replies dropped: $drops1, $drops2, $drops3 by the three servers (expected some by each)"
