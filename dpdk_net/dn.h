@@ -177,12 +177,12 @@ bool dn_port_link_up(const struct dn_port *port);
 /*
  * The RSS dpdk_net gives a port with a queue per lcore: a symmetric Toeplitz key (a 16-bit
  * pattern repeated, so both directions of a flow hash alike; dn_rss_key_fill writes its
- * first len bytes) and a redirection table round robin over the queues. On a virtio port
- * the device does not hash; WHARF_PORT_RSS=peer says its peer does (the testbed switch,
- * wharf-vswitch --queues): the port then has the key and a table of DN_PEER_RETA_SIZE
- * entries, and dn_rss_queue is the queue the peer picks for a frame, from its IPv4 addresses
- * and TCP or UDP ports (the addresses alone for other protocols and later fragments; queue 0
- * for what is not IPv4).
+ * first len bytes, len at most 64) and a redirection table round robin over the queues. On
+ * a virtio port the device does not hash; WHARF_PORT_RSS=peer says its peer does (the
+ * testbed switch, wharf-vswitch --queues): the port then has the key and a table of
+ * DN_PEER_RETA_SIZE entries, and dn_rss_queue is the queue the peer picks for a frame, from
+ * its IPv4 addresses and TCP or UDP ports (the addresses alone for other protocols and later
+ * fragments; queue 0 for what is not IPv4).
  */
 #define DN_PEER_RETA_SIZE 128
 void dn_rss_key_fill(uint8_t *key, uint32_t len);

@@ -35,10 +35,16 @@
  * A symmetric Toeplitz key: a 16-bit pattern repeated makes the hash of (a,b) equal the
  * hash of (b,a), so both directions of a flow land on one queue (one lcore owns it).
  */
+#define DN_RSS_KEY_2 0x6d, 0x5a
+#define DN_RSS_KEY_10 DN_RSS_KEY_2, DN_RSS_KEY_2, DN_RSS_KEY_2, DN_RSS_KEY_2, DN_RSS_KEY_2
+static const uint8_t rss_key[DN_RSS_KEY_MAX] = { DN_RSS_KEY_10, DN_RSS_KEY_10, DN_RSS_KEY_10,
+						 DN_RSS_KEY_10, DN_RSS_KEY_10, DN_RSS_KEY_10,
+						 DN_RSS_KEY_2, DN_RSS_KEY_2 };
+_Static_assert(DN_RSS_KEY_MAX == 64, "rss_key is written out for 64 bytes");
+
 void dn_rss_key_fill(uint8_t *key, uint32_t len)
 {
-	for (uint32_t i = 0; i < len; i++)
-		key[i] = (i & 1) ? 0x5a : 0x6d;
+	memcpy(key, rss_key, len < DN_RSS_KEY_MAX ? len : DN_RSS_KEY_MAX);
 }
 
 uint16_t dn_rss_queue(const struct rte_mbuf *m, uint16_t nb_queues)
@@ -46,7 +52,6 @@ uint16_t dn_rss_queue(const struct rte_mbuf *m, uint16_t nb_queues)
 	const struct rte_ipv4_hdr *ip;
 	const uint16_t *ports;
 	struct rte_ipv4_tuple t;
-	uint8_t key[40];
 	uint32_t ihl, need;
 
 	need = (uint32_t)sizeof(struct rte_ether_hdr) + sizeof(*ip);
@@ -69,9 +74,8 @@ uint16_t dn_rss_queue(const struct rte_mbuf *m, uint16_t nb_queues)
 		t.sport = rte_be_to_cpu_16(ports[0]);
 		t.dport = rte_be_to_cpu_16(ports[1]);
 	}
-	dn_rss_key_fill(key, sizeof(key));
 	return (uint16_t)(rte_softrss((uint32_t *)&t, t.sport || t.dport ? RTE_THASH_V4_L4_LEN :
-				      RTE_THASH_V4_L3_LEN, key) % DN_PEER_RETA_SIZE % nb_queues);
+				      RTE_THASH_V4_L3_LEN, rss_key) % DN_PEER_RETA_SIZE % nb_queues);
 }
 
 /* WHARF_PORT_RSS: "peer" (dn.h), or unset. */

@@ -16,7 +16,9 @@
 #include <arpa/inet.h>
 #include <stdlib.h>
 
+#include "dpdk_net/dn.h"
 #include "transport/tl_pvt.h"
+#include "transport/tl_tcp.h"
 
 DN_LOG_REGISTER(tl_logtype, "wharf.tl")
 
@@ -395,14 +397,23 @@ int tl_peer_rss(struct tl *tl, uint32_t ip, uint16_t port, uint32_t reta_size, u
 	if (e == NULL) {
 		if (tl->n_peer_rss == TL_PEER_RSS_MAX)
 			return -ENOSPC;
-		if (tl->peer_rss == NULL &&
-		    (tl->peer_rss = calloc(TL_PEER_RSS_MAX, sizeof(*tl->peer_rss))) == NULL)
-			return -ENOMEM;
+		if (tl->peer_rss == NULL) {
+			if ((tl->peer_rss = calloc(TL_PEER_RSS_MAX, sizeof(*tl->peer_rss))) == NULL)
+				return -ENOMEM;
+			dn_rss_key_fill(tl->peer_rss_key, sizeof(tl->peer_rss_key));
+		}
 		e = &tl->peer_rss[tl->n_peer_rss++];
 	}
 	*e = (struct tl_peer_rss){ .ip = ip, .port = port, .reta_size = reta_size,
 				   .queues = queues, .queue = queue };
 	return 0;
+}
+
+bool tl_peer_rss_lands(const struct tl *tl, const struct tl_peer_rss *pr, uint32_t laddr,
+		       uint16_t lport)
+{
+	return tl_steer_hash(tl->peer_rss_key, laddr, pr->ip, lport, pr->port) % pr->reta_size %
+	       pr->queues == pr->queue;
 }
 
 int tl_rss_layout(struct tl *tl, uint32_t *reta_size, uint16_t *queues, uint16_t *queue)

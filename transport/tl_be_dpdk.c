@@ -1018,8 +1018,9 @@ static void db_wake(struct tl *tl)
  * over its queues). need_own and need_peer say which of the two the port must meet.
  */
 struct db_rss_want {
-	const uint8_t *key, *peer_key;
+	const uint8_t *key;
 	const uint16_t *reta;
+	const struct tl *tl;
 	const struct tl_peer_rss *peer;
 	uint32_t reta_size, laddr, raddr;
 	uint16_t rport, queue;
@@ -1033,8 +1034,7 @@ static bool db_rss_elsewhere(void *arg, uint16_t lport)
 	if (w->need_own && tl_steer_queue(w->key, w->reta, w->reta_size, w->raddr, w->laddr,
 					  w->rport, lport) != w->queue)
 		return true;
-	return w->need_peer && tl_steer_hash(w->peer_key, w->laddr, w->raddr, lport, w->rport) %
-				       w->peer->reta_size % w->peer->queues != w->peer->queue;
+	return w->need_peer && !tl_peer_rss_lands(w->tl, w->peer, w->laddr, lport);
 }
 
 /*
@@ -1049,11 +1049,10 @@ static int db_connect_steered(struct db *d, struct tl_conn *c, struct tl_tcp_tup
 	struct db_conn *dc = tl_conn_priv(c);
 	struct dn_port *port = dn_lcore_port(d->lc);
 	struct db_rss_want w = {.laddr = t->laddr, .raddr = t->raddr, .rport = t->rport,
-				.queue = dn_lcore_queue(d->lc),
+				.queue = dn_lcore_queue(d->lc), .tl = c->tl,
 				.peer = tl_peer_rss_find(c->tl, t->raddr, t->rport)};
 	/* Both, the peer's, ours, neither: the first the slice has a free port for. */
 	static const bool needs[4][2] = {{true, true}, {false, true}, {true, false}, {false, false}};
-	uint8_t peer_key[40];
 	uint32_t key_len = 0, nl = d->nl > 1 ? d->nl : 1, idx = d->nl > 1 ? d->idx : 0;
 	int rc = -EADDRNOTAVAIL;
 
@@ -1061,8 +1060,6 @@ static int db_connect_steered(struct db *d, struct tl_conn *c, struct tl_tcp_tup
 	w.reta = dn_port_reta(port, &w.reta_size);
 	if (dn_port_nb_queues(port) <= 1 || key_len < 40 || w.reta == NULL)
 		w.key = NULL;
-	dn_rss_key_fill(peer_key, sizeof(peer_key));
-	w.peer_key = peer_key;
 	for (int i = 0; i < DB_PICK_TRIES; i++) {
 		rc = -EADDRNOTAVAIL;
 		for (int k = 0; k < 4 && rc == -EADDRNOTAVAIL; k++) {

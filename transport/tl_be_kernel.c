@@ -29,7 +29,6 @@
 
 #include "dpdk_net/dn.h"
 #include "transport/tl_pvt.h"
-#include "transport/tl_tcp.h"
 
 #define KB_EVENTS 64
 #define KB_READS_PER_EVENT 16
@@ -267,17 +266,16 @@ static bool kb_port_reserved(const char *list, uint32_t p)
 }
 
 /*
- * tl_peer_rss on kernel TCP: binds fd, before its connect, to a local port of the kernel's
- * ephemeral range (not a reserved one) whose hash the peer puts on the queue it asked for.
- * The source address is the one the route to ip gives. Best effort: without a free such
- * port in 64 tries the kernel picks one.
+ * tl_peer_rss on kernel TCP: binds fd, before its connect to pr's ip:port, to a local port
+ * of the kernel's ephemeral range (not a reserved one) whose hash the peer puts on the queue
+ * it asked for (tl_peer_rss_lands). The source address is the one the route to ip gives.
+ * Best effort: without a free such port in 64 tries the kernel picks one.
  */
-static void kb_aim(int fd, const struct tl_peer_rss *pr, uint32_t ip, uint16_t port)
+static void kb_aim(const struct tl *tl, int fd, const struct tl_peer_rss *pr)
 {
 	struct sockaddr_in sa;
 	socklen_t sl = sizeof(sa);
 	char reserved[512] = "";
-	uint8_t key[40];
 	uint32_t lo, hi, saddr, span, start;
 	int probe, tries = 0;
 	FILE *f;
@@ -285,7 +283,7 @@ static void kb_aim(int fd, const struct tl_peer_rss *pr, uint32_t ip, uint16_t p
 	probe = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (probe < 0)
 		return;
-	kb_addr(&sa, ip, port);
+	kb_addr(&sa, pr->ip, pr->port);
 	if (connect(probe, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
 	    getsockname(probe, (struct sockaddr *)&sa, &sl) != 0) {
 		close(probe);
@@ -301,11 +299,9 @@ static void kb_aim(int fd, const struct tl_peer_rss *pr, uint32_t ip, uint16_t p
 	kb_port_range(&lo, &hi);
 	span = hi - lo + 1u;
 	start = (uint32_t)(((uint64_t)fd * 0x9e3779b97f4a7c15ull ^ (uint64_t)clock()) % span);
-	dn_rss_key_fill(key, sizeof(key));
 	for (uint32_t i = 0; i < span && tries < 64; i++) {
 		uint32_t p = lo + (start + i) % span;
-		if (tl_steer_hash(key, saddr, ip, (uint16_t)p, port) % pr->reta_size % pr->queues !=
-			    pr->queue || kb_port_reserved(reserved, p))
+		if (!tl_peer_rss_lands(tl, pr, saddr, (uint16_t)p) || kb_port_reserved(reserved, p))
 			continue;
 		tries++;
 		kb_addr(&sa, saddr, (uint16_t)p);
@@ -328,7 +324,7 @@ static int kb_connect(struct tl_conn *c, uint32_t ip, uint16_t port)
 		return kc->ep.fd;
 	const struct tl_peer_rss *pr = tl_peer_rss_find(c->tl, ip, port);
 	if (pr != NULL)
-		kb_aim(kc->ep.fd, pr, ip, port);
+		kb_aim(c->tl, kc->ep.fd, pr);
 	kb_addr(&sa, ip, port);
 	if (connect(kc->ep.fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno != EINPROGRESS) {
 		/* Refused at once (loopback): report it like a late failure, from tl_poll. */

@@ -289,6 +289,7 @@ struct tl {
 	uint64_t tx_done_runs;      /* send completions run: a round that ran some does not sleep */
 	struct tl_stats st;
 	struct tl_peer_rss *peer_rss; /* tl_peer_rss entries (allocated at the first) */
+	uint8_t peer_rss_key[40];     /* dn's RSS key, the peers' (filled with the entries) */
 	void (*round_end)(void *arg); /* tl_on_round_end */
 	void *round_end_arg;
 	uint32_t n_peer_rss;
@@ -300,6 +301,9 @@ struct tl_peer_rss {
 };
 /* The tl_peer_rss entry for ip:port, or NULL. */
 const struct tl_peer_rss *tl_peer_rss_find(const struct tl *tl, uint32_t ip, uint16_t port);
+/* Whether the peer's RSS puts the segments laddr:lport -> pr's ip:port on its queue pr->queue. */
+bool tl_peer_rss_lands(const struct tl *tl, const struct tl_peer_rss *pr, uint32_t laddr,
+		       uint16_t lport);
 
 /* Puts c on its instance's flush list (once): its queue or its backend has bytes to send. */
 static inline void tl_conn_mark_dirty(struct tl_conn *c)
