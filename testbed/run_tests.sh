@@ -69,7 +69,7 @@ for t in "${integs[@]}"; do run_one integ "$t" "${INTEG_TIMEOUT:-240}"; done
 
 # The slowest, to keep the whole run within CI's budget (make test: under 15 minutes on 2 cores).
 if [ ${#times[@]} -gt 0 ]; then
-	echo "slowest (s):"; printf '%s\n' "${times[@]}" | sort -rn | head -n 8 | sed 's/^/  /'
+	echo "took $SECONDS s; slowest (s):"; printf '%s\n' "${times[@]}" | sort -rn | head -n 8 | sed 's/^/  /'
 fi
 if [ ${#failures[@]} -gt 0 ]; then
 	echo "failed:"; printf '  %s\n' "${failures[@]}"

@@ -11,12 +11,13 @@ units=$1; shift
 integs=("$@")
 total_p=0; total_f=0; total_s=0; rc=0
 stage() { # NAME CMD...
-	local name=$1 log; shift
+	local name=$1 log t0=$SECONDS; shift
 	log=build/test-logs/stage-$name.log
 	mkdir -p build/test-logs
 	echo "==== $name"
 	"$@" 2>&1 | tee "$log"
 	local st=${PIPESTATUS[0]} p f s
+	echo "==== $name: $((SECONDS - t0)) s"
 	read -r p f s < <(sed -nE 's/^([0-9]+) passed, ([0-9]+) failed(, ([0-9]+) skipped)?$/\1 \2 \4/p' "$log" | tail -n 1)
 	total_p=$((total_p + ${p:-0})); total_f=$((total_f + ${f:-0})); total_s=$((total_s + ${s:-0}))
 	if [ -z "${p:-}" ]; then # a stage that died (or ended) without a count
