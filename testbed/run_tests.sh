@@ -7,7 +7,8 @@
 # passed, failed or skipped: a cmocka binary that skipped a test case (cmocka's "[  SKIPPED ]")
 # and an integration script that exits 77 (a part it could not run, named on a "SKIP:" line)
 # are skipped, never passed. The last line is "N passed, N failed, N skipped"; exit status is
-# non-zero when anything failed. Set WHARF_TEST_FILTER to a substring to run a subset.
+# non-zero when anything failed. Set WHARF_TEST_FILTER to a substring to run a subset, and
+# WHARF_TEST_JOBS to the number of tests run at a time (see below).
 set -u
 mode=$1; shift
 units=(); integs=()
@@ -42,30 +43,126 @@ skip_reasons() { # log
 	echo "${r:-no reason given}" | cut -c1-300
 }
 
-run_one() { # kind path timeout
-	local kind=$1 t=$2 to=$3 name log rc t0=$SECONDS
+# What one test's run printed: its cmocka summary lines (and test names), PASS/FAIL/SKIP lines,
+# and on failure the last lines of its log. One printf, so that two slots' blocks do not mix.
+report() { # kind path rc secs log
+	local out
+	out=$(printf '== %s %s (%s s)\n' "$1" "$2" "$4"
+		grep -E '^\[ *(RUN|OK|PASSED|FAILED|SKIPPED|  ERROR) *\]|^\[==========\]|^ok |^not ok |^(PASS|FAIL)|SKIP: ' "$5" | tail -n 60
+		if [ "$3" -ne 0 ] && ! skipped_in "$1" "$3" "$5"; then
+			echo "---- last lines of $5"; tail -n 30 "$5"
+		fi)
+	printf '%s\n' "$out"
+}
+
+# Runs one test (in network namespace NS when given) and leaves "rc secs" in $resdir/NAME.
+exec_one() { # ns kind path timeout
+	local ns=$1 kind=$2 t=$3 to=$4 name log rc t0=$SECONDS
 	name=$(basename "$t")
-	[ -n "$filter" ] && [[ "$t" != *"$filter"* ]] && return
 	log="$logdir/$name.log"
-	printf '== %s %s\n' "$kind" "$t"
-	timeout --kill-after=10 "$to" "$t" >"$log" 2>&1
+	if [ -n "$ns" ]; then
+		WHARF_RUNTIME_DIR=$resdir/run-$ns timeout --kill-after=10 "$to" \
+			ip netns exec "$ns" "$t" >"$log" 2>&1
+	else
+		timeout --kill-after=10 "$to" "$t" >"$log" 2>&1
+	fi
 	rc=$?
-	times+=("$((SECONDS - t0)) $name")
-	# cmocka's own summary lines (and the test names) go to the console.
-	grep -E '^\[ *(RUN|OK|PASSED|FAILED|SKIPPED|  ERROR) *\]|^\[==========\]|^ok |^not ok |^(PASS|FAIL)|SKIP: ' "$log" | tail -n 60
+	echo "$rc $((SECONDS - t0))" >"$resdir/$name"
+	report "$kind" "$t" "$rc" "$((SECONDS - t0))" "$log"
+}
+
+# A slot takes the queue's next test until none is left (a counter under flock).
+next() {
+	local n
+	exec 8>>"$resdir/queue.lock"
+	flock 8
+	n=$(cat "$resdir/queue.next")
+	echo $((n + 1)) >"$resdir/queue.next"
+	exec 8>&-
+	[ "$n" -lt ${#queue[@]} ] && echo "${queue[$n]}"
+}
+slot() { # ns
+	local ns=$1 e
+	while e=$(next); do
+		set -- $e # kind timeout path
+		exec_one "$ns" "$1" "$3" "$2"
+	done
+}
+
+# Counts one test's result, in the order the tests were given.
+tally() { # kind path
+	local kind=$1 t=$2 name log rc secs
+	name=$(basename "$t")
+	log="$logdir/$name.log"
+	read -r rc secs <"$resdir/$name" 2>/dev/null || { rc=1 secs=0; }
+	times+=("$secs $name")
 	if skipped_in "$kind" "$rc" "$log"; then
 		skipped=$((skipped + 1))
 		skips+=("$t: $(skip_reasons "$log")")
-	elif [ $rc -eq 0 ]; then
+	elif [ "$rc" -eq 0 ]; then
 		passed=$((passed + 1))
 	else
 		failed=$((failed + 1)); failures+=("$t (rc=$rc, log $log)")
-		echo "---- last lines of $log"; tail -n 30 "$log"
 	fi
 }
 
-for t in "${units[@]}"; do run_one unit "$t" "${UNIT_TIMEOUT:-120}"; done
-for t in "${integs[@]}"; do run_one integ "$t" "${INTEG_TIMEOUT:-240}"; done
+# Tests run WHARF_TEST_JOBS at a time (default: 2 where there are 2 cores or more), each slot
+# in a network namespace of its own (its own loopback, so the tests' fixed ports do not meet)
+# with its own WHARF_RUNTIME_DIR: the tests spend most of their time waiting (timeouts,
+# start-ups, sleeping nodes), not computing. A test whose file has the line "# test: alone"
+# runs with nothing beside it, outside the slots' namespaces. Without the rights to make a
+# namespace (not root), everything runs one at a time.
+resdir=$(mktemp -d /tmp/wharf-tests.XXXX)
+cores=$(nproc 2>/dev/null || echo 1)
+jobs=${WHARF_TEST_JOBS:-$((cores >= 2 ? 2 : 1))}
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "WHARF_TEST_JOBS=$jobs: expected a number of tests at a time, 1 or more" >&2; exit 2; }
+slots=()
+cleanup() {
+	local ns
+	for ns in "${slots[@]}"; do ip netns del "$ns" 2>/dev/null; done
+	rm -rf "$resdir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+if [ "$jobs" -gt 1 ]; then
+	for i in $(seq 1 "$jobs"); do
+		ns=wharf-t$$-$i
+		ip netns add "$ns" 2>/dev/null && slots+=("$ns") && ip -n "$ns" link set lo up 2>/dev/null && continue
+		echo "run_tests: cannot make network namespace $ns (not root?): tests run one at a time"
+		for ns in "${slots[@]}"; do ip netns del "$ns" 2>/dev/null; done
+		slots=()
+		break
+	done
+fi
+queue=(); alone=(); order=()
+for t in "${units[@]}"; do order+=("unit $t"); done
+for t in "${integs[@]}"; do order+=("integ $t"); done
+for e in "${order[@]}"; do
+	t=${e#* }
+	[ -n "$filter" ] && [[ "$t" != *"$filter"* ]] && continue
+	to=${UNIT_TIMEOUT:-120}; [ "${e%% *}" = integ ] && to=${INTEG_TIMEOUT:-240}
+	if [ ${#slots[@]} -gt 0 ] && ! grep -qx '# test: alone' "$t" 2>/dev/null; then
+		queue+=("${e%% *} $to $t")
+	else
+		alone+=("${e%% *} $to $t")
+	fi
+done
+for e in "${alone[@]}"; do
+	set -- $e
+	exec_one "" "$1" "$3" "$2"
+done
+echo 0 >"$resdir/queue.next"
+pids=()
+for ns in "${slots[@]}"; do
+	slot "$ns" &
+	pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+for e in "${order[@]}"; do
+	t=${e#* }
+	[ -n "$filter" ] && [[ "$t" != *"$filter"* ]] && continue
+	tally "${e%% *}" "$t"
+done
 
 # The slowest, to keep the whole run within CI's budget (make test: under 15 minutes on 2 cores).
 if [ ${#times[@]} -gt 0 ]; then
