@@ -97,7 +97,7 @@ struct wharf_client {
 	pthread_t th;
 	_Atomic int idle;       /* the network thread may sleep; submitters kick it */
 	_Atomic int stop;
-	_Atomic int cancel;          /* the opener was interrupted: the wait for servers ends */
+	_Atomic int cancel;          /* interrupted: waits for servers end (open, recovery) */
 	_Atomic int broken;     /* 0, or the -errno every request now fails with */
 	char broken_err[1024];  /* written before broken (release) */
 	_Atomic uint64_t calls;
@@ -134,11 +134,16 @@ static bool conn_error(int rc)
 
 /* ---- completion (network thread) ---------------------------------------------------- */
 
+static int result(struct wharf_req *r);
+
 static void complete(struct wharf_client *cl, struct wharf_req *r)
 {
 	(void)cl;
-	if (r->done != NULL)
+	if (r->done != NULL) {
+		if (r->status != 0)
+			result(r); /* wharf_errmsg() in the function says why */
 		r->done(r->arg, r->status);
+	}
 	if (!r->handle) {
 		free(r);
 		return;
@@ -706,6 +711,13 @@ out_ring:
 	free(cl->ring_mem);
 	free(cl);
 	return rc;
+}
+
+void wharf_client_interrupt(struct wharf_client *cl)
+{
+	/* relaxed: ps_net reads it as a stop flag (wait_stopped); no data rides on it */
+	if (cl != NULL)
+		atomic_store_explicit(&cl->cancel, 1, memory_order_relaxed);
 }
 
 void wharf_client_close(struct wharf_client *cl)

@@ -496,6 +496,64 @@ static void test_client_open_interrupted(void **state)
 	wharf_model_free(m);
 }
 
+struct said {
+	int status;
+	char msg[256];
+};
+
+/* A completion function that keeps the status and, on failure, wharf_errmsg(). */
+static void keep_why(void *arg, int status)
+{
+	struct said *d = arg;
+
+	d->status = status;
+	snprintf(d->msg, sizeof(d->msg), "%s", status != 0 ? wharf_errmsg() : "");
+}
+
+static double secs_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) + (t.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+/*
+ * wharf_client_interrupt: a push to a server that went away waits for it to come back (the
+ * 20-second wait timeout here). Interrupted, it fails at once with -ECANCELED, and its
+ * completion function reads why in wharf_errmsg(); later calls fail the same way, and the
+ * close returns at once.
+ */
+static void test_client_interrupt_ends_the_wait_for_a_server(void **state)
+{
+	uint64_t keys[4] = { 1, 2, 3, 4 };
+	float g[4 * DIM] = { 0 };
+	struct said d = { 0 };
+	struct wharf_req *req;
+	struct timespec t0;
+	struct env e;
+
+	(void)state;
+	env_up(&e, "async");
+	assert_int_equal(wharf_push(e.cl, 0, keys, 4, g), 0);
+	server_stop(&e.s);
+	assert_int_equal(wharf_push_async(e.cl, 0, keys, 4, g, keep_why, &d, &req), 0);
+	assert_int_equal(wharf_wait_timeout(req, 1500), -EAGAIN); /* waiting for the server */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	wharf_client_interrupt(e.cl);
+	assert_int_equal(wharf_wait(req), -ECANCELED);
+	assert_true(secs_since(&t0) < 5);
+	assert_int_equal(d.status, -ECANCELED);
+	assert_non_null(strstr(d.msg, "push of table 0"));
+	assert_non_null(strstr(d.msg, "interrupted"));
+	assert_int_equal(wharf_push(e.cl, 0, keys, 4, g), -ECANCELED);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	wharf_client_close(e.cl);
+	assert_true(secs_since(&t0) < 5);
+	wharf_model_free(e.m);
+	wharf_config_free(e.c);
+}
+
 static void test_config_refuses_bad_flags(void **state)
 {
 	const char *bad[] = { "--role", "worker", "--ps", "127.0.0.1:6000", "--no-such-flag" };
@@ -556,6 +614,7 @@ int main(void)
 		cmocka_unit_test(test_config_eal_args_env_over_file),
 		cmocka_unit_test(test_client_open_times_out),
 		cmocka_unit_test(test_client_open_interrupted),
+		cmocka_unit_test(test_client_interrupt_ends_the_wait_for_a_server),
 		cmocka_unit_test(test_client_threads_exactly_once),
 		cmocka_unit_test(test_client_overloaded_server_exactly_once),
 		cmocka_unit_test(test_client_big_call_is_split),

@@ -92,7 +92,7 @@ static void test_model_defaults_as_documented(void **state)
 	assert_true(t.l1 == 0 && t.l2 == 0 && t.init_accum == 0 && t.init_a == 0 && t.init_b == 0);
 	assert_int_equal(t.init, WHARF_INIT_ZEROS);
 	assert_int_equal(t.seed, 42);
-	assert_string_equal(wharf_version(), "0.4.0");
+	assert_string_equal(wharf_version(), "0.5.0");
 }
 
 static void test_model_add_find_table_round_trip(void **state)

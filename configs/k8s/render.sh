@@ -1,14 +1,14 @@
 #!/bin/sh
 # render.sh [NAME=VALUE...] FILE.yaml — prints a config of configs/k8s with its parameters
 # set (kubectl apply -f - takes it). Parameters and the value each file holds:
-#   IMAGE=wharf:0.4.0              the image built from configs/k8s/Dockerfile
+#   IMAGE=wharf:0.5.0              the image built from configs/k8s/Dockerfile
 #   SRIOV_RESOURCE=intel.com/sriov the SR-IOV device plugin's resource name (dpdk variants)
 #   SRIOV_NETWORK=wharf-sriov      the NetworkAttachmentDefinition Multus attaches (dpdk)
 #   TOKEN_SECRET=wharf-ctl-token   the Secret holding the PS control token (key: token)
 # A value of the wrong shape is refused with one line naming it.
 set -eu
 die() { echo "render.sh: $*" >&2; exit 2; }
-image=wharf:0.4.0 resource=intel.com/sriov network=wharf-sriov secret=wharf-ctl-token
+image=wharf:0.5.0 resource=intel.com/sriov network=wharf-sriov secret=wharf-ctl-token
 file=
 for a in "$@"; do
 	case $a in

@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 #define WHARF_VERSION_MAJOR 0
-#define WHARF_VERSION_MINOR 4
+#define WHARF_VERSION_MINOR 5
 #define WHARF_VERSION_PATCH 0
 
 /* "MAJOR.MINOR.PATCH" of the library actually loaded. */
@@ -194,10 +194,21 @@ int wharf_client_open_interruptible(const struct wharf_config *c, const struct w
 				    struct wharf_client **out);
 /* Completes what is in flight, stops the network thread, frees. */
 void wharf_client_close(struct wharf_client *cl);
+/*
+ * Ends the client's waits for servers, now and from then on. While every server answers,
+ * nothing changes. Once the client waits for a server (one that went away, until
+ * wait_timeout_s), it stops waiting: every call in flight or queued then fails with
+ * -ECANCELED ("interrupted"), and so does every later call; only wharf_client_close is left.
+ * So a close that would wait out a server that is down returns at once. One atomic store:
+ * safe from any thread and from a signal handler. The Python binding calls it on Ctrl-C
+ * during a close.
+ */
+void wharf_client_interrupt(struct wharf_client *cl);
 
 /*
- * Completion of an asynchronous call: status is 0 or -errno. Runs on the client's network
- * thread: it must not block, and must not wait on another request of this client.
+ * Completion of an asynchronous call: status is 0 or -errno, and then wharf_errmsg() in the
+ * function says why, as wharf_wait's would. Runs on the client's network thread: it must not
+ * block, and must not wait on another request of this client.
  */
 typedef void wharf_done_fn(void *arg, int status);
 

@@ -89,7 +89,8 @@ struct pw_client {
 	uint32_t n_tables;
 	int busy;                   /* calls in progress (GIL held to change it) */
 	bool closing;
-	struct pw_req *reqs;        /* asynchronous requests not yet completed and waited */
+	struct pw_req *reqs;        /* requests issued and not yet reaped */
+	PyObject *orphans;          /* a list: blocking calls a signal interrupted (pw_req_finish) */
 };
 extern PyTypeObject pw_ClientType;
 
@@ -116,6 +117,8 @@ struct pw_req {
 	int status;
 	bool issued;                /* the library holds it: the callback will run */
 	bool reaped;                /* completed and the views released */
+	bool orphan;                /* a blocking call's, left in flight by a signal */
+	char msg[256];              /* wharf_errmsg() of a failed completion */
 	struct pw_req *next, **pprev; /* in client->reqs while issued and not reaped */
 };
 extern PyTypeObject pw_ReqType;
@@ -126,6 +129,10 @@ PyObject *pw_req_issued(struct pw_req *r, int rc, const char *msg);
 wharf_done_fn pw_req_done_cb;
 /* Waits for r's completion with the GIL released; releases its views. */
 void pw_req_reap(struct pw_req *r);
+/* Whether r completed (its callback ran). */
+bool pw_req_done_now(struct pw_req *r);
+/* Waits up to ms (at most 100) for r's completion; true once completed. Call without the GIL. */
+bool pw_req_wait_slice(struct pw_req *r, long ms);
 
 /* Client methods that live in pw_req.c. */
 PyObject *pw_client_pull_async(PyObject *self, PyObject *args, PyObject *kw);
@@ -134,5 +141,12 @@ PyObject *pw_client_push_pull_async(PyObject *self, PyObject *args, PyObject *kw
 PyObject *pw_client_dense_pull_async(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *pw_client_dense_push_async(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *pw_client_barrier_async(PyObject *self, PyObject *args, PyObject *kw);
+/* The blocking calls: each is its _async form waited for (pw_req_finish). */
+PyObject *pw_client_pull(PyObject *self, PyObject *args);
+PyObject *pw_client_push(PyObject *self, PyObject *args);
+PyObject *pw_client_push_pull(PyObject *self, PyObject *args);
+PyObject *pw_client_dense_pull(PyObject *self, PyObject *args);
+PyObject *pw_client_dense_push(PyObject *self, PyObject *args);
+PyObject *pw_client_barrier(PyObject *self, PyObject *args);
 
 #endif

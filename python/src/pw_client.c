@@ -145,217 +145,99 @@ static int client_init(PyObject *self, PyObject *args, PyObject *kw)
 	return 0;
 }
 
-/* Completes every request, waits out the calls in progress, closes. Idempotent. */
-static void client_close_now(struct pw_client *c)
+/*
+ * Whether a signal handler raised while close waits (a slice of 100 ms at a time): the first
+ * time, the client stops waiting for servers (wharf_client_interrupt), so that what is left
+ * fails at once where a server is down, and the exception is kept in *exc for the end.
+ */
+static void close_signals(struct pw_client *c, PyObject **exc)
+{
+	if (exc[0] != NULL || exc[1] != NULL || PyErr_CheckSignals() == 0)
+		return;
+	PyErr_Fetch(&exc[0], &exc[1], &exc[2]);
+	wharf_client_interrupt(c->cl);
+}
+
+/*
+ * Completes every request, waits out the calls in progress, closes. Idempotent. A blocking
+ * call that a signal interrupted and that is still in flight, or a signal during the close,
+ * makes it give up waiting for servers (wharf_client_interrupt). 0, or -1 with the signal's
+ * exception raised once closed.
+ */
+static int client_close_now(struct pw_client *c)
 {
 	struct wharf_client *cl = c->cl;
+	PyObject *exc[3] = { NULL, NULL, NULL };
+	Py_ssize_t i;
 
 	if (cl == NULL || c->closing)
-		return;
+		return 0;
 	c->closing = true;
 	while (c->busy > 0) { /* calls of other threads, and submissions that register a req */
 		Py_BEGIN_ALLOW_THREADS
 		usleep(1000);
 		Py_END_ALLOW_THREADS
+		close_signals(c, exc);
 	}
-	while (c->reqs != NULL)
-		pw_req_reap(c->reqs);
+	for (i = 0; c->orphans != NULL && i < PyList_GET_SIZE(c->orphans); i++) {
+		struct pw_req *r = (struct pw_req *)PyList_GET_ITEM(c->orphans, i);
+		if (!r->reaped && !pw_req_done_now(r)) {
+			wharf_client_interrupt(cl);
+			break;
+		}
+	}
+	while (c->reqs != NULL) {
+		struct pw_req *r = c->reqs;
+		bool done;
+
+		Py_BEGIN_ALLOW_THREADS
+		done = pw_req_wait_slice(r, 100);
+		Py_END_ALLOW_THREADS
+		if (done)
+			pw_req_reap(r);
+		else
+			close_signals(c, exc);
+	}
+	Py_CLEAR(c->orphans);
 	Py_BEGIN_ALLOW_THREADS
 	wharf_client_close(cl);
 	Py_END_ALLOW_THREADS
 	c->cl = NULL;
 	if (c->model != NULL)
 		((struct pw_model *)c->model)->users--;
+	if (exc[0] == NULL)
+		return 0;
+	PyErr_Restore(exc[0], exc[1], exc[2]);
+	return -1;
 }
 
 static PyObject *client_close(PyObject *self, PyObject *unused)
 {
 	(void)unused;
-	client_close_now((struct pw_client *)self);
+	if (client_close_now((struct pw_client *)self) != 0)
+		return NULL;
 	Py_RETURN_NONE;
 }
 
 static void client_dealloc(PyObject *self)
 {
 	struct pw_client *c = (struct pw_client *)self;
+	PyObject *et, *ev, *tb;
 
-	client_close_now(c);
+	/* The caller's exception stays; a Ctrl-C during this close is raised again after it. */
+	PyErr_Fetch(&et, &ev, &tb);
+	if (client_close_now(c) != 0) {
+		if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+			PyErr_Clear();
+			PyErr_SetInterrupt();
+		} else {
+			PyErr_WriteUnraisable(self);
+		}
+	}
+	PyErr_Restore(et, ev, tb);
 	Py_CLEAR(c->model);
 	PyMem_Free(c->tables);
 	Py_TYPE(self)->tp_free(self);
-}
-
-/* The end of every blocking call: views released, out or None returned, or the error. */
-static PyObject *call_done(struct pw_client *c, int rc, Py_buffer *v, int nv, PyObject *out)
-{
-	int i;
-
-	pw_client_leave(c);
-	for (i = 0; i < nv; i++)
-		PyBuffer_Release(&v[i]);
-	if (rc != 0)
-		return pw_raise(rc, NULL, NULL);
-	if (out == NULL)
-		Py_RETURN_NONE;
-	Py_INCREF(out);
-	return out;
-}
-
-/* pull(table, keys, out) -> out */
-static PyObject *client_pull(PyObject *self, PyObject *args)
-{
-	struct pw_client *c = (struct pw_client *)self;
-	const struct pw_table_info *t;
-	PyObject *table, *keys, *out;
-	Py_buffer v[2];
-	uint32_t id, n;
-	int rc = 0;
-
-	if (!PyArg_ParseTuple(args, "OOO:pull", &table, &keys, &out) ||
-	    (t = pw_client_table(c, table, WHARF_TABLE_SPARSE, "pull", &id)) == NULL ||
-	    pw_buf_keys(keys, &v[0], &n) != 0)
-		return NULL;
-	if (pw_buf_rows(out, "out", true, n, t->dim, &v[1]) != 0)
-		goto out_keys;
-	if (pw_client_enter(c) != 0)
-		goto out_both;
-	Py_BEGIN_ALLOW_THREADS
-	if (n > 0)
-		rc = wharf_pull(c->cl, id, v[0].buf, n, v[1].buf);
-	Py_END_ALLOW_THREADS
-	return call_done(c, rc, v, 2, out);
-out_both:
-	PyBuffer_Release(&v[1]);
-out_keys:
-	PyBuffer_Release(&v[0]);
-	return NULL;
-}
-
-/* push(table, keys, grads) */
-static PyObject *client_push(PyObject *self, PyObject *args)
-{
-	struct pw_client *c = (struct pw_client *)self;
-	const struct pw_table_info *t;
-	PyObject *table, *keys, *grads;
-	Py_buffer v[2];
-	uint32_t id, n;
-	int rc = 0;
-
-	if (!PyArg_ParseTuple(args, "OOO:push", &table, &keys, &grads) ||
-	    (t = pw_client_table(c, table, WHARF_TABLE_SPARSE, "push", &id)) == NULL ||
-	    pw_buf_keys(keys, &v[0], &n) != 0)
-		return NULL;
-	if (pw_buf_rows(grads, "grads", false, n, t->dim, &v[1]) != 0)
-		goto out_keys;
-	if (pw_client_enter(c) != 0)
-		goto out_both;
-	Py_BEGIN_ALLOW_THREADS
-	if (n > 0)
-		rc = wharf_push(c->cl, id, v[0].buf, n, v[1].buf);
-	Py_END_ALLOW_THREADS
-	return call_done(c, rc, v, 2, NULL);
-out_both:
-	PyBuffer_Release(&v[1]);
-out_keys:
-	PyBuffer_Release(&v[0]);
-	return NULL;
-}
-
-/* push_pull(table, keys, grads, out) -> out */
-static PyObject *client_push_pull(PyObject *self, PyObject *args)
-{
-	struct pw_client *c = (struct pw_client *)self;
-	const struct pw_table_info *t;
-	PyObject *table, *keys, *grads, *out;
-	Py_buffer v[3];
-	uint32_t id, n;
-	int rc = 0;
-
-	if (!PyArg_ParseTuple(args, "OOOO:push_pull", &table, &keys, &grads, &out) ||
-	    (t = pw_client_table(c, table, WHARF_TABLE_SPARSE, "push_pull", &id)) == NULL ||
-	    pw_buf_keys(keys, &v[0], &n) != 0)
-		return NULL;
-	if (pw_buf_rows(grads, "grads", false, n, t->dim, &v[1]) != 0)
-		goto out_keys;
-	if (pw_buf_rows(out, "out", true, n, t->dim, &v[2]) != 0)
-		goto out_grads;
-	if (pw_client_enter(c) != 0)
-		goto out_all;
-	Py_BEGIN_ALLOW_THREADS
-	if (n > 0)
-		rc = wharf_push_pull(c->cl, id, v[0].buf, n, v[1].buf, v[2].buf);
-	Py_END_ALLOW_THREADS
-	return call_done(c, rc, v, 3, out);
-out_all:
-	PyBuffer_Release(&v[2]);
-out_grads:
-	PyBuffer_Release(&v[1]);
-out_keys:
-	PyBuffer_Release(&v[0]);
-	return NULL;
-}
-
-/* dense_pull(table, out) -> out */
-static PyObject *client_dense_pull(PyObject *self, PyObject *args)
-{
-	struct pw_client *c = (struct pw_client *)self;
-	const struct pw_table_info *t;
-	PyObject *table, *out;
-	Py_buffer v;
-	uint32_t id;
-	int rc;
-
-	if (!PyArg_ParseTuple(args, "OO:dense_pull", &table, &out) ||
-	    (t = pw_client_table(c, table, WHARF_TABLE_DENSE, "dense_pull", &id)) == NULL ||
-	    pw_buf_dense(out, "out", true, t->rows, t->dim, &v) != 0)
-		return NULL;
-	if (pw_client_enter(c) != 0) {
-		PyBuffer_Release(&v);
-		return NULL;
-	}
-	Py_BEGIN_ALLOW_THREADS
-	rc = wharf_dense_pull(c->cl, id, v.buf);
-	Py_END_ALLOW_THREADS
-	return call_done(c, rc, &v, 1, out);
-}
-
-/* dense_push(table, grads) */
-static PyObject *client_dense_push(PyObject *self, PyObject *args)
-{
-	struct pw_client *c = (struct pw_client *)self;
-	const struct pw_table_info *t;
-	PyObject *table, *grads;
-	Py_buffer v;
-	uint32_t id;
-	int rc;
-
-	if (!PyArg_ParseTuple(args, "OO:dense_push", &table, &grads) ||
-	    (t = pw_client_table(c, table, WHARF_TABLE_DENSE, "dense_push", &id)) == NULL ||
-	    pw_buf_dense(grads, "grads", false, t->rows, t->dim, &v) != 0)
-		return NULL;
-	if (pw_client_enter(c) != 0) {
-		PyBuffer_Release(&v);
-		return NULL;
-	}
-	Py_BEGIN_ALLOW_THREADS
-	rc = wharf_dense_push(c->cl, id, v.buf);
-	Py_END_ALLOW_THREADS
-	return call_done(c, rc, &v, 1, NULL);
-}
-
-/* barrier(step) */
-static PyObject *client_barrier(PyObject *self, PyObject *args)
-{
-	struct pw_client *c = (struct pw_client *)self;
-	unsigned long long step;
-	int rc;
-
-	if (!PyArg_ParseTuple(args, "K:barrier", &step) || pw_client_enter(c) != 0)
-		return NULL;
-	Py_BEGIN_ALLOW_THREADS
-	rc = wharf_barrier(c->cl, step);
-	Py_END_ALLOW_THREADS
-	return call_done(c, rc, NULL, 0, NULL);
 }
 
 /* The rows wharf_geo_pull hands over, gathered on the network thread (no Python there). */
@@ -464,12 +346,12 @@ static PyObject *client_closed(PyObject *self, void *unused)
 }
 
 static PyMethodDef client_methods[] = {
-	{ "pull", client_pull, METH_VARARGS, "pull(table, keys, out) -> out" },
-	{ "push", client_push, METH_VARARGS, "push(table, keys, grads)" },
-	{ "push_pull", client_push_pull, METH_VARARGS, "push_pull(table, keys, grads, out) -> out" },
-	{ "dense_pull", client_dense_pull, METH_VARARGS, "dense_pull(table, out) -> out" },
-	{ "dense_push", client_dense_push, METH_VARARGS, "dense_push(table, grads)" },
-	{ "barrier", client_barrier, METH_VARARGS, "barrier(step)" },
+	{ "pull", pw_client_pull, METH_VARARGS, "pull(table, keys, out) -> out" },
+	{ "push", pw_client_push, METH_VARARGS, "push(table, keys, grads)" },
+	{ "push_pull", pw_client_push_pull, METH_VARARGS, "push_pull(table, keys, grads, out) -> out" },
+	{ "dense_pull", pw_client_dense_pull, METH_VARARGS, "dense_pull(table, out) -> out" },
+	{ "dense_push", pw_client_dense_push, METH_VARARGS, "dense_push(table, grads)" },
+	{ "barrier", pw_client_barrier, METH_VARARGS, "barrier(step)" },
 	{ "step", client_step, METH_NOARGS,
 	  "step() -> the sync step this worker is in (where a restarted worker resumes)" },
 	{ "pull_async", (PyCFunction)(void (*)(void))pw_client_pull_async,

@@ -33,6 +33,8 @@ void pw_req_done_cb(void *arg, int status)
 {
 	struct pw_req *r = arg;
 
+	if (status != 0) /* the library's why, set on this (the network) thread */
+		snprintf(r->msg, sizeof(r->msg), "%s", wharf_errmsg());
 	pthread_mutex_lock(&r->mu);
 	r->status = status;
 	r->completed = true;
@@ -140,19 +142,20 @@ static PyObject *req_fail(struct pw_req *r)
 	return NULL;
 }
 
-PyObject *pw_client_pull_async(PyObject *self, PyObject *args, PyObject *kw)
+/*
+ * The calls. Each operation has one issuing function, named op in its messages, for its
+ * _async form (a Request) and its blocking form (the Request waited for: pw_req_finish).
+ */
+static PyObject *pull_req(PyObject *self, PyObject *table, PyObject *keys, PyObject *out,
+			  const char *op)
 {
-	static char *kwlist[] = { "table", "keys", "out", NULL };
-	PyObject *table, *keys, *out;
 	struct pw_req *r;
 	uint32_t id, n;
 	int rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:pull_async", kwlist, &table, &keys, &out))
-		return NULL;
 	if ((r = (struct pw_req *)pw_req_new((struct pw_client *)self)) == NULL)
 		return NULL;
-	if (req_sparse_args(r, table, keys, NULL, out, "pull_async", &id, &n) != 0)
+	if (req_sparse_args(r, table, keys, NULL, out, op, &id, &n) != 0)
 		return req_fail(r);
 	if (n == 0)
 		return req_completed_now(r);
@@ -160,22 +163,19 @@ PyObject *pw_client_pull_async(PyObject *self, PyObject *args, PyObject *kw)
 	rc = wharf_pull_async(r->client->cl, id, r->views[0].buf, n, r->views[1].buf,
 			      pw_req_done_cb, r, NULL);
 	Py_END_ALLOW_THREADS
-	return pw_req_issued(r, rc, "pull_async");
+	return pw_req_issued(r, rc, op);
 }
 
-PyObject *pw_client_push_async(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *push_req(PyObject *self, PyObject *table, PyObject *keys, PyObject *grads,
+			  const char *op)
 {
-	static char *kwlist[] = { "table", "keys", "grads", NULL };
-	PyObject *table, *keys, *grads;
 	struct pw_req *r;
 	uint32_t id, n;
 	int rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:push_async", kwlist, &table, &keys, &grads))
-		return NULL;
 	if ((r = (struct pw_req *)pw_req_new((struct pw_client *)self)) == NULL)
 		return NULL;
-	if (req_sparse_args(r, table, keys, grads, NULL, "push_async", &id, &n) != 0)
+	if (req_sparse_args(r, table, keys, grads, NULL, op, &id, &n) != 0)
 		return req_fail(r);
 	if (n == 0)
 		return req_completed_now(r);
@@ -183,23 +183,19 @@ PyObject *pw_client_push_async(PyObject *self, PyObject *args, PyObject *kw)
 	rc = wharf_push_async(r->client->cl, id, r->views[0].buf, n, r->views[1].buf,
 			      pw_req_done_cb, r, NULL);
 	Py_END_ALLOW_THREADS
-	return pw_req_issued(r, rc, "push_async");
+	return pw_req_issued(r, rc, op);
 }
 
-PyObject *pw_client_push_pull_async(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *push_pull_req(PyObject *self, PyObject *table, PyObject *keys,
+			       PyObject *grads, PyObject *out, const char *op)
 {
-	static char *kwlist[] = { "table", "keys", "grads", "out", NULL };
-	PyObject *table, *keys, *grads, *out;
 	struct pw_req *r;
 	uint32_t id, n;
 	int rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO:push_pull_async", kwlist, &table, &keys,
-					 &grads, &out))
-		return NULL;
 	if ((r = (struct pw_req *)pw_req_new((struct pw_client *)self)) == NULL)
 		return NULL;
-	if (req_sparse_args(r, table, keys, grads, out, "push_pull_async", &id, &n) != 0)
+	if (req_sparse_args(r, table, keys, grads, out, op, &id, &n) != 0)
 		return req_fail(r);
 	if (n == 0)
 		return req_completed_now(r);
@@ -207,7 +203,7 @@ PyObject *pw_client_push_pull_async(PyObject *self, PyObject *args, PyObject *kw
 	rc = wharf_push_pull_async(r->client->cl, id, r->views[0].buf, n, r->views[1].buf,
 				   r->views[2].buf, pw_req_done_cb, r, NULL);
 	Py_END_ALLOW_THREADS
-	return pw_req_issued(r, rc, "push_pull_async");
+	return pw_req_issued(r, rc, op);
 }
 
 /* A dense call's arguments: the whole table in obj (out when writable, else grads). */
@@ -227,55 +223,33 @@ static int req_dense_args(struct pw_req *r, PyObject *table, PyObject *obj, bool
 	return pw_client_enter(r->client);
 }
 
-PyObject *pw_client_dense_pull_async(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *dense_req(PyObject *self, PyObject *table, PyObject *obj, bool pull,
+			   const char *op)
 {
-	static char *kwlist[] = { "table", "out", NULL };
-	PyObject *table, *out;
 	struct pw_req *r;
 	uint32_t id;
 	int rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:dense_pull_async", kwlist, &table, &out))
-		return NULL;
 	if ((r = (struct pw_req *)pw_req_new((struct pw_client *)self)) == NULL)
 		return NULL;
-	if (req_dense_args(r, table, out, true, "dense_pull_async", &id) != 0)
+	if (req_dense_args(r, table, obj, pull, op, &id) != 0)
 		return req_fail(r);
 	Py_BEGIN_ALLOW_THREADS
-	rc = wharf_dense_pull_async(r->client->cl, id, r->views[0].buf, pw_req_done_cb, r, NULL);
+	if (pull)
+		rc = wharf_dense_pull_async(r->client->cl, id, r->views[0].buf, pw_req_done_cb, r,
+					    NULL);
+	else
+		rc = wharf_dense_push_async(r->client->cl, id, r->views[0].buf, pw_req_done_cb, r,
+					    NULL);
 	Py_END_ALLOW_THREADS
-	return pw_req_issued(r, rc, "dense_pull_async");
+	return pw_req_issued(r, rc, op);
 }
 
-PyObject *pw_client_dense_push_async(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *barrier_req(PyObject *self, unsigned long long step, const char *op)
 {
-	static char *kwlist[] = { "table", "grads", NULL };
-	PyObject *table, *grads;
-	struct pw_req *r;
-	uint32_t id;
-	int rc;
-
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:dense_push_async", kwlist, &table, &grads))
-		return NULL;
-	if ((r = (struct pw_req *)pw_req_new((struct pw_client *)self)) == NULL)
-		return NULL;
-	if (req_dense_args(r, table, grads, false, "dense_push_async", &id) != 0)
-		return req_fail(r);
-	Py_BEGIN_ALLOW_THREADS
-	rc = wharf_dense_push_async(r->client->cl, id, r->views[0].buf, pw_req_done_cb, r, NULL);
-	Py_END_ALLOW_THREADS
-	return pw_req_issued(r, rc, "dense_push_async");
-}
-
-PyObject *pw_client_barrier_async(PyObject *self, PyObject *args, PyObject *kw)
-{
-	static char *kwlist[] = { "step", NULL };
-	unsigned long long step;
 	struct pw_req *r;
 	int rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "K:barrier_async", kwlist, &step))
-		return NULL;
 	if ((r = (struct pw_req *)pw_req_new((struct pw_client *)self)) == NULL)
 		return NULL;
 	if (pw_client_enter(r->client) != 0)
@@ -283,13 +257,136 @@ PyObject *pw_client_barrier_async(PyObject *self, PyObject *args, PyObject *kw)
 	Py_BEGIN_ALLOW_THREADS
 	rc = wharf_barrier_async(r->client->cl, step, pw_req_done_cb, r, NULL);
 	Py_END_ALLOW_THREADS
-	return pw_req_issued(r, rc, "barrier_async");
+	return pw_req_issued(r, rc, op);
+}
+
+PyObject *pw_client_pull_async(PyObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "table", "keys", "out", NULL };
+	PyObject *table, *keys, *out;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:pull_async", kwlist, &table, &keys, &out))
+		return NULL;
+	return pull_req(self, table, keys, out, "pull_async");
+}
+
+PyObject *pw_client_push_async(PyObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "table", "keys", "grads", NULL };
+	PyObject *table, *keys, *grads;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:push_async", kwlist, &table, &keys, &grads))
+		return NULL;
+	return push_req(self, table, keys, grads, "push_async");
+}
+
+PyObject *pw_client_push_pull_async(PyObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "table", "keys", "grads", "out", NULL };
+	PyObject *table, *keys, *grads, *out;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO:push_pull_async", kwlist, &table, &keys,
+					 &grads, &out))
+		return NULL;
+	return push_pull_req(self, table, keys, grads, out, "push_pull_async");
+}
+
+PyObject *pw_client_dense_pull_async(PyObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "table", "out", NULL };
+	PyObject *table, *out;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:dense_pull_async", kwlist, &table, &out))
+		return NULL;
+	return dense_req(self, table, out, true, "dense_pull_async");
+}
+
+PyObject *pw_client_dense_push_async(PyObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "table", "grads", NULL };
+	PyObject *table, *grads;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:dense_push_async", kwlist, &table, &grads))
+		return NULL;
+	return dense_req(self, table, grads, false, "dense_push_async");
+}
+
+PyObject *pw_client_barrier_async(PyObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "step", NULL };
+	unsigned long long step;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "K:barrier_async", kwlist, &step))
+		return NULL;
+	return barrier_req(self, step, "barrier_async");
+}
+
+static PyObject *req_finish(PyObject *req);
+
+/* pull(table, keys, out) -> out */
+PyObject *pw_client_pull(PyObject *self, PyObject *args)
+{
+	PyObject *table, *keys, *out;
+
+	if (!PyArg_ParseTuple(args, "OOO:pull", &table, &keys, &out))
+		return NULL;
+	return req_finish(pull_req(self, table, keys, out, "pull"));
+}
+
+/* push(table, keys, grads) */
+PyObject *pw_client_push(PyObject *self, PyObject *args)
+{
+	PyObject *table, *keys, *grads;
+
+	if (!PyArg_ParseTuple(args, "OOO:push", &table, &keys, &grads))
+		return NULL;
+	return req_finish(push_req(self, table, keys, grads, "push"));
+}
+
+/* push_pull(table, keys, grads, out) -> out */
+PyObject *pw_client_push_pull(PyObject *self, PyObject *args)
+{
+	PyObject *table, *keys, *grads, *out;
+
+	if (!PyArg_ParseTuple(args, "OOOO:push_pull", &table, &keys, &grads, &out))
+		return NULL;
+	return req_finish(push_pull_req(self, table, keys, grads, out, "push_pull"));
+}
+
+/* dense_pull(table, out) -> out */
+PyObject *pw_client_dense_pull(PyObject *self, PyObject *args)
+{
+	PyObject *table, *out;
+
+	if (!PyArg_ParseTuple(args, "OO:dense_pull", &table, &out))
+		return NULL;
+	return req_finish(dense_req(self, table, out, true, "dense_pull"));
+}
+
+/* dense_push(table, grads) */
+PyObject *pw_client_dense_push(PyObject *self, PyObject *args)
+{
+	PyObject *table, *grads;
+
+	if (!PyArg_ParseTuple(args, "OO:dense_push", &table, &grads))
+		return NULL;
+	return req_finish(dense_req(self, table, grads, false, "dense_push"));
+}
+
+/* barrier(step) */
+PyObject *pw_client_barrier(PyObject *self, PyObject *args)
+{
+	unsigned long long step;
+
+	if (!PyArg_ParseTuple(args, "K:barrier", &step))
+		return NULL;
+	return req_finish(barrier_req(self, step, "barrier"));
 }
 
 /* ------------------------------------------------------------------ Request */
 
 /* Waits up to ms (at most 100) for completion; true once completed. GIL released. */
-static bool wait_slice(struct pw_req *r, long ms)
+bool pw_req_wait_slice(struct pw_req *r, long ms)
 {
 	struct timespec ts;
 	bool done;
@@ -314,14 +411,89 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/*
+ * Waits for r up to limit seconds (< 0: no limit) with the GIL released, looking for signals
+ * every 100 ms. 1: completed; 0: the limit passed; -1: a signal handler raised (Ctrl-C:
+ * KeyboardInterrupt), r still in flight.
+ */
+static int wait_for(struct pw_req *r, double limit)
+{
+	double t0 = now_s(), left;
+	bool done = r->reaped;
+
+	while (!done) {
+		long ms = 100;
+		if (limit >= 0) {
+			left = limit - (now_s() - t0);
+			if (left <= 0)
+				return 0;
+			if (left * 1000 < ms)
+				ms = (long)(left * 1000) + 1;
+		}
+		Py_BEGIN_ALLOW_THREADS
+		done = pw_req_wait_slice(r, ms);
+		Py_END_ALLOW_THREADS
+		if (!done && PyErr_CheckSignals() != 0)
+			return -1;
+	}
+	return 1;
+}
+
+/* A completed r, reaped: out (or None), or its error (the library's message) raised. */
+static PyObject *req_result(struct pw_req *r)
+{
+	pw_req_reap(r);
+	if (r->status != 0)
+		return pw_raise_msg(r->status, r->msg, NULL);
+	if (r->result == NULL)
+		Py_RETURN_NONE;
+	Py_INCREF(r->result);
+	return r->result;
+}
+
+/*
+ * A blocking call: its Request (a new reference, or NULL when refused) waited for. A signal
+ * meanwhile raises at once, and the call stays in flight: the client keeps the Request, and
+ * so the arrays, until it completes; its close then gives up waiting for servers that are
+ * down (wharf_client_interrupt), as the interrupted call was the user's stop.
+ */
+static PyObject *req_finish(PyObject *req)
+{
+	struct pw_req *r = (struct pw_req *)req;
+	struct pw_client *c;
+	PyObject *res, *et, *ev, *tb;
+	int kept;
+
+	if (r == NULL)
+		return NULL;
+	if (wait_for(r, -1) > 0) {
+		res = req_result(r);
+		Py_DECREF(req);
+		return res;
+	}
+	c = r->client;
+	PyErr_Fetch(&et, &ev, &tb);
+	if (c->orphans == NULL)
+		c->orphans = PyList_New(0);
+	kept = c->orphans != NULL && PyList_Append(c->orphans, req) == 0;
+	if (kept)
+		r->orphan = true;
+	else
+		pw_req_reap(r); /* no memory to keep it: wait for it here after all */
+	PyErr_Clear();
+	PyErr_Restore(et, ev, tb);
+	Py_DECREF(req);
+	return NULL;
+}
+
 /* wait(timeout=None) -> out or None; raises the call's error, or TimeoutError. */
 static PyObject *req_wait(PyObject *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "timeout", NULL };
 	struct pw_req *r = (struct pw_req *)self;
 	PyObject *timeout = Py_None;
-	double limit = -1, t0 = now_s(), left;
-	bool done = r->reaped;
+	double limit = -1;
+	int w;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:wait", kwlist, &timeout))
 		return NULL;
@@ -335,33 +507,25 @@ static PyObject *req_wait(PyObject *self, PyObject *args, PyObject *kw)
 			return NULL;
 		}
 	}
-	while (!done) {
-		long ms = 100;
-		if (limit >= 0) {
-			left = limit - (now_s() - t0);
-			if (left <= 0)
-				break;
-			if (left * 1000 < ms)
-				ms = (long)(left * 1000) + 1;
-		}
-		Py_BEGIN_ALLOW_THREADS
-		done = wait_slice(r, ms);
-		Py_END_ALLOW_THREADS
-		if (!done && PyErr_CheckSignals() != 0)
-			return NULL; /* still pending: wait() may be called again */
-	}
-	if (!done) {
+	w = wait_for(r, limit);
+	if (w < 0)
+		return NULL; /* still pending: wait() may be called again */
+	if (w == 0) {
 		char m[96];
 		snprintf(m, sizeof(m), "wait: the request did not complete within %g s", limit);
 		return pw_raise_msg(-ETIMEDOUT, m, pw_TimeoutError);
 	}
-	pw_req_reap(r);
-	if (r->status != 0)
-		return pw_raise_msg(r->status, NULL, NULL);
-	if (r->result == NULL)
-		Py_RETURN_NONE;
-	Py_INCREF(r->result);
-	return r->result;
+	return req_result(r);
+}
+
+bool pw_req_done_now(struct pw_req *r)
+{
+	bool done;
+
+	pthread_mutex_lock(&r->mu);
+	done = r->completed;
+	pthread_mutex_unlock(&r->mu);
+	return done;
 }
 
 static PyObject *req_done(PyObject *self, PyObject *unused)

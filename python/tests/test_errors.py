@@ -247,6 +247,85 @@ def test_ctrl_c_while_waiting_for_servers_interrupts_the_open():
         _wharf.Client(cfg, m)
 
 
+def gone_server(wait_timeout):
+    """A PS process (kernel TCP) of one table emb of dim 4, and a client of it, this
+    process worker 0; the server is to be killed."""
+    import sys
+    from conftest import Proc, wait_for
+    port = next_port()
+    flags = ["--ps", "127.0.0.1:%d" % port, "--protocol", "kernel", "--num-workers", "1",
+             "--wait-timeout", str(wait_timeout), "--retry-interval", "1"]
+    code = ("import sys, wharf\nwharf.init(sys.argv[1:])\nwharf.sparse_table('emb', dim=4)\n"
+            "wharf.run_server()\n")
+    ps = Proc("ps-gone-%d" % port, [sys.executable, "-c", code, "--role", "ps"] + flags)
+    assert wait_for(lambda: "ps 0 serving" in ps.text(), 30), ps.text()
+    cfg = _wharf.Config(flags + ["--role", "worker", "--task-index", "0"])
+    m = _wharf.Model()
+    m.add("emb", dim=4)
+    return ps, _wharf.Client(cfg, m)
+
+
+def sigint_in(secs):
+    import os
+    import signal
+    import threading
+    t = threading.Timer(secs, os.kill, (os.getpid(), signal.SIGINT))
+    t.start()
+    return t
+
+
+def test_ctrl_c_during_a_call_to_a_server_that_went_away():
+    """A blocking push to a server that was killed waits for it to come back (--wait-timeout,
+    60 s here). SIGINT meanwhile raises KeyboardInterrupt at once; the push stays in flight,
+    so close() gives up waiting for the server and returns at once too."""
+    import signal
+    ps, c = gone_server(60)
+    try:
+        keys = np.arange(8, dtype=np.uint64)
+        grads = np.ones((8, 4), np.float32)
+        c.push(0, keys, grads)
+        ps.stop(signal.SIGKILL)
+        t0 = time.time()
+        timer = sigint_in(1.0)
+        with pytest.raises(KeyboardInterrupt):
+            c.push(0, keys, grads)
+        assert time.time() - t0 < 10
+        timer.join()
+        t0 = time.time()
+        c.close()
+        assert time.time() - t0 < 10
+        assert c.closed
+    finally:
+        ps.stop()
+
+
+def test_ctrl_c_during_close_gives_up_on_a_server_that_went_away():
+    """close() completes what is in flight, which for a killed server means waiting for it to
+    come back. SIGINT meanwhile makes the waits end: close returns at once and raises
+    KeyboardInterrupt, and the request in flight fails with ECANCELED and the reason."""
+    import signal
+    ps, c = gone_server(60)
+    try:
+        keys = np.arange(8, dtype=np.uint64)
+        grads = np.ones((8, 4), np.float32)
+        c.push(0, keys, grads)
+        ps.stop(signal.SIGKILL)
+        r = c.push_async(0, keys, grads)
+        t0 = time.time()
+        timer = sigint_in(1.0)
+        with pytest.raises(KeyboardInterrupt):
+            c.close()
+        assert time.time() - t0 < 10
+        timer.join()
+        assert c.closed
+        with pytest.raises(wharf.Error) as e:
+            r.wait()
+        assert e.value.errno == errno.ECANCELED
+        assert "push of table 0" in str(e.value) and "interrupted" in str(e.value)
+    finally:
+        ps.stop()
+
+
 def test_calls_before_init_and_on_a_server_are_refused():
     import subprocess
     import sys
