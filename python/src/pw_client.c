@@ -1,11 +1,13 @@
 /*
  * pw_client.c — wharf._wharf.Client: a worker's connection to every server (wharf_client_open)
- * and its blocking calls, each with the GIL released so other Python threads run (and call
- * the same client: libwharf's client takes calls from any thread).
+ * and its calls (pw_req.c), each waiting with the GIL released so other Python threads run
+ * (and call the same client: libwharf's client takes calls from any thread).
  *
  * Call chain: python/wharf/__init__.py Table.pull / push / ... -> Client.pull(table, keys, out)
- *   -> pw_buf_* (the checks) -> wharf_pull etc. on the caller's own memory -> out returned.
- * Closing waits for the calls in progress and the asynchronous requests (pw_req.c) first.
+ *   -> pw_req.c: pw_buf_* (the checks) -> wharf_pull_async etc. on the caller's own memory
+ *   -> waited for, Ctrl-C looked for every 100 ms -> out returned.
+ * Closing waits for the calls in progress and the requests in flight first; Ctrl-C then, or a
+ * call Ctrl-C left in flight, makes it give up waiting for servers (wharf_client_interrupt).
  */
 #include <errno.h>
 #include <signal.h>

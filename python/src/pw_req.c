@@ -1,7 +1,8 @@
 /*
- * pw_req.c — the asynchronous calls (Client.pull_async etc.) and their handle, Request: the
- * library reads or writes the caller's arrays until the call completes, so the Request holds
- * their buffer exports (and so the arrays) until then; wait() returns out (or None) or raises.
+ * pw_req.c — the calls (Client.pull_async etc.) and their handle, Request: the library
+ * reads or writes the caller's arrays until the call completes, so the Request holds their
+ * buffer exports (and so the arrays) until then; wait() returns out (or None) or raises. A
+ * blocking call (Client.pull etc.) is its _async form waited for (req_finish).
  *
  * Call chain: Client.pull_async(table, keys, out) -> pw_buf_* -> wharf_pull_async(...,
  *   pw_req_done_cb, req, NULL) -> (network thread) pw_req_done_cb: status, signal -> (any
