@@ -248,8 +248,9 @@ def test_ctrl_c_while_waiting_for_servers_interrupts_the_open():
 
 
 def gone_server(wait_timeout):
-    """A PS process (kernel TCP) of one table emb of dim 4, and a client of it, this
-    process worker 0; the server is to be killed."""
+    """A PS process (kernel TCP) of one table emb of dim 4, a client of it (this process
+    worker 0) that pushed once, then the server killed: (ps, client, keys, grads)."""
+    import signal
     import sys
     from conftest import Proc, wait_for
     port = next_port()
@@ -262,7 +263,12 @@ def gone_server(wait_timeout):
     cfg = _wharf.Config(flags + ["--role", "worker", "--task-index", "0"])
     m = _wharf.Model()
     m.add("emb", dim=4)
-    return ps, _wharf.Client(cfg, m)
+    c = _wharf.Client(cfg, m)
+    keys = np.arange(8, dtype=np.uint64)
+    grads = np.ones((8, 4), np.float32)
+    c.push(0, keys, grads)
+    ps.stop(signal.SIGKILL)
+    return ps, c, keys, grads
 
 
 def sigint_in(secs):
@@ -278,13 +284,8 @@ def test_ctrl_c_during_a_call_to_a_server_that_went_away():
     """A blocking push to a server that was killed waits for it to come back (--wait-timeout,
     60 s here). SIGINT meanwhile raises KeyboardInterrupt at once; the push stays in flight,
     so close() gives up waiting for the server and returns at once too."""
-    import signal
-    ps, c = gone_server(60)
+    ps, c, keys, grads = gone_server(60)
     try:
-        keys = np.arange(8, dtype=np.uint64)
-        grads = np.ones((8, 4), np.float32)
-        c.push(0, keys, grads)
-        ps.stop(signal.SIGKILL)
         t0 = time.time()
         timer = sigint_in(1.0)
         with pytest.raises(KeyboardInterrupt):
@@ -303,13 +304,8 @@ def test_ctrl_c_during_close_gives_up_on_a_server_that_went_away():
     """close() completes what is in flight, which for a killed server means waiting for it to
     come back. SIGINT meanwhile makes the waits end: close returns at once and raises
     KeyboardInterrupt, and the request in flight fails with ECANCELED and the reason."""
-    import signal
-    ps, c = gone_server(60)
+    ps, c, keys, grads = gone_server(60)
     try:
-        keys = np.arange(8, dtype=np.uint64)
-        grads = np.ones((8, 4), np.float32)
-        c.push(0, keys, grads)
-        ps.stop(signal.SIGKILL)
         r = c.push_async(0, keys, grads)
         t0 = time.time()
         timer = sigint_in(1.0)
