@@ -30,5 +30,5 @@ echo "$resource" | grep -qE '^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[A-Za-z0-9]([A-Za-z
 for v in "SRIOV_NETWORK=$network" "TOKEN_SECRET=$secret"; do
 	echo "${v#*=}" | grep -qE '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$' || die "$v: not a DNS label"
 done
-sed -e "s|image: wharf:0\.4\.0|image: $image|" -e "s|intel\.com/sriov|$resource|g" \
+sed -e "s|image: wharf:[0-9][0-9.]*|image: $image|" -e "s|intel\.com/sriov|$resource|g" \
 	-e "s|wharf-sriov|$network|g" -e "s|wharf-ctl-token|$secret|g" "$file"
