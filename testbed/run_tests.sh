@@ -116,6 +116,15 @@ resdir=$(mktemp -d /tmp/wharf-tests.XXXX)
 cores=$(nproc 2>/dev/null || echo 1)
 jobs=${WHARF_TEST_JOBS:-$((cores >= 2 ? 2 : 1))}
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "WHARF_TEST_JOBS=$jobs: expected a number of tests at a time, 1 or more" >&2; exit 2; }
+# Hugepages for two tests at once (one takes up to about 250 2 MB pages): where the machine
+# gave fewer, one at a time (a test that finds none free runs --no-huge by itself).
+if [ "$jobs" -gt 1 ] && [ ${#integs[@]} -gt 0 ] && [ "$(testbed/hugepages.sh)" = huge ]; then
+	free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+	if [ "${free:-0}" -lt $((300 * jobs)) ]; then
+		echo "run_tests: $free free hugepages, under the $((300 * jobs)) of $jobs tests at a time: one at a time"
+		jobs=1
+	fi
+fi
 slots=()
 cleanup() {
 	local ns
