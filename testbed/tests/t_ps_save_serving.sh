@@ -2,7 +2,7 @@
 # A checkpoint asked for on the control endpoint (`wharf-ctl save`) is written while the PS
 # keeps serving: lane 0 makes the cut, copies rows as it serves, and a thread writes and
 # fsyncs the file; the save is answered when the file is in place. Over kernel TCP on
-# 127.0.0.1 (seconds, no switch): wharf-psd with WHARF_TEST_SAVE_DELAY_MS=2500 (its writer
+# 127.0.0.1 (seconds, no switch): wharf-psd with WHARF_TEST_SAVE_DELAY_MS=4000 (its writer
 # waits, as a slow disk would) and a wharf-ps-bench worker pushing and pulling. During the
 # save, `wharf-ctl status` (served by lane 0 too) must answer within a second twice, its
 # message count growing between the two; the save answers "ok saved" after the delay, and
@@ -17,7 +17,7 @@ MODEL="$TB_ROOT/configs/model_30.json"
 CL="--protocol kernel --ps 127.0.0.1:$B --num-workers 1 --mode async --wait-timeout 20 --retry-interval 1"
 mkdir -p "$TB_DIR/ck"
 
-WHARF_TEST_SAVE_DELAY_MS=2500 tb_node ps 0 psd $CL --role ps --ckpt "$TB_DIR/ck/m.ckpt" \
+WHARF_TEST_SAVE_DELAY_MS=4000 tb_node ps 0 psd $CL --role ps --ckpt "$TB_DIR/ck/m.ckpt" \
 	--ckpt-interval 0 --model-file "$MODEL"
 tb_wait_log "$TB_DIR/ps.log" "serving" 20 || { cat "$TB_DIR/ps.log" >&2; tb_fail "the server did not come up"; }
 tb_node w 1 ps-bench $CL --role worker --model-file "$MODEL" --seconds 30
@@ -45,7 +45,7 @@ m1=$(msgs "$TB_DIR/st1.out") m2=$(msgs "$TB_DIR/st2.out")
 [ -n "$m1" ] && [ -n "$m2" ] && [ "$m2" -gt "$m1" ] ||
 	tb_fail "lane 0 did not serve during the save: msgs_in $m1 then $m2"
 grep -q "^ok saved [0-9]* rows to .*/snap.ckpt" "$TB_DIR/save.out" || tb_fail "save: $(cat "$TB_DIR/save.out")"
-[ "$ms" -ge 2400 ] || tb_fail "the save answered after $ms ms, before its 2500 ms writer"
+[ "$ms" -ge 3900 ] || tb_fail "the save answered after $ms ms, before its 4000 ms writer"
 tb_pass "save answered after $ms ms ($(cat "$TB_DIR/save.out")); meanwhile lane 0 served msgs_in $m1 -> $m2 and refused a second save"
 
 tb_stop w
