@@ -119,7 +119,10 @@ for p in $PROTOCOLS; do
 	printf '%-8s %14s %14s %10s\n' "$p" "${ACC[$p]}" "${SPS[$p]}" "${SECS[$p]}"
 done
 if [[ "${SPS[dpdk]:-null}" != null && "${SPS[kernel]:-null}" != null ]]; then
-	echo "samples/s dpdk/kernel: $(echo "scale=3; ${SPS[dpdk]} / ${SPS[kernel]}" | bc)"
+	printf 'samples/s dpdk/kernel: %.3f\n' "$(echo "scale=4; ${SPS[dpdk]} / ${SPS[kernel]}" | bc)"
+	echo "how each ran: both sleeping when idle, pinned alike; dpdk sends every frame through the"
+	echo "testbed's software switch (one more process waking on these 2 cores), kernel TCP over"
+	echo "loopback. On NIC hosts each node has the wire to itself: see docs/benchmarks.md."
 fi
 echo "total $(( $(date +%s) - T0 )) s"
 tb_cleanup
