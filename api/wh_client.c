@@ -1071,22 +1071,42 @@ bool wharf_req_done(const struct wharf_req *req)
 	return req != NULL && atomic_load_explicit(&req->state, memory_order_acquire) == WH_DONE;
 }
 
-int64_t wharf_geo_pull(struct wharf_client *cl, uint32_t table, wharf_row_fn *fn, void *arg)
+/* A GEO pull's checks and request fields: 0 or the refusal. */
+static int geo(struct wharf_client *cl, struct wharf_req *r)
 {
-	struct wharf_req r = REQ(.op = WH_GEO, .table = table, .row_fn = fn, .row_arg = arg);
 	int rc;
 
-	if (fn == NULL)
+	if (r->row_fn == NULL)
 		return wh_errf(-EINVAL, "GEO pull: NULL row function");
-	if ((rc = check_table(cl, &r, false)) != 0)
+	if ((rc = check_table(cl, r, false)) != 0)
 		return rc;
 	if (cl->cfg->cl.mode != PS_JOB_GEO)
 		return wh_errf(-EINVAL, "GEO pull: the job runs in %s mode",
 			       ps_job_mode_name(cl->cfg->cl.mode));
-	r.n = 1;
-	r.per_chunk = 1;
-	rc = call(cl, &r);
+	r->n = 1;
+	r->per_chunk = 1;
+	return 0;
+}
+
+int64_t wharf_geo_pull(struct wharf_client *cl, uint32_t table, wharf_row_fn *fn, void *arg)
+{
+	struct wharf_req r = REQ(.op = WH_GEO, .table = table, .row_fn = fn, .row_arg = arg);
+	int rc = geo(cl, &r);
+
+	if (rc == 0)
+		rc = call(cl, &r);
 	return rc != 0 ? rc : r.rows;
+}
+
+int wharf_geo_pull_async(struct wharf_client *cl, uint32_t table, wharf_row_fn *fn,
+			 void *fn_arg, wharf_done_fn *done, void *arg, struct wharf_req **req)
+{
+	if (req != NULL)
+		*req = NULL; /* refused below: nothing queued */
+	struct wharf_req r = REQ(.op = WH_GEO, .table = table, .row_fn = fn, .row_arg = fn_arg);
+	int rc = geo(cl, &r);
+
+	return rc != 0 ? rc : start(cl, &r, done, arg, req);
 }
 
 uint64_t wharf_step(const struct wharf_client *cl)

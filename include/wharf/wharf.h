@@ -284,6 +284,9 @@ bool wharf_req_done(const struct wharf_req *req);
  */
 typedef void wharf_row_fn(void *arg, uint64_t key, const float *row, uint32_t dim);
 int64_t wharf_geo_pull(struct wharf_client *cl, uint32_t table, wharf_row_fn *fn, void *arg);
+/* The same without waiting: rows reach fn as they come, then the completion (status only). */
+int wharf_geo_pull_async(struct wharf_client *cl, uint32_t table, wharf_row_fn *fn,
+			 void *fn_arg, wharf_done_fn *done, void *arg, struct wharf_req **req);
 
 struct wharf_client_stats {
 	uint64_t calls, requests, replies, bytes_out, bytes_in, reconnects, resent;

@@ -118,6 +118,7 @@ struct pw_req {
 	bool issued;                /* the library holds it: the callback will run */
 	bool reaped;                /* completed and the views released */
 	bool orphan;                /* a blocking call's, left in flight by a signal */
+	struct pw_geo_rows *geo;    /* a GEO pull's rows, gathered on the network thread */
 	char msg[256];              /* wharf_errmsg() of a failed completion */
 	struct pw_req *next, **pprev; /* in client->reqs while issued and not reaped */
 };
@@ -148,5 +149,6 @@ PyObject *pw_client_push_pull(PyObject *self, PyObject *args);
 PyObject *pw_client_dense_pull(PyObject *self, PyObject *args);
 PyObject *pw_client_dense_push(PyObject *self, PyObject *args);
 PyObject *pw_client_barrier(PyObject *self, PyObject *args);
+PyObject *pw_client_geo_pull(PyObject *self, PyObject *args);
 
 #endif

@@ -242,75 +242,6 @@ static void client_dealloc(PyObject *self)
 	Py_TYPE(self)->tp_free(self);
 }
 
-/* The rows wharf_geo_pull hands over, gathered on the network thread (no Python there). */
-struct geo_rows {
-	uint64_t *keys;
-	float *rows;
-	size_t n, cap;
-	uint32_t dim;
-	bool nomem;
-};
-
-static void geo_on_row(void *arg, uint64_t key, const float *row, uint32_t dim)
-{
-	struct geo_rows *g = arg;
-
-	if (g->nomem || dim != g->dim)
-		return;
-	if (g->n == g->cap) {
-		size_t cap = g->cap ? g->cap * 2 : 256;
-		uint64_t *k = realloc(g->keys, cap * sizeof(*k));
-		float *r = k ? realloc(g->rows, cap * dim * sizeof(*r)) : NULL;
-
-		if (k)
-			g->keys = k;
-		if (r == NULL) {
-			g->nomem = true;
-			return;
-		}
-		g->rows = r;
-		g->cap = cap;
-	}
-	g->keys[g->n] = key;
-	memcpy(g->rows + g->n * dim, row, dim * sizeof(float));
-	g->n++;
-}
-
-/* geo_pull(table) -> (keys, rows, n), bytearrays: the rows others changed since the last. */
-static PyObject *client_geo_pull(PyObject *self, PyObject *args)
-{
-	struct pw_client *c = (struct pw_client *)self;
-	const struct pw_table_info *t;
-	struct geo_rows g;
-	PyObject *table, *res = NULL;
-	uint32_t id;
-	int64_t rc;
-
-	if (!PyArg_ParseTuple(args, "O:geo_pull", &table) ||
-	    (t = pw_client_table(c, table, WHARF_TABLE_SPARSE, "geo_pull", &id)) == NULL ||
-	    pw_client_enter(c) != 0)
-		return NULL;
-	memset(&g, 0, sizeof(g));
-	g.dim = t->dim;
-	Py_BEGIN_ALLOW_THREADS
-	rc = wharf_geo_pull(c->cl, id, geo_on_row, &g);
-	Py_END_ALLOW_THREADS
-	pw_client_leave(c);
-	if (rc < 0)
-		pw_raise((int)rc, NULL, NULL);
-	else if (g.nomem)
-		PyErr_NoMemory();
-	else
-		res = Py_BuildValue("(NNn)",
-			PyByteArray_FromStringAndSize((const char *)g.keys, (Py_ssize_t)(g.n * 8)),
-			PyByteArray_FromStringAndSize((const char *)g.rows,
-						      (Py_ssize_t)(g.n * g.dim * 4)),
-			(Py_ssize_t)g.n);
-	free(g.keys);
-	free(g.rows);
-	return res;
-}
-
 static PyObject *client_stats(PyObject *self, PyObject *unused)
 {
 	struct pw_client *c = (struct pw_client *)self;
@@ -368,7 +299,7 @@ static PyMethodDef client_methods[] = {
 	  METH_VARARGS | METH_KEYWORDS, "dense_push_async(table, grads) -> Request" },
 	{ "barrier_async", (PyCFunction)(void (*)(void))pw_client_barrier_async,
 	  METH_VARARGS | METH_KEYWORDS, "barrier_async(step) -> Request" },
-	{ "geo_pull", client_geo_pull, METH_VARARGS,
+	{ "geo_pull", pw_client_geo_pull, METH_VARARGS,
 	  "geo_pull(table) -> (keys, rows, n) as bytearrays: the rows changed since this worker's "
 	  "last geo_pull" },
 	{ "stats", client_stats, METH_NOARGS, "stats() -> dict of the client's counters" },

@@ -12,6 +12,7 @@
  * by waiting for its callback, never by freeing memory the network thread may still write.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -322,6 +323,92 @@ PyObject *pw_client_barrier_async(PyObject *self, PyObject *args, PyObject *kw)
 	return barrier_req(self, step, "barrier_async");
 }
 
+/* The rows a GEO pull hands over, gathered on the network thread (no Python there). */
+struct pw_geo_rows {
+	uint64_t *keys;
+	float *rows;
+	size_t n, cap;
+	uint32_t dim;
+	bool nomem;
+};
+
+static void geo_on_row(void *arg, uint64_t key, const float *row, uint32_t dim)
+{
+	struct pw_geo_rows *g = arg;
+
+	if (g->nomem || dim != g->dim)
+		return;
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? g->cap * 2 : 256;
+		uint64_t *k = realloc(g->keys, cap * sizeof(*k));
+		float *r = k ? realloc(g->rows, cap * dim * sizeof(*r)) : NULL;
+
+		if (k)
+			g->keys = k;
+		if (r == NULL) {
+			g->nomem = true;
+			return;
+		}
+		g->rows = r;
+		g->cap = cap;
+	}
+	g->keys[g->n] = key;
+	memcpy(g->rows + g->n * dim, row, dim * sizeof(float));
+	g->n++;
+}
+
+static void geo_free(struct pw_req *r)
+{
+	if (r->geo == NULL)
+		return;
+	free(r->geo->keys);
+	free(r->geo->rows);
+	free(r->geo);
+	r->geo = NULL;
+}
+
+static PyObject *geo_req(PyObject *self, PyObject *table, const char *op)
+{
+	const struct pw_table_info *t;
+	struct pw_req *r;
+	uint32_t id;
+	int rc;
+
+	if ((r = (struct pw_req *)pw_req_new((struct pw_client *)self)) == NULL)
+		return NULL;
+	if ((t = pw_client_table(r->client, table, WHARF_TABLE_SPARSE, op, &id)) == NULL)
+		return req_fail(r);
+	if ((r->geo = calloc(1, sizeof(*r->geo))) == NULL) {
+		PyErr_NoMemory();
+		return req_fail(r);
+	}
+	r->geo->dim = t->dim;
+	if (pw_client_enter(r->client) != 0)
+		return req_fail(r);
+	Py_BEGIN_ALLOW_THREADS
+	rc = wharf_geo_pull_async(r->client->cl, id, geo_on_row, r->geo, pw_req_done_cb, r, NULL);
+	Py_END_ALLOW_THREADS
+	return pw_req_issued(r, rc, op);
+}
+
+/* A completed GEO pull's (keys, rows, n), bytearrays, as its result; its rows freed. */
+static int geo_result(struct pw_req *r)
+{
+	struct pw_geo_rows *g = r->geo;
+
+	if (g->nomem) {
+		geo_free(r);
+		PyErr_NoMemory();
+		return -1;
+	}
+	r->result = Py_BuildValue("(NNn)",
+		PyByteArray_FromStringAndSize((const char *)g->keys, (Py_ssize_t)(g->n * 8)),
+		PyByteArray_FromStringAndSize((const char *)g->rows, (Py_ssize_t)(g->n * g->dim * 4)),
+		(Py_ssize_t)g->n);
+	geo_free(r);
+	return r->result != NULL ? 0 : -1;
+}
+
 static PyObject *req_finish(PyObject *req);
 
 /* pull(table, keys, out) -> out */
@@ -372,6 +459,16 @@ PyObject *pw_client_dense_push(PyObject *self, PyObject *args)
 	if (!PyArg_ParseTuple(args, "OO:dense_push", &table, &grads))
 		return NULL;
 	return req_finish(dense_req(self, table, grads, false, "dense_push"));
+}
+
+/* geo_pull(table) -> (keys, rows, n), bytearrays: the rows others changed since the last. */
+PyObject *pw_client_geo_pull(PyObject *self, PyObject *args)
+{
+	PyObject *table;
+
+	if (!PyArg_ParseTuple(args, "O:geo_pull", &table))
+		return NULL;
+	return req_finish(geo_req(self, table, "geo_pull"));
 }
 
 /* barrier(step) */
@@ -446,6 +543,8 @@ static PyObject *req_result(struct pw_req *r)
 	pw_req_reap(r);
 	if (r->status != 0)
 		return pw_raise_msg(r->status, r->msg, NULL);
+	if (r->geo != NULL && geo_result(r) != 0)
+		return NULL;
 	if (r->result == NULL)
 		Py_RETURN_NONE;
 	Py_INCREF(r->result);
@@ -546,6 +645,7 @@ static void req_dealloc(PyObject *self)
 	struct pw_req *r = (struct pw_req *)self;
 
 	pw_req_reap(r); /* the library may still write the arrays: wait for it */
+	geo_free(r);
 	Py_CLEAR(r->result);
 	Py_CLEAR(r->client);
 	pthread_mutex_destroy(&r->mu);

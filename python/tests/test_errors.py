@@ -247,7 +247,7 @@ def test_ctrl_c_while_waiting_for_servers_interrupts_the_open():
         _wharf.Client(cfg, m)
 
 
-def gone_server(wait_timeout):
+def gone_server(wait_timeout, mode="async"):
     """A PS process (kernel TCP) of one table emb of dim 4, a client of it (this process
     worker 0) that pushed once, then the server killed: (ps, client, keys, grads)."""
     import signal
@@ -255,7 +255,7 @@ def gone_server(wait_timeout):
     from conftest import Proc, wait_for
     port = next_port()
     flags = ["--ps", "127.0.0.1:%d" % port, "--protocol", "kernel", "--num-workers", "1",
-             "--wait-timeout", str(wait_timeout), "--retry-interval", "1"]
+             "--mode", mode, "--wait-timeout", str(wait_timeout), "--retry-interval", "1"]
     code = ("import sys, wharf\nwharf.init(sys.argv[1:])\nwharf.sparse_table('emb', dim=4)\n"
             "wharf.run_server()\n")
     ps = Proc("ps-gone-%d" % port, [sys.executable, "-c", code, "--role", "ps"] + flags)
@@ -296,6 +296,23 @@ def test_ctrl_c_during_a_call_to_a_server_that_went_away():
         c.close()
         assert time.time() - t0 < 10
         assert c.closed
+    finally:
+        ps.stop()
+
+
+def test_ctrl_c_during_a_geo_pull_from_a_server_that_went_away():
+    """geo_pull waits for its server as the other calls do, and SIGINT ends it the same way."""
+    ps, c, keys, grads = gone_server(60, "geo")
+    try:
+        t0 = time.time()
+        timer = sigint_in(1.0)
+        with pytest.raises(KeyboardInterrupt):
+            c.geo_pull(0)
+        assert time.time() - t0 < 10
+        timer.join()
+        t0 = time.time()
+        c.close()
+        assert time.time() - t0 < 10
     finally:
         ps.stop()
 
