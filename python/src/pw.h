@@ -107,7 +107,7 @@ void pw_block_signals(sigset_t *old);
 /* ---- asynchronous requests (pw_req.c) */
 struct pw_req {
 	PyObject_HEAD
-	struct pw_client *client;   /* a strong reference */
+	struct pw_client *client;   /* a strong reference, but for an orphan's */
 	Py_buffer views[3];
 	int n_views;
 	PyObject *result;           /* what wait() returns (out, or None) */

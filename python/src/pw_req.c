@@ -576,9 +576,13 @@ static PyObject *req_finish(PyObject *req)
 	if (c->orphans == NULL)
 		c->orphans = PyList_New(0);
 	kept = c->orphans != NULL && PyList_Append(c->orphans, req) == 0;
-	if (kept)
+	if (kept) {
+		/* The client's list holds r now, and r's hold on the client is given up, so that
+		 * no cycle keeps a dropped client (and its network thread) alive: the client
+		 * outlives r, which its close releases. */
 		r->orphan = true;
-	else
+		Py_DECREF(c);
+	} else
 		pw_req_reap(r); /* no memory to keep it: wait for it here after all */
 	PyErr_Clear();
 	PyErr_Restore(et, ev, tb);
@@ -647,6 +651,8 @@ static void req_dealloc(PyObject *self)
 	pw_req_reap(r); /* the library may still write the arrays: wait for it */
 	geo_free(r);
 	Py_CLEAR(r->result);
+	if (r->orphan)
+		r->client = NULL; /* not its reference: req_finish gave it up */
 	Py_CLEAR(r->client);
 	pthread_mutex_destroy(&r->mu);
 	pthread_cond_destroy(&r->cv);
