@@ -200,8 +200,8 @@ void wharf_client_close(struct wharf_client *cl);
  * wait_timeout_s), it stops waiting: every call in flight or queued then fails with
  * -ECANCELED ("interrupted"), and so does every later call; only wharf_client_close is left.
  * So a close that would wait out a server that is down returns at once. One atomic store:
- * safe from any thread and from a signal handler. The Python binding calls it on Ctrl-C
- * during a close.
+ * safe from any thread and from a signal handler. The Python binding calls it when Ctrl-C
+ * comes during a close, or when a call Ctrl-C interrupted is still in flight at the close.
  */
 void wharf_client_interrupt(struct wharf_client *cl);
 

@@ -146,7 +146,7 @@ static PyObject *req_fail(struct pw_req *r)
 
 /*
  * The calls. Each operation has one issuing function, named op in its messages, for its
- * _async form (a Request) and its blocking form (the Request waited for: pw_req_finish).
+ * _async form (a Request) and its blocking form (the Request waited for: req_finish).
  */
 static PyObject *pull_req(PyObject *self, PyObject *table, PyObject *keys, PyObject *out,
 			  const char *op)
