@@ -90,7 +90,7 @@ struct pw_client {
 	int busy;                   /* calls in progress (GIL held to change it) */
 	bool closing;
 	struct pw_req *reqs;        /* requests issued and not yet reaped */
-	PyObject *orphans;          /* a list: blocking calls a signal interrupted (pw_req_finish) */
+	PyObject *orphans;          /* a list: blocking calls a signal interrupted (req_finish, pw_req.c) */
 };
 extern PyTypeObject pw_ClientType;
 
@@ -142,7 +142,7 @@ PyObject *pw_client_push_pull_async(PyObject *self, PyObject *args, PyObject *kw
 PyObject *pw_client_dense_pull_async(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *pw_client_dense_push_async(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *pw_client_barrier_async(PyObject *self, PyObject *args, PyObject *kw);
-/* The blocking calls: each is its _async form waited for (pw_req_finish). */
+/* The blocking calls: each is its _async form waited for (req_finish, pw_req.c). */
 PyObject *pw_client_pull(PyObject *self, PyObject *args);
 PyObject *pw_client_push(PyObject *self, PyObject *args);
 PyObject *pw_client_push_pull(PyObject *self, PyObject *args);
