@@ -90,7 +90,7 @@ struct pw_client {
 	int busy;                   /* calls in progress (GIL held to change it) */
 	bool closing;
 	struct pw_req *reqs;        /* requests issued and not yet reaped */
-	PyObject *orphans;          /* a list: blocking calls a signal interrupted (req_finish, pw_req.c) */
+	PyObject *orphans;          /* list: blocking calls a signal interrupted (req_finish) */
 };
 extern PyTypeObject pw_ClientType;
 
