@@ -16,6 +16,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -105,15 +106,14 @@ const struct pw_table_info *pw_client_table(struct pw_client *c, PyObject *table
 void pw_block_signals(sigset_t *old);
 
 /* ---- asynchronous requests (pw_req.c) */
+enum { PW_RUNNING = 0, PW_SLEEPING, PW_DONE };
 struct pw_req {
 	PyObject_HEAD
 	struct pw_client *client;   /* a strong reference, but for an orphan's */
 	Py_buffer views[3];
 	int n_views;
 	PyObject *result;           /* what wait() returns (out, or None) */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool completed;             /* set by the network thread under mu */
+	_Atomic uint32_t state;     /* PW_RUNNING, PW_SLEEPING (a waiter's futex), PW_DONE */
 	int status;
 	bool issued;                /* the library holds it: the callback will run */
 	bool reaped;                /* completed and the views released */
@@ -132,7 +132,7 @@ wharf_done_fn pw_req_done_cb;
 void pw_req_reap(struct pw_req *r);
 /* Whether r completed (its callback ran). */
 bool pw_req_done_now(struct pw_req *r);
-/* Waits up to ms (at most 100) for r's completion; true once completed. Call without the GIL. */
+/* Waits up to ms for r's completion; true once completed. Call without the GIL. */
 bool pw_req_wait_slice(struct pw_req *r, long ms);
 
 /* Client methods that live in pw_req.c. */

@@ -12,9 +12,13 @@
  * by waiting for its callback, never by freeing memory the network thread may still write.
  */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pw.h"
 
@@ -24,8 +28,6 @@ PyObject *pw_req_new(struct pw_client *c)
 
 	if (r == NULL)
 		return NULL;
-	pthread_mutex_init(&r->mu, NULL);
-	pthread_cond_init(&r->cv, NULL);
 	Py_INCREF(c);
 	r->client = c;
 	return (PyObject *)r;
@@ -37,11 +39,15 @@ void pw_req_done_cb(void *arg, int status)
 
 	if (status != 0) /* the library's why, set on this (the network) thread */
 		snprintf(r->msg, sizeof(r->msg), "%s", wharf_errmsg());
-	pthread_mutex_lock(&r->mu);
 	r->status = status;
-	r->completed = true;
-	pthread_cond_broadcast(&r->cv); /* to pw_req_reap and wait_slice */
-	pthread_mutex_unlock(&r->mu);
+	/*
+	 * release: status, msg (and a GEO pull's rows) before PW_DONE. The wake comes after, and
+	 * without a lock a woken waiter would run into (on one core: a context switch more
+	 * each way). The waiter may free r as soon as it sees PW_DONE; a wake on a freed word
+	 * reads nothing, as libwharf's own completions do.
+	 */
+	if (atomic_exchange_explicit(&r->state, PW_DONE, memory_order_acq_rel) == PW_SLEEPING)
+		syscall(SYS_futex, (uint32_t *)&r->state, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 static void req_release_views(struct pw_req *r)
@@ -68,10 +74,8 @@ void pw_req_reap(struct pw_req *r)
 		return;
 	if (r->issued) {
 		Py_BEGIN_ALLOW_THREADS
-		pthread_mutex_lock(&r->mu);
-		while (!r->completed)
-			pthread_cond_wait(&r->cv, &r->mu);
-		pthread_mutex_unlock(&r->mu);
+		while (!pw_req_wait_slice(r, 100))
+			;
 		Py_END_ALLOW_THREADS
 		if (r->reaped) /* another thread reaped it while this one waited */
 			return;
@@ -107,7 +111,7 @@ static PyObject *req_completed_now(struct pw_req *r)
 {
 	pw_client_leave(r->client);
 	req_release_views(r);
-	r->completed = true;
+	atomic_store_explicit(&r->state, PW_DONE, memory_order_relaxed); /* nobody waits yet */
 	r->reaped = true;
 	return (PyObject *)r;
 }
@@ -483,22 +487,19 @@ PyObject *pw_client_barrier(PyObject *self, PyObject *args)
 
 /* ------------------------------------------------------------------ Request */
 
-/* Waits up to ms (at most 100) for completion; true once completed. GIL released. */
+/* Waits up to ms for completion (a futex wait; it may end early); true once completed. */
 bool pw_req_wait_slice(struct pw_req *r, long ms)
 {
-	struct timespec ts;
-	bool done;
+	struct timespec rel = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+	uint32_t s = PW_RUNNING;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += ms * 1000000L;
-	ts.tv_sec += ts.tv_nsec / 1000000000L;
-	ts.tv_nsec %= 1000000000L;
-	pthread_mutex_lock(&r->mu);
-	while (!r->completed && pthread_cond_timedwait(&r->cv, &r->mu, &ts) == 0)
-		;
-	done = r->completed;
-	pthread_mutex_unlock(&r->mu);
-	return done;
+	/* The first waiter marks it sleeping; s is then what it was (several may wait). */
+	atomic_compare_exchange_strong_explicit(&r->state, &s, PW_SLEEPING, memory_order_acq_rel,
+						memory_order_acquire);
+	if (s != PW_DONE) /* returns at once if the callback stored PW_DONE meanwhile */
+		syscall(SYS_futex, (uint32_t *)&r->state, FUTEX_WAIT_PRIVATE, PW_SLEEPING, &rel,
+			NULL, 0);
+	return pw_req_done_now(r);
 }
 
 static double now_s(void)
@@ -624,24 +625,14 @@ static PyObject *req_wait(PyObject *self, PyObject *args, PyObject *kw)
 
 bool pw_req_done_now(struct pw_req *r)
 {
-	bool done;
-
-	pthread_mutex_lock(&r->mu);
-	done = r->completed;
-	pthread_mutex_unlock(&r->mu);
-	return done;
+	/* acquire: what the callback wrote before PW_DONE */
+	return atomic_load_explicit(&r->state, memory_order_acquire) == PW_DONE;
 }
 
 static PyObject *req_done(PyObject *self, PyObject *unused)
 {
-	struct pw_req *r = (struct pw_req *)self;
-	bool done;
-
 	(void)unused;
-	pthread_mutex_lock(&r->mu);
-	done = r->completed;
-	pthread_mutex_unlock(&r->mu);
-	return PyBool_FromLong(done);
+	return PyBool_FromLong(pw_req_done_now((struct pw_req *)self));
 }
 
 static void req_dealloc(PyObject *self)
@@ -654,8 +645,6 @@ static void req_dealloc(PyObject *self)
 	if (r->orphan)
 		r->client = NULL; /* not its reference: req_finish gave it up */
 	Py_CLEAR(r->client);
-	pthread_mutex_destroy(&r->mu);
-	pthread_cond_destroy(&r->cv);
 	Py_TYPE(self)->tp_free(self);
 }
 
