@@ -41,10 +41,10 @@ void pw_req_done_cb(void *arg, int status)
 		snprintf(r->msg, sizeof(r->msg), "%s", wharf_errmsg());
 	r->status = status;
 	/*
-	 * release: status, msg (and a GEO pull's rows) before PW_DONE. The wake comes after, and
-	 * without a lock a woken waiter would run into (on one core: a context switch more
-	 * each way). The waiter may free r as soon as it sees PW_DONE; a wake on a freed word
-	 * reads nothing, as libwharf's own completions do.
+	 * release: status, msg (and a GEO pull's rows) before PW_DONE. The wake comes after the
+	 * store, with no lock for the woken waiter to run into (on one core a lock held across
+	 * the wake cost a context switch more each way). The waiter may free r as soon as it
+	 * sees PW_DONE; a wake on a freed word reads nothing, as libwharf's own completions do.
 	 */
 	if (atomic_exchange_explicit(&r->state, PW_DONE, memory_order_acq_rel) == PW_SLEEPING)
 		syscall(SYS_futex, (uint32_t *)&r->state, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
