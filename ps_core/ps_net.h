@@ -191,7 +191,8 @@ bool ps_net_signalled(struct ps_net *n, const sigset_t *sigs);
 void ps_net_stop_on(struct ps_net *n, const sigset_t *sigs);
 /*
  * The same waits end when *flag becomes nonzero, set by any thread (a library caller giving
- * up an open): -ECANCELED, "interrupted". NULL: not asked.
+ * up: an interrupted open, wharf_client_interrupt): -ECANCELED, "interrupted". NULL: not
+ * asked.
  */
 void ps_net_stop_flag(struct ps_net *n, const _Atomic int *flag);
 /* The signal ps_net_signalled took on this node, 0 if none. */
