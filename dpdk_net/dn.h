@@ -124,9 +124,37 @@ struct dn_config {
 
 #define DN_PORT_AUTO UINT16_MAX
 #define DN_QUEUES_PER_LCORE UINT16_MAX
-#define DN_IDLE_SPIN_DEFAULT_US 0u
+#define DN_IDLE_SPIN_DEFAULT_US 50u
 /* The adaptive spin an lcore of a port with this config does after work (see idle_spin_us). */
 uint32_t dn_idle_spin_us(const struct dn_config *cfg);
+/* WHARF_IDLE_SPIN_US, or DN_IDLE_SPIN_DEFAULT_US when unset or not a number up to 100000. */
+uint32_t dn_idle_spin_env_us(void);
+
+/*
+ * The spin of a sleeping loop (a DPDK lcore, the kernel backend's epoll loop): after work it
+ * keeps polling for a window before it sleeps, so the next message of a request and response
+ * exchange (a reply, the next request) is taken without a wake-up, and an idle loop sleeps.
+ * A spin must not hold a CPU another thread is waiting for (an application thread woken by
+ * the completion the loop just ran, another process on the core): every DN_SPIN_YIELD_US of
+ * spinning it yields the CPU (sched_yield), which returns at once when nobody else is ready.
+ * Times are in the caller's ticks (TSC cycles, ns).
+ */
+#define DN_SPIN_YIELD_US 2u
+struct dn_spin {
+	uint64_t win;     /* 0: never spin */
+	uint64_t busy;    /* when the last work was done */
+	uint64_t yield;   /* ticks of spinning between yields */
+	uint64_t yielded; /* the last yield */
+};
+
+/* win: the window; tick_us: ticks in a microsecond. */
+void dn_spin_init(struct dn_spin *s, uint64_t win, uint64_t tick_us);
+
+/* The loop did work at now. */
+static inline void dn_spin_work(struct dn_spin *s, uint64_t now) { s->busy = now; }
+
+/* True: keep polling (the window after the last work is still open at now); false: sleep. */
+bool dn_spin_more(struct dn_spin *s, uint64_t now);
 
 struct dn_port;
 struct dn_lcore;

@@ -5,14 +5,17 @@
  *   -> ARP pending queue (at most every 100 us) -> Tx drain when DN_TX_DRAIN_US elapsed
  *   -> when idle: spin (DN_IDLE_POLL) or dn_lcore_idle_wait (DN_IDLE_SLEEP).
  *
- * Sleeping: after a short run of idle iterations the lcore arms its queue's Rx interrupt
- * and sleeps in epoll for at most 1 ms (so upper-layer timers still run), or, on PMDs
+ * Sleeping: after work the lcore keeps polling for the spin window (dn_spin, dn.h: 50 us by
+ * default, yielding the CPU every 2 us to any thread that wants it); past it the lcore arms
+ * its queue's Rx interrupt and sleeps in epoll for at most 1 ms (so upper-layer timers still
+ * run), or, on PMDs
  * without Rx interrupts (net_tap), sleeps with an exponential back-off capped at
  * idle_max_sleep_us. Either way a packet is answered within about a millisecond while an
  * idle process costs a few percent of a core at most. Lcores steering flows among
  * themselves read rings too and sleep on an eventfd as well (dn_steer.c).
  */
 #include <errno.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <time.h>
 
@@ -53,7 +56,7 @@ unsigned dn_loop_once(struct dn_lcore *lc, uint64_t now)
 	if (rx == 0 && lc->tx_cleanup_ok && now >= lc->next_cleanup_tsc)
 		dn_tx_reclaim(lc, now);
 	if (work > 0)
-		lc->last_busy_tsc = now;
+		dn_spin_work(&lc->spin, now);
 	return work;
 }
 
@@ -90,6 +93,22 @@ void dn_sleep_slack_end(unsigned long was)
 		(void)prctl(PR_SET_TIMERSLACK, was ? was : 1ul, 0, 0, 0);
 }
 
+void dn_spin_init(struct dn_spin *s, uint64_t win, uint64_t tick_us)
+{
+	*s = (struct dn_spin){.win = win, .yield = DN_SPIN_YIELD_US * tick_us};
+}
+
+bool dn_spin_more(struct dn_spin *s, uint64_t now)
+{
+	if (now - s->busy >= s->win)
+		return false;
+	if (now - s->yielded >= s->yield) {
+		sched_yield();
+		s->yielded = now;
+	}
+	return true;
+}
+
 static void sleep_us(uint32_t us)
 {
 	struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
@@ -107,9 +126,9 @@ void dn_lcore_idle_wait(struct dn_lcore *lc)
 	/*
 	 * Adaptive polling: right after traffic the next packet usually follows within tens
 	 * of microseconds (a reply, the next request), far sooner than an interrupt wake-up;
-	 * keep spinning for idle_spin_us after the last work, then sleep.
+	 * keep polling for the spin window after the last work (dn_spin, dn.h), then sleep.
 	 */
-	if (rte_rdtsc() - lc->last_busy_tsc < lc->idle_spin_cycles) {
+	if (dn_spin_more(&lc->spin, rte_rdtsc())) {
 		rte_pause();
 		return;
 	}

@@ -596,7 +596,8 @@ int dn_lcore_create(struct dn_port *port, uint16_t index, const struct dn_hooks 
 	lc->tx_drain_cycles = rte_get_tsc_hz() / 1000000 * DN_TX_DRAIN_US;
 	lc->ip_id = (uint16_t)(index << 12);
 	lc->tx_cleanup_ok = true;
-	lc->idle_spin_cycles = rte_get_tsc_hz() / 1000000 * dn_idle_spin_us(&port->cfg);
+	dn_spin_init(&lc->spin, rte_get_tsc_hz() / 1000000 * dn_idle_spin_us(&port->cfg),
+		     rte_get_tsc_hz() / 1000000);
 	if (hooks != NULL)
 		lc->hooks = *hooks;
 	if (port->sw_steer)
@@ -615,18 +616,23 @@ int dn_lcore_create(struct dn_port *port, uint16_t index, const struct dn_hooks 
 	return 0;
 }
 
-uint32_t dn_idle_spin_us(const struct dn_config *cfg)
+uint32_t dn_idle_spin_env_us(void)
 {
 	const char *v = getenv("WHARF_IDLE_SPIN_US");
 	char *end;
 	unsigned long us;
 
-	if (cfg->idle != DN_IDLE_SLEEP || cfg->idle_spin_us != 0)
-		return cfg->idle_spin_us;
 	if (v == NULL || *v == '\0')
 		return DN_IDLE_SPIN_DEFAULT_US;
 	us = strtoul(v, &end, 10);
 	return *end == '\0' && us <= 100000 ? (uint32_t)us : DN_IDLE_SPIN_DEFAULT_US;
+}
+
+uint32_t dn_idle_spin_us(const struct dn_config *cfg)
+{
+	if (cfg->idle != DN_IDLE_SLEEP || cfg->idle_spin_us != 0)
+		return cfg->idle_spin_us;
+	return dn_idle_spin_env_us();
 }
 
 void dn_lcore_destroy(struct dn_lcore *lc)

@@ -150,8 +150,7 @@ struct dn_lcore {
 	struct rte_mbuf *stash[DN_BURST];
 	bool intr_registered;
 	bool tx_cleanup_ok;     /* the PMD answers rte_eth_tx_done_cleanup */
-	uint64_t last_busy_tsc; /* last loop iteration that did work */
-	uint64_t idle_spin_cycles;
+	struct dn_spin spin;    /* sleep mode's adaptive spin after work, in TSC cycles */
 	uint64_t next_cleanup_tsc;
 	struct dn_pending pending[DN_PENDING_MAX];
 	struct dn_stats stats;

@@ -430,7 +430,7 @@ void dn_steer_idle_wait(struct dn_lcore *lc)
 	struct dn_wake *w = &lc->port->wake[lc->index];
 	bool intr;
 
-	if (rte_rdtsc() - lc->last_busy_tsc < lc->idle_spin_cycles) {
+	if (dn_spin_more(&lc->spin, rte_rdtsc())) {
 		rte_pause();
 		return;
 	}

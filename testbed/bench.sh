@@ -112,9 +112,13 @@ part_transport() {
 	rm -f "$OUT/dpdk_rtt.txt" "$OUT/kernel_rtt.txt"
 	perf_dpdk dpdk_pingpong --size 64 --hist "$OUT/dpdk_rtt.txt"
 	perf_kernel kernel_pingpong --size 64 --hist "$OUT/kernel_rtt.txt"
-	# The same pair with every process sleeping when idle, as a PS node runs by default.
+	# The same pair with every process sleeping when idle, as a PS node runs by default: both
+	# stacks spin WHARF_IDLE_SPIN_US (default 50 us) after work before they sleep. Then with
+	# no spin (WHARF_IDLE_SPIN_US=0 on both): every message waits for a wake-up.
 	PERF_SLEEP=1 perf_dpdk dpdk_pingpong_sleep --size 64
 	PERF_SLEEP=1 perf_kernel kernel_pingpong_sleep --size 64
+	WHARF_IDLE_SPIN_US=0 PERF_SLEEP=1 perf_dpdk dpdk_pingpong_nospin --size 64
+	WHARF_IDLE_SPIN_US=0 PERF_SLEEP=1 perf_kernel kernel_pingpong_nospin --size 64
 	# The floor under the polling ping-pong: one 64 B frame each way on the same pair with no
 	# protocol (wharf-pktgen --step 64, both polling).
 	pmd_step 64 pmd_pingpong
@@ -256,7 +260,7 @@ run_part() {
 
 run_part pmd "pmd_rx pmd_tx" part_pmd
 run_part transport "dpdk_pingpong kernel_pingpong dpdk_pingpong_sleep kernel_pingpong_sleep
-	dpdk_rate kernel_rate dpdk_stream dpdk_stream_jumbo kernel_stream" part_transport
+	dpdk_pingpong_nospin kernel_pingpong_nospin dpdk_rate kernel_rate dpdk_stream dpdk_stream_jumbo kernel_stream" part_transport
 run_part fuse "fuse fuse_kernel fuse_pmd_step_bytes fuse_pmd_step fuse_pmd_step_pieces
 	fuse_pmd_step_pieces_plain" part_fuse
 PART_PIN=1 run_part shard shard part_tool shard shard-bench ${BENCH_SHARD_ARGS:-}

@@ -95,7 +95,9 @@ def rows(rep):
             f"rtt_{q}_ratio_dpdk_over_kernel{sfx}")
            for mode, sfx, dpdk, kernel in (
                ("polling", "", "dpdk_pingpong", "kernel_pingpong"),
-               ("sleeping", "_sleeping", "dpdk_pingpong_sleep", "kernel_pingpong_sleep"))
+               ("sleeping", "_sleeping", "dpdk_pingpong_sleep", "kernel_pingpong_sleep"),
+               ("sleeping, no spin", "_sleeping_nospin", "dpdk_pingpong_nospin",
+                "kernel_pingpong_nospin"))
            for q in ("p50", "p99")]
     out += [
         ("64 B ping-pong RTT, raw PMD floor (one frame each way, no protocol), both polling",
@@ -173,17 +175,20 @@ def rows(rep):
     out.append(("PS keys/s, switch / kernel over a bridge (geometric mean of the 4)", "", "",
                 h.get("ps_keys_per_s_ratio_dpdk_over_kernel_bridge"), None))
     druns = pd.get("runs") or {}
-    for mode in ("sleeping", "polling"):
+    for mode in ("sleeping", "polling", "sleeping_nospin"):
+        what = mode.replace("_nospin", ", no spin")
         for op in ("pull", "push"):
-            out.append((f"PS {op} keys/s, 1 worker, direct pair, {mode}",
+            out.append((f"PS {op} keys/s, 1 worker, direct pair, {what}",
                         num(get(druns, f"dpdk_{mode}", f"{op}_keys_per_s"), "key/s"),
                         num(get(druns, f"kernel_{mode}", f"{op}_keys_per_s"), "key/s"),
                         pd.get(f"{op}_keys_per_s_ratio_dpdk_over_kernel_{mode}"), None))
+            if mode == "sleeping_nospin":
+                continue
             out.append((f"PS {op} keys/s, 1 worker, direct pair / kernel over a bridge, {mode}",
                         num(get(druns, f"dpdk_{mode}", f"{op}_keys_per_s"), "key/s"),
                         num(get(druns, f"kernel_bridge_{mode}", f"{op}_keys_per_s"), "key/s"),
                         pd.get(f"{op}_keys_per_s_ratio_dpdk_over_kernel_bridge_{mode}"), None))
-        out.append((f"PS keys/s, 1 worker, direct pair, {mode} (geometric mean of pull and push)",
+        out.append((f"PS keys/s, 1 worker, direct pair, {what} (geometric mean of pull and push)",
                     "", "", h.get(f"ps_direct_keys_per_s_ratio_dpdk_over_kernel_{mode}"),
                     f"ps_direct_keys_per_s_ratio_dpdk_over_kernel_{mode}"))
     for label, what in (("dpdk_over_kernel_loopback", "DPDK / kernel over loopback"),

@@ -355,17 +355,21 @@ pair_worker() { # NAME TIMEOUT EAL PREFIX... -- ARGS...
 }
 
 # 1 PS + 1 worker over a direct virtio-user/vhost pair (no switch), sleeping then polling,
-# against the kernel over loopback and over the bridge. Each node has a core of its own (-l 1
-# and -l 0), for the kernel runs as well.
+# against the kernel over loopback and over the bridge; then sleeping with no spin after work
+# (WHARF_IDLE_SPIN_US=0 on both), DPDK and the kernel over loopback. Each node has a core of
+# its own (-l 1 and -l 0), for the kernel runs as well.
 part_ps_direct() {
-	local proto poll base=48300 start name
-	for poll in False True; do
+	local proto poll base=48300 start name spin
+	for poll in False True nospin; do
 		for proto in dpdk kernel bridge; do
+			[ "$poll" = nospin ] && [ "$proto" = bridge ] && continue
 			name=pd-$proto-$poll
 			spent "$name" 1 30 && continue
 			tb_log "ps_direct: $proto, polling $poll"
 			start=$(( $(date +%s) + 6 ))
-			PAIR_POLL=$poll pair_run "$name" "$proto" "$base" vhost $((2 * PS_SECS + 40)) \
+			spin=${WHARF_IDLE_SPIN_US:-}
+			[ "$poll" = nospin ] && spin=0
+			WHARF_IDLE_SPIN_US=$spin PAIR_POLL=${poll/nospin/False} pair_run "$name" "$proto" "$base" vhost $((2 * PS_SECS + 40)) \
 				--mode async --ps-cores 1 --batch "$PS_BATCH" -- --mode async --batch "$PS_BATCH" \
 				--seconds "$PS_SECS" --start-at "$start"
 			base=$((base + 10))
@@ -621,12 +625,16 @@ if "ps_direct" in parts:
                   "kernel: the same two processes over loopback with the same cores (taskset); "
                   "kernel_bridge: the same, " + bridge_how + "; polling: PS_ENABLE_POLLING and "
                   "WORKER_ENABLE_POLLING True on every backend (the kernel's spins in "
-                  "epoll_wait(0)), sleeping: both False",
+                  "epoll_wait(0)), sleeping: both False (each spins WHARF_IDLE_SPIN_US, 50 us "
+                  "by default, after work before it sleeps), sleeping_nospin: both False and "
+                  "WHARF_IDLE_SPIN_US=0",
           "runs": {}}
-    for poll, mode in (("False", "sleeping"), ("True", "polling")):
-        for proto in ("dpdk", "kernel", "bridge"):
+    for poll, mode in (("False", "sleeping"), ("True", "polling"),
+                       ("nospin", "sleeping_nospin")):
+        protos = ("dpdk", "kernel") if poll == "nospin" else ("dpdk", "kernel", "bridge")
+        for proto in protos:
             pd["runs"][f"{RUN[proto]}_{mode}"] = keys_run(f"pd-{proto}-{poll}")
-        for base in ("kernel", "kernel_bridge"):
+        for base in ("kernel", "kernel_bridge")[:len(protos) - 1]:
             rs, sfx = [], "" if base == "kernel" else "_bridge"
             for op in ("pull", "push"):
                 d, k = pd["runs"][f"dpdk_{mode}"], pd["runs"][f"{base}_{mode}"]

@@ -85,7 +85,8 @@ def part_time(name):
 
 
 parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "pmd_pingpong", "dpdk_pingpong", "kernel_pingpong",
-                              "dpdk_pingpong_sleep", "kernel_pingpong_sleep", "dpdk_rate",
+                              "dpdk_pingpong_sleep", "kernel_pingpong_sleep",
+                              "dpdk_pingpong_nospin", "kernel_pingpong_nospin", "dpdk_rate",
                               "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream", "fuse", "fuse_kernel", "fuse_pmd_step_bytes", "fuse_pmd_step", "fuse_pmd_step_pieces", "fuse_pmd_step_pieces_plain", "shard",
                               "ps", "ps_direct", "ps_bytes", "ps_lanes", "ps_direct_lanes",
                               "train", "train_direct",
@@ -123,9 +124,11 @@ def fig(name, value, *srcs):
 fuse = parts["fuse"] or {}
 shard = parts["shard"] or {}
 STEP_BYTES = "fuse_pmd_step_bytes"  # the byte count the raw-PMD steps ran with
-# 64 B ping-pong RTT p50 and p99, DPDK over kernel: both polling (no suffix), both sleeping.
+# 64 B ping-pong RTT p50 and p99, DPDK over kernel: both polling (no suffix), both sleeping
+# (each spinning WHARF_IDLE_SPIN_US after work first, as by default), both sleeping at once.
 for sfx, dpdk, kernel in (("", "dpdk_pingpong", "kernel_pingpong"),
-                          ("_sleeping", "dpdk_pingpong_sleep", "kernel_pingpong_sleep")):
+                          ("_sleeping", "dpdk_pingpong_sleep", "kernel_pingpong_sleep"),
+                          ("_sleeping_nospin", "dpdk_pingpong_nospin", "kernel_pingpong_nospin")):
     for q in ("p50", "p99"):
         fig(f"rtt_{q}_ratio_dpdk_over_kernel{sfx}", ratio(get(parts[dpdk], f"rtt_{q}_us"),
                                                          get(parts[kernel], f"rtt_{q}_us")),
@@ -190,6 +193,10 @@ fig("ps_direct_keys_per_s_ratio_dpdk_over_kernel_sleeping",
     get(parts["ps_direct"], "ps_direct_keys_per_s_ratio_dpdk_over_kernel_sleeping"), "ps_direct")
 fig("ps_direct_keys_per_s_ratio_dpdk_over_kernel_polling",
     get(parts["ps_direct"], "ps_direct_keys_per_s_ratio_dpdk_over_kernel_polling"), "ps_direct")
+# The same sleeping with no spin after work on either side (WHARF_IDLE_SPIN_US=0): no target.
+fig("ps_direct_keys_per_s_ratio_dpdk_over_kernel_sleeping_nospin",
+    get(parts["ps_direct"], "ps_direct_keys_per_s_ratio_dpdk_over_kernel_sleeping_nospin"),
+    "ps_direct")
 # The kernel baseline over a Linux bridge between network namespaces (containers, hosts).
 fig("ps_keys_per_s_ratio_dpdk_over_kernel_bridge",
     get(parts["ps"], "ps_keys_per_s_ratio_dpdk_over_kernel_bridge"), "ps")
@@ -330,7 +337,7 @@ for k, v in headline.items():
 rows += ["", "| run | rtt p50 us | rtt p99 us | msgs/s | Gbit/s | run (UTC) |",
          "|---|---|---|---|---|---|"]
 for n in ("dpdk_pingpong", "kernel_pingpong", "dpdk_pingpong_sleep", "kernel_pingpong_sleep",
-          "dpdk_rate", "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream"):
+          "dpdk_pingpong_nospin", "kernel_pingpong_nospin", "dpdk_rate", "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream"):
     p = parts[n] or {}
     rows.append(f"| {n}{' (failed: ' + notes[n] + ')' if n in notes else ''} | {p.get('rtt_p50_us')} | "
                 f"{p.get('rtt_p99_us')} | {p.get('msgs_per_s')} | {p.get('gbit_per_s')} | "

@@ -25,6 +25,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dpdk_net/dn.h"
@@ -60,6 +61,7 @@ struct kb {
 	uint32_t nbufs;
 	struct kb_buf *free, *all;
 	struct epoll_event ev[KB_EVENTS];
+	struct dn_spin spin;     /* a sleep's adaptive spin after work (ns), as dpdk_net's */
 };
 
 
@@ -123,6 +125,7 @@ static int kb_init(struct tl *tl)
 		free(kb);
 		return rc;
 	}
+	dn_spin_init(&kb->spin, (uint64_t)dn_idle_spin_env_us() * 1000, 1000);
 	kb->wake_ep.kind = KB_WAKE;
 	kb->wake_ep.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (kb->wake_ep.fd < 0 || epoll_ctl(kb->epfd, EPOLL_CTL_ADD, kb->wake_ep.fd,
@@ -571,6 +574,14 @@ static void kb_accept(struct tl_listener *l)
 	}
 }
 
+static uint64_t kb_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static int kb_poll(struct tl *tl, int64_t timeout_us)
 {
 	struct kb *kb = tl->be;
@@ -583,14 +594,30 @@ static int kb_poll(struct tl *tl, int64_t timeout_us)
 		ms = INT_MAX;
 	else
 		ms = (int)((timeout_us + 999) / 1000);
-	/* A sleep widens the timer slack as dpdk_net's do: no timer reprogrammed per wake-up. */
-	slack = ms > 0 ? dn_sleep_slack_begin() : 0;
-	n = epoll_wait(kb->epfd, kb->ev, KB_EVENTS, ms);
-	err = errno;
-	if (ms > 0)
-		dn_sleep_slack_end(slack);
-	if (n < 0)
-		return err == EINTR ? 0 : -err;
+	/*
+	 * Before a sleep, the adaptive spin dpdk_net's sleeping lcores do (dn_spin): the same
+	 * window and rules, so the two backends' sleeping modes stay comparable.
+	 */
+	n = 0;
+	if (ms != 0 && kb->spin.win != 0)
+		while ((n = epoll_wait(kb->epfd, kb->ev, KB_EVENTS, 0)) == 0 &&
+		       dn_spin_more(&kb->spin, kb_now_ns()))
+			;
+	if (n == 0) {
+		/* A sleep widens the timer slack as dpdk_net's do: no timer reprogrammed per
+		 * wake-up. */
+		slack = ms > 0 ? dn_sleep_slack_begin() : 0;
+		n = epoll_wait(kb->epfd, kb->ev, KB_EVENTS, ms);
+		err = errno;
+		if (ms > 0)
+			dn_sleep_slack_end(slack);
+		if (n < 0)
+			return err == EINTR ? 0 : -err;
+	} else if (n < 0) {
+		return errno == EINTR ? 0 : -errno;
+	}
+	if (n > 0)
+		dn_spin_work(&kb->spin, kb_now_ns());
 	for (i = 0; i < n; i++) {
 		struct kb_ep *ep = kb->ev[i].data.ptr;
 

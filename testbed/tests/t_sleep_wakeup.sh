@@ -25,6 +25,9 @@ set -u
 tb_init
 
 export WHARF_TL_STATS=1
+# No spin after work (WHARF_IDLE_SPIN_US, on by default): with it a message that comes soon
+# is taken without a sleep, and every message here is to test the wake-up path.
+export WHARF_IDLE_SPIN_US=0
 
 # dn_stat LOG WORD: the number after WORD on the "dn:" line WHARF_TL_STATS=1 logs at exit.
 dn_stat() {
