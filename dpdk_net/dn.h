@@ -145,13 +145,24 @@ struct dn_spin {
 	uint64_t busy;    /* when the last work was done */
 	uint64_t yield;   /* ticks of spinning between yields */
 	uint64_t yielded; /* the last yield */
+	bool spinning;    /* polled since the last work, window open */
+	/* Spins that work ended (taken without a sleep) and that ran out (the loop slept):
+	 * whether the window pays, for telemetry. Written by the loop's thread only. */
+	uint64_t caught, expired;
 };
 
 /* win: the window; tick_us: ticks in a microsecond. */
 void dn_spin_init(struct dn_spin *s, uint64_t win, uint64_t tick_us);
 
 /* The loop did work at now. */
-static inline void dn_spin_work(struct dn_spin *s, uint64_t now) { s->busy = now; }
+static inline void dn_spin_work(struct dn_spin *s, uint64_t now)
+{
+	if (s->spinning) {
+		s->spinning = false;
+		s->caught++;
+	}
+	s->busy = now;
+}
 
 /* True: keep polling (the window after the last work is still open at now); false: sleep. */
 bool dn_spin_more(struct dn_spin *s, uint64_t now);
@@ -303,6 +314,8 @@ bool dn_lcore_take_wake(struct dn_lcore *lc);
 void dn_lcore_wake_sleeper(struct dn_lcore *lc);
 struct rte_mempool *dn_lcore_pool(struct dn_lcore *lc);
 const struct dn_stats *dn_lcore_stats(const struct dn_lcore *lc);
+/* The lcore's spin after work (its caught and expired counts). */
+const struct dn_spin *dn_lcore_spin(const struct dn_lcore *lc);
 /* Counts a drop an upper layer decided on (e.g. a bad TCP checksum). */
 void dn_lcore_count_drop(struct dn_lcore *lc, enum dn_drop why);
 void dn_lcore_set_hooks(struct dn_lcore *lc, const struct dn_hooks *hooks);

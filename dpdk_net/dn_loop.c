@@ -100,8 +100,14 @@ void dn_spin_init(struct dn_spin *s, uint64_t win, uint64_t tick_us)
 
 bool dn_spin_more(struct dn_spin *s, uint64_t now)
 {
-	if (now - s->busy >= s->win)
+	if (now - s->busy >= s->win) {
+		if (s->spinning) {
+			s->spinning = false;
+			s->expired++;
+		}
 		return false;
+	}
+	s->spinning = true;
 	if (now - s->yielded >= s->yield) {
 		sched_yield();
 		s->yielded = now;

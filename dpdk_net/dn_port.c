@@ -655,6 +655,7 @@ uint16_t dn_lcore_queue(const struct dn_lcore *lc) { return lc->queue; }
 uint16_t dn_lcore_index(const struct dn_lcore *lc) { return lc->index; }
 struct rte_mempool *dn_lcore_pool(struct dn_lcore *lc) { return lc->pool; }
 const struct dn_stats *dn_lcore_stats(const struct dn_lcore *lc) { return &lc->stats; }
+const struct dn_spin *dn_lcore_spin(const struct dn_lcore *lc) { return &lc->spin; }
 void dn_lcore_count_drop(struct dn_lcore *lc, enum dn_drop why) { lc->stats.drops[why]++; }
 
 void dn_lcore_set_hooks(struct dn_lcore *lc, const struct dn_hooks *hooks)

@@ -39,9 +39,17 @@ static void test_dn_spin_polls_for_the_window_after_work(void **state)
 	assert_true(dn_spin_more(&s, t + 49999));
 	assert_false(dn_spin_more(&s, t + 50000));
 	assert_false(dn_spin_more(&s, t + 3 * MS));
-	/* Work again: a new window from it. */
+	/* One window that ran out, counted once; none that work ended. */
+	assert_int_equal(s.expired, 1);
+	assert_int_equal(s.caught, 0);
+	/* Work again (after the sleep: not caught by a spin), and a new window from it. */
 	dn_spin_work(&s, t + 3 * MS);
+	assert_int_equal(s.caught, 0);
 	assert_true(dn_spin_more(&s, t + 3 * MS + 10000));
+	/* Work while that window is open: the spin caught it. */
+	dn_spin_work(&s, t + 3 * MS + 20000);
+	assert_int_equal(s.caught, 1);
+	assert_int_equal(s.expired, 1);
 }
 
 static void test_dn_spin_window_zero_never_spins(void **state)

@@ -50,15 +50,18 @@ late_ok() {
 }
 
 # spin_ok TAG LOG MSGS: with the spin after work on (its default), LOG's lcore slept at most
-# once in four of MSGS round trips: the spin took the others. Its count, for the PASS line, in
-# LATE.
+# once in four of MSGS round trips: the spin took the others, and its counters say so
+# (spin_caught at least 3x spin_expired). Its counts, for the PASS line, in LATE.
 spin_ok() {
-	local sleeps
-	sleeps=$(dn_stat "$2" sleeps)
-	[ -n "$sleeps" ] || { tail -n 5 "$2" >&2; tb_fail "$1: no dn: counters in $2"; }
+	local sleeps caught expired
+	sleeps=$(dn_stat "$2" sleeps) caught=$(dn_stat "$2" spin_caught) expired=$(dn_stat "$2" spin_expired)
+	[ -n "$sleeps" ] && [ -n "$caught" ] && [ -n "$expired" ] ||
+		{ tail -n 5 "$2" >&2; tb_fail "$1: no dn: counters in $2"; }
 	[ $((sleeps * 4)) -le "$3" ] ||
 		tb_fail "$1: $sleeps sleeps in $3 round trips: the spin after work did not take them"
-	LATE="$1: $sleeps sleeps"
+	[ "$caught" -gt 0 ] && [ "$caught" -ge $((3 * expired)) ] ||
+		tb_fail "$1: spin_caught $caught, spin_expired $expired: the counters disagree with the sleeps"
+	LATE="$1: $sleeps sleeps, spin caught $caught, expired $expired"
 }
 
 pair() { # TAG SERVER-CORE CLIENT-CORE late|spin
