@@ -151,8 +151,8 @@ struct dn_spin {
 	uint64_t caught, expired;
 };
 
-/* win: the window; tick_us: ticks in a microsecond. */
-void dn_spin_init(struct dn_spin *s, uint64_t win, uint64_t tick_us);
+/* win_us: the window in µs (0: never spin); tick_us: the caller's ticks in a microsecond. */
+void dn_spin_init(struct dn_spin *s, uint32_t win_us, uint64_t tick_us);
 
 /* The loop did work at now. */
 static inline void dn_spin_work(struct dn_spin *s, uint64_t now)

@@ -93,9 +93,9 @@ void dn_sleep_slack_end(unsigned long was)
 		(void)prctl(PR_SET_TIMERSLACK, was ? was : 1ul, 0, 0, 0);
 }
 
-void dn_spin_init(struct dn_spin *s, uint64_t win, uint64_t tick_us)
+void dn_spin_init(struct dn_spin *s, uint32_t win_us, uint64_t tick_us)
 {
-	*s = (struct dn_spin){.win = win, .yield = DN_SPIN_YIELD_US * tick_us};
+	*s = (struct dn_spin){.win = win_us * tick_us, .yield = DN_SPIN_YIELD_US * tick_us};
 }
 
 bool dn_spin_more(struct dn_spin *s, uint64_t now)

@@ -596,8 +596,7 @@ int dn_lcore_create(struct dn_port *port, uint16_t index, const struct dn_hooks 
 	lc->tx_drain_cycles = rte_get_tsc_hz() / 1000000 * DN_TX_DRAIN_US;
 	lc->ip_id = (uint16_t)(index << 12);
 	lc->tx_cleanup_ok = true;
-	dn_spin_init(&lc->spin, rte_get_tsc_hz() / 1000000 * dn_idle_spin_us(&port->cfg),
-		     rte_get_tsc_hz() / 1000000);
+	dn_spin_init(&lc->spin, dn_idle_spin_us(&port->cfg), rte_get_tsc_hz() / 1000000);
 	if (hooks != NULL)
 		lc->hooks = *hooks;
 	if (port->sw_steer)

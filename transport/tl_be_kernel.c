@@ -125,7 +125,7 @@ static int kb_init(struct tl *tl)
 		free(kb);
 		return rc;
 	}
-	dn_spin_init(&kb->spin, (uint64_t)dn_idle_spin_env_us() * 1000, 1000);
+	dn_spin_init(&kb->spin, dn_idle_spin_env_us(), 1000);
 	kb->wake_ep.kind = KB_WAKE;
 	kb->wake_ep.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (kb->wake_ep.fd < 0 || epoll_ctl(kb->epfd, EPOLL_CTL_ADD, kb->wake_ep.fd,
@@ -611,11 +611,10 @@ static int kb_poll(struct tl *tl, int64_t timeout_us)
 		err = errno;
 		if (ms > 0)
 			dn_sleep_slack_end(slack);
-		if (n < 0)
-			return err == EINTR ? 0 : -err;
-	} else if (n < 0) {
-		return errno == EINTR ? 0 : -errno;
+		errno = err;
 	}
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
 	if (n > 0)
 		dn_spin_work(&kb->spin, kb_now_ns());
 	for (i = 0; i < n; i++) {

@@ -33,7 +33,7 @@ static void test_dn_spin_polls_for_the_window_after_work(void **state)
 	uint64_t t = 5 * MS;
 
 	(void)state;
-	dn_spin_init(&s, 50000, 1000);
+	dn_spin_init(&s, 50, 1000); /* 50 us, in ns */
 	dn_spin_work(&s, t);
 	assert_true(dn_spin_more(&s, t));
 	assert_true(dn_spin_more(&s, t + 49999));
@@ -137,7 +137,7 @@ static void test_dn_spin_gives_the_cpu_to_a_thread_that_wants_it(void **state)
 	assert_int_equal(pthread_create(&th, NULL, answer, NULL), 0);
 	assert_int_equal(pin_to(th, cpu), 0);
 	assert_int_equal(pthread_setschedparam(th, SCHED_IDLE, &(struct sched_param){0}), 0);
-	dn_spin_init(&s, 10000 * MS, 1000);
+	dn_spin_init(&s, 10 * 1000 * 1000, 1000); /* 10 s */
 	yielding = rounds_ns(&s);
 	s.yield = UINT64_MAX / 2; /* a spin that never yields */
 	holding = rounds_ns(&s);
