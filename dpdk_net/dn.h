@@ -142,9 +142,10 @@ uint32_t dn_idle_spin_env_us(void);
 #define DN_SPIN_YIELD_US 2u
 struct dn_spin {
 	uint64_t win;     /* 0: never spin */
-	uint64_t busy;    /* when the last work was done */
+	uint64_t busy;    /* when the loop first found nothing to do after its last work */
 	uint64_t yield;   /* ticks of spinning between yields */
 	uint64_t yielded; /* the last yield */
+	bool worked;      /* work since the last idle check: the next one opens the window */
 	bool spinning;    /* polled since the last work, window open */
 	/* Spins that work ended (taken without a sleep) and that ran out (the loop slept):
 	 * whether the window pays, for telemetry. Written by the loop's thread only. */
@@ -154,14 +155,18 @@ struct dn_spin {
 /* win_us: the window in µs (0: never spin); tick_us: the caller's ticks in a microsecond. */
 void dn_spin_init(struct dn_spin *s, uint32_t win_us, uint64_t tick_us);
 
-/* The loop did work at now. */
-static inline void dn_spin_work(struct dn_spin *s, uint64_t now)
+/*
+ * The loop did work. The window opens at the next idle check, when the work is over: a
+ * request whose handling (or the caller's own work between two polls) outlasts the window
+ * still gets the whole window after it.
+ */
+static inline void dn_spin_work(struct dn_spin *s)
 {
 	if (s->spinning) {
 		s->spinning = false;
 		s->caught++;
 	}
-	s->busy = now;
+	s->worked = true;
 }
 
 /* True: keep polling (the window after the last work is still open at now); false: sleep. */

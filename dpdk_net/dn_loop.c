@@ -56,7 +56,7 @@ unsigned dn_loop_once(struct dn_lcore *lc, uint64_t now)
 	if (rx == 0 && lc->tx_cleanup_ok && now >= lc->next_cleanup_tsc)
 		dn_tx_reclaim(lc, now);
 	if (work > 0)
-		dn_spin_work(&lc->spin, now);
+		dn_spin_work(&lc->spin);
 	return work;
 }
 
@@ -100,6 +100,10 @@ void dn_spin_init(struct dn_spin *s, uint32_t win_us, uint64_t tick_us)
 
 bool dn_spin_more(struct dn_spin *s, uint64_t now)
 {
+	if (s->worked) {
+		s->worked = false;
+		s->busy = now;
+	}
 	if (now - s->busy >= s->win) {
 		if (s->spinning) {
 			s->spinning = false;

@@ -333,7 +333,8 @@ void ps_table_fini(struct ps_table *t)
 
 static inline uint32_t slot_hash(uint64_t key) { return (uint32_t)ps_mix64(key ^ PS_H3_SALT); }
 
-#define PS_PF_DIST 8u /* keys between the stages of a batch lookup's pipeline */
+#define PS_PF_DIST 8u
+#define PS_SLOTS_PER_LINE (PS_CACHE_LINE / (uint32_t)sizeof(struct ps_slot)) /* keys between the stages of a batch lookup's pipeline */
 
 static inline uint32_t probe(const struct ps_table *t, const struct ps_slot *s, uint32_t mask,
 			     uint32_t h, uint64_t key, uint32_t *pos)
@@ -514,10 +515,20 @@ static inline void pf_slot(const struct ps_table *t, uint64_t key, uint32_t j, u
 
 static inline void pf_row(const struct ps_table *t, uint32_t h)
 {
-	const struct ps_slot *s = &t->slots[h & t->mask];
+	uint32_t i = h & t->mask;
 
-	if (s->row1 != 0 && s->h == h)
-		__builtin_prefetch(ps_row(t, s->row1 - 1));
+	for (;;) {
+		const struct ps_slot *s = &t->slots[i];
+		if (s->row1 == 0)
+			return;
+		if (s->h == h) {
+			__builtin_prefetch(ps_row(t, s->row1 - 1));
+			return;
+		}
+		i = (i + 1) & t->mask;
+		if ((i & (PS_SLOTS_PER_LINE - 1)) == 0)
+			return;
+	}
 }
 
 /* Keys of the batch as the pipeline reads them (k->flat, k->idx loaded once). */

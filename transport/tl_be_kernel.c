@@ -616,7 +616,7 @@ static int kb_poll(struct tl *tl, int64_t timeout_us)
 	if (n < 0)
 		return errno == EINTR ? 0 : -errno;
 	if (n > 0)
-		dn_spin_work(&kb->spin, kb_now_ns());
+		dn_spin_work(&kb->spin);
 	for (i = 0; i < n; i++) {
 		struct kb_ep *ep = kb->ev[i].data.ptr;
 

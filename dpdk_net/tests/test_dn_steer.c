@@ -351,6 +351,7 @@ static void test_dn_steer_wake_only_when_sleeping(void **state)
 	 * takes the sleep path) finds them and comes back without an epoll wait, which would
 	 * have ended woken or timed out, counted either way.
 	 */
+	e->lc[1]->spin.worked = false;
 	e->lc[1]->spin.busy = 0;
 	dn_lcore_idle_wait(e->lc[1]);
 	assert_int_equal(e->lc[1]->stats.idle_sleeps, 1);
