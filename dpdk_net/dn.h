@@ -113,7 +113,7 @@ struct dn_config {
 				  * are steered to their flow's owner, see dn_steer.c */
 	enum dn_idle idle;
 	uint32_t idle_max_sleep_us; /* back-off ceiling in sleep mode; 0 = 500 us */
-	uint32_t idle_spin_us;      /* sleep mode: keep polling this long after the last work;
+	uint32_t idle_spin_us;      /* sleep mode: keep polling up to this long after work;
 				     * 0: the environment's WHARF_IDLE_SPIN_US, else
 				     * DN_IDLE_SPIN_DEFAULT_US (dn_idle_spin_us) */
 	uint32_t link_wait_ms;      /* 0 = 3000; a link still down then is reported, not fatal */
@@ -124,7 +124,7 @@ struct dn_config {
 
 #define DN_PORT_AUTO UINT16_MAX
 #define DN_QUEUES_PER_LCORE UINT16_MAX
-#define DN_IDLE_SPIN_DEFAULT_US 50u
+#define DN_IDLE_SPIN_DEFAULT_US 200u
 /* The adaptive spin an lcore of a port with this config does after work (see idle_spin_us). */
 uint32_t dn_idle_spin_us(const struct dn_config *cfg);
 /* WHARF_IDLE_SPIN_US, or DN_IDLE_SPIN_DEFAULT_US when unset or not a number up to 100000. */
@@ -134,14 +134,19 @@ uint32_t dn_idle_spin_env_us(void);
  * The spin of a sleeping loop (a DPDK lcore, the kernel backend's epoll loop): after work it
  * keeps polling for a window before it sleeps, so the next message of a request and response
  * exchange (a reply, the next request) is taken without a wake-up, and an idle loop sleeps.
- * A spin must not hold a CPU another thread is waiting for (an application thread woken by
- * the completion the loop just ran, another process on the core): every DN_SPIN_YIELD_US of
- * spinning it yields the CPU (sched_yield), which returns at once when nobody else is ready.
- * Times are in the caller's ticks (TSC cycles, ns).
+ * The window adapts between DN_SPIN_MIN_US and the configured most (as KVM's halt polling
+ * does): a sleep that an event ended within the most doubles it (a longer window would have
+ * caught that event), a sleep that lasted past the most halves it (the traffic has gaps no
+ * window worth its CPU would bridge). A spin must not hold a CPU another thread is waiting
+ * for (an application thread woken by the completion the loop just ran, another process on
+ * the core): every DN_SPIN_YIELD_US of spinning it yields the CPU (sched_yield), which returns
+ * at once when nobody else is ready. Times are in the caller's ticks (TSC cycles, ns).
  */
 #define DN_SPIN_YIELD_US 2u
+#define DN_SPIN_MIN_US 10u
 struct dn_spin {
-	uint64_t win;     /* 0: never spin */
+	uint64_t win;     /* the window now, between min and max; 0: never spin */
+	uint64_t min, max;
 	uint64_t busy;    /* when the loop first found nothing to do after its last work */
 	uint64_t yield;   /* ticks of spinning between yields */
 	uint64_t yielded; /* the last yield */
@@ -152,8 +157,9 @@ struct dn_spin {
 	uint64_t caught, expired;
 };
 
-/* win_us: the window in µs (0: never spin); tick_us: the caller's ticks in a microsecond. */
-void dn_spin_init(struct dn_spin *s, uint32_t win_us, uint64_t tick_us);
+/* max_us: the longest window in µs (0: never spin); tick_us: the caller's ticks in a µs. The
+ * window starts at its most. */
+void dn_spin_init(struct dn_spin *s, uint32_t max_us, uint64_t tick_us);
 
 /*
  * The loop did work. The window opens at the next idle check, when the work is over: a
@@ -171,6 +177,9 @@ static inline void dn_spin_work(struct dn_spin *s)
 
 /* True: keep polling (the window after the last work is still open at now); false: sleep. */
 bool dn_spin_more(struct dn_spin *s, uint64_t now);
+
+/* A sleep the window ran out into ended at now, woken by an event or not: adapts the window. */
+void dn_spin_slept(struct dn_spin *s, uint64_t now, bool woken);
 
 struct dn_port;
 struct dn_lcore;

@@ -93,9 +93,22 @@ void dn_sleep_slack_end(unsigned long was)
 		(void)prctl(PR_SET_TIMERSLACK, was ? was : 1ul, 0, 0, 0);
 }
 
-void dn_spin_init(struct dn_spin *s, uint32_t win_us, uint64_t tick_us)
+void dn_spin_init(struct dn_spin *s, uint32_t max_us, uint64_t tick_us)
 {
-	*s = (struct dn_spin){.win = win_us * tick_us, .yield = DN_SPIN_YIELD_US * tick_us};
+	uint64_t max = max_us * tick_us, min = DN_SPIN_MIN_US * tick_us;
+
+	*s = (struct dn_spin){.win = max, .min = min < max ? min : max, .max = max,
+			      .yield = DN_SPIN_YIELD_US * tick_us};
+}
+
+void dn_spin_slept(struct dn_spin *s, uint64_t now, bool woken)
+{
+	uint64_t gap = now - s->busy;
+
+	if (gap > s->max)
+		s->win = s->win / 2 > s->min ? s->win / 2 : s->min;
+	else if (woken)
+		s->win = s->win * 2 < s->max ? s->win * 2 : s->max;
 }
 
 bool dn_spin_more(struct dn_spin *s, uint64_t now)

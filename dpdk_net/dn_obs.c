@@ -83,6 +83,7 @@ static int obs_stats_cmd(const char *cmd, const char *params, struct rte_tel_dat
 	rte_tel_data_add_dict_u64(d, "intr_late", lc->stats.intr_late);
 	rte_tel_data_add_dict_u64(d, "spin_caught", lc->spin.caught);
 	rte_tel_data_add_dict_u64(d, "spin_expired", lc->spin.expired);
+	rte_tel_data_add_dict_u64(d, "spin_window_us", lc->spin.win / (rte_get_tsc_hz() / 1000000));
 	rte_tel_data_add_dict_u64(d, "steered_out", lc->stats.steered_out);
 	rte_tel_data_add_dict_u64(d, "rx_queue", lc->stats.rx_queue);
 	rte_tel_data_add_dict_u64(d, "steered_in", lc->stats.steered_in);

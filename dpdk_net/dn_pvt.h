@@ -221,7 +221,7 @@ static inline void dn_epoll_sleep(struct dn_lcore *lc, int timeout_ms,
 	int r = rte_epoll_wait(RTE_EPOLL_PER_THREAD, &ev, 1, timeout_ms);
 
 	dn_sleep_slack_end(slack);
-
+	dn_spin_slept(&lc->spin, rte_rdtsc(), r > 0);
 	if (r > 0) {
 		lc->stats.intr_wakeups++;
 	} else if (r == 0) {

@@ -625,8 +625,9 @@ if "ps_direct" in parts:
                   "kernel: the same two processes over loopback with the same cores (taskset); "
                   "kernel_bridge: the same, " + bridge_how + "; polling: PS_ENABLE_POLLING and "
                   "WORKER_ENABLE_POLLING True on every backend (the kernel's spins in "
-                  "epoll_wait(0)), sleeping: both False (each spins WHARF_IDLE_SPIN_US, 50 us "
-                  "by default, after work before it sleeps), sleeping_nospin: both False and "
+                  "epoll_wait(0)), sleeping: both False (each spins after work before it sleeps, "
+                  "the window adapted up to WHARF_IDLE_SPIN_US, 200 us by default), "
+                  "sleeping_nospin: both False and "
                   "WHARF_IDLE_SPIN_US=0",
           "runs": {}}
     for poll, mode in (("False", "sleeping"), ("True", "polling"),

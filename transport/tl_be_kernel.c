@@ -611,6 +611,8 @@ static int kb_poll(struct tl *tl, int64_t timeout_us)
 		err = errno;
 		if (ms > 0)
 			dn_sleep_slack_end(slack);
+		if (ms != 0)
+			dn_spin_slept(&kb->spin, kb_now_ns(), n > 0);
 		errno = err;
 	}
 	if (n < 0)

@@ -66,6 +66,52 @@ static void test_dn_spin_window_zero_never_spins(void **state)
 	assert_false(dn_spin_more(&s, 7 * MS));
 }
 
+/*
+ * The window adapts: a sleep past the most halves it (down to DN_SPIN_MIN_US), a sleep an event
+ * ended within the most doubles it (up to the most), so a gap the window missed is caught a
+ * few exchanges later.
+ */
+static void test_dn_spin_window_adapts_to_the_gaps(void **state)
+{
+	struct dn_spin s;
+	uint64_t t = 5 * MS;
+
+	(void)state;
+	dn_spin_init(&s, 200, 1000); /* at most 200 us, in ns */
+	assert_int_equal(s.win, 200000);
+	/* Idle: each sleep past the most (a 1 ms timeout) halves the window, to the least. */
+	dn_spin_work(&s);
+	assert_true(dn_spin_more(&s, t));
+	assert_false(dn_spin_more(&s, t + 200000));
+	for (int i = 1; i <= 6; i++)
+		dn_spin_slept(&s, t + (uint64_t)i * MS, false);
+	assert_int_equal(s.win, DN_SPIN_MIN_US * 1000);
+	/* Traffic with 35 us gaps: missed at 10 us, then 20, caught once the window is 40. */
+	for (int i = 0; i < 3; i++) {
+		t += 10 * MS;
+		dn_spin_work(&s);
+		assert_true(dn_spin_more(&s, t));
+		if (dn_spin_more(&s, t + 35000)) {
+			assert_int_equal(i, 2);
+			assert_int_equal(s.win, 40000);
+			break;
+		}
+		dn_spin_slept(&s, t + 35000, true); /* the event that ended the sleep */
+	}
+	assert_int_equal(s.caught, 0);
+	dn_spin_work(&s);
+	assert_int_equal(s.caught, 1);
+	/* A timeout within the most (a caller's short poll) changes nothing. */
+	assert_true(dn_spin_more(&s, t + 40000));
+	assert_false(dn_spin_more(&s, t + 80000));
+	dn_spin_slept(&s, t + 100000, false);
+	assert_int_equal(s.win, 40000);
+	/* Growth stops at the most. */
+	for (int i = 0; i < 8; i++)
+		dn_spin_slept(&s, t + 100000, true);
+	assert_int_equal(s.win, 200000);
+}
+
 static atomic_int token;
 static int efd = -1;
 
@@ -160,6 +206,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dn_spin_polls_for_the_window_after_work),
 		cmocka_unit_test(test_dn_spin_window_zero_never_spins),
+		cmocka_unit_test(test_dn_spin_window_adapts_to_the_gaps),
 		cmocka_unit_test(test_dn_spin_gives_the_cpu_to_a_thread_that_wants_it),
 	};
 
