@@ -170,6 +170,8 @@ void dn_lcore_idle_wait(struct dn_lcore *lc)
 	if (lc->sleep_us < DN_SLEEP_MIN_US)
 		lc->sleep_us = DN_SLEEP_MIN_US;
 	sleep_us(lc->sleep_us);
+	/* No interrupt says whether frames came meanwhile: look (kept for the next burst). */
+	dn_spin_slept(&lc->spin, rte_rdtsc(), dn_rx_recheck(lc));
 	lc->stats.idle_sleeps++;
 	lc->sleep_us *= 2;
 	if (lc->sleep_us > lc->port->cfg.idle_max_sleep_us)
