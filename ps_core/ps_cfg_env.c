@@ -285,6 +285,36 @@ static int knob_data_plane(char *const envp[], struct ps_cluster *c, char *err, 
 	return rc;
 }
 
+/*
+ * The layers below read these themselves (dpdk_net, transport: programs that never load a
+ * configuration read them too); a PS or worker refuses a bad one here, before it starts.
+ */
+static int knob_lower_layers(char *const envp[], char *err, size_t errlen)
+{
+	static const struct {
+		const char *name;
+		unsigned lo, hi;
+	} k[] = {
+		{ "WHARF_IDLE_SPIN_US", 0, 100000 },
+		{ "WHARF_TCP_RTO_MIN_US", 100, 10000000 },
+		{ "WHARF_TCP_KEEPALIVE_S", 0, 86400 },
+		{ "WHARF_TCP_SYNCOOKIES", 0, 1 },
+		{ "WHARF_TCP_SACK", 0, 1 },
+		{ "WHARF_TSO", 0, 1 },
+	};
+	unsigned tmp;
+
+	for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+		const char *v = ps_env_get(envp, k[i].name);
+		int rc;
+		if (v == NULL || *v == '\0')
+			continue;
+		if ((rc = ps_parse_uint(v, k[i].lo, k[i].hi, &tmp, k[i].name, err, errlen)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
 int ps_cfg_env_knobs(char *const envp[], struct ps_cluster *out, char *err, size_t errlen)
 {
 	struct ps_cluster *c = malloc(sizeof(*c));
@@ -343,6 +373,8 @@ int ps_cfg_env_knobs(char *const envp[], struct ps_cluster *out, char *err, size
 		rc = ps_parse_eal_args(v, c->eal_args, "WHARF_EAL_ARGS", err, errlen);
 		ps_mark(c, PS_F_EAL_ARGS);
 	}
+	if (rc == 0)
+		rc = knob_lower_layers(envp, err, errlen);
 	/* Applied as each log type registers, before main (dpdk_net/dn_log.h); refused here. */
 	if (rc == 0 && (v = ps_env_get(envp, "WHARF_LOG_LEVEL")) != NULL)
 		rc = dn_log_check_levels(v, "WHARF_LOG_LEVEL", err, errlen);

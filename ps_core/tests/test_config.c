@@ -348,6 +348,26 @@ static void test_config_log_level_env_checked(void **state)
 	assert_non_null(strstr(f->err, "WHARF_LOG_LEVEL: 'wharf.tl:chatty' is not pattern:level"));
 }
 
+/* The lower layers' knobs (read where they apply) are refused here when out of range. */
+static void test_config_lower_layer_env_checked(void **state)
+{
+	struct fx *f = *state;
+	char *good[] = { "WHARF_IDLE_SPIN_US=0", "WHARF_TCP_RTO_MIN_US=200", "WHARF_TSO=0",
+			 "WHARF_TCP_SYNCOOKIES=1", "WHARF_TCP_KEEPALIVE_S=", NULL };
+	char *spin[] = { "WHARF_IDLE_SPIN_US=50us", NULL };
+	char *rto[] = { "WHARF_TCP_RTO_MIN_US=10", NULL };
+	char *tso[] = { "WHARF_TSO=off", NULL };
+	const char *argv[] = { "t", "--role=ps", "--ps=10.0.0.1:1", "--num-workers=1", "--protocol=kernel" };
+
+	assert_int_equal(load(f, good, 5, argv), 0);
+	assert_int_equal(load(f, spin, 5, argv), -EINVAL);
+	assert_non_null(strstr(f->err, "WHARF_IDLE_SPIN_US"));
+	assert_int_equal(load(f, rto, 5, argv), -EINVAL);
+	assert_non_null(strstr(f->err, "WHARF_TCP_RTO_MIN_US"));
+	assert_int_equal(load(f, tso, 5, argv), -EINVAL);
+	assert_non_null(strstr(f->err, "WHARF_TSO"));
+}
+
 static void test_config_file_full_schema(void **state)
 {
 	struct fx *f = *state;
@@ -851,6 +871,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_config_paddle_trainer_and_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_knobs_env_bools_and_numbers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_log_level_env_checked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_lower_layer_env_checked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_file_full_schema, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_eal_args_file_env_command_line, setup,
 						teardown),
