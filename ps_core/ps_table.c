@@ -333,8 +333,8 @@ void ps_table_fini(struct ps_table *t)
 
 static inline uint32_t slot_hash(uint64_t key) { return (uint32_t)ps_mix64(key ^ PS_H3_SALT); }
 
-#define PS_PF_DIST 8u
-#define PS_SLOTS_PER_LINE (PS_CACHE_LINE / (uint32_t)sizeof(struct ps_slot)) /* keys between the stages of a batch lookup's pipeline */
+#define PS_PF_DIST 8u /* keys between the stages of a batch lookup's pipeline */
+#define PS_SLOTS_PER_LINE (PS_CACHE_LINE / (uint32_t)sizeof(struct ps_slot))
 
 static inline uint32_t probe(const struct ps_table *t, const struct ps_slot *s, uint32_t mask,
 			     uint32_t h, uint64_t key, uint32_t *pos)
@@ -500,8 +500,10 @@ uint64_t ps_key_slow(struct ps_keys *k, uint32_t o)
 /*
  * The lookup pipeline (rows[] holds the hashes ahead of the key being resolved): key j is
  * hashed and its home slot prefetched PS_PF_DIST keys ahead of the row prefetch, which
- * reads that slot (there by then) and prefetches the row it names when its tag matches
- * (almost always the key's row), PS_PF_DIST keys ahead of the resolve. The resolve reads
+ * reads the slots of that cache line from the home slot on (there by then) and prefetches
+ * the row the first one whose tag matches names (almost always the key's row; a key that
+ * linear probing placed past its home slot is found too), PS_PF_DIST keys ahead of the
+ * resolve. The resolve reads
  * the row's first line (its key); the rest of the row is prefetched there, for the update
  * that follows the whole batch's lookups (the apply's own prefetch, a few rows ahead, comes
  * too late for a row in memory). A move or an insert meanwhile only makes a prefetch
