@@ -27,10 +27,7 @@
  * enabled (a node of fewer lcores than queues uses queue 0 alone) gets nothing: its frames
  * go to queue 0 instead (counted as queue_fallback), never to a ring nobody reads.
  *
- * Idle policy, unless --poll: after work it spins as a sleeping node does (dn_spin: the window
- * adapted up to WHARF_IDLE_SPIN_US), then sleeps on the vhost queues' Rx interrupts (or backs
- * off). The switch stands in for a NIC and a wire, which take a frame at once: a switch that
- * slept after each frame made every hop wait for its wake-up.
+ * Idle policy: sleeps on the vhost queues' Rx interrupts (or backs off) unless --poll.
  * On SIGINT/SIGTERM or after --seconds it prints its per-port counters as one JSON line.
  */
 #include <errno.h>
@@ -420,7 +417,7 @@ static bool link_up(uint16_t port_id)
  * no node attached have no queue to arm and are looked at again after the timeout. Without
  * interrupts it backs off with sleeps up to 500 us.
  */
-static void idle_wait(struct vs *vs, bool intr, uint32_t *sleep_us, struct dn_spin *spin)
+static void idle_wait(struct vs *vs, bool intr, uint32_t *sleep_us)
 {
 	struct rte_epoll_event ev[VS_MAX_PORTS * VS_MAX_QUEUES];
 	bool armed[VS_MAX_PORTS][VS_MAX_QUEUES] = {{false}}, any = false, busy = false;
@@ -439,7 +436,7 @@ static void idle_wait(struct vs *vs, bool intr, uint32_t *sleep_us, struct dn_sp
 		}
 	}
 	if (any && !busy)
-		dn_spin_slept(spin, rte_rdtsc(), rte_epoll_wait(RTE_EPOLL_PER_THREAD, ev, RTE_DIM(ev), 1) > 0);
+		rte_epoll_wait(RTE_EPOLL_PER_THREAD, ev, RTE_DIM(ev), 1);
 	for (unsigned i = 0; i < vs->o.ports; i++)
 		for (uint16_t q = 0; q < vs->port[i].nq; q++)
 			if (armed[i][q])
@@ -727,9 +724,6 @@ int main(int argc, char **argv)
 					: UINT64_MAX;
 	bool intr = !vs.o.poll;
 	uint32_t idle = 0, sleep_us = 10;
-	struct dn_spin spin;
-
-	dn_spin_init(&spin, vs.o.poll ? 0 : dn_idle_spin_env_us(), hz / 1000000);
 
 	fprintf(stderr, "wharf-vswitch: %u ports in %s, seed %" PRIu64 "\n", vs.o.ports,
 		vs.o.sock_dir, vs.o.seed);
@@ -737,15 +731,10 @@ int main(int argc, char **argv)
 		if (switch_once(&vs, rte_rdtsc()) > 0) {
 			idle = 0;
 			sleep_us = 10;
-			dn_spin_work(&spin);
 			continue;
 		}
-		if (!vs.o.poll && ++idle > 256 && !pending_frames(&vs)) {
-			if (dn_spin_more(&spin, rte_rdtsc()))
-				rte_pause();
-			else
-				idle_wait(&vs, intr, &sleep_us, &spin);
-		}
+		if (!vs.o.poll && ++idle > 256 && !pending_frames(&vs))
+			idle_wait(&vs, intr, &sleep_us);
 	}
 	print_counters(&vs);
 	for (unsigned i = 0; i < vs.o.ports; i++) {
