@@ -113,8 +113,8 @@ part_transport() {
 	perf_dpdk dpdk_pingpong --size 64 --hist "$OUT/dpdk_rtt.txt"
 	perf_kernel kernel_pingpong --size 64 --hist "$OUT/kernel_rtt.txt"
 	# The same pair with every process sleeping when idle, as a PS node runs by default: both
-	# stacks spin after work (adapted up to WHARF_IDLE_SPIN_US, default 200 us) before they sleep. Then with
-	# no spin (WHARF_IDLE_SPIN_US=0 on both): every message waits for a wake-up.
+	# stacks spin after work (adapted up to WHARF_IDLE_SPIN_US, default 200 us) before they
+	# sleep. Then with no spin (WHARF_IDLE_SPIN_US=0 on both): every message waits for a wake-up.
 	PERF_SLEEP=1 perf_dpdk dpdk_pingpong_sleep --size 64
 	PERF_SLEEP=1 perf_kernel kernel_pingpong_sleep --size 64
 	WHARF_IDLE_SPIN_US=0 PERF_SLEEP=1 perf_dpdk dpdk_pingpong_nospin --size 64
