@@ -5,12 +5,11 @@
  *   -> ARP pending queue (at most every 100 us) -> Tx drain when DN_TX_DRAIN_US elapsed
  *   -> when idle: spin (DN_IDLE_POLL) or dn_lcore_idle_wait (DN_IDLE_SLEEP).
  *
- * Sleeping: after work the lcore keeps polling for the spin window (dn_spin, dn.h: 50 us by
- * default, yielding the CPU every 2 us to any thread that wants it); past it the lcore arms
- * its queue's Rx interrupt and sleeps in epoll for at most 1 ms (so upper-layer timers still
- * run), or, on PMDs
- * without Rx interrupts (net_tap), sleeps with an exponential back-off capped at
- * idle_max_sleep_us. Either way a packet is answered within about a millisecond while an
+ * Sleeping: after work the lcore keeps polling for the spin window (dn_spin, dn.h: adapted
+ * between 10 us and WHARF_IDLE_SPIN_US, 200 us by default, yielding the CPU every 2 us to any
+ * thread that wants it); past it the lcore arms its queue's Rx interrupt and sleeps in epoll
+ * for at most 1 ms (so upper-layer timers still run), or, on PMDs without Rx interrupts
+ * (net_tap), sleeps with an exponential back-off capped at idle_max_sleep_us. Either way a packet is answered within about a millisecond while an
  * idle process costs a few percent of a core at most. Lcores steering flows among
  * themselves read rings too and sleep on an eventfd as well (dn_steer.c).
  */
@@ -141,11 +140,6 @@ static void sleep_us(uint32_t us)
 
 void dn_lcore_idle_wait(struct dn_lcore *lc)
 {
-	if (lc->steer) {
-		dn_steer_idle_wait(lc);
-		return;
-	}
-
 	/*
 	 * Adaptive polling: right after traffic the next packet usually follows within tens
 	 * of microseconds (a reply, the next request), far sooner than an interrupt wake-up;
@@ -153,6 +147,10 @@ void dn_lcore_idle_wait(struct dn_lcore *lc)
 	 */
 	if (dn_spin_more(&lc->spin, rte_rdtsc())) {
 		rte_pause();
+		return;
+	}
+	if (lc->steer) {
+		dn_steer_idle_wait(lc);
 		return;
 	}
 

@@ -249,6 +249,7 @@ void dn_wake_lcore_fini(struct dn_lcore *lc);
 uint16_t dn_steer_rx(struct dn_lcore *lc, struct rte_mbuf **pkts, unsigned *work);
 /* Tx flush of a steered lcore other than 0: its software queue into lcore 0's ring. */
 void dn_steer_tx_flush(struct dn_lcore *lc);
+/* The sleep of a steered lcore whose spin after work ran out (dn_lcore_idle_wait). */
 void dn_steer_idle_wait(struct dn_lcore *lc);
 /* Lcore 0: classify a burst; frames for others go to their rings (or are dropped, counted
  * as STEER_FULL). Returns how many stay, compacted to the front of pkts. */

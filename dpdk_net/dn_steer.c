@@ -430,10 +430,6 @@ void dn_steer_idle_wait(struct dn_lcore *lc)
 	struct dn_wake *w = &lc->port->wake[lc->index];
 	bool intr;
 
-	if (dn_spin_more(&lc->spin, rte_rdtsc())) {
-		rte_pause();
-		return;
-	}
 	intr = lc->intr_registered && rte_eth_dev_rx_intr_enable(lc->port_id, lc->queue) == 0;
 	atomic_store_explicit(&w->sleeping, 1, memory_order_relaxed);
 	/* seq_cst: the flag is visible before we look at the rings; partner: the fence in
