@@ -23,14 +23,6 @@
 
 #include "ps_core/ps_pvt.h"
 
-static inline float ldf(const uint8_t *g, uint32_t j)
-{
-	float f;
-
-	memcpy(&f, g + 4 * (size_t)j, sizeof(f));
-	return f;
-}
-
 /* in: the row (value, state); out: its new value and state, every float written. */
 static void adagrad(const struct ps_table *t, const float *restrict in, float *restrict out,
 		 const uint8_t *restrict g)
@@ -39,7 +31,7 @@ static void adagrad(const struct ps_table *t, const float *restrict in, float *r
 	uint32_t j, d = t->cfg.dim;
 
 	for (j = 0; j < d; j++) {
-		float gj = ldf(g, j), acc = in[d + j] + gj * gj;
+		float gj = ps_ldf(g, j), acc = in[d + j] + gj * gj;
 		out[d + j] = acc;
 		out[j] = in[j] - lr * gj / (sqrtf(acc) + eps);
 	}
@@ -58,7 +50,7 @@ static void adam(const struct ps_table *t, const float *restrict in, float *rest
 	pw[1] = in[3 * d + 1] * b2;
 	lr_t = lr * sqrtf(1.0f - pw[1]) / (1.0f - pw[0]);
 	for (j = 0; j < d; j++) {
-		float gj = ldf(g, j);
+		float gj = ps_ldf(g, j);
 		m2[j] = b1 * m[j] + (1.0f - b1) * gj;
 		v2[j] = b2 * v[j] + (1.0f - b2) * gj * gj;
 		out[j] = in[j] - lr_t * m2[j] / (sqrtf(v2[j]) + eps);
@@ -75,7 +67,7 @@ static void ftrl(const struct ps_table *t, const float *restrict in, float *rest
 	const float *z = in + d, *n = in + 2 * d;
 
 	for (j = 0; j < d; j++) {
-		float gj = ldf(g, j);
+		float gj = ps_ldf(g, j);
 		float nn = n[j] + gj * gj;
 		float sigma = (sqrtf(nn) - sqrtf(n[j])) / alpha;
 		float zz = z[j] + gj - sigma * in[j];
@@ -88,26 +80,6 @@ static void ftrl(const struct ps_table *t, const float *restrict in, float *rest
 	}
 }
 
-#define PS_EXP_BITS 0x7f800000u
-
-/* A float is not finite when its exponent bits are all ones: those lanes come out all ones. */
-static inline ps_v4u nonfinite4(ps_v4u w)
-{
-	const ps_v4u exp = { PS_EXP_BITS, PS_EXP_BITS, PS_EXP_BITS, PS_EXP_BITS };
-
-	return (ps_v4u)((w & exp) == exp);
-}
-
-static inline bool nonfinite1(float f)
-{
-	uint32_t x;
-
-	memcpy(&x, &f, sizeof(x));
-	return (x & PS_EXP_BITS) == PS_EXP_BITS;
-}
-
-static inline bool any4(ps_v4u bad) { return (bad[0] | bad[1] | bad[2] | bad[3]) != 0; }
-
 bool ps_all_finite_bytes(const uint8_t *p, uint32_t n)
 {
 	ps_v4u bad = { 0, 0, 0, 0 }, bad2 = { 0, 0, 0, 0 }, w, w2;
@@ -117,47 +89,18 @@ bool ps_all_finite_bytes(const uint8_t *p, uint32_t n)
 	for (; i + 8 <= n; i += 8) {
 		memcpy(&w, p + 4 * (size_t)i, sizeof(w));
 		memcpy(&w2, p + 4 * (size_t)i + 16, sizeof(w2));
-		bad |= nonfinite4(w);
-		bad2 |= nonfinite4(w2);
+		bad |= ps_nonfinite4(w);
+		bad2 |= ps_nonfinite4(w2);
 	}
 	for (; i + 4 <= n; i += 4) {
 		memcpy(&w, p + 4 * (size_t)i, sizeof(w));
-		bad |= nonfinite4(w);
+		bad |= ps_nonfinite4(w);
 	}
 	for (; i < n; i++) {
 		memcpy(&x, p + 4 * (size_t)i, sizeof(x));
 		bad[0] |= (x & PS_EXP_BITS) == PS_EXP_BITS;
 	}
-	return !any4(bad | bad2);
-}
-
-/*
- * SGD in place: the new values are computed once to check them and again to store them,
- * only when every one is finite. For SGD that is cheaper than a scratch row, its check and
- * its copy back; the two passes compute the same expression, so the stored values are the
- * checked ones.
- */
-static bool sgd_inplace(const struct ps_table *t, float *restrict w, const uint8_t *restrict g)
-{
-	const float lr = t->cfg.op.lr;
-	uint32_t j, d = t->cfg.dim;
-	ps_v4u bad = { 0, 0, 0, 0 };
-	ps_v4f x;
-
-	for (j = 0; j + 4 <= d; j += 4) {
-		x = ps_v4f_ld(w + j) - lr * ps_v4f_ld(g + 4 * j);
-		bad |= nonfinite4((ps_v4u)x);
-	}
-	for (; j < d; j++)
-		if (nonfinite1(w[j] - lr * ldf(g, j)))
-			return false;
-	if (PS_UNLIKELY(any4(bad)))
-		return false;
-	for (j = 0; j + 4 <= d; j += 4)
-		ps_v4f_st(w + j, ps_v4f_ld(w + j) - lr * ps_v4f_ld(g + 4 * j));
-	for (; j < d; j++)
-		w[j] = w[j] - lr * ldf(g, j);
-	return true;
+	return !ps_any4(bad | bad2);
 }
 
 bool ps_all_finite(const float *v, uint32_t n)
@@ -170,7 +113,7 @@ bool ps_optim_apply(const struct ps_table *t, float *row, const uint8_t *g, floa
 	uint32_t n = t->cfg.dim + t->sfl;
 
 	switch (t->cfg.optim) {
-	case PS_OPT_SGD: return sgd_inplace(t, row, g);
+	case PS_OPT_SGD: return ps_sgd_inplace(t, row, g);
 	case PS_OPT_ADAGRAD: adagrad(t, row, scratch, g); break;
 	case PS_OPT_ADAM: adam(t, row, scratch, g); break;
 	case PS_OPT_FTRL: ftrl(t, row, scratch, g); break;

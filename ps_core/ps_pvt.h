@@ -81,9 +81,14 @@ static inline uint64_t ps_mix64(uint64_t k)
 #define PS_H2_SALT 0xd1b54a32d192ed03ull
 #define PS_H3_SALT 0x8cb92ba72f3d8dd7ull
 
+/* A key's hash in a shard's table (its slot, and the tag kept there). */
+static inline uint32_t ps_slot_hash(uint64_t key) { return (uint32_t)ps_mix64(key ^ PS_H3_SALT); }
+
 /* ---------------------------------------------------------------- memory */
 
-void *ps_mem_alloc(size_t bytes, int node);  /* zeroed, cache aligned, node-local if NUMA */
+/* Zeroed, cache aligned, node-local if NUMA; whole units of this in huge-page regions. */
+#define PS_HUGE_BYTES ((size_t)2 << 20)
+void *ps_mem_alloc(size_t bytes, int node);
 void ps_mem_free(void *p, size_t bytes, int node);
 int ps_mem_node_of_caller(void);
 
@@ -130,6 +135,7 @@ struct ps_table {
 	/* rows */
 	uint8_t **chunks;
 	uint32_t n_chunks, cap_chunks;
+	uint32_t n_solo;        /* chunks with pages of their own; the rest in huge-page regions */
 	uint32_t n_rows;        /* rows of the arena in use or free: [0, n_rows) */
 	/* sparse index: slots (new) and, while growing, old slots still being moved */
 	struct ps_slot *slots, *old;
@@ -159,20 +165,6 @@ struct ps_table {
 static inline uint8_t *ps_row(const struct ps_table *t, uint32_t r)
 {
 	return t->chunks[r >> PS_CHUNK_SHIFT] + (size_t)(r & (PS_CHUNK_ROWS - 1)) * t->stride;
-}
-/* Rows a walk over a batch prefetches ahead (their lines, value and state, for write or not). */
-#define PS_ROW_AHEAD 4u
-static inline void ps_row_prefetch(const struct ps_table *t, uint32_t r, int write)
-{
-	const uint8_t *p = ps_row(t, r);
-
-	if (write) {
-		__builtin_prefetch(p, 1);
-		__builtin_prefetch(p + t->stride - 1, 1);
-	} else {
-		__builtin_prefetch(p, 0);
-		__builtin_prefetch(p + t->stride - 1, 0);
-	}
 }
 /* Row r's cache lines after the one it starts in (which a lookup has just read). */
 static inline void ps_row_prefetch_rest(const struct ps_table *t, uint32_t r, int write)
@@ -320,6 +312,74 @@ static inline bool ps_row_is_free(const struct ps_table *t, uint32_t r)
  * when a float of the result would not be finite.
  */
 bool ps_optim_apply(const struct ps_table *t, float *row, const uint8_t *g, float *scratch);
+
+/* Float j of g (bytes as received, any alignment). */
+static inline float ps_ldf(const uint8_t *g, uint32_t j)
+{
+	float f;
+
+	memcpy(&f, g + 4 * (size_t)j, sizeof(f));
+	return f;
+}
+
+#define PS_EXP_BITS 0x7f800000u
+
+/* A float is not finite when its exponent bits are all ones: those lanes come out all ones. */
+static inline ps_v4u ps_nonfinite4(ps_v4u w)
+{
+	const ps_v4u exp = { PS_EXP_BITS, PS_EXP_BITS, PS_EXP_BITS, PS_EXP_BITS };
+
+	return (ps_v4u)((w & exp) == exp);
+}
+
+static inline bool ps_nonfinite1(float f)
+{
+	uint32_t x;
+
+	memcpy(&x, &f, sizeof(x));
+	return (x & PS_EXP_BITS) == PS_EXP_BITS;
+}
+
+static inline bool ps_any4(ps_v4u bad) { return (bad[0] | bad[1] | bad[2] | bad[3]) != 0; }
+
+/*
+ * SGD in place: the new values are computed once to check them and again to store them,
+ * only when every one is finite. For SGD that is cheaper than a scratch row, its check and
+ * its copy back; the two passes compute the same expression, so the stored values are the
+ * checked ones.
+ */
+static inline bool ps_sgd_inplace(const struct ps_table *t, float *restrict w,
+				  const uint8_t *restrict g)
+{
+	const float lr = t->cfg.op.lr;
+	uint32_t j, d = t->cfg.dim;
+	ps_v4u bad = { 0, 0, 0, 0 };
+	ps_v4f x;
+
+	for (j = 0; j + 4 <= d; j += 4) {
+		x = ps_v4f_ld(w + j) - lr * ps_v4f_ld(g + 4 * j);
+		bad |= ps_nonfinite4((ps_v4u)x);
+	}
+	for (; j < d; j++)
+		if (ps_nonfinite1(w[j] - lr * ps_ldf(g, j)))
+			return false;
+	if (PS_UNLIKELY(ps_any4(bad)))
+		return false;
+	for (j = 0; j + 4 <= d; j += 4)
+		ps_v4f_st(w + j, ps_v4f_ld(w + j) - lr * ps_v4f_ld(g + 4 * j));
+	for (; j < d; j++)
+		w[j] = w[j] - lr * ps_ldf(g, j);
+	return true;
+}
+
+/* ps_optim_apply with SGD inlined: a shard's apply loop calls it once per row. */
+static inline bool ps_optim_apply_inl(const struct ps_table *t, float *row, const uint8_t *g,
+				      float *scratch)
+{
+	if (t->cfg.optim == PS_OPT_SGD)
+		return ps_sgd_inplace(t, row, g);
+	return ps_optim_apply(t, row, g, scratch);
+}
 /* Every one of n floats finite? */
 bool ps_all_finite(const float *v, uint32_t n);
 /* Every one of n floats at p (any alignment, as received) finite? */

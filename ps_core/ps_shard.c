@@ -519,42 +519,95 @@ static bool find_dups(struct ps_shard *sh, struct ps_table *t, const uint32_t *r
 }
 
 /*
- * Gradient of request position p, in place in the views through the op's cursor (copied
- * into scratch only when it straddles two views).
+ * The gradients of an op, read in place: request position p's at body offset
+ * off + p * rowb. Body offsets [lo, hi) are contiguous at base (the piece of the message the
+ * last read stood in), so a read inside it is an add; one in another piece moves the
+ * cursor, and one that straddles two pieces is copied into tmp.
  */
-static inline const uint8_t *grad_at(struct tl_view_cur *c, const struct ps_op *op, uint32_t p,
-				     uint32_t dim, float *scratch)
+struct ps_grads {
+	struct tl_view_cur cur;
+	const uint8_t *base;
+	uint32_t lo, hi, off, rowb;
+};
+
+static void grads_init(struct ps_grads *g, const struct ps_op *op, uint32_t dim)
 {
-	return tl_cur_get(c, op->vals_off + p * dim * 4, dim * 4, scratch);
+	tl_cur_init(&g->cur, op->v);
+	g->base = NULL;
+	g->lo = g->hi = 0;
+	g->off = op->vals_off;
+	g->rowb = dim * 4;
 }
 
-/* With repeats: each first occurrence gets the sum of its chain, in request order. */
-static uint32_t apply_merged(struct ps_shard *sh, uint32_t ti, const struct ps_op *op,
-			     const uint32_t *rows)
+static const uint8_t *grad_slow(struct ps_grads *g, uint32_t o, float *tmp)
 {
-	struct ps_table *t = &sh->tables[ti];
+	uint32_t avail;
+	const uint8_t *p = tl_cur_span(&g->cur, o, &avail);
+
+	/* The request's length was checked against its key count: never past the body. */
+	if (avail < g->rowb)
+		return tl_cur_get(&g->cur, o, g->rowb, tmp);
+	g->base = p - o;
+	g->lo = o;
+	g->hi = o + avail;
+	return p;
+}
+
+static inline const uint8_t *grad_of(struct ps_grads *g, uint32_t p, float *tmp)
+{
+	uint32_t o = g->off + p * g->rowb;
+
+	if (PS_LIKELY(o >= g->lo && o + g->rowb <= g->hi))
+		return g->base + o;
+	return grad_slow(g, o, tmp);
+}
+
+/*
+ * Row r takes gradient g. An async push on a shard with no snapshot open and no update
+ * stamps (the common case) goes straight to the optimizer; anything else by apply_row.
+ */
+static inline bool apply_one(struct ps_shard *sh, uint32_t ti, struct ps_table *t, bool plain,
+			     uint32_t r, const uint8_t *g)
+{
+	if (PS_LIKELY(plain)) {
+		if (PS_LIKELY(ps_optim_apply_inl(t, ps_row_val(t, r), g, sh->scratch)))
+			return true;
+		count(&sh->n_nonfinite, 1);
+		return false;
+	}
+	return apply_row(sh, ti, r, g);
+}
+
+/*
+ * The op's gradients into its rows (all of them rows: none PS_ROW_NONE); returns the rows
+ * refused. With repeats (find_dups), each first occurrence gets the sum of its chain, in
+ * request order.
+ */
+static uint32_t apply_op(struct ps_shard *sh, struct ps_table *t, const struct ps_op *op,
+			 const uint32_t *rows)
+{
 	uint32_t d = t->cfg.dim, i, k, n = op->n, *nxt = sh->chain, *tail = nxt + n;
-	float *sum = sh->merge, tmp[PS_MAX_DIM];
-	uint32_t refused = 0;
-	struct tl_view_cur c;
+	uint32_t ti = op->table, refused = 0;
+	bool dups = find_dups(sh, t, rows, n);
+	bool plain = sh->srv->cfg.mode == PS_MODE_ASYNC && !sh->snap && !t->upd_off;
+	const uint32_t *idx = op->idx;
+	float tmp[PS_MAX_DIM];
+	struct ps_grads g;
 
-	tl_cur_init(&c, op->v);
-
+	grads_init(&g, op, d);
 	for (i = 0; i < n; i++) {
-		const uint8_t *g;
-		if (i + PS_ROW_AHEAD < n && tail[i + PS_ROW_AHEAD] != UINT32_MAX)
-			ps_row_prefetch(t, rows[i + PS_ROW_AHEAD], 1);
-		if (tail[i] == UINT32_MAX)
-			continue;
-		g = grad_at(&c, op, op->idx ? op->idx[i] : i, d, tmp);
-		if (nxt[i] == UINT32_MAX) {
-			refused += !apply_row(sh, ti, rows[i], g);
-			continue;
+		const uint8_t *gp;
+		if (dups && tail[i] == UINT32_MAX)
+			continue; /* a repeat: in its first occurrence's sum */
+		gp = grad_of(&g, idx ? idx[i] : i, tmp);
+		if (dups && nxt[i] != UINT32_MAX) {
+			float *sum = sh->merge;
+			memcpy(sum, gp, d * sizeof(float));
+			for (k = nxt[i]; k != UINT32_MAX; k = nxt[k])
+				ps_add_bytes(sum, grad_of(&g, idx ? idx[k] : k, tmp), d);
+			gp = (const uint8_t *)sum;
 		}
-		memcpy(sum, g, d * sizeof(float));
-		for (k = nxt[i]; k != UINT32_MAX; k = nxt[k])
-			ps_add_bytes(sum, grad_at(&c, op, op->idx ? op->idx[k] : k, d, tmp), d);
-		refused += !apply_row(sh, ti, rows[i], (const uint8_t *)sum);
+		refused += !apply_one(sh, ti, t, plain, rows[i], gp);
 	}
 	return refused;
 }
@@ -634,26 +687,6 @@ static void drop_rowless(struct ps_shard *sh, const struct ps_table *t, const st
 		rows[m++] = rows[i];
 	}
 	sub->n = m;
-}
-
-/* The op's gradients into its rows (all of them rows: none PS_ROW_NONE); rows refused. */
-static uint32_t apply_op(struct ps_shard *sh, struct ps_table *t, const struct ps_op *op,
-			 const uint32_t *rows)
-{
-	uint32_t i, d = t->cfg.dim, refused = 0;
-	float tmp[PS_MAX_DIM];
-	struct tl_view_cur c;
-
-	if (find_dups(sh, t, rows, op->n))
-		return apply_merged(sh, op->table, op, rows);
-	tl_cur_init(&c, op->v);
-	for (i = 0; i < op->n; i++) {
-		if (i + PS_ROW_AHEAD < op->n)
-			ps_row_prefetch(t, rows[i + PS_ROW_AHEAD], 1);
-		refused += !apply_row(sh, op->table, rows[i],
-				      grad_at(&c, op, op->idx ? op->idx[i] : i, d, tmp));
-	}
-	return refused;
 }
 
 /*

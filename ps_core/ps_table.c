@@ -22,10 +22,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/mman.h>
+
 #include "ps_core/ps_pvt.h"
 
 #define PS_MIGRATE_PER_LOOKUP 4u
 #define PS_MIN_SLOTS 1024u
+
+/*
+ * Huge-page regions: an allocation of whole 2 MiB units (a large table's row regions, a
+ * large slot index) is mapped 2 MiB-aligned and advised for transparent huge pages. A
+ * shard's hot rows then cost a TLB entry per 2 MiB rather than per 4 KiB, and under a
+ * hypervisor every TLB miss is a two-level page walk. Only advice: without THP the pages
+ * are 4 KiB and nothing else changes.
+ */
+static bool huge_size(size_t bytes) { return bytes >= PS_HUGE_BYTES && bytes % PS_HUGE_BYTES == 0; }
+
+static void *alloc_huge(size_t bytes, int node)
+{
+	uint8_t *m = mmap(NULL, bytes + PS_HUGE_BYTES, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), *p;
+
+	if (m == MAP_FAILED)
+		return NULL;
+	p = (uint8_t *)(((uintptr_t)m + PS_HUGE_BYTES - 1) & ~(uintptr_t)(PS_HUGE_BYTES - 1));
+	if (p > m)
+		munmap(m, (size_t)(p - m));
+	munmap(p + bytes, (size_t)(m + PS_HUGE_BYTES - p));
+	(void)madvise(p, bytes, MADV_HUGEPAGE);
+	if (node >= 0 && numa_available() >= 0)
+		numa_tonode_memory(p, bytes, node);
+	return p; /* fresh pages: already zero */
+}
 
 void *ps_mem_alloc(size_t bytes, int node)
 {
@@ -33,6 +61,8 @@ void *ps_mem_alloc(size_t bytes, int node)
 
 	if (bytes == 0)
 		bytes = PS_CACHE_LINE;
+	if (huge_size(bytes))
+		return alloc_huge(bytes, node);
 	if (node >= 0 && numa_available() >= 0)
 		return numa_alloc_onnode(bytes, node); /* fresh pages: already zero */
 	bytes = (bytes + PS_CACHE_LINE - 1) & ~(size_t)(PS_CACHE_LINE - 1);
@@ -57,7 +87,9 @@ void ps_mem_free(void *p, size_t bytes, int node)
 {
 	if (!p)
 		return;
-	if (node >= 0 && numa_available() >= 0)
+	if (huge_size(bytes))
+		munmap(p, bytes);
+	else if (node >= 0 && numa_available() >= 0)
 		numa_free(p, bytes ? bytes : PS_CACHE_LINE);
 	else
 		free(p);
@@ -75,20 +107,54 @@ uint32_t ps_optim_state_floats(enum ps_optim_kind k, uint32_t dim)
 
 static size_t chunk_bytes(const struct ps_table *t) { return (size_t)t->stride * PS_CHUNK_ROWS; }
 
+/*
+ * Chunks of rows in one huge-page region: as many as fit in 2 MiB (one, rounded up to
+ * whole 2 MiB, when a chunk is larger).
+ */
+static uint32_t reg_chunks(const struct ps_table *t)
+{
+	size_t cb = chunk_bytes(t);
+
+	return cb >= PS_HUGE_BYTES ? 1 : (uint32_t)(PS_HUGE_BYTES / cb);
+}
+
+static size_t reg_bytes(const struct ps_table *t)
+{
+	size_t b = (size_t)reg_chunks(t) * chunk_bytes(t);
+
+	return (b + PS_HUGE_BYTES - 1) & ~(size_t)(PS_HUGE_BYTES - 1);
+}
+
+/*
+ * A table's first chunk of rows has pages of its own (a table of up to PS_CHUNK_ROWS rows
+ * stays small); the chunks after it are carved from huge-page regions (ps_mem_alloc),
+ * region k holding chunks n_solo + k * reg_chunks on. A region's unused part (up to 2 MiB a
+ * table, less one chunk) is the price of the huge pages.
+ */
 static int add_chunk(struct ps_table *t)
 {
+	size_t cb = chunk_bytes(t);
+	uint8_t *c;
+
 	if (t->n_chunks == t->cap_chunks) {
 		uint32_t cap = t->cap_chunks ? t->cap_chunks * 2 : 16;
-		uint8_t **c = realloc(t->chunks, cap * sizeof(*c));
-		if (!c)
+		uint8_t **a = realloc(t->chunks, cap * sizeof(*a));
+		if (!a)
 			return -ENOMEM;
-		t->chunks = c;
+		t->chunks = a;
 		t->cap_chunks = cap;
 	}
-	t->chunks[t->n_chunks] = ps_mem_alloc(chunk_bytes(t), t->node);
-	if (!t->chunks[t->n_chunks])
-		return -ENOMEM;
-	t->n_chunks++;
+	if (t->n_chunks == 0) {
+		if (!(c = ps_mem_alloc(cb, t->node)))
+			return -ENOMEM;
+		t->n_solo++;
+	} else if ((t->n_chunks - t->n_solo) % reg_chunks(t) == 0) {
+		if (!(c = ps_mem_alloc(reg_bytes(t), t->node)))
+			return -ENOMEM;
+	} else {
+		c = t->chunks[t->n_chunks - 1] + cb;
+	}
+	t->chunks[t->n_chunks++] = c;
 	return 0;
 }
 
@@ -321,8 +387,10 @@ void ps_table_fini(struct ps_table *t)
 		ps_table_fini(t->pend);
 		free(t->pend);
 	}
-	for (i = 0; i < t->n_chunks; i++)
+	for (i = 0; i < t->n_solo; i++)
 		ps_mem_free(t->chunks[i], chunk_bytes(t), t->node);
+	for (; i < t->n_chunks; i += reg_chunks(t))
+		ps_mem_free(t->chunks[i], reg_bytes(t), t->node);
 	free(t->chunks);
 	if (t->slots)
 		ps_mem_free(t->slots, ((size_t)t->mask + 1) * sizeof(struct ps_slot), t->node);
@@ -331,9 +399,8 @@ void ps_table_fini(struct ps_table *t)
 	memset(t, 0, sizeof(*t));
 }
 
-static inline uint32_t slot_hash(uint64_t key) { return (uint32_t)ps_mix64(key ^ PS_H3_SALT); }
 
-#define PS_PF_DIST 8u /* keys between the stages of a batch lookup's pipeline */
+#define PS_PF_DIST 12u /* keys between the stages of a batch lookup's pipeline */
 #define PS_SLOTS_PER_LINE (PS_CACHE_LINE / (uint32_t)sizeof(struct ps_slot))
 
 static inline uint32_t probe(const struct ps_table *t, const struct ps_slot *s, uint32_t mask,
@@ -399,7 +466,7 @@ uint32_t ps_table_find(const struct ps_table *t, uint64_t key)
 
 	if (t->cfg.kind == PS_TABLE_DENSE)
 		return key - t->dense_first < t->n_rows ? (uint32_t)(key - t->dense_first) : UINT32_MAX;
-	return find_h(t, key, slot_hash(key), &pos);
+	return find_h(t, key, ps_slot_hash(key), &pos);
 }
 
 int ps_table_reserve(struct ps_table *t, uint32_t n)
@@ -448,7 +515,7 @@ static uint32_t insert_at(struct ps_table *t, uint64_t key, uint32_t h, uint32_t
 
 uint32_t ps_table_insert(struct ps_table *t, uint64_t key)
 {
-	uint32_t pos, h = slot_hash(key);
+	uint32_t pos, h = ps_slot_hash(key);
 
 	if (find_h(t, key, h, &pos) != UINT32_MAX)
 		return UINT32_MAX;
@@ -462,7 +529,7 @@ uint32_t ps_table_insert(struct ps_table *t, uint64_t key)
 void ps_table_remove(struct ps_table *t, uint32_t r)
 {
 	struct ps_row_meta *m = ps_row_meta(t, r);
-	uint32_t h = slot_hash(m->key), i, j, home;
+	uint32_t h = ps_slot_hash(m->key), i, j, home;
 
 	migrate(t, UINT32_MAX); /* one index to delete from */
 	for (i = h & t->mask; t->slots[i].row1 != r + 1; i = (i + 1) & t->mask)
@@ -511,7 +578,7 @@ uint64_t ps_key_slow(struct ps_keys *k, uint32_t o)
  */
 static inline void pf_slot(const struct ps_table *t, uint64_t key, uint32_t j, uint32_t *rows)
 {
-	rows[j] = slot_hash(key);
+	rows[j] = ps_slot_hash(key);
 	__builtin_prefetch(&t->slots[rows[j] & t->mask]);
 }
 

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +156,40 @@ void pt_cluster_destroy(struct pt_cluster *c)
 	free(c);
 }
 
+/*
+ * Pieces of a split view are copies laid apart in this pool, with NaN bytes between them
+ * (a read past a piece's end gets wrong bytes, as with received buffers, not the next
+ * piece's); the pool is reused from its start when the next copy would not fit.
+ */
+#define PT_POOL (4u << 20)
+#define PT_GAP  64u
+static _Thread_local uint8_t *pt_pool; /* one a thread: lcores build views too */
+static _Thread_local uint32_t pt_pool_at;
+static pthread_key_t pt_pool_key;        /* frees a thread's pool when it exits */
+static pthread_once_t pt_pool_once = PTHREAD_ONCE_INIT;
+
+static void pt_pool_key_make(void) { (void)pthread_key_create(&pt_pool_key, free); }
+
+static const uint8_t *pt_apart(const uint8_t *p, uint32_t n)
+{
+	uint8_t *d;
+
+	if (!pt_pool) {
+		pthread_once(&pt_pool_once, pt_pool_key_make);
+		if ((pt_pool = malloc(PT_POOL)) != NULL)
+			(void)pthread_setspecific(pt_pool_key, pt_pool);
+	}
+	if (!pt_pool || n + PT_GAP > PT_POOL)
+		return p; /* too big for the pool: in place */
+	if (pt_pool_at + n + PT_GAP > PT_POOL)
+		pt_pool_at = 0;
+	d = pt_pool + pt_pool_at;
+	memcpy(d, p, n);
+	memset(d + n, 0xff, PT_GAP);
+	pt_pool_at += n + PT_GAP;
+	return d;
+}
+
 void pt_view(const uint8_t *msg, uint32_t split, struct tl_iov *iov, uint32_t max_iov,
 	     struct tl_msg_view *v)
 {
@@ -166,9 +201,10 @@ void pt_view(const uint8_t *msg, uint32_t split, struct tl_iov *iov, uint32_t ma
 	v->iovcnt = 0;
 	while (off < body && v->iovcnt < max_iov) {
 		uint32_t n = split && body - off > split ? split : body - off;
+		const uint8_t *p = msg + TL_MSG_HDR_LEN + off;
 		if (v->iovcnt == max_iov - 1)
 			n = body - off;
-		iov[v->iovcnt].base = msg + TL_MSG_HDR_LEN + off;
+		iov[v->iovcnt].base = split ? pt_apart(p, n) : p;
 		iov[v->iovcnt].len = n;
 		v->iovcnt++;
 		off += n;

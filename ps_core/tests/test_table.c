@@ -93,7 +93,7 @@ static void test_table_adversarial_keys(void **state)
 	free(keys);
 }
 
-static uint32_t h3(uint64_t k) { return (uint32_t)ps_mix64(k ^ PS_H3_SALT); }
+static uint32_t h3(uint64_t k) { return ps_slot_hash(k); }
 
 static int cmp_pair(const void *a, const void *b)
 {
