@@ -270,14 +270,47 @@ uint32_t ps_table_find(const struct ps_table *t, uint64_t key);
 void ps_table_find_batch(const struct ps_table *t, struct ps_keys *keys, uint32_t n,
 			 uint32_t *rows);
 /*
- * Rows of n keys, created (and initialised) on first touch. Looks keys up in a pipeline:
- * while key i is resolved, key i+8's home slot names a row that is prefetched and key
- * i+16 is hashed and its slot prefetched, so the misses of slot and row (what bounds a
- * shard) overlap instead of one per key in turn. Call
- * ps_table_reserve(t, n) first: after it succeeds this cannot fail. Never on a table with
- * free rows (ps_mem.c inserts there, one key at a time).
+ * A push's repeated keys, in O(n) and without sorting: a row's meta mark holds base + the
+ * batch index of its first occurrence in this push, so "seen in this push" is mark - base
+ * < n. A repeat is chained behind its first occurrence: nxt[i] is the next occurrence of
+ * key i's row (UINT32_MAX: none), tail[i] the last one so far for a first occurrence and
+ * UINT32_MAX for a repeat (applied with its first). any: a repeat was seen.
  */
-void ps_table_lookup_batch(struct ps_table *t, struct ps_keys *keys, uint32_t n, uint32_t *rows);
+struct ps_dups {
+	uint32_t base;
+	uint32_t *nxt, *tail;
+	bool any;
+};
+
+/* Row r, found or made for batch key i, into d's chains (d: see struct ps_dups). */
+static inline void ps_dups_note(struct ps_dups *d, struct ps_row_meta *m, uint32_t i,
+				uint32_t n)
+{
+	uint32_t first = m->mark - d->base;
+
+	d->nxt[i] = UINT32_MAX;
+	if (PS_LIKELY(first >= n)) {
+		m->mark = d->base + i;
+		d->tail[i] = i;
+		return;
+	}
+	d->any = true;
+	d->nxt[d->tail[first]] = i;
+	d->tail[first] = i;
+	d->tail[i] = UINT32_MAX;
+}
+
+/*
+ * Rows of n keys, created (and initialised) on first touch. Looks keys up in a pipeline:
+ * while key i is resolved, key i+12's home slot names a row that is prefetched and key
+ * i+24 is hashed and its slot prefetched, so the misses of slot and row (what bounds a
+ * shard) overlap instead of one per key in turn. dups (or NULL): the batch's repeated
+ * keys are chained there as their rows are resolved (the row's first line is in cache
+ * then). Call ps_table_reserve(t, n) first: after it succeeds this cannot fail. Never on a
+ * table with free rows (ps_mem.c inserts there, one key at a time).
+ */
+void ps_table_lookup_batch(struct ps_table *t, struct ps_keys *keys, uint32_t n, uint32_t *rows,
+			   struct ps_dups *dups);
 /* Room for n more live rows (a free row is used before the arena grows). */
 int ps_table_reserve(struct ps_table *t, uint32_t n);
 /*

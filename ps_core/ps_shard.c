@@ -481,41 +481,33 @@ static inline bool apply_row(struct ps_shard *sh, uint32_t ti, uint32_t r, const
 	return ok;
 }
 
-/*
- * Duplicate keys inside one push, in O(n) and without sorting: a row's mark holds
- * base + (position of its first occurrence in this push), so "seen in this push" is
- * mark - base < n. A repeat is chained behind its first occurrence (nxt/tail in
- * sh->chain). Returns true when there was any repeat.
- */
-static bool find_dups(struct ps_shard *sh, struct ps_table *t, const uint32_t *rows, uint32_t n)
+/* Chains for a push of n keys (struct ps_dups) in sh->chain, stamped past the last push's. */
+static struct ps_dups dups_begin(struct ps_shard *sh, uint32_t n)
 {
-	uint32_t i, base, *nxt = sh->chain, *tail = nxt + n;
-	bool any = false;
+	struct ps_dups d = { .nxt = sh->chain, .tail = sh->chain + n };
+	uint32_t i, r;
 
 	if (sh->push_mark == 0 || sh->push_mark > UINT32_MAX - n - 1) {
 		/* Stamps wrapped (after 2^32 keys pushed): clear every stamp once. */
 		for (i = 0; i < sh->n_tables; i++)
-			for (uint32_t r = 0; r < sh->tables[i].n_rows; r++)
+			for (r = 0; r < sh->tables[i].n_rows; r++)
 				ps_row_meta(&sh->tables[i], r)->mark = 0;
 		sh->push_mark = 1;
 	}
-	base = sh->push_mark;
+	d.base = sh->push_mark;
 	sh->push_mark += n;
-	for (i = 0; i < n; i++) {
-		struct ps_row_meta *m = ps_row_meta(t, rows[i]);
-		uint32_t first = m->mark - base;
-		nxt[i] = UINT32_MAX;
-		if (PS_LIKELY(first >= n)) {
-			m->mark = base + i;
-			tail[i] = i;
-			continue;
-		}
-		any = true;
-		nxt[tail[first]] = i;
-		tail[first] = i;
-		tail[i] = UINT32_MAX; /* not a first occurrence: applied with its first */
-	}
-	return any;
+	return d;
+}
+
+/* A push's repeated keys among rows already found (the policed path: see ps_mem.c). */
+static bool find_dups(struct ps_shard *sh, struct ps_table *t, const uint32_t *rows, uint32_t n)
+{
+	struct ps_dups d = dups_begin(sh, n);
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		ps_dups_note(&d, ps_row_meta(t, rows[i]), i, n);
+	return d.any;
 }
 
 /*
@@ -580,15 +572,14 @@ static inline bool apply_one(struct ps_shard *sh, uint32_t ti, struct ps_table *
 
 /*
  * The op's gradients into its rows (all of them rows: none PS_ROW_NONE); returns the rows
- * refused. With repeats (find_dups), each first occurrence gets the sum of its chain, in
- * request order.
+ * refused. dups: the push has repeats, chained in sh->chain (struct ps_dups): each first
+ * occurrence gets the sum of its chain, in request order.
  */
 static uint32_t apply_op(struct ps_shard *sh, struct ps_table *t, const struct ps_op *op,
-			 const uint32_t *rows)
+			 const uint32_t *rows, bool dups)
 {
 	uint32_t d = t->cfg.dim, i, k, n = op->n, *nxt = sh->chain, *tail = nxt + n;
 	uint32_t ti = op->table, refused = 0;
-	bool dups = find_dups(sh, t, rows, n);
 	bool plain = sh->srv->cfg.mode == PS_MODE_ASYNC && !sh->snap && !t->upd_off;
 	const uint32_t *idx = op->idx;
 	float tmp[PS_MAX_DIM];
@@ -639,11 +630,14 @@ static void fill_out(const struct ps_table *t, const struct ps_op *op, const uin
 }
 
 /*
- * Rows of the op's keys (sparse) or row range (dense). create: keys without a row get one
- * (may fail -ENOMEM before any is made); else they are PS_ROW_NONE.
+ * Rows of the op's keys (sparse) or row range (dense). dups: keys without a row get one
+ * (may fail -ENOMEM before any is made) and the push's repeats are chained there; NULL:
+ * they are PS_ROW_NONE.
  */
-static int op_rows(struct ps_table *t, const struct ps_op *op, uint32_t *rows, bool create)
+static int op_rows(struct ps_shard *sh, struct ps_table *t, const struct ps_op *op,
+		   uint32_t *rows, struct ps_dups *dups)
 {
+	bool create = dups != NULL;
 	struct ps_keys k;
 	uint32_t i;
 	int rc;
@@ -651,13 +645,15 @@ static int op_rows(struct ps_table *t, const struct ps_op *op, uint32_t *rows, b
 	if (t->cfg.kind == PS_TABLE_DENSE) {
 		for (i = 0; i < op->n; i++)
 			rows[i] = (uint32_t)(op->dense_first - t->dense_first) + i;
-		return 0;
+		return 0; /* a dense range has no repeats */
 	}
 	if (create && (rc = ps_table_reserve(t, op->n)) < 0)
 		return rc;
+	if (create)
+		*dups = dups_begin(sh, op->n);
 	op_keys(op, &k);
 	if (create)
-		ps_table_lookup_batch(t, &k, op->n, rows);
+		ps_table_lookup_batch(t, &k, op->n, rows, dups);
 	else
 		ps_table_find_batch(t, &k, op->n, rows);
 	return 0;
@@ -737,7 +733,7 @@ static int op_push(struct ps_shard *sh, struct ps_op *op)
 	if (op->seq <= sh->last_seq[w]) {
 		if (!op->out)
 			return 1; /* already applied: acknowledge only */
-		rc = op_rows(t, op, rows, false); /* a push-pull still answers with values */
+		rc = op_rows(sh, t, op, rows, NULL); /* a push-pull still answers with values */
 		if (rc == 0)
 			fill_out(t, op, rows);
 		return rc < 0 ? rc : 1;
@@ -750,16 +746,17 @@ static int op_push(struct ps_shard *sh, struct ps_op *op)
 	    (rc = geo_reserve(sh, op->table, op->n)) < 0)
 		return rc;
 	if (!ps_mem_policed(t)) {
-		if ((rc = op_rows(t, op, rows, true)) < 0)
+		struct ps_dups dups = { .any = false };
+		if ((rc = op_rows(sh, t, op, rows, &dups)) < 0)
 			return rc;
-		op->refused = apply_op(sh, t, op, rows);
+		op->refused = apply_op(sh, t, op, rows, dups.any);
 		if (op->out)
 			fill_out(t, op, rows);
 	} else {
 		if ((rc = ps_mem_push_rows(sh, op->table, op, rows, &op->full)) < 0)
 			return rc;
 		drop_rowless(sh, t, op, rows, &sub);
-		op->refused = apply_op(sh, t, &sub, rows);
+		op->refused = apply_op(sh, t, &sub, rows, find_dups(sh, t, rows, sub.n));
 		if (op->out)
 			fill_out(t, &sub, rows);
 	}
@@ -775,7 +772,8 @@ static int op_push(struct ps_shard *sh, struct ps_op *op)
 static int op_pull(struct ps_shard *sh, struct ps_op *op)
 {
 	struct ps_table *t = &sh->tables[op->table];
-	int rc = op_rows(t, op, sh->rows, t->cfg.pull_inserts);
+	struct ps_dups dups;
+	int rc = op_rows(sh, t, op, sh->rows, t->cfg.pull_inserts ? &dups : NULL);
 
 	if (rc == 0)
 		fill_out(t, op, sh->rows);

@@ -639,15 +639,19 @@ void ps_table_find_batch(const struct ps_table *t, struct ps_keys *keys, uint32_
 	}
 }
 
-void ps_table_lookup_batch(struct ps_table *t, struct ps_keys *keys, uint32_t n, uint32_t *rows)
+void ps_table_lookup_batch(struct ps_table *t, struct ps_keys *keys, uint32_t n, uint32_t *rows,
+			   struct ps_dups *dups)
 {
 	const uint8_t *flat = keys->flat;
 	const uint32_t *idx = keys->idx;
 	uint32_t i, pos;
 
 	if (t->cfg.kind == PS_TABLE_DENSE) {
-		for (i = 0; i < n; i++)
+		for (i = 0; i < n; i++) {
 			rows[i] = (uint32_t)(KEY(i) - t->dense_first);
+			if (dups)
+				ps_dups_note(dups, ps_row_meta(t, rows[i]), i, n);
+		}
 		return;
 	}
 	pf_start(t, keys, n, rows);
@@ -663,6 +667,8 @@ void ps_table_lookup_batch(struct ps_table *t, struct ps_keys *keys, uint32_t n,
 		if (r == UINT32_MAX)
 			r = insert_at(t, key, h, pos);
 		rows[i] = r;
+		if (dups)
+			ps_dups_note(dups, ps_row_meta(t, r), i, n);
 		ps_row_prefetch_rest(t, r, 1);
 	}
 }

@@ -19,7 +19,7 @@ static void lookup_keys(struct ps_table *t, const uint64_t *keys, uint32_t n, ui
 	struct ps_keys k = { .arr = keys };
 
 	assert_int_equal(ps_table_reserve(t, n), 0);
-	ps_table_lookup_batch(t, &k, n, rows);
+	ps_table_lookup_batch(t, &k, n, rows, NULL);
 }
 
 static void check_all(struct ps_table *t, const uint64_t *keys, uint32_t n)
