@@ -279,7 +279,7 @@ static int route_keys(struct ps_handler *h, const struct tl_msg_view *v, struct 
 					 "belongs to server %u, this is %u",
 					 (unsigned long long)key, ps_key_server(key, c->n_servers),
 					 c->server_id);
-		h->ksh[i] = ns == 1 ? 0 : ps_key_shard(key, ns); /* hashed once, placed below */
+		h->ksh[i] = ns == 1 ? 0 : ps_key_shard_inl(key, ns); /* hashed once, placed below */
 		cnt[h->ksh[i] + 1]++;
 	}
 	/* Counting sort of positions by shard (stable: ascending within each shard). */

@@ -81,6 +81,13 @@ static inline uint64_t ps_mix64(uint64_t k)
 #define PS_H2_SALT 0xd1b54a32d192ed03ull
 #define PS_H3_SALT 0x8cb92ba72f3d8dd7ull
 
+/* ps_key_shard, inline for the loops that route a request's every key. */
+static inline uint32_t ps_key_shard_inl(uint64_t key, uint32_t n_shards)
+{
+	/* Multiply-shift onto [0, n): no division per key. */
+	return (uint32_t)(((ps_mix64(key ^ PS_H2_SALT) >> 32) * n_shards) >> 32);
+}
+
 /* A key's hash in a shard's table (its slot, and the tag kept there). */
 static inline uint32_t ps_slot_hash(uint64_t key) { return (uint32_t)ps_mix64(key ^ PS_H3_SALT); }
 

@@ -48,8 +48,7 @@ uint32_t ps_key_server(uint64_t key, uint32_t n_servers)
 
 uint32_t ps_key_shard(uint64_t key, uint32_t n_shards)
 {
-	/* Multiply-shift onto [0, n): no division per key (a PS hashes every key it serves). */
-	return (uint32_t)(((ps_mix64(key ^ PS_H2_SALT) >> 32) * n_shards) >> 32);
+	return ps_key_shard_inl(key, n_shards);
 }
 
 uint64_t ps_now_ns(void)
