@@ -129,7 +129,8 @@ static size_t reg_bytes(const struct ps_table *t)
  * A table's first chunk of rows has pages of its own (a table of up to PS_CHUNK_ROWS rows
  * stays small); the chunks after it are carved from huge-page regions (ps_mem_alloc),
  * region k holding chunks n_solo + k * reg_chunks on. A region's unused part (up to 2 MiB a
- * table, less one chunk) is the price of the huge pages.
+ * table, less one chunk) is the price of the huge pages, so a table with a cap (max_rows,
+ * max_bytes: what it may hold is what it may take) keeps every chunk on its own pages.
  */
 static int add_chunk(struct ps_table *t)
 {
@@ -144,7 +145,7 @@ static int add_chunk(struct ps_table *t)
 		t->chunks = a;
 		t->cap_chunks = cap;
 	}
-	if (t->n_chunks == 0) {
+	if (t->n_chunks == t->n_solo && (t->n_chunks == 0 || t->cap < PS_ROWS_MAX)) {
 		if (!(c = ps_mem_alloc(cb, t->node)))
 			return -ENOMEM;
 		t->n_solo++;
@@ -398,7 +399,6 @@ void ps_table_fini(struct ps_table *t)
 		ps_mem_free(t->old, ((size_t)t->old_mask + 1) * sizeof(struct ps_slot), t->node);
 	memset(t, 0, sizeof(*t));
 }
-
 
 #define PS_PF_DIST 12u /* keys between the stages of a batch lookup's pipeline */
 #define PS_SLOTS_PER_LINE (PS_CACHE_LINE / (uint32_t)sizeof(struct ps_slot))
