@@ -125,9 +125,10 @@ struct dn_config {
 #define DN_PORT_AUTO UINT16_MAX
 #define DN_QUEUES_PER_LCORE UINT16_MAX
 #define DN_IDLE_SPIN_DEFAULT_US 200u
+#define DN_IDLE_SPIN_MAX_US 100000u /* WHARF_IDLE_SPIN_US's most; dn_port_create refuses more */
 /* The adaptive spin an lcore of a port with this config does after work (see idle_spin_us). */
 uint32_t dn_idle_spin_us(const struct dn_config *cfg);
-/* WHARF_IDLE_SPIN_US, or DN_IDLE_SPIN_DEFAULT_US when unset or not a number up to 100000. */
+/* WHARF_IDLE_SPIN_US, or DN_IDLE_SPIN_DEFAULT_US when unset (or not a number up to the most). */
 uint32_t dn_idle_spin_env_us(void);
 
 /*

@@ -411,11 +411,14 @@ static uint16_t queues_per_lcore(uint16_t pid, uint16_t lcores, bool one_queue)
 	return di.max_rx_queues >= lcores && di.max_tx_queues >= lcores ? lcores : 1;
 }
 
+static bool idle_spin_parse(const char *v, uint32_t *us);
+
 int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err, size_t errlen)
 {
 	struct dn_port *p;
 	uint16_t pid = cfg->port_id;
 	const char *q_env = getenv("WHARF_PORT_QUEUES"); /* "1" or unset (see queues_per_lcore) */
+	const char *v;
 	uint32_t mask;
 	int ret;
 
@@ -437,6 +440,17 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 	    strcmp(q_env, "1") != 0) {
 		snprintf(err, errlen, "WHARF_PORT_QUEUES='%.32s': expected 1 (the lcores share one "
 			 "queue) or unset (a queue pair each where the device has them)", q_env);
+		return -EINVAL;
+	}
+	if ((v = getenv("WHARF_TSO")) != NULL && *v != '\0' && strcmp(v, "0") != 0 &&
+	    strcmp(v, "1") != 0) {
+		snprintf(err, errlen, "WHARF_TSO='%.32s': expected 0 (no TCP segmentation offload) "
+			 "or 1", v);
+		return -EINVAL;
+	}
+	if ((v = getenv("WHARF_IDLE_SPIN_US")) != NULL && *v != '\0' && !idle_spin_parse(v, NULL)) {
+		snprintf(err, errlen, "WHARF_IDLE_SPIN_US='%.32s': expected an integer in 0..%u", v,
+			 DN_IDLE_SPIN_MAX_US);
 		return -EINVAL;
 	}
 	if (getenv("WHARF_PORT_RSS") != NULL && *getenv("WHARF_PORT_RSS") != '\0' && !peer_rss_env()) {
@@ -615,16 +629,31 @@ int dn_lcore_create(struct dn_port *port, uint16_t index, const struct dn_hooks 
 	return 0;
 }
 
+/* WHARF_IDLE_SPIN_US's value: decimal digits, 0..DN_IDLE_SPIN_MAX_US. */
+static bool idle_spin_parse(const char *v, uint32_t *us)
+{
+	uint32_t x = 0;
+
+	if (*v == '\0')
+		return false;
+	for (; *v != '\0'; v++) {
+		if (*v < '0' || *v > '9' || (x = x * 10 + (uint32_t)(*v - '0')) > DN_IDLE_SPIN_MAX_US)
+			return false;
+	}
+	if (us != NULL)
+		*us = x;
+	return true;
+}
+
 uint32_t dn_idle_spin_env_us(void)
 {
 	const char *v = getenv("WHARF_IDLE_SPIN_US");
-	char *end;
-	unsigned long us;
+	uint32_t us;
 
-	if (v == NULL || *v == '\0')
+	/* A bad value is refused where a port or the transport is created; not reached then. */
+	if (v == NULL || !idle_spin_parse(v, &us))
 		return DN_IDLE_SPIN_DEFAULT_US;
-	us = strtoul(v, &end, 10);
-	return *end == '\0' && us <= 100000 ? (uint32_t)us : DN_IDLE_SPIN_DEFAULT_US;
+	return us;
 }
 
 uint32_t dn_idle_spin_us(const struct dn_config *cfg)

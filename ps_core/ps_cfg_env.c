@@ -16,6 +16,7 @@
 
 #include "ps_core/ps_cfg_json.h"
 #include "ps_core/ps_config_pvt.h"
+#include "transport/tl.h"
 
 #define PS_TF_CONFIG_MAX 65536
 
@@ -286,30 +287,21 @@ static int knob_data_plane(char *const envp[], struct ps_cluster *c, char *err, 
 }
 
 /*
- * The layers below read these themselves (dpdk_net, transport: programs that never load a
- * configuration read them too); a PS or worker refuses a bad one here, before it starts.
+ * The layers below read these themselves (dpdk_net, transport: tl_create refuses a bad one
+ * for any program); a PS or worker refuses it here, when it loads its configuration.
  */
 static int knob_lower_layers(char *const envp[], char *err, size_t errlen)
 {
-	static const struct {
-		const char *name;
-		unsigned lo, hi;
-	} k[] = {
-		{ "WHARF_IDLE_SPIN_US", 0, 100000 },
-		{ "WHARF_TCP_RTO_MIN_US", 100, 10000000 },
-		{ "WHARF_TCP_KEEPALIVE_S", 0, 86400 },
-		{ "WHARF_TCP_SYNCOOKIES", 0, 1 },
-		{ "WHARF_TCP_SACK", 0, 1 },
-		{ "WHARF_TSO", 0, 1 },
-	};
 	unsigned tmp;
 
-	for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
-		const char *v = ps_env_get(envp, k[i].name);
+	/* The transport's own list (it refuses the same values when it is created). */
+	for (unsigned i = 0; i < tl_env_n_knobs; i++) {
+		const struct tl_env_knob *k = &tl_env_knobs[i];
+		const char *v = ps_env_get(envp, k->name);
 		int rc;
 		if (v == NULL || *v == '\0')
 			continue;
-		if ((rc = ps_parse_uint(v, k[i].lo, k[i].hi, &tmp, k[i].name, err, errlen)) < 0)
+		if ((rc = ps_parse_uint(v, k->lo, k->hi, &tmp, k->name, err, errlen)) < 0)
 			return rc;
 	}
 	return 0;

@@ -67,6 +67,21 @@ struct tl_config {
 
 void tl_config_default(struct tl_config *cfg);
 /* 0, or -EINVAL with *why naming the bad field (a static string). */
+/*
+ * The environment variables the transport reads (dpdk_net's under it included), each a
+ * decimal integer in lo..hi; unset or empty means the default. tl_config_check refuses a
+ * value outside them, with why naming the variable and its range.
+ */
+struct tl_env_knob {
+	const char *name;
+	unsigned lo, hi;
+	const char *why;
+};
+extern const struct tl_env_knob tl_env_knobs[];
+extern const unsigned tl_env_n_knobs;
+/* Whether v (set, not empty) is a value of k: decimal digits only, lo..hi. */
+bool tl_env_ok(const struct tl_env_knob *k, const char *v);
+/* 0 when cfg and the environment (tl_env_knobs) are usable, else -EINVAL with why set. */
 int tl_config_check(const struct tl_config *cfg, const char **why);
 /* "kernel" | "dpdk" -> 0, else -EINVAL. */
 int tl_protocol_parse(const char *s, enum tl_protocol *out);

@@ -45,6 +45,36 @@ void tl_config_default(struct tl_config *cfg)
 	cfg->max_msg_segs = 65536;
 }
 
+const struct tl_env_knob tl_env_knobs[] = {
+	{ "WHARF_IDLE_SPIN_US", 0, DN_IDLE_SPIN_MAX_US,
+	  "WHARF_IDLE_SPIN_US: expected an integer in 0..100000" },
+	{ "WHARF_TCP_RTO_MIN_US", 100, 10000000,
+	  "WHARF_TCP_RTO_MIN_US: expected an integer in 100..10000000" },
+	{ "WHARF_TCP_KEEPALIVE_S", 0, 86400,
+	  "WHARF_TCP_KEEPALIVE_S: expected an integer in 0..86400" },
+	{ "WHARF_TCP_SYNCOOKIES", 0, 1, "WHARF_TCP_SYNCOOKIES: expected 0 or 1" },
+	{ "WHARF_TCP_SACK", 0, 1, "WHARF_TCP_SACK: expected 0 or 1" },
+	{ "WHARF_TSO", 0, 1, "WHARF_TSO: expected 0 or 1" },
+};
+const unsigned tl_env_n_knobs = sizeof(tl_env_knobs) / sizeof(tl_env_knobs[0]);
+_Static_assert(DN_IDLE_SPIN_MAX_US == 100000, "the message above says 0..100000");
+
+bool tl_env_ok(const struct tl_env_knob *k, const char *v)
+{
+	unsigned long x = 0;
+
+	if (*v == '\0')
+		return false;
+	for (; *v != '\0'; v++) {
+		if (*v < '0' || *v > '9')
+			return false;
+		x = x * 10 + (unsigned long)(*v - '0');
+		if (x > k->hi)
+			return false;
+	}
+	return x >= k->lo;
+}
+
 int tl_config_check(const struct tl_config *cfg, const char **why)
 {
 	const char *w = NULL;
@@ -67,6 +97,11 @@ int tl_config_check(const struct tl_config *cfg, const char **why)
 		w = "max_held_msgs: must be at least 1";
 	else if (cfg->max_msg_segs == 0)
 		w = "max_msg_segs: must be at least 1";
+	for (unsigned i = 0; w == NULL && i < tl_env_n_knobs; i++) {
+		const char *v = getenv(tl_env_knobs[i].name);
+		if (v != NULL && *v != '\0' && !tl_env_ok(&tl_env_knobs[i], v))
+			w = tl_env_knobs[i].why;
+	}
 	if (why != NULL)
 		*why = w;
 	return w == NULL ? 0 : -EINVAL;

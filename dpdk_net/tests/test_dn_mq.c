@@ -578,9 +578,29 @@ static void test_dn_mq_falls_back_to_one_queue(void **state)
 	rc = port_two_lcores((uint16_t)pid, 1023, &port, lc);
 	assert_int_equal(rc, -EINVAL);
 	assert_null(port);
+	unsetenv("WHARF_PORT_QUEUES");
+	/* The lower layers' other variables: a value they do not take is refused too. */
+	{
+		static const char *const bad[][2] = {
+			{ "WHARF_TSO", "off" }, { "WHARF_TSO", "2" },
+			{ "WHARF_IDLE_SPIN_US", "100001" }, { "WHARF_IDLE_SPIN_US", "50us" },
+			{ "WHARF_IDLE_SPIN_US", "-1" },
+		};
+		for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			setenv(bad[i][0], bad[i][1], 1);
+			rc = port_two_lcores((uint16_t)pid, 1023, &port, lc);
+			unsetenv(bad[i][0]);
+			assert_int_equal(rc, -EINVAL);
+			assert_null(port);
+		}
+	}
 	setenv("WHARF_PORT_QUEUES", "1", 1);
+	setenv("WHARF_TSO", "1", 1);
+	setenv("WHARF_IDLE_SPIN_US", "100000", 1);
 	rc = port_two_lcores((uint16_t)pid, 1023, &port, lc);
 	unsetenv("WHARF_PORT_QUEUES");
+	unsetenv("WHARF_TSO");
+	unsetenv("WHARF_IDLE_SPIN_US");
 	assert_int_equal(rc, 0);
 	check_one_shared_queue_and_free(port, lc, rx, 2, tx, 2);
 	/* A device with an Rx queue per lcore but one Tx queue. */

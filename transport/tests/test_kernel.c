@@ -774,6 +774,34 @@ static void test_kernel_config_checked(void **state)
 	assert_non_null(strstr(why, "protocol"));
 	assert_int_equal(tl_create(&cfg, &tl), -EINVAL);
 	assert_null(tl);
+	/* The variables the layers read: a value out of range or not a number is refused. */
+	tl_config_default(&cfg);
+	for (unsigned i = 0; i < tl_env_n_knobs; i++) {
+		const struct tl_env_knob *k = &tl_env_knobs[i];
+		const char *was = getenv(k->name);
+		char *saved = was != NULL ? strdup(was) : NULL, hi1[24];
+		snprintf(hi1, sizeof(hi1), "%u", k->hi + 1);
+		const char *bad[] = { "on", "-1", "1x", " 1", hi1 };
+		for (unsigned j = 0; j < sizeof(bad) / sizeof(bad[0]); j++) {
+			assert_int_equal(setenv(k->name, bad[j], 1), 0);
+			assert_int_equal(tl_config_check(&cfg, &why), -EINVAL);
+			assert_non_null(strstr(why, k->name));
+			assert_int_equal(tl_create(&cfg, &tl), -EINVAL);
+		}
+		if (k->lo > 0) {
+			snprintf(hi1, sizeof(hi1), "%u", k->lo - 1);
+			assert_int_equal(setenv(k->name, hi1, 1), 0);
+			assert_int_equal(tl_config_check(&cfg, &why), -EINVAL);
+		}
+		snprintf(hi1, sizeof(hi1), "%u", k->hi);
+		assert_int_equal(setenv(k->name, hi1, 1), 0);
+		assert_int_equal(tl_config_check(&cfg, &why), 0);
+		assert_int_equal(setenv(k->name, "", 1), 0); /* empty: the default */
+		assert_int_equal(tl_config_check(&cfg, &why), 0);
+		assert_int_equal(saved != NULL ? setenv(k->name, saved, 1) : unsetenv(k->name), 0);
+		free(saved);
+	}
+	assert_null(tl);
 	assert_int_equal(tl_protocol_parse("kernel", &p), 0);
 	assert_int_equal(p, TL_PROTO_KERNEL);
 	assert_int_equal(tl_protocol_parse("udp", &p), -EINVAL);
