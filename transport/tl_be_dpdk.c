@@ -1231,13 +1231,17 @@ static int db_standalone(struct db *d, const struct tl_config *cfg)
 
 	if (cfg->eal_argc > 0) {
 		rc = dn_eal_init(cfg->eal_argc, cfg->eal_argv, err, sizeof(err));
-		if (rc < 0)
+		if (rc < 0) {
+			TL_LOG(ERR, "transport: EAL: %s", err);
 			return rc;
+		}
 		d->own_eal = true;
 	}
 	rc = dn_port_create(&dc, &d->port, err, sizeof(err));
-	if (rc != 0)
+	if (rc != 0) {
+		TL_LOG(ERR, "transport: port: %s", err);
 		return rc;
+	}
 	rc = dn_lcore_create(d->port, 0, NULL, &d->lc);
 	if (rc != 0)
 		return rc;

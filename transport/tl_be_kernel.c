@@ -599,10 +599,17 @@ static int kb_poll(struct tl *tl, int64_t timeout_us)
 	 * window and rules, so the two backends' sleeping modes stay comparable.
 	 */
 	n = 0;
-	if (ms != 0 && kb->spin.win != 0)
+	if (ms != 0 && kb->spin.win != 0) {
+		/* The spin counts against the timeout: a poll never returns later for it. */
+		uint64_t now = kb_now_ns(), end = UINT64_MAX;
+		if (ms > 0 && timeout_us <= (int64_t)(UINT64_MAX / 2000))
+			end = now + (uint64_t)timeout_us * 1000u;
 		while ((n = epoll_wait(kb->epfd, kb->ev, KB_EVENTS, 0)) == 0 &&
-		       dn_spin_more(&kb->spin, kb_now_ns()))
+		       (now = kb_now_ns()) < end && dn_spin_more(&kb->spin, now))
 			;
+		if (n == 0 && end != UINT64_MAX) /* what is left of it, rounded up to a ms */
+			ms = now >= end ? 0 : (int)((end - now + 999999) / 1000000);
+	}
 	if (n == 0) {
 		/* A sleep widens the timer slack as dpdk_net's do: no timer reprogrammed per
 		 * wake-up. */

@@ -753,6 +753,36 @@ static void test_kernel_rx_pause_backs_up_the_sender(void **state)
 	assert_int_equal(fx->cli_bad, 0);
 }
 
+/*
+ * A poll with a timeout returns by it although the spin after work is longer: the spin
+ * counts against the timeout (here a 100 ms window against a 2 ms timeout).
+ */
+static void test_kernel_spin_within_timeout(void **state)
+{
+	struct tl_config cfg;
+	struct kfx *fx;
+	double t0, worst = 0;
+
+	(void)state;
+	tl_config_default(&cfg);
+	assert_int_equal(setenv("WHARF_IDLE_SPIN_US", "100000", 1), 0);
+	assert_int_equal(setup_cfg((void **)&fx, &cfg), 0);
+	assert_int_equal(unsetenv("WHARF_IDLE_SPIN_US"), 0);
+	connect_pair(fx);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(send_req(fx, (uint64_t)i, 64, 0), 0);
+		POLL_UNTIL(fx, fx->cli_msgs == (uint64_t)i + 1 && fx->done_ok == i + 1);
+		/* Work just done: the window is open, and nothing more comes. */
+		t0 = now_s();
+		assert_true(tl_poll(fx->tl, 2000) >= 0);
+		if (now_s() - t0 > worst)
+			worst = now_s() - t0;
+	}
+	/* 2 ms asked; 100 ms is what a spin that ignored it took. Generous for a loaded host. */
+	assert_true(worst < 0.05);
+	teardown((void **)&fx);
+}
+
 static void test_kernel_config_checked(void **state)
 {
 	struct tl_config cfg;
@@ -970,6 +1000,7 @@ int main(void)
 		T(test_kernel_hold_past_callback),
 		T(test_kernel_rx_pause_backs_up_the_sender),
 		cmocka_unit_test(test_kernel_config_checked),
+		cmocka_unit_test(test_kernel_spin_within_timeout),
 	};
 
 	return cmocka_run_group_tests_name("kernel", tests, NULL, NULL);
