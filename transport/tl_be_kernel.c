@@ -607,8 +607,10 @@ static int kb_poll(struct tl *tl, int64_t timeout_us)
 		while ((n = epoll_wait(kb->epfd, kb->ev, KB_EVENTS, 0)) == 0 &&
 		       (now = kb_now_ns()) < end && dn_spin_more(&kb->spin, now))
 			;
-		if (n == 0 && end != UINT64_MAX) /* what is left of it, rounded up to a ms */
-			ms = now >= end ? 0 : (int)((end - now + 999999) / 1000000);
+		if (n == 0 && end != UINT64_MAX) { /* what is left of it, rounded up to a ms */
+			uint64_t left = now >= end ? 0 : (end - now + 999999) / 1000000;
+			ms = left > INT_MAX ? INT_MAX : (int)left;
+		}
 	}
 	if (n == 0) {
 		/* A sleep widens the timer slack as dpdk_net's do: no timer reprogrammed per
