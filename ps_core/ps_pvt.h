@@ -210,18 +210,49 @@ uint32_t ps_table_stride(const struct ps_table_config *cfg, bool sync_acc);
 int ps_table_caps(const struct ps_table_config *cfg, bool sync_acc, uint32_t n_shards,
 		  uint32_t *rows, uint32_t *pend, char *err, size_t errlen);
 /*
+ * Fixed-size records read in place from a received body: record p is the size bytes at body
+ * offset off + p * size. Body offsets [lo, hi) are contiguous at base (the piece of the
+ * message the last read stood in), so a record inside it costs a comparison and an add;
+ * one in another piece moves the cursor, and one that straddles two pieces is copied into
+ * the caller's tmp (size bytes).
+ */
+struct ps_span {
+	struct tl_view_cur cur;
+	const uint8_t *base;
+	uint32_t lo, hi, off, size;
+};
+
+static inline void ps_span_init(struct ps_span *s, const struct tl_msg_view *v, uint32_t off,
+				uint32_t size)
+{
+	tl_cur_init(&s->cur, v);
+	s->base = NULL;
+	s->lo = s->hi = 0;
+	s->off = off;
+	s->size = size;
+}
+
+/* Record at body offset o when it is not inside [lo, hi): moves the cursor there. */
+const uint8_t *ps_span_slow(struct ps_span *s, uint32_t o, void *tmp);
+
+static inline const uint8_t *ps_span_at(struct ps_span *s, uint32_t p, void *tmp)
+{
+	uint32_t o = s->off + p * s->size;
+
+	if (PS_LIKELY(o >= s->lo && o + s->size <= s->hi))
+		return s->base + o;
+	return ps_span_slow(s, o, tmp);
+}
+
+/*
  * The keys of a batch lookup: an array (arr), or read in place from a request's body
- * through a cursor: key i is the u64 at body offset off + 8 * idx[i] (the positions this
- * shard handles, ascending, so the cursor walks forward). The view the cursor last stood
- * in is kept as [lo, hi) at base, so a key inside it costs one comparison.
+ * (sp, records of 8 bytes): key i is the one at position idx[i] (the positions this shard
+ * handles, ascending, so the cursor walks forward).
  */
 struct ps_keys {
 	const uint64_t *arr;
-	struct tl_view_cur cur;
-	uint32_t off;
+	struct ps_span sp;
 	const uint32_t *idx;
-	const uint8_t *base; /* body offset lo is at base; bytes up to hi are contiguous */
-	uint32_t lo, hi;
 	const uint8_t *flat; /* all the request's keys in one view (the common case): key 0 */
 };
 
@@ -233,26 +264,18 @@ static inline void ps_keys_view(struct ps_keys *k, const struct tl_msg_view *v, 
 	const uint8_t *p;
 
 	k->arr = NULL;
-	tl_cur_init(&k->cur, v);
-	k->off = off;
+	ps_span_init(&k->sp, v, off, 8);
 	k->idx = idx;
-	k->base = NULL;
-	k->lo = k->hi = 0;
-	p = n ? tl_cur_span(&k->cur, off, &avail) : NULL;
+	p = n ? tl_cur_span(&k->sp.cur, off, &avail) : NULL;
 	k->flat = p && avail >= 8ull * n ? p : NULL;
 }
-
-/* The key at body offset o when it is outside [lo, hi): moves the cursor there. */
-uint64_t ps_key_slow(struct ps_keys *k, uint32_t o);
 
 /* The key at request position p (from the body). */
 static inline uint64_t ps_key_at_pos(struct ps_keys *k, uint32_t p)
 {
-	uint32_t o = k->off + 8 * p;
+	uint8_t tmp[8];
 
-	if (PS_LIKELY(o >= k->lo && o + 8 <= k->hi))
-		return tl_ld64(k->base + o);
-	return ps_key_slow(k, o);
+	return tl_ld64(ps_span_at(&k->sp, p, tmp));
 }
 
 /* Key i of the batch. */

@@ -511,50 +511,6 @@ static bool find_dups(struct ps_shard *sh, struct ps_table *t, const uint32_t *r
 }
 
 /*
- * The gradients of an op, read in place: request position p's at body offset
- * off + p * rowb. Body offsets [lo, hi) are contiguous at base (the piece of the message the
- * last read stood in), so a read inside it is an add; one in another piece moves the
- * cursor, and one that straddles two pieces is copied into tmp.
- */
-struct ps_grads {
-	struct tl_view_cur cur;
-	const uint8_t *base;
-	uint32_t lo, hi, off, rowb;
-};
-
-static void grads_init(struct ps_grads *g, const struct ps_op *op, uint32_t dim)
-{
-	tl_cur_init(&g->cur, op->v);
-	g->base = NULL;
-	g->lo = g->hi = 0;
-	g->off = op->vals_off;
-	g->rowb = dim * 4;
-}
-
-static const uint8_t *grad_slow(struct ps_grads *g, uint32_t o, float *tmp)
-{
-	uint32_t avail;
-	const uint8_t *p = tl_cur_span(&g->cur, o, &avail);
-
-	/* The request's length was checked against its key count: never past the body. */
-	if (avail < g->rowb)
-		return tl_cur_get(&g->cur, o, g->rowb, tmp);
-	g->base = p - o;
-	g->lo = o;
-	g->hi = o + avail;
-	return p;
-}
-
-static inline const uint8_t *grad_of(struct ps_grads *g, uint32_t p, float *tmp)
-{
-	uint32_t o = g->off + p * g->rowb;
-
-	if (PS_LIKELY(o >= g->lo && o + g->rowb <= g->hi))
-		return g->base + o;
-	return grad_slow(g, o, tmp);
-}
-
-/*
  * Row r takes gradient g. An async push on a shard with no snapshot open and no update
  * stamps (the common case) goes straight to the optimizer; anything else by apply_row.
  */
@@ -583,19 +539,19 @@ static uint32_t apply_op(struct ps_shard *sh, struct ps_table *t, const struct p
 	bool plain = sh->srv->cfg.mode == PS_MODE_ASYNC && !sh->snap && !t->upd_off;
 	const uint32_t *idx = op->idx;
 	float tmp[PS_MAX_DIM];
-	struct ps_grads g;
+	struct ps_span g; /* the gradients, in place */
 
-	grads_init(&g, op, d);
+	ps_span_init(&g, op->v, op->vals_off, d * 4);
 	for (i = 0; i < n; i++) {
 		const uint8_t *gp;
 		if (dups && tail[i] == UINT32_MAX)
 			continue; /* a repeat: in its first occurrence's sum */
-		gp = grad_of(&g, idx ? idx[i] : i, tmp);
+		gp = ps_span_at(&g, idx ? idx[i] : i, tmp);
 		if (dups && nxt[i] != UINT32_MAX) {
 			float *sum = sh->merge;
 			memcpy(sum, gp, d * sizeof(float));
 			for (k = nxt[i]; k != UINT32_MAX; k = nxt[k])
-				ps_add_bytes(sum, grad_of(&g, idx ? idx[k] : k, tmp), d);
+				ps_add_bytes(sum, ps_span_at(&g, idx ? idx[k] : k, tmp), d);
 			gp = (const uint8_t *)sum;
 		}
 		refused += !apply_one(sh, ti, t, plain, rows[i], gp);

@@ -551,17 +551,18 @@ void ps_table_remove(struct ps_table *t, uint32_t r)
 	t->n_free++;
 }
 
-uint64_t ps_key_slow(struct ps_keys *k, uint32_t o)
+const uint8_t *ps_span_slow(struct ps_span *s, uint32_t o, void *tmp)
 {
-	uint8_t tmp[8];
 	uint32_t avail;
-	const uint8_t *p = tl_cur_span(&k->cur, o, &avail);
+	const uint8_t *p = tl_cur_span(&s->cur, o, &avail);
 
-	/* The request's length was checked against its key count: never past the body. */
-	k->base = p - o;
-	k->lo = o;
-	k->hi = o + avail;
-	return tl_ld64(avail >= 8 ? p : tl_cur_get(&k->cur, o, 8, tmp));
+	/* The request's length was checked against its record count: never past the body. */
+	if (avail < s->size)
+		return tl_cur_get(&s->cur, o, s->size, tmp);
+	s->base = p - o;
+	s->lo = o;
+	s->hi = o + avail;
+	return p;
 }
 
 /*
