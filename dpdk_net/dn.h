@@ -128,6 +128,11 @@ struct dn_config {
 #define DN_IDLE_SPIN_MAX_US 100000u /* WHARF_IDLE_SPIN_US's most; dn_port_create refuses more */
 /* The adaptive spin an lcore of a port with this config does after work (see idle_spin_us). */
 uint32_t dn_idle_spin_us(const struct dn_config *cfg);
+/*
+ * An environment variable's number: s is decimal digits only (no sign, no blanks) in
+ * lo..hi; its value into *out (out may be NULL). The transport's variables use it too.
+ */
+bool dn_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out);
 /* WHARF_IDLE_SPIN_US, or DN_IDLE_SPIN_DEFAULT_US when unset (or not a number up to the most). */
 uint32_t dn_idle_spin_env_us(void);
 

@@ -167,7 +167,8 @@ static void conf_build(struct dn_port *p, const struct rte_eth_dev_info *di,
 	 * it is when lcores share one queue).
 	 */
 	const char *tso_env = getenv("WHARF_TSO"); /* WHARF_TSO=0 turns it off */
-	bool tso_ok = tso_env == NULL || strcmp(tso_env, "0") != 0;
+	unsigned tso_v;
+	bool tso_ok = tso_env == NULL || !dn_parse_uint(tso_env, 0, 1, &tso_v) || tso_v != 0;
 	bool vhost_endpoint = vhost && !p->cfg.no_l3;
 	if (virtio && tso_ok && (di->tx_offload_capa & RTE_ETH_TX_OFFLOAD_TCP_TSO) &&
 	    (di->rx_offload_capa & RTE_ETH_RX_OFFLOAD_TCP_LRO)) {
@@ -411,8 +412,6 @@ static uint16_t queues_per_lcore(uint16_t pid, uint16_t lcores, bool one_queue)
 	return di.max_rx_queues >= lcores && di.max_tx_queues >= lcores ? lcores : 1;
 }
 
-static bool idle_spin_parse(const char *v, uint32_t *us);
-
 int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err, size_t errlen)
 {
 	struct dn_port *p;
@@ -442,13 +441,12 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 			 "queue) or unset (a queue pair each where the device has them)", q_env);
 		return -EINVAL;
 	}
-	if ((v = getenv("WHARF_TSO")) != NULL && *v != '\0' && strcmp(v, "0") != 0 &&
-	    strcmp(v, "1") != 0) {
+	if ((v = getenv("WHARF_TSO")) != NULL && *v != '\0' && !dn_parse_uint(v, 0, 1, NULL)) {
 		snprintf(err, errlen, "WHARF_TSO='%.32s': expected 0 (no TCP segmentation offload) "
 			 "or 1", v);
 		return -EINVAL;
 	}
-	if ((v = getenv("WHARF_IDLE_SPIN_US")) != NULL && *v != '\0' && !idle_spin_parse(v, NULL)) {
+	if ((v = getenv("WHARF_IDLE_SPIN_US")) != NULL && *v != '\0' && !dn_parse_uint(v, 0, DN_IDLE_SPIN_MAX_US, NULL)) {
 		snprintf(err, errlen, "WHARF_IDLE_SPIN_US='%.32s': expected an integer in 0..%u", v,
 			 DN_IDLE_SPIN_MAX_US);
 		return -EINVAL;
@@ -629,29 +627,30 @@ int dn_lcore_create(struct dn_port *port, uint16_t index, const struct dn_hooks 
 	return 0;
 }
 
-/* WHARF_IDLE_SPIN_US's value: decimal digits, 0..DN_IDLE_SPIN_MAX_US. */
-static bool idle_spin_parse(const char *v, uint32_t *us)
+bool dn_parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 {
-	uint32_t x = 0;
+	uint64_t x = 0;
 
-	if (*v == '\0')
+	if (*s == '\0')
 		return false;
-	for (; *v != '\0'; v++) {
-		if (*v < '0' || *v > '9' || (x = x * 10 + (uint32_t)(*v - '0')) > DN_IDLE_SPIN_MAX_US)
+	for (; *s != '\0'; s++) {
+		if (*s < '0' || *s > '9' || (x = x * 10 + (uint64_t)(*s - '0')) > hi)
 			return false;
 	}
-	if (us != NULL)
-		*us = x;
+	if (x < lo)
+		return false;
+	if (out != NULL)
+		*out = (unsigned)x;
 	return true;
 }
 
 uint32_t dn_idle_spin_env_us(void)
 {
 	const char *v = getenv("WHARF_IDLE_SPIN_US");
-	uint32_t us;
+	unsigned us;
 
 	/* A bad value is refused where a port or the transport is created; not reached then. */
-	if (v == NULL || !idle_spin_parse(v, &us))
+	if (v == NULL || !dn_parse_uint(v, 0, DN_IDLE_SPIN_MAX_US, &us))
 		return DN_IDLE_SPIN_DEFAULT_US;
 	return us;
 }

@@ -79,8 +79,8 @@ struct tl_env_knob {
 };
 extern const struct tl_env_knob tl_env_knobs[];
 extern const unsigned tl_env_n_knobs;
-/* Whether v (set, not empty) is a value of k: decimal digits only, lo..hi. */
-bool tl_env_ok(const struct tl_env_knob *k, const char *v);
+/* Variable name of tl_env_knobs: true with its value when set and in its range. */
+bool tl_env_get(const char *name, unsigned *out);
 /* 0 when cfg and the environment (tl_env_knobs) are usable, else -EINVAL with why set. */
 int tl_config_check(const struct tl_config *cfg, const char **why);
 /* "kernel" | "dpdk" -> 0, else -EINVAL. */

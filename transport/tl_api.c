@@ -59,20 +59,14 @@ const struct tl_env_knob tl_env_knobs[] = {
 const unsigned tl_env_n_knobs = sizeof(tl_env_knobs) / sizeof(tl_env_knobs[0]);
 _Static_assert(DN_IDLE_SPIN_MAX_US == 100000, "the message above says 0..100000");
 
-bool tl_env_ok(const struct tl_env_knob *k, const char *v)
+bool tl_env_get(const char *name, unsigned *out)
 {
-	unsigned long x = 0;
-
-	if (*v == '\0')
-		return false;
-	for (; *v != '\0'; v++) {
-		if (*v < '0' || *v > '9')
-			return false;
-		x = x * 10 + (unsigned long)(*v - '0');
-		if (x > k->hi)
-			return false;
-	}
-	return x >= k->lo;
+	for (unsigned i = 0; i < tl_env_n_knobs; i++)
+		if (strcmp(tl_env_knobs[i].name, name) == 0) {
+			const char *v = getenv(name);
+			return v != NULL && dn_parse_uint(v, tl_env_knobs[i].lo, tl_env_knobs[i].hi, out);
+		}
+	return false;
 }
 
 int tl_config_check(const struct tl_config *cfg, const char **why)
@@ -99,7 +93,8 @@ int tl_config_check(const struct tl_config *cfg, const char **why)
 		w = "max_msg_segs: must be at least 1";
 	for (unsigned i = 0; w == NULL && i < tl_env_n_knobs; i++) {
 		const char *v = getenv(tl_env_knobs[i].name);
-		if (v != NULL && *v != '\0' && !tl_env_ok(&tl_env_knobs[i], v))
+		if (v != NULL && *v != '\0' &&
+		    !dn_parse_uint(v, tl_env_knobs[i].lo, tl_env_knobs[i].hi, NULL))
 			w = tl_env_knobs[i].why;
 	}
 	if (why != NULL)

@@ -1262,30 +1262,20 @@ static int db_standalone(struct db *d, const struct tl_config *cfg)
  */
 static void db_cfg_env(struct tl_tcp_cfg *tc)
 {
-	const char *v = getenv("WHARF_TCP_SACK");
-	char *end;
-	unsigned long us;
+	unsigned x;
 
+	/* Read in their ranges (tl_env_knobs): tl_config_check refused any other value. */
 	/* WHARF_TCP_SACK=0: neither offer nor accept SACK (for comparisons and peers' bugs). */
-	if (v != NULL && strcmp(v, "0") == 0)
+	if (tl_env_get("WHARF_TCP_SACK", &x) && x == 0)
 		tc->sack = false;
 	/* WHARF_TCP_SYNCOOKIES=0: drop SYNs over the backlog instead (for comparisons). */
-	v = getenv("WHARF_TCP_SYNCOOKIES");
-	if (v != NULL && strcmp(v, "0") == 0)
+	if (tl_env_get("WHARF_TCP_SYNCOOKIES", &x) && x == 0)
 		tc->syncookies = false;
 	/* WHARF_TCP_KEEPALIVE_S=n: probe a connection quiet for n seconds (off by default). */
-	v = getenv("WHARF_TCP_KEEPALIVE_S");
-	if (v != NULL && *v != '\0') {
-		unsigned long s = strtoul(v, &end, 10);
-		if (*end == '\0' && s <= 86400ul)
-			tc->keepalive_ns = (uint64_t)s * 1000000000ull;
-	}
-	v = getenv("WHARF_TCP_RTO_MIN_US");
-	if (v == NULL || *v == '\0')
-		return;
-	us = strtoul(v, &end, 10);
-	if (*end == '\0' && us >= 100 && us <= 10000000ul) {
-		tc->rto_min_ns = (uint64_t)us * 1000u;
+	if (tl_env_get("WHARF_TCP_KEEPALIVE_S", &x))
+		tc->keepalive_ns = (uint64_t)x * 1000000000ull;
+	if (tl_env_get("WHARF_TCP_RTO_MIN_US", &x)) {
+		tc->rto_min_ns = (uint64_t)x * 1000u;
 		if (tc->rto_init_ns < tc->rto_min_ns)
 			tc->rto_init_ns = tc->rto_min_ns;
 		if (tc->rto_max_ns < tc->rto_min_ns)
