@@ -586,14 +586,13 @@ static void fill_out(const struct ps_table *t, const struct ps_op *op, const uin
 }
 
 /*
- * Rows of the op's keys (sparse) or row range (dense). dups: keys without a row get one
- * (may fail -ENOMEM before any is made) and the push's repeats are chained there; NULL:
- * they are PS_ROW_NONE.
+ * Rows of the op's keys (sparse) or row range (dense). create: keys without a row get one
+ * (may fail -ENOMEM before any is made); else they are PS_ROW_NONE. dups (a push's, with
+ * create; or NULL): its repeats are chained there as their rows are found.
  */
 static int op_rows(struct ps_shard *sh, struct ps_table *t, const struct ps_op *op,
-		   uint32_t *rows, struct ps_dups *dups)
+		   uint32_t *rows, bool create, struct ps_dups *dups)
 {
-	bool create = dups != NULL;
 	struct ps_keys k;
 	uint32_t i;
 	int rc;
@@ -605,7 +604,7 @@ static int op_rows(struct ps_shard *sh, struct ps_table *t, const struct ps_op *
 	}
 	if (create && (rc = ps_table_reserve(t, op->n)) < 0)
 		return rc;
-	if (create)
+	if (dups != NULL)
 		*dups = dups_begin(sh, op->n);
 	op_keys(op, &k);
 	if (create)
@@ -689,7 +688,7 @@ static int op_push(struct ps_shard *sh, struct ps_op *op)
 	if (op->seq <= sh->last_seq[w]) {
 		if (!op->out)
 			return 1; /* already applied: acknowledge only */
-		rc = op_rows(sh, t, op, rows, NULL); /* a push-pull still answers with values */
+		rc = op_rows(sh, t, op, rows, false, NULL); /* a push-pull still answers with values */
 		if (rc == 0)
 			fill_out(t, op, rows);
 		return rc < 0 ? rc : 1;
@@ -703,7 +702,7 @@ static int op_push(struct ps_shard *sh, struct ps_op *op)
 		return rc;
 	if (!ps_mem_policed(t)) {
 		struct ps_dups dups = { .any = false };
-		if ((rc = op_rows(sh, t, op, rows, &dups)) < 0)
+		if ((rc = op_rows(sh, t, op, rows, true, &dups)) < 0)
 			return rc;
 		op->refused = apply_op(sh, t, op, rows, dups.any);
 		if (op->out)
@@ -728,8 +727,7 @@ static int op_push(struct ps_shard *sh, struct ps_op *op)
 static int op_pull(struct ps_shard *sh, struct ps_op *op)
 {
 	struct ps_table *t = &sh->tables[op->table];
-	struct ps_dups dups;
-	int rc = op_rows(sh, t, op, sh->rows, t->cfg.pull_inserts ? &dups : NULL);
+	int rc = op_rows(sh, t, op, sh->rows, t->cfg.pull_inserts, NULL);
 
 	if (rc == 0)
 		fill_out(t, op, sh->rows);

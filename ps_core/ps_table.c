@@ -647,12 +647,9 @@ void ps_table_lookup_batch(struct ps_table *t, struct ps_keys *keys, uint32_t n,
 	const uint32_t *idx = keys->idx;
 	uint32_t i, pos;
 
-	if (t->cfg.kind == PS_TABLE_DENSE) {
-		for (i = 0; i < n; i++) {
+	if (t->cfg.kind == PS_TABLE_DENSE) { /* a range of distinct rows: no repeats */
+		for (i = 0; i < n; i++)
 			rows[i] = (uint32_t)(KEY(i) - t->dense_first);
-			if (dups)
-				ps_dups_note(dups, ps_row_meta(t, rows[i]), i, n);
-		}
 		return;
 	}
 	pf_start(t, keys, n, rows);
