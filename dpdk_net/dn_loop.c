@@ -9,9 +9,10 @@
  * between 10 us and WHARF_IDLE_SPIN_US, 200 us by default, yielding the CPU every 2 us to any
  * thread that wants it); past it the lcore arms its queue's Rx interrupt and sleeps in epoll
  * for at most 1 ms (so upper-layer timers still run), or, on PMDs without Rx interrupts
- * (net_tap), sleeps with an exponential back-off capped at idle_max_sleep_us. Either way a packet is answered within about a millisecond while an
- * idle process costs a few percent of a core at most. Lcores steering flows among
- * themselves read rings too and sleep on an eventfd as well (dn_steer.c).
+ * (net_tap), sleeps with an exponential back-off capped at idle_max_sleep_us. Either way a
+ * packet is answered within about a millisecond while an idle process costs a few percent
+ * of a core at most. Lcores steering flows among themselves read rings too and sleep on an
+ * eventfd as well (dn_steer.c).
  */
 #include <errno.h>
 #include <sched.h>

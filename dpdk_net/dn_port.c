@@ -446,7 +446,8 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 			 "or 1", v);
 		return -EINVAL;
 	}
-	if ((v = getenv("WHARF_IDLE_SPIN_US")) != NULL && *v != '\0' && !dn_parse_uint(v, 0, DN_IDLE_SPIN_MAX_US, NULL)) {
+	if ((v = getenv("WHARF_IDLE_SPIN_US")) != NULL && *v != '\0' &&
+	    !dn_parse_uint(v, 0, DN_IDLE_SPIN_MAX_US, NULL)) {
 		snprintf(err, errlen, "WHARF_IDLE_SPIN_US='%.32s': expected an integer in 0..%u", v,
 			 DN_IDLE_SPIN_MAX_US);
 		return -EINVAL;

@@ -336,8 +336,9 @@ static inline void ps_dups_note(struct ps_dups *d, struct ps_row_meta *m, uint32
  * i+24 is hashed and its slot prefetched, so the misses of slot and row (what bounds a
  * shard) overlap instead of one per key in turn. dups (or NULL): the batch's repeated
  * keys are chained there as their rows are resolved (the row's first line is in cache
- * then); a dense table's rows are a range with no repeats, and leave it as it was. Call ps_table_reserve(t, n) first: after it succeeds this cannot fail. Never on a
- * table with free rows (ps_mem.c inserts there, one key at a time).
+ * then); a dense table's rows are a range with no repeats, and leave it as it was. Call
+ * ps_table_reserve(t, n) first: after it succeeds this cannot fail. Never on a table with
+ * free rows (ps_mem.c inserts there, one key at a time).
  */
 void ps_table_lookup_batch(struct ps_table *t, struct ps_keys *keys, uint32_t n, uint32_t *rows,
 			   struct ps_dups *dups);
