@@ -1080,11 +1080,20 @@ static int error_reply(struct ps_client *c, struct cl_slot *s, uint32_t dest,
 		slot_fail(c, s, dest, -EBADMSG, "an error reply of %u bytes", v->hdr.body_len);
 		return -EBADMSG;
 	}
-	/* -errno (PS_T_ERROR) or errno (TL_TYPE_ERROR), 1..4095; anything else is -EPROTO. */
+	/*
+	 * -errno (PS_T_ERROR) or errno (TL_TYPE_ERROR), 1..4095; anything else is -EPROTO. So
+	 * is EAGAIN, which a server sends only with PS_F_RETRY: a call's status is never
+	 * -EAGAIN, which wharf_wait_timeout keeps for "not complete yet" (the request stays the
+	 * caller's), so a final one would have the caller wait on a request already freed.
+	 */
 	raw = v->hdr.type == PS_T_ERROR ? 0u - tl_ld32(p) : tl_ld32(p);
-	rc = raw >= 1 && raw <= 4095 ? -(int)raw : -EPROTO;
+	rc = raw >= 1 && raw <= 4095 && raw != EAGAIN ? -(int)raw : -EPROTO;
 	n = error_text(v, text, sizeof(text));
-	slot_fail(c, s, dest, rc, "%s", n ? text : strerror(-rc));
+	if (raw == EAGAIN)
+		slot_fail(c, s, dest, rc, "a final refusal with EAGAIN, which is only sent as one "
+			  "to retry: %s", n ? text : "no text");
+	else
+		slot_fail(c, s, dest, rc, "%s", n ? text : strerror(-rc));
 	return rc;
 }
 

@@ -267,7 +267,9 @@ int wharf_barrier_async(struct wharf_client *cl, uint64_t step, wharf_done_fn *d
 int wharf_wait(struct wharf_req *req);
 /*
  * As wharf_wait but gives up after timeout_ms: -EAGAIN (not complete yet) and req stays the
- * caller's; any other value is the call's status and req is freed.
+ * caller's; any other value is the call's status and req is freed. A call's status is never
+ * -EAGAIN (a server's final refusal carrying it, which the protocol sends only as one to
+ * retry, fails the call with -EPROTO).
  */
 int wharf_wait_timeout(struct wharf_req *req, int timeout_ms);
 /* True once req completed (wharf_wait then returns at once). */

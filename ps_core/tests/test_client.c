@@ -294,6 +294,16 @@ static void test_client_retry_refusal_sends_push_again_final_one_fails_with_text
 	assert_int_equal(sq, -ENOENT);
 	assert_string_equal(ps_client_error(c),
 			    "server 0: table 9: no sparse table of that id on this server");
+	/* EAGAIN only ever comes with PS_F_RETRY: a final one is a protocol error, never the
+	 * call's status (wharf_wait_timeout's "not complete yet"). */
+	sq = 1;
+	assert_int_equal(ps_client_pull(c, 1, 2, keys, 30, out, pt_done, &sq, m), 0);
+	reply_error(c, m, 0, -EAGAIN, PS_ERR_ORDER, 0, "busy");
+	reply_pull(c, m, 1, 0);
+	reply_pull(c, m, 2, 0);
+	assert_int_equal(sq, -EPROTO);
+	assert_string_equal(ps_client_error(c), "server 0: a final refusal with EAGAIN, which is "
+			    "only sent as one to retry: busy");
 	assert_int_equal(ps_client_push(c, 1, 2, keys, 30, g, pt_done, &sr, m), 0);
 	tl_st32(b, EPERM);
 	memcpy(b + 4, "data requests go to the data endpoint", 37);
