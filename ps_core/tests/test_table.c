@@ -136,6 +136,43 @@ static void test_table_collisions_same_hash_tag(void **state)
 	free(pairs);
 }
 
+/*
+ * Normal values come in pairs (Box-Muller's cosine and sine of one draw): over dim-3 rows,
+ * each position, the last of which has no partner, has the configured mean and deviation,
+ * and a pair's two values are uncorrelated.
+ */
+static void check_normal_odd_dim(void)
+{
+	struct ps_table_config cfg = pt_table(1, 3, PS_OPT_SGD);
+	double sum[3] = { 0 }, sq[3] = { 0 }, cross = 0;
+	uint32_t n = 4096, i, j, r;
+	struct ps_table t;
+
+	cfg.init = PS_INIT_NORMAL;
+	cfg.init_a = -3.0f;
+	cfg.init_b = 0.5f;
+	cfg.seed = 7;
+	assert_int_equal(ps_table_init(&t, &cfg, false, 0, 0, -1, 1), 0);
+	for (i = 0; i < n; i++) {
+		uint64_t key = 1000003ull * i + 11;
+		lookup_keys(&t, &key, 1, &r);
+		const float *v = ps_row_val(&t, r);
+		for (j = 0; j < 3; j++) {
+			assert_true(isfinite(v[j]));
+			sum[j] += v[j];
+			sq[j] += (double)v[j] * v[j];
+		}
+		cross += ((double)v[0] + 3.0) * ((double)v[1] + 3.0);
+	}
+	for (j = 0; j < 3; j++) {
+		double m = sum[j] / n, sd = sqrt(sq[j] / n - m * m);
+		assert_true(fabs(m + 3.0) < 0.05);
+		assert_true(fabs(sd - 0.5) < 0.05);
+	}
+	assert_true(fabs(cross / n / 0.25) < 0.1); /* correlation of a pair's two values */
+	ps_table_fini(&t);
+}
+
 static void test_table_initializers(void **state)
 {
 	struct ps_table_config cfg = pt_table(1, 64, PS_OPT_ADAGRAD);
@@ -184,6 +221,7 @@ static void test_table_initializers(void **state)
 	assert_true(fabs(sum - 1.0) < 0.1);
 	assert_true(fabs(sq - 2.0) < 0.1);
 	ps_table_fini(&t);
+	check_normal_odd_dim();
 }
 
 static void test_table_dense_rows_preallocated(void **state)
