@@ -518,7 +518,7 @@ static double now_s(void)
 static int wait_for(struct pw_req *r, double limit)
 {
 	double t0 = now_s(), left;
-	bool done = r->reaped;
+	bool done = r->reaped || pw_req_done_now(r); /* wait(timeout=0) polls a completed one */
 
 	while (!done) {
 		long ms = 100;

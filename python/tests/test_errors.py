@@ -10,7 +10,7 @@ import pytest
 
 import wharf
 from wharf import _wharf
-from conftest import next_port
+from conftest import next_port, wait_for
 
 K3 = np.array([1, 2, 3], np.uint64)
 
@@ -123,6 +123,15 @@ def test_wait_timeout_argument(job):
     h = wharf.table("emb").pull_async(K3)
     refused(ValueError, r"timeout: expected seconds >= 0", h.wait, timeout=-1)
     h.wait()
+
+
+@pytest.mark.modes("async")
+def test_wait_with_timeout_zero_returns_a_completed_request(job):
+    out = np.zeros((3, 4), np.float32)
+    h = wharf.table("emb").pull_async(K3, out=out)
+    assert wait_for(h.done, 10)
+    assert h.wait(timeout=0) is out
+    assert h.wait(timeout=0) is out  # waited twice: the same result
 
 
 @pytest.mark.modes("async")
