@@ -43,6 +43,8 @@ struct pw_model {
 };
 extern PyTypeObject pw_ModelType;
 int pw_model_types_ready(PyObject *mod);
+/* An int argument in 0..max (no wrapping): 0, or -1 with TypeError/ValueError naming arg. */
+int pw_get_u64(PyObject *obj, const char *arg, uint64_t max, uint64_t *out);
 
 /* ---- Config (pw_module.c) */
 struct pw_config {

@@ -109,12 +109,14 @@ static int client_init(PyObject *self, PyObject *args, PyObject *kw)
 	struct wharf_client_opts opts = { false, 0 };
 	struct wharf_config *cfg;
 	struct pw_model *pm;
-	PyObject *cfg_obj, *model_obj;
+	PyObject *cfg_obj, *model_obj, *depth_obj = NULL;
 	int spin = 0, rc;
-	unsigned int depth = 0;
+	uint64_t depth = 0;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!|pI:Client", kwlist, &pw_ConfigType,
-					 &cfg_obj, &pw_ModelType, &model_obj, &spin, &depth))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!|pO:Client", kwlist, &pw_ConfigType,
+					 &cfg_obj, &pw_ModelType, &model_obj, &spin, &depth_obj))
+		return -1;
+	if (depth_obj != NULL && pw_get_u64(depth_obj, "queue_depth", UINT32_MAX, &depth) != 0)
 		return -1;
 	if (c->cl != NULL || c->closing) {
 		PyErr_SetString(PyExc_RuntimeError, "Client: already opened");
@@ -129,7 +131,7 @@ static int client_init(PyObject *self, PyObject *args, PyObject *kw)
 	if (client_tables(c, pm->m) != 0)
 		return -1;
 	opts.spin_wait = spin != 0;
-	opts.queue_depth = depth;
+	opts.queue_depth = (uint32_t)depth;
 	pm->users++; /* no table added while the servers may be checking the digest */
 	Py_BEGIN_ALLOW_THREADS
 	rc = wharf_client_open_interruptible(cfg, pm->m, &opts, open_interrupted, NULL, &c->cl);

@@ -43,7 +43,7 @@ static int name_index(PyObject *obj, const char *arg, const char *const *names, 
 	return -1;
 }
 
-static int get_u64(PyObject *obj, const char *arg, uint64_t max, uint64_t *out)
+int pw_get_u64(PyObject *obj, const char *arg, uint64_t max, uint64_t *out)
 {
 	unsigned long long v;
 
@@ -160,13 +160,13 @@ static int mem_field(struct wharf_table_memory *m, const char *k, PyObject *v)
 	uint64_t u;
 
 	if (strcmp(k, "max_rows") == 0)
-		return get_u64(v, k, UINT64_MAX, &m->max_rows) == 0 ? 1 : -1;
+		return pw_get_u64(v, k, UINT64_MAX, &m->max_rows) == 0 ? 1 : -1;
 	if (strcmp(k, "max_bytes") == 0)
-		return get_u64(v, k, UINT64_MAX, &m->max_bytes) == 0 ? 1 : -1;
+		return pw_get_u64(v, k, UINT64_MAX, &m->max_bytes) == 0 ? 1 : -1;
 	if (strcmp(k, "evict_after") == 0)
-		return get_u64(v, k, UINT64_MAX, &m->evict_after) == 0 ? 1 : -1;
+		return pw_get_u64(v, k, UINT64_MAX, &m->evict_after) == 0 ? 1 : -1;
 	if (strcmp(k, "admit_after") == 0) {
-		if (get_u64(v, k, UINT32_MAX, &u) != 0)
+		if (pw_get_u64(v, k, UINT32_MAX, &u) != 0)
 			return -1;
 		m->admit_after = (uint32_t)u;
 		return 1;
@@ -207,13 +207,13 @@ static int add_field(struct wharf_table *t, struct wharf_table_memory *mem, bool
 			return -1;
 		t->init = (enum wharf_init)i;
 	} else if (strcmp(k, "dim") == 0) {
-		if (get_u64(v, k, UINT32_MAX, &u) != 0)
+		if (pw_get_u64(v, k, UINT32_MAX, &u) != 0)
 			return -1;
 		t->dim = (uint32_t)u;
 	} else if (strcmp(k, "rows") == 0) {
-		return get_u64(v, k, UINT64_MAX, &t->rows);
+		return pw_get_u64(v, k, UINT64_MAX, &t->rows);
 	} else if (strcmp(k, "seed") == 0) {
-		return get_u64(v, k, UINT64_MAX, &t->seed);
+		return pw_get_u64(v, k, UINT64_MAX, &t->seed);
 	} else if (strcmp(k, "lr") == 0) {
 		return get_float(v, k, &t->lr);
 	} else if (strcmp(k, "eps") == 0) {
@@ -335,7 +335,7 @@ static PyObject *model_table(PyObject *self, PyObject *arg)
 	uint64_t id;
 	int rc;
 
-	if (m == NULL || get_u64(arg, "id", UINT32_MAX, &id) != 0)
+	if (m == NULL || pw_get_u64(arg, "id", UINT32_MAX, &id) != 0)
 		return NULL;
 	if ((rc = wharf_model_table(m, (uint32_t)id, &t)) != 0) {
 		if (rc == -ENOENT) {

@@ -251,11 +251,15 @@ static PyObject *dense_req(PyObject *self, PyObject *table, PyObject *obj, bool 
 	return pw_req_issued(r, rc, op);
 }
 
-static PyObject *barrier_req(PyObject *self, unsigned long long step, const char *op)
+static PyObject *barrier_req(PyObject *self, PyObject *step_obj, const char *op)
 {
 	struct pw_req *r;
+	uint64_t step;
 	int rc;
 
+	/* Checked, not wrapped: step 2**64 + s would be taken as s. */
+	if (pw_get_u64(step_obj, "step", UINT64_MAX, &step) != 0)
+		return NULL;
 	if ((r = (struct pw_req *)pw_req_new((struct pw_client *)self)) == NULL)
 		return NULL;
 	if (pw_client_enter(r->client) != 0)
@@ -320,9 +324,9 @@ PyObject *pw_client_dense_push_async(PyObject *self, PyObject *args, PyObject *k
 PyObject *pw_client_barrier_async(PyObject *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "step", NULL };
-	unsigned long long step;
+	PyObject *step;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "K:barrier_async", kwlist, &step))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O:barrier_async", kwlist, &step))
 		return NULL;
 	return barrier_req(self, step, "barrier_async");
 }
@@ -478,9 +482,9 @@ PyObject *pw_client_geo_pull(PyObject *self, PyObject *args)
 /* barrier(step) */
 PyObject *pw_client_barrier(PyObject *self, PyObject *args)
 {
-	unsigned long long step;
+	PyObject *step;
 
-	if (!PyArg_ParseTuple(args, "K:barrier", &step))
+	if (!PyArg_ParseTuple(args, "O:barrier", &step))
 		return NULL;
 	return req_finish(barrier_req(self, step, "barrier"));
 }

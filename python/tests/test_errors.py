@@ -134,6 +134,17 @@ def test_wait_with_timeout_zero_returns_a_completed_request(job):
     assert h.wait(timeout=0) is out  # waited twice: the same result
 
 
+@pytest.mark.modes("sync")
+def test_a_barrier_step_out_of_range_is_refused_not_wrapped(job):
+    s = wharf.step()
+    for bad in (2**64 + s, -1):
+        refused(ValueError, r"step: expected an integer 0\.\.18446744073709551615, got -?\d+",
+                wharf.barrier, bad)
+        refused(ValueError, r"step: expected an integer 0\.\.", wharf.barrier_async, bad)
+    refused(TypeError, r"step: expected an integer, got float", wharf.barrier, float(s))
+    assert wharf.step() == s  # no barrier passed
+
+
 @pytest.mark.modes("async")
 def test_tables_declared_after_the_client_opened_are_refused(job):
     with pytest.raises(wharf.Error, match="in use by a client or a server"):
@@ -221,6 +232,13 @@ def absent_server(port, wait_timeout):
     m = _wharf.Model()
     m.add("emb", dim=4)
     return cfg, m
+
+
+@pytest.mark.parametrize("depth", [-1, 2**32])
+def test_a_queue_depth_out_of_range_is_refused_not_wrapped(depth):
+    cfg, m = absent_server(next_port(), 1)
+    refused(ValueError, r"queue_depth: expected an integer 0\.\.4294967295, got %d" % depth,
+            _wharf.Client, cfg, m, queue_depth=depth)
 
 
 def test_servers_that_do_not_come_up_time_out():
