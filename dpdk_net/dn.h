@@ -66,7 +66,8 @@
 	X(TX_TOO_BIG, "tx_too_big")            /* an IPv4 packet above the port MTU (DF set) */  \
 	X(NO_MBUF, "no_mbuf")                  /* mempool empty when building a reply */         \
 	X(NO_ROUTE, "no_route")                /* destination off-link and no gateway */        \
-	X(STEER_FULL, "steer_ring_full")       /* software steering: owner lcore's ring full */
+	X(STEER_FULL, "steer_ring_full")       /* software steering: owner lcore's ring full */ \
+	X(TX_REFUSED, "tx_refused")            /* rte_eth_tx_prepare refused it, copied too */
 
 enum dn_drop {
 #define DN_X(n, s) DN_DROP_##n,

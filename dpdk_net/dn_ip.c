@@ -360,6 +360,54 @@ static void l4_csum(struct dn_lcore *lc, struct rte_mbuf *m, struct rte_ipv4_hdr
 		*field = 0xffff;
 }
 
+/*
+ * m's bytes in one buffer, its Tx metadata kept: in place where its first buffer has the
+ * room, else in a new one (m freed, attached payload released). NULL, m untouched, when no
+ * buffer holds it.
+ */
+static struct rte_mbuf *tx_flatten(struct dn_lcore *lc, struct rte_mbuf *m)
+{
+	struct rte_mbuf *c;
+
+	if (rte_pktmbuf_linearize(m) == 0)
+		return m;
+	c = rte_pktmbuf_alloc(lc->pool);
+	if (c == NULL || rte_pktmbuf_tailroom(c) < rte_pktmbuf_pkt_len(m)) {
+		rte_pktmbuf_free(c);
+		return NULL;
+	}
+	for (const struct rte_mbuf *s = m; s != NULL; s = s->next)
+		memcpy(rte_pktmbuf_append(c, rte_pktmbuf_data_len(s)),
+		       rte_pktmbuf_mtod(s, const void *), rte_pktmbuf_data_len(s));
+	c->ol_flags = m->ol_flags & RTE_MBUF_F_TX_OFFLOAD_MASK;
+	c->tx_offload = m->tx_offload;
+	rte_pktmbuf_free(m);
+	return c;
+}
+
+/*
+ * Makes *mp a frame the device takes (rte_eth_tx_prepare: its segment count, offload flags):
+ * a chain over tx_seg_max, or one it refuses, is flattened once. False when it still is not
+ * (*mp is then the caller's to drop).
+ */
+static bool tx_fit(struct dn_lcore *lc, struct rte_mbuf **mp)
+{
+	const struct dn_port *p = lc->port;
+	struct rte_mbuf *m = *mp;
+
+	if (unlikely(m->nb_segs > p->tx_seg_max) && !(m->ol_flags & RTE_MBUF_F_TX_TCP_SEG)) {
+		if ((m = tx_flatten(lc, m)) == NULL)
+			return false;
+		*mp = m;
+	}
+	if (!p->tx_prepare || rte_eth_tx_prepare(lc->port_id, lc->queue, mp, 1) == 1)
+		return true;
+	if (m->nb_segs == 1 || (m = tx_flatten(lc, m)) == NULL)
+		return false;
+	*mp = m;
+	return rte_eth_tx_prepare(lc->port_id, lc->queue, mp, 1) == 1;
+}
+
 int dn_ip_send(struct dn_lcore *lc, struct rte_mbuf *m, uint32_t dst_ip, uint8_t proto,
 	       uint32_t flags)
 {
@@ -426,6 +474,10 @@ int dn_ip_send(struct dn_lcore *lc, struct rte_mbuf *m, uint32_t dst_ip, uint8_t
 	memcpy(ip, &h, sizeof(h));
 	if (flags & DN_TX_L4_CSUM)
 		l4_csum(lc, m, ip, proto);
+	if (unlikely(!tx_fit(lc, &m))) {
+		dn_drop(lc, m, DN_DROP_TX_REFUSED);
+		return -EINVAL;
+	}
 	if (dn_arp_lookup(p, next_hop, &mac) != 0)
 		return dn_arp_pending_add(lc, m, next_hop);
 	dn_eth_fill(lc, m, &mac, RTE_ETHER_TYPE_IPV4);

@@ -138,6 +138,13 @@ static struct rte_mempool *pool_for_queue(struct dn_port *p, uint16_t queue)
 	return NULL;
 }
 
+uint16_t dn_tx_seg_max(const struct rte_eth_dev_info *di, bool hw)
+{
+	if (hw && !(di->tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS))
+		return 1;
+	return di->tx_desc_lim.nb_mtu_seg_max != 0 ? di->tx_desc_lim.nb_mtu_seg_max : UINT16_MAX;
+}
+
 static void conf_build(struct dn_port *p, const struct rte_eth_dev_info *di,
 		       struct rte_eth_conf *conf)
 {
@@ -200,8 +207,17 @@ static void conf_build(struct dn_port *p, const struct rte_eth_dev_info *di,
 	p->rx_l4_csum = conf->rxmode.offloads & RTE_ETH_RX_OFFLOAD_TCP_CKSUM;
 	p->tx_ip_csum = conf->txmode.offloads & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM;
 	p->tx_l4_csum = conf->txmode.offloads & RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
-	/* PMDs that do not advertise MULTI_SEGS (virtio, tap) still send chains; trust it then. */
-	p->multi_seg = true;
+	/*
+	 * Zero-copy sends are chains of a few buffers per frame (many with a jumbo MTU): a
+	 * longer chain than the device takes is copied into one buffer (dn_ip_send). Virtual
+	 * devices send any chain. Hardware PMDs check their limits in rte_eth_tx_prepare too
+	 * (i40e and ice refuse more than 8 buffers a frame there, else their queue stalls);
+	 * virtio-pci's only rewrites the pseudo-header sum dn_ip_send wrote already.
+	 */
+	bool hw = bus != NULL && strcmp(rte_bus_name(bus), "vdev") != 0;
+	p->tx_seg_max = dn_tx_seg_max(di, hw);
+	p->tx_prepare = hw && (di->driver_name == NULL ||
+			       strcmp(di->driver_name, "net_virtio") != 0);
 
 	if (p->nb_queues > 1 && (di->flow_type_rss_offloads & RTE_ETH_RSS_IP)) {
 		p->rss = true;

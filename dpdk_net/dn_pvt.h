@@ -71,7 +71,9 @@ struct dn_port {
 	struct rte_ether_addr mac;
 	uint32_t ip, netmask, gateway; /* host order */
 	struct dn_config cfg;
-	bool tx_ip_csum, tx_l4_csum, rx_ip_csum, rx_l4_csum, multi_seg;
+	bool tx_ip_csum, tx_l4_csum, rx_ip_csum, rx_l4_csum;
+	uint16_t tx_seg_max;    /* buffers one frame of at most the MTU may span (dn_tx_seg_max) */
+	bool tx_prepare;        /* frames pass rte_eth_tx_prepare before they are queued */
 	/* The device cuts TCP segments (TSO) and takes large frames in; a net_vhost endpoint's
 	 * follows its guest (written by lcore 0 in dn_port_tso_refresh, read by every lcore). */
 	_Atomic bool tso;
@@ -256,6 +258,13 @@ void dn_steer_idle_wait(struct dn_lcore *lc);
 uint16_t dn_steer_classify(struct dn_lcore *lc, struct rte_mbuf **pkts, uint16_t n);
 /* Wakes lcore index if it sleeps; true when it wrote its eventfd. Any thread. */
 bool dn_steer_wake(struct dn_port *p, uint16_t index);
+
+/*
+ * Buffers the device takes for one frame of at most the MTU: its dev_info's nb_mtu_seg_max
+ * (0, as many PMDs leave it, states no limit), 1 on a hardware device that does not offer
+ * RTE_ETH_TX_OFFLOAD_MULTI_SEGS. dn_ip_send copies a longer chain into one buffer.
+ */
+uint16_t dn_tx_seg_max(const struct rte_eth_dev_info *di, bool hw);
 
 /* dn_ip.c */
 void dn_ip_input(struct dn_lcore *lc, struct rte_mbuf *m);

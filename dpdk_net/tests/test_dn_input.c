@@ -354,6 +354,82 @@ static void test_dn_ip_send_off_link_via_gateway(void **state)
 	assert_int_equal(drops(e, DN_DROP_NO_ROUTE), 0);
 }
 
+/*
+ * A chain longer than the device takes for one frame (tx_seg_max: i40e and ice take 8, mlx5
+ * its dev_info's nb_mtu_seg_max) leaves as one buffer with the same bytes: flattened in place
+ * where its first buffer has room, copied into a new one where not.
+ */
+static void test_dn_ip_send_chain_over_device_limit_flattened(void **state)
+{
+	struct dt_env *e = *state;
+	const uint16_t piece = 300, saved = e->port->tx_seg_max;
+	struct rte_mbuf *out[4];
+	uint8_t flat[20 + 3 * 300];
+
+	dn_arp_learn(e->port, DT_PEER_IP, &dt_peer_mac, true);
+	e->port->tx_seg_max = 2;
+	for (int room = 0; room < 2; room++) {
+		struct rte_mbuf *m = rte_pktmbuf_alloc(e->pool);
+		uint8_t *tcp;
+
+		if (room == 0) { /* a first buffer whose tailroom cannot take the rest: a copy */
+			uint16_t fill = (uint16_t)(rte_pktmbuf_tailroom(m) - 40);
+
+			assert_non_null(rte_pktmbuf_append(m, fill));
+			rte_pktmbuf_adj(m, fill);
+		}
+		tcp = (uint8_t *)rte_pktmbuf_append(m, 20);
+		memset(tcp, 0, 20);
+		tcp[12] = 5 << 4;
+		memcpy(flat, tcp, 20);
+		for (int i = 0; i < 3; i++) {
+			struct rte_mbuf *s = rte_pktmbuf_alloc(e->pool);
+			uint8_t *d = (uint8_t *)rte_pktmbuf_append(s, piece);
+
+			for (uint16_t k = 0; k < piece; k++)
+				d[k] = flat[20 + i * piece + k] = (uint8_t)(i * 7 + k);
+			assert_int_equal(rte_pktmbuf_chain(m, s), 0);
+		}
+		assert_int_equal(m->nb_segs, 4);
+		assert_int_equal(dn_ip_send(e->lc, m, DT_PEER_IP, IPPROTO_TCP, DN_TX_L4_CSUM), 0);
+		assert_int_equal(dt_sent(e, out, 4), 1);
+		assert_int_equal(out[0]->nb_segs, 1);
+		struct rte_ipv4_hdr *ip = rte_pktmbuf_mtod_offset(out[0], struct rte_ipv4_hdr *,
+								  sizeof(struct rte_ether_hdr));
+		assert_int_equal(rte_pktmbuf_pkt_len(out[0]),
+				 sizeof(struct rte_ether_hdr) + sizeof(*ip) + sizeof(flat));
+		assert_int_equal(rte_ipv4_udptcp_cksum_verify(ip, ip + 1), 0);
+		flat[16] = ((uint8_t *)(ip + 1))[16];
+		flat[17] = ((uint8_t *)(ip + 1))[17];
+		assert_memory_equal(ip + 1, flat, sizeof(flat));
+		rte_pktmbuf_free(out[0]);
+	}
+	e->port->tx_seg_max = saved;
+	assert_int_equal(drops(e, DN_DROP_TX_REFUSED), 0);
+}
+
+/*
+ * The buffers a frame may span, from what the device states: its nb_mtu_seg_max, no limit
+ * where it leaves that 0 (iavf, and every PMD that fills tx_desc_lim without it), one on
+ * hardware without RTE_ETH_TX_OFFLOAD_MULTI_SEGS; a virtual device takes any chain.
+ */
+static void test_dn_tx_seg_max_from_dev_info(void **state)
+{
+	struct rte_eth_dev_info di;
+
+	(void)state;
+	memset(&di, 0, sizeof(di));
+	di.tx_offload_capa = RTE_ETH_TX_OFFLOAD_MULTI_SEGS | RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
+	di.tx_desc_lim.nb_seg_max = 40;
+	di.tx_desc_lim.nb_mtu_seg_max = 8;
+	assert_int_equal(dn_tx_seg_max(&di, true), 8);
+	di.tx_desc_lim.nb_mtu_seg_max = 0;
+	assert_int_equal(dn_tx_seg_max(&di, true), UINT16_MAX);
+	di.tx_offload_capa = RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
+	assert_int_equal(dn_tx_seg_max(&di, true), 1);
+	assert_int_equal(dn_tx_seg_max(&di, false), UINT16_MAX);
+}
+
 /* A prefix past 32, or a gateway off the subnet or equal to our address: refused at once. */
 static void test_dn_port_create_refuses_bad_prefix_or_gateway(void **state)
 {
@@ -525,6 +601,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_dn_ip_send_off_link_without_gateway_dropped, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_dn_ip_send_off_link_via_gateway, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dn_ip_send_chain_over_device_limit_flattened,
+						setup, teardown),
+		cmocka_unit_test(test_dn_tx_seg_max_from_dev_info),
 		cmocka_unit_test(test_dn_port_create_refuses_bad_prefix_or_gateway),
 		cmocka_unit_test_setup_teardown(test_dn_l4_cksum_chain_odd_pieces, setup, teardown),
 		cmocka_unit_test(test_dn_raw_cksum_matches_dpdk),
