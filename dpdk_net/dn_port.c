@@ -238,11 +238,16 @@ static void conf_build(struct dn_port *p, const struct rte_eth_dev_info *di,
 	}
 }
 
-/* Programs the redirection table round-robin over our queues rather than trusting defaults. */
+/*
+ * Programs the redirection table round-robin over our queues rather than trusting defaults.
+ * di is read after rte_eth_dev_configure: the table's size may follow the queue count (bnxt
+ * P5: 64 entries per context of up to 64 queues, 0 before; its update takes that size only).
+ */
 static void reta_program(struct dn_port *p, const struct rte_eth_dev_info *di)
 {
 	struct rte_eth_rss_reta_entry64 reta[DN_RETA_MAX / RTE_ETH_RETA_GROUP_SIZE];
 	uint32_t n = p->rss_by_peer ? DN_PEER_RETA_SIZE : di->reta_size;
+	int ret;
 
 	if (!p->rss || n == 0 || n > DN_RETA_MAX)
 		return;
@@ -258,8 +263,13 @@ static void reta_program(struct dn_port *p, const struct rte_eth_dev_info *di)
 		reta[i / RTE_ETH_RETA_GROUP_SIZE].mask |= 1ull << (i % RTE_ETH_RETA_GROUP_SIZE);
 		reta[i / RTE_ETH_RETA_GROUP_SIZE].reta[i % RTE_ETH_RETA_GROUP_SIZE] = p->reta[i];
 	}
-	if (rte_eth_dev_rss_reta_update(p->port_id, reta, (uint16_t)n) == 0)
+	ret = rte_eth_dev_rss_reta_update(p->port_id, reta, (uint16_t)n);
+	if (ret == 0)
 		p->reta_size = n;
+	else
+		DN_LOG(WARNING, "port %u (%s): redirection table of %u entries: %s; the device's "
+		       "own spreads flows, no active open aims at its queue", p->port_id,
+		       di->driver_name, n, rte_strerror(-ret));
 }
 
 /*
@@ -370,6 +380,11 @@ static int port_configure(struct dn_port *p, char *err, size_t errlen)
 	ret = rte_eth_dev_start(p->port_id);
 	if (ret != 0) {
 		snprintf(err, errlen, "port %u start: %s", p->port_id, rte_strerror(-ret));
+		return ret;
+	}
+	ret = rte_eth_dev_info_get(p->port_id, &di); /* as configured: reta_size */
+	if (ret != 0) {
+		snprintf(err, errlen, "port %u: dev info: %s", p->port_id, rte_strerror(-ret));
 		return ret;
 	}
 	reta_program(p, &di);
