@@ -91,6 +91,8 @@ struct pw_client {
 	struct pw_table_info *tables;
 	uint32_t n_tables;
 	int busy;                   /* calls in progress (GIL held to change it) */
+	bool opening;               /* waiting for the servers in Client() */
+	bool cancel;                /* closed meanwhile: the open gives up */
 	bool closing;
 	struct pw_req *reqs;        /* requests issued and not yet reaped */
 	PyObject *orphans;          /* list: blocking calls a signal interrupted (req_finish) */

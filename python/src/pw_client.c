@@ -88,17 +88,33 @@ static int client_tables(struct pw_client *c, const struct wharf_model *m)
 
 /*
  * wharf_client_open_interruptible's question, from the opening thread while it waits for the
- * servers: a signal's Python handler raised (Ctrl-C: KeyboardInterrupt)? The exception stays
- * set for client_init to return.
+ * servers: a signal's Python handler raised (Ctrl-C: KeyboardInterrupt; the exception stays
+ * set for client_init to return), or the client was closed meanwhile (wharf.stop() from a
+ * handler or another thread)?
  */
 static int open_interrupted(void *arg)
 {
+	struct pw_client *c = arg;
 	PyGILState_STATE g = PyGILState_Ensure();
-	int r = PyErr_CheckSignals() != 0;
+	int r = PyErr_CheckSignals() != 0 || c->cancel;
 
-	(void)arg;
 	PyGILState_Release(g);
 	return r;
+}
+
+/* The open that close() ended: its client (when it opened after all) closed, and raised. */
+static int open_cancelled(struct pw_client *c)
+{
+	struct wharf_client *cl = c->cl;
+
+	c->cl = NULL;
+	if (cl != NULL) {
+		Py_BEGIN_ALLOW_THREADS
+		wharf_client_close(cl);
+		Py_END_ALLOW_THREADS
+	}
+	pw_raise_msg(-ECANCELED, "Client: closed while it waited for the servers", NULL);
+	return -1;
 }
 
 /* Client(config, model, spin_wait=False, queue_depth=0): waits for the servers. */
@@ -128,20 +144,29 @@ static int client_init(PyObject *self, PyObject *args, PyObject *kw)
 		PyErr_SetString(PyExc_RuntimeError, "Client: config or model not loaded");
 		return -1;
 	}
+	PyMem_Free(c->tables); /* of an earlier __init__ that failed */
+	c->tables = NULL;
+	c->n_tables = 0;
 	if (client_tables(c, pm->m) != 0)
 		return -1;
 	opts.spin_wait = spin != 0;
 	opts.queue_depth = (uint32_t)depth;
 	pm->users++; /* no table added while the servers may be checking the digest */
+	c->opening = true;
 	Py_BEGIN_ALLOW_THREADS
-	rc = wharf_client_open_interruptible(cfg, pm->m, &opts, open_interrupted, NULL, &c->cl);
+	rc = wharf_client_open_interruptible(cfg, pm->m, &opts, open_interrupted, c, &c->cl);
 	Py_END_ALLOW_THREADS
-	if (rc != 0) {
+	c->opening = false;
+	if (rc != 0 || c->cancel) {
 		pm->users--;
-		c->cl = NULL;
+		if (rc != 0)
+			c->cl = NULL;
 		/* Interrupted: the signal's own exception (KeyboardInterrupt) is already set. */
-		if (!(rc == -ECANCELED && PyErr_Occurred()))
-			pw_raise(rc, NULL, NULL);
+		if (rc == -ECANCELED && PyErr_Occurred())
+			return -1;
+		if (c->cancel)
+			return open_cancelled(c);
+		pw_raise(rc, NULL, NULL);
 		return -1;
 	}
 	Py_INCREF(model_obj);
@@ -174,6 +199,8 @@ static int client_close_now(struct pw_client *c)
 	PyObject *exc[3] = { NULL, NULL, NULL };
 	Py_ssize_t i;
 
+	if (cl == NULL && c->opening) /* ends the wait for the servers (open_interrupted) */
+		c->cancel = c->closing = true;
 	if (cl == NULL || c->closing)
 		return 0;
 	c->closing = true;

@@ -274,19 +274,25 @@ def test_ctrl_c_while_waiting_for_servers_interrupts_the_open():
         _wharf.Client(cfg, m)
 
 
-def gone_server(wait_timeout, mode="async"):
-    """A PS process (kernel TCP) of one table emb of dim 4, a client of it (this process
-    worker 0) that pushed once, then the server killed: (ps, client, keys, grads)."""
-    import signal
+def own_server(wait_timeout, mode="async"):
+    """A PS process (kernel TCP) of one table emb of dim 4 for one worker: (ps, flags)."""
     import sys
-    from conftest import Proc, wait_for
+    from conftest import Proc
     port = next_port()
     flags = ["--ps", "127.0.0.1:%d" % port, "--protocol", "kernel", "--num-workers", "1",
              "--mode", mode, "--wait-timeout", str(wait_timeout), "--retry-interval", "1"]
     code = ("import sys, wharf\nwharf.init(sys.argv[1:])\nwharf.sparse_table('emb', dim=4)\n"
             "wharf.run_server()\n")
-    ps = Proc("ps-gone-%d" % port, [sys.executable, "-c", code, "--role", "ps"] + flags)
+    ps = Proc("ps-own-%d" % port, [sys.executable, "-c", code, "--role", "ps"] + flags)
     assert wait_for(lambda: "ps 0 serving" in ps.text(), 30), ps.text()
+    return ps, flags
+
+
+def gone_server(wait_timeout, mode="async"):
+    """A PS process (kernel TCP) of one table emb of dim 4, a client of it (this process
+    worker 0) that pushed once, then the server killed: (ps, client, keys, grads)."""
+    import signal
+    ps, flags = own_server(wait_timeout, mode)
     cfg = _wharf.Config(flags + ["--role", "worker", "--task-index", "0"])
     m = _wharf.Model()
     m.add("emb", dim=4)
@@ -383,6 +389,65 @@ def test_calls_before_init_and_on_a_server_are_refused():
                          timeout=60).stdout
     assert "E1 wharf: call wharf.init() first" in out
     assert "E2 this node's role is server" in out
+
+
+def run_worker(code, argv, timeout=60):
+    """code in a Python process of its own (wharf.init is once per process): its stdout."""
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-c", code] + argv, capture_output=True, text=True,
+                          timeout=timeout).stdout
+
+
+def test_a_table_of_a_stopped_job_is_refused_not_served_by_a_new_client():
+    """After wharf.stop(), a table handle of the old job raises: a client reopened for it
+    would be a new process of this worker's id, and the servers would refuse the calls of
+    the job init() starts next."""
+    ps, flags = own_server(30)
+    try:
+        code = ("import sys, numpy as np, wharf\n"
+                "wharf.init(sys.argv[1:])\n"
+                "emb = wharf.sparse_table('emb', dim=4)\n"
+                "k = np.arange(3, dtype=np.uint64)\n"
+                "emb.pull(k)\n"
+                "wharf.stop_worker()\n"
+                "emb.pull(k)  # stop_worker(): the tables can be used again\n"
+                "wharf.stop()\n"
+                "for call in (lambda: emb.pull(k), lambda: emb.push_async(k, np.ones((3, 4), "
+                "np.float32))):\n"
+                "    try:\n        call()\n        print('SERVED')\n"
+                "    except wharf.Error as e:\n        print('E', e)\n")
+        out = run_worker(code, flags + ["--role", "worker", "--task-index", "0"])
+        assert out.count("E wharf.stop() ended the job of this table") == 2, out
+    finally:
+        ps.stop()
+
+
+def test_stop_while_the_client_waits_for_servers_ends_the_wait():
+    """wharf.stop() from a SIGTERM handler (it runs in the thread waiting in init_worker)
+    or from another thread ends the wait for servers that are not there: init_worker raises
+    wharf.Error, errno ECANCELED, at once, and init() can start again."""
+    code = ("import os, signal, sys, threading, time, wharf\n"
+            "def attempt(how):\n"
+            "    wharf.init(sys.argv[1:])\n"
+            "    wharf.sparse_table('emb', dim=4)\n"
+            "    how()\n"
+            "    t0 = time.time()\n"
+            "    try:\n"
+            "        wharf.init_worker()\n"
+            "        print('OPENED')\n"
+            "    except wharf.Error as e:\n"
+            "        print('E', e.errno, e, '%.0f s' % (time.time() - t0))\n"
+            "signal.signal(signal.SIGTERM, lambda *_: wharf.stop())\n"
+            "attempt(lambda: threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))"
+            ".start())\n"
+            "attempt(lambda: threading.Timer(0.5, wharf.stop).start())\n")
+    argv = ["--role", "worker", "--ps", "127.0.0.1:%d" % next_port(), "--protocol", "kernel",
+            "--num-workers", "1", "--wait-timeout", "60", "--retry-interval", "1"]
+    out = run_worker(code, argv, timeout=40)
+    line = "E %d Client: closed while it waited for the servers" % errno.ECANCELED
+    assert out.count(line) == 2, out
+    assert all(int(ln.split()[-2]) < 10 for ln in out.splitlines()), out
 
 
 # ---- the cluster from the executables' sources (no servers needed)

@@ -53,8 +53,12 @@ class _Job:
         self.config = config
         self.model = model
         self.client = None
+        self.opening = None  # the client waiting for the servers, which stop() closes
+        self.stopped = False  # by stop(): the job's tables are no longer served
         self.tables = {}
-        self.lock = threading.Lock()
+        # Reentrant: a signal handler that calls stop() while this thread opens the client
+        # (it runs there, inside the wait for the servers) gets in.
+        self.lock = threading.RLock()
         self.serving = False
 
 
@@ -308,51 +312,69 @@ def run_server(ckpt=None, restore=None):
             signal.signal(signal.SIGTERM, old)
 
 
+def _open(job, refusal, spin_wait=False, queue_depth=0):
+    """The job's client, opened (waiting for the servers) when it has none. A stopped job's
+    tables are refused rather than served by a client of their own, which would take this
+    worker's id from the job init() started since."""
+    with job.lock:
+        if job.stopped:
+            raise Error("wharf.stop() ended the job of this table: call wharf.init() again "
+                        "and take the new job's tables")
+        if job.client is None:
+            if job.config.role != "worker":
+                raise Error(refusal % job.config.role)
+            c = _wharf.Client.__new__(_wharf.Client)
+            job.opening = c  # stop() closes it: the wait for the servers ends
+            try:
+                c.__init__(job.config, job.model, spin_wait, queue_depth)
+            finally:
+                job.opening = None
+            job.client = c
+        return job.client
+
+
 def _client(job):
     c = job.client
     if c is not None:
         return c
-    with job.lock:
-        if job.client is None:
-            if job.config.role != "worker":
-                raise Error("this node's role is %s: only a worker calls the servers" %
-                            job.config.role)
-            job.client = _wharf.Client(job.config, job.model)
-        return job.client
+    return _open(job, "this node's role is %s: only a worker calls the servers")
 
 
 def init_worker(spin_wait=False, queue_depth=0):
     """Connects this worker to every server, waiting for them as the executables do (up to
     the wait timeout: wharf.TimeoutError). The first call on a table does it too."""
-    job = _need()
-    with job.lock:
-        if job.client is None:
-            if job.config.role != "worker":
-                raise Error("init_worker: this node's role is %s" % job.config.role)
-            job.client = _wharf.Client(job.config, job.model, spin_wait, queue_depth)
-    return job.client
+    return _open(_need(), "init_worker: this node's role is %s", spin_wait, queue_depth)
 
 
-def stop_worker():
-    """Completes what is in flight and disconnects (the tables can be used again after)."""
-    job = _need()
+def _close_client(job):
     with job.lock:
         c, job.client = job.client, None
     if c is not None:
         c.close()
 
 
+def stop_worker():
+    """Completes what is in flight and disconnects (the tables can be used again after)."""
+    _close_client(_need())
+
+
 def stop():
     """Stops this process's servers (from any thread or a signal handler) and closes the
-    worker's client; init() may be called again after."""
+    worker's client, ending a wait for the servers (init_worker() then raises wharf.Error,
+    errno ECANCELED); init() may be called again after, and the tables of the stopped job
+    are refused."""
     global _job
     job = _job
     if job is None:
         return
+    job.stopped = True
     if job.serving:
         # The library remembers a stop until a run ends: asked for only while one runs.
         _wharf.server_stop()
-    stop_worker()
+    opening = job.opening
+    if opening is not None:
+        opening.close()  # before the lock, which the opening thread holds
+    _close_client(job)
     _job = None
 
 
