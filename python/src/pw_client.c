@@ -221,6 +221,9 @@ static int client_close_now(struct pw_client *c)
 		struct pw_req *r = c->reqs;
 		bool done;
 
+		/* Held across the wait: the thread whose request it is may reap and drop it
+		 * meanwhile (a blocking call's, or a Request deleted). */
+		Py_INCREF(r);
 		Py_BEGIN_ALLOW_THREADS
 		done = pw_req_wait_slice(r, 100);
 		Py_END_ALLOW_THREADS
@@ -228,6 +231,7 @@ static int client_close_now(struct pw_client *c)
 			pw_req_reap(r);
 		else
 			close_signals(c, exc);
+		Py_DECREF(r);
 	}
 	Py_CLEAR(c->orphans);
 	Py_BEGIN_ALLOW_THREADS
