@@ -301,6 +301,37 @@ bool dn_port_link_up(const struct dn_port *p)
 	return rte_eth_link_get_nowait(p->port_id, &link) == 0 && link.link_status;
 }
 
+static int queues_setup(struct dn_port *p, const struct rte_eth_dev_info *di,
+			const struct rte_eth_conf *conf, uint16_t nb_rxd, uint16_t nb_txd,
+			char *err, size_t errlen)
+{
+	int ret;
+
+	for (uint16_t q = 0; q < p->nb_queues; q++) {
+		struct rte_mempool *mp = pool_for_queue(p, q);
+		struct rte_eth_txconf txc = di->default_txconf;
+		int socket = mp->socket_id;
+
+		txc.offloads = conf->txmode.offloads;
+		/*
+		 * With TSO a zero-copy send is a few large frames, and virtio frees sent mbufs
+		 * (releasing the payload they carry) only when fewer than tx_free_thresh ring
+		 * entries are left, and has no tx_done_cleanup: free at every burst instead.
+		 */
+		if (p->tso)
+			txc.tx_free_thresh = (uint16_t)(nb_txd - 4u);
+		ret = rte_eth_rx_queue_setup(p->port_id, q, nb_rxd, socket, NULL, mp);
+		if (ret == 0)
+			ret = rte_eth_tx_queue_setup(p->port_id, q, nb_txd, socket, &txc);
+		if (ret != 0) {
+			snprintf(err, errlen, "port %u queue %u setup: %s", p->port_id, q,
+				 rte_strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
 static int port_configure(struct dn_port *p, char *err, size_t errlen)
 {
 	struct rte_eth_dev_info di;
@@ -355,29 +386,31 @@ static int port_configure(struct dn_port *p, char *err, size_t errlen)
 	ret = pools_create(p, err, errlen);
 	if (ret != 0)
 		return ret;
-	for (uint16_t q = 0; q < p->nb_queues; q++) {
-		struct rte_mempool *mp = pool_for_queue(p, q);
-		struct rte_eth_txconf txc = di.default_txconf;
-		int socket = mp->socket_id;
-
-		txc.offloads = conf.txmode.offloads;
+	ret = queues_setup(p, &di, &conf, nb_rxd, nb_txd, err, errlen);
+	if (ret != 0)
+		return ret;
+	ret = rte_eth_dev_start(p->port_id);
+	if (ret != 0 && p->rx_intr) {
 		/*
-		 * With TSO a zero-copy send is a few large frames, and virtio frees sent mbufs
-		 * (releasing the payload they carry) only when fewer than tx_free_thresh ring
-		 * entries are left, and has no tx_done_cleanup: free at every burst instead.
+		 * Rx interrupts refused at start, not at configure (ixgbe past 15 queues, a device
+		 * short of MSI-X vectors): configured again without them, the idle loop backs off
+		 * with sleeps instead.
 		 */
-		if (p->tso)
-			txc.tx_free_thresh = (uint16_t)(nb_txd - 4u);
-		ret = rte_eth_rx_queue_setup(p->port_id, q, nb_rxd, socket, NULL, mp);
-		if (ret == 0)
-			ret = rte_eth_tx_queue_setup(p->port_id, q, nb_txd, socket, &txc);
+		DN_LOG(WARNING, "port %u (%s): start with Rx interrupts: %s; starting without",
+		       p->port_id, di.driver_name, rte_strerror(-ret));
+		conf.intr_conf.rxq = 0;
+		p->rx_intr = p->keep_at_exit = false;
+		ret = rte_eth_dev_configure(p->port_id, p->nb_queues, p->nb_queues, &conf);
 		if (ret != 0) {
-			snprintf(err, errlen, "port %u queue %u setup: %s", p->port_id, q,
-				 rte_strerror(-ret));
+			snprintf(err, errlen, "port %u (%s): configure without Rx interrupts: %s",
+				 p->port_id, di.driver_name, rte_strerror(-ret));
 			return ret;
 		}
+		ret = queues_setup(p, &di, &conf, nb_rxd, nb_txd, err, errlen);
+		if (ret != 0)
+			return ret;
+		ret = rte_eth_dev_start(p->port_id);
 	}
-	ret = rte_eth_dev_start(p->port_id);
 	if (ret != 0) {
 		snprintf(err, errlen, "port %u start: %s", p->port_id, rte_strerror(-ret));
 		return ret;
