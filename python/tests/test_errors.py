@@ -27,6 +27,7 @@ def refused(exc, match, fn, *args, **kw):
     ([1, 2, 3], TypeError, r"keys: expected a NumPy uint64 array .* got list"),
     (np.arange(6, dtype=np.uint64)[::2], ValueError, r"keys: expected a C-contiguous array"),
     (K3.reshape(3, 1), ValueError, r"keys: expected a 1-D array, got shape \(3, 1\)"),
+    (np.array(3, np.uint64), ValueError, r"keys: expected a 1-D array, got shape \(\)"),
     (K3.astype(">u8"), ValueError, r"keys: expected native byte order"),
 ])
 def test_bad_keys(job, bad, exc, match):

@@ -180,7 +180,8 @@ class SparseTable(_Table):
     def _out(self, keys, out):
         if out is not None:
             return out
-        n = len(keys) if hasattr(keys, "__len__") else 0
+        # 0-d keys (an array of no length) are left for the call to refuse by their shape.
+        n = len(keys) if hasattr(keys, "__len__") and getattr(keys, "ndim", 1) > 0 else 0
         return np.empty((n, self.dim), dtype=np.float32)
 
     def pull(self, keys, out=None):
