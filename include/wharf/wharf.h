@@ -177,7 +177,8 @@ struct wharf_client_opts {
  * Connects worker wharf_config_index(c) to every server: starts the client's network thread
  * (protocol dpdk: brings up EAL inside the library, once per process), waits for the servers
  * as the executables do (wait_timeout_s), checks that they serve model m, and says hello.
- * opts may be NULL. The client then takes calls from any thread.
+ * opts may be NULL. The client then takes calls from any thread. c and m must stay valid
+ * until wharf_client_close: the network thread reads them (reconnecting, for one).
  */
 int wharf_client_open(const struct wharf_config *c, const struct wharf_model *m,
 		      const struct wharf_client_opts *opts, struct wharf_client **out);

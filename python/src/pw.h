@@ -87,6 +87,8 @@ struct pw_req;
 struct pw_client {
 	PyObject_HEAD
 	struct wharf_client *cl;
+	PyObject *config;           /* the struct pw_config it was opened with (the library
+				     * reads it until the client is closed) */
 	PyObject *model;            /* the struct pw_model it serves */
 	struct pw_table_info *tables;
 	uint32_t n_tables;

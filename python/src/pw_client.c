@@ -171,6 +171,8 @@ static int client_init(PyObject *self, PyObject *args, PyObject *kw)
 	}
 	Py_INCREF(model_obj);
 	c->model = model_obj;
+	Py_INCREF(cfg_obj); /* the library reads the config until the close (recovery, lanes) */
+	c->config = cfg_obj;
 	return 0;
 }
 
@@ -271,6 +273,7 @@ static void client_dealloc(PyObject *self)
 	}
 	PyErr_Restore(et, ev, tb);
 	Py_CLEAR(c->model);
+	Py_CLEAR(c->config);
 	PyMem_Free(c->tables);
 	Py_TYPE(self)->tp_free(self);
 }

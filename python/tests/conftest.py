@@ -174,18 +174,22 @@ def next_port():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "modes(*names): run only in the jobs of these modes")
+    config.addinivalue_line("markers", "protocols(*names): run only in the jobs of these "
+                            "protocols")
 
 
 def pytest_collection_modifyitems(config, items):
-    """A test marked modes(...) runs in the jobs of those modes only (deselected, not
-    skipped, elsewhere: it does not apply there)."""
+    """A test marked modes(...) or protocols(...) runs in the jobs of those modes or protocols
+    only (deselected, not skipped, elsewhere: it does not apply there)."""
     keep, drop = [], []
     for it in items:
-        marker = it.get_closest_marker("modes")
         spec = getattr(it, "callspec", None)
-        mode = spec.params["job"][1] if spec is not None and "job" in spec.params else None
-        (drop if marker is not None and mode is not None and mode not in marker.args
-         else keep).append(it)
+        job = spec.params["job"] if spec is not None and "job" in spec.params else None
+        off = False
+        for name, i in (("modes", 1), ("protocols", 0)):
+            marker = it.get_closest_marker(name)
+            off = off or (marker is not None and job is not None and job[i] not in marker.args)
+        (drop if off else keep).append(it)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

@@ -147,11 +147,13 @@ def test_a_barrier_step_out_of_range_is_refused_not_wrapped(job):
 
 
 @pytest.mark.modes("async")
+@pytest.mark.protocols("kernel")
 def test_a_close_while_threads_call_ends_each_call_cleanly(job):
     """stop_worker() while four threads pull, blocking and through Requests they wait for
     and drop: each call completes or raises wharf.Error (EBADF: closed), and the close does
     not touch a Request its thread freed meanwhile (it did: a use after free that
-    AddressSanitizer showed in a few rounds)."""
+    AddressSanitizer showed in a few rounds). Kernel TCP only: it opens the client ten
+    times, and a DPDK process brings up its one client for its life."""
     import threading
     emb = wharf.table("emb")
     keys = np.arange(64, dtype=np.uint64)
@@ -348,6 +350,26 @@ def sigint_in(secs):
     t = threading.Timer(secs, os.kill, (os.getpid(), signal.SIGINT))
     t.start()
     return t
+
+
+def test_a_client_keeps_its_config_alive():
+    """The library reads a client's config until it is closed (a reconnect reads the servers'
+    endpoints from it): the Client holds a reference to its Config, so a caller that drops
+    its own (gone_server does) does not leave the network thread reading freed memory."""
+    import sys
+    ps, flags = own_server(60, "async")
+    try:
+        cfg = _wharf.Config(flags + ["--role", "worker", "--task-index", "0"])
+        m = _wharf.Model()
+        m.add("emb", dim=4)
+        before = sys.getrefcount(cfg)
+        c = _wharf.Client(cfg, m)
+        assert sys.getrefcount(cfg) == before + 1
+        c.close()
+        del c
+        assert sys.getrefcount(cfg) == before
+    finally:
+        ps.stop()
 
 
 def test_ctrl_c_during_a_call_to_a_server_that_went_away():
