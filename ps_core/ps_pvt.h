@@ -235,6 +235,24 @@ static inline void ps_span_init(struct ps_span *s, const struct tl_msg_view *v, 
 /* Record at body offset o when it is not inside [lo, hi): moves the cursor there. */
 const uint8_t *ps_span_slow(struct ps_span *s, uint32_t o, void *tmp);
 
+/* Is record p inside the piece the span stands in (ps_span_at reads it in place)? */
+static inline bool ps_span_here(const struct ps_span *s, uint32_t p)
+{
+	uint32_t o = s->off + p * s->size;
+
+	return o >= s->lo && o + s->size <= s->hi;
+}
+
+#define PS_SPAN_PIECES 16 /* parts ps_span_pieces hands out: a 4 KiB row over 536-byte pieces */
+/*
+ * Record p of a span of floats as the parts of the body it lies in, in order: their count
+ * (pointers in ptr, byte counts in len, each a whole number of floats), or 0 when there
+ * would be more than max (read it with ps_span_at). A float that a piece boundary splits is
+ * put together in carry (max * 4 bytes) and is a part of its own; the rest is read in place.
+ */
+uint32_t ps_span_pieces(struct ps_span *s, uint32_t p, const uint8_t **ptr, uint32_t *len,
+			uint32_t max, uint8_t *carry);
+
 static inline const uint8_t *ps_span_at(struct ps_span *s, uint32_t p, void *tmp)
 {
 	uint32_t o = s->off + p * s->size;
@@ -412,27 +430,55 @@ static inline bool ps_any4(ps_v4u bad) { return (bad[0] | bad[1] | bad[2] | bad[
  * its copy back; the two passes compute the same expression, so the stored values are the
  * checked ones.
  */
-static inline bool ps_sgd_inplace(const struct ps_table *t, float *restrict w,
-				  const uint8_t *restrict g)
+/* Would w - lr * g, n floats, be finite everywhere? */
+static inline bool ps_sgd_ok(const float *w, const uint8_t *g, uint32_t n, float lr)
 {
-	const float lr = t->cfg.op.lr;
-	uint32_t j, d = t->cfg.dim;
 	ps_v4u bad = { 0, 0, 0, 0 };
 	ps_v4f x;
+	uint32_t j;
 
-	for (j = 0; j + 4 <= d; j += 4) {
+	for (j = 0; j + 4 <= n; j += 4) {
 		x = ps_v4f_ld(w + j) - lr * ps_v4f_ld(g + 4 * j);
 		bad |= ps_nonfinite4((ps_v4u)x);
 	}
-	for (; j < d; j++)
+	for (; j < n; j++)
 		if (ps_nonfinite1(w[j] - lr * ps_ldf(g, j)))
 			return false;
-	if (PS_UNLIKELY(ps_any4(bad)))
-		return false;
-	for (j = 0; j + 4 <= d; j += 4)
+	return !ps_any4(bad);
+}
+static inline void ps_sgd_step(float *restrict w, const uint8_t *restrict g, uint32_t n,
+			       float lr)
+{
+	uint32_t j;
+
+	for (j = 0; j + 4 <= n; j += 4)
 		ps_v4f_st(w + j, ps_v4f_ld(w + j) - lr * ps_v4f_ld(g + 4 * j));
-	for (; j < d; j++)
+	for (; j < n; j++)
 		w[j] = w[j] - lr * ps_ldf(g, j);
+}
+static inline bool ps_sgd_inplace(const struct ps_table *t, float *restrict w,
+				  const uint8_t *restrict g)
+{
+	if (PS_UNLIKELY(!ps_sgd_ok(w, g, t->cfg.dim, t->cfg.op.lr)))
+		return false;
+	ps_sgd_step(w, g, t->cfg.dim, t->cfg.op.lr);
+	return true;
+}
+/*
+ * ps_sgd_inplace with the gradient in np pieces as received (piece k: gl[k] bytes at gp[k],
+ * each a whole number of floats, together the row's dim): read in place, nothing copied.
+ */
+static inline bool ps_sgd_pieces(const struct ps_table *t, float *restrict w,
+				 const uint8_t *const *gp, const uint32_t *gl, uint32_t np)
+{
+	const float lr = t->cfg.op.lr;
+	uint32_t k, j;
+
+	for (k = 0, j = 0; k < np; j += gl[k++] / 4)
+		if (PS_UNLIKELY(!ps_sgd_ok(w + j, gp[k], gl[k] / 4, lr)))
+			return false;
+	for (k = 0, j = 0; k < np; j += gl[k++] / 4)
+		ps_sgd_step(w + j, gp[k], gl[k] / 4, lr);
 	return true;
 }
 

@@ -527,6 +527,41 @@ static inline bool apply_one(struct ps_shard *sh, uint32_t ti, struct ps_table *
 }
 
 /*
+ * apply_one's plain SGD (see apply_op) of row r from gradient record p, which is not in the
+ * piece g stands in: read in place from the pieces it lies in (a row of dim 1024 lies in
+ * three or four MTU-sized ones; only a float split between two is put together), copied
+ * into tmp only when it lies in more than PS_SPAN_PIECES parts.
+ */
+static bool sgd_spanning(struct ps_shard *sh, struct ps_table *t, struct ps_span *g, uint32_t r,
+			 uint32_t p, float *tmp)
+{
+	const uint8_t *gp[PS_SPAN_PIECES];
+	uint8_t carry[PS_SPAN_PIECES * 4];
+	uint32_t gl[PS_SPAN_PIECES], np = ps_span_pieces(g, p, gp, gl, PS_SPAN_PIECES, carry);
+	bool ok = np > 0 ? ps_sgd_pieces(t, ps_row_val(t, r), gp, gl, np)
+			 : ps_sgd_inplace(t, ps_row_val(t, r), ps_span_at(g, p, tmp));
+
+	if (PS_UNLIKELY(!ok))
+		count(&sh->n_nonfinite, 1);
+	return ok;
+}
+
+/* sum += gradient record p of d floats, read in place as sgd_spanning reads one. */
+static void add_record(struct ps_span *g, float *sum, uint32_t p, uint32_t d, float *tmp)
+{
+	const uint8_t *gp[PS_SPAN_PIECES];
+	uint8_t carry[PS_SPAN_PIECES * 4];
+	uint32_t gl[PS_SPAN_PIECES], np, k, j;
+
+	if (!ps_span_here(g, p) && (np = ps_span_pieces(g, p, gp, gl, PS_SPAN_PIECES, carry)) > 0) {
+		for (k = 0, j = 0; k < np; j += gl[k++] / 4)
+			ps_add_bytes(sum + j, gp[k], gl[k] / 4);
+		return;
+	}
+	ps_add_bytes(sum, ps_span_at(g, p, tmp), d);
+}
+
+/*
  * The op's gradients into its rows (all of them rows: none PS_ROW_NONE); returns the rows
  * refused. dups: the push has repeats, chained in sh->chain (struct ps_dups): each first
  * occurrence gets the sum of its chain, in request order.
@@ -537,22 +572,29 @@ static uint32_t apply_op(struct ps_shard *sh, struct ps_table *t, const struct p
 	uint32_t d = t->cfg.dim, i, k, n = op->n, *nxt = sh->chain, *tail = nxt + n;
 	uint32_t ti = op->table, refused = 0;
 	bool plain = sh->srv->cfg.mode == PS_MODE_ASYNC && !sh->snap && !t->upd_off;
+	bool sgd = plain && t->cfg.optim == PS_OPT_SGD;
 	const uint32_t *idx = op->idx;
 	float tmp[PS_MAX_DIM];
 	struct ps_span g; /* the gradients, in place */
 
 	ps_span_init(&g, op->v, op->vals_off, d * 4);
 	for (i = 0; i < n; i++) {
+		uint32_t p = idx ? idx[i] : i;
 		const uint8_t *gp;
 		if (dups && tail[i] == UINT32_MAX)
 			continue; /* a repeat: in its first occurrence's sum */
-		gp = ps_span_at(&g, idx ? idx[i] : i, tmp);
 		if (dups && nxt[i] != UINT32_MAX) {
 			float *sum = sh->merge;
-			memcpy(sum, gp, d * sizeof(float));
+			if ((gp = ps_span_at(&g, p, sum)) != (const uint8_t *)sum)
+				memcpy(sum, gp, d * sizeof(float));
 			for (k = nxt[i]; k != UINT32_MAX; k = nxt[k])
-				ps_add_bytes(sum, ps_span_at(&g, idx ? idx[k] : k, tmp), d);
+				add_record(&g, sum, idx ? idx[k] : k, d, tmp);
 			gp = (const uint8_t *)sum;
+		} else if (sgd && !ps_span_here(&g, p)) {
+			refused += !sgd_spanning(sh, t, &g, rows[i], p, tmp);
+			continue;
+		} else {
+			gp = ps_span_at(&g, p, tmp);
 		}
 		refused += !apply_one(sh, ti, t, plain, rows[i], gp);
 	}

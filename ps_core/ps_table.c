@@ -580,6 +580,53 @@ const uint8_t *ps_span_slow(struct ps_span *s, uint32_t o, void *tmp)
 	return p;
 }
 
+uint32_t ps_span_pieces(struct ps_span *s, uint32_t p, const uint8_t **ptr, uint32_t *len,
+			uint32_t max, uint8_t *carry)
+{
+	uint32_t o = s->off + p * s->size, left = s->size, n = 0, avail, part = 0, k;
+	const uint8_t *q;
+
+	while (left > 0) {
+		/* The request's length was checked against its record count: never past it. */
+		if ((q = tl_cur_span(&s->cur, o, &avail)) == NULL)
+			return 0;
+		s->base = q - o;
+		s->lo = o;
+		s->hi = o + avail;
+		if (avail > left)
+			avail = left;
+		o += avail;
+		left -= avail;
+		if (part > 0) { /* the rest of a float the previous piece began */
+			k = 4 - part < avail ? 4 - part : avail;
+			memcpy(carry + part, q, k);
+			part += k;
+			q += k;
+			avail -= k;
+			if (part < 4)
+				continue;
+			if (n == max)
+				return 0;
+			ptr[n] = carry;
+			len[n++] = 4;
+			carry += 4;
+			part = 0;
+		}
+		if (avail >= 4) {
+			if (n == max)
+				return 0;
+			ptr[n] = q;
+			len[n++] = avail & ~3u;
+		}
+		if ((part = avail & 3) != 0) { /* a float this piece only begins: a part more */
+			if (n == max)
+				return 0;
+			memcpy(carry, q + (avail & ~3u), part);
+		}
+	}
+	return n;
+}
+
 /*
  * The lookup pipeline (rows[] holds the hashes ahead of the key being resolved): key j is
  * hashed and its home slot prefetched PS_PF_DIST keys ahead of the row prefetch, which

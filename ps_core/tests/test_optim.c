@@ -76,7 +76,11 @@ static void ref_step(const struct ps_table_config *t, struct ref_row *r, const f
 	}
 }
 
-static void run_optim(enum ps_optim_kind k)
+/*
+ * STEPS pushes of KEYS rows through optimizer k, the request bodies cut into pieces of split
+ * bytes as received, against the double-precision reference.
+ */
+static void run_optim(enum ps_optim_kind k, uint32_t split)
 {
 	struct ps_table_config t = pt_table(9, DIM, k);
 	struct pt_cluster *c;
@@ -91,7 +95,7 @@ static void run_optim(enum ps_optim_kind k)
 	t.init_b = 0.1f;
 	t.seed = 3;
 	assert_int_equal(pt_cluster_create(2, 3, PS_MODE_ASYNC, 1, &t, 1, &c), 0);
-	c->split = 13; /* odd views: gradients straddle pieces */
+	c->split = split;
 	for (i = 0; i < KEYS; i++)
 		keys[i] = 100 + i * 1001;
 	assert_int_equal(pt_pull(c, 0, 9, DIM, keys, KEYS, out), 0);
@@ -122,10 +126,21 @@ static void run_optim(enum ps_optim_kind k)
 	pt_cluster_destroy(c);
 }
 
-static void test_optim_sgd_matches_reference(void **s) { (void)s; run_optim(PS_OPT_SGD); }
-static void test_optim_adagrad_matches_reference(void **s) { (void)s; run_optim(PS_OPT_ADAGRAD); }
-static void test_optim_adam_matches_reference(void **s) { (void)s; run_optim(PS_OPT_ADAM); }
-static void test_optim_ftrl_matches_reference(void **s) { (void)s; run_optim(PS_OPT_FTRL); }
+/* Pieces of 13 bytes: floats split between pieces (SGD: put together, the rest in place). */
+static void test_optim_sgd_matches_reference(void **s) { (void)s; run_optim(PS_OPT_SGD, 13); }
+static void test_optim_adagrad_matches_reference(void **s) { (void)s; run_optim(PS_OPT_ADAGRAD, 13); }
+static void test_optim_adam_matches_reference(void **s) { (void)s; run_optim(PS_OPT_ADAM, 13); }
+static void test_optim_ftrl_matches_reference(void **s) { (void)s; run_optim(PS_OPT_FTRL, 13); }
+/*
+ * Pieces of whole floats shorter than a row (12 and 20 bytes against rows of 32): SGD reads
+ * each row's gradient in place from the three or four pieces it lies in (ps_sgd_pieces).
+ */
+static void test_optim_sgd_rows_over_pieces_match_reference(void **s)
+{
+	(void)s;
+	run_optim(PS_OPT_SGD, 12);
+	run_optim(PS_OPT_SGD, 20);
+}
 
 /* A reference that differs must make the comparison fail: the check has teeth. */
 static void test_optim_reference_detects_wrong_lr(void **state)
@@ -247,24 +262,28 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ft
 
 /*
  * SGD checks a row's new values before it writes any: one float that would overflow, in any
- * lane of the four-wide loop or in the tail past it (dims 16 and 7), keeps the whole row as it
- * was, while the push's other row is applied exactly (w - lr * g, computed in float).
+ * lane of the four-wide loop or in the tail past it (dims 16, 7, 19), keeps the whole row as it
+ * was, while the push's other row is applied exactly (w - lr * g, computed in float). The
+ * same with the request received in pieces: of whole floats (12 and 20 bytes: the row read
+ * in place from each piece, the overflow in any of them), of 6 bytes (floats split between
+ * two put together) and of 3 (dim 19: more parts than PS_SPAN_PIECES, the row copied whole).
  */
 static void test_optim_sgd_one_lane_overflow_keeps_row(void **state)
 {
-	static const uint32_t dims[2] = { 16, 7 };
+	static const uint32_t dims[3] = { 16, 7, 19 }, splits[5] = { 0, 12, 20, 6, 3 };
 
 	(void)state;
-	for (uint32_t di = 0; di < 2; di++) {
-		uint32_t d = dims[di];
+	for (uint32_t di = 0; di < 15; di++) {
+		uint32_t d = dims[di % 3], split = splits[di / 3];
 		for (uint32_t lane = 0; lane < d; lane++) {
 			struct ps_table_config t = pt_table(1, d, PS_OPT_SGD);
 			uint64_t keys[2] = { 5, 6 };
-			float g[2 * 16], w0[2 * 16], out[2 * 16], big[16];
+			float g[2 * 19], w0[2 * 19], out[2 * 19], big[19];
 			struct pt_cluster *c;
 
 			t.op.lr = 1;
 			assert_int_equal(pt_cluster_create(1, 2, PS_MODE_ASYNC, 1, &t, 1, &c), 0);
+			c->split = split;
 			for (uint32_t j = 0; j < d; j++)
 				big[j] = j == lane ? -BIG : 0.5f;
 			assert_int_equal(pt_push(c, 0, 1, d, keys, 1, big), 0);
@@ -397,6 +416,7 @@ int main(void)
 		cmocka_unit_test(test_optim_adagrad_matches_reference),
 		cmocka_unit_test(test_optim_adam_matches_reference),
 		cmocka_unit_test(test_optim_ftrl_matches_reference),
+		cmocka_unit_test(test_optim_sgd_rows_over_pieces_match_reference),
 		cmocka_unit_test(test_optim_reference_detects_wrong_lr),
 		cmocka_unit_test(test_optim_bad_params_refused_at_create),
 		cmocka_unit_test(test_optim_nonfinite_update_refused_row_kept),

@@ -77,23 +77,33 @@ static void test_server_push_pull_one_round_trip(void **state)
 	pt_cluster_destroy(c);
 }
 
+/*
+ * A key three times in a push is applied once, with the sum of its gradients; the request
+ * whole and received in pieces (whole floats; floats split between pieces): the repeats'
+ * gradients are added from the pieces they lie in.
+ */
 static void test_server_duplicate_keys_merged_before_apply(void **state)
 {
-	struct pt_cluster *c = mk(1, 2);
-	uint64_t dup[3] = { 42, 43, 42 }, one[2] = { 42, 43 };
-	float g[12] = { 1, 2, 3, 4, 5, 5, 5, 5, 3, 2, 1, 0 };
-	float gm[8] = { 4, 4, 4, 4, 5, 5, 5, 5 }, a[8], b[8];
+	static const uint32_t splits[4] = { 0, 12, 6, 5 };
+	uint64_t dup[4] = { 42, 43, 42, 42 }, one[2] = { 42, 43 };
+	float g[16] = { 1, 2, 3, 4, 5, 5, 5, 5, 3, 2, 1, 0, 0.5f, 0.25f, 1, 2 };
+	float gm[8] = { 4.5f, 4.25f, 5, 6, 5, 5, 5, 5 }, a[8], b[8];
+	struct pt_cluster *c;
 
 	(void)state;
-	/* Adagrad is not additive: two applies of g1, g2 differ from one apply of g1+g2. */
-	assert_int_equal(pt_push(c, 0, 2, 4, dup, 3, g), 0);
-	assert_int_equal(pt_pull(c, 0, 2, 4, one, 2, a), 0);
-	pt_cluster_destroy(c);
 	c = mk(1, 2);
+	/* Adagrad is not additive: applies of g1, g2, g3 differ from one apply of their sum. */
 	assert_int_equal(pt_push(c, 0, 2, 4, one, 2, gm), 0);
 	assert_int_equal(pt_pull(c, 0, 2, 4, one, 2, b), 0);
-	assert_memory_equal(a, b, sizeof(a));
 	pt_cluster_destroy(c);
+	for (uint32_t i = 0; i < 4; i++) {
+		c = mk(1, 2);
+		c->split = splits[i];
+		assert_int_equal(pt_push(c, 0, 2, 4, dup, 4, g), 0);
+		assert_int_equal(pt_pull(c, 0, 2, 4, one, 2, a), 0);
+		assert_memory_equal(a, b, sizeof(a));
+		pt_cluster_destroy(c);
+	}
 }
 
 static void test_server_dense_push_pull_split_by_range(void **state)
