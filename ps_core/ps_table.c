@@ -599,10 +599,9 @@ uint32_t ps_span_pieces(struct ps_span *s, uint32_t p, const uint8_t **ptr, uint
 		left -= avail;
 		if (part > 0) { /* the rest of a float the previous piece began */
 			k = 4 - part < avail ? 4 - part : avail;
-			memcpy(carry + part, q, k);
-			part += k;
-			q += k;
 			avail -= k;
+			while (k-- > 0) /* 1 to 3 bytes: no call to memcpy */
+				carry[part++] = *q++;
 			if (part < 4)
 				continue;
 			if (n == max)
@@ -621,7 +620,8 @@ uint32_t ps_span_pieces(struct ps_span *s, uint32_t p, const uint8_t **ptr, uint
 		if ((part = avail & 3) != 0) { /* a float this piece only begins: a part more */
 			if (n == max)
 				return 0;
-			memcpy(carry, q + (avail & ~3u), part);
+			for (k = 0; k < part; k++)
+				carry[k] = q[(avail & ~3u) + k];
 		}
 	}
 	return n;

@@ -430,6 +430,10 @@ static void test_ctl_live_server_locked(void **state)
 	for (int i = 0; i < 100 && access(path, R_OK) != 0; i++)
 		usleep(50000);
 	assert_int_equal(ps_ctl_token_read(path, tok, sizeof(tok), "t", f->err, sizeof(f->err)), 0);
+	/* The token is made before the server listens: wait for it as a readiness probe does. */
+	for (int i = 0; i < 100 && ps_ctl_request(&ep, NULL, "health", 3000, out, sizeof(out),
+						  f->err, sizeof(f->err)) != 0; i++)
+		usleep(50000);
 
 	ctl(f, NULL, "health", "ok ready ps 0");                /* a probe needs no token */
 	ctl(f, NULL, "status", "error status: no control token given");
