@@ -427,10 +427,21 @@ void dn_sleep_slack_end(unsigned long was);
  * rte_pdump capture (call once after EAL init), and lists an lcore context for telemetry.
  */
 int dn_obs_init(void);
+/* Lists lc in the first free slot of DN_MAX_LCORES (slots of unregistered ones are reused);
+ * -ENOSPC when every slot is taken. */
 int dn_obs_register(struct dn_lcore *lc);
-/* dn_lcore_destroy does it: the context leaves the list (a telemetry read already past the
- * list may still be reading it: query a node that is not shutting down). */
+/*
+ * dn_lcore_destroy does it: the context leaves the list, and the call returns once no
+ * telemetry read holds any listed context (one that found lc before it left may be
+ * reading it), so the context can be freed.
+ */
 void dn_obs_unregister(struct dn_lcore *lc);
+/*
+ * A telemetry handler's read of slot i: the context listed there (NULL: none), which stays
+ * valid until dn_obs_put. Every dn_obs_get, NULL or not, is followed by one dn_obs_put.
+ */
+const struct dn_lcore *dn_obs_get(unsigned i);
+void dn_obs_put(void);
 
 /* Parses "a.b.c.d" or "a.b.c.d/len" into host-order address and prefix. 0 or -EINVAL. */
 int dn_parse_ipv4(const char *s, uint32_t *ip, uint8_t *prefix_len);

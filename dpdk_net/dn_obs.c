@@ -7,65 +7,77 @@
  *
  * Telemetry runs its handlers on its own thread and DPDK 22.11 gives handlers no user
  * argument, so the registry of lcore contexts is file-scope state. Lanes register from
- * their own threads at once: each claims a slot with an atomic add and publishes its context
- * there with a release store; the telemetry thread reads a slot with an acquire load, and a
- * slot not yet published (or cleared by dn_lcore_destroy) reads as no context. The
- * counters themselves are plain 64-bit words written by their lcore; an aligned 64-bit
- * load never tears on the platforms DPDK runs on, so a reader sees each counter at some
- * recent value.
+ * their own threads at once: each takes a free slot with a compare-and-swap that publishes
+ * its context there; a slot that is empty (never taken, or cleared by dn_lcore_destroy)
+ * reads as no context. A handler that reads a context holds it: it counts itself in
+ * obs_readers before it loads the slot (dn_obs_get) and out after (dn_obs_put), and
+ * dn_obs_unregister clears the slot and then waits until no handler is in, so the context
+ * is never freed under a read. (All four operations are sequentially consistent: either the
+ * handler's load sees the slot cleared, or the unregister's load sees the handler in.) A
+ * handler runs for microseconds and the wait happens only when a lane is destroyed; the
+ * lcore never waits otherwise. The counters themselves are plain 64-bit words written by
+ * their lcore; an aligned 64-bit load never tears on the platforms DPDK runs on, so a
+ * reader sees each counter at some recent value.
  */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <rte_pause.h>
 #include <rte_pdump.h>
 #include <rte_telemetry.h>
 
 #include "dpdk_net/dn_pvt.h"
 
 static struct dn_lcore *_Atomic obs_lcores[DN_MAX_LCORES];
-static _Atomic unsigned obs_count; /* slots claimed */
+static _Atomic unsigned obs_readers; /* handlers holding a context (dn_obs_get) */
 
-static unsigned obs_claimed(void)
+const struct dn_lcore *dn_obs_get(unsigned i)
 {
-	unsigned n = atomic_load_explicit(&obs_count, memory_order_relaxed);
-
-	return n < DN_MAX_LCORES ? n : DN_MAX_LCORES;
+	atomic_fetch_add_explicit(&obs_readers, 1, memory_order_seq_cst);
+	return i < DN_MAX_LCORES ? atomic_load_explicit(&obs_lcores[i], memory_order_seq_cst) : NULL;
 }
 
-/* acquire: pairs with the release store in dn_obs_register. */
-static const struct dn_lcore *obs_slot(unsigned i)
+void dn_obs_put(void)
 {
-	return atomic_load_explicit(&obs_lcores[i], memory_order_acquire);
+	atomic_fetch_sub_explicit(&obs_readers, 1, memory_order_release);
 }
 
 static int obs_lcores_cmd(const char *cmd, const char *params, struct rte_tel_data *d)
 {
-	unsigned n = obs_claimed();
-
 	(void)cmd;
 	(void)params;
 	rte_tel_data_start_array(d, RTE_TEL_INT_VAL);
-	for (unsigned i = 0; i < n; i++)
-		if (obs_slot(i) != NULL)
+	for (unsigned i = 0; i < DN_MAX_LCORES; i++) /* slots are only tested, never read */
+		if (atomic_load_explicit(&obs_lcores[i], memory_order_relaxed) != NULL)
 			rte_tel_data_add_array_int(d, (int)i);
 	return 0;
 }
 
+static void obs_stats_fill(const struct dn_lcore *lc, struct rte_tel_data *d);
+
 static int obs_stats_cmd(const char *cmd, const char *params, struct rte_tel_data *d)
 {
-	unsigned n = obs_claimed();
+	const struct dn_lcore *lc;
 	char *end;
 	long i;
-	const struct dn_lcore *lc;
 
 	(void)cmd;
 	if (params == NULL || *params == '\0')
 		return -EINVAL;
 	i = strtol(params, &end, 10);
-	if (*end != '\0' || i < 0 || (unsigned long)i >= n || (lc = obs_slot((unsigned)i)) == NULL)
+	if (*end != '\0' || i < 0 || i >= DN_MAX_LCORES)
 		return -EINVAL;
+	lc = dn_obs_get((unsigned)i);
+	if (lc != NULL)
+		obs_stats_fill(lc, d);
+	dn_obs_put();
+	return lc != NULL ? 0 : -EINVAL;
+}
+
+static void obs_stats_fill(const struct dn_lcore *lc, struct rte_tel_data *d)
+{
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_int(d, "port", lc->port_id);
 	rte_tel_data_add_dict_int(d, "queue", lc->queue);
@@ -95,7 +107,6 @@ static int obs_stats_cmd(const char *cmd, const char *params, struct rte_tel_dat
 		snprintf(name, sizeof(name), "drop_%s", dn_drop_name(r));
 		rte_tel_data_add_dict_u64(d, name, lc->stats.drops[r]);
 	}
-	return 0;
 }
 
 int dn_obs_init(void)
@@ -116,20 +127,25 @@ int dn_obs_init(void)
 
 int dn_obs_register(struct dn_lcore *lc)
 {
-	unsigned i = atomic_fetch_add_explicit(&obs_count, 1, memory_order_relaxed);
-
-	if (i >= DN_MAX_LCORES)
-		return -ENOSPC;
-	/* release: the context is complete before the telemetry thread can read it. */
-	atomic_store_explicit(&obs_lcores[i], lc, memory_order_release);
-	return 0;
+	for (unsigned i = 0; i < DN_MAX_LCORES; i++) {
+		struct dn_lcore *none = NULL;
+		/* seq_cst (release at least): the context is complete before a handler reads it. */
+		if (atomic_compare_exchange_strong_explicit(&obs_lcores[i], &none, lc,
+							    memory_order_seq_cst,
+							    memory_order_relaxed))
+			return 0;
+	}
+	return -ENOSPC;
 }
 
 void dn_obs_unregister(struct dn_lcore *lc)
 {
-	for (unsigned i = 0; i < obs_claimed(); i++) {
+	for (unsigned i = 0; i < DN_MAX_LCORES; i++) {
 		struct dn_lcore *want = lc;
 		atomic_compare_exchange_strong_explicit(&obs_lcores[i], &want, NULL,
-							memory_order_relaxed, memory_order_relaxed);
+							memory_order_seq_cst, memory_order_relaxed);
 	}
+	/* A handler that found lc before the slot was cleared may still read it. */
+	while (atomic_load_explicit(&obs_readers, memory_order_seq_cst) != 0)
+		rte_pause();
 }
