@@ -55,6 +55,24 @@ def test_embedding_bag_backward_pushes_each_ids_gradient(job):
                                    atol=1e-6)
 
 
+@pytest.mark.modes("async", "sync")  # GEO's embedding pushes at geo_sync, not through flush
+def test_flush_waits_for_every_push_then_raises_the_first_error(job):
+    bag = job["modules"][0]
+    keys = np.array([4011, 4012], np.uint64)
+    before = bag.table.pull(keys)
+    bad = np.full((2, 4), np.nan, np.float32)
+    good = np.arange(8, dtype=np.float32).reshape(2, 4)
+    bag._pending += [bag.table.push_async(keys, bad), bag.table.push_async(keys, good),
+                     bag.table.push_async(keys, bad)]
+    with pytest.raises(wharf.Error, match="finite") as e:
+        bag.flush()
+    assert "2 of 3 requests failed" in " ".join(getattr(e.value, "__notes__", []))
+    assert not bag._pending
+    apply_pushes()
+    np.testing.assert_allclose(bag.table.pull(keys), before - BAG_LR * good, rtol=1e-5,
+                               atol=1e-6)
+
+
 def test_no_push_outside_training(job):
     bag = job["modules"][0]
     ids = IDS + 3000

@@ -41,6 +41,25 @@ import wharf
 __all__ = ["Embedding", "EmbeddingBag", "DenseSync"]
 
 
+def _wait_all(requests):
+    """Waits for every one of requests, then raises the first one's error, if any, with a
+    note of how many failed: when a step, a pull or a flush raises, none of its requests is
+    still in flight (a pull would still be writing into a parameter)."""
+    first, failed = None, 0
+    for r in requests:
+        try:
+            r.wait()
+        except Exception as e:  # that call's error: the request has ended
+            failed += 1
+            if first is None:
+                first = e
+    if first is not None:
+        if failed > 1:
+            first.add_note("%d of %d requests failed; this is the first one's error"
+                           % (failed, len(requests)))
+        raise first
+
+
 def _keys_of(ids):
     """ids (a torch integer tensor or a NumPy integer array) as contiguous uint64, no copy
     when it is already 64-bit (int64 ids are reinterpreted: their bits are the key)."""
@@ -122,10 +141,9 @@ class Embedding(nn.Module):
             self._pending.append(self.table.push_async(keys, g))
 
     def flush(self):
-        """Waits for the pushes in flight (raising their error)."""
+        """Waits for the pushes in flight; raises the first one's error once all ended."""
         pending, self._pending = self._pending, []
-        for h in pending:
-            h.wait()
+        _wait_all(pending)
 
     # ---- GEO: a local copy of every row seen, stepped locally, deltas pushed at a sync
     def _geo_state(self):
@@ -290,16 +308,12 @@ class DenseSync:
 
     def pull(self):
         """Every parameter from the PS, in place (one request per table in flight at once)."""
-        hs = [t.pull_async(out=p.data.numpy()) for p, t in self.params]
-        for h in hs:
-            h.wait()
+        _wait_all([t.pull_async(out=p.data.numpy()) for p, t in self.params])
         if self._mode() == "geo":
             self._base = [p.detach().numpy().copy() for p, _ in self.params]
 
     def _push(self, arrays):
-        hs = [t.push_async(a) for (_, t), a in zip(self.params, arrays) if a is not None]
-        for h in hs:
-            h.wait()
+        _wait_all([t.push_async(a) for (_, t), a in zip(self.params, arrays) if a is not None])
 
     def step(self, scale=1.0):
         """After backward: hands this step's gradients (scaled by scale) to the PS and takes
@@ -347,9 +361,7 @@ class DenseSync:
         for e in self.embeddings:
             e.geo_sync()
         server = [np.empty_like(b) for b in self._base]
-        hs = [t.pull_async(out=v) for (_, t), v in zip(self.params, server)]
-        for h in hs:
-            h.wait()
+        _wait_all([t.pull_async(out=v) for (_, t), v in zip(self.params, server)])
         with torch.no_grad():
             for (p, _), b, v in zip(self.params, self._base, server):
                 a = p.detach().numpy()
