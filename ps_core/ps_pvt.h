@@ -425,12 +425,12 @@ static inline bool ps_nonfinite1(float f)
 static inline bool ps_any4(ps_v4u bad) { return (bad[0] | bad[1] | bad[2] | bad[3]) != 0; }
 
 /*
- * SGD in place: the new values are computed once to check them and again to store them,
- * only when every one is finite. For SGD that is cheaper than a scratch row, its check and
- * its copy back; the two passes compute the same expression, so the stored values are the
- * checked ones.
+ * SGD in place (ps_sgd_inplace, ps_sgd_pieces): the new values are computed once to check
+ * them (ps_sgd_ok: would w - lr * g, n floats, be finite everywhere?) and again to store
+ * them (ps_sgd_step), only when every one is finite. For SGD that is cheaper than a scratch
+ * row, its check and its copy back; the two passes compute the same expression over the
+ * same runs of floats, so the stored values are the checked ones.
  */
-/* Would w - lr * g, n floats, be finite everywhere? */
 static inline bool ps_sgd_ok(const float *w, const uint8_t *g, uint32_t n, float lr)
 {
 	ps_v4u bad = { 0, 0, 0, 0 };

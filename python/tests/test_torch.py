@@ -73,6 +73,22 @@ def test_flush_waits_for_every_push_then_raises_the_first_error(job):
                                atol=1e-6)
 
 
+def test_a_request_refused_as_it_is_made_ends_the_issuing_after_the_issued_ended(job):
+    bag = job["modules"][0]
+    keys = np.arange(10**9, 10**9 + 100000, dtype=np.uint64)  # 1.6 MB: in flight a while
+    made = []
+
+    def issue():
+        made.append(bag.table.push_async(keys, np.zeros((len(keys), 4), np.float32)))
+        yield made[-1]
+        yield bag.table.push_async(keys[:1], np.ones((1, 3), np.float32))  # not the table's dim
+        made.append("issued past a refusal")
+
+    with pytest.raises(ValueError, match=r"expected shape \(1, 4\)"):
+        wharf.torch._wait_all(issue())
+    assert len(made) == 1 and made[0].done()  # the issued push ended before the raise
+
+
 def test_no_push_outside_training(job):
     bag = job["modules"][0]
     ids = IDS + 3000

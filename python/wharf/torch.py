@@ -42,22 +42,28 @@ __all__ = ["Embedding", "EmbeddingBag", "DenseSync"]
 
 
 def _wait_all(requests):
-    """Waits for every one of requests, then raises the first one's error, if any, with a
-    note of how many failed: when a step, a pull or a flush raises, none of its requests is
-    still in flight (a pull would still be writing into a parameter)."""
-    first, failed = None, 0
-    for r in requests:
+    """Issues the requests (an iterable that makes them, such as a generator) and waits for
+    every one issued, then raises the first error, if any, with a note of how many failed:
+    when a step, a pull or a flush raises, none of its requests is still in flight (a pull
+    would still be writing into a parameter). A request refused as it is made ends the
+    issuing (its error comes first); those already made are waited for."""
+    issued, errors = [], []
+    try:
+        for r in requests:
+            issued.append(r)
+    except Exception as e:  # refused at once: nothing of it in flight
+        errors.append(e)
+    total = len(issued) + len(errors)
+    for r in issued:
         try:
             r.wait()
         except Exception as e:  # that call's error: the request has ended
-            failed += 1
-            if first is None:
-                first = e
-    if first is not None:
-        if failed > 1:
-            first.add_note("%d of %d requests failed; this is the first one's error"
-                           % (failed, len(requests)))
-        raise first
+            errors.append(e)
+    if errors:
+        if len(errors) > 1:
+            errors[0].add_note("%d of %d requests failed; this is the first one's error"
+                               % (len(errors), total))
+        raise errors[0]
 
 
 def _keys_of(ids):
@@ -308,12 +314,12 @@ class DenseSync:
 
     def pull(self):
         """Every parameter from the PS, in place (one request per table in flight at once)."""
-        _wait_all([t.pull_async(out=p.data.numpy()) for p, t in self.params])
+        _wait_all(t.pull_async(out=p.data.numpy()) for p, t in self.params)
         if self._mode() == "geo":
             self._base = [p.detach().numpy().copy() for p, _ in self.params]
 
     def _push(self, arrays):
-        _wait_all([t.push_async(a) for (_, t), a in zip(self.params, arrays) if a is not None])
+        _wait_all(t.push_async(a) for (_, t), a in zip(self.params, arrays) if a is not None)
 
     def step(self, scale=1.0):
         """After backward: hands this step's gradients (scaled by scale) to the PS and takes
@@ -361,7 +367,7 @@ class DenseSync:
         for e in self.embeddings:
             e.geo_sync()
         server = [np.empty_like(b) for b in self._base]
-        _wait_all([t.pull_async(out=v) for (_, t), v in zip(self.params, server)])
+        _wait_all(t.pull_async(out=v) for (_, t), v in zip(self.params, server))
         with torch.no_grad():
             for (p, _), b, v in zip(self.params, self._base, server):
                 a = p.detach().numpy()
