@@ -125,6 +125,16 @@ if [ "$jobs" -gt 1 ] && [ ${#integs[@]} -gt 0 ] && [ "$(testbed/hugepages.sh)" =
 		jobs=1
 	fi
 fi
+# The fixed ports of the integration tests (tb_reserve_ports, testbed/cluster/tb.sh) are out
+# of the ephemeral range before any test runs, here and in each slot's namespace (a new
+# namespace starts with none reserved): a connection bound to one of them by a unit test (a
+# kernel client aiming at a lane picks its source port itself) left it in TIME_WAIT for 60 s,
+# and an integration test that listened there soon after was refused ("cannot listen:
+# Address already in use": seen on 47602 and 47780).
+reserve_ports() { # [NETNS]
+	${1:+ip netns exec "$1"} bash -c '. testbed/cluster/tb.sh && tb_reserve_ports' 2>/dev/null || true
+}
+reserve_ports
 slots=()
 cleanup() {
 	local ns
@@ -136,7 +146,8 @@ trap 'exit 130' INT TERM
 if [ "$jobs" -gt 1 ]; then
 	for i in $(seq 1 "$jobs"); do
 		ns=wharf-t$$-$i
-		ip netns add "$ns" 2>/dev/null && slots+=("$ns") && ip -n "$ns" link set lo up 2>/dev/null && continue
+		ip netns add "$ns" 2>/dev/null && slots+=("$ns") && ip -n "$ns" link set lo up 2>/dev/null &&
+			reserve_ports "$ns" && continue
 		echo "run_tests: cannot make network namespace $ns (not root?): tests run one at a time"
 		for ns in "${slots[@]}"; do ip netns del "$ns" 2>/dev/null; done
 		slots=()
