@@ -243,15 +243,21 @@ static inline bool ps_span_here(const struct ps_span *s, uint32_t p)
 	return o >= s->lo && o + s->size <= s->hi;
 }
 
-#define PS_SPAN_PIECES 16 /* parts ps_span_pieces hands out: a 4 KiB row over 536-byte pieces */
+#define PS_SPAN_PIECES 16 /* parts of a record: a 4 KiB row over 536-byte pieces */
 /*
- * Record p of a span of floats as the parts of the body it lies in, in order: their count
- * (pointers in ptr, byte counts in len, each a whole number of floats), or 0 when there
- * would be more than max (read it with ps_span_at). A float that a piece boundary splits is
- * put together in carry (max * 4 bytes) and is a part of its own; the rest is read in place.
+ * A record of a span of floats as the parts of the body it lies in, in order: part k is
+ * len[k] bytes (a whole number of floats) at at[k]. A float that a piece boundary splits is
+ * put together in carry and is a part of its own; the rest is read in place.
  */
-uint32_t ps_span_pieces(struct ps_span *s, uint32_t p, const uint8_t **ptr, uint32_t *len,
-			uint32_t max, uint8_t *carry);
+struct ps_parts {
+	const uint8_t *at[PS_SPAN_PIECES];
+	uint32_t len[PS_SPAN_PIECES];
+	uint32_t n;
+	uint8_t carry[PS_SPAN_PIECES * 4];
+};
+/* Record p's parts into *out: their count, or 0 when there would be more than
+ * PS_SPAN_PIECES (read it with ps_span_at). */
+uint32_t ps_span_pieces(struct ps_span *s, uint32_t p, struct ps_parts *out);
 
 static inline const uint8_t *ps_span_at(struct ps_span *s, uint32_t p, void *tmp)
 {
@@ -464,21 +470,18 @@ static inline bool ps_sgd_inplace(const struct ps_table *t, float *restrict w,
 	ps_sgd_step(w, g, t->cfg.dim, t->cfg.op.lr);
 	return true;
 }
-/*
- * ps_sgd_inplace with the gradient in np pieces as received (piece k: gl[k] bytes at gp[k],
- * each a whole number of floats, together the row's dim): read in place, nothing copied.
- */
+/* ps_sgd_inplace with the gradient in parts as received (ps_span_pieces), read in place. */
 static inline bool ps_sgd_pieces(const struct ps_table *t, float *restrict w,
-				 const uint8_t *const *gp, const uint32_t *gl, uint32_t np)
+				 const struct ps_parts *g)
 {
 	const float lr = t->cfg.op.lr;
 	uint32_t k, j;
 
-	for (k = 0, j = 0; k < np; j += gl[k++] / 4)
-		if (PS_UNLIKELY(!ps_sgd_ok(w + j, gp[k], gl[k] / 4, lr)))
+	for (k = 0, j = 0; k < g->n; j += g->len[k++] / 4)
+		if (PS_UNLIKELY(!ps_sgd_ok(w + j, g->at[k], g->len[k] / 4, lr)))
 			return false;
-	for (k = 0, j = 0; k < np; j += gl[k++] / 4)
-		ps_sgd_step(w + j, gp[k], gl[k] / 4, lr);
+	for (k = 0, j = 0; k < g->n; j += g->len[k++] / 4)
+		ps_sgd_step(w + j, g->at[k], g->len[k] / 4, lr);
 	return true;
 }
 

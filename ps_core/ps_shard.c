@@ -535,11 +535,10 @@ static inline bool apply_one(struct ps_shard *sh, uint32_t ti, struct ps_table *
 static bool sgd_spanning(struct ps_shard *sh, struct ps_table *t, struct ps_span *g, uint32_t r,
 			 uint32_t p, float *tmp)
 {
-	const uint8_t *gp[PS_SPAN_PIECES];
-	uint8_t carry[PS_SPAN_PIECES * 4];
-	uint32_t gl[PS_SPAN_PIECES], np = ps_span_pieces(g, p, gp, gl, PS_SPAN_PIECES, carry);
-	bool ok = np > 0 ? ps_sgd_pieces(t, ps_row_val(t, r), gp, gl, np)
-			 : ps_sgd_inplace(t, ps_row_val(t, r), ps_span_at(g, p, tmp));
+	struct ps_parts parts;
+	bool ok = ps_span_pieces(g, p, &parts) > 0
+			  ? ps_sgd_pieces(t, ps_row_val(t, r), &parts)
+			  : ps_sgd_inplace(t, ps_row_val(t, r), ps_span_at(g, p, tmp));
 
 	if (PS_UNLIKELY(!ok))
 		count(&sh->n_nonfinite, 1);
@@ -549,13 +548,12 @@ static bool sgd_spanning(struct ps_shard *sh, struct ps_table *t, struct ps_span
 /* sum += gradient record p of d floats, read in place as sgd_spanning reads one. */
 static void add_record(struct ps_span *g, float *sum, uint32_t p, uint32_t d, float *tmp)
 {
-	const uint8_t *gp[PS_SPAN_PIECES];
-	uint8_t carry[PS_SPAN_PIECES * 4];
-	uint32_t gl[PS_SPAN_PIECES], np, k, j;
+	struct ps_parts parts;
+	uint32_t k, j;
 
-	if (!ps_span_here(g, p) && (np = ps_span_pieces(g, p, gp, gl, PS_SPAN_PIECES, carry)) > 0) {
-		for (k = 0, j = 0; k < np; j += gl[k++] / 4)
-			ps_add_bytes(sum + j, gp[k], gl[k] / 4);
+	if (!ps_span_here(g, p) && ps_span_pieces(g, p, &parts) > 0) {
+		for (k = 0, j = 0; k < parts.n; j += parts.len[k++] / 4)
+			ps_add_bytes(sum + j, parts.at[k], parts.len[k] / 4);
 		return;
 	}
 	ps_add_bytes(sum, ps_span_at(g, p, tmp), d);

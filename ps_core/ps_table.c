@@ -580,12 +580,13 @@ const uint8_t *ps_span_slow(struct ps_span *s, uint32_t o, void *tmp)
 	return p;
 }
 
-uint32_t ps_span_pieces(struct ps_span *s, uint32_t p, const uint8_t **ptr, uint32_t *len,
-			uint32_t max, uint8_t *carry)
+uint32_t ps_span_pieces(struct ps_span *s, uint32_t p, struct ps_parts *out)
 {
 	uint32_t o = s->off + p * s->size, left = s->size, n = 0, avail, part = 0, k;
+	uint8_t *carry = out->carry;
 	const uint8_t *q;
 
+	out->n = 0;
 	while (left > 0) {
 		/* The request's length was checked against its record count: never past it. */
 		if ((q = tl_cur_span(&s->cur, o, &avail)) == NULL)
@@ -604,27 +605,27 @@ uint32_t ps_span_pieces(struct ps_span *s, uint32_t p, const uint8_t **ptr, uint
 				carry[part++] = *q++;
 			if (part < 4)
 				continue;
-			if (n == max)
+			if (n == PS_SPAN_PIECES)
 				return 0;
-			ptr[n] = carry;
-			len[n++] = 4;
+			out->at[n] = carry;
+			out->len[n++] = 4;
 			carry += 4;
 			part = 0;
 		}
 		if (avail >= 4) {
-			if (n == max)
+			if (n == PS_SPAN_PIECES)
 				return 0;
-			ptr[n] = q;
-			len[n++] = avail & ~3u;
+			out->at[n] = q;
+			out->len[n++] = avail & ~3u;
 		}
 		if ((part = avail & 3) != 0) { /* a float this piece only begins: a part more */
-			if (n == max)
+			if (n == PS_SPAN_PIECES)
 				return 0;
 			for (k = 0; k < part; k++)
 				carry[k] = q[(avail & ~3u) + k];
 		}
 	}
-	return n;
+	return out->n = n;
 }
 
 /*
