@@ -879,6 +879,32 @@ static int check_buf(const struct wharf_req *r, const void *p, const char *what)
 	return 0;
 }
 
+static bool overlap(const void *a, size_t na, const void *b, size_t nb)
+{
+	uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+
+	return na > 0 && nb > 0 && x < y + nb && y < x + na;
+}
+
+/*
+ * out is written as replies come while keys (and a push_pull's grads) may still be read: a
+ * later chunk is encoded from them, and a pull is asked again after a lost connection. So
+ * out must not overlap keys, nor grads unless it is grads itself (a row's gradient is
+ * encoded before that row's reply can arrive).
+ */
+static int check_out(const struct wharf_req *r)
+{
+	size_t rows = (size_t)r->n * r->dim * sizeof(float);
+
+	if (overlap(r->out, rows, r->keys, (size_t)r->n * sizeof(*r->keys)))
+		return wh_errf(-EINVAL, "%s: out overlaps keys", op_names[r->op]);
+	if (r->op == WH_PUSH_PULL && (const float *)r->out != r->grads &&
+	    overlap(r->out, rows, r->grads, rows))
+		return wh_errf(-EINVAL, "%s: out overlaps grads (it may be grads itself, not "
+			       "part of it)", op_names[r->op]);
+	return 0;
+}
+
 static int sparse(struct wharf_client *cl, struct wharf_req *r)
 {
 	int rc;
@@ -889,7 +915,7 @@ static int sparse(struct wharf_client *cl, struct wharf_req *r)
 		return rc;
 	if (r->op != WH_PULL && (rc = check_buf(r, r->grads, "grads")) != 0)
 		return rc;
-	return 0;
+	return r->op != WH_PUSH ? check_out(r) : 0;
 }
 
 static int dense(struct wharf_client *cl, struct wharf_req *r)

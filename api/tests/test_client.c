@@ -359,6 +359,47 @@ static void test_client_refuses_bad_calls(void **state)
 	env_down(&e);
 }
 
+/*
+ * out must not overlap what later chunks and re-asked pulls read (keys, or a part of
+ * grads); push_pull's out may be grads itself, and then holds the rows after the push.
+ */
+static void test_client_refuses_out_overlapping_its_inputs(void **state)
+{
+	struct env e;
+	struct wharf_client *cl;
+	union { uint64_t k[2 * DIM]; float f[4 * DIM]; } u;
+	uint64_t keys[2] = { 11, 12 };
+	float g[3 * DIM], o[2 * DIM];
+	struct wharf_req *q = (void *)1;
+	unsigned i;
+
+	(void)state;
+	env_up(&e, "async");
+	cl = e.cl;
+	u.k[0] = 11;
+	u.k[1] = 12;
+	assert_int_equal(wharf_pull(cl, 0, u.k, 2, u.f), -EINVAL);
+	assert_non_null(strstr(wharf_errmsg(), "pull: out overlaps keys"));
+	assert_int_equal(wharf_pull(cl, 0, u.k + 1, 1, u.f), -EINVAL); /* out's tail on keys */
+	assert_int_equal(wharf_pull_async(cl, 0, u.k, 2, u.f + 2, NULL, NULL, &q), -EINVAL);
+	assert_null(q);
+	assert_int_equal(wharf_pull(cl, 0, u.k, 2, u.f + 3), -EINVAL); /* out's head on keys */
+	assert_int_equal(wharf_pull(cl, 0, u.k, 2, u.f + 4), 0); /* just past keys: fine */
+	assert_int_equal(wharf_pull(cl, 0, u.k + 2, 1, u.f), 0); /* just before them: fine */
+	for (i = 0; i < 3 * DIM; i++)
+		g[i] = -1;
+	assert_int_equal(wharf_push_pull(cl, 0, keys, 2, g, g + 1), -EINVAL);
+	assert_non_null(strstr(wharf_errmsg(), "push_pull: out overlaps grads"));
+	assert_int_equal(wharf_push_pull(cl, 0, keys, 2, g + DIM, g), -EINVAL);
+	assert_int_equal(wharf_push_pull(cl, 0, keys, 2, g, (float *)keys), -EINVAL);
+	assert_int_equal(wharf_push_pull(cl, 0, keys, 2, g, o), 0); /* not refused before */
+	assert_int_equal(wharf_push_pull(cl, 0, keys, 2, g, g), 0); /* out is grads: allowed */
+	for (i = 0; i < 2 * DIM; i++)
+		assert_float_equal(g[i], 2, 0); /* two pushes of -1 applied, SGD with lr 1 */
+	assert_int_equal(wharf_push(cl, 0, keys, 1, (float *)keys), 0); /* nothing written */
+	env_down(&e);
+}
+
 /* Sync mode: pushes of a step are applied when every worker reached its barrier. */
 static void test_client_sync_barrier(void **state)
 {
@@ -624,6 +665,7 @@ int main(void)
 		cmocka_unit_test(test_client_overloaded_server_exactly_once),
 		cmocka_unit_test(test_client_big_call_is_split),
 		cmocka_unit_test(test_client_refuses_bad_calls),
+		cmocka_unit_test(test_client_refuses_out_overlapping_its_inputs),
 		cmocka_unit_test(test_client_sync_barrier),
 		cmocka_unit_test(test_client_sync_two_workers),
 	};

@@ -218,7 +218,8 @@ typedef void wharf_done_fn(void *arg, int status);
  * (any n: the client splits what exceeds one message), out/grads n * dim floats in key
  * order. Dense tables: the whole table (rows * dim floats). Buffers are the caller's and
  * are read or written by the network thread until the call completes: no copy is made of
- * out. A push returns once every server that holds its keys acknowledged it (and logged it);
+ * out, so out must not overlap keys, nor grads unless it is grads itself (a push_pull then
+ * leaves the rows' new values where their gradients were); -EINVAL otherwise. A push returns once every server that holds its keys acknowledged it (and logged it);
  * after a lost connection the client reconnects and resends it, and the server applies it
  * exactly once. A push that returns -EDQUOT was applied but for keys new to a table at its
  * memory cap (wharf_table_memory), whose gradients were dropped: not an error to retry.

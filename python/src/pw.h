@@ -70,6 +70,11 @@ int pw_buf_keys(PyObject *obj, Py_buffer *view, uint32_t *n);
  */
 int pw_buf_rows(PyObject *obj, const char *arg, bool writable, uint32_t n, uint32_t dim,
 		Py_buffer *view);
+/*
+ * ValueError unless out's memory is apart from in's (named arg), or is in's itself when
+ * same_ok: the library writes out as replies come while it may still read in.
+ */
+int pw_buf_apart(const Py_buffer *out, const Py_buffer *in, const char *arg, bool same_ok);
 /* A whole dense table: any shape holding rows * dim floats. */
 int pw_buf_dense(PyObject *obj, const char *arg, bool writable, uint64_t rows, uint32_t dim,
 		 Py_buffer *view);

@@ -149,6 +149,18 @@ int pw_buf_rows(PyObject *obj, const char *arg, bool writable, uint32_t n, uint3
 	return -1;
 }
 
+int pw_buf_apart(const Py_buffer *out, const Py_buffer *in, const char *arg, bool same_ok)
+{
+	uintptr_t o = (uintptr_t)out->buf, i = (uintptr_t)in->buf;
+
+	if (out->len == 0 || in->len == 0 || o >= i + (uintptr_t)in->len ||
+	    i >= o + (uintptr_t)out->len || (same_ok && o == i && out->len == in->len))
+		return 0;
+	PyErr_Format(PyExc_ValueError, "out: overlaps %s%s", arg,
+		     same_ok ? " (it may be that array itself, not a part of it)" : "");
+	return -1;
+}
+
 int pw_buf_dense(PyObject *obj, const char *arg, bool writable, uint64_t rows, uint32_t dim,
 		 Py_buffer *view)
 {

@@ -134,6 +134,10 @@ static int req_sparse_args(struct pw_req *r, PyObject *table, PyObject *keys, Py
 		if (pw_buf_rows(out, "out", true, *n, t->dim, &r->views[r->n_views]) != 0)
 			return -1;
 		r->n_views++;
+		if (pw_buf_apart(&r->views[r->n_views - 1], &r->views[0], "keys", false) != 0 ||
+		    (grads != NULL &&
+		     pw_buf_apart(&r->views[r->n_views - 1], &r->views[1], "grads", true) != 0))
+			return -1;
 		Py_INCREF(out);
 		r->result = out;
 	}

@@ -71,6 +71,29 @@ def test_bad_grads(job, bad, exc, match):
 
 
 @pytest.mark.modes("async")
+def test_out_overlapping_keys_or_part_of_grads_is_refused(job, fresh_keys):
+    emb = wharf.table("emb")
+    mem = np.zeros(32, np.uint64)
+    mem[:3] = fresh_keys(3)
+    keys, f = mem[:3], mem.view(np.float32)  # keys are f[0:6]
+    for out in (f[:12], f[4:16], f[5:17]):
+        refused(ValueError, r"out: overlaps keys$", emb.pull, keys, out=out.reshape(3, 4))
+        refused(ValueError, r"out: overlaps keys$", emb.pull_async, keys, out=out.reshape(3, 4))
+    got = emb.pull(keys, out=f[6:18].reshape(3, 4))  # just past the keys: fine
+    assert np.shares_memory(got, mem) and not got.any()
+    g = -np.ones((4, 4), np.float32)
+    for grads, out in ((g[:3], g[1:]), (g[1:], g[:3])):
+        refused(ValueError, r"out: overlaps grads \(it may be that array itself",
+                emb.push_pull, keys, grads, out=out)
+    refused(ValueError, r"out: overlaps keys", emb.push_pull, keys, g[:3],
+            out=f[:12].reshape(3, 4))
+    assert not emb.pull(keys).any()  # nothing refused was sent
+    new = emb.push_pull(keys, g[:3], out=g[:3])  # out is grads itself: the rows after the push
+    assert new is not None and np.shares_memory(new, g)
+    assert np.array_equal(g[:3], emb.pull(keys)) and g[:3].any() and (g[3] == -1).all()
+
+
+@pytest.mark.modes("async")
 def test_bad_dense_arrays(job):
     w = wharf.table("w")
     refused(ValueError, r"out: expected 15 floats .*3 rows x 5.* got shape \(16,\)", w.pull,
