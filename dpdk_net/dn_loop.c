@@ -155,14 +155,14 @@ void dn_lcore_idle_wait(struct dn_lcore *lc)
 		return;
 	}
 
-	if (lc->intr_registered && rte_eth_dev_rx_intr_enable(lc->port_id, lc->queue) == 0) {
+	if (dn_rx_intr_arm(lc)) {
 		/*
 		 * A packet that arrived between the last empty burst and arming the interrupt
 		 * raised no event: look once more before sleeping.
 		 */
 		if (!dn_rx_recheck(lc))
 			dn_epoll_sleep(lc, DN_INTR_TIMEOUT_MS, dn_rx_recheck);
-		rte_eth_dev_rx_intr_disable(lc->port_id, lc->queue);
+		dn_rx_intr_disarm(lc);
 		lc->stats.idle_sleeps++;
 		return;
 	}

@@ -3,7 +3,8 @@
  *
  * dn_port_create configures whatever ethdev EAL found (a NIC, virtio-user, net_vhost,
  * net_tap, ...): one Rx/Tx queue pair per lcore when the device has that many
- * (DN_QUEUES_PER_LCORE), else one queue they share; RSS with our own symmetric key and
+ * (DN_QUEUES_PER_LCORE), else one queue they share (a virtio device's other queues read
+ * by lcore 0 too, since its peer may send there); RSS with our own symmetric key and
  * redirection table when the device hashes, checksum offloads where offered (dn_ip.c does
  * them in software where not), MTU, Rx interrupts when the idle policy wants to sleep, a
  * mempool per NUMA socket in use sized from the queue depths, and waits for the link.
@@ -89,10 +90,12 @@ static bool peer_rss_env(void)
 static int pools_create(struct dn_port *p, char *err, size_t errlen)
 {
 	const struct dn_config *c = &p->cfg;
-	unsigned lcore, per_socket[RTE_MAX_NUMA_NODES] = {0}, q = 0;
+	unsigned lcore, per_socket[RTE_MAX_NUMA_NODES] = {0}, q = 0, s0 = 0;
 
 	/* Context i is served by the i-th enabled lcore (main first): count lcores per socket. */
 	RTE_LCORE_FOREACH(lcore) {
+		if (q == 0)
+			s0 = rte_lcore_to_socket_id(lcore); /* context 0's: it reads the extra queues */
 		if (q++ >= p->nb_lcores)
 			break;
 		per_socket[rte_lcore_to_socket_id(lcore)]++;
@@ -106,7 +109,8 @@ static int pools_create(struct dn_port *p, char *err, size_t errlen)
 		n = c->nb_mbufs;
 		if (n == 0)
 			n = per_socket[s] * (c->nb_rxd + c->nb_txd + 2 * DN_BURST + DN_MBUF_CACHE +
-					     DN_PENDING_MAX) + DN_UPPER_MBUFS * per_socket[s];
+					     DN_PENDING_MAX) + DN_UPPER_MBUFS * per_socket[s] +
+			    (s == s0 ? (unsigned)p->nb_rx_extra * c->nb_rxd : 0);
 		/* Jumbo frames carry ~6 standard frames each: fewer buffers hold the same bytes. */
 		if (c->nb_mbufs == 0 && p->data_room > RTE_MBUF_DEFAULT_BUF_SIZE)
 			n = n * RTE_MBUF_DEFAULT_BUF_SIZE / p->data_room + 4096;
@@ -307,7 +311,7 @@ static int queues_setup(struct dn_port *p, const struct rte_eth_dev_info *di,
 {
 	int ret;
 
-	for (uint16_t q = 0; q < p->nb_queues; q++) {
+	for (uint16_t q = 0; q < p->nb_queues + p->nb_rx_extra; q++) {
 		struct rte_mempool *mp = pool_for_queue(p, q);
 		struct rte_eth_txconf txc = di->default_txconf;
 		int socket = mp->socket_id;
@@ -332,11 +336,41 @@ static int queues_setup(struct dn_port *p, const struct rte_eth_dev_info *di,
 	return 0;
 }
 
+/*
+ * net_vhost, on the vhost thread as its guest enables queues (RTE_ETH_EVENT_QUEUE_STATE): a
+ * guest that sends on a queue this port does not have (its queues=N above ours: this side
+ * cannot read them, nor can the guest tell) loses what it sends there. Said once per
+ * queue; a guest of one lcore enables them too (to read its own extra queues) but sends
+ * on queue 0 only, so this cannot be more than a warning.
+ */
+static int vhost_queue_event(uint16_t pid, enum rte_eth_event_type type, void *arg,
+			     void *ret_param)
+{
+	struct dn_port *p = arg;
+	struct rte_eth_vhost_queue_event ev;
+	uint16_t have = p->nb_queues + p->nb_rx_extra;
+
+	(void)type;
+	(void)ret_param;
+	while (rte_eth_vhost_get_queue_event(pid, &ev) == 0) {
+		uint64_t bit = 1ull << (ev.queue_id < 63 ? ev.queue_id : 63);
+		if (!ev.enable || !ev.rx || ev.queue_id < have ||
+		    (atomic_fetch_or(&p->told_queues, bit) & bit) != 0)
+			continue;
+		DN_LOG(WARNING, "port %u (net_vhost): the virtio peer enabled its Tx queue %u, "
+		       "and this port has %u (queues=%u): what it sends there is lost (a peer "
+		       "with more lcores than this port has queues sends there); give both sides "
+		       "the same queues=N", pid, ev.queue_id, have, have);
+	}
+	return 0;
+}
+
 static int port_configure(struct dn_port *p, char *err, size_t errlen)
 {
 	struct rte_eth_dev_info di;
 	struct rte_eth_conf conf;
 	uint16_t nb_rxd = p->cfg.nb_rxd, nb_txd = p->cfg.nb_txd;
+	uint16_t nq = p->nb_queues + p->nb_rx_extra; /* the extra ones: Rx only (dn_rx_burst) */
 	int ret;
 
 	ret = rte_eth_dev_info_get(p->port_id, &di);
@@ -344,10 +378,10 @@ static int port_configure(struct dn_port *p, char *err, size_t errlen)
 		snprintf(err, errlen, "port %u: dev info: %s", p->port_id, rte_strerror(-ret));
 		return ret;
 	}
-	if (p->nb_queues > di.max_rx_queues || p->nb_queues > di.max_tx_queues) {
+	if (p->nb_queues + p->nb_rx_extra > di.max_rx_queues ||
+	    p->nb_queues + p->nb_rx_extra > di.max_tx_queues) {
 		snprintf(err, errlen, "port %u (%s): %u queues wanted, device has %u rx / %u tx",
-			 p->port_id, di.driver_name, p->nb_queues, di.max_rx_queues,
-			 di.max_tx_queues);
+			 p->port_id, di.driver_name, nq, di.max_rx_queues, di.max_tx_queues);
 		return -EINVAL;
 	}
 	if (p->cfg.mtu > di.max_mtu || p->cfg.mtu < RTE_ETHER_MIN_MTU) {
@@ -358,11 +392,11 @@ static int port_configure(struct dn_port *p, char *err, size_t errlen)
 	conf_build(p, &di, &conf);
 	conf.rxmode.mtu = p->cfg.mtu;
 	conf.intr_conf.rxq = p->cfg.idle == DN_IDLE_SLEEP;
-	ret = rte_eth_dev_configure(p->port_id, p->nb_queues, p->nb_queues, &conf);
+	ret = rte_eth_dev_configure(p->port_id, nq, nq, &conf);
 	if (ret != 0 && conf.intr_conf.rxq) {
 		/* No Rx interrupts on this PMD: the idle loop backs off with sleeps instead. */
 		conf.intr_conf.rxq = 0;
-		ret = rte_eth_dev_configure(p->port_id, p->nb_queues, p->nb_queues, &conf);
+		ret = rte_eth_dev_configure(p->port_id, nq, nq, &conf);
 	}
 	if (ret != 0) {
 		snprintf(err, errlen, "port %u (%s): configure: %s", p->port_id, di.driver_name,
@@ -383,6 +417,14 @@ static int port_configure(struct dn_port *p, char *err, size_t errlen)
 		}
 	}
 	rte_eth_dev_adjust_nb_rx_tx_desc(p->port_id, &nb_rxd, &nb_txd);
+	/*
+	 * Queue events are one stream per port, taken by whoever reads them: only a port whose
+	 * queues dpdk_net picked reads them (an application that asks for a queue count, as
+	 * the testbed switch, may read them itself).
+	 */
+	if (!p->queue_cb && p->auto_queues && strcmp(di.driver_name, "net_vhost") == 0)
+		p->queue_cb = rte_eth_dev_callback_register(p->port_id, RTE_ETH_EVENT_QUEUE_STATE,
+							    vhost_queue_event, p) == 0;
 	ret = pools_create(p, err, errlen);
 	if (ret != 0)
 		return ret;
@@ -400,7 +442,7 @@ static int port_configure(struct dn_port *p, char *err, size_t errlen)
 		       p->port_id, di.driver_name, rte_strerror(-ret));
 		conf.intr_conf.rxq = 0;
 		p->rx_intr = p->keep_at_exit = false;
-		ret = rte_eth_dev_configure(p->port_id, p->nb_queues, p->nb_queues, &conf);
+		ret = rte_eth_dev_configure(p->port_id, nq, nq, &conf);
 		if (ret != 0) {
 			snprintf(err, errlen, "port %u (%s): configure without Rx interrupts: %s",
 				 p->port_id, di.driver_name, rte_strerror(-ret));
@@ -451,29 +493,39 @@ static void config_defaults(struct dn_config *c)
 /*
  * DN_QUEUES_PER_LCORE: a queue pair per lcore when the device has as many, else one they
  * share. A virtio-user/vhost pair exactly as many (queues=N on both, N lcores on both): its
- * queue k carries what the peer sent on its queue k, and a queue one side does not use is
- * one the other's frames are lost on. WHARF_PORT_QUEUES=1 keeps one shared queue on any
- * device (to compare the two).
+ * queue k carries what the peer sent on its queue k. A virtio device of another queue
+ * count uses one queue to send, and lcore 0 reads all of them (*extra: the others), since
+ * its peer may send on any. WHARF_PORT_QUEUES=1 keeps one shared queue on any device (to
+ * compare the two) and leaves the others off: a peer that sends there loses those frames.
  */
-static uint16_t queues_per_lcore(uint16_t pid, uint16_t lcores, bool one_queue)
+static uint16_t queues_per_lcore(uint16_t pid, uint16_t lcores, bool one_queue, uint16_t *extra)
 {
 	struct rte_eth_dev_info di;
+	uint16_t dev_q;
 	bool virt;
 
+	*extra = 0;
 	if (rte_eth_dev_info_get(pid, &di) != 0)
 		return 1;
 	virt = di.driver_name != NULL && (strcmp(di.driver_name, "net_vhost") == 0 ||
 					  strcmp(di.driver_name, "net_virtio_user") == 0);
-	if (virt && di.max_rx_queues > 1 && di.max_rx_queues != lcores)
-		DN_LOG(WARNING, "port %u (%s): queues=%u for %u lcore%s: one queue is used, and a "
-		       "peer using %u loses what it sends on the others (give both sides queues=N "
-		       "and N lcores)", pid, di.driver_name, di.max_rx_queues, lcores,
-		       lcores == 1 ? "" : "s", di.max_rx_queues);
-	if (lcores <= 1 || one_queue)
-		return 1;
-	if (virt)
-		return di.max_rx_queues == lcores && di.max_tx_queues == lcores ? lcores : 1;
-	return di.max_rx_queues >= lcores && di.max_tx_queues >= lcores ? lcores : 1;
+	dev_q = RTE_MIN(di.max_rx_queues, di.max_tx_queues);
+	if (!virt)
+		return lcores > 1 && !one_queue && dev_q >= lcores ? lcores : 1;
+	if (lcores > 1 && !one_queue && dev_q == lcores)
+		return lcores;
+	if (dev_q > 1 && one_queue)
+		DN_LOG(WARNING, "port %u (%s): WHARF_PORT_QUEUES=1: one queue of %u is used, and "
+		       "a peer sending on the others loses those frames", pid, di.driver_name,
+		       dev_q);
+	else if (dev_q > 1) {
+		*extra = dev_q - 1;
+		DN_LOG(INFO, "port %u (%s): queues=%u for %u lcore%s: lcore 0 reads all %u and "
+		       "sends on queue 0 (a queue pair per lcore takes queues=N and N lcores on "
+		       "both sides)", pid, di.driver_name, dev_q, lcores, lcores == 1 ? "" : "s",
+		       dev_q);
+	}
+	return 1;
 }
 
 int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err, size_t errlen)
@@ -541,9 +593,10 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 	}
 	p->cfg = *cfg;
 	config_defaults(&p->cfg);
-	if (cfg->nb_queues == DN_QUEUES_PER_LCORE)
+	p->auto_queues = cfg->nb_queues == DN_QUEUES_PER_LCORE;
+	if (p->auto_queues)
 		p->cfg.nb_queues = queues_per_lcore(pid, p->cfg.nb_lcores,
-						    q_env != NULL && *q_env != '\0');
+						    q_env != NULL && *q_env != '\0', &p->nb_rx_extra);
 	p->port_id = pid;
 	p->nb_queues = p->cfg.nb_queues;
 	p->nb_lcores = p->cfg.nb_lcores;
@@ -579,7 +632,7 @@ void dn_port_stop(struct dn_port *p)
 	p->stopped = true;
 	if (p->keep_at_exit) {
 		/* Not stopped (see eal_keep); what its Tx rings hold goes back as it is sent. */
-		for (uint16_t q = 0; q < p->nb_queues; q++)
+		for (uint16_t q = 0; q < p->nb_queues + p->nb_rx_extra; q++)
 			rte_eth_tx_done_cleanup(p->port_id, q, 0);
 	} else {
 		rte_eth_dev_stop(p->port_id);
@@ -609,6 +662,10 @@ void dn_port_destroy(struct dn_port *p)
 	}
 	dn_steer_port_fini(p); /* its flow rules go before the device does */
 	rte_eth_dev_stop(p->port_id);
+	if (p->queue_cb) /* waits for a callback running (EAL's rte_eth_dev_callback_unregister) */
+		while (rte_eth_dev_callback_unregister(p->port_id, RTE_ETH_EVENT_QUEUE_STATE,
+						       vhost_queue_event, p) == -EAGAIN)
+			rte_pause();
 	rte_eth_dev_close(p->port_id);
 	dn_wake_port_fini(p);
 	for (unsigned s = 0; s < RTE_MAX_NUMA_NODES; s++)
@@ -679,14 +736,25 @@ int dn_lcore_create(struct dn_port *port, uint16_t index, const struct dn_hooks 
 	if (port->sw_steer)
 		dn_steer_lcore_init(lc);
 	dn_wake_lcore_init(lc);
+	if (index == 0)
+		lc->rx_extra = port->nb_rx_extra;
 	if (port->rx_intr && index == queue) {
-		/* Registers the queue's event fd on this thread's epoll set (RTE_EPOLL_PER_THREAD). */
+		/*
+		 * Registers the queue's event fd on this thread's epoll set (RTE_EPOLL_PER_THREAD),
+		 * and the extra queues' (lcore 0): any of them wakes it.
+		 */
 		if (rte_eth_dev_rx_intr_ctl_q(port->port_id, queue, RTE_EPOLL_PER_THREAD,
 					      RTE_INTR_EVENT_ADD, NULL) == 0 &&
 		    rte_eth_dev_rx_intr_enable(port->port_id, queue) == 0) {
 			rte_eth_dev_rx_intr_disable(port->port_id, queue);
 			lc->intr_registered = true;
 		}
+		for (uint16_t q = 1; lc->intr_registered && q <= lc->rx_extra; q++)
+			if (rte_eth_dev_rx_intr_ctl_q(port->port_id, q, RTE_EPOLL_PER_THREAD,
+						      RTE_INTR_EVENT_ADD, NULL) != 0)
+				DN_LOG(WARNING, "port %u: no Rx interrupt for queue %u: frames there "
+				       "wait for lcore 0's next look (at most 1 ms asleep)",
+				       port->port_id, q);
 	}
 	*out = lc;
 	return 0;

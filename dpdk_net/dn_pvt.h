@@ -67,6 +67,16 @@ struct dn_arp_entry {
 struct dn_port {
 	uint16_t port_id;
 	uint16_t nb_queues;
+	/*
+	 * A virtio/vhost device's queues past nb_queues (its queues=N for another lcore count):
+	 * configured, never sent on, read by lcore 0 beside its own, since the peer may send
+	 * on them (dn_rx_device).
+	 */
+	uint16_t nb_rx_extra;
+	/* net_vhost: the guest's Tx queues past ours already reported (vhost_queue_event) */
+	_Atomic uint64_t told_queues;
+	bool auto_queues;       /* created with DN_QUEUES_PER_LCORE: dpdk_net picked the queues */
+	bool queue_cb;          /* vhost_queue_event registered */
 	uint16_t data_room;            /* mbuf data room: one frame of the MTU per buffer */
 	struct rte_ether_addr mac;
 	uint32_t ip, netmask, gateway; /* host order */
@@ -150,6 +160,8 @@ struct dn_lcore {
 	 */
 	uint16_t stash_n;
 	struct rte_mbuf *stash[DN_BURST];
+	uint16_t rx_extra;      /* lcore 0: the port's nb_rx_extra queues it reads too */
+	uint16_t rx_next;       /* ... the queue its next burst starts at (0: its own) */
 	bool intr_registered;
 	bool tx_cleanup_ok;     /* the PMD answers rte_eth_tx_done_cleanup */
 	struct dn_spin spin;    /* sleep mode's adaptive spin after work, in TSC cycles */
@@ -179,6 +191,25 @@ int dn_arp_pending_add(struct dn_lcore *lc, struct rte_mbuf *m, uint32_t next_ho
 /* dn_loop.c */
 
 /*
+ * A burst from lc's queue and, for lcore 0 of a device with extra queues, from those too,
+ * each burst beginning at the next queue in turn so that none waits behind a busy one.
+ */
+static inline uint16_t dn_rx_burst(struct dn_lcore *lc, struct rte_mbuf **pkts)
+{
+	uint16_t n, k, q;
+
+	if (likely(lc->rx_extra == 0))
+		return rte_eth_rx_burst(lc->port_id, lc->queue, pkts, DN_BURST);
+	q = lc->rx_next;
+	lc->rx_next = q == lc->rx_extra ? 0 : q + 1;
+	for (n = 0, k = 0; k <= lc->rx_extra && n < DN_BURST; k++) {
+		n += rte_eth_rx_burst(lc->port_id, q, pkts + n, (uint16_t)(DN_BURST - n));
+		q = q == lc->rx_extra ? 0 : q + 1;
+	}
+	return n;
+}
+
+/*
  * The device's Rx queue, frames found by the look before sleeping first: what dn_loop_once
  * and lcore 0 under software steering read.
  */
@@ -187,7 +218,7 @@ static inline uint16_t dn_rx_device(struct dn_lcore *lc, struct rte_mbuf **pkts)
 	uint16_t n = lc->stash_n;
 
 	if (likely(n == 0)) {
-		n = rte_eth_rx_burst(lc->port_id, lc->queue, pkts, DN_BURST);
+		n = dn_rx_burst(lc, pkts);
 		lc->stats.rx_queue += n;
 		return n;
 	}
@@ -205,8 +236,25 @@ static inline uint16_t dn_rx_device(struct dn_lcore *lc, struct rte_mbuf **pkts)
 static inline bool dn_rx_recheck(struct dn_lcore *lc)
 {
 	if (lc->stash_n == 0)
-		lc->stash_n = rte_eth_rx_burst(lc->port_id, lc->queue, lc->stash, DN_BURST);
+		lc->stash_n = dn_rx_burst(lc, lc->stash);
 	return lc->stash_n > 0;
+}
+
+/* Arms the Rx interrupts of lc's queues (its extra ones too): true when its own is armed. */
+static inline bool dn_rx_intr_arm(struct dn_lcore *lc)
+{
+	if (!lc->intr_registered || rte_eth_dev_rx_intr_enable(lc->port_id, lc->queue) != 0)
+		return false;
+	for (uint16_t q = 1; q <= lc->rx_extra; q++)
+		rte_eth_dev_rx_intr_enable(lc->port_id, q);
+	return true;
+}
+
+static inline void dn_rx_intr_disarm(struct dn_lcore *lc)
+{
+	rte_eth_dev_rx_intr_disable(lc->port_id, lc->queue);
+	for (uint16_t q = 1; q <= lc->rx_extra; q++)
+		rte_eth_dev_rx_intr_disable(lc->port_id, q);
 }
 
 /*

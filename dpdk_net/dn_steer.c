@@ -4,8 +4,8 @@
  * which knows how it chose its ports), whatever queue the device put it on.
  *
  * One queue (virtio-user, net_vhost and net_tap here by default, nb_lcores > nb_queues == 1):
- * lcore 0 reads the queue and hands each frame it does not own to its owner over an SPSC
- * rte_ring; that lcore runs the frame through its own eth/ip input and everything above,
+ * lcore 0 reads the queue (and a virtio device's extra ones, dn_rx_burst) and hands each
+ * frame it does not own to its owner over an SPSC rte_ring; that lcore runs the frame through its own eth/ip input and everything above,
  * exactly as if it had read it from a queue.
  *
  * A queue per lcore (nb_queues == nb_lcores > 1: a multi-queue NIC, net_tap, virtio-user and
@@ -430,7 +430,7 @@ void dn_steer_idle_wait(struct dn_lcore *lc)
 	struct dn_wake *w = &lc->port->wake[lc->index];
 	bool intr;
 
-	intr = lc->intr_registered && rte_eth_dev_rx_intr_enable(lc->port_id, lc->queue) == 0;
+	intr = dn_rx_intr_arm(lc);
 	atomic_store_explicit(&w->sleeping, 1, memory_order_relaxed);
 	/* seq_cst: the flag is visible before we look at the rings; partner: the fence in
 	 * dn_steer_wake after the producer's enqueue. */
@@ -445,7 +445,7 @@ void dn_steer_idle_wait(struct dn_lcore *lc)
 	}
 	atomic_store_explicit(&w->sleeping, 0, memory_order_relaxed);
 	if (intr)
-		rte_eth_dev_rx_intr_disable(lc->port_id, lc->queue);
+		dn_rx_intr_disarm(lc);
 	lc->stats.idle_sleeps++;
 }
 

@@ -5,7 +5,9 @@
 #  1. a direct virtio-user/vhost pair (queues=2 both sides): a wharf-perf echo server and a
 #     client on 2 lcores each, 64 B and 256 KiB echoes (TSO and LRO on each queue), every
 #     echo checked byte for byte (--verify); then the 256 KiB echoes with queues=1, each
-#     side's 2 lcores sharing one queue;
+#     side's 2 lcores sharing one queue; then queue counts that do not match the lcores
+#     (queues=2 on both sides, 2 lcores against 1, either way round: echoes intact; a vhost
+#     port of queues=1 under a guest of queues=2: a warning);
 #  2. net_tap (two queues, the kernel's tap picks the queue): Linux's TCP as the client of a
 #     2-lcore wharf-perf echo server;
 #  3. the direct pair again under a training job: a 2-lane PS and a 2-lane shard-aware
@@ -110,6 +112,32 @@ tb_stop server1
 [ "$(tb_json "$TB_DIR/big1.out" queues)" = 1 ] || tb_fail "one-queue pair: $(tb_json "$TB_DIR/big1.out" queues) queues"
 [ "$(jarr "$TB_DIR/big1.out" tx_handoff | awk '{print $2}')" -gt 0 ] || tb_fail "one-queue pair: lcore 1 handed lcore 0 no Tx"
 tb_pass "pair, 1 queue each side: 80 256 KiB echoes intact, lcore 1's Tx relayed ($(jarr "$TB_DIR/big1.out" tx_handoff) frames handed to lcore 0)"
+
+# 1c. Queue counts that do not match the lcores: a side with fewer lcores than its device's
+# queues sends on queue 0 and reads them all (lcore 0), so its peer may use every queue; a
+# vhost port of fewer queues than its guest cannot read the others and says so.
+mismatch() { # NAME SERVER-QUEUES SERVER-LCORES CLIENT-QUEUES CLIENT-LCORES
+	local n=$1
+	rm -f "$TB_DIR/pair.sock"
+	"$TB_BUILD/wharf-perf" $(tb_pair_eal "$n-s" server 0-1 "$2") -- --ip 198.18.0.2/24 --server \
+		--port 7100 --echo --lcores "$3" --seconds 30 >"$TB_DIR/$n-s.out" 2>"$TB_DIR/$n-s.log" &
+	TB_PIDS[$n]=$!
+	tb_wait_log "$TB_DIR/$n-s.log" "server on port" 10 || { cat "$TB_DIR/$n-s.log" >&2; tb_fail "$n: server did not start"; }
+	timeout --kill-after=5 30 "$TB_BUILD/wharf-perf" $(tb_pair_eal "$n-c" client 0-1 "$4") -- \
+		--ip 198.18.0.1/24 --peer 198.18.0.2 --port 7100 --lcores "$5" --connections 8 \
+		--count 50 --verify --seconds 20 >"$TB_DIR/$n-c.out" 2>"$TB_DIR/$n-c.log"
+	MM_RC=$?
+	tb_stop "$n"
+}
+mismatch mm1 2 2 2 1
+[ "$MM_RC" = 0 ] && [ "$(tb_json "$TB_DIR/mm1-c.out" msgs)" = 400 ] && [ "$(tb_json "$TB_DIR/mm1-c.out" corrupt)" = 0 ] || { tail -n 5 "$TB_DIR/mm1-c.log" >&2; tb_fail "queues=2 both sides, 2 lcores to 1: $(tb_json "$TB_DIR/mm1-c.out" msgs) of 400 echoes"; }
+grep -q "lcore 0 reads all 2" "$TB_DIR/mm1-c.log" || tb_fail "the 1-lcore client does not say it reads both queues"
+mismatch mm2 2 1 2 2
+[ "$MM_RC" = 0 ] && [ "$(tb_json "$TB_DIR/mm2-c.out" msgs)" = 400 ] && [ "$(tb_json "$TB_DIR/mm2-c.out" corrupt)" = 0 ] || { tail -n 5 "$TB_DIR/mm2-c.log" >&2; tb_fail "queues=2 both sides, 1 lcore to 2: $(tb_json "$TB_DIR/mm2-c.out" msgs) of 400 echoes"; }
+all_pos "$(jarr "$TB_DIR/mm2-c.out" lcore_msgs)" || tb_fail "queues=2 both sides, 1 lcore to 2: a client lcore carried no messages"
+mismatch mm3 1 1 2 2
+grep -q "the virtio peer enabled its Tx queue 1, and this port has 1" "$TB_DIR/mm3-s.log" || { cat "$TB_DIR/mm3-s.log" >&2; tb_fail "a vhost port of 1 queue under a 2-queue guest said nothing"; }
+tb_pass "queues=2 both sides, 2 lcores and 1: 400 echoes intact each way round; vhost queues=1 under a 2-queue guest: warned"
 
 # 2. net_tap with two queues, Linux's TCP as the client.
 IF=wmq$$

@@ -616,15 +616,24 @@ static void print_counters(const struct vs *vs)
 	fflush(stdout);
 }
 
-/* RTE_ETH_EVENT_QUEUE_STATE, on the vhost thread: which of its receive rings a node enabled. */
+/*
+ * RTE_ETH_EVENT_QUEUE_STATE, on the vhost thread: which of its receive rings a node enabled.
+ * RTE_ETH_EVENT_INTR_LSC: a node that left takes its rings with it (net_vhost forgets their
+ * state then without an event), so the next node to attach enables its own.
+ */
 static int queue_state_event(uint16_t port_id, enum rte_eth_event_type type, void *arg,
 			     void *ret_param)
 {
 	struct vs_port *p = arg;
 	struct rte_eth_vhost_queue_event ev;
 
-	(void)type;
 	(void)ret_param;
+	if (type == RTE_ETH_EVENT_INTR_LSC) {
+		if (!link_up(port_id))
+			for (uint16_t q = 1; q < VS_MAX_QUEUES; q++)
+				atomic_store_explicit(&p->q_on[q], false, memory_order_relaxed);
+		return 0;
+	}
 	while (rte_eth_vhost_get_queue_event(port_id, &ev) == 0)
 		if (!ev.rx && ev.queue_id < VS_MAX_QUEUES) /* our Tx: the node's Rx ring */
 			atomic_store_explicit(&p->q_on[ev.queue_id], ev.enable, memory_order_relaxed);
@@ -657,8 +666,10 @@ static int ports_up(struct vs *vs, char *err, size_t errlen)
 				return rc;
 		vs->port[i].nq = nq;
 		vs->port[i].port_id = pid;
-		if (nq > 1 && (rc = rte_eth_dev_callback_register(pid, RTE_ETH_EVENT_QUEUE_STATE,
-						queue_state_event, &vs->port[i])) != 0) {
+		if (nq > 1 && ((rc = rte_eth_dev_callback_register(pid, RTE_ETH_EVENT_QUEUE_STATE,
+						 queue_state_event, &vs->port[i])) != 0 ||
+				(rc = rte_eth_dev_callback_register(pid, RTE_ETH_EVENT_INTR_LSC,
+						 queue_state_event, &vs->port[i])) != 0)) {
 			snprintf(err, errlen, "port %u: queue-state events: %s", i, rte_strerror(-rc));
 			return rc;
 		}
