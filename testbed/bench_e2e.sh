@@ -171,6 +171,11 @@ cluster() { # PROTO BASEPORT NWORKERS
 result() { # NODE
 	local node=$1
 	grep '^{' "$TB_DIR/$node.out" 2>/dev/null | tail -n 1 >"$RES/$node.json"
+	# A wharf-ps-bench worker stopped by a signal prints its finished phases: not a result.
+	if grep -q '"stopped":true' "$RES/$node.json"; then
+		echo '{"failed":"stopped by a signal before its phases ended"}' >"$RES/$node.json"
+		return 0
+	fi
 	[ -s "$RES/$node.json" ] && return 0
 	tb_log "$node gave no result; last lines of its log:"
 	tail -n 5 "$TB_DIR/$node.log" >&2

@@ -21,7 +21,9 @@
  *
  * Call chain: main -> ps_fleet_init_app -> ps_fleet_init_server + ps_fleet_run_server |
  *   pb_worker_run (pb_run.c) -> print_json.
- * Exit status: 0 done, 1 run-time failure, 2 bad configuration.
+ * A worker stopped by SIGINT or SIGTERM prints the phases it finished ("stopped": true) and
+ * exits with status 3.
+ * Exit status: 0 done, 1 run-time failure, 2 bad configuration, 3 a worker stopped by a signal.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -327,11 +329,12 @@ static void print_phase(const struct pb_opts *o, const struct pb_phase *p, bool 
 	       p->p99_us, p->secs > 0 ? p->lat_sum_us / (p->secs * 1e6) : 0.0);
 }
 
+/* count: the phases finished; fewer than the sweep's (stopped by a signal): "stopped". */
 static void print_json(struct ps_fleet *f, const struct pb_opts *o, const struct pb_phase *ph,
 		       unsigned count)
 {
 	const struct ps_cluster *cl = ps_fleet_cluster(f);
-	bool one_point = count == o->n_op;
+	bool one_point = count == o->n_op && pb_sweep_size(o) == o->n_op;
 	unsigned i;
 
 	printf("{\"bench\":\"ps\",\"worker\":%u,\"workers\":%u,\"servers\":%u,\"protocol\":\"%s\","
@@ -362,6 +365,8 @@ static void print_json(struct ps_fleet *f, const struct pb_opts *o, const struct
 		       n, keys_per_s(&ph[i]), n, gbit_per_s(o, &ph[i]), n, ph[i].p50_us, n,
 		       ph[i].p99_us);
 	}
+	if (count < pb_sweep_size(o))
+		printf(",\"stopped\":true");
 	printf(",\"phases\":[");
 	for (i = 0; i < count; i++)
 		print_phase(o, &ph[i], i == 0);
@@ -379,8 +384,12 @@ static int pb_worker(struct ps_fleet *f, const struct pb_opts *o, const struct p
 		fprintf(stderr, "wharf-ps-bench: out of memory\n");
 		return -ENOMEM;
 	}
-	if ((rc = pb_worker_run(f, o, mt, ph, count)) == 0)
-		print_json(f, o, ph, count);
+	unsigned done;
+
+	rc = pb_worker_run(f, o, mt, ph, count, &done);
+	/* Stopped by a signal: what it measured before is still worth printing. */
+	if (rc == 0 || (rc == -ECANCELED && done > 0))
+		print_json(f, o, ph, done);
 	free(ph);
 	return rc;
 }
@@ -435,7 +444,9 @@ int main(int argc, char **argv)
 		ps_fleet_destroy(f);
 		return 2;
 	}
-	if (ps_fleet_is_server(f)) {
+	bool server = ps_fleet_is_server(f);
+
+	if (server) {
 		if ((rc = ps_fleet_init_server(f, &mt)) == 0)
 			rc = ps_fleet_run_server(f);
 		if (rc != 0)
@@ -445,5 +456,5 @@ int main(int argc, char **argv)
 	}
 	ps_model_tables_free(&mt);
 	ps_fleet_destroy(f);
-	return rc == 0 ? 0 : 1;
+	return rc == 0 ? 0 : rc == -ECANCELED && !server ? 3 : 1;
 }

@@ -48,10 +48,11 @@ struct pb_phase {
 
 /*
  * The worker: init_worker, wait for --start-at, then every phase of the sweep into ph
- * (count: the sweep's size). 0, or -errno with the reason on stderr.
+ * (count: the sweep's size). 0, or -errno with the reason on stderr (-ECANCELED: stopped by
+ * SIGINT or SIGTERM). *done: the phases finished, ph[0..*done), whatever it returns.
  */
 int pb_worker_run(struct ps_fleet *f, const struct pb_opts *o, const struct ps_model_tables *mt,
-		  struct pb_phase *ph, unsigned count);
+		  struct pb_phase *ph, unsigned count, unsigned *done);
 unsigned pb_sweep_size(const struct pb_opts *o);
 
 #endif

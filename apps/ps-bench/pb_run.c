@@ -371,12 +371,13 @@ static void run_free(struct pb_run *b)
 }
 
 int pb_worker_run(struct ps_fleet *f, const struct pb_opts *o, const struct ps_model_tables *mt,
-		  struct pb_phase *ph, unsigned count)
+		  struct pb_phase *ph, unsigned count, unsigned *done)
 {
 	struct pb_run b;
 	unsigned i;
 	int rc;
 
+	*done = 0;
 	memset(&b, 0, sizeof(b));
 	b.f = f;
 	b.o = o;
@@ -395,11 +396,18 @@ int pb_worker_run(struct ps_fleet *f, const struct pb_opts *o, const struct ps_m
 	}
 	b.pc = ps_fleet_client(f, &b.io);
 	wait_start(o->start_at);
-	for (i = 0; i < count && rc == 0; i++)
-		if ((rc = pb_phase_run(&b, &ph[i])) != 0)
+	for (i = 0; i < count && rc == 0; i++) {
+		if ((rc = pb_phase_run(&b, &ph[i])) == 0)
+			*done = i + 1;
+		else if (rc == -ECANCELED)
+			fprintf(stderr, "wharf-ps-bench: stopped by a signal in the %s %s phase (batch "
+				"%u, %u in flight), %u of %u phases done\n", pb_kind_name[ph[i].kind],
+				pb_op_name[ph[i].op], ph[i].batch, ph[i].inflight, i, count);
+		else
 			fprintf(stderr, "wharf-ps-bench: %s %s phase (batch %u, %u in flight): %s "
 				"(%s)\n", pb_kind_name[ph[i].kind], pb_op_name[ph[i].op],
 				ph[i].batch, ph[i].inflight, strerror(-rc), ps_fleet_error(f));
+	}
 	/* While b lives: a request still in flight may call back into its slot until then. */
 	ps_fleet_stop_worker(f);
 out:

@@ -5,8 +5,8 @@
 # in one JSON line, each with requests and goodput above 0. With 8 in flight the requests
 # overlap (mean in flight by Little's law, the latencies' sum over the phase's time, above 4;
 # with 1, at most 1), and the server counted every request the worker timed (a dense
-# push-pull is two: a push and a pull). Bad sweep flags are refused with exit status 2 and
-# the flag named.
+# push-pull is two: a push and a pull). A worker stopped by SIGINT mid-sweep prints the phases
+# it finished and exits 3. Bad sweep flags are refused with exit status 2 and the flag named.
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
 
@@ -35,6 +35,33 @@ tb_node ps 0 ps-bench $CL --role ps $ARGS
 tb_wait_log "$TB_DIR/ps.log" "serving" 20 || { cat "$TB_DIR/ps.log" >&2; tb_fail "the server did not come up"; }
 timeout 60 "$TB_BUILD/wharf-ps-bench" -- $CL --role worker $ARGS >"$TB_DIR/w.out" 2>"$TB_DIR/w.log" ||
 	{ cat "$TB_DIR/w.log" >&2; tb_fail "the worker failed"; }
+
+# A worker stopped by SIGINT part way through its sweep (four 2-second phases, the signal
+# 4 s in) prints the phases it finished, marked stopped, and exits with status 3.
+"$TB_BUILD/wharf-ps-bench" -- $CL --role worker ${ARGS/--seconds 1/--seconds 2} --task-index 0 \
+	>"$TB_DIR/ws.out" 2>"$TB_DIR/ws.log" &
+wpid=$!
+sleep 4
+kill -INT $wpid
+wait $wpid
+rc=$?
+[ $rc = 3 ] || { cat "$TB_DIR/ws.log" >&2; tb_fail "a worker stopped by SIGINT exited $rc, expected 3"; }
+grep -q "stopped by a signal in the" "$TB_DIR/ws.log" || { cat "$TB_DIR/ws.log" >&2; tb_fail "the stop was not said"; }
+out=$(/usr/bin/python3 - "$TB_DIR/ws.out" 2>&1 <<'PY'
+import json, sys
+lines = [l for l in open(sys.argv[1]) if l.startswith("{")]
+if len(lines) != 1:
+    sys.exit(f"{len(lines)} JSON lines, expected 1")
+d = json.loads(lines[0])
+ph = d["phases"]
+if d.get("stopped") is not True or not 1 <= len(ph) <= 3:
+    sys.exit(f"stopped {d.get('stopped')}, {len(ph)} phases: expected stopped with 1 to 3 of 4")
+if any(p["requests"] <= 0 or p["gbit_per_s"] <= 0 for p in ph):
+    sys.exit(f"a finished phase without requests: {ph}")
+print(f"{len(ph)} of 4 phases printed, stopped")
+PY
+) || { cat "$TB_DIR/ws.out" >&2; tb_fail "$out"; }
+tb_pass "worker stopped by SIGINT: exit 3, $out"
 "$TB_BUILD/wharf-ctl" 127.0.0.1:$B shutdown >/dev/null || tb_fail "shutdown"
 tb_wait_log "$TB_DIR/ps.log" "stopped after" 10 || tb_fail "the server did not stop"
 tb_stop ps
