@@ -1,6 +1,6 @@
 /*
- * test_table.c — the sparse table's open-addressing index (insert, find, incremental
- * grow, collisions, adversarial keys), its row initializers and its per-row overhead.
+ * test_table.c — the sparse table's open-addressing index (insert, find, a pull's batch
+ * find, incremental grow, collisions, adversarial keys), its row initializers and its per-row overhead.
  * Drives ps_table.c directly (internals from ps_pvt.h); no EAL.
  */
 #include <math.h>
@@ -22,6 +22,26 @@ static void lookup_keys(struct ps_table *t, const uint64_t *keys, uint32_t n, ui
 	ps_table_lookup_batch(t, &k, n, rows, NULL);
 }
 
+/*
+ * A pull's batch find (its prefetch pipeline) against one find per key: the last keys
+ * looked up, each beside a key that is likely absent, so that found and missing keys mix.
+ */
+static void check_find_batch(const struct ps_table *t, const uint64_t *keys, uint32_t n)
+{
+	enum { Q = 600 };
+	uint64_t q[Q];
+	uint32_t rows[Q], m = 0, i;
+	struct ps_keys k = { .arr = q };
+
+	for (i = n > Q / 2 ? n - Q / 2 : 0; i < n; i++) {
+		q[m++] = keys[i];
+		q[m++] = keys[i] ^ 0x8000000000000001ull;
+	}
+	ps_table_find_batch(t, &k, m, rows);
+	for (i = 0; i < m; i++)
+		assert_int_equal(rows[i], ps_table_find(t, q[i]));
+}
+
 static void check_all(struct ps_table *t, const uint64_t *keys, uint32_t n)
 {
 	uint32_t i;
@@ -31,6 +51,7 @@ static void check_all(struct ps_table *t, const uint64_t *keys, uint32_t n)
 		assert_int_not_equal(r, UINT32_MAX);
 		assert_true(ps_row_meta(t, r)->key == keys[i]);
 	}
+	check_find_batch(t, keys, n);
 }
 
 static void run_keys(const uint64_t *keys, uint32_t n, uint32_t batch)
