@@ -6,7 +6,8 @@
 # share it by software steering). The sparse CTR model in async and in sync: it must learn,
 # all 4 PS lanes and all 3 lanes of each worker must carry requests, no data op may cross PS
 # lanes (data_ops_remote 0), and the PS's lanes may hand each other no more than ARP (at most
-# 16 frames): the workers aim each connection at its lane's queue of 4.
+# 16 frames): the workers aim each connection at its lane's queue of 4. Then the same job on
+# kernel TCP (four epoll threads in the PS, three in each worker, on the same 2 cores).
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
 
@@ -16,7 +17,7 @@ MAP=$TB_DIR/.endpoint_map
 printf '127.0.0.1:%d=198.19.0.1:6666\n127.0.0.1:%d=198.19.0.2:5555\n127.0.0.1:%d=198.19.0.3:5555\n' \
 	$B $((B + 1)) $((B + 2)) >"$MAP"
 CTL=127.0.0.1:$B
-CL="--ps $CTL --workers 127.0.0.1:$((B + 1)),127.0.0.1:$((B + 2)) --endpoint-map $MAP --protocol dpdk --wait-timeout 30 --retry-interval 1 --model lr --ctr-samples 100000 --epochs 2"
+CL="--ps $CTL --workers 127.0.0.1:$((B + 1)),127.0.0.1:$((B + 2)) --endpoint-map $MAP --wait-timeout 30 --retry-interval 1 --model lr --ctr-samples 100000 --epochs 2"
 WQ=(3 1) # queue pairs of worker 0's and worker 1's switch ports
 
 # EAL arguments of node NAME on switch port IDX: LCORES (EAL --lcores), Q queue pairs.
@@ -31,32 +32,37 @@ stat_num() { # FILE LINE-REGEX NAME
 	grep -E "$2" "$1" | head -n 1 | sed -nE "s/.* $3 ([0-9]+).*/\\1/p"
 }
 
-job() { # NAME MODE
-	local name=$1 mode=$2 i k v n auc remote t s hops=0
-	tb_switch 3 --queues "4,${WQ[0]},${WQ[1]}" || tb_fail "switch"
-	WHARF_PORT_RSS=peer "$TB_BUILD/wharf-train" $(eal "ps-$name" 0 '0@0,1@1,2@0,3@1' 4) -- $CL \
-		--mode "$mode" --role ps --ps-cores 4 >"$TB_DIR/ps-$name.out" 2>"$TB_DIR/ps-$name.log" &
+job() { # NAME MODE PROTO
+	local name=$1 mode=$2 proto=$3 i k v n auc remote t s hops=0 env
+	[ "$proto" = dpdk ] && { tb_switch 3 --queues "4,${WQ[0]},${WQ[1]}" || tb_fail "switch"; }
+	env=(env) && [ "$proto" = dpdk ] && env+=(WHARF_PORT_RSS=peer)
+	"${env[@]}" "$TB_BUILD/wharf-train" $(eal "ps-$name" 0 '0@0,1@1,2@0,3@1' 4) -- $CL \
+		--protocol "$proto" --mode "$mode" --role ps --ps-cores 4 \
+		>"$TB_DIR/ps-$name.out" 2>"$TB_DIR/ps-$name.log" &
 	TB_PIDS[ps-$name]=$!
 	for i in 0 1; do
-		env $([ "${WQ[$i]}" -gt 1 ] && echo WHARF_PORT_RSS=peer) "$TB_BUILD/wharf-train" \
-			$(eal "w$i-$name" $((i + 1)) '0@1,1@0,2@1' "${WQ[$i]}") -- $CL --mode "$mode" \
-			--role worker --task-index $i --worker-cores 3 \
-			>"$TB_DIR/w$i-$name.out" 2>"$TB_DIR/w$i-$name.log" &
+		env=(env) && [ "$proto" = dpdk ] && [ "${WQ[$i]}" -gt 1 ] && env+=(WHARF_PORT_RSS=peer)
+		"${env[@]}" "$TB_BUILD/wharf-train" $(eal "w$i-$name" $((i + 1)) '0@1,1@0,2@1' "${WQ[$i]}") \
+			-- $CL --protocol "$proto" --mode "$mode" --role worker --task-index $i \
+			--worker-cores 3 >"$TB_DIR/w$i-$name.out" 2>"$TB_DIR/w$i-$name.log" &
 		TB_PIDS[w$i-$name]=$!
 	done
 	for _ in $(seq 1 600); do
 		kill -0 "${TB_PIDS[w0-$name]}" 2>/dev/null || kill -0 "${TB_PIDS[w1-$name]}" 2>/dev/null || break
 		sleep 0.2
 	done
-	sleep 0.3 # telemetry is published every 100 ms
-	t=$(printf '/wharf/dn/stats,%s\n' 0 1 2 3 | timeout 10 dpdk-telemetry.py -f "wharf-$TB_ID-ps-$name" 2>&1 | tr -d ' \n')
-	s=$(echo "$t" | grep -oE '"steered_in":[0-9]+' | cut -d: -f2)
-	[ "$(echo $s | wc -w)" = 4 ] || { echo "$t" >&2; tb_fail "$name: no telemetry from the 4 PS lanes"; }
-	for v in $s; do hops=$((hops + v)); done
-	[ "$hops" -le 16 ] || tb_fail "$name: $hops frames were handed between the PS's lanes"
+	if [ "$proto" = dpdk ]; then
+		sleep 0.3 # telemetry is published every 100 ms
+		t=$(printf '/wharf/dn/stats,%s\n' 0 1 2 3 | timeout 10 dpdk-telemetry.py -f "wharf-$TB_ID-ps-$name" 2>&1 | tr -d ' \n')
+		s=$(echo "$t" | grep -oE '"steered_in":[0-9]+' | cut -d: -f2)
+		[ "$(echo $s | wc -w)" = 4 ] || { echo "$t" >&2; tb_fail "$name: no telemetry from the 4 PS lanes"; }
+		for v in $s; do hops=$((hops + v)); done
+		[ "$hops" -le 16 ] || tb_fail "$name: $hops frames were handed between the PS's lanes"
+	fi
 	"$TB_BUILD/wharf-ctl" "$CTL" status >"$TB_DIR/$name-status.txt" 2>&1
 	"$TB_BUILD/wharf-ctl" "$CTL" shutdown >/dev/null
-	for n in w0-$name w1-$name ps-$name switch; do tb_stop "$n"; done
+	for n in w0-$name w1-$name ps-$name; do tb_stop "$n"; done
+	[ "$proto" = dpdk ] && tb_stop switch
 	for i in 0 1; do
 		grep -q "\"mode\":\"$mode\"" "$TB_DIR/w$i-$name.out" || { tail -n 8 "$TB_DIR/w$i-$name.log" "$TB_DIR/ps-$name.log" >&2; tb_fail "$name: worker $i did not finish"; }
 	done
@@ -78,8 +84,9 @@ job() { # NAME MODE
 			[ -n "$v" ] && [ "$v" -gt 0 ] || { grep wlane "$TB_DIR/w$i-$name.log" >&2; tb_fail "$name: worker $i lane $k carried ${v:-no} requests"; }
 		done
 	done
-	tb_pass "$name ($mode, 4-lane PS, 3-lane workers on 2 cores): test_auc $auc; PS lanes' requests$n, data ops across lanes 0, frames handed between lanes $hops; every worker lane carried requests"
+	tb_pass "$name ($mode, $proto, 4-lane PS, 3-lane workers on 2 cores): test_auc $auc; PS lanes' requests$n, data ops across lanes 0$([ "$proto" = dpdk ] && echo ", frames handed between lanes $hops"); every worker lane carried requests"
 }
 
-job async async
-job sync sync
+job async async dpdk
+job sync sync dpdk
+job kasync async kernel
