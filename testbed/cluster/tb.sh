@@ -14,6 +14,7 @@
 #   tb_stop NAME                 SIGTERM one process and wait for it
 #   tb_json FILE KEY [DEFAULT]   a number from the last JSON line of FILE; a missing key fails
 #                                the test naming it (unless DEFAULT)
+#   tb_stat_num FILE REGEX NAME  the number after NAME on the first line matching REGEX
 #   tb_skip WHAT WHY             a part the test cannot run here: said at once, and a test that
 #                                otherwise passed exits 77 (counted as skipped, not passed)
 #   tb_cleanup                   kill everything started, remove hugepage files, sockets and
@@ -252,6 +253,12 @@ tb_json() {
 		[ "$BASH_SUBSHELL" -gt 0 ] && kill -USR1 $$
 		exit 1
 	fi
+}
+
+# The number after NAME on the first line of FILE matching LINE-REGEX (a `wharf-ctl status`
+# dump: tb_stat_num F "^lane +1 " requests); empty when there is none.
+tb_stat_num() { # FILE LINE-REGEX NAME
+	grep -E "$2" "$1" | head -n 1 | sed -nE "s/.* $3 ([0-9]+).*/\\1/p"
 }
 
 tb_fail() { tb_log "FAIL: $*"; exit 1; }

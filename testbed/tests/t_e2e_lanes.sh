@@ -19,18 +19,13 @@ printf '127.0.0.1:%d=198.19.0.1:6666\n127.0.0.1:%d=198.19.0.2:5555\n127.0.0.1:%d
 CTL=127.0.0.1:$B
 CL="--ps $CTL --workers 127.0.0.1:$((B + 1)),127.0.0.1:$((B + 2)) --endpoint-map $MAP --wait-timeout 30 --retry-interval 1 --ps-cores 2"
 
-# The number after NAME on the status line starting with PREFIX (lane K: "lane   K ").
-stat_num() { # FILE LINE-REGEX NAME
-	grep -E "$2" "$1" | head -n 1 | sed -nE "s/.* $3 ([0-9]+).*/\\1/p"
-}
-
 # Checks a PS status dump: two lanes, no data op crossed lanes, both lanes served requests.
 check_lanes() { # NAME STATUS-FILE
 	local name=$1 st=$2 remote r0 r1
 	grep -q "lanes 2 " "$st" || { cat "$st" >&2; tb_fail "$name: the PS does not serve on 2 lanes"; }
-	remote=$(stat_num "$st" "^server " data_ops_remote)
-	r0=$(stat_num "$st" "^lane +0 " requests)
-	r1=$(stat_num "$st" "^lane +1 " requests)
+	remote=$(tb_stat_num "$st" "^server " data_ops_remote)
+	r0=$(tb_stat_num "$st" "^lane +0 " requests)
+	r1=$(tb_stat_num "$st" "^lane +1 " requests)
 	[ -n "$remote" ] && [ -n "$r0" ] && [ -n "$r1" ] || { cat "$st" >&2; tb_fail "$name: status lacks the lane counters"; }
 	[ "$remote" = 0 ] || { cat "$st" >&2; tb_fail "$name: $remote data ops crossed lanes on the PS"; }
 	[ "$r0" -gt 0 ] && [ "$r1" -gt 0 ] || { cat "$st" >&2; tb_fail "$name: lane requests $r0 / $r1: a lane carried nothing"; }

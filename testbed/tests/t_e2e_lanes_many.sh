@@ -27,11 +27,6 @@ eal() { # NAME IDX LCORES Q
 		"--vdev=virtio_user0,path=$TB_DIR/port$2.sock,queues=$4,queue_size=1024,mac=02:00:00:00:00:0$(($2 + 1))"
 }
 
-# The number after NAME on the first line matching LINE-REGEX.
-stat_num() { # FILE LINE-REGEX NAME
-	grep -E "$2" "$1" | head -n 1 | sed -nE "s/.* $3 ([0-9]+).*/\\1/p"
-}
-
 job() { # NAME MODE PROTO
 	local name=$1 mode=$2 proto=$3 i k v n auc remote t s hops=0 env
 	[ "$proto" = dpdk ] && { tb_switch 3 --queues "4,${WQ[0]},${WQ[1]}" || tb_fail "switch"; }
@@ -70,11 +65,11 @@ job() { # NAME MODE PROTO
 	[ "$(echo "$auc 0.70" | awk '{print ($1 >= $2)}')" = 1 ] || tb_fail "$name: test_auc $auc < 0.70"
 	st=$TB_DIR/$name-status.txt
 	grep -q "lanes 4 " "$st" || { cat "$st" >&2; tb_fail "$name: the PS does not serve on 4 lanes"; }
-	remote=$(stat_num "$st" "^server " data_ops_remote)
+	remote=$(tb_stat_num "$st" "^server " data_ops_remote)
 	[ "$remote" = 0 ] || { cat "$st" >&2; tb_fail "$name: ${remote:-no count of} data ops crossed PS lanes"; }
 	n=""
 	for k in 0 1 2 3; do
-		v=$(stat_num "$st" "^lane +$k " requests)
+		v=$(tb_stat_num "$st" "^lane +$k " requests)
 		[ -n "$v" ] && [ "$v" -gt 0 ] || { cat "$st" >&2; tb_fail "$name: PS lane $k carried ${v:-no} requests"; }
 		n="$n $v"
 	done
