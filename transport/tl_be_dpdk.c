@@ -537,8 +537,9 @@ static unsigned db_timers(void *arg, struct dn_lcore *lc, uint64_t now_tsc)
 		}
 	}
 	tl_obs_publish(d->obs, now_tsc);
-	/* The round's clock, not another rdtsc (12 ns here, a tenth of an idle round): the
-	 * stack's clock only moves forward, so input read later in the round cannot be undone. */
+	/* The round's clock, not another rdtsc (12 ns here, a tenth of an idle round). Input
+	 * earlier in the round may have read a later clock; the stack keeps the later one (its
+	 * clock only moves forward), so timers never run on a time before it. */
 	tl_tcp_timers(d->stack, db_tsc_ns(d, now_tsc));
 	return work;
 }
