@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <rte_ethdev.h>
 #include <rte_ether.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
@@ -203,6 +204,13 @@ void dn_eal_fini(void);
 /* Configures and starts the port. Reason for a failure in err. */
 int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err, size_t errlen);
 void dn_port_destroy(struct dn_port *port);
+/*
+ * rte_eth_dev_callback_unregister that waits out a run of the callback in progress on the
+ * interrupt thread (-EAGAIN), so the callback's argument can go once it returns. Returns
+ * what the last try said (0, or -ENOENT: none registered).
+ */
+int dn_callback_unregister(uint16_t port_id, enum rte_eth_event_type event,
+			   rte_eth_dev_cb_fn cb, void *arg);
 /*
  * Stops the device before teardown, so its PMD lets go of every frame it still holds (PMDs
  * such as virtio free sent mbufs only under ring pressure; their zero-copy payload goes back

@@ -87,6 +87,12 @@ static bool peer_rss_env(void)
 	return v != NULL && strcmp(v, "peer") == 0;
 }
 
+/* Queue pairs configured on the device: the lcores' own and the extra ones lcore 0 reads. */
+static inline uint16_t dev_queues(const struct dn_port *p)
+{
+	return (uint16_t)(p->nb_queues + p->nb_rx_extra);
+}
+
 static int pools_create(struct dn_port *p, char *err, size_t errlen)
 {
 	const struct dn_config *c = &p->cfg;
@@ -311,7 +317,7 @@ static int queues_setup(struct dn_port *p, const struct rte_eth_dev_info *di,
 {
 	int ret;
 
-	for (uint16_t q = 0; q < p->nb_queues + p->nb_rx_extra; q++) {
+	for (uint16_t q = 0; q < dev_queues(p); q++) {
 		struct rte_mempool *mp = pool_for_queue(p, q);
 		struct rte_eth_txconf txc = di->default_txconf;
 		int socket = mp->socket_id;
@@ -348,7 +354,7 @@ static int vhost_queue_event(uint16_t pid, enum rte_eth_event_type type, void *a
 {
 	struct dn_port *p = arg;
 	struct rte_eth_vhost_queue_event ev;
-	uint16_t have = p->nb_queues + p->nb_rx_extra;
+	uint16_t have = dev_queues(p);
 
 	(void)type;
 	(void)ret_param;
@@ -365,12 +371,23 @@ static int vhost_queue_event(uint16_t pid, enum rte_eth_event_type type, void *a
 	return 0;
 }
 
+int dn_callback_unregister(uint16_t port_id, enum rte_eth_event_type event,
+			   rte_eth_dev_cb_fn cb, void *arg)
+{
+	int rc;
+
+	/* -EAGAIN: the callback is running now, on the interrupt thread; wait it out. */
+	while ((rc = rte_eth_dev_callback_unregister(port_id, event, cb, arg)) == -EAGAIN)
+		rte_pause();
+	return rc;
+}
+
 static int port_configure(struct dn_port *p, char *err, size_t errlen)
 {
 	struct rte_eth_dev_info di;
 	struct rte_eth_conf conf;
 	uint16_t nb_rxd = p->cfg.nb_rxd, nb_txd = p->cfg.nb_txd;
-	uint16_t nq = p->nb_queues + p->nb_rx_extra; /* the extra ones: Rx only (dn_rx_burst) */
+	uint16_t nq = dev_queues(p); /* the extra ones: Rx only (dn_rx_burst) */
 	int ret;
 
 	ret = rte_eth_dev_info_get(p->port_id, &di);
@@ -378,8 +395,7 @@ static int port_configure(struct dn_port *p, char *err, size_t errlen)
 		snprintf(err, errlen, "port %u: dev info: %s", p->port_id, rte_strerror(-ret));
 		return ret;
 	}
-	if (p->nb_queues + p->nb_rx_extra > di.max_rx_queues ||
-	    p->nb_queues + p->nb_rx_extra > di.max_tx_queues) {
+	if (nq > di.max_rx_queues || nq > di.max_tx_queues) {
 		snprintf(err, errlen, "port %u (%s): %u queues wanted, device has %u rx / %u tx",
 			 p->port_id, di.driver_name, nq, di.max_rx_queues, di.max_tx_queues);
 		return -EINVAL;
@@ -632,7 +648,7 @@ void dn_port_stop(struct dn_port *p)
 	p->stopped = true;
 	if (p->keep_at_exit) {
 		/* Not stopped (see eal_keep); what its Tx rings hold goes back as it is sent. */
-		for (uint16_t q = 0; q < p->nb_queues + p->nb_rx_extra; q++)
+		for (uint16_t q = 0; q < dev_queues(p); q++)
 			rte_eth_tx_done_cleanup(p->port_id, q, 0);
 	} else {
 		rte_eth_dev_stop(p->port_id);
@@ -662,10 +678,8 @@ void dn_port_destroy(struct dn_port *p)
 	}
 	dn_steer_port_fini(p); /* its flow rules go before the device does */
 	rte_eth_dev_stop(p->port_id);
-	if (p->queue_cb) /* waits for a callback running (EAL's rte_eth_dev_callback_unregister) */
-		while (rte_eth_dev_callback_unregister(p->port_id, RTE_ETH_EVENT_QUEUE_STATE,
-						       vhost_queue_event, p) == -EAGAIN)
-			rte_pause();
+	if (p->queue_cb)
+		dn_callback_unregister(p->port_id, RTE_ETH_EVENT_QUEUE_STATE, vhost_queue_event, p);
 	rte_eth_dev_close(p->port_id);
 	dn_wake_port_fini(p);
 	for (unsigned s = 0; s < RTE_MAX_NUMA_NODES; s++)

@@ -759,13 +759,11 @@ int main(int argc, char **argv)
 		/*
 		 * Closing a net_vhost port ends its node's connection, which raises LSC on the
 		 * vhost thread while the port goes away: queue_state_event would read a closing
-		 * port. Unregistered first (-EAGAIN: it is running now; the others: none there).
+		 * port. Unregistered first (ports of one queue never registered it: -ENOENT).
 		 */
-		while (rte_eth_dev_callback_unregister(pid, RTE_ETH_EVENT_INTR_LSC,
-						       queue_state_event, &vs.port[i]) == -EAGAIN ||
-		       rte_eth_dev_callback_unregister(pid, RTE_ETH_EVENT_QUEUE_STATE,
-						       queue_state_event, &vs.port[i]) == -EAGAIN)
-			rte_pause();
+		dn_callback_unregister(pid, RTE_ETH_EVENT_INTR_LSC, queue_state_event, &vs.port[i]);
+		dn_callback_unregister(pid, RTE_ETH_EVENT_QUEUE_STATE, queue_state_event,
+				       &vs.port[i]);
 		rte_eth_dev_stop(pid);
 		rte_eth_dev_close(pid);
 	}
