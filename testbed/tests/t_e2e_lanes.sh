@@ -13,11 +13,9 @@ set -u
 
 tb_init
 B=47790
-MAP=$TB_DIR/.endpoint_map
-printf '127.0.0.1:%d=198.19.0.1:6666\n127.0.0.1:%d=198.19.0.2:5555\n127.0.0.1:%d=198.19.0.3:5555\n' \
-	$B $((B + 1)) $((B + 2)) >"$MAP"
-CTL=127.0.0.1:$B
-CL="--ps $CTL --workers 127.0.0.1:$((B + 1)),127.0.0.1:$((B + 2)) --endpoint-map $MAP --wait-timeout 30 --retry-interval 1 --ps-cores 2"
+tb_train_cluster $B # the .endpoint_map of a PS and 2 workers; each job names its --protocol
+CTL=$TB_TRAIN_CTL
+CL="$TB_TRAIN_CL --ps-cores 2"
 
 # Checks a PS status dump: two lanes, no data op crossed lanes, both lanes served requests.
 check_lanes() { # NAME STATUS-FILE

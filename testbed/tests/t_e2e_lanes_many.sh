@@ -13,11 +13,9 @@ set -u
 
 tb_init
 B=47830
-MAP=$TB_DIR/.endpoint_map
-printf '127.0.0.1:%d=198.19.0.1:6666\n127.0.0.1:%d=198.19.0.2:5555\n127.0.0.1:%d=198.19.0.3:5555\n' \
-	$B $((B + 1)) $((B + 2)) >"$MAP"
-CTL=127.0.0.1:$B
-CL="--ps $CTL --workers 127.0.0.1:$((B + 1)),127.0.0.1:$((B + 2)) --endpoint-map $MAP --wait-timeout 30 --retry-interval 1 --model lr --ctr-samples 100000 --epochs 2"
+tb_train_cluster $B # the .endpoint_map of a PS and 2 workers; each job names its --protocol
+CTL=$TB_TRAIN_CTL
+CL="$TB_TRAIN_CL --model lr --ctr-samples 100000 --epochs 2"
 WQ=(3 1) # queue pairs of worker 0's and worker 1's switch ports
 
 # EAL arguments of node NAME on switch port IDX: LCORES (EAL --lcores), Q queue pairs.
