@@ -10,6 +10,7 @@
 #   tb_eal NAME [IDX]            print the EAL arguments a node NAME on port IDX uses (core
 #                                IDX mod nproc, or TB_EAL_CORE)
 #   tb_wait_log FILE REGEX SECS  wait for a line in a log
+#   tb_wait_exit SECS NAME..     wait for started processes to exit (bounded)
 #   tb_train_cluster BASE; tb_train_job WAIT NAME MODE KEY MIN ARGS..  a wharf-train job
 #   tb_stop NAME                 SIGTERM one process and wait for it
 #   tb_json FILE KEY [DEFAULT]   a number from the last JSON line of FILE; a missing key fails
@@ -197,6 +198,19 @@ tb_cleanup() {
 	return $rc
 }
 
+# Waits up to SECS for the processes started as NAMEs to have exited, every one (polled every
+# 0.2 s); returns at once when none runs. Says nothing either way: the caller checks results.
+tb_wait_exit() { # SECS NAME...
+	local secs=$1 n alive; shift
+	for _ in $(seq 1 $((secs * 5))); do
+		alive=0
+		for n in "$@"; do kill -0 "${TB_PIDS[$n]}" 2>/dev/null && alive=1; done
+		[ $alive = 0 ] && return 0
+		sleep 0.2
+	done
+	return 0
+}
+
 # A 1 PS + 2 worker wharf-train cluster over the switch (protocol dpdk) whose control
 # endpoints are 127.0.0.1:BASE..BASE+2, data addresses from an .endpoint_map in TB_DIR.
 tb_train_cluster() { # BASE
@@ -215,10 +229,7 @@ tb_train_job() { # WAIT NAME MODE KEY MIN MODEL-ARGS...
 	tb_switch 3 || tb_fail "switch"
 	tb_node ps-$name 0 train $TB_TRAIN_CL --mode "$mode" --role ps "$@"
 	for i in 0 1; do tb_node w$i-$name $((i + 1)) train $TB_TRAIN_CL --mode "$mode" --role worker --task-index $i "$@"; done
-	for _ in $(seq 1 $(($wait * 5))); do
-		kill -0 "${TB_PIDS[w0-$name]}" 2>/dev/null || kill -0 "${TB_PIDS[w1-$name]}" 2>/dev/null || break
-		sleep 0.2
-	done
+	tb_wait_exit "$wait" "w0-$name" "w1-$name"
 	# TB_STATUS_OUT: where to keep the PS's `wharf-ctl status` as the job ends (its counters).
 	[ -n "${TB_STATUS_OUT:-}" ] && "$TB_BUILD/wharf-ctl" "$TB_TRAIN_CTL" status >"$TB_STATUS_OUT" 2>&1
 	"$TB_BUILD/wharf-ctl" "$TB_TRAIN_CTL" shutdown >/dev/null

@@ -70,10 +70,7 @@ job() { # NAME PROTO MODE KEY MIN MODEL-ARGS...
 		TB_QUEUES=$WQ TB_EAL_CORE=0-1 tb_node w$i-$name $((i + 1)) train $CL --protocol "$proto" --mode "$mode" \
 			--role worker --task-index $i --worker-cores 2 $WPIN "$@"
 	done
-	for _ in $(seq 1 600); do
-		kill -0 "${TB_PIDS[w0-$name]}" 2>/dev/null || kill -0 "${TB_PIDS[w1-$name]}" 2>/dev/null || break
-		sleep 0.2
-	done
+	tb_wait_exit 120 "w0-$name" "w1-$name"
 	if [ "$proto" = dpdk ]; then
 		sleep 0.3 # telemetry is published every 100 ms
 		ps_hops "$name"
@@ -118,10 +115,7 @@ idle_lane() {
 			--mode async --role worker --task-index $i --worker-cores 2 --worker-polling \
 			--model count --count-pushes 500 --count-delay-us 2000
 	done
-	for _ in $(seq 1 120); do
-		kill -0 "${TB_PIDS[w0-$name]}" 2>/dev/null || kill -0 "${TB_PIDS[w1-$name]}" 2>/dev/null || break
-		sleep 0.2
-	done
+	tb_wait_exit 24 "w0-$name" "w1-$name"
 	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 	"$TB_BUILD/wharf-ctl" "$CTL" shutdown >/dev/null
 	for i in 0 1; do tb_stop w$i-$name; done

@@ -40,10 +40,7 @@ job() { # NAME MODE PROTO
 			--worker-cores 3 >"$TB_DIR/w$i-$name.out" 2>"$TB_DIR/w$i-$name.log" &
 		TB_PIDS[w$i-$name]=$!
 	done
-	for _ in $(seq 1 600); do
-		kill -0 "${TB_PIDS[w0-$name]}" 2>/dev/null || kill -0 "${TB_PIDS[w1-$name]}" 2>/dev/null || break
-		sleep 0.2
-	done
+	tb_wait_exit 120 "w0-$name" "w1-$name"
 	if [ "$proto" = dpdk ]; then
 		sleep 0.3 # telemetry is published every 100 ms
 		t=$(printf '/wharf/dn/stats,%s\n' 0 1 2 3 | timeout 10 dpdk-telemetry.py -f "wharf-$TB_ID-ps-$name" 2>&1 | tr -d ' \n')
