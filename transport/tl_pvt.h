@@ -237,7 +237,8 @@ struct tl_backend_ops {
 	int (*poll)(struct tl *tl, int64_t timeout_us);
 	/*
 	 * Optional: hands frames the flushes queued in the backend to the device now (dpdk:
-	 * the lcore's software Tx queue), for tl_conn_push. NULL: flush already writes.
+	 * the lcore's software Tx queue), for tl_conn_push and at the end of every tl_poll
+	 * round. NULL: flush already writes.
 	 */
 	void (*kick)(struct tl *tl);
 	/* Optional: tl_wake, from any thread. NULL: the instance never sleeps long. */
