@@ -211,13 +211,20 @@ tb_wait_exit() { # SECS NAME...
 	return 0
 }
 
+# The .endpoint_map of a PS at 127.0.0.1:BASE and two workers at BASE+1 and BASE+2, their
+# data addresses NET.1 (port 6666), NET.2 and NET.3 (5555); NET is 198.19.0 unless given.
+tb_train_map() { # BASE [NET]
+	local b=$1 net=${2:-198.19.0}
+	TB_TRAIN_MAP=$TB_DIR/.endpoint_map
+	printf "127.0.0.1:%d=$net.1:6666\n127.0.0.1:%d=$net.2:5555\n127.0.0.1:%d=$net.3:5555\n" \
+		"$b" $((b + 1)) $((b + 2)) >"$TB_TRAIN_MAP"
+}
+
 # A 1 PS + 2 worker wharf-train cluster over the switch (protocol dpdk) whose control
 # endpoints are 127.0.0.1:BASE..BASE+2, data addresses from an .endpoint_map in TB_DIR.
 tb_train_cluster() { # BASE
 	local b=$1
-	TB_TRAIN_MAP=$TB_DIR/.endpoint_map
-	printf '127.0.0.1:%d=198.19.0.1:6666\n127.0.0.1:%d=198.19.0.2:5555\n127.0.0.1:%d=198.19.0.3:5555\n' \
-		"$b" $((b + 1)) $((b + 2)) >"$TB_TRAIN_MAP"
+	tb_train_map "$b"
 	TB_TRAIN_CTL=127.0.0.1:$b
 	TB_TRAIN_CL="--ps 127.0.0.1:$b --workers 127.0.0.1:$((b + 1)),127.0.0.1:$((b + 2)) --endpoint-map $TB_TRAIN_MAP --protocol dpdk --wait-timeout 30 --retry-interval 1"
 }

@@ -9,9 +9,8 @@ set -u
 
 tb_init
 B=48010
-MAP=$TB_DIR/.endpoint_map
-printf '127.0.0.1:%d=198.19.0.1:6666\n127.0.0.1:%d=198.19.0.2:5555\n127.0.0.1:%d=198.19.0.3:5555\n' \
-	$B $((B + 1)) $((B + 2)) >"$MAP"
+tb_train_map $B
+MAP=$TB_TRAIN_MAP
 PROG=$TB_DIR/two_tables
 
 # Built as a user would: the public header and the library, nothing else of the tree. With

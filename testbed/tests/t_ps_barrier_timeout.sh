@@ -12,9 +12,8 @@ set -u
 
 tb_init
 B=48710
-MAP=$TB_DIR/.endpoint_map
-printf '127.0.0.1:%d=198.19.8.1:6666\n127.0.0.1:%d=198.19.8.2:5555\n127.0.0.1:%d=198.19.8.3:5555\n' \
-	$B $((B + 1)) $((B + 2)) >"$MAP"
+tb_train_map $B 198.19.8
+MAP=$TB_TRAIN_MAP
 WL="127.0.0.1:$((B + 1)),127.0.0.1:$((B + 2))"
 
 wait_gone() { # NAME SECS

@@ -19,9 +19,8 @@ set -u
 
 tb_init
 B=48700
-MAP=$TB_DIR/.endpoint_map
-printf '127.0.0.1:%d=198.19.7.1:6666\n127.0.0.1:%d=198.19.7.2:5555\n127.0.0.1:%d=198.19.7.3:5555\n' \
-	$B $((B + 1)) $((B + 2)) >"$MAP"
+tb_train_map $B 198.19.7
+MAP=$TB_TRAIN_MAP
 WL="127.0.0.1:$((B + 1)),127.0.0.1:$((B + 2))"
 
 wait_gone() { # NAME SECS

@@ -18,9 +18,8 @@ set -u
 
 tb_init
 B=48660
-MAP=$TB_DIR/.endpoint_map
-printf '127.0.0.1:%d=198.19.0.1:6666\n127.0.0.1:%d=198.19.0.2:5555\n127.0.0.1:%d=198.19.0.3:5555\n' \
-	$B $((B + 1)) $((B + 2)) >"$MAP"
+tb_train_map $B
+MAP=$TB_TRAIN_MAP
 PROG=$TB_DIR/ledger
 L=$TB_BUILD/lib
 gcc -O2 -std=c11 -Wall -Wextra -Werror -I"$TB_ROOT/include" "$TB_ROOT/testbed/extern/ledger.c" \
