@@ -30,8 +30,8 @@ void tl_cc_init(struct tl_tcp_conn *c)
 	c->cwnd = min_u32(TL_IW_SEGS * c->mss, max_u32(2u * c->mss, TL_IW_BYTES));
 	c->ssthresh = TL_CWND_MAX;
 	c->rto_ns = c->stack->cfg.rto_init_ns;
-	c->srtt_us = 0;
-	c->rttvar_us = 0;
+	c->srtt_ns = 0;
+	c->rttvar_ns = 0;
 	c->dupacks = 0;
 	c->in_recovery = false;
 	c->bytes_acked_ca = 0;
@@ -45,22 +45,22 @@ void tl_cc_init(struct tl_tcp_conn *c)
 void tl_cc_rtt_sample(struct tl_tcp_conn *c, uint64_t rtt_ns)
 {
 	const struct tl_tcp_cfg *cfg = &c->stack->cfg;
-	uint32_t r = (uint32_t)(rtt_ns / 1000u);
-	uint64_t rto;
+	uint64_t r = rtt_ns ? rtt_ns : 1u, rto;
 
-	if (r == 0)
-		r = 1;
-	if (c->srtt_us == 0) {
-		c->srtt_us = r;
-		c->rttvar_us = r / 2;
+	/*
+	 * RFC 6298's averages, kept in nanoseconds: in whole microseconds, srtt - srtt/8 + r/8
+	 * never fell below 7 for samples under 8 us (an eighth of them truncated to 0).
+	 */
+	if (c->srtt_ns == 0) {
+		c->srtt_ns = r;
+		c->rttvar_ns = r / 2;
 	} else {
-		uint32_t err = c->srtt_us > r ? c->srtt_us - r : r - c->srtt_us;
-		c->rttvar_us = c->rttvar_us - c->rttvar_us / 4 + err / 4;
-		c->srtt_us = c->srtt_us - c->srtt_us / 8 + r / 8;
+		uint64_t err = c->srtt_ns > r ? c->srtt_ns - r : r - c->srtt_ns;
+		c->rttvar_ns = c->rttvar_ns - c->rttvar_ns / 4 + err / 4;
+		c->srtt_ns = c->srtt_ns - c->srtt_ns / 8 + r / 8;
 	}
 	/* RTO = SRTT + max(G, 4 * RTTVAR), G the timer granularity (RFC 6298 2.3). */
-	rto = (uint64_t)c->srtt_us * 1000u + max_u32((uint32_t)(cfg->tick_ns / 1000u),
-						      4u * c->rttvar_us) * 1000ull;
+	rto = c->srtt_ns + (cfg->tick_ns > 4u * c->rttvar_ns ? cfg->tick_ns : 4u * c->rttvar_ns);
 	if (rto < cfg->rto_min_ns)
 		rto = cfg->rto_min_ns;
 	if (rto > cfg->rto_max_ns)

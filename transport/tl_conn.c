@@ -669,8 +669,8 @@ void tl_tcp_conn_get_stats(const struct tl_tcp_conn *c, struct tl_tcp_conn_stats
 	o->bytes_acked = c->bytes_acked;
 	o->bytes_rcvd = c->bytes_rcvd;
 	o->retrans = c->retrans;
-	o->srtt_us = c->srtt_us;
-	o->rttvar_us = c->rttvar_us;
+	o->srtt_us = (uint32_t)(c->srtt_ns / 1000u);
+	o->rttvar_us = (uint32_t)(c->rttvar_ns / 1000u);
 	o->rto_us = (uint32_t)(c->rto_ns / 1000u);
 	o->cwnd = c->cwnd;
 	o->ssthresh = c->ssthresh;

@@ -152,7 +152,8 @@ struct tl_tcp_conn {
 	uint32_t ts_recent, ts_last_ack_sent;
 
 	/* RTT, RTO (tl_cc.c) */
-	uint32_t srtt_us, rttvar_us;   /* srtt 0: no sample yet */
+	uint64_t srtt_ns, rttvar_ns;   /* srtt 0: no sample yet; in ns, not to floor a
+					* microsecond RTT's eighths away */
 	uint64_t rto_ns;
 	uint32_t rtt_seq;              /* Karn timing without timestamps */
 	uint64_t rtt_start;            /* 0: not timing */

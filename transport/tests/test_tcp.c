@@ -8,11 +8,13 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "tcp_fakelink.h"
+#include "tl_tcp_pvt.h" /* tl_cc_rtt_sample */
 
 #define MS 1000000ull
 
@@ -246,6 +248,28 @@ static void test_tcp_data_lost_rto_retransmits(void **state)
 	tl_tcp_stack_get_stats(l->stack[1], &st);
 	assert_int_equal(st.rto_fired, 1);
 	assert_int_equal(st.retrans, 1);
+}
+
+/*
+ * SRTT follows a round trip of microseconds down. Kept in whole microseconds, srtt - srtt/8
+ * + r/8 stopped falling at 7 us once the samples were under 8 us (their eighth was 0). The
+ * samples go in directly: a transfer's last ACK may be a delayed one, whose sample is not.
+ */
+static void test_tcp_srtt_follows_a_microsecond_rtt(void **state)
+{
+	struct fl_link *l = *state;
+	struct tl_tcp_conn *c;
+	struct tl_tcp_conn_stats cs;
+
+	assert_int_equal(fl_open_pair(l), 0);
+	c = l->app[1].conn;
+	tl_cc_rtt_sample(c, 100000);
+	for (int i = 0; i < 64; i++)
+		tl_cc_rtt_sample(c, 2000);
+	tl_tcp_conn_get_stats(c, &cs);
+	assert_true(cs.srtt_us >= 1 && cs.srtt_us <= 3);
+	assert_true(cs.rttvar_us <= 3);
+	assert_int_equal(cs.rto_us, l->stack[1]->cfg.rto_min_ns / 1000u);
 }
 
 /*
@@ -849,6 +873,7 @@ int main(void)
 		T(test_tcp_synack_lost_retransmitted),
 		T(test_tcp_handshake_ack_lost_recovered_by_data),
 		T(test_tcp_data_lost_rto_retransmits),
+		T(test_tcp_srtt_follows_a_microsecond_rtt),
 		T(test_tcp_spurious_rto_undone_by_eifel),
 		T(test_tcp_rto_after_queue_grew_then_late_ack_completes),
 		T(test_tcp_ack_lost_data_still_completes),
