@@ -762,9 +762,9 @@ int tl_poll(struct tl *tl, int64_t timeout_us)
 		tl->round_end(tl->round_end_arg);
 	tl_flush_dirty(tl);
 	/*
-	 * What the round wrote leaves now. Left queued, it went out in the next round, after
-	 * that round's Rx poll: a reply waited a round (about 70 ns an idle round here) and a
-	 * stream's ACKs with it (the 1 MiB stream ran 17% faster with this).
+	 * What the round wrote leaves now. Left queued until the next round's empty Rx poll, a
+	 * reply waited a round, and a stream's ACKs waited behind its data (docs/benchmarks.md,
+	 * "The PS path").
 	 */
 	if (tl->be_ops->kick != NULL)
 		tl->be_ops->kick(tl);
