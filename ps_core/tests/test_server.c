@@ -46,9 +46,15 @@ static void test_server_push_pull_routes_across_servers_and_shards(void **state)
 	for (i = 0; i < 500 * 4; i++)
 		g[i] = (float)i;
 	assert_int_equal(pt_push(c, 0, 1, 4, keys, 500, g), 0);
-	assert_int_equal(pt_pull(c, 1, 1, 4, keys, 500, out), 0);
-	for (i = 0; i < 500 * 4; i++)
-		assert_true(fabsf(out[i] + 0.1f * (float)i) < 1e-3f * (1 + (float)i));
+	/* Replies in 7-byte pieces (every row across pieces), 100-byte ones (most rows whole in
+	 * a piece, some across two), and whole. */
+	for (uint32_t sp = 0; sp < 3; sp++) {
+		c->split = (uint32_t[]){ 7, 100, 0 }[sp];
+		memset(out, 0, sizeof(out));
+		assert_int_equal(pt_pull(c, 1, 1, 4, keys, 500, out), 0);
+		for (i = 0; i < 500 * 4; i++)
+			assert_true(fabsf(out[i] + 0.1f * (float)i) < 1e-3f * (1 + (float)i));
+	}
 	for (s = 0; s < 3; s++) {
 		assert_int_equal(ps_server_table_stats(c->srv[s], 1, &st), 0);
 		assert_true(st.rows > 100); /* every server got a share */
