@@ -485,6 +485,13 @@ static void route_keys(struct ps_client *c, struct cl_slot *s, const uint64_t *k
 {
 	uint32_t nd = c->n_dst, i, *off = s->srv_off, *kd = c->kdst;
 
+	if (nd == 1) { /* one PS on one lane: every key goes there, in order */
+		for (i = 0; i < n; i++)
+			s->pos[i] = i;
+		off[0] = 0;
+		off[1] = n;
+		return;
+	}
 	memset(off, 0, (nd + 1) * sizeof(*off));
 	for (i = 0; i < n; i++) {
 		kd[i] = key_dest(c, keys[i]);
