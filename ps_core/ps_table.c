@@ -679,6 +679,17 @@ static void pf_start(const struct ps_table *t, struct ps_keys *keys, uint32_t n,
 		pf_row(t, rows[j]);
 }
 
+/* The pipeline's step before key i resolves: the slot of key i + 2 * PS_PF_DIST, the row of
+ * key i + PS_PF_DIST. */
+static inline void pf_ahead(const struct ps_table *t, struct ps_keys *keys, const uint8_t *flat,
+			    const uint32_t *idx, uint32_t i, uint32_t n, uint32_t *rows)
+{
+	if (i + 2 * PS_PF_DIST < n)
+		pf_slot(t, KEY(i + 2 * PS_PF_DIST), i + 2 * PS_PF_DIST, rows);
+	if (i + PS_PF_DIST < n)
+		pf_row(t, rows[i + PS_PF_DIST]);
+}
+
 /*
  * Rows of n keys without creating any (rows[] the hash scratch too): the pipeline of
  * ps_table_lookup_batch (a key's slot 2 * PS_PF_DIST keys ahead, its row's first line
@@ -696,10 +707,7 @@ void ps_table_find_batch(const struct ps_table *t, struct ps_keys *keys, uint32_
 
 	pf_start(t, keys, n, rows);
 	for (i = 0; i < n; i++) {
-		if (i + 2 * PS_PF_DIST < n)
-			pf_slot(t, KEY(i + 2 * PS_PF_DIST), i + 2 * PS_PF_DIST, rows);
-		if (i + PS_PF_DIST < n)
-			pf_row(t, rows[i + PS_PF_DIST]);
+		pf_ahead(t, keys, flat, idx, i, n, rows);
 		rows[i] = find_h(t, KEY(i), rows[i], &pos);
 		if (rows[i] != UINT32_MAX)
 			ps_row_prefetch_rest(t, rows[i], 0);
@@ -722,10 +730,7 @@ void ps_table_lookup_batch(struct ps_table *t, struct ps_keys *keys, uint32_t n,
 	for (i = 0; i < n; i++) {
 		uint64_t key = KEY(i);
 		uint32_t h = rows[i], r;
-		if (i + 2 * PS_PF_DIST < n)
-			pf_slot(t, KEY(i + 2 * PS_PF_DIST), i + 2 * PS_PF_DIST, rows);
-		if (i + PS_PF_DIST < n)
-			pf_row(t, rows[i + PS_PF_DIST]);
+		pf_ahead(t, keys, flat, idx, i, n, rows);
 		migrate(t, PS_MIGRATE_PER_LOOKUP);
 		r = find_h(t, key, h, &pos);
 		if (r == UINT32_MAX)
