@@ -105,7 +105,7 @@ static int obs_stats_cmd(const char *cmd, const char *params, struct rte_tel_dat
 		OBS_U64(seg_in); OBS_U64(seg_out); OBS_U64(bytes_in); OBS_U64(bytes_out);
 		OBS_U64(retrans); OBS_U64(fast_retrans); OBS_U64(rto_fired); OBS_U64(spurious_rto);
 		OBS_U64(probes); OBS_U64(ooo_queued); OBS_U64(dup_segs); OBS_U64(dup_acks);
-		OBS_U64(sack_rexmits);
+		OBS_U64(sack_rexmits); OBS_U64(sack_walks);
 		OBS_U64(challenge_acks); OBS_U64(rst_in); OBS_U64(rst_out);
 		OBS_U64(drop_malformed); OBS_U64(drop_no_conn); OBS_U64(drop_window);
 		OBS_U64(drop_bad_ack); OBS_U64(drop_backlog); OBS_U64(drop_ooo_full);

@@ -18,7 +18,12 @@
  *    (ops.pkt_hold on a chain updates every buffer's count): the entries holding a packet
  *    form a ring, and the packet is released when the last of them leaves.
  * A single-segment frame is one entry with its own reference, as it would be anyway.
+ * The SACK blocks the connection's ACKs carry are kept beside the queue (sack_top): a
+ * segment joining the tail, as every segment past a hole does until it is filled, updates
+ * them in place; any other change marks them stale, for one walk at the next ACK.
  */
+#include <string.h>
+
 #include "tl_tcp_pvt.h"
 
 /* A slot of the connection's slice: off the free list, else one never used since the
@@ -41,6 +46,9 @@ void tl_ooo_reset(struct tl_tcp_conn *c)
 	c->ooo_free = TL_OOO_NIL;
 	c->ooo_fresh = 0;
 	c->ooo_n = 0;
+	c->sack_ntop = 0;
+	c->sack_has_first = false;
+	c->sack_stale = false;
 }
 
 /* Takes entry i off the list (ooo_n counts listed entries only). */
@@ -59,6 +67,11 @@ static void unlink_entry(struct tl_tcp_conn *c, uint32_t i)
 	if (c->ooo_last == i)
 		c->ooo_last = TL_OOO_NIL;
 	c->ooo_n--;
+	c->sack_stale = c->ooo_n != 0;
+	if (c->ooo_n == 0) {
+		c->sack_ntop = 0;
+		c->sack_has_first = false;
+	}
 }
 
 uint32_t tl_ooo_pop(struct tl_tcp_conn *c)
@@ -145,8 +158,10 @@ bool tl_ooo_fit_fin(struct tl_tcp_conn *c, uint32_t seq, uint32_t *len, bool *fi
 		s->st.drop_window++;
 	}
 	for (uint32_t i = c->ooo_head; i != TL_OOO_NIL; i = q[i].next)
-		if (TL_SEQ_GT(q[i].seq + q[i].len, end))
+		if (TL_SEQ_GT(q[i].seq + q[i].len, end)) {
 			q[i].len = end - q[i].seq;
+			c->sack_stale = true;
+		}
 	return true;
 }
 
@@ -212,6 +227,32 @@ static void share_pkt(struct tl_tcp_conn *c, uint32_t i)
 	q[n].snext = i;
 }
 
+/* Entry i, just linked, in the SACK blocks: on the tail, it extends the highest range or
+ * starts one above it (every entry starts below it), and the newest is that range. */
+static void sack_add_tail(struct tl_tcp_conn *c, uint32_t i)
+{
+	const struct tl_ooo *e = &c->ooo[i];
+	struct tl_sack_range *top = c->sack_top;
+	uint32_t end = e->seq + e->len + e->fin;
+
+	if (e->next != TL_OOO_NIL || c->sack_stale) {
+		c->sack_stale = true;
+		return;
+	}
+	if (c->sack_ntop && TL_SEQ_LEQ(e->seq, top[c->sack_ntop - 1].end)) {
+		if (TL_SEQ_GT(end, top[c->sack_ntop - 1].end))
+			top[c->sack_ntop - 1].end = end;
+	} else {
+		if (c->sack_ntop == 4) {
+			memmove(&top[0], &top[1], 3 * sizeof(top[0]));
+			c->sack_ntop = 3;
+		}
+		top[c->sack_ntop++] = (struct tl_sack_range){ e->seq, end };
+	}
+	c->sack_first = top[c->sack_ntop - 1];
+	c->sack_has_first = true;
+}
+
 void tl_ooo_insert(struct tl_tcp_conn *c, uint32_t seq, uint32_t len, const uint8_t *data,
 		   bool fin, void *pkt)
 {
@@ -243,6 +284,7 @@ void tl_ooo_insert(struct tl_tcp_conn *c, uint32_t seq, uint32_t len, const uint
 	c->ooo_n++;
 	c->ooo_last = i;
 	c->sack_recent = seq;
+	sack_add_tail(c, i);
 	c->ooo_bytes += charge;
 	s->ooo_bytes += charge;
 	s->st.ooo_queued++;

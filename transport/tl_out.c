@@ -140,52 +140,66 @@ static uint32_t put_ts(struct tl_tcp_conn *c, uint8_t *o)
 }
 
 /*
- * SACK blocks for what the out-of-order queue holds (RFC 2018 4): the range holding the
- * segment that arrived last first, then the highest others, as many as fit in room.
- * Ranges are the queue's entries merged where they touch (a FIN counts as a byte).
+ * Rebuilds the SACK blocks kept beside the out-of-order queue (sack_top, sack_first) with
+ * one walk of it: its ranges are its entries merged where they touch (a FIN counts as a
+ * byte), ascending; the four highest are kept, and the one holding sack_recent.
  */
-static uint32_t put_sack(const struct tl_tcp_conn *c, uint8_t *o, uint32_t room)
+static void sack_walk(struct tl_tcp_conn *c)
 {
-	struct tl_sack_range first = { 0, 0 }, top[3], cur;
 	const struct tl_ooo *q = c->ooo;
-	uint32_t ntop = 0, max = room >= 12u ? (room - 4u) / 8u : 0, n = 0;
-	bool have_first = false;
+	struct tl_sack_range cur, *top = c->sack_top;
+	uint32_t n = 0;
 
-	if (room < 12u)
-		return 0;
-	if (max > 4)
-		max = 4;
+	c->sack_has_first = false;
 	for (uint32_t i = c->ooo_head; i != TL_OOO_NIL;) {
 		cur.start = q[i].seq;
 		cur.end = q[i].seq + q[i].len + q[i].fin;
 		for (i = q[i].next; i != TL_OOO_NIL && TL_SEQ_LEQ(q[i].seq, cur.end); i = q[i].next)
 			if (TL_SEQ_GT(q[i].seq + q[i].len + q[i].fin, cur.end))
 				cur.end = q[i].seq + q[i].len + q[i].fin;
-		if (!have_first && TL_SEQ_GEQ(c->sack_recent, cur.start) &&
-		    TL_SEQ_LT(c->sack_recent, cur.end)) {
-			first = cur;
-			have_first = true;
-			continue;
+		if (TL_SEQ_GEQ(c->sack_recent, cur.start) && TL_SEQ_LT(c->sack_recent, cur.end)) {
+			c->sack_first = cur;
+			c->sack_has_first = true;
 		}
-		/* Ascending walk: keep the last three, the highest. */
-		if (ntop == 3) {
-			memmove(&top[0], &top[1], 2 * sizeof(top[0]));
-			ntop = 2;
+		if (n == 4) {
+			memmove(&top[0], &top[1], 3 * sizeof(top[0]));
+			n = 3;
 		}
-		top[ntop++] = cur;
+		top[n++] = cur;
 	}
+	c->sack_ntop = (uint8_t)n;
+	c->sack_stale = false;
+	c->stack->st.sack_walks++;
+}
+
+/*
+ * SACK blocks for what the out-of-order queue holds (RFC 2018 4): the range holding the
+ * segment that arrived last first, then the highest others, as many as fit in room.
+ */
+static uint32_t put_sack(struct tl_tcp_conn *c, uint8_t *o, uint32_t room)
+{
+	uint32_t max = room >= 12u ? (room - 4u) / 8u : 0, n = 0;
+
+	if (room < 12u || c->ooo_n == 0)
+		return 0;
+	if (max > 4)
+		max = 4;
+	if (c->sack_stale)
+		sack_walk(c);
 	o[0] = TCPOPT_NOP;
 	o[1] = TCPOPT_NOP;
 	o[2] = TCPOPT_SACK;
-	if (have_first && n < max) {
-		be32(o + 4, first.start);
-		be32(o + 8, first.end);
+	if (c->sack_has_first) {
+		be32(o + 4, c->sack_first.start);
+		be32(o + 8, c->sack_first.end);
 		n++;
 	}
-	while (ntop > 0 && n < max) {
-		ntop--;
-		be32(o + 4 + 8 * n, top[ntop].start);
-		be32(o + 8 + 8 * n, top[ntop].end);
+	for (uint32_t k = c->sack_ntop; k > 0 && n < max; k--) {
+		const struct tl_sack_range *r = &c->sack_top[k - 1];
+		if (c->sack_has_first && r->start == c->sack_first.start)
+			continue;
+		be32(o + 4 + 8 * n, r->start);
+		be32(o + 8 + 8 * n, r->end);
 		n++;
 	}
 	if (n == 0)

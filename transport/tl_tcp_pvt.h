@@ -138,6 +138,17 @@ struct tl_tcp_conn {
 	uint32_t ooo_bytes;            /* sum of the entries' charge */
 	uint32_t sack_recent;          /* seq of the segment queued out of order last: its
 					* block goes first (RFC 2018 4) */
+	/*
+	 * The blocks the next ACK reports (tl_out.c put_sack): the queue's highest ranges
+	 * (entries merged where they touch), ascending, and the one holding sack_recent. A
+	 * segment joining the queue's tail updates them; any other change makes them stale,
+	 * and the next ACK rebuilds them with one walk of the queue.
+	 */
+	struct tl_sack_range sack_top[4];
+	struct tl_sack_range sack_first;
+	uint8_t sack_ntop;
+	bool sack_has_first;
+	bool sack_stale;
 
 	/*
 	 * Sender's SACK scoreboard: what the peer reported holding above snd_una, sorted,

@@ -777,6 +777,83 @@ static void test_tcp_chained_frames_out_of_order_held_once(void **state)
 	assert_int_equal(l->holds, l->releases);
 }
 
+/*
+ * A window's worth of segments queued above one hole: every one is answered with an ACK
+ * whose SACK blocks match the queue (the newest segment's range first, then the highest
+ * others), while the queue changes at its tail, in the middle and at its head, and the
+ * blocks are not rebuilt by walking the whole queue for each segment: the walks stay a
+ * handful, however long the queue.
+ */
+static void test_tcp_sack_blocks_kept_not_walked_per_segment(void **state)
+{
+	enum { N = 2000, LEN = 1000 };
+	static uint8_t seg[TL_TCP_HDR_MAX + LEN], data[(N + 4) * LEN];
+	struct fl_link *l = *state;
+	uint32_t blocks[4][2], b, mark, n;
+	struct tl_tcp_stats st0, st;
+	struct tl_tcp_cfg cfg;
+	struct fl_seg g;
+	struct view v;
+
+	fl_fini(l);
+	fl_cfg(&cfg);
+	cfg.rcv_buf = 4u << 20; /* the DPDK backend's window, its queue sized to it */
+	cfg.ooo_max = cfg.rcv_buf / 1400u + 1u;
+	assert_int_equal(fl_init(l, &cfg, NULL, 12), 0);
+	assert_int_equal(fl_open_pair(l), 0);
+	server_view(l, &v);
+	l->filter = drop_all; /* node 1 never sent these: keep its replies off the wire */
+	fl_fill_random(data, sizeof(data), 78);
+	tl_tcp_stack_get_stats(l->stack[0], &st0);
+#define PUT(k) fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, b + (k) * LEN, v.snd_nxt, \
+					     TL_TCP_ACK, 1000, NULL, 0, data + LEN + (k) * LEN, LEN), 0)
+	b = v.rcv_nxt + LEN; /* a hole of LEN, then segments 0 .. N-1 */
+	for (uint32_t k = 0; k < N; k++) {
+		mark = l->nlog;
+		assert_int_equal(PUT(k), 0);
+		assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
+		assert_int_equal(g.ack, v.rcv_nxt);
+		assert_int_equal(fl_seg_sack(&g, blocks), 1);
+		assert_int_equal(blocks[0][0], b);
+		assert_int_equal(blocks[0][1], b + (k + 1) * LEN);
+	}
+	/* A second hole (segment N), then N + 1 past it: that range first, then the one below. */
+	mark = l->nlog;
+	assert_int_equal(PUT(N + 1), 0);
+	assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
+	n = fl_seg_sack(&g, blocks);
+	assert_int_equal(n, 2);
+	assert_int_equal(blocks[0][0], b + (N + 1) * LEN);
+	assert_int_equal(blocks[0][1], b + (N + 2) * LEN);
+	assert_int_equal(blocks[1][0], b);
+	assert_int_equal(blocks[1][1], b + N * LEN);
+	/* A repeat inside the low range changes nothing; the newest range stays first. */
+	mark = l->nlog;
+	assert_int_equal(PUT(7), 0);
+	assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
+	assert_int_equal(fl_seg_sack(&g, blocks), 2);
+	assert_int_equal(blocks[0][0], b + (N + 1) * LEN);
+	/* The second hole filled: one range. */
+	mark = l->nlog;
+	assert_int_equal(PUT(N), 0);
+	assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
+	assert_int_equal(fl_seg_sack(&g, blocks), 1);
+	assert_int_equal(blocks[0][0], b);
+	assert_int_equal(blocks[0][1], b + (N + 2) * LEN);
+	tl_tcp_stack_get_stats(l->stack[0], &st);
+	assert_true(st.sack_walks - st0.sack_walks <= 4);
+	/* The first hole filled: everything delivered in order, no blocks left. */
+	mark = l->nlog;
+	assert_int_equal(fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt,
+						   TL_TCP_ACK, 1000, NULL, 0, data, LEN), 0), 0);
+#undef PUT
+	assert_int_equal(l->app[0].rx_len, (N + 3) * LEN);
+	assert_memory_equal(l->app[0].rx, data, (N + 3) * LEN);
+	assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
+	assert_int_equal(fl_seg_sack(&g, blocks), 0);
+	assert_int_equal(l->holds, l->releases);
+}
+
 static bool got_all(void *arg)
 {
 	const struct fl_link *l = arg;
@@ -858,6 +935,7 @@ int main(void)
 		T(test_tcp_random_lossy_link_transfer_intact),
 		T(test_tcp_frame_in_pieces_acked_once),
 		T(test_tcp_chained_frames_out_of_order_held_once),
+		T(test_tcp_sack_blocks_kept_not_walked_per_segment),
 		T(test_tcp_tso_segments_above_mss),
 	};
 
