@@ -122,15 +122,12 @@ pp_pair() {
 		perf_dpdk "$d.r$r" --size 64 "${hd[@]}"
 		perf_kernel "$k.r$r" --size 64 "${hk[@]}"
 	done
-	/usr/bin/python3 - "$OUT" "$d" "$k" "$rounds" "$hist" <<'EOF'
+	PYTHONPATH="$TB_ROOT/testbed" /usr/bin/python3 - "$OUT" "$d" "$k" "$rounds" "$hist" <<'EOF'
 import json, os, shutil, sys
+from bench_json import read_result
 out, d, k, rounds, hist = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 def load(n):
-    try:
-        with open(os.path.join(out, n + ".json")) as f:
-            return json.loads(f.read().strip().splitlines()[-1])
-    except (OSError, ValueError, IndexError):
-        return {"failed": "no result"}
+    return read_result(os.path.join(out, n + ".json")) or {"failed": "no result"}
 runs = [(r, load(f"{d}.r{r}"), load(f"{k}.r{r}")) for r in range(1, rounds + 1)]
 ok = [x for x in runs if x[1].get("rtt_p50_us") and x[2].get("rtt_p50_us")]
 ok.sort(key=lambda x: x[1]["rtt_p50_us"] / x[2]["rtt_p50_us"])
@@ -217,15 +214,11 @@ part_fuse() {
 	# said on the console and in fuse_pmd_step_bytes.json, which the report cites beside
 	# every figure of these steps.
 	local bytes
-	bytes=$(/usr/bin/python3 - "$OUT" "$FUSE_STEP_BYTES_FALLBACK" <<'EOF'
+	bytes=$(PYTHONPATH="$TB_ROOT/testbed" /usr/bin/python3 - "$OUT" "$FUSE_STEP_BYTES_FALLBACK" <<'EOF'
 import json, os, sys
+from bench_json import read_result
 out, fallback = sys.argv[1], int(sys.argv[2])
-fz = {}
-try:
-    with open(os.path.join(out, "fuse.json")) as f:
-        fz = json.loads([l for l in f if l.startswith("{")][-1])
-except (OSError, ValueError, IndexError):
-    pass
+fz = read_result(os.path.join(out, "fuse.json")) or {}
 v = ((fz.get("step_1000x64B") or {}).get("on") or {}).get("tx_bytes_per_step")
 if isinstance(v, (int, float)) and v > 0:
     rec = {"bytes": int(v), "from": "fuse.json step_1000x64B.on.tx_bytes_per_step"}

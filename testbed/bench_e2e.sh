@@ -539,20 +539,17 @@ for p in $PARTS; do
 	tb_log "$p: $(( $(date +%s) - T0 )) s"
 done
 
-/usr/bin/python3 - "$RES" "$OUT_DIR" "$PS_SECS" "$PS_BATCH" "$TR_LIMIT" "$TR_EPOCHS" "$PARTS" \
+PYTHONPATH="$TB_ROOT/testbed" /usr/bin/python3 - "$RES" "$OUT_DIR" "$PS_SECS" "$PS_BATCH" "$TR_LIMIT" "$TR_EPOCHS" "$PARTS" \
 	"$PB_SECS" "$(bridge_how)" "${BENCH_MTU:-1500}" "$PB_RUNS" "$TF_REPS" <<'EOF'
 import json, math, os, sys
+from bench_json import read_result
 res, out, secs, batch, limit, epochs, parts, pb_secs, bridge_how, mtu, pb_runs, tf_reps = sys.argv[1:13]
 parts = parts.split()
 # The run names of the PS keys parts: the protocol, and the kernel over the bridge.
 RUN = {"dpdk": "dpdk", "kernel": "kernel", "bridge": "kernel_bridge"}
 
 def load(name):
-    try:
-        with open(os.path.join(res, name + ".json")) as f:
-            return json.loads(f.read().strip().splitlines()[-1])
-    except (OSError, ValueError, IndexError):
-        return {"failed": "no output"}
+    return read_result(os.path.join(res, name + ".json")) or {"failed": "no output"}
 
 def ratio(a, b):
     return None if a is None or not b else round(a / b, 4)

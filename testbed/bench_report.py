@@ -18,24 +18,14 @@ import platform
 import subprocess
 import sys
 
+from bench_json import read_result
+
 out = sys.argv[1]
 
 
 def load(name):
-    """A part's result: the whole file as one JSON object, else its last JSON line."""
-    try:
-        with open(os.path.join(out, name + ".json")) as f:
-            text = f.read()
-    except OSError:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        lines = [l for l in text.splitlines() if l.startswith("{")]
-        try:
-            return json.loads(lines[-1]) if lines else None
-        except ValueError:
-            return None
+    """A part's result (bench_json.read_result), None when it has none."""
+    return read_result(os.path.join(out, name + ".json"))
 
 
 def get(d, *path):
