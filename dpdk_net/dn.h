@@ -126,7 +126,10 @@ struct dn_config {
 
 #define DN_PORT_AUTO UINT16_MAX
 #define DN_QUEUES_PER_LCORE UINT16_MAX
-#define DN_IDLE_SPIN_DEFAULT_US 200u
+/* 2 ms: a sync training step's compute (a millisecond or two on the MLPs here) is bridged, so
+ * its pull, push and barrier are not each paid a wake-up; gaps longer than that halve the
+ * window down (docs/benchmarks.md, "The spin after work"). */
+#define DN_IDLE_SPIN_DEFAULT_US 2000u
 #define DN_IDLE_SPIN_MAX_US 100000u /* WHARF_IDLE_SPIN_US's most; dn_port_create refuses more */
 /* The adaptive spin an lcore of a port with this config does after work (see idle_spin_us). */
 uint32_t dn_idle_spin_us(const struct dn_config *cfg);

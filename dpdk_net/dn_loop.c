@@ -6,7 +6,7 @@
  *   -> when idle: spin (DN_IDLE_POLL) or dn_lcore_idle_wait (DN_IDLE_SLEEP).
  *
  * Sleeping: after work the lcore keeps polling for the spin window (dn_spin, dn.h: adapted
- * between 10 us and WHARF_IDLE_SPIN_US, 200 us by default, yielding the CPU every 2 us to any
+ * between 10 us and WHARF_IDLE_SPIN_US, 2 ms by default, yielding the CPU every 2 us to any
  * thread that wants it); past it the lcore arms its queue's Rx interrupt and sleeps in epoll
  * for at most 1 ms (so upper-layer timers still run), or, on PMDs without Rx interrupts
  * (net_tap), sleeps with an exponential back-off capped at idle_max_sleep_us. Either way a

@@ -147,7 +147,7 @@ part_transport() {
 	rm -f "$OUT/dpdk_rtt.txt" "$OUT/kernel_rtt.txt"
 	pp_pair dpdk_pingpong kernel_pingpong hist
 	# The same pair with every process sleeping when idle, as a PS node runs by default: both
-	# stacks spin after work (adapted up to WHARF_IDLE_SPIN_US, default 200 us) before they
+	# stacks spin after work (adapted up to WHARF_IDLE_SPIN_US, default 2 ms) before they
 	# sleep. Then with no spin (WHARF_IDLE_SPIN_US=0 on both): every message waits for a wake-up.
 	PERF_SLEEP=1 pp_pair dpdk_pingpong_sleep kernel_pingpong_sleep
 	WHARF_IDLE_SPIN_US=0 PERF_SLEEP=1 pp_pair dpdk_pingpong_nospin kernel_pingpong_nospin

@@ -628,7 +628,7 @@ if "ps_direct" in parts:
                   "kernel_bridge: the same, " + bridge_how + "; polling: PS_ENABLE_POLLING and "
                   "WORKER_ENABLE_POLLING True on every backend (the kernel's spins in "
                   "epoll_wait(0)), sleeping: both False (each spins after work before it sleeps, "
-                  "the window adapted up to WHARF_IDLE_SPIN_US, 200 us by default), "
+                  "the window adapted up to WHARF_IDLE_SPIN_US, 2 ms by default), "
                   "sleeping_nospin: both False and "
                   "WHARF_IDLE_SPIN_US=0",
           "runs": {}}
