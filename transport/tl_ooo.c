@@ -19,8 +19,9 @@
  *    form a ring, and the packet is released when the last of them leaves.
  * A single-segment frame is one entry with its own reference, as it would be anyway.
  * The SACK blocks the connection's ACKs carry are kept beside the queue (sack_top): a
- * segment joining the tail, as every segment past a hole does until it is filled, updates
- * them in place; any other change marks them stale, for one walk at the next ACK.
+ * segment joining it among the ranges kept (at the tail, as every segment past a hole does
+ * until it is filled, or one reordered a little) updates them in place; any other change
+ * marks them stale, for one walk at the next ACK.
  */
 #include <string.h>
 
@@ -48,6 +49,7 @@ void tl_ooo_reset(struct tl_tcp_conn *c)
 	c->ooo_n = 0;
 	c->sack_ntop = 0;
 	c->sack_has_first = false;
+	c->sack_below = false;
 	c->sack_stale = false;
 }
 
@@ -71,6 +73,7 @@ static void unlink_entry(struct tl_tcp_conn *c, uint32_t i)
 	if (c->ooo_n == 0) {
 		c->sack_ntop = 0;
 		c->sack_has_first = false;
+		c->sack_below = false;
 	}
 }
 
@@ -227,29 +230,48 @@ static void share_pkt(struct tl_tcp_conn *c, uint32_t i)
 	q[n].snext = i;
 }
 
-/* Entry i, just linked, in the SACK blocks: on the tail, it extends the highest range or
- * starts one above it (every entry starts below it), and the newest is that range. */
-static void sack_add_tail(struct tl_tcp_conn *c, uint32_t i)
+/*
+ * Entry i, just linked, into the SACK blocks without a walk where the blocks kept can tell:
+ * when they are every range the queue has (sack_below false), or the entry lies at or above
+ * the lowest one kept. It merges with the ranges it touches, or stands as a range of its
+ * own (the lowest kept then makes room for it, and ranges are left below); it is the
+ * newest. A merge that leaves fewer than four ranges kept above others goes stale instead.
+ */
+static void sack_add(struct tl_tcp_conn *c, uint32_t i)
 {
 	const struct tl_ooo *e = &c->ooo[i];
-	struct tl_sack_range *top = c->sack_top;
-	uint32_t end = e->seq + e->len + e->fin;
+	struct tl_sack_range *top = c->sack_top, r = { e->seq, e->seq + e->len + e->fin }, t[5];
+	uint32_t n = c->sack_ntop, j, k, m = 0;
 
-	if (e->next != TL_OOO_NIL || c->sack_stale) {
+	if (c->sack_stale || (c->sack_below && TL_SEQ_LT(r.start, top[0].start))) {
 		c->sack_stale = true;
 		return;
 	}
-	if (c->sack_ntop && TL_SEQ_LEQ(e->seq, top[c->sack_ntop - 1].end)) {
-		if (TL_SEQ_GT(end, top[c->sack_ntop - 1].end))
-			top[c->sack_ntop - 1].end = end;
-	} else {
-		if (c->sack_ntop == 4) {
-			memmove(&top[0], &top[1], 3 * sizeof(top[0]));
-			c->sack_ntop = 3;
-		}
-		top[c->sack_ntop++] = (struct tl_sack_range){ e->seq, end };
+	for (j = 0; j < n && TL_SEQ_LT(top[j].end, r.start); j++)
+		;
+	for (k = j; k < n && TL_SEQ_LEQ(top[k].start, r.end); k++) {
+		if (TL_SEQ_LT(top[k].start, r.start))
+			r.start = top[k].start;
+		if (TL_SEQ_GT(top[k].end, r.end))
+			r.end = top[k].end;
 	}
-	c->sack_first = top[c->sack_ntop - 1];
+	memcpy(t, top, j * sizeof(t[0]));
+	m = j;
+	t[m++] = r;
+	memcpy(t + m, top + k, (n - k) * sizeof(t[0]));
+	m += n - k;
+	if (m == 5) {
+		memmove(t, t + 1, 4 * sizeof(t[0]));
+		m = 4;
+		c->sack_below = true;
+	}
+	if (c->sack_below && m < 4) {
+		c->sack_stale = true;
+		return;
+	}
+	memcpy(top, t, m * sizeof(t[0]));
+	c->sack_ntop = (uint8_t)m;
+	c->sack_first = r;
 	c->sack_has_first = true;
 }
 
@@ -284,7 +306,7 @@ void tl_ooo_insert(struct tl_tcp_conn *c, uint32_t seq, uint32_t len, const uint
 	c->ooo_n++;
 	c->ooo_last = i;
 	c->sack_recent = seq;
-	sack_add_tail(c, i);
+	sack_add(c, i);
 	c->ooo_bytes += charge;
 	s->ooo_bytes += charge;
 	s->st.ooo_queued++;

@@ -142,13 +142,14 @@ static uint32_t put_ts(struct tl_tcp_conn *c, uint8_t *o)
 /*
  * Rebuilds the SACK blocks kept beside the out-of-order queue (sack_top, sack_first) with
  * one walk of it: its ranges are its entries merged where they touch (a FIN counts as a
- * byte), ascending; the four highest are kept, and the one holding sack_recent.
+ * byte), ascending; the four highest are kept (sack_below: and there are more), and the
+ * one holding sack_recent.
  */
 static void sack_walk(struct tl_tcp_conn *c)
 {
 	const struct tl_ooo *q = c->ooo;
 	struct tl_sack_range cur, *top = c->sack_top;
-	uint32_t n = 0;
+	uint32_t n = 0, all = 0;
 
 	c->sack_has_first = false;
 	for (uint32_t i = c->ooo_head; i != TL_OOO_NIL;) {
@@ -166,8 +167,10 @@ static void sack_walk(struct tl_tcp_conn *c)
 			n = 3;
 		}
 		top[n++] = cur;
+		all++;
 	}
 	c->sack_ntop = (uint8_t)n;
+	c->sack_below = all > n;
 	c->sack_stale = false;
 	c->stack->st.sack_walks++;
 }

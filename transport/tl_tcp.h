@@ -192,7 +192,8 @@ struct tl_tcp_stats {
 	uint64_t conns_opened, conns_reset, conns_timedout;
 	uint64_t sack_rexmits;    /* holes resent in recovery from the SACK scoreboard */
 	uint64_t sack_walks;      /* SACK blocks rebuilt by walking the out-of-order queue
-				   * (a change other than at its tail: a hole filled, data cut) */
+				   * (after a change below the ranges kept: a hole filled, data
+				   * cut) */
 	uint64_t syncookies_sent, syncookies_ok, syncookies_bad; /* bad: ACKs for no connection
 				   * that were no valid cookie while the listener was full */
 };

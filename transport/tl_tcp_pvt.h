@@ -140,14 +140,16 @@ struct tl_tcp_conn {
 					* block goes first (RFC 2018 4) */
 	/*
 	 * The blocks the next ACK reports (tl_out.c put_sack): the queue's highest ranges
-	 * (entries merged where they touch), ascending, and the one holding sack_recent. A
-	 * segment joining the queue's tail updates them; any other change makes them stale,
-	 * and the next ACK rebuilds them with one walk of the queue.
+	 * (entries merged where they touch), ascending, up to four, sack_below when there are
+	 * more; and the one holding sack_recent. A segment joining the queue among the ranges
+	 * kept updates them (tl_ooo.c sack_add); any other change makes them stale, and the
+	 * next ACK rebuilds them with one walk of the queue.
 	 */
 	struct tl_sack_range sack_top[4];
 	struct tl_sack_range sack_first;
 	uint8_t sack_ntop;
 	bool sack_has_first;
+	bool sack_below;
 	bool sack_stale;
 
 	/*

@@ -778,11 +778,11 @@ static void test_tcp_chained_frames_out_of_order_held_once(void **state)
 }
 
 /*
- * A window's worth of segments queued above one hole: every one is answered with an ACK
- * whose SACK blocks match the queue (the newest segment's range first, then the highest
- * others), while the queue changes at its tail, in the middle and at its head, and the
- * blocks are not rebuilt by walking the whole queue for each segment: the walks stay a
- * handful, however long the queue.
+ * A window's worth of segments queued above one hole, in order and then in swapped pairs:
+ * every one is answered with an ACK whose SACK blocks match the queue (the newest
+ * segment's range first, then the highest others), while the queue changes at its tail,
+ * in the middle and at its head, and the blocks are not rebuilt by walking the whole queue
+ * for each segment: the walks stay a handful, however long the queue.
  */
 static void test_tcp_sack_blocks_kept_not_walked_per_segment(void **state)
 {
@@ -808,7 +808,7 @@ static void test_tcp_sack_blocks_kept_not_walked_per_segment(void **state)
 #define PUT(k) fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, b + (k) * LEN, v.snd_nxt, \
 					     TL_TCP_ACK, 1000, NULL, 0, data + LEN + (k) * LEN, LEN), 0)
 	b = v.rcv_nxt + LEN; /* a hole of LEN, then segments 0 .. N-1 */
-	for (uint32_t k = 0; k < N; k++) {
+	for (uint32_t k = 0; k < N / 2; k++) { /* in order: each joins the tail */
 		mark = l->nlog;
 		assert_int_equal(PUT(k), 0);
 		assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
@@ -816,6 +816,22 @@ static void test_tcp_sack_blocks_kept_not_walked_per_segment(void **state)
 		assert_int_equal(fl_seg_sack(&g, blocks), 1);
 		assert_int_equal(blocks[0][0], b);
 		assert_int_equal(blocks[0][1], b + (k + 1) * LEN);
+	}
+	for (uint32_t k = N / 2; k < N; k += 2) { /* pairs swapped: k + 1 opens a range, k fills */
+		mark = l->nlog;
+		assert_int_equal(PUT(k + 1), 0);
+		assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
+		assert_int_equal(fl_seg_sack(&g, blocks), 2);
+		assert_int_equal(blocks[0][0], b + (k + 1) * LEN);
+		assert_int_equal(blocks[0][1], b + (k + 2) * LEN);
+		assert_int_equal(blocks[1][0], b);
+		assert_int_equal(blocks[1][1], b + k * LEN);
+		mark = l->nlog;
+		assert_int_equal(PUT(k), 0);
+		assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
+		assert_int_equal(fl_seg_sack(&g, blocks), 1);
+		assert_int_equal(blocks[0][0], b);
+		assert_int_equal(blocks[0][1], b + (k + 2) * LEN);
 	}
 	/* A second hole (segment N), then N + 1 past it: that range first, then the one below. */
 	mark = l->nlog;
@@ -852,6 +868,83 @@ static void test_tcp_sack_blocks_kept_not_walked_per_segment(void **state)
 	assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
 	assert_int_equal(fl_seg_sack(&g, blocks), 0);
 	assert_int_equal(l->holds, l->releases);
+}
+
+/*
+ * SACK blocks against a model of what the queue holds: segments of random length and
+ * place, overlapping and in random order, parked above a hole that is never filled. After
+ * each one the ACK's blocks must be the range holding the newest segment (unless it was
+ * refused as held in full already), then the highest others, three in all with
+ * timestamps: the ranges computed here from a map of the bytes received.
+ */
+static void test_tcp_sack_blocks_match_a_model_of_the_queue(void **state)
+{
+	enum { HOLE = 500, SPAN = 60000, SEGS = 400 };
+	static uint8_t seg[TL_TCP_HDR_MAX + 1000], data[HOLE + SPAN], have[SPAN];
+	struct fl_link *l = *state;
+	uint32_t blocks[4][2], want[4][2], recent = UINT32_MAX, base, mark, nw;
+	struct tl_tcp_stats st0, st;
+	struct tl_tcp_cfg cfg;
+	struct fl_seg g;
+	struct view v;
+
+	fl_fini(l);
+	fl_cfg(&cfg);
+	cfg.rcv_buf = 4u << 20; /* nothing dropped for room: the model has no drops */
+	cfg.ooo_max = 2 * SEGS;
+	assert_int_equal(fl_init(l, &cfg, NULL, 13), 0);
+	assert_int_equal(fl_open_pair(l), 0);
+	server_view(l, &v);
+	l->filter = drop_all;
+	fl_fill_random(data, sizeof(data), 79);
+	memset(have, 0, sizeof(have));
+	base = v.rcv_nxt + HOLE;
+	for (uint32_t k = 0; k < SEGS; k++) {
+		/* Mostly short segments anywhere in the span, some far apart (many ranges). */
+		uint32_t len = 1 + (uint32_t)(fl_rand(l) % (k % 3 ? 300u : 1000u));
+		uint32_t off = (uint32_t)(fl_rand(l) % (SPAN - len)), i, r;
+
+		tl_tcp_stack_get_stats(l->stack[0], &st0);
+		mark = l->nlog;
+		assert_int_equal(fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, base + off,
+							       v.snd_nxt, TL_TCP_ACK, 1000, NULL, 0,
+							       data + HOLE + off, len), 0), 0);
+		tl_tcp_stack_get_stats(l->stack[0], &st);
+		if (st.dup_segs == st0.dup_segs)
+			recent = off; /* queued: its range goes first */
+		memset(have + off, 1, len);
+		/* The model's ranges, ascending; the one holding recent, and the three highest. */
+		uint32_t rs[SPAN / 2][2], nr = 0;
+		for (i = 0; i < SPAN;) {
+			if (!have[i]) {
+				i++;
+				continue;
+			}
+			for (r = i; r < SPAN && have[r]; r++)
+				;
+			rs[nr][0] = base + i;
+			rs[nr++][1] = base + r;
+			i = r;
+		}
+		nw = 0;
+		for (i = 0; i < nr; i++)
+			if (recent != UINT32_MAX && base + recent >= rs[i][0] && base + recent < rs[i][1]) {
+				want[nw][0] = rs[i][0];
+				want[nw++][1] = rs[i][1];
+			}
+		for (i = nr; i > 0 && nw < 3; i--)
+			if (nw == 0 || rs[i - 1][0] != want[0][0]) {
+				want[nw][0] = rs[i - 1][0];
+				want[nw++][1] = rs[i - 1][1];
+			}
+		assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
+		assert_int_equal(fl_seg_sack(&g, blocks), nw);
+		for (i = 0; i < nw; i++) {
+			assert_int_equal(blocks[i][0], want[i][0]);
+			assert_int_equal(blocks[i][1], want[i][1]);
+		}
+	}
+	assert_int_equal(l->app[0].rx_len, 0);
 }
 
 static bool got_all(void *arg)
@@ -936,6 +1029,7 @@ int main(void)
 		T(test_tcp_frame_in_pieces_acked_once),
 		T(test_tcp_chained_frames_out_of_order_held_once),
 		T(test_tcp_sack_blocks_kept_not_walked_per_segment),
+		T(test_tcp_sack_blocks_match_a_model_of_the_queue),
 		T(test_tcp_tso_segments_above_mss),
 	};
 
