@@ -777,6 +777,45 @@ static void test_tcp_chained_frames_out_of_order_held_once(void **state)
 	assert_int_equal(l->holds, l->releases);
 }
 
+/* A fresh pair whose node 0 takes a 4 MiB window into an out-of-order queue of ooo_max
+ * entries, for segments injected as node 1's (whose replies are kept off the wire). */
+static void sack_link(struct fl_link *l, uint32_t ooo_max, uint64_t seed, struct view *v)
+{
+	struct tl_tcp_cfg cfg;
+
+	fl_fini(l);
+	fl_cfg(&cfg);
+	cfg.rcv_buf = 4u << 20;
+	cfg.ooo_max = ooo_max;
+	assert_int_equal(fl_init(l, &cfg, NULL, seed), 0);
+	assert_int_equal(fl_open_pair(l), 0);
+	server_view(l, v);
+	l->filter = drop_all;
+}
+
+/* Injects len (at most 1000) bytes at seq above the hole at v->rcv_nxt as node 1's segment;
+ * returns the SACK blocks (into blocks) of the one ACK node 0 answered with. */
+static uint32_t inject_sacked(struct fl_link *l, const struct view *v, uint32_t seq,
+			      const uint8_t *p, uint32_t len, uint32_t blocks[4][2])
+{
+	static uint8_t seg[TL_TCP_HDR_MAX + 1000];
+	uint32_t mark = l->nlog;
+	struct fl_seg g;
+
+	assert_true(len <= 1000);
+	assert_int_equal(fl_inject(l, 0, seg, fl_build(seg, v->sport, v->dport, seq, v->snd_nxt,
+							   TL_TCP_ACK, 1000, NULL, 0, p, len), 0), 0);
+	assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
+	assert_int_equal(g.ack, v->rcv_nxt);
+	return fl_seg_sack(&g, blocks);
+}
+
+static void block_is(const uint32_t blk[2], uint32_t start, uint32_t end)
+{
+	assert_int_equal(blk[0], start);
+	assert_int_equal(blk[1], end);
+}
+
 /*
  * A window's worth of segments queued above one hole, in order and then in swapped pairs:
  * every one is answered with an ACK whose SACK blocks match the queue (the newest
@@ -789,80 +828,44 @@ static void test_tcp_sack_blocks_kept_not_walked_per_segment(void **state)
 	enum { N = 2000, LEN = 1000 };
 	static uint8_t seg[TL_TCP_HDR_MAX + LEN], data[(N + 4) * LEN];
 	struct fl_link *l = *state;
-	uint32_t blocks[4][2], b, mark, n;
+	uint32_t blocks[4][2], b, mark;
 	struct tl_tcp_stats st0, st;
-	struct tl_tcp_cfg cfg;
 	struct fl_seg g;
 	struct view v;
 
-	fl_fini(l);
-	fl_cfg(&cfg);
-	cfg.rcv_buf = 4u << 20; /* the DPDK backend's window, its queue sized to it */
-	cfg.ooo_max = cfg.rcv_buf / 1400u + 1u;
-	assert_int_equal(fl_init(l, &cfg, NULL, 12), 0);
-	assert_int_equal(fl_open_pair(l), 0);
-	server_view(l, &v);
-	l->filter = drop_all; /* node 1 never sent these: keep its replies off the wire */
+	sack_link(l, (4u << 20) / 1400u + 1u, 12, &v); /* the DPDK backend's queue size */
 	fl_fill_random(data, sizeof(data), 78);
 	tl_tcp_stack_get_stats(l->stack[0], &st0);
-#define PUT(k) fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, b + (k) * LEN, v.snd_nxt, \
-					     TL_TCP_ACK, 1000, NULL, 0, data + LEN + (k) * LEN, LEN), 0)
+#define PUT(k) inject_sacked(l, &v, b + (k) * LEN, data + LEN + (k) * LEN, LEN, blocks)
 	b = v.rcv_nxt + LEN; /* a hole of LEN, then segments 0 .. N-1 */
 	for (uint32_t k = 0; k < N / 2; k++) { /* in order: each joins the tail */
-		mark = l->nlog;
-		assert_int_equal(PUT(k), 0);
-		assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
-		assert_int_equal(g.ack, v.rcv_nxt);
-		assert_int_equal(fl_seg_sack(&g, blocks), 1);
-		assert_int_equal(blocks[0][0], b);
-		assert_int_equal(blocks[0][1], b + (k + 1) * LEN);
+		assert_int_equal(PUT(k), 1);
+		block_is(blocks[0], b, b + (k + 1) * LEN);
 	}
 	for (uint32_t k = N / 2; k < N; k += 2) { /* pairs swapped: k + 1 opens a range, k fills */
-		mark = l->nlog;
-		assert_int_equal(PUT(k + 1), 0);
-		assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
-		assert_int_equal(fl_seg_sack(&g, blocks), 2);
-		assert_int_equal(blocks[0][0], b + (k + 1) * LEN);
-		assert_int_equal(blocks[0][1], b + (k + 2) * LEN);
-		assert_int_equal(blocks[1][0], b);
-		assert_int_equal(blocks[1][1], b + k * LEN);
-		mark = l->nlog;
-		assert_int_equal(PUT(k), 0);
-		assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
-		assert_int_equal(fl_seg_sack(&g, blocks), 1);
-		assert_int_equal(blocks[0][0], b);
-		assert_int_equal(blocks[0][1], b + (k + 2) * LEN);
+		assert_int_equal(PUT(k + 1), 2);
+		block_is(blocks[0], b + (k + 1) * LEN, b + (k + 2) * LEN);
+		block_is(blocks[1], b, b + k * LEN);
+		assert_int_equal(PUT(k), 1);
+		block_is(blocks[0], b, b + (k + 2) * LEN);
 	}
 	/* A second hole (segment N), then N + 1 past it: that range first, then the one below. */
-	mark = l->nlog;
-	assert_int_equal(PUT(N + 1), 0);
-	assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
-	n = fl_seg_sack(&g, blocks);
-	assert_int_equal(n, 2);
-	assert_int_equal(blocks[0][0], b + (N + 1) * LEN);
-	assert_int_equal(blocks[0][1], b + (N + 2) * LEN);
-	assert_int_equal(blocks[1][0], b);
-	assert_int_equal(blocks[1][1], b + N * LEN);
+	assert_int_equal(PUT(N + 1), 2);
+	block_is(blocks[0], b + (N + 1) * LEN, b + (N + 2) * LEN);
+	block_is(blocks[1], b, b + N * LEN);
 	/* A repeat inside the low range changes nothing; the newest range stays first. */
-	mark = l->nlog;
-	assert_int_equal(PUT(7), 0);
-	assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
-	assert_int_equal(fl_seg_sack(&g, blocks), 2);
-	assert_int_equal(blocks[0][0], b + (N + 1) * LEN);
+	assert_int_equal(PUT(7), 2);
+	block_is(blocks[0], b + (N + 1) * LEN, b + (N + 2) * LEN);
 	/* The second hole filled: one range. */
-	mark = l->nlog;
-	assert_int_equal(PUT(N), 0);
-	assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
-	assert_int_equal(fl_seg_sack(&g, blocks), 1);
-	assert_int_equal(blocks[0][0], b);
-	assert_int_equal(blocks[0][1], b + (N + 2) * LEN);
+	assert_int_equal(PUT(N), 1);
+	block_is(blocks[0], b, b + (N + 2) * LEN);
+#undef PUT
 	tl_tcp_stack_get_stats(l->stack[0], &st);
 	assert_true(st.sack_walks - st0.sack_walks <= 4);
 	/* The first hole filled: everything delivered in order, no blocks left. */
 	mark = l->nlog;
 	assert_int_equal(fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, v.rcv_nxt, v.snd_nxt,
 						   TL_TCP_ACK, 1000, NULL, 0, data, LEN), 0), 0);
-#undef PUT
 	assert_int_equal(l->app[0].rx_len, (N + 3) * LEN);
 	assert_memory_equal(l->app[0].rx, data, (N + 3) * LEN);
 	assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
@@ -880,42 +883,30 @@ static void test_tcp_sack_blocks_kept_not_walked_per_segment(void **state)
 static void test_tcp_sack_blocks_match_a_model_of_the_queue(void **state)
 {
 	enum { HOLE = 500, SPAN = 60000, SEGS = 400 };
-	static uint8_t seg[TL_TCP_HDR_MAX + 1000], data[HOLE + SPAN], have[SPAN];
+	static uint8_t data[HOLE + SPAN], have[SPAN];
+	static uint32_t rs[SPAN / 2][2];
 	struct fl_link *l = *state;
-	uint32_t blocks[4][2], want[4][2], recent = UINT32_MAX, base, mark, nw;
+	uint32_t blocks[4][2], want[4][2], recent = UINT32_MAX, base, nw, nb, nr, i, r;
 	struct tl_tcp_stats st0, st;
-	struct tl_tcp_cfg cfg;
-	struct fl_seg g;
 	struct view v;
 
-	fl_fini(l);
-	fl_cfg(&cfg);
-	cfg.rcv_buf = 4u << 20; /* nothing dropped for room: the model has no drops */
-	cfg.ooo_max = 2 * SEGS;
-	assert_int_equal(fl_init(l, &cfg, NULL, 13), 0);
-	assert_int_equal(fl_open_pair(l), 0);
-	server_view(l, &v);
-	l->filter = drop_all;
+	sack_link(l, 2 * SEGS, 13, &v); /* nothing dropped for room: the model has no drops */
 	fl_fill_random(data, sizeof(data), 79);
 	memset(have, 0, sizeof(have));
 	base = v.rcv_nxt + HOLE;
 	for (uint32_t k = 0; k < SEGS; k++) {
 		/* Mostly short segments anywhere in the span, some far apart (many ranges). */
 		uint32_t len = 1 + (uint32_t)(fl_rand(l) % (k % 3 ? 300u : 1000u));
-		uint32_t off = (uint32_t)(fl_rand(l) % (SPAN - len)), i, r;
+		uint32_t off = (uint32_t)(fl_rand(l) % (SPAN - len));
 
 		tl_tcp_stack_get_stats(l->stack[0], &st0);
-		mark = l->nlog;
-		assert_int_equal(fl_inject(l, 0, seg, fl_build(seg, v.sport, v.dport, base + off,
-							       v.snd_nxt, TL_TCP_ACK, 1000, NULL, 0,
-							       data + HOLE + off, len), 0), 0);
+		nb = inject_sacked(l, &v, base + off, data + HOLE + off, len, blocks);
 		tl_tcp_stack_get_stats(l->stack[0], &st);
 		if (st.dup_segs == st0.dup_segs)
 			recent = off; /* queued: its range goes first */
 		memset(have + off, 1, len);
 		/* The model's ranges, ascending; the one holding recent, and the three highest. */
-		uint32_t rs[SPAN / 2][2], nr = 0;
-		for (i = 0; i < SPAN;) {
+		for (i = 0, nr = 0; i < SPAN;) {
 			if (!have[i]) {
 				i++;
 				continue;
@@ -937,12 +928,9 @@ static void test_tcp_sack_blocks_match_a_model_of_the_queue(void **state)
 				want[nw][0] = rs[i - 1][0];
 				want[nw++][1] = rs[i - 1][1];
 			}
-		assert_int_equal(fl_count(l, mark, 0, TL_TCP_ACK, 0, &g), 1);
-		assert_int_equal(fl_seg_sack(&g, blocks), nw);
-		for (i = 0; i < nw; i++) {
-			assert_int_equal(blocks[i][0], want[i][0]);
-			assert_int_equal(blocks[i][1], want[i][1]);
-		}
+		assert_int_equal(nb, nw);
+		for (i = 0; i < nw; i++)
+			block_is(blocks[i], want[i][0], want[i][1]);
 	}
 	assert_int_equal(l->app[0].rx_len, 0);
 }
