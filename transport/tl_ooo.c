@@ -40,6 +40,15 @@ static uint32_t slot_get(struct tl_tcp_conn *c)
 	return i;
 }
 
+/* The SACK blocks of an empty queue: none, and exact. */
+static void sack_empty(struct tl_tcp_conn *c)
+{
+	c->sack_ntop = 0;
+	c->sack_has_first = false;
+	c->sack_below = false;
+	c->sack_stale = false;
+}
+
 void tl_ooo_reset(struct tl_tcp_conn *c)
 {
 	c->ooo = &c->stack->ooo_pool[(size_t)c->idx * c->stack->cfg.ooo_max];
@@ -47,10 +56,7 @@ void tl_ooo_reset(struct tl_tcp_conn *c)
 	c->ooo_free = TL_OOO_NIL;
 	c->ooo_fresh = 0;
 	c->ooo_n = 0;
-	c->sack_ntop = 0;
-	c->sack_has_first = false;
-	c->sack_below = false;
-	c->sack_stale = false;
+	sack_empty(c);
 }
 
 /* Takes entry i off the list (ooo_n counts listed entries only). */
@@ -69,12 +75,10 @@ static void unlink_entry(struct tl_tcp_conn *c, uint32_t i)
 	if (c->ooo_last == i)
 		c->ooo_last = TL_OOO_NIL;
 	c->ooo_n--;
-	c->sack_stale = c->ooo_n != 0;
-	if (c->ooo_n == 0) {
-		c->sack_ntop = 0;
-		c->sack_has_first = false;
-		c->sack_below = false;
-	}
+	if (c->ooo_n == 0)
+		sack_empty(c);
+	else
+		c->sack_stale = true;
 }
 
 uint32_t tl_ooo_pop(struct tl_tcp_conn *c)
@@ -241,7 +245,7 @@ static void sack_add(struct tl_tcp_conn *c, uint32_t i)
 {
 	const struct tl_ooo *e = &c->ooo[i];
 	struct tl_sack_range *top = c->sack_top, r = { e->seq, e->seq + e->len + e->fin }, t[5];
-	uint32_t n = c->sack_ntop, j, k, m = 0;
+	uint32_t n = c->sack_ntop, j, k, m;
 
 	if (c->sack_stale || (c->sack_below && TL_SEQ_LT(r.start, top[0].start))) {
 		c->sack_stale = true;
