@@ -74,7 +74,11 @@
  *                     its barrier is at), u64 step seq (the sequence of the worker's first
  *                     push applied in that step, 0 = none: a worker restarted mid-step
  *                     numbers the step's pushes from there again, so the ones it repeats
- *                     are taken for what its previous process already handed in)
+ *                     are taken for what its previous process already handed in), u32
+ *                     lanes (the lcores serving it), u32 shards: key k belongs to lane
+ *                     ps_shard_owner(ps_key_shard(k, shards), lanes), dense table t to lane
+ *                     ps_shard_owner(ps_dense_shard(t, shards), lanes). A client that
+ *                     routes by another layout fails the hello (-EPROTO).
  * PS_T_ERROR          body: i32 -errno, u32 PS_ERR_* kind, UTF-8 text naming the problem.
  *                     flags PS_F_RETRY: nothing of the request was applied and the same
  *                     bytes may succeed when sent again later (the write-ahead log could not
@@ -113,7 +117,7 @@ enum ps_msg_type {
 #define PS_BARRIER_BODY    24u
 #define PS_HELLO_BODY      16u
 #define PS_GEO_PULL_BODY   24u
-#define PS_HELLO_R_BODY    40u
+#define PS_HELLO_R_BODY    48u
 
 /* What a PS_T_ERROR reply names. */
 enum ps_err_kind {

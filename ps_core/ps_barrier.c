@@ -503,6 +503,8 @@ int ps_handle_hello(struct ps_handler *h, const struct tl_msg_view *v, struct ps
 	tl_st64(b + 16, h->s->epoch);
 	tl_st64(b + 24, h->ops[0].step);
 	tl_st64(b + 32, first);
+	tl_st32(b + 40, h->s->cfg.n_lcores);
+	tl_st32(b + 44, ns);
 	ps_reply_hdr(rep, PS_T_HELLO_R, q, PS_HELLO_R_BODY);
 	return 0;
 }

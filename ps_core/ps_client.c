@@ -975,17 +975,36 @@ static int geo_rows(struct ps_client *c, struct cl_slot *s, uint32_t dest,
 	return 0;
 }
 
-/* One server's hello answer: its numbers into the round's, its epoch against the known one. */
-static int hello_reply(struct ps_client *c, uint32_t dest, const struct tl_msg_view *v)
+/*
+ * One server's hello answer: its numbers into the round's, its epoch against the known one,
+ * its layout against the one its keys are routed by (with one lane every key goes to lane 0,
+ * whatever the shard count).
+ */
+static int hello_reply(struct ps_client *c, struct cl_slot *s, uint32_t dest,
+		       const struct tl_msg_view *v)
 {
 	uint8_t b[PS_HELLO_R_BODY];
 	const uint8_t *p = v->hdr.body_len == PS_HELLO_R_BODY ?
 			   tl_view_get(v, 0, PS_HELLO_R_BODY, b) : NULL;
-	uint32_t srv = dest_server(c, dest);
+	uint32_t srv = dest_server(c, dest), lanes, shards;
 	uint64_t last, epoch, step, first;
 
 	if (!p || tl_ld32(p + 8) != c->cfg.worker_id)
 		return -EBADMSG;
+	lanes = tl_ld32(p + 40);
+	shards = tl_ld32(p + 44);
+	if (lanes == 0 || shards < lanes) {
+		slot_fail(c, s, dest, -EBADMSG, "a hello reply announcing %u lanes over %u shards",
+			  lanes, shards);
+		return -EBADMSG;
+	}
+	if (lanes != c->lanes[srv] || (lanes > 1 && shards != c->shards[srv])) {
+		slot_fail(c, s, dest, -EPROTO, "it runs %u lanes over %u shards (its hello reply), "
+			  "this client routes keys to it by %u lanes over %u shards (the layout "
+			  "changed since it was read: restart the worker)", lanes, shards,
+			  c->lanes[srv], c->shards[srv]);
+		return -EPROTO;
+	}
 	last = tl_ld64(p);
 	epoch = tl_ld64(p + 16);
 	step = tl_ld64(p + 24);
@@ -1063,7 +1082,7 @@ static int apply_reply(struct ps_client *c, struct cl_slot *s, uint32_t srv, con
 			*s->more = true;
 		return geo_rows(c, s, srv, v);
 	case PS_T_HELLO:
-		return hello_reply(c, srv, v);
+		return hello_reply(c, s, srv, v);
 	default: /* push acks: applied or duplicate, both mean "the server has it" */
 		return v->hdr.body_len == 16 ? 0 : -EBADMSG;
 	}

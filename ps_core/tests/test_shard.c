@@ -407,6 +407,75 @@ static void test_shard_lane_aware_client_never_crosses_lcores(void **state)
 	free(rep);
 }
 
+/*
+ * A hello's reply names the server's layout (2 lanes over 8 shards here). A client routing
+ * by it says hello; one routing by another (one lane; 2 lanes over 4 shards) fails the hello
+ * with -EPROTO, its reason naming both layouts; a reply announcing no lanes is malformed.
+ */
+static void test_shard_hello_reply_names_the_layout(void **state)
+{
+	struct ps_table_config t = pt_table(1, DIM, PS_OPT_SGD);
+	struct ps_server_config sc = { .n_servers = 1, .n_shards = 8, .n_lcores = 2,
+				       .n_workers = 1, .mode = PS_MODE_ASYNC, .tables = &t,
+				       .n_tables = 1 };
+	struct ps_client_config cc = { .worker_id = 0, .n_servers = 1, .incarnation = 7 };
+	static const uint32_t lanes[4] = { 2, 1, 2, 2 }, shards[4] = { 8, 8, 4, 8 };
+	static const int want[4] = { 0, -EPROTO, -EPROTO, -EBADMSG };
+	static uint8_t bufs[2][4096];
+	struct ps_msgbuf m[2] = { { bufs[0], sizeof(bufs[0]), 0 }, { bufs[1], sizeof(bufs[1]), 0 } };
+	uint8_t *rep = aligned_alloc(64, 1u << 20);
+	struct ps_handler *h[2];
+	struct ps_server *srv;
+	struct poller p = { 0 };
+	pthread_t th;
+	uint32_t i;
+
+	(void)state;
+	assert_int_equal(ps_server_create(&sc, &srv, NULL, 0), 0);
+	for (i = 0; i < 2; i++)
+		assert_int_equal(ps_handler_create(srv, i, &h[i]), 0);
+	p.h = h[1]; /* a hello asks every shard: lane 1's over the ring */
+	assert_int_equal(pthread_create(&th, NULL, poller_main, &p), 0);
+	for (uint32_t k = 0; k < 4; k++) {
+		struct tl_msg_hdr hd;
+		struct tl_iov iov[1];
+		struct tl_msg_view v;
+		struct ps_client *c;
+		int status = 1;
+
+		assert_int_equal(ps_client_create(&cc, &c), 0);
+		assert_int_equal(ps_client_set_lanes(c, &lanes[k], &shards[k]), 0);
+		m[0].len = m[1].len = 0;
+		assert_int_equal(ps_client_hello(c, pt_done, &status, m), 0);
+		assert_true(m[0].len > 0); /* hellos go to lane 0 */
+		assert_int_equal(m[1].len, 0);
+		assert_int_equal(send_req(h[0], m[0].buf, rep), 0);
+		tl_msg_hdr_decode(rep, UINT32_MAX, &hd);
+		assert_int_equal(hd.type, PS_T_HELLO_R);
+		assert_int_equal(tl_ld32(rep + TL_MSG_HDR_LEN + 40), 2);
+		assert_int_equal(tl_ld32(rep + TL_MSG_HDR_LEN + 44), 8);
+		if (k == 3)
+			tl_st32(rep + TL_MSG_HDR_LEN + 40, 0);
+		pt_view(rep, 0, iov, 1, &v);
+		assert_int_equal(ps_client_on_reply(c, 0, &v), want[k] == -EBADMSG ? -EBADMSG : 0);
+		assert_int_equal(status, want[k]);
+		if (k == 1 || k == 2) {
+			char why[160];
+			snprintf(why, sizeof(why), "runs 2 lanes over 8 shards (its hello reply), this "
+				 "client routes keys to it by %u lanes over %u shards", lanes[k],
+				 shards[k]);
+			assert_non_null(strstr(ps_client_error(c), why));
+		}
+		ps_client_destroy(c);
+	}
+	atomic_store_explicit(&p.stop, 1, memory_order_release);
+	pthread_join(th, NULL);
+	for (i = 0; i < 2; i++)
+		ps_handler_destroy(h[i]);
+	ps_server_destroy(srv);
+	free(rep);
+}
+
 static void test_shard_handler_slots_checked(void **state)
 {
 	struct ps_table_config t = pt_table(1, DIM, PS_OPT_SGD);
@@ -433,6 +502,7 @@ int main(void)
 		cmocka_unit_test(test_shard_sync_barrier_on_other_lcore),
 		cmocka_unit_test(test_shard_handler_slots_checked),
 		cmocka_unit_test(test_shard_lane_aware_client_never_crosses_lcores),
+		cmocka_unit_test(test_shard_hello_reply_names_the_layout),
 	};
 	return cmocka_run_group_tests_name("ps_shard", tests, NULL, NULL);
 }
