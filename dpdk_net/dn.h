@@ -312,6 +312,12 @@ struct dn_hooks {
 	 * lcore 0). Runs once per received TCP/UDP frame: pure, no allocation.
 	 */
 	uint32_t (*steer)(void *arg, const struct dn_flow *f);
+	/*
+	 * Asked before each sleep (dn_lcore_idle_wait): the TSC by which the lcore must run its
+	 * loop again, the upper layer's next timer or the end of its caller's wait; UINT64_MAX
+	 * for none. The sleep ends by then (none is longer than 1 ms either way). NULL: none.
+	 */
+	uint64_t (*due)(void *arg, struct dn_lcore *lc);
 	void *arg;
 };
 
@@ -430,6 +436,14 @@ void dn_lcore_idle_wait(struct dn_lcore *lc);
  * keep their slack.
  */
 #define DN_SLEEP_SLACK_NS 4000000ul
+/*
+ * A sleep whose end is a timer due within DN_DUE_NEAR_US (a delayed ACK, 200 us after the
+ * data; a fused frame's hold, 50 us; the end of a short tl_poll) is timed exactly: that
+ * timeout is what will likely end it, so it keeps the thread's own slack (50 us by default).
+ * A timer further out (a retransmission timeout, at least 1 ms) waits for the next wake-up:
+ * traffic, or a sleep of at most 1 ms and its slack.
+ */
+#define DN_DUE_NEAR_US 500u
 unsigned long dn_sleep_slack_begin(void);
 void dn_sleep_slack_end(unsigned long was);
 

@@ -9,10 +9,11 @@
  * between 10 us and WHARF_IDLE_SPIN_US, 2 ms by default, yielding the CPU every 2 us to any
  * thread that wants it); past it the lcore arms its queue's Rx interrupt and sleeps in epoll
  * for at most 1 ms (so upper-layer timers still run), or, on PMDs without Rx interrupts
- * (net_tap), sleeps with an exponential back-off capped at idle_max_sleep_us. Either way a
- * packet is answered within about a millisecond while an idle process costs a few percent
- * of a core at most. Lcores steering flows among themselves read rings too and sleep on an
- * eventfd as well (dn_steer.c).
+ * (net_tap), sleeps with an exponential back-off capped at idle_max_sleep_us. A sleep ends
+ * on time for an upper-layer timer due within DN_DUE_NEAR_US (dn_hooks.due). Either way a
+ * packet wakes the lcore (or is found within idle_max_sleep_us) while an idle process costs
+ * a few percent of a core at most. Lcores steering flows among themselves read rings too
+ * and sleep on an eventfd as well (dn_steer.c).
  */
 #include <errno.h>
 #include <sched.h>
@@ -27,7 +28,8 @@
 #include "dpdk_net/dn_pvt.h"
 
 #define DN_IDLE_SPINS 256     /* idle iterations before the first sleep */
-#define DN_INTR_TIMEOUT_MS 1  /* longest epoll sleep: upper-layer timers need ~1 ms */
+#define DN_INTR_TIMEOUT_US 1000 /* longest epoll sleep: upper layers without a due hook
+				 * need their timers run every ~1 ms */
 #define DN_SLEEP_MIN_US 10
 
 unsigned dn_loop_once(struct dn_lcore *lc, uint64_t now)
@@ -139,19 +141,43 @@ static void sleep_us(uint32_t us)
 	nanosleep(&ts, NULL);
 }
 
+uint32_t dn_sleep_cap_us(struct dn_lcore *lc, uint64_t now, uint32_t cap_us)
+{
+	uint64_t due, hz = rte_get_tsc_hz(), left;
+
+	if (lc->hooks.due == NULL || (due = lc->hooks.due(lc->hooks.arg, lc)) == UINT64_MAX)
+		return cap_us;
+	if (due <= now)
+		return 0;
+	left = due - now;
+	if (left >= (uint64_t)(cap_us < DN_DUE_NEAR_US ? cap_us : DN_DUE_NEAR_US) * hz / 1000000u)
+		return cap_us;
+	/* Rounded up: waking a little early would only poll and sleep again. */
+	return (uint32_t)((left * 1000000u + hz - 1) / hz);
+}
+
 void dn_lcore_idle_wait(struct dn_lcore *lc)
 {
+	uint64_t now = rte_rdtsc();
+	uint32_t cap;
+
 	/*
 	 * Adaptive polling: right after traffic the next packet usually follows within tens
 	 * of microseconds (a reply, the next request), far sooner than an interrupt wake-up;
 	 * keep polling for the spin window after the last work (dn_spin, dn.h), then sleep.
 	 */
-	if (dn_spin_more(&lc->spin, rte_rdtsc())) {
+	if (dn_spin_more(&lc->spin, now)) {
 		rte_pause();
 		return;
 	}
+	/* A timer of the upper layer due within DN_DUE_NEAR_US ends the sleep on time; one due
+	 * now runs at once, in the loop's next round. */
+	cap = dn_sleep_cap_us(lc, now, lc->intr_registered || lc->steer ? DN_INTR_TIMEOUT_US :
+			      lc->port->cfg.idle_max_sleep_us);
+	if (cap == 0)
+		return;
 	if (lc->steer) {
-		dn_steer_idle_wait(lc);
+		dn_steer_idle_wait(lc, cap, cap < DN_INTR_TIMEOUT_US);
 		return;
 	}
 
@@ -161,14 +187,14 @@ void dn_lcore_idle_wait(struct dn_lcore *lc)
 		 * raised no event: look once more before sleeping.
 		 */
 		if (!dn_rx_recheck(lc))
-			dn_epoll_sleep(lc, DN_INTR_TIMEOUT_MS, dn_rx_recheck);
+			dn_epoll_sleep(lc, cap, cap < DN_INTR_TIMEOUT_US, dn_rx_recheck);
 		dn_rx_intr_disarm(lc);
 		lc->stats.idle_sleeps++;
 		return;
 	}
 	if (lc->sleep_us < DN_SLEEP_MIN_US)
 		lc->sleep_us = DN_SLEEP_MIN_US;
-	sleep_us(lc->sleep_us);
+	sleep_us(lc->sleep_us < cap ? lc->sleep_us : cap);
 	/* No interrupt says whether frames came meanwhile: look (kept for the next burst). */
 	dn_spin_slept(&lc->spin, rte_rdtsc(), dn_rx_recheck(lc));
 	lc->stats.idle_sleeps++;

@@ -5,6 +5,8 @@
 #define WHARF_DN_PVT_H
 
 #include <stdatomic.h>
+#include <sys/epoll.h>
+#include <time.h>
 
 #include <rte_branch_prediction.h>
 #include <rte_epoll.h>
@@ -258,17 +260,41 @@ static inline void dn_rx_intr_disarm(struct dn_lcore *lc)
 }
 
 /*
- * One epoll sleep of lc on its thread's set (Rx interrupt, wake-up eventfd), counted: woken
- * (intr_wakeups), or run to its timeout (intr_timeouts; intr_late when waiting(lc) then
- * finds frames, an interrupt that did not come, or a dn_lcore_wake is still untaken, a
- * hand-off whose eventfd write did not end the wait it was meant for).
+ * One epoll sleep of lc on its thread's set (Rx interrupt, wake-up eventfd) of at most
+ * timeout_us, counted: woken (intr_wakeups), or run to its timeout (intr_timeouts; intr_late
+ * when waiting(lc) then finds frames, an interrupt that did not come, or a dn_lcore_wake is
+ * still untaken, a hand-off whose eventfd write did not end the wait it was meant for).
+ * Whole milliseconds wait in rte_epoll_wait. A shorter wait (an upper-layer timer falls due
+ * sooner: dn_hooks.due) waits in epoll_pwait2 on the same set (every entry of which
+ * rte_epoll_ctl made: its data is the struct rte_epoll_event, whose callback is run, as
+ * rte_epoll_wait runs it); without the wake-up eventfd in the set, whose entry names the
+ * set, in whole milliseconds, rounded up. exact: the
+ * timeout is a timer's, which is what will likely end the sleep, so the thread keeps its own
+ * timer slack (dn_sleep_slack_begin widens it otherwise).
  */
-static inline void dn_epoll_sleep(struct dn_lcore *lc, int timeout_ms,
+static inline void dn_epoll_sleep(struct dn_lcore *lc, uint32_t timeout_us, bool exact,
 				  bool (*waiting)(struct dn_lcore *lc))
 {
 	struct rte_epoll_event ev;
-	unsigned long slack = dn_sleep_slack_begin();
-	int r = rte_epoll_wait(RTE_EPOLL_PER_THREAD, &ev, 1, timeout_ms);
+	unsigned long slack = exact ? DN_SLEEP_SLACK_NS : dn_sleep_slack_begin();
+	int r;
+
+	/* The set's descriptor is the one rte_epoll_ctl put the wake-up eventfd in. */
+	if (timeout_us % 1000u == 0 || !lc->efd_registered) {
+		r = rte_epoll_wait(RTE_EPOLL_PER_THREAD, &ev, 1, (int)((timeout_us + 999u) / 1000u));
+	} else {
+		struct timespec ts = {.tv_sec = timeout_us / 1000000u,
+				      .tv_nsec = (long)(timeout_us % 1000000u) * 1000};
+		struct epoll_event e[4];
+		r = epoll_pwait2(lc->efd_ev.epfd, e, 4, &ts, NULL);
+		/* What rte_epoll_wait does with an event, done here: an Rx interrupt's is
+		 * edge-triggered, so a second wait would not see it again. */
+		for (int i = 0; i < r; i++) {
+			struct rte_epoll_event *rev = e[i].data.ptr;
+			if (rev->epdata.cb_fun != NULL)
+				rev->epdata.cb_fun(rev->fd, rev->epdata.cb_arg);
+		}
+	}
 
 	dn_sleep_slack_end(slack);
 	dn_spin_slept(&lc->spin, rte_rdtsc(), r > 0);
@@ -280,6 +306,12 @@ static inline void dn_epoll_sleep(struct dn_lcore *lc, int timeout_ms,
 			lc->stats.intr_late++;
 	}
 }
+
+/*
+ * dn_loop.c: the longest sleep at TSC now: cap_us, or the time left to the hooks' due time
+ * when that is within DN_DUE_NEAR_US (0: due already).
+ */
+uint32_t dn_sleep_cap_us(struct dn_lcore *lc, uint64_t now, uint32_t cap_us);
 
 /* dn_steer.c */
 int dn_steer_port_init(struct dn_port *p, char *err, size_t errlen);
@@ -299,8 +331,9 @@ void dn_wake_lcore_fini(struct dn_lcore *lc);
 uint16_t dn_steer_rx(struct dn_lcore *lc, struct rte_mbuf **pkts, unsigned *work);
 /* Tx flush of a steered lcore other than 0: its software queue into lcore 0's ring. */
 void dn_steer_tx_flush(struct dn_lcore *lc);
-/* The sleep of a steered lcore whose spin after work ran out (dn_lcore_idle_wait). */
-void dn_steer_idle_wait(struct dn_lcore *lc);
+/* The sleep of a steered lcore whose spin after work ran out (dn_lcore_idle_wait), at most
+ * cap_us (exact: see dn_epoll_sleep). */
+void dn_steer_idle_wait(struct dn_lcore *lc, uint32_t cap_us, bool exact);
 /* Lcore 0: classify a burst; frames for others go to their rings (or are dropped, counted
  * as STEER_FULL). Returns how many stay, compacted to the front of pkts. */
 uint16_t dn_steer_classify(struct dn_lcore *lc, struct rte_mbuf **pkts, uint16_t n);

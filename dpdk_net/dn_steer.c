@@ -66,7 +66,6 @@
 #define DN_STEER_SHARED 0xffu /* lport_owner: claimed by more than one lcore */
 
 #define DN_STEER_RELAY_BURSTS 4 /* bursts of others' Tx lcore 0 takes per loop turn */
-#define DN_STEER_SLEEP_MS 1     /* longest sleep: upper-layer timers need ~1 ms */
 
 bool dn_steer_flow_parse(const uint8_t *b, uint32_t len, uint32_t our_ip, struct dn_flow *f)
 {
@@ -425,7 +424,7 @@ static bool steer_has_work(struct dn_lcore *lc)
 	return rte_ring_count(lc->port->steer_tx) > 0 || dn_rx_recheck(lc);
 }
 
-void dn_steer_idle_wait(struct dn_lcore *lc)
+void dn_steer_idle_wait(struct dn_lcore *lc, uint32_t cap_us, bool exact)
 {
 	struct dn_wake *w = &lc->port->wake[lc->index];
 	bool intr;
@@ -437,10 +436,10 @@ void dn_steer_idle_wait(struct dn_lcore *lc)
 	atomic_thread_fence(memory_order_seq_cst);
 	if (!steer_has_work(lc)) {
 		if (lc->efd_registered || intr) {
-			dn_epoll_sleep(lc, DN_STEER_SLEEP_MS, steer_has_work);
+			dn_epoll_sleep(lc, cap_us, exact, steer_has_work);
 		} else {
 			/* No epoll set (should not happen): a short bounded sleep instead. */
-			rte_delay_us_sleep(DN_STEER_SLEEP_MS * 100);
+			rte_delay_us_sleep(cap_us < 100 ? cap_us : 100);
 		}
 	}
 	atomic_store_explicit(&w->sleeping, 0, memory_order_relaxed);

@@ -113,6 +113,7 @@ struct db {
 	uint64_t ns_mult;           /* TSC ticks to ns: (tsc * ns_mult) >> 32 */
 	uint32_t ip;
 	unsigned work;
+	uint64_t poll_until;        /* TSC at which the running db_poll's wait ends */
 	struct db_txrec *recs, *rec_free;
 	uint32_t nrecs;
 	struct rte_memseg_list *msl; /* last DPDK memseg list a payload piece was found in */
@@ -542,6 +543,25 @@ static unsigned db_timers(void *arg, struct dn_lcore *lc, uint64_t now_tsc)
 	 * clock only moves forward), so timers never run on a time before it. */
 	tl_tcp_timers(d->stack, db_tsc_ns(d, now_tsc));
 	return work;
+}
+
+/*
+ * dn_hooks.due: a sleep ends by the stack's next timer (a delayed ACK is due 200 us after
+ * the data, and 1 ms epoll sleeps would send it up to 1 ms late) and by the end of the
+ * running tl_poll's wait.
+ */
+static uint64_t db_due(void *arg, struct dn_lcore *lc)
+{
+	const struct db *d = arg;
+	uint64_t t = tl_tcp_next_timer(d->stack), due = d->poll_until;
+
+	(void)lc;
+	if (t != UINT64_MAX) {
+		unsigned __int128 tsc = ((unsigned __int128)t << 32) / d->ns_mult + 1;
+		if (tsc < due)
+			due = (uint64_t)tsc;
+	}
+	return due;
 }
 
 /* The classifier under flow steering: the lcore owning a TCP segment's flow. */
@@ -1211,6 +1231,7 @@ static int db_poll(struct tl *tl, int64_t timeout_us)
 	uint64_t now = rte_rdtsc(), start = now; /* one clock read a round */
 	uint64_t limit = timeout_us < 0 ? UINT64_MAX : (uint64_t)timeout_us * (d->hz / 1000000);
 
+	d->poll_until = limit == UINT64_MAX || start + limit < start ? UINT64_MAX : start + limit;
 	for (;;) {
 		d->work = 0;
 		unsigned n = dn_loop_once(d->lc, now);
@@ -1417,7 +1438,9 @@ static int db_init(struct tl *tl)
 	tl->chunk_ops = &db_chunk_ops;
 	if (tl_obs_create(tl, d->stack, db_conn_tcp, &d->obs) != 0)
 		d->obs = NULL; /* more instances than telemetry slots: counters stay reachable by dump */
+	d->poll_until = UINT64_MAX;
 	dn_lcore_set_hooks(d->lc, &(struct dn_hooks){.l4_input = db_l4_input, .poll = db_timers,
+						     .due = db_due,
 						     .steer = d->nl > 1 && (d->idx == 0 ||
 							     dn_port_nb_queues(dn_lcore_port(d->lc)) > 1)
 							     ? db_steer : NULL,

@@ -586,6 +586,7 @@ static int kb_poll(struct tl *tl, int64_t timeout_us)
 {
 	struct kb *kb = tl->be;
 	unsigned long slack;
+	uint64_t left_ns; /* of the timeout, UINT64_MAX for none */
 	int ms, n, i, err;
 
 	if (timeout_us < 0)
@@ -599,6 +600,7 @@ static int kb_poll(struct tl *tl, int64_t timeout_us)
 	 * window and rules, so the two backends' sleeping modes stay comparable.
 	 */
 	n = 0;
+	left_ns = ms > 0 && timeout_us < INT_MAX ? (uint64_t)timeout_us * 1000u : UINT64_MAX;
 	if (ms != 0 && kb->spin.win != 0) {
 		/* The spin counts against the timeout: a poll never returns later for it. */
 		uint64_t now = kb_now_ns(), end = UINT64_MAX;
@@ -608,11 +610,20 @@ static int kb_poll(struct tl *tl, int64_t timeout_us)
 		       (now = kb_now_ns()) < end && dn_spin_more(&kb->spin, now))
 			;
 		if (n == 0 && end != UINT64_MAX) { /* what is left of it, rounded up to a ms */
-			uint64_t left = now >= end ? 0 : (end - now + 999999) / 1000000;
+			left_ns = now >= end ? 0 : end - now;
+			uint64_t left = (left_ns + 999999) / 1000000;
 			ms = left > INT_MAX ? INT_MAX : (int)left;
 		}
 	}
-	if (n == 0) {
+	if (n == 0 && ms > 0 && left_ns < DN_DUE_NEAR_US * 1000u) {
+		/* A poll ending within DN_DUE_NEAR_US (a fused frame's hold): timed exactly, as
+		 * dpdk_net times a sleep for a timer that near. */
+		struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)left_ns};
+		n = epoll_pwait2(kb->epfd, kb->ev, KB_EVENTS, &ts, NULL);
+		err = errno;
+		dn_spin_slept(&kb->spin, kb_now_ns(), n > 0);
+		errno = err;
+	} else if (n == 0) {
 		/* A sleep widens the timer slack as dpdk_net's do: no timer reprogrammed per
 		 * wake-up. */
 		slack = ms > 0 ? dn_sleep_slack_begin() : 0;

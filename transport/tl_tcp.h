@@ -262,7 +262,8 @@ int tl_tcp_input_pieces(struct tl_tcp_stack *s, const struct tl_tcp_rx *rx,
 
 /* Runs expired timers. Call every loop iteration (cheap when nothing is due). */
 void tl_tcp_timers(struct tl_tcp_stack *s, uint64_t now);
-/* Earliest time tl_tcp_timers has work, UINT64_MAX when idle (for sleeping loops). */
+/* Earliest time tl_tcp_timers has work (the timer wheel's tick the first deadline rounds up
+ * to), UINT64_MAX when idle (for sleeping loops). */
 uint64_t tl_tcp_next_timer(const struct tl_tcp_stack *s);
 
 /* Passive open on laddr (0 = any):lport. backlog 0 = cfg.syn_backlog. */

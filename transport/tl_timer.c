@@ -316,5 +316,8 @@ uint64_t tl_tcp_next_timer(const struct tl_tcp_stack *s)
 			if (e->deadline < best)
 				best = e->deadline;
 	}
-	return best;
+	/* It runs when tl_tcp_timers reaches its slot: the tick it rounds up to, or the next
+	 * tick to run for one already behind (tl_tw_arm). */
+	uint64_t tick = (best + tw->tick_ns - 1) / tw->tick_ns;
+	return (tick > tw->cur_tick ? tick : tw->cur_tick) * tw->tick_ns;
 }

@@ -7,6 +7,7 @@
  * exactly when it sleeps. Every test ends with the mempool full again.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -359,6 +360,76 @@ static void test_dn_steer_wake_only_when_sleeping(void **state)
 	assert_int_equal(e->lc[1]->stats.intr_timeouts, 0);
 }
 
+static uint64_t g_due;
+
+static uint64_t st_due(void *arg, struct dn_lcore *lc)
+{
+	(void)arg;
+	(void)lc;
+	return g_due;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The median of n sleeps of an idle lcore 1 (past its spin), in us; due_us ahead of each
+ * (0: no due time). */
+static uint64_t median_sleep_us(struct st_env *e, uint32_t n, uint64_t due_us)
+{
+	uint64_t hz = rte_get_tsc_hz(), took[32];
+
+	assert_true(n <= 32);
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t t0;
+		e->lc[1]->spin.worked = false;
+		e->lc[1]->spin.busy = 0;
+		t0 = rte_rdtsc();
+		g_due = due_us ? t0 + due_us * hz / 1000000u : UINT64_MAX;
+		dn_lcore_idle_wait(e->lc[1]);
+		took[i] = (rte_rdtsc() - t0) * 1000000u / hz;
+	}
+	qsort(took, n, sizeof(took[0]), cmp_u64);
+	return took[n / 2];
+}
+
+/*
+ * A sleep ends by the upper layer's next timer (dn_hooks.due) when that is near: an idle
+ * lcore whose timer is 300 us ahead sleeps about that long, in epoll_pwait2 on its set with
+ * the thread's own timer slack, each sleep counted as run to its timeout. With no timer, or
+ * one past DN_DUE_NEAR_US (800 us), it sleeps the whole 1 ms and more (the slack that keeps
+ * idle sleeps cheap); with one due already, not at all. (Medians of 21 and 5 sleeps, so a
+ * slow wake-up on a busy host decides nothing.)
+ */
+static void test_dn_steer_sleep_ends_by_the_next_timer(void **state)
+{
+	struct st_env *e = *state;
+	uint64_t med;
+
+	assert_true(e->lc[1]->efd_registered);
+	dn_lcore_set_hooks(e->lc[1], &(struct dn_hooks){.l4_input = st_l4, .due = st_due,
+							.arg = e});
+	med = median_sleep_us(e, 21, 300);
+	print_message("sleeps with a timer 300 us ahead: median %" PRIu64 " us\n", med);
+	assert_true(med >= 290 && med < 700);
+	assert_int_equal(e->lc[1]->stats.idle_sleeps, 21);
+	assert_int_equal(e->lc[1]->stats.intr_timeouts, 21);
+	med = median_sleep_us(e, 5, 0);
+	print_message("sleeps with no timer: median %" PRIu64 " us\n", med);
+	assert_true(med >= 950);
+	med = median_sleep_us(e, 5, 800);
+	print_message("sleeps with a timer 800 us ahead: median %" PRIu64 " us\n", med);
+	assert_true(med >= 950);
+	g_due = rte_rdtsc();
+	e->lc[1]->spin.worked = false;
+	e->lc[1]->spin.busy = 0;
+	dn_lcore_idle_wait(e->lc[1]);
+	assert_int_equal(e->lc[1]->stats.idle_sleeps, 31);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -372,6 +443,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_dn_steer_tx_of_lcore1_leaves_through_lcore0, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_dn_steer_wake_only_when_sleeping, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dn_steer_sleep_ends_by_the_next_timer, setup,
+						teardown),
 	};
 
 	if (dt_eal_init() < 0) {

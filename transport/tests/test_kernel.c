@@ -783,6 +783,41 @@ static void test_kernel_spin_within_timeout(void **state)
 	teardown((void **)&fx);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * A poll shorter than DN_DUE_NEAR_US (a fused frame's hold) ends on time when nothing comes:
+ * 300 us asked, timed exactly with the thread's own slack, where a sleep rounded up to 1 ms
+ * with the 4 ms slack of idle sleeps took 1-5 ms. With no spin after work, every poll sleeps.
+ * (The median of 21, so one slow wake-up on a loaded host decides nothing.)
+ */
+static void test_kernel_short_poll_ends_on_time(void **state)
+{
+	struct tl_config cfg;
+	struct kfx *fx;
+	double took[21];
+
+	(void)state;
+	tl_config_default(&cfg);
+	assert_int_equal(setenv("WHARF_IDLE_SPIN_US", "0", 1), 0);
+	assert_int_equal(setup_cfg((void **)&fx, &cfg), 0);
+	assert_int_equal(unsetenv("WHARF_IDLE_SPIN_US"), 0);
+	for (int i = 0; i < 21; i++) {
+		double t0 = now_s();
+		assert_int_equal(tl_poll(fx->tl, 300), 0);
+		took[i] = (now_s() - t0) * 1e6;
+	}
+	qsort(took, 21, sizeof(took[0]), cmp_double);
+	print_message("tl_poll(300 us) idle: median %.0f us\n", took[10]);
+	assert_true(took[10] >= 290 && took[10] < 700);
+	teardown((void **)&fx);
+}
+
 static void test_kernel_config_checked(void **state)
 {
 	struct tl_config cfg;
@@ -1001,6 +1036,7 @@ int main(void)
 		T(test_kernel_rx_pause_backs_up_the_sender),
 		cmocka_unit_test(test_kernel_config_checked),
 		cmocka_unit_test(test_kernel_spin_within_timeout),
+		cmocka_unit_test(test_kernel_short_poll_ends_on_time),
 	};
 
 	return cmocka_run_group_tests_name("kernel", tests, NULL, NULL);
