@@ -238,15 +238,17 @@ def rows(rep):
          h.get("train_samples_ratio_fuse_on_over_off"), "train_samples_ratio_fuse_on_over_off"),
     ]
     out += direct_rows(p, h, "train_direct", "MLP")
-    fruns = tf.get("runs") or {}
-    for proto, sfx in (("dpdk", ""), ("kernel", "_kernel")):
-        on = [get(fruns, f"{proto}_fuse_on_{i}", "samples_per_s") for i in range(1, 10)]
-        off = [get(fruns, f"{proto}_fuse_off_{i}", "samples_per_s") for i in range(1, 10)]
-        out.append((f"Deep MLP (24 layers, 100 small tensors a step) samples/s, {proto}, "
-                    "fusion on / off (median of rounds)", num(median(on), "sample/s"),
-                    num(median(off), "sample/s"),
-                    h.get(f"train_fuse_samples_ratio_fuse_on_over_off{sfx}"),
-                    f"train_fuse_samples_ratio_fuse_on_over_off{sfx}" if not sfx else None))
+    for part, where in (("train_fuse", ""), ("train_fuse_direct", ", 1 worker, direct pair")):
+        fruns = (p.get(part) or {}).get("runs") or {}
+        for proto, sfx in (("dpdk", ""), ("kernel", "_kernel")):
+            on = [get(fruns, f"{proto}_fuse_on_{i}", "samples_per_s") for i in range(1, 10)]
+            off = [get(fruns, f"{proto}_fuse_off_{i}", "samples_per_s") for i in range(1, 10)]
+            out.append((f"Deep MLP (24 layers, 100 small tensors a step){where} samples/s, "
+                        f"{proto}, fusion on / off (median of rounds)", num(median(on), "sample/s"),
+                        num(median(off), "sample/s"),
+                        h.get(f"{part}_samples_ratio_fuse_on_over_off{sfx}"),
+                        f"{part}_samples_ratio_fuse_on_over_off{sfx}"
+                        if not sfx and part == "train_fuse" else None))
     pruns = (p.get("train_torch") or {}).get("runs") or {}
     out += [
         ("PyTorch MLP samples/s (make demo's job), fusion off",
@@ -358,6 +360,11 @@ def summary_rows(rep):
          ratio(h.get("train_fuse_samples_ratio_fuse_on_over_off")) + " / " +
          ratio(h.get("train_fuse_samples_ratio_fuse_on_over_off_kernel")),
          target(rep, "train_fuse_samples_ratio_fuse_on_over_off")),
+        ("Deep MLP, 1 worker, direct pair, fusion on / off, DPDK / kernel; share of the DPDK "
+         "step (fusion off) in pull, push and barrier",
+         ratio(h.get("train_fuse_direct_samples_ratio_fuse_on_over_off")) + " / " +
+         ratio(h.get("train_fuse_direct_samples_ratio_fuse_on_over_off_kernel")) + "; " +
+         ratio(h.get("train_fuse_direct_network_share_dpdk")), ""),
         ("PyTorch MLP training samples/s, DPDK / kernel; fusion on / off",
          ratio(h.get("train_torch_samples_ratio_dpdk_over_kernel")) + "; " +
          ratio(h.get("train_torch_samples_ratio_fuse_on_over_off")), ""),

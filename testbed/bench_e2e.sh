@@ -59,6 +59,10 @@
 #                       medians over the rounds: train_fuse_samples_ratio_fuse_on_over_off (DPDK)
 #                       and _kernel; train_fuse_step_us_dpdk and _kernel: where a step's time
 #                       goes (the workers' pull_us, compute_us, push_us, barrier_us).
+#   OUT_DIR/train_fuse_direct.json  the same deep MLP over the direct pair (1 PS, 1 worker, no
+#                       switch, both sleeping, pinned alike), fusion off vs on in each round:
+#                       train_fuse_direct_samples_ratio_fuse_on_over_off (DPDK) and _kernel,
+#                       train_fuse_direct_step_us_dpdk and _kernel.
 #   OUT_DIR/train_torch.json  the same job as a PyTorch program (python/examples/mlp_fmnist.py
 #                       on the package wharf, as `make demo` runs it): DPDK vs kernel and
 #                       --tensor-fuse off vs on. Top level: train_torch_samples_ratio_* as above.
@@ -70,11 +74,11 @@
 # cores). Every process is non-polling in ps and train (the machine has 2 cores for switch, PS and 2
 # workers), as in the demo. A run that fails is recorded as null with its reason under "notes"; the file is
 # written anyway. The bridge: bridge_up below (root and iproute2; without them its runs are
-# recorded as failed, with why). About 9 minutes with the defaults on 2 shared cores.
+# recorded as failed, with why). About 10 minutes with the defaults on 2 shared cores.
 # Knobs: BENCH_MTU (DPDK data-plane MTU, 1500), BENCH_PS_SECONDS (BENCH_SECONDS or 3, per phase), BENCH_PS_BATCH (1000), BENCH_TRAIN_LIMIT (60000
 # images), BENCH_TRAIN_EPOCHS (2), BENCH_PS_BYTES_SECONDS (1, per phase of ps_bytes),
 # BENCH_E2E_PARTS ("ps ps_direct ps_bytes ps_lanes ps_direct_lanes train train_direct
-# train_fuse train_torch train_torch_direct"),
+# train_fuse train_fuse_direct train_torch train_torch_direct"),
 # BENCH_TRAIN_FUSE_REPS (3), BENCH_E2E_BUDGET (800 s:
 # a run that would start past it is skipped and recorded as such). PS_ENABLE_POLLING and
 # WORKER_ENABLE_POLLING pass through to every node (spinning needs a core per process).
@@ -88,7 +92,7 @@ PS_BATCH=${BENCH_PS_BATCH:-1000}
 TR_LIMIT=${BENCH_TRAIN_LIMIT:-60000}
 TR_EPOCHS=${BENCH_TRAIN_EPOCHS:-2}
 PB_SECS=${BENCH_PS_BYTES_SECONDS:-1}
-PARTS=${BENCH_E2E_PARTS:-ps ps_direct ps_bytes ps_lanes ps_direct_lanes train train_direct train_fuse train_torch train_torch_direct}
+PARTS=${BENCH_E2E_PARTS:-ps ps_direct ps_bytes ps_lanes ps_direct_lanes train train_direct train_fuse train_fuse_direct train_torch train_torch_direct}
 TF_REPS=${BENCH_TRAIN_FUSE_REPS:-3}
 export TB_PIN=1
 BUDGET=${BENCH_E2E_BUDGET:-800}
@@ -511,6 +515,25 @@ part_train_fuse() {
 	done
 }
 
+# The many-small-tensors model over the direct pair (1 PS, 1 worker, no switch), fusion off
+# and on back to back in each round, both sleeping.
+part_train_fuse_direct() {
+	local proto fuse rep base=48900
+	for rep in $(seq 1 "$TF_REPS"); do
+		for proto in dpdk kernel; do
+			for fuse in false true; do
+				tb_log "train_fuse_direct: round $rep, $proto, tensor_fuse $fuse"
+				PAIR_CMD=train pair_run "tfd-$proto-$fuse-$rep" "$proto" "$base" vhost 120 \
+					--mode sync --tensor-fuse="$fuse" --model mlp --layers 24 --ps-cores 1 -- \
+					--mode sync --tensor-fuse="$fuse" --model mlp --layers 24 \
+					--epochs "$TR_EPOCHS" --batch 64 --train-limit "$TR_LIMIT" \
+					--test-limit 2000 --decay-epochs 0
+				base=$((base + 10))
+			done
+		done
+	done
+}
+
 # The PyTorch job (below) over the direct pair, as train_direct runs wharf-train.
 part_train_torch_direct() {
 	direct_train train_torch_direct ttd 48800 "py:$TB_ROOT/python/examples/mlp_fmnist.py" \
@@ -812,24 +835,17 @@ if "train_direct" in parts:
           "note": DIRECT_NOTE, "runs": {}}
     direct_runs(td, "td", "train_direct")
     finish("train_direct", td, "td-")
-if "train_fuse" in parts:
-    tf = {"bench": "train_fuse_e2e", "model": "mlp", "layers": 24, "hidden": 16, "tensors": 50,
-          "mode": "sync", "servers": 1, "workers": 2, "epochs": int(epochs), "train_limit": int(limit),
-          "batch": 64, "rounds": int(tf_reps),
-          "note": "the deep MLP: 50 dense tables (W1 784x16, 24 of 16x16 or 16x10, 25 biases), "
-                  "100 small tensors a step; samples/s summed over the 2 workers, each timed "
-                  "from the end of its first step; a ratio is the median over the rounds of "
-                  "each round's on/off; step_us: a timed step's phases in microseconds (the "
-                  "mean over the workers and rounds), the share of barriers that took 1 ms or "
-                  "more, and the step's share spent pulling and pushing, and with the barrier",
-          "runs": {}}
-    PHASES = ("pull_us", "compute_us", "push_us", "barrier_us")
+PHASES = ("pull_us", "compute_us", "push_us", "barrier_us")
+
+def fuse_rounds(d, key, prefix, nw):
+    """The rounds of fusion off and on of a deep-MLP part (runs PREFIX-PROTO-FUSE-REP of nw
+    workers) into d: the median on/off per protocol, each round's, and where a step went."""
     for proto in ("dpdk", "kernel"):
         qs, acc, steps = [], {}, {}
         for rep in range(1, int(tf_reps) + 1):
             sps = {}
             for fuse in ("false", "true"):
-                r = run(f"tf-{proto}-{fuse}-{rep}", 2)
+                r = run(f"{prefix}-{proto}-{fuse}-{rep}", nw)
                 if r["ok"]:
                     ws = r["workers"]
                     r["samples_per_s"] = round(sum(w["samples_per_s"] for w in ws), 1)
@@ -839,14 +855,14 @@ if "train_fuse" in parts:
                     sps[fuse] = r["samples_per_s"]
                     acc.setdefault(fuse, []).append(r["test_accuracy"])
                     steps.setdefault(fuse, []).extend(ws)
-                tf["runs"][f"{proto}_fuse_{'on' if fuse == 'true' else 'off'}_{rep}"] = r
+                d["runs"][f"{proto}_fuse_{'on' if fuse == 'true' else 'off'}_{rep}"] = r
             qs.append(ratio(sps.get("true"), sps.get("false")))
         ok = sorted(q for q in qs if q)
         med = ok[len(ok) // 2] if ok and len(ok) == len(qs) else None
         sfx = "" if proto == "dpdk" else "_kernel"
-        tf[f"train_fuse_samples_ratio_fuse_on_over_off{sfx}"] = med
-        tf[f"train_fuse_ratios_{proto}"] = qs
-        tf[f"train_fuse_test_accuracy_{proto}"] = {("on" if k == "true" else "off"): v for k, v in acc.items()}
+        d[f"{key}_samples_ratio_fuse_on_over_off{sfx}"] = med
+        d[f"{key}_ratios_{proto}"] = qs
+        d[f"{key}_test_accuracy_{proto}"] = {("on" if k == "true" else "off"): v for k, v in acc.items()}
         su = {}
         for fuse, ws in steps.items():
             if not all(p in w for w in ws for p in PHASES) or not sum(w[p] for w in ws for p in PHASES):
@@ -858,8 +874,30 @@ if "train_fuse" in parts:
             ph["pull_push_share"] = round((ph["pull"] + ph["push"]) / step, 3)
             ph["pull_push_barrier_share"] = round((ph["pull"] + ph["push"] + ph["barrier"]) / step, 3)
             su["on" if fuse == "true" else "off"] = ph
-        tf[f"train_fuse_step_us_{proto}"] = su
+        d[f"{key}_step_us_{proto}"] = su
+
+FUSE_NOTE = ("the deep MLP: 50 dense tables (W1 784x16, 24 of 16x16 or 16x10, 25 biases), 100 "
+             "small tensors a step; samples/s summed over the workers, each timed from the end of "
+             "its first step; a ratio is the median over the rounds of each round's on/off; "
+             "step_us: a timed step's phases in microseconds (the mean over the workers and "
+             "rounds), the share of barriers that took 1 ms or more, and the step's share spent "
+             "pulling and pushing, and with the barrier")
+if "train_fuse" in parts:
+    tf = {"bench": "train_fuse_e2e", "model": "mlp", "layers": 24, "hidden": 16, "tensors": 50,
+          "mode": "sync", "servers": 1, "workers": 2, "epochs": int(epochs), "train_limit": int(limit),
+          "batch": 64, "rounds": int(tf_reps), "note": FUSE_NOTE, "runs": {}}
+    fuse_rounds(tf, "train_fuse", "tf", 2)
     finish("train_fuse", tf, "tf-")
+if "train_fuse_direct" in parts:
+    tfd = {"bench": "train_fuse_direct_e2e", "model": "mlp", "layers": 24, "hidden": 16,
+           "tensors": 50, "mode": "sync", "servers": 1, "workers": 1, "epochs": int(epochs),
+           "train_limit": int(limit), "batch": 64, "rounds": int(tf_reps),
+           "note": FUSE_NOTE + "; over the direct pair: 1 PS on net_vhost0 (core 1) and 1 worker "
+                   "on virtio_user0 (core 0), no switch, both sleeping; kernel: the same two "
+                   "processes over loopback on the same cores (taskset)",
+           "runs": {}}
+    fuse_rounds(tfd, "train_fuse_direct", "tfd", 1)
+    finish("train_fuse_direct", tfd, "tfd-")
 
 if "train_torch" in parts:
     tt = {"bench": "train_torch_e2e", "model": "mlp", "framework": "pytorch", "mode": "sync",

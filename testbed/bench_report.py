@@ -80,7 +80,7 @@ parts = {n: load(n) for n in ("pmd_rx", "pmd_tx", "pmd_pingpong", "dpdk_pingpong
                               "kernel_rate", "dpdk_stream", "dpdk_stream_jumbo", "kernel_stream", "fuse", "fuse_kernel", "fuse_pmd_step_bytes", "fuse_pmd_step", "fuse_pmd_step_pieces", "fuse_pmd_step_pieces_plain", "shard",
                               "ps", "ps_direct", "ps_bytes", "ps_lanes", "ps_direct_lanes",
                               "train", "train_direct",
-                              "train_fuse",
+                              "train_fuse", "train_fuse_direct",
                               "train_torch", "train_torch_direct")}
 
 
@@ -234,9 +234,15 @@ for part in ("train_direct", "train_torch_direct"):
         fig(f"{part}_samples_ratio_dpdk_over_kernel{sfx}",
             get(parts[part], f"{part}_samples_ratio_dpdk_over_kernel{sfx}"), part)
 # Fusion on the many-small-tensors model (medians over interleaved rounds), both protocols.
-for sfx in ("", "_kernel"):
-    fig(f"train_fuse_samples_ratio_fuse_on_over_off{sfx}",
-        get(parts["train_fuse"], f"train_fuse_samples_ratio_fuse_on_over_off{sfx}"), "train_fuse")
+for part in ("train_fuse", "train_fuse_direct"):
+    for sfx in ("", "_kernel"):
+        fig(f"{part}_samples_ratio_fuse_on_over_off{sfx}",
+            get(parts[part], f"{part}_samples_ratio_fuse_on_over_off{sfx}"), part)
+# The share of the direct pair's DPDK step (fusion off) spent pulling, pushing and in the
+# barrier: the most any transport or fusion could take off it.
+fig("train_fuse_direct_network_share_dpdk",
+    get(parts["train_fuse_direct"], "train_fuse_direct_step_us_dpdk", "off", "pull_push_barrier_share"),
+    "train_fuse_direct")
 fig("train_torch_samples_ratio_dpdk_over_kernel",
     get(parts["train_torch"], "train_torch_samples_ratio_dpdk_over_kernel"), "train_torch")
 fig("train_torch_samples_ratio_dpdk_over_kernel_bridge",
