@@ -498,41 +498,31 @@ part_train_direct() {
 }
 
 # The many-small-tensors model, fusion off and on back to back in each round, so the two
-# sides of a ratio see the same load on the shared cores.
-part_train_fuse() {
-	local proto fuse rep base=48700
+# sides of a ratio see the same load on the shared cores: PART PREFIX BASEPORT HOW, HOW
+# "switch" (job: 1 PS + 2 workers on the switch) or "direct" (pair_run: 1 PS + 1 worker).
+deep_mlp_rounds() {
+	local part=$1 prefix=$2 base=$3 how=$4 proto fuse rep name args run PAIR_CMD=train
 	for rep in $(seq 1 "$TF_REPS"); do
 		for proto in dpdk kernel; do
 			for fuse in false true; do
-				tb_log "train_fuse: round $rep, $proto, tensor_fuse $fuse"
-				job "tf-$proto-$fuse-$rep" "$proto" "$base" 2 120 train --mode sync \
-					--tensor-fuse="$fuse" --model mlp --layers 24 --ps-cores 1 -- --mode sync \
-					--tensor-fuse="$fuse" --model mlp --layers 24 --epochs "$TR_EPOCHS" --batch 64 \
-					--train-limit "$TR_LIMIT" --test-limit 2000 --decay-epochs 0
+				tb_log "$part: round $rep, $proto, tensor_fuse $fuse"
+				name=$prefix-$proto-$fuse-$rep
+				args=(--mode sync --tensor-fuse="$fuse" --model mlp --layers 24)
+				if [ "$how" = switch ]; then
+					run=(job "$name" "$proto" "$base" 2 120 train)
+				else
+					run=(pair_run "$name" "$proto" "$base" vhost 120)
+				fi
+				"${run[@]}" "${args[@]}" --ps-cores 1 -- "${args[@]}" --epochs "$TR_EPOCHS" \
+					--batch 64 --train-limit "$TR_LIMIT" --test-limit 2000 --decay-epochs 0
 				base=$((base + 10))
 			done
 		done
 	done
 }
-
-# The many-small-tensors model over the direct pair (1 PS, 1 worker, no switch), fusion off
-# and on back to back in each round, both sleeping.
-part_train_fuse_direct() {
-	local proto fuse rep base=48900
-	for rep in $(seq 1 "$TF_REPS"); do
-		for proto in dpdk kernel; do
-			for fuse in false true; do
-				tb_log "train_fuse_direct: round $rep, $proto, tensor_fuse $fuse"
-				PAIR_CMD=train pair_run "tfd-$proto-$fuse-$rep" "$proto" "$base" vhost 120 \
-					--mode sync --tensor-fuse="$fuse" --model mlp --layers 24 --ps-cores 1 -- \
-					--mode sync --tensor-fuse="$fuse" --model mlp --layers 24 \
-					--epochs "$TR_EPOCHS" --batch 64 --train-limit "$TR_LIMIT" \
-					--test-limit 2000 --decay-epochs 0
-				base=$((base + 10))
-			done
-		done
-	done
-}
+part_train_fuse() { deep_mlp_rounds train_fuse tf 48700 switch; }
+# The same over the direct pair (no switch), both sleeping.
+part_train_fuse_direct() { deep_mlp_rounds train_fuse_direct tfd 48900 direct; }
 
 # The PyTorch job (below) over the direct pair, as train_direct runs wharf-train.
 part_train_torch_direct() {
