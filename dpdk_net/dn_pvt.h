@@ -265,12 +265,12 @@ static inline void dn_rx_intr_disarm(struct dn_lcore *lc)
  * when waiting(lc) then finds frames, an interrupt that did not come, or a dn_lcore_wake is
  * still untaken, a hand-off whose eventfd write did not end the wait it was meant for).
  * Whole milliseconds wait in rte_epoll_wait. A shorter wait (an upper-layer timer falls due
- * sooner: dn_hooks.due) waits in epoll_pwait2 on the same set (every entry of which
- * rte_epoll_ctl made: its data is the struct rte_epoll_event, whose callback is run, as
- * rte_epoll_wait runs it); without the wake-up eventfd in the set, whose entry names the
- * set, in whole milliseconds, rounded up. exact: the
- * timeout is a timer's, which is what will likely end the sleep, so the thread keeps its own
- * timer slack (dn_sleep_slack_begin widens it otherwise).
+ * sooner: dn_hooks.due) waits in epoll_pwait2 on the same set, found as the set the wake-up
+ * eventfd's entry names; rte_epoll_ctl made every entry in it (its data is the struct
+ * rte_epoll_event), so each event's callback is run here as rte_epoll_wait would run it.
+ * Without that eventfd, whole milliseconds, rounded up. exact: the timeout is a timer's,
+ * which will likely end the sleep, so the thread keeps its own timer slack
+ * (dn_sleep_slack_begin widens it otherwise).
  */
 static inline void dn_epoll_sleep(struct dn_lcore *lc, uint32_t timeout_us, bool exact,
 				  bool (*waiting)(struct dn_lcore *lc))

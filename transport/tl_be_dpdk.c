@@ -547,8 +547,8 @@ static unsigned db_timers(void *arg, struct dn_lcore *lc, uint64_t now_tsc)
 
 /*
  * dn_hooks.due: a sleep ends by the stack's next timer (a delayed ACK is due 200 us after
- * the data, and 1 ms epoll sleeps would send it up to 1 ms late) and by the end of the
- * running tl_poll's wait.
+ * the data; an idle sleep, 1 ms and its 4 ms of slack, would send it up to 5 ms late) and by
+ * the end of the running tl_poll's wait.
  */
 static uint64_t db_due(void *arg, struct dn_lcore *lc)
 {
