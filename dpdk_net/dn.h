@@ -86,6 +86,8 @@ struct dn_stats {
 	/* Interrupt sleeps that ran to their timeout, and those of them after which frames or a
 	 * dn_lcore_wake were waiting (a wake-up that did not come: each cost the whole timeout). */
 	uint64_t intr_timeouts, intr_late;
+	/* Sleeps timed to end at an upper-layer timer due within DN_DUE_NEAR_US (dn_hooks.due). */
+	uint64_t timed_sleeps;
 	/* Flow steering: frames this lcore read from its device queue (rx_queue), handed to
 	 * another lcore (steered_out) or took from its ring (steered_in); frames given to lcore
 	 * 0 for Tx (tx_handoff) and, on lcore 0, frames of other lcores it sent (tx_relayed)

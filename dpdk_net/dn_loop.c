@@ -159,7 +159,7 @@ uint32_t dn_sleep_cap_us(struct dn_lcore *lc, uint64_t now, uint32_t cap_us)
 void dn_lcore_idle_wait(struct dn_lcore *lc)
 {
 	uint64_t now = rte_rdtsc();
-	uint32_t cap;
+	uint32_t cap, max;
 
 	/*
 	 * Adaptive polling: right after traffic the next packet usually follows within tens
@@ -172,12 +172,15 @@ void dn_lcore_idle_wait(struct dn_lcore *lc)
 	}
 	/* A timer of the upper layer due within DN_DUE_NEAR_US ends the sleep on time; one due
 	 * now runs at once, in the loop's next round. */
-	cap = dn_sleep_cap_us(lc, now, lc->intr_registered || lc->steer ? DN_INTR_TIMEOUT_US :
-			      lc->port->cfg.idle_max_sleep_us);
+	max = lc->intr_registered || lc->steer ? DN_INTR_TIMEOUT_US :
+						 lc->port->cfg.idle_max_sleep_us;
+	cap = dn_sleep_cap_us(lc, now, max);
 	if (cap == 0)
 		return;
+	if (cap < max)
+		lc->stats.timed_sleeps++;
 	if (lc->steer) {
-		dn_steer_idle_wait(lc, cap, cap < DN_INTR_TIMEOUT_US);
+		dn_steer_idle_wait(lc, cap, cap < max);
 		return;
 	}
 
@@ -187,7 +190,7 @@ void dn_lcore_idle_wait(struct dn_lcore *lc)
 		 * raised no event: look once more before sleeping.
 		 */
 		if (!dn_rx_recheck(lc))
-			dn_epoll_sleep(lc, cap, cap < DN_INTR_TIMEOUT_US, dn_rx_recheck);
+			dn_epoll_sleep(lc, cap, cap < max, dn_rx_recheck);
 		dn_rx_intr_disarm(lc);
 		lc->stats.idle_sleeps++;
 		return;

@@ -93,6 +93,7 @@ static void obs_stats_fill(const struct dn_lcore *lc, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "intr_wakeups", lc->stats.intr_wakeups);
 	rte_tel_data_add_dict_u64(d, "intr_timeouts", lc->stats.intr_timeouts);
 	rte_tel_data_add_dict_u64(d, "intr_late", lc->stats.intr_late);
+	rte_tel_data_add_dict_u64(d, "timed_sleeps", lc->stats.timed_sleeps);
 	rte_tel_data_add_dict_u64(d, "spin_caught", lc->spin.caught);
 	rte_tel_data_add_dict_u64(d, "spin_expired", lc->spin.expired);
 	rte_tel_data_add_dict_u64(d, "spin_window_us", lc->spin.win / (rte_get_tsc_hz() / 1000000));

@@ -417,12 +417,14 @@ static void test_dn_steer_sleep_ends_by_the_next_timer(void **state)
 	assert_true(med >= 290 && med < 700);
 	assert_int_equal(e->lc[1]->stats.idle_sleeps, 21);
 	assert_int_equal(e->lc[1]->stats.intr_timeouts, 21);
+	assert_int_equal(e->lc[1]->stats.timed_sleeps, 21);
 	med = median_sleep_us(e, 5, 0);
 	print_message("sleeps with no timer: median %" PRIu64 " us\n", med);
 	assert_true(med >= 950);
 	med = median_sleep_us(e, 5, 800);
 	print_message("sleeps with a timer 800 us ahead: median %" PRIu64 " us\n", med);
 	assert_true(med >= 950);
+	assert_int_equal(e->lc[1]->stats.timed_sleeps, 21); /* neither was timed */
 	g_due = rte_rdtsc();
 	e->lc[1]->spin.worked = false;
 	e->lc[1]->spin.busy = 0;
