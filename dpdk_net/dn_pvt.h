@@ -276,7 +276,7 @@ static inline void dn_epoll_sleep(struct dn_lcore *lc, uint32_t timeout_us, bool
 				  bool (*waiting)(struct dn_lcore *lc))
 {
 	struct rte_epoll_event ev;
-	unsigned long slack = exact ? DN_SLEEP_SLACK_NS : dn_sleep_slack_begin();
+	unsigned long slack = exact ? 0 : dn_sleep_slack_begin();
 	int r;
 
 	/* The set's descriptor is the one rte_epoll_ctl put the wake-up eventfd in. */
@@ -296,7 +296,8 @@ static inline void dn_epoll_sleep(struct dn_lcore *lc, uint32_t timeout_us, bool
 		}
 	}
 
-	dn_sleep_slack_end(slack);
+	if (!exact)
+		dn_sleep_slack_end(slack);
 	dn_spin_slept(&lc->spin, rte_rdtsc(), r > 0);
 	if (r > 0) {
 		lc->stats.intr_wakeups++;
