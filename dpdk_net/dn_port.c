@@ -148,9 +148,9 @@ static struct rte_mempool *pool_for_queue(struct dn_port *p, uint16_t queue)
 	return NULL;
 }
 
-uint16_t dn_tx_seg_max(const struct rte_eth_dev_info *di, bool hw)
+uint16_t dn_tx_seg_max(const struct rte_eth_dev_info *di)
 {
-	if (hw && !(di->tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS))
+	if (!(di->tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS))
 		return 1;
 	return di->tx_desc_lim.nb_mtu_seg_max != 0 ? di->tx_desc_lim.nb_mtu_seg_max : UINT16_MAX;
 }
@@ -219,13 +219,15 @@ static void conf_build(struct dn_port *p, const struct rte_eth_dev_info *di,
 	p->tx_l4_csum = conf->txmode.offloads & RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
 	/*
 	 * Zero-copy sends are chains of a few buffers per frame (many with a jumbo MTU): a
-	 * longer chain than the device takes is copied into one buffer (dn_ip_send). Virtual
-	 * devices send any chain. Hardware PMDs check their limits in rte_eth_tx_prepare too
+	 * longer chain than the device takes is copied into one buffer (dn_ip_send). A device
+	 * without RTE_ETH_TX_OFFLOAD_MULTI_SEGS takes one buffer a frame: net_af_xdp (22.11)
+	 * copies the first buffer's address for the whole frame's length, so a chain left the
+	 * host as garbage its peer dropped. Hardware PMDs check their limits in rte_eth_tx_prepare too
 	 * (i40e and ice refuse more than 8 buffers a frame there, else their queue stalls);
 	 * virtio-pci's only rewrites the pseudo-header sum dn_ip_send wrote already.
 	 */
 	bool hw = bus != NULL && strcmp(rte_bus_name(bus), "vdev") != 0;
-	p->tx_seg_max = dn_tx_seg_max(di, hw);
+	p->tx_seg_max = dn_tx_seg_max(di);
 	p->tx_prepare = hw && (di->driver_name == NULL ||
 			       strcmp(di->driver_name, "net_virtio") != 0);
 

@@ -346,7 +346,7 @@ bool dn_steer_wake(struct dn_port *p, uint16_t index);
  * (0, as many PMDs leave it, states no limit), 1 on a hardware device that does not offer
  * RTE_ETH_TX_OFFLOAD_MULTI_SEGS. dn_ip_send copies a longer chain into one buffer.
  */
-uint16_t dn_tx_seg_max(const struct rte_eth_dev_info *di, bool hw);
+uint16_t dn_tx_seg_max(const struct rte_eth_dev_info *di);
 
 /* dn_ip.c */
 void dn_ip_input(struct dn_lcore *lc, struct rte_mbuf *m);

@@ -410,8 +410,8 @@ static void test_dn_ip_send_chain_over_device_limit_flattened(void **state)
 
 /*
  * The buffers a frame may span, from what the device states: its nb_mtu_seg_max, no limit
- * where it leaves that 0 (iavf, and every PMD that fills tx_desc_lim without it), one on
- * hardware without RTE_ETH_TX_OFFLOAD_MULTI_SEGS; a virtual device takes any chain.
+ * where it leaves that 0 (iavf, and every PMD that fills tx_desc_lim without it), one on a
+ * device without RTE_ETH_TX_OFFLOAD_MULTI_SEGS, virtual or not (net_af_xdp).
  */
 static void test_dn_tx_seg_max_from_dev_info(void **state)
 {
@@ -422,12 +422,11 @@ static void test_dn_tx_seg_max_from_dev_info(void **state)
 	di.tx_offload_capa = RTE_ETH_TX_OFFLOAD_MULTI_SEGS | RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
 	di.tx_desc_lim.nb_seg_max = 40;
 	di.tx_desc_lim.nb_mtu_seg_max = 8;
-	assert_int_equal(dn_tx_seg_max(&di, true), 8);
+	assert_int_equal(dn_tx_seg_max(&di), 8);
 	di.tx_desc_lim.nb_mtu_seg_max = 0;
-	assert_int_equal(dn_tx_seg_max(&di, true), UINT16_MAX);
+	assert_int_equal(dn_tx_seg_max(&di), UINT16_MAX);
 	di.tx_offload_capa = RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
-	assert_int_equal(dn_tx_seg_max(&di, true), 1);
-	assert_int_equal(dn_tx_seg_max(&di, false), UINT16_MAX);
+	assert_int_equal(dn_tx_seg_max(&di), 1);
 }
 
 /* A prefix past 32, or a gateway off the subnet or equal to our address: refused at once. */
