@@ -39,11 +39,11 @@ trap 'exit 1' USR1
 
 tb_log() { printf '[tb %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-# The fixed loopback ports of tests, demo and bench (47000-48999: control endpoints, kernel
+# The fixed loopback ports of tests, demo and bench (47000-49999: control endpoints, kernel
 # data ports) are taken out of the kernel's ephemeral range, so that no connection made
 # meanwhile (a client's source port) holds one a node is about to listen on: seen once as
 # "cannot listen: Address already in use". Best effort: needs root, as hugepages do.
-TB_PORTS=47000-48999
+TB_PORTS=47000-49999
 tb_reserve_ports() {
 	local f=/proc/sys/net/ipv4/ip_local_reserved_ports cur
 	[ -w "$f" ] || return 0
