@@ -12,10 +12,13 @@
  * With several lcores, each frame reaches the lcore owning its flow whatever queue the
  * device put it on (flow steering, dn_steer.c), whose rings and eventfds are made here too.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <linux/virtio_net.h>
 #include <rte_bus.h>
@@ -384,8 +387,66 @@ int dn_callback_unregister(uint16_t port_id, enum rte_eth_event_type event,
 	return rc;
 }
 
+#ifndef AF_XDP
+#define AF_XDP 44
+#endif
+
+/*
+ * The AF_XDP sockets this process has open, as a bit set of fds below DN_XSK_FD_MAX (the
+ * sockets net_af_xdp makes are among the first fds a process opens).
+ */
+#define DN_XSK_FD_MAX 1024
+struct dn_fdset {
+	uint64_t bits[DN_XSK_FD_MAX / 64];
+};
+
+static void xsk_fds(struct dn_fdset *set)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	memset(set, 0, sizeof(*set));
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		unsigned fd;
+		int dom;
+		socklen_t len = sizeof(dom);
+
+		if (!dn_parse_uint(e->d_name, 0, DN_XSK_FD_MAX - 1, &fd) || (int)fd == dirfd(d))
+			continue;
+		if (getsockopt((int)fd, SOL_SOCKET, SO_DOMAIN, &dom, &len) == 0 && dom == AF_XDP)
+			set->bits[fd / 64] |= 1ull << (fd % 64);
+	}
+	closedir(d);
+}
+
+/*
+ * net_af_xdp (22.11) has no Rx interrupt, but its socket is one: epoll reports it readable
+ * while its Rx ring holds frames. A one-queue port's socket is the one AF_XDP fd that start-up
+ * opened (before: the set before configure); with several queues the fds do not say which
+ * queue is whose, and the lcores back off with sleeps instead. -1: none.
+ */
+static int xsk_rx_sock(const struct dn_port *p, const struct dn_fdset *before)
+{
+	struct dn_fdset now;
+	int found = -1, n = 0;
+
+	if (p->nb_queues != 1 || p->nb_rx_extra != 0)
+		return -1;
+	xsk_fds(&now);
+	for (unsigned w = 0; w < DN_XSK_FD_MAX / 64; w++) {
+		uint64_t fresh = now.bits[w] & ~before->bits[w];
+
+		for (; fresh != 0; fresh &= fresh - 1, n++)
+			found = (int)(w * 64 + (unsigned)__builtin_ctzll(fresh));
+	}
+	return n == 1 ? found : -1;
+}
+
 static int port_configure(struct dn_port *p, char *err, size_t errlen)
 {
+	struct dn_fdset xsk_before = {0};
 	struct rte_eth_dev_info di;
 	struct rte_eth_conf conf;
 	uint16_t nb_rxd = p->cfg.nb_rxd, nb_txd = p->cfg.nb_txd;
@@ -407,9 +468,13 @@ static int port_configure(struct dn_port *p, char *err, size_t errlen)
 			 di.driver_name, p->cfg.mtu, RTE_ETHER_MIN_MTU, di.max_mtu);
 		return -EINVAL;
 	}
+	bool af_xdp = di.driver_name != NULL && strcmp(di.driver_name, "net_af_xdp") == 0;
+	if (af_xdp)
+		xsk_fds(&xsk_before);
 	conf_build(p, &di, &conf);
 	conf.rxmode.mtu = p->cfg.mtu;
-	conf.intr_conf.rxq = p->cfg.idle == DN_IDLE_SLEEP;
+	/* net_af_xdp takes the request and has no interrupt to give (its socket stands in). */
+	conf.intr_conf.rxq = p->cfg.idle == DN_IDLE_SLEEP && !af_xdp;
 	ret = rte_eth_dev_configure(p->port_id, nq, nq, &conf);
 	if (ret != 0 && conf.intr_conf.rxq) {
 		/* No Rx interrupts on this PMD: the idle loop backs off with sleeps instead. */
@@ -481,11 +546,15 @@ static int port_configure(struct dn_port *p, char *err, size_t errlen)
 		return ret;
 	}
 	reta_program(p, &di);
+	p->rx_sock = -1;
+	if (af_xdp && p->cfg.idle == DN_IDLE_SLEEP)
+		p->rx_sock = xsk_rx_sock(p, &xsk_before);
 	if (p->cfg.promiscuous)
 		rte_eth_promiscuous_enable(p->port_id);
 	DN_LOG(DEBUG, "port %u (%s): started, %u queue%s of %u rx / %u tx descriptors, MTU %u, "
 	       "rx interrupts %s, TSO %s", p->port_id, di.driver_name, p->nb_queues,
-	       p->nb_queues == 1 ? "" : "s", nb_rxd, nb_txd, p->cfg.mtu, p->rx_intr ? "on" : "off",
+	       p->nb_queues == 1 ? "" : "s", nb_rxd, nb_txd, p->cfg.mtu,
+	       p->rx_intr ? "on" : p->rx_sock >= 0 ? "on its AF_XDP socket" : "off",
 	       p->tso ? "on" : "off");
 	return 0;
 }
@@ -610,6 +679,7 @@ int dn_port_create(const struct dn_config *cfg, struct dn_port **out, char *err,
 		return -ENOMEM;
 	}
 	p->cfg = *cfg;
+	p->rx_sock = -1;
 	config_defaults(&p->cfg);
 	p->auto_queues = cfg->nb_queues == DN_QUEUES_PER_LCORE;
 	if (p->auto_queues)
@@ -708,7 +778,7 @@ void dn_port_tso_refresh(struct dn_port *p)
 	p->tso = vid >= 0 && rte_vhost_get_negotiated_features(vid, &features) == 0 &&
 		 (features & need) == need;
 }
-bool dn_port_rx_intr(const struct dn_port *p) { return p->rx_intr; }
+bool dn_port_rx_intr(const struct dn_port *p) { return p->rx_intr || p->rx_sock >= 0; }
 bool dn_port_rss(const struct dn_port *p) { return p->rss; }
 uint16_t dn_port_nb_lcores(const struct dn_port *p) { return p->nb_lcores; }
 bool dn_port_sw_steer(const struct dn_port *p) { return p->sw_steer; }
@@ -772,6 +842,13 @@ int dn_lcore_create(struct dn_port *port, uint16_t index, const struct dn_hooks 
 				       "wait for lcore 0's next look (at most 1 ms asleep)",
 				       port->port_id, q);
 	}
+	if (port->rx_sock >= 0 && index == 0 && queue == 0) {
+		/* Level-triggered: readable while the socket's Rx ring holds frames. */
+		lc->sock_ev.epdata.event = EPOLLIN;
+		lc->sock_registered = rte_epoll_ctl(RTE_EPOLL_PER_THREAD, EPOLL_CTL_ADD,
+						    port->rx_sock, &lc->sock_ev) == 0;
+		lc->intr_registered = lc->sock_registered;
+	}
 	*out = lc;
 	return 0;
 }
@@ -823,6 +900,8 @@ void dn_lcore_destroy(struct dn_lcore *lc)
 		rte_pktmbuf_free(lc->pending[i].m);
 	rte_pktmbuf_free_bulk(lc->stash, lc->stash_n);
 	dn_wake_lcore_fini(lc);
+	if (lc->sock_registered)
+		rte_epoll_ctl(lc->sock_ev.epfd, EPOLL_CTL_DEL, lc->sock_ev.fd, &lc->sock_ev);
 	rte_free(lc);
 }
 

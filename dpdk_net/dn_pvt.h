@@ -91,6 +91,8 @@ struct dn_port {
 	_Atomic bool tso;
 	bool vhost_tso;         /* a net_vhost endpoint: tso follows its guest (dn_port_tso_refresh) */
 	bool rx_intr;
+	int rx_sock;            /* net_af_xdp, one queue: its AF_XDP socket, slept on as an Rx
+				 * interrupt (dn_port.c, xsk_rx_sock); -1 none */
 	bool keep_at_exit; /* virtio_user with Rx interrupts: never stopped or closed (dn_port_destroy) */
 	bool rss;
 	bool rss_by_peer;       /* WHARF_PORT_RSS=peer: the peer hashes, as dn_rss_queue */
@@ -164,7 +166,9 @@ struct dn_lcore {
 	struct rte_mbuf *stash[DN_BURST];
 	uint16_t rx_extra;      /* lcore 0: the port's nb_rx_extra queues it reads too */
 	uint16_t rx_next;       /* ... the queue its next burst starts at (0: its own) */
-	bool intr_registered;
+	bool intr_registered;   /* an Rx interrupt, or the AF_XDP socket, wakes its sleeps */
+	bool sock_registered;   /* the port's rx_sock is in this thread's epoll set */
+	struct rte_epoll_event sock_ev;
 	bool tx_cleanup_ok;     /* the PMD answers rte_eth_tx_done_cleanup */
 	struct dn_spin spin;    /* sleep mode's adaptive spin after work, in TSC cycles */
 	uint64_t next_cleanup_tsc;
@@ -245,6 +249,8 @@ static inline bool dn_rx_recheck(struct dn_lcore *lc)
 /* Arms the Rx interrupts of lc's queues (its extra ones too): true when its own is armed. */
 static inline bool dn_rx_intr_arm(struct dn_lcore *lc)
 {
+	if (lc->sock_registered) /* a socket needs no arming */
+		return true;
 	if (!lc->intr_registered || rte_eth_dev_rx_intr_enable(lc->port_id, lc->queue) != 0)
 		return false;
 	for (uint16_t q = 1; q <= lc->rx_extra; q++)
@@ -254,6 +260,8 @@ static inline bool dn_rx_intr_arm(struct dn_lcore *lc)
 
 static inline void dn_rx_intr_disarm(struct dn_lcore *lc)
 {
+	if (lc->sock_registered)
+		return;
 	rte_eth_dev_rx_intr_disable(lc->port_id, lc->queue);
 	for (uint16_t q = 1; q <= lc->rx_extra; q++)
 		rte_eth_dev_rx_intr_disable(lc->port_id, q);

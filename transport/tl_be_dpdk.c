@@ -1479,9 +1479,10 @@ static void db_dump_stats(const struct db *d)
 		if (ds->drops[i])
 			n += (size_t)snprintf(drops + n, sizeof(drops) - n, " %s=%lu",
 					      dn_drop_name(i), ds->drops[i]);
-	TL_LOG(INFO, "dn: rx %lu tx %lu sleeps %lu intr_timeouts %lu intr_late %lu timed_sleeps %lu "
-	       "spin_caught %lu spin_expired %lu%s", ds->rx_pkts, ds->tx_pkts, ds->idle_sleeps,
-	       ds->intr_timeouts, ds->intr_late, ds->timed_sleeps, dn_lcore_spin(d->lc)->caught,
+	TL_LOG(INFO, "dn: rx %lu tx %lu sleeps %lu intr_wakeups %lu intr_timeouts %lu intr_late %lu "
+	       "timed_sleeps %lu spin_caught %lu spin_expired %lu%s", ds->rx_pkts, ds->tx_pkts,
+	       ds->idle_sleeps, ds->intr_wakeups, ds->intr_timeouts, ds->intr_late, ds->timed_sleeps,
+	       dn_lcore_spin(d->lc)->caught,
 	       dn_lcore_spin(d->lc)->expired, drops);
 }
 

@@ -2,9 +2,13 @@
 # TCP-lite over net_af_xdp: the PMD a host uses when its NIC stays with the kernel (no vfio),
 # here on the two ends of a veth pair, each in a network namespace of its own. net_af_xdp
 # states no RTE_ETH_TX_OFFLOAD_MULTI_SEGS: it sends one buffer a frame, so every zero-copy
-# chain must reach it copied into one buffer. Shown: a wharf-perf echo server and a client
-# on the pair; 64 KiB messages (each many chained frames) in a stream of 8 in flight all come
-# back intact (--count, --verify), as do 64 B ping-pongs; the server dropped no echo.
+# chain must reach it copied into one buffer. It has no Rx interrupt: a sleeping lcore waits
+# in epoll on its AF_XDP socket, readable while frames wait. Shown: a wharf-perf echo server
+# and a client on the pair; 64 KiB messages (each many chained frames) in a stream of 8 in
+# flight all come back intact (--count, --verify), as do 64 B ping-pongs; with no spin after
+# work (WHARF_IDLE_SPIN_US=0) the client sleeps between its round trips and the socket wakes
+# it (intr_wakeups, from WHARF_TL_STATS=1, at least one per two round trips; none when it
+# backs off with timed sleeps instead); the server dropped no echo.
 set -u
 . "$(dirname "$0")/../cluster/tb.sh"
 COUNT=${WHARF_AFXDP_COUNT:-2000}
@@ -43,9 +47,14 @@ if ! tb_wait_log "$TB_DIR/srv.log" "server on port" 20; then
 	tail -n 5 "$TB_DIR/srv.log" >&2
 	tb_fail "perf server did not come up"
 fi
-cli() { # NAME perf-args...
+# dn_stat LOG WORD: the number after WORD on the "dn:" line WHARF_TL_STATS=1 logs at exit.
+dn_stat() {
+	sed -n "s/^.* wharf\.tl: dn: .* $2 \([0-9]*\).*/\1/p" "$1" | tail -n 1
+}
+XENV=""
+cli() { # NAME perf-args...   (XENV: the client's environment)
 	local name=$1; shift
-	timeout --kill-after=5 30 ip netns exec "${NS}b" "$TB_BUILD/wharf-perf" $(xdp_eal "$name" 0) \
+	timeout --kill-after=5 30 ip netns exec "${NS}b" env $XENV "$TB_BUILD/wharf-perf" $(xdp_eal "$name" 0) \
 		-- --ip 198.18.5.2/24 --peer 198.18.5.1 --port 7000 "$@" \
 		>"$TB_DIR/$name.out" 2>"$TB_DIR/$name.log" ||
 		{ tail -n 5 "$TB_DIR/$name.log" >&2; tb_fail "$name: client failed"; }
@@ -60,6 +69,14 @@ cli small --size 64 --verify --count "$COUNT" --seconds 20
 [ "$(tb_json "$TB_DIR/small.out" msgs)" = "$COUNT" ] ||
 	tb_fail "64 B ping-pong: $(tb_json "$TB_DIR/small.out" msgs) echoes of $COUNT"
 tb_pass "64 B ping-pong over net_af_xdp: $COUNT echoes, p50 $(tb_json "$TB_DIR/small.out" rtt_p50_us) us"
+XENV="WHARF_IDLE_SPIN_US=0 WHARF_TL_STATS=1" cli asleep --size 64 --verify --count "$COUNT" --seconds 20
+[ "$(tb_json "$TB_DIR/asleep.out" msgs)" = "$COUNT" ] ||
+	tb_fail "64 B ping-pong, no spin: $(tb_json "$TB_DIR/asleep.out" msgs) echoes of $COUNT"
+sleeps=$(dn_stat "$TB_DIR/asleep.log" sleeps) woken=$(dn_stat "$TB_DIR/asleep.log" intr_wakeups)
+[ -n "$sleeps" ] && [ -n "$woken" ] || { tail -n 5 "$TB_DIR/asleep.log" >&2; tb_fail "no dn: counters"; }
+[ $((woken * 2)) -ge "$COUNT" ] ||
+	tb_fail "no spin: $woken of $sleeps sleeps woken by the socket over $COUNT round trips"
+tb_pass "64 B ping-pong over net_af_xdp, no spin: $sleeps sleeps, $woken woken by the socket, p50 $(tb_json "$TB_DIR/asleep.out" rtt_p50_us) us"
 tb_stop srv
 [ "$(tb_json "$TB_DIR/srv.out" echo_dropped)" = 0 ] || tb_fail "server dropped echoes: $(cat "$TB_DIR/srv.out")"
 [ "$(tb_json "$TB_DIR/srv.out" errors)" = 0 ] || tb_fail "server errors"
