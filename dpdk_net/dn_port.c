@@ -223,9 +223,9 @@ static void conf_build(struct dn_port *p, const struct rte_eth_dev_info *di,
 	/*
 	 * Zero-copy sends are chains of a few buffers per frame (many with a jumbo MTU): a
 	 * longer chain than the device takes is copied into one buffer (dn_ip_send). A device
-	 * without RTE_ETH_TX_OFFLOAD_MULTI_SEGS takes one buffer a frame: net_af_xdp (22.11)
-	 * copies the first buffer's address for the whole frame's length, so a chain left the
-	 * host as garbage its peer dropped. Hardware PMDs check their limits in rte_eth_tx_prepare too
+	 * without RTE_ETH_TX_OFFLOAD_MULTI_SEGS takes one buffer a frame, virtual ones too:
+	 * net_af_xdp (22.11) states none, and chains sent to it never arrived whole (a stream
+	 * over it stalled). Hardware PMDs check their limits in rte_eth_tx_prepare too
 	 * (i40e and ice refuse more than 8 buffers a frame there, else their queue stalls);
 	 * virtio-pci's only rewrites the pseudo-header sum dn_ip_send wrote already.
 	 */

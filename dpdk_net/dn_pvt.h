@@ -351,7 +351,7 @@ bool dn_steer_wake(struct dn_port *p, uint16_t index);
 
 /*
  * Buffers the device takes for one frame of at most the MTU: its dev_info's nb_mtu_seg_max
- * (0, as many PMDs leave it, states no limit), 1 on a hardware device that does not offer
+ * (0, as many PMDs leave it, states no limit), 1 on a device (virtual too) that does not offer
  * RTE_ETH_TX_OFFLOAD_MULTI_SEGS. dn_ip_send copies a longer chain into one buffer.
  */
 uint16_t dn_tx_seg_max(const struct rte_eth_dev_info *di);
