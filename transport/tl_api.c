@@ -54,6 +54,7 @@ const struct tl_env_knob tl_env_knobs[] = {
 	  "WHARF_TCP_KEEPALIVE_S: expected an integer in 0..86400" },
 	{ "WHARF_TCP_SYNCOOKIES", 0, 1, "WHARF_TCP_SYNCOOKIES: expected 0 or 1" },
 	{ "WHARF_TCP_SACK", 0, 1, "WHARF_TCP_SACK: expected 0 or 1" },
+	{ "WHARF_TCP_ECN", 0, 1, "WHARF_TCP_ECN: expected 0 or 1" },
 	{ "WHARF_TSO", 0, 1, "WHARF_TSO: expected 0 or 1" },
 };
 const unsigned tl_env_n_knobs = sizeof(tl_env_knobs) / sizeof(tl_env_knobs[0]);

@@ -1293,6 +1293,9 @@ static void db_cfg_env(struct tl_tcp_cfg *tc)
 	/* WHARF_TCP_SACK=0: neither offer nor accept SACK (for comparisons and peers' bugs). */
 	if (tl_env_get("WHARF_TCP_SACK", &x) && x == 0)
 		tc->sack = false;
+	/* WHARF_TCP_ECN=0: neither offer nor accept ECN, so no DCTCP reaction (comparisons). */
+	if (tl_env_get("WHARF_TCP_ECN", &x) && x == 0)
+		tc->ecn = false;
 	/* WHARF_TCP_SYNCOOKIES=0: drop SYNs over the backlog instead (for comparisons). */
 	if (tl_env_get("WHARF_TCP_SYNCOOKIES", &x) && x == 0)
 		tc->syncookies = false;
@@ -1462,12 +1465,13 @@ static void db_dump_stats(const struct db *d)
 	tl_tcp_stack_get_stats(d->stack, &s);
 	TL_LOG(INFO, "tl_tcp: seg in/out %lu/%lu bytes in/out %lu/%lu retrans %lu fast %lu rto %lu "
 	       "spurious %lu probes %lu ooo %lu dup_segs %lu dup_acks %lu sack_rexmits %lu "
-	       "challenge_acks %lu rst_in %lu rst_out %lu drops: malformed %lu no_conn %lu window %lu "
-	       "bad_ack %lu backlog %lu ooo_full %lu emit %lu",
+	       "challenge_acks %lu rst_in %lu rst_out %lu ce_marks %lu ecn_cuts %lu drops: "
+	       "malformed %lu no_conn %lu window %lu bad_ack %lu backlog %lu ooo_full %lu emit %lu",
 	       s.seg_in, s.seg_out, s.bytes_in, s.bytes_out, s.retrans, s.fast_retrans, s.rto_fired,
 	       s.spurious_rto, s.probes, s.ooo_queued, s.dup_segs, s.dup_acks, s.sack_rexmits,
-	       s.challenge_acks, s.rst_in, s.rst_out, s.drop_malformed, s.drop_no_conn,
-	       s.drop_window, s.drop_bad_ack, s.drop_backlog, s.drop_ooo_full, s.drop_emit);
+	       s.challenge_acks, s.rst_in, s.rst_out, s.ce_marks, s.ecn_cuts, s.drop_malformed,
+	       s.drop_no_conn, s.drop_window, s.drop_bad_ack, s.drop_backlog, s.drop_ooo_full,
+	       s.drop_emit);
 	TL_LOG(INFO, "tl: refused_conns %" PRIu64 " refused_conns_nomem %" PRIu64
 	       " rx_dropped_nomem %" PRIu64 " refused_streams %" PRIu64 " rejected %" PRIu64
 	       " copied_msgs %" PRIu64,

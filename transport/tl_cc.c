@@ -89,6 +89,7 @@ static void dctcp_on_ack(struct tl_tcp_conn *c, uint32_t acked, bool ece)
 		c->cwnd = max_u32(c->cwnd - cut, 2u * c->mss);
 		c->ssthresh = c->cwnd;
 		c->dctcp_reduced = true;
+		c->stack->st.ecn_cuts++;
 		/* A classic RFC 3168 receiver keeps echoing ECE until it sees CWR. */
 		c->cwr_pending = true;
 	}

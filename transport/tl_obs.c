@@ -109,7 +109,7 @@ static int obs_stats_cmd(const char *cmd, const char *params, struct rte_tel_dat
 		OBS_U64(challenge_acks); OBS_U64(rst_in); OBS_U64(rst_out);
 		OBS_U64(drop_malformed); OBS_U64(drop_no_conn); OBS_U64(drop_window);
 		OBS_U64(drop_bad_ack); OBS_U64(drop_backlog); OBS_U64(drop_ooo_full);
-		OBS_U64(drop_emit); OBS_U64(ce_marks); OBS_U64(conns_opened); OBS_U64(conns_reset);
+		OBS_U64(drop_emit); OBS_U64(ce_marks); OBS_U64(ecn_cuts); OBS_U64(conns_opened); OBS_U64(conns_reset);
 		OBS_U64(conns_timedout); OBS_U64(syncookies_sent); OBS_U64(syncookies_ok);
 		OBS_U64(syncookies_bad);
 #undef OBS_U64

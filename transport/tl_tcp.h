@@ -188,7 +188,8 @@ struct tl_tcp_stats {
 				   * when cfg.syncookies) */
 	uint64_t drop_ooo_full;   /* out-of-order queue full */
 	uint64_t drop_emit;       /* ops.emit failed */
-	uint64_t ce_marks;
+	uint64_t ce_marks;        /* data segments that arrived marked CE */
+	uint64_t ecn_cuts;        /* DCTCP window cuts on an ECN echo (at most one a window) */
 	uint64_t conns_opened, conns_reset, conns_timedout;
 	uint64_t sack_rexmits;    /* holes resent in recovery from the SACK scoreboard */
 	uint64_t sack_walks;      /* SACK blocks rebuilt by walking the out-of-order queue

@@ -3,7 +3,8 @@
  * and seeded per-port impairments.
  *
  *   wharf-vswitch [EAL args] -- --ports N --sock-dir DIR [--queues Q0,Q1,..] [--loss P]
- *        [--dup P] [--reorder P] [--corrupt P] [--delay-us D] [--seed S] [--poll] [--seconds S]
+ *        [--dup P] [--reorder P] [--corrupt P] [--delay-us D] [--rate-mbps R] [--queue-frames Q]
+ *        [--ecn-k K] [--seed S] [--poll] [--seconds S]
  *
  * Port i is a net_vhost device listening on DIR/port<i>.sock; a node attaches with
  * --vdev=virtio_user0,path=DIR/port<i>.sock. Frames are switched by destination MAC
@@ -18,6 +19,13 @@
  * vhost port hands it on partial and the receiving node trusts it, as between VMs on one
  * host. A frame about to be corrupted gets its checksum completed first: the damage is
  * done on the wire, to a frame that carries its sum, and the receiver must catch it.
+ *
+ * Bottleneck: with --rate-mbps each port sends at most R Mbit/s, its frames leaving one
+ * after another at the link's pace from a FIFO of at most --queue-frames (tail drop past
+ * it), as a switch port drains into a slower link. With --ecn-k, an ECN-capable IPv4 frame
+ * (ECT(0) or ECT(1)) that finds K or more frames waiting is marked CE instead (RFC 3168; the
+ * step marking DCTCP expects, RFC 8257 3.1), its IPv4 header sum redone. The FIFO is the
+ * delay line's: --delay-us adds propagation after serialisation.
  *
  * Queues: port i has Qi queue pairs (--queues, default 1; its node attaches with queues=Qi
  * and, for Qi > 1, WHARF_PORT_RSS=peer). The switch reads every queue, and spreads what it
@@ -61,6 +69,9 @@ struct vs_opts {
 	uint16_t queues[VS_MAX_PORTS]; /* queue pairs of each port (0: 1) */
 	double loss, dup, reorder, corrupt;
 	uint32_t delay_us;
+	uint32_t rate_mbps;    /* 0: no bottleneck */
+	uint32_t queue_frames; /* the egress FIFO's most (VS_DELAY_SLOTS) */
+	uint32_t ecn_k;        /* mark CE at this many frames waiting; 0: never */
 	uint64_t seed;
 	bool poll;
 	double seconds;
@@ -68,7 +79,7 @@ struct vs_opts {
 
 struct vs_counters {
 	uint64_t rx, tx, lost, corrupted, duplicated, reordered, delayed, tx_fail, delay_full,
-		queue_fallback;
+		queue_fallback, ce_marked, queue_max;
 };
 
 struct vs_delayed {
@@ -84,6 +95,7 @@ struct vs_port {
 	uint64_t held_since;
 	struct vs_delayed *dl;      /* ring of delayed frames, in due order */
 	uint32_t dl_head, dl_tail;
+	uint64_t link_free;         /* --rate-mbps: when the link has sent what it was given */
 	uint16_t nq;                /* queue pairs */
 	/* The node's receive rings it enabled (vhost Tx queues), from the vhost thread's
 	 * queue-state events (queue_state_event); queue 0 is always used. */
@@ -104,6 +116,7 @@ struct vs {
 	struct vs_port port[VS_MAX_PORTS];
 	struct vs_mac macs[VS_MAC_SLOTS];
 	uint64_t delay_cycles, hold_cycles;
+	double cycles_per_byte;     /* --rate-mbps: TSC cycles a byte takes on the link; 0 none */
 };
 
 static volatile int g_stop;
@@ -212,19 +225,61 @@ static void port_tx(struct vs_port *p, struct rte_mbuf *m)
 	p->txq[q][p->txn[q]++] = m;
 }
 
-/* The delay line: frames leave in arrival order once their due time has come. */
+static bool is_ipv4(const struct rte_mbuf *m)
+{
+	const struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, const struct rte_ether_hdr *);
+
+	return rte_pktmbuf_data_len(m) >= sizeof(*eth) &&
+	       eth->ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+}
+
+/* An ECN-capable IPv4 frame's codepoint to CE, its header sum redone: true when marked. */
+static bool ce_mark(struct rte_mbuf *m)
+{
+	struct rte_ipv4_hdr *ip;
+
+	if (!is_ipv4(m) ||
+	    rte_pktmbuf_data_len(m) < sizeof(struct rte_ether_hdr) + sizeof(struct rte_ipv4_hdr))
+		return false;
+	ip = rte_pktmbuf_mtod_offset(m, struct rte_ipv4_hdr *, sizeof(struct rte_ether_hdr));
+	if ((ip->type_of_service & 3u) == 0 || (ip->type_of_service & 3u) == 3u)
+		return false;
+	ip->type_of_service |= 3u;
+	ip->hdr_checksum = 0;
+	ip->hdr_checksum = rte_ipv4_cksum(ip);
+	return true;
+}
+
+/*
+ * The delay line: frames leave in arrival order once their due time has come. With a
+ * bottleneck, a frame's time is when the link has sent the frames before it and then this
+ * one (its bytes at the link's rate), plus the delay.
+ */
 static void port_out(struct vs *vs, struct vs_port *p, struct rte_mbuf *m, uint64_t now)
 {
-	if (vs->delay_cycles == 0) {
+	uint32_t waiting = p->dl_tail - p->dl_head;
+	uint64_t due = now;
+
+	if (vs->delay_cycles == 0 && vs->cycles_per_byte == 0) {
 		port_tx(p, m);
 		return;
 	}
-	if (p->dl_tail - p->dl_head == VS_DELAY_SLOTS) {
+	if (waiting >= vs->o.queue_frames) {
 		rte_pktmbuf_free(m);
 		p->c.delay_full++;
 		return;
 	}
-	p->dl[p->dl_tail++ % VS_DELAY_SLOTS] = (struct vs_delayed){m, now + vs->delay_cycles};
+	if (waiting > p->c.queue_max)
+		p->c.queue_max = waiting;
+	if (vs->o.ecn_k != 0 && waiting >= vs->o.ecn_k && ce_mark(m))
+		p->c.ce_marked++;
+	if (vs->cycles_per_byte != 0) {
+		if (p->link_free > due)
+			due = p->link_free;
+		due += (uint64_t)(rte_pktmbuf_pkt_len(m) * vs->cycles_per_byte);
+		p->link_free = due;
+	}
+	p->dl[p->dl_tail++ % VS_DELAY_SLOTS] = (struct vs_delayed){m, due + vs->delay_cycles};
 	p->c.delayed++;
 }
 
@@ -243,14 +298,6 @@ static unsigned port_drain(struct vs *vs, struct vs_port *p, uint64_t now)
 		n++;
 	}
 	return n;
-}
-
-static bool is_ipv4(const struct rte_mbuf *m)
-{
-	const struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, const struct rte_ether_hdr *);
-
-	return rte_pktmbuf_data_len(m) >= sizeof(*eth) &&
-	       eth->ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
 }
 
 /* The IPv4 header of a TCP frame whose checksum its sender left partial, else NULL. */
@@ -520,10 +567,15 @@ static void usage(FILE *f)
 		   "  --loss P, --dup P, --reorder P, --corrupt P\n"
 		   "                 probability (0..1) of each impairment per IPv4 frame, on egress\n"
 		   "  --delay-us D   delay the frames leaving each port by D microseconds\n"
+		   "  --rate-mbps R  each port sends at most R Mbit/s (1..1000000), from a FIFO\n"
+		   "  --queue-frames Q\n"
+		   "                 that FIFO's most, frames (1..%u, default %u): tail drop past it\n"
+		   "  --ecn-k K      mark ECN-capable IPv4 frames CE when K or more frames wait\n"
 		   "  --seed S       the impairments' seed (default 1): the same seed, the same fates\n"
 		   "  --poll         busy-poll (default: sleep on the vhost queues' Rx interrupts)\n"
 		   "  --seconds S    stop after S seconds (default: at SIGINT/SIGTERM)\n"
-		   "On exit prints its per-port counters as one JSON line.\n", VS_MAX_PORTS, VS_MAX_QUEUES);
+		   "On exit prints its per-port counters as one JSON line.\n", VS_MAX_PORTS, VS_MAX_QUEUES,
+		   VS_DELAY_SLOTS, VS_DELAY_SLOTS);
 }
 
 static int parse_args(int argc, char **argv, struct vs_opts *o)
@@ -535,12 +587,14 @@ static int parse_args(int argc, char **argv, struct vs_opts *o)
 		{"delay-us", required_argument, 0, 'D'}, {"seed", required_argument, 0, 's'},
 		{"poll", no_argument, 0, 'P'},          {"seconds", required_argument, 0, 'S'},
 		{"queues", required_argument, 0, 'q'},  {"help", no_argument, 0, 'h'},
+		{"rate-mbps", required_argument, 0, 'B'}, {"queue-frames", required_argument, 0, 'Q'},
+		{"ecn-k", required_argument, 0, 'K'},
 		{0, 0, 0, 0}};
 	uint64_t v;
 	int c, rc = 0;
 	char *end;
 
-	*o = (struct vs_opts){.seed = 1};
+	*o = (struct vs_opts){.seed = 1, .queue_frames = VS_DELAY_SLOTS};
 	optind = 1;
 	while (rc == 0 && (c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
@@ -563,6 +617,26 @@ static int parse_args(int argc, char **argv, struct vs_opts *o)
 			o->delay_us = (uint32_t)v;
 			break;
 		case 's': rc = parse_uint("--seed", optarg, UINT64_MAX, &o->seed); break;
+		case 'B':
+			rc = parse_uint("--rate-mbps", optarg, 1000000, &v);
+			o->rate_mbps = (uint32_t)v;
+			if (rc == 0 && v == 0) {
+				fprintf(stderr, "wharf-vswitch: --rate-mbps: at least 1\n");
+				rc = -EINVAL;
+			}
+			break;
+		case 'Q':
+			rc = parse_uint("--queue-frames", optarg, VS_DELAY_SLOTS, &v);
+			o->queue_frames = (uint32_t)v;
+			if (rc == 0 && v == 0) {
+				fprintf(stderr, "wharf-vswitch: --queue-frames: at least 1\n");
+				rc = -EINVAL;
+			}
+			break;
+		case 'K':
+			rc = parse_uint("--ecn-k", optarg, VS_DELAY_SLOTS, &v);
+			o->ecn_k = (uint32_t)v;
+			break;
 		case 'P': o->poll = true; break;
 		case 'S':
 			o->seconds = strtod(optarg, &end);
@@ -615,8 +689,10 @@ static void print_counters(const struct vs *vs)
 		printf("%s{\"rx\":%" PRIu64 ",\"tx\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"corrupted\":%" PRIu64
 		       ",\"duplicated\":%" PRIu64 ",\"reordered\":%" PRIu64 ",\"delayed\":%" PRIu64
 		       ",\"tx_fail\":%" PRIu64 ",\"delay_full\":%" PRIu64 ",\"queue_fallback\":%" PRIu64
+		       ",\"ce_marked\":%" PRIu64 ",\"queue_max\":%" PRIu64
 		       "}", i ? "," : "", c->rx, c->tx, c->lost, c->corrupted, c->duplicated,
-		       c->reordered, c->delayed, c->tx_fail, c->delay_full, c->queue_fallback);
+		       c->reordered, c->delayed, c->tx_fail, c->delay_full, c->queue_fallback,
+		       c->ce_marked, c->queue_max);
 	}
 	printf("]}\n");
 	fflush(stdout);
@@ -736,6 +812,7 @@ int main(int argc, char **argv)
 	signal(SIGTERM, on_signal);
 	uint64_t hz = rte_get_tsc_hz();
 	vs.delay_cycles = hz / 1000000 * vs.o.delay_us;
+	vs.cycles_per_byte = vs.o.rate_mbps ? (double)hz * 8.0 / ((double)vs.o.rate_mbps * 1e6) : 0;
 	vs.hold_cycles = hz / 1000; /* 1 ms */
 	uint64_t end = vs.o.seconds > 0 ? rte_rdtsc() + (uint64_t)(vs.o.seconds * (double)hz)
 					: UINT64_MAX;
