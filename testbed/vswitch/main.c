@@ -515,20 +515,26 @@ static int parse_prob(const char *flag, const char *s, double *out)
 	return 0;
 }
 
-static int parse_uint(const char *flag, const char *s, uint64_t max, uint64_t *out)
+static int parse_range(const char *flag, const char *s, uint64_t min, uint64_t max,
+		       uint64_t *out)
 {
 	char *end;
 	unsigned long long v;
 
 	errno = 0;
 	v = strtoull(s, &end, 10);
-	if (errno || *s == '\0' || *s == '-' || *end != '\0' || v > max) {
-		fprintf(stderr, "wharf-vswitch: %s: expected an integer in [0, %" PRIu64 "], got '%s'\n",
-			flag, max, s);
+	if (errno || *s == '\0' || *s == '-' || *end != '\0' || v < min || v > max) {
+		fprintf(stderr, "wharf-vswitch: %s: expected an integer in [%" PRIu64 ", %" PRIu64
+			"], got '%s'\n", flag, min, max, s);
 		return -EINVAL;
 	}
 	*out = v;
 	return 0;
+}
+
+static int parse_uint(const char *flag, const char *s, uint64_t max, uint64_t *out)
+{
+	return parse_range(flag, s, 0, max, out);
 }
 
 /* --queues "Q0,Q1,..": each 1..VS_MAX_QUEUES; ports not named keep 1. */
@@ -618,20 +624,12 @@ static int parse_args(int argc, char **argv, struct vs_opts *o)
 			break;
 		case 's': rc = parse_uint("--seed", optarg, UINT64_MAX, &o->seed); break;
 		case 'B':
-			rc = parse_uint("--rate-mbps", optarg, 1000000, &v);
+			rc = parse_range("--rate-mbps", optarg, 1, 1000000, &v);
 			o->rate_mbps = (uint32_t)v;
-			if (rc == 0 && v == 0) {
-				fprintf(stderr, "wharf-vswitch: --rate-mbps: at least 1\n");
-				rc = -EINVAL;
-			}
 			break;
 		case 'Q':
-			rc = parse_uint("--queue-frames", optarg, VS_DELAY_SLOTS, &v);
+			rc = parse_range("--queue-frames", optarg, 1, VS_DELAY_SLOTS, &v);
 			o->queue_frames = (uint32_t)v;
-			if (rc == 0 && v == 0) {
-				fprintf(stderr, "wharf-vswitch: --queue-frames: at least 1\n");
-				rc = -EINVAL;
-			}
 			break;
 		case 'K':
 			rc = parse_uint("--ecn-k", optarg, VS_DELAY_SLOTS, &v);
