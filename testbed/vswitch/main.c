@@ -25,7 +25,8 @@
  * it), as a switch port drains into a slower link. With --ecn-k, an ECN-capable IPv4 frame
  * (ECT(0) or ECT(1)) that finds K or more frames waiting is marked CE instead (RFC 3168; the
  * step marking DCTCP expects, RFC 8257 3.1), its IPv4 header sum redone. The FIFO is the
- * delay line's: --delay-us adds propagation after serialisation.
+ * delay line's: --delay-us adds propagation after serialisation, and frames still on their
+ * way then count as waiting too.
  *
  * Queues: port i has Qi queue pairs (--queues, default 1; its node attaches with queues=Qi
  * and, for Qi > 1, WHARF_PORT_RSS=peer). The switch reads every queue, and spreads what it
