@@ -546,7 +546,6 @@ static int port_configure(struct dn_port *p, char *err, size_t errlen)
 		return ret;
 	}
 	reta_program(p, &di);
-	p->rx_sock = -1;
 	if (af_xdp && p->cfg.idle == DN_IDLE_SLEEP)
 		p->rx_sock = xsk_rx_sock(p, &xsk_before);
 	if (p->cfg.promiscuous)

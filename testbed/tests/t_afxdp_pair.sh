@@ -48,10 +48,6 @@ if ! tb_wait_log "$TB_DIR/srv.log" "server on port" 20; then
 	tail -n 5 "$TB_DIR/srv.log" >&2
 	tb_fail "perf server did not come up"
 fi
-# dn_stat LOG WORD: the number after WORD on the "dn:" line WHARF_TL_STATS=1 logs at exit.
-dn_stat() {
-	sed -n "s/^.* wharf\.tl: dn: .* $2 \([0-9]*\).*/\1/p" "$1" | tail -n 1
-}
 XENV=""
 cli() { # NAME perf-args...   (XENV: the client's environment)
 	local name=$1; shift
@@ -73,7 +69,9 @@ tb_pass "64 B ping-pong over net_af_xdp: $COUNT echoes, p50 $(tb_json "$TB_DIR/s
 XENV="WHARF_IDLE_SPIN_US=0 WHARF_TL_STATS=1" cli asleep --size 64 --verify --count "$COUNT" --seconds 20
 [ "$(tb_json "$TB_DIR/asleep.out" msgs)" = "$COUNT" ] ||
 	tb_fail "64 B ping-pong, no spin: $(tb_json "$TB_DIR/asleep.out" msgs) echoes of $COUNT"
-sleeps=$(dn_stat "$TB_DIR/asleep.log" sleeps) woken=$(dn_stat "$TB_DIR/asleep.log" intr_wakeups)
+# The "dn:" line WHARF_TL_STATS=1 logs at exit.
+sleeps=$(tb_stat_num "$TB_DIR/asleep.log" "wharf\.tl: dn: " sleeps)
+woken=$(tb_stat_num "$TB_DIR/asleep.log" "wharf\.tl: dn: " intr_wakeups)
 [ -n "$sleeps" ] && [ -n "$woken" ] || { tail -n 5 "$TB_DIR/asleep.log" >&2; tb_fail "no dn: counters"; }
 [ $((woken * 2)) -ge "$COUNT" ] ||
 	tb_fail "no spin: $woken of $sleeps sleeps woken by the socket over $COUNT round trips"

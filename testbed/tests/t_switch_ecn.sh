@@ -13,9 +13,7 @@ SECS=${WHARF_ECN_SECONDS:-2}
 
 tb_init
 # tcp_stat LOG WORD: the number after WORD on the "tl_tcp:" line WHARF_TL_STATS=1 logs at exit.
-tcp_stat() {
-	sed -n "s/^.* wharf\.tl: tl_tcp: .* $2 \([0-9]*\).*/\1/p" "$1" | tail -n 1
-}
+tcp_stat() { tb_stat_num "$1" "wharf\.tl: tl_tcp: " "$2"; }
 # port_stat WORD: the server's switch port (0) counter WORD from the switch's JSON line.
 port_stat() {
 	/usr/bin/python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read())["ports"][0][sys.argv[2]])' \
